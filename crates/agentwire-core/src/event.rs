@@ -1,0 +1,67 @@
+//! What a turn emits while it runs: status, streamed text, thinking, tool telemetry and warnings.
+
+use serde::{Deserialize, Serialize};
+
+/// A coarse state of a running turn (NIP-XX `ai.status` `state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusState {
+    /// The agent is working on the answer.
+    Thinking,
+    /// The agent is running a tool.
+    ToolUse,
+    /// The agent has finished producing output.
+    Done,
+}
+
+/// One event of a running turn, in the order the agent produced it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// Progress of the turn.
+    Status {
+        /// The coarse state.
+        state: StatusState,
+        /// Percent done, when the agent knows it (0-100).
+        progress: Option<u8>,
+        /// Free text about what is happening.
+        info: Option<String>,
+    },
+    /// A fragment of the answer text, streamed in order.
+    Text {
+        /// The fragment.
+        text: String,
+    },
+    /// A fragment of the agent's reasoning.
+    Thinking {
+        /// The fragment.
+        text: String,
+    },
+    /// The agent started a tool.
+    ToolCall {
+        /// The call's id, unique within the turn.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The tool's arguments.
+        arguments: serde_json::Value,
+    },
+    /// A tool the agent ran returned.
+    ToolResult {
+        /// The id of the call this answers.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// What the tool returned.
+        output: serde_json::Value,
+        /// Whether the tool succeeded.
+        success: bool,
+        /// How long the tool ran.
+        duration_ms: u64,
+    },
+    /// Something the person should know that does not end the turn.
+    Warning {
+        /// The warning.
+        text: String,
+    },
+}

@@ -1,0 +1,20 @@
+//! The shared vocabulary of agentwire and the engine's turn rules, with no I/O.
+//!
+//! Every protocol maps onto one model: a **conversation** is an ordered journal of **turns**; a turn is
+//! accepted, streams [`TurnEvent`]s, and ends in exactly one [`Outcome`]. The [`TurnBook`] is the pure state
+//! machine that enforces the engine's invariants (one outcome per turn, idempotent cancel, one turn at a time
+//! per conversation with later turns queued in order, a request id run once); the async drivers around it
+//! journal each decision before acting on the wire.
+
+mod event;
+mod ids;
+mod outcome;
+mod turnbook;
+
+pub use event::{StatusState, TurnEvent};
+pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
+pub use outcome::{Failure, FailureCode, Outcome, TurnResult, Usage};
+pub use turnbook::{
+    CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
+    MAX_QUEUED_TURNS_PER_CONVERSATION,
+};

@@ -1,0 +1,274 @@
+//! The turn book: the pure state machine that owns the engine's turn invariants.
+//!
+//! The async engine calls it under a lock and journals each decision before acting on it:
+//!
+//! 1. [`TurnBook::submit`] registers a request as `Pending` (or recognises a live duplicate);
+//! 2. the engine journals it (insert-if-absent); if the journal already had it, [`TurnBook::forget`],
+//!    otherwise [`TurnBook::journaled`], which starts it or queues it behind its conversation's running turn;
+//! 3. [`TurnBook::finish`] decides the one outcome (later finishes are refused), the engine journals it, then
+//!    [`TurnBook::ended`] frees the conversation and names the next queued turn to start.
+//!
+//! The book holds only live turns, so its memory is bounded by the live work, not by history; ended turns
+//! are answered from the journal.
+
+use crate::{ConversationId, RequestId};
+use std::collections::{HashMap, VecDeque};
+
+/// Most turns one conversation may have waiting (pending or queued) behind its running turn. A client that
+/// floods one session would otherwise grow the queue without bound; past this the turn is refused with
+/// `SessionLimit`.
+pub const MAX_QUEUED_TURNS_PER_CONVERSATION: usize = 64;
+
+/// Where a live turn is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnPhase {
+    /// Submitted, being journaled.
+    Pending {
+        /// A cancel arrived before the journal write finished.
+        cancel_requested: bool,
+    },
+    /// Journaled, waiting for its conversation's running turn to end.
+    Queued,
+    /// Running in the agent.
+    Running {
+        /// A cancel was passed to the agent.
+        cancel_requested: bool,
+    },
+    /// Its outcome is decided and being journaled.
+    Ending,
+}
+
+/// The answer to [`TurnBook::submit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submitted {
+    /// A new request: journal it, then call [`TurnBook::journaled`] (or [`TurnBook::forget`]).
+    New,
+    /// The request is live already: a resend, not to be run again.
+    Duplicate(TurnPhase),
+    /// The conversation has [`MAX_QUEUED_TURNS_PER_CONVERSATION`] turns waiting.
+    ConversationFull,
+}
+
+/// What to do with a turn once it is journaled ([`TurnBook::journaled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Journaled {
+    /// Start it now.
+    Start,
+    /// It waits behind the conversation's running turn.
+    Queued,
+    /// A cancel came first: its outcome is decided as cancelled; journal that, then call
+    /// [`TurnBook::ended`]. It never runs.
+    EndCancelled,
+    /// The book does not know this id (a driver bug, reported not panicked).
+    Unknown,
+}
+
+/// What to do with a cancel ([`TurnBook::cancel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelDecision {
+    /// Tell the running agent to stop; it will end the turn as cancelled.
+    SignalAgent,
+    /// The turn was queued and never started: its outcome is decided as cancelled; journal that, then call
+    /// [`TurnBook::ended`].
+    EndNow,
+    /// Recorded; the turn ends as cancelled once journaled.
+    Deferred,
+    /// Asked before (idempotent) or the turn has ended or is unknown: nothing to do.
+    Ignored,
+}
+
+/// The answer to [`TurnBook::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// This outcome is the turn's one outcome: journal it, send it, then call [`TurnBook::ended`].
+    Decided,
+    /// An outcome was decided before: drop this one.
+    AlreadyEnding,
+    /// Not a live turn (ended earlier or never seen): drop this outcome.
+    Unknown,
+}
+
+#[derive(Debug)]
+struct Entry {
+    conversation: ConversationId,
+    phase: TurnPhase,
+}
+
+#[derive(Debug, Default)]
+struct Lane {
+    /// The turn that holds the conversation (running or ending).
+    holder: Option<RequestId>,
+    /// Journaled turns waiting, oldest first.
+    queue: VecDeque<RequestId>,
+    /// Turns submitted but not yet journaled.
+    pending: usize,
+    /// Live turns of this conversation in any phase; the lane is dropped when none is left.
+    members: usize,
+}
+
+/// The live turns and each conversation's lane.
+#[derive(Debug, Default)]
+pub struct TurnBook {
+    turns: HashMap<RequestId, Entry>,
+    lanes: HashMap<ConversationId, Lane>,
+}
+
+impl TurnBook {
+    /// An empty book.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of live turns.
+    pub fn live(&self) -> usize {
+        self.turns.len()
+    }
+
+    /// The phase of a live turn.
+    pub fn phase(&self, id: &RequestId) -> Option<TurnPhase> {
+        self.turns.get(id).map(|e| e.phase)
+    }
+
+    /// The turn holding a conversation (running or ending), if any.
+    pub fn holder(&self, conversation: &ConversationId) -> Option<&RequestId> {
+        self.lanes.get(conversation).and_then(|l| l.holder.as_ref())
+    }
+
+    /// Registers a request.
+    pub fn submit(&mut self, id: RequestId, conversation: ConversationId) -> Submitted {
+        if let Some(e) = self.turns.get(&id) {
+            return Submitted::Duplicate(e.phase);
+        }
+        let lane = self.lanes.entry(conversation.clone()).or_default();
+        if lane.queue.len() + lane.pending >= MAX_QUEUED_TURNS_PER_CONVERSATION {
+            return Submitted::ConversationFull;
+        }
+        lane.pending += 1;
+        lane.members += 1;
+        self.turns.insert(id, Entry { conversation, phase: TurnPhase::Pending { cancel_requested: false } });
+        Submitted::New
+    }
+
+    /// Drops a pending request the journal already knew (a resend of an ended turn).
+    pub fn forget(&mut self, id: &RequestId) {
+        if let Some(e) = self.turns.get(id) {
+            if matches!(e.phase, TurnPhase::Pending { .. }) {
+                let e = self.turns.remove(id).expect("present");
+                self.release_pending(&e.conversation);
+            }
+        }
+    }
+
+    /// Moves a pending request on once the journal holds it.
+    pub fn journaled(&mut self, id: &RequestId) -> Journaled {
+        let Some(e) = self.turns.get_mut(id) else { return Journaled::Unknown };
+        let TurnPhase::Pending { cancel_requested } = e.phase else { return Journaled::Unknown };
+        let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+        lane.pending -= 1;
+        if cancel_requested {
+            // Ends without ever holding the conversation.
+            e.phase = TurnPhase::Ending;
+            return Journaled::EndCancelled;
+        }
+        if lane.holder.is_none() && lane.queue.is_empty() {
+            lane.holder = Some(id.clone());
+            e.phase = TurnPhase::Running { cancel_requested: false };
+            Journaled::Start
+        } else {
+            lane.queue.push_back(id.clone());
+            e.phase = TurnPhase::Queued;
+            Journaled::Queued
+        }
+    }
+
+    /// Handles a cancel for a request.
+    pub fn cancel(&mut self, id: &RequestId) -> CancelDecision {
+        let Some(e) = self.turns.get_mut(id) else { return CancelDecision::Ignored };
+        match e.phase {
+            TurnPhase::Pending { cancel_requested: false } => {
+                e.phase = TurnPhase::Pending { cancel_requested: true };
+                CancelDecision::Deferred
+            }
+            TurnPhase::Running { cancel_requested: false } => {
+                e.phase = TurnPhase::Running { cancel_requested: true };
+                CancelDecision::SignalAgent
+            }
+            TurnPhase::Queued => {
+                e.phase = TurnPhase::Ending;
+                let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+                lane.queue.retain(|q| q != id);
+                CancelDecision::EndNow
+            }
+            TurnPhase::Pending { cancel_requested: true }
+            | TurnPhase::Running { cancel_requested: true }
+            | TurnPhase::Ending => CancelDecision::Ignored,
+        }
+    }
+
+    /// Decides a turn's outcome. Only the first call for a live turn is [`Finished::Decided`].
+    pub fn finish(&mut self, id: &RequestId) -> Finished {
+        let Some(e) = self.turns.get_mut(id) else { return Finished::Unknown };
+        match e.phase {
+            TurnPhase::Ending => Finished::AlreadyEnding,
+            TurnPhase::Pending { .. } => {
+                // Refused before the journal write finished (e.g. the write failed).
+                let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+                lane.pending -= 1;
+                e.phase = TurnPhase::Ending;
+                Finished::Decided
+            }
+            TurnPhase::Queued => {
+                let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+                lane.queue.retain(|q| q != id);
+                e.phase = TurnPhase::Ending;
+                Finished::Decided
+            }
+            TurnPhase::Running { .. } => {
+                e.phase = TurnPhase::Ending;
+                Finished::Decided
+            }
+        }
+    }
+
+    /// Forgets a turn whose outcome is journaled. Returns the next turn of its conversation to start, if the
+    /// ended turn held the conversation and another is queued.
+    pub fn ended(&mut self, id: &RequestId) -> Option<RequestId> {
+        let e = self.turns.get(id)?;
+        if e.phase != TurnPhase::Ending {
+            return None;
+        }
+        let e = self.turns.remove(id).expect("present");
+        let Some(lane) = self.lanes.get_mut(&e.conversation) else { return None };
+        lane.members -= 1;
+        let mut next = None;
+        if lane.holder.as_ref() == Some(id) {
+            lane.holder = None;
+        }
+        if lane.holder.is_none() {
+            if let Some(n) = lane.queue.pop_front() {
+                lane.holder = Some(n.clone());
+                if let Some(ne) = self.turns.get_mut(&n) {
+                    ne.phase = TurnPhase::Running { cancel_requested: false };
+                }
+                next = Some(n);
+            }
+        }
+        if lane.members == 0 {
+            self.lanes.remove(&e.conversation);
+        }
+        next
+    }
+
+    fn release_pending(&mut self, conversation: &ConversationId) {
+        if let Some(lane) = self.lanes.get_mut(conversation) {
+            lane.pending -= 1;
+            lane.members -= 1;
+            if lane.members == 0 {
+                self.lanes.remove(conversation);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,14 @@
+//! The engine: runs turns on an [`Agent`] and keeps the engine's promises for every protocol front.
+//!
+//! A front (NIP-XX, fisk-ai, ...) validates what a peer sent, then hands the engine a [`Submission`] with a
+//! [`TurnFront`] that knows how to put that turn's events and outcome on its wire. The engine:
+//! journals the turn before the front acknowledges it, runs one turn at a time per conversation (later ones
+//! queue in order), answers a resent request id from the journal instead of running it again, treats cancel
+//! as idempotent, decides exactly one outcome, journals it (with its wire form) before the front sends it,
+//! and after a restart gives every interrupted turn a defined end.
+
+mod agent;
+mod engine;
+
+pub use agent::{Agent, AgentCard, CancelSignal, ToolSpec, TurnInput, EVENT_QUEUE_DEPTH};
+pub use engine::{CancelReply, Engine, SubmitReply, Submission, TurnFront, INTERRUPTED_RETRY_AFTER_SECS};

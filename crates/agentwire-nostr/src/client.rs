@@ -1,0 +1,298 @@
+//! The NIP-XX client: the run view that applies the spec's reconciliation rules (pure), and the async
+//! `ask`, `cancel` and `info` operations the CLI uses.
+
+use crate::crypto::Crypto;
+use crate::nipxx::payload::{CancelPayload, DeltaPayload, ErrorPayload, PromptPayload, ResponsePayload, StatusPayload, ToolCallPayload};
+use crate::nipxx::{envelope, kinds, tags};
+use crate::relay_conn::{Incoming, RelayConn};
+use nostr::prelude::{Event, EventBuilder, EventId, Filter, Kind, PublicKey, Timestamp};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most distinct events one run view keeps; a run that sends more is misbehaving, and later events are
+/// ignored rather than grow memory without bound.
+pub const MAX_RUN_EVENTS: usize = 100_000;
+/// After the first terminal event, how long `ask` waits for a newer one (a response/cancel race) before it
+/// settles on the newest.
+pub const TERMINAL_SETTLE: Duration = Duration::from_millis(150);
+
+/// A run's terminal event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Terminal {
+    /// ai.response.
+    Response(ResponsePayload),
+    /// ai.error.
+    Error(ErrorPayload),
+}
+
+impl Terminal {
+    /// The final answer text (from the response, unwrapping a compatibility envelope).
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Terminal::Response(r) => Some(envelope::text_of(&r.text).unwrap_or_else(|| r.text.clone())),
+            Terminal::Error(_) => None,
+        }
+    }
+}
+
+/// What a run view reports as events arrive.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// A status event.
+    Status(StatusPayload),
+    /// Answer text that is now in order (contiguous seq), ready to show.
+    Text(String),
+    /// A delta is missing: rendering is degraded until the response arrives.
+    Gap,
+    /// Tool telemetry.
+    Tool(ToolCallPayload),
+    /// A terminal event was accepted (or replaced an older one).
+    Terminal,
+}
+
+/// One run as a client sees it, reconciled by the spec's rules: only events of this run from this agent to
+/// this client count; duplicates (by id, and by (seq, text)) are dropped; deltas are ordered by
+/// (seq, created_at, id); the final text comes from the response; the newest terminal by (created_at, id)
+/// wins; nothing is applied after a terminal except a newer terminal.
+#[derive(Debug)]
+pub struct RunView {
+    me: PublicKey,
+    agent: PublicKey,
+    prompt: EventId,
+    seen: HashSet<EventId>,
+    seen_seq: HashSet<u64>,
+    waiting: BTreeMap<(u64, Timestamp, EventId), String>,
+    next_seq: u64,
+    gap_reported: bool,
+    terminal: Option<(Timestamp, EventId, Terminal)>,
+}
+
+impl RunView {
+    /// A view of run `prompt` sent by `me` to `agent`.
+    pub fn new(me: PublicKey, agent: PublicKey, prompt: EventId) -> Self {
+        RunView {
+            me,
+            agent,
+            prompt,
+            seen: HashSet::new(),
+            seen_seq: HashSet::new(),
+            waiting: BTreeMap::new(),
+            next_seq: 0,
+            gap_reported: false,
+            terminal: None,
+        }
+    }
+
+    /// The accepted terminal, if any.
+    pub fn terminal(&self) -> Option<&Terminal> {
+        self.terminal.as_ref().map(|(_, _, t)| t)
+    }
+
+    /// Applies one event, with its decrypted content (`None` if it did not decrypt).
+    pub fn apply(&mut self, event: &Event, plaintext: Option<&str>) -> Vec<Update> {
+        if event.pubkey != self.agent || self.seen.len() >= MAX_RUN_EVENTS || !self.seen.insert(event.id) {
+            return vec![];
+        }
+        match tags::run_event_tags(event, &self.me) {
+            Ok(t) if t.root == Some(self.prompt) => {}
+            _ => return vec![],
+        }
+        let Some(plain) = plaintext else { return vec![] };
+        let kind = event.kind.as_u16();
+        if kind == kinds::RESPONSE || kind == kinds::ERROR {
+            let t = if kind == kinds::RESPONSE {
+                ResponsePayload::parse(plain).map(Terminal::Response)
+            } else {
+                ErrorPayload::parse(plain).map(Terminal::Error)
+            };
+            let Ok(t) = t else { return vec![] };
+            let newer = match &self.terminal {
+                None => true,
+                Some((at, id, _)) => (event.created_at, event.id) > (*at, *id),
+            };
+            if newer {
+                self.terminal = Some((event.created_at, event.id, t));
+                return vec![Update::Terminal];
+            }
+            return vec![];
+        }
+        if self.terminal.is_some() {
+            return vec![];
+        }
+        match kind {
+            kinds::STATUS => StatusPayload::parse(plain).map(|s| vec![Update::Status(s)]).unwrap_or_default(),
+            kinds::TOOL_CALL => ToolCallPayload::parse(plain).map(|t| vec![Update::Tool(t)]).unwrap_or_default(),
+            kinds::DELTA => {
+                let Ok(d) = DeltaPayload::parse(plain) else { return vec![] };
+                let text = envelope::text_of(&d.text).unwrap_or(d.text);
+                match d.seq {
+                    // Without seq, show in arrival order.
+                    None => vec![Update::Text(text)],
+                    Some(seq) => {
+                        if seq < self.next_seq || !self.seen_seq.insert(seq) {
+                            return vec![];
+                        }
+                        self.waiting.insert((seq, event.created_at, event.id), text);
+                        let mut out = Vec::new();
+                        while let Some(entry) = self.waiting.first_entry() {
+                            if entry.key().0 != self.next_seq {
+                                break;
+                            }
+                            out.push(Update::Text(entry.remove()));
+                            self.next_seq += 1;
+                        }
+                        if !self.waiting.is_empty() && !self.gap_reported {
+                            self.gap_reported = true;
+                            out.push(Update::Gap);
+                        }
+                        out
+                    }
+                }
+            }
+            _ => vec![],
+        }
+    }
+}
+
+/// Why a client operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The relay could not be reached.
+    #[error("cannot reach relay {0}")]
+    Unreachable(String),
+    /// The relay refused our event.
+    #[error("relay refused the event: {0}")]
+    Refused(String),
+    /// No terminal event in time.
+    #[error("no answer from the agent within {0:?}")]
+    Timeout(Duration),
+    /// Something could not be encrypted or published.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A prompt to send.
+#[derive(Debug, Clone)]
+pub struct AskRequest {
+    /// The agent.
+    pub agent: PublicKey,
+    /// The session tag, if any.
+    pub session: Option<String>,
+    /// The prompt payload.
+    pub prompt: PromptPayload,
+    /// How long to wait for the terminal.
+    pub timeout: Duration,
+}
+
+/// Connects to a relay and waits for the connection.
+pub async fn connect(url: &str) -> Result<(RelayConn, tokio::sync::mpsc::Receiver<Incoming>), ClientError> {
+    let (conn, rx) = RelayConn::connect(url);
+    if !conn.wait_connected(Duration::from_secs(5)).await {
+        return Err(ClientError::Unreachable(url.to_string()));
+    }
+    Ok((conn, rx))
+}
+
+/// Sends a prompt and follows its run until a terminal, calling `on_prompt` with the prompt id once sent
+/// and `on_update` for every update. Returns the newest terminal.
+pub async fn ask(
+    conn: &RelayConn,
+    incoming: &mut tokio::sync::mpsc::Receiver<Incoming>,
+    crypto: &Arc<Crypto>,
+    req: AskRequest,
+    mut on_prompt: impl FnMut(&EventId),
+    mut on_update: impl FnMut(&Update),
+) -> Result<Terminal, ClientError> {
+    let me = crypto.public_key();
+    let content = crypto.encrypt(&req.agent, &req.prompt.to_json()).map_err(|e| ClientError::Other(e.to_string()))?;
+    let prompt = crypto.sign(
+        EventBuilder::new(Kind::Custom(kinds::PROMPT), content).tags(tags::prompt(&req.agent, req.session.as_deref())),
+    );
+    let sub = format!("run-{}", &prompt.id.to_hex()[..16]);
+    conn.subscribe(
+        &sub,
+        vec![Filter::new()
+            .kinds(kinds::RUN_KINDS.map(Kind::Custom))
+            .pubkey(me)
+            .event(prompt.id)
+            .author(req.agent)],
+    );
+    let ok = conn.publish(&prompt).await.map_err(|e| ClientError::Other(e.to_string()))?;
+    if !ok.accepted {
+        return Err(ClientError::Refused(ok.message));
+    }
+    on_prompt(&prompt.id);
+    let mut view = RunView::new(me, req.agent, prompt.id);
+    let deadline = tokio::time::Instant::now() + req.timeout;
+    let mut settle: Option<tokio::time::Instant> = None;
+    loop {
+        let until = settle.unwrap_or(deadline);
+        let m = match tokio::time::timeout_at(until, incoming.recv()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(ClientError::Unreachable(conn.url().to_string())),
+            Err(_) => break,
+        };
+        let Incoming::Event { sub: s, event } = m else { continue };
+        if s != sub || event.verify().is_err() {
+            continue;
+        }
+        let plain = crypto.decrypt(&event.pubkey, &event.content).ok();
+        for u in view.apply(&event, plain.as_deref()) {
+            if u == Update::Terminal && settle.is_none() {
+                settle = Some(tokio::time::Instant::now() + TERMINAL_SETTLE);
+            }
+            on_update(&u);
+        }
+    }
+    conn.unsubscribe(&sub);
+    view.terminal().cloned().ok_or(ClientError::Timeout(req.timeout))
+}
+
+/// Sends an ai.cancel for run `prompt` to `agent`.
+pub async fn cancel(conn: &RelayConn, crypto: &Crypto, agent: &PublicKey, prompt: &EventId, session: &str) -> Result<(), ClientError> {
+    let payload = CancelPayload { reason: "user_cancel".into() }.to_json();
+    let content = crypto.encrypt(agent, &payload).map_err(|e| ClientError::Other(e.to_string()))?;
+    let ev = crypto.sign(EventBuilder::new(Kind::Custom(kinds::CANCEL), content).tags(tags::run(agent, prompt, session)));
+    let ok = conn.publish(&ev).await.map_err(|e| ClientError::Other(e.to_string()))?;
+    if ok.accepted {
+        Ok(())
+    } else {
+        Err(ClientError::Refused(ok.message))
+    }
+}
+
+/// Reads the newest valid ai.info of `agent` (by created_at, then id).
+pub async fn info(
+    conn: &RelayConn,
+    incoming: &mut tokio::sync::mpsc::Receiver<Incoming>,
+    agent: &PublicKey,
+) -> Result<Option<Event>, ClientError> {
+    conn.subscribe(
+        "info",
+        vec![Filter::new().kind(Kind::Custom(kinds::INFO)).author(*agent).identifier(kinds::INFO_D)],
+    );
+    let mut best: Option<Event> = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, incoming.recv()).await {
+            Ok(Some(Incoming::Event { sub, event })) if sub == "info" => {
+                if event.verify().is_ok()
+                    && crate::nipxx::payload::InfoPayload::validate(&event.content).is_ok()
+                    && best.as_ref().is_none_or(|b| (event.created_at, event.id) > (b.created_at, b.id))
+                {
+                    best = Some(*event);
+                }
+            }
+            Ok(Some(Incoming::Eose(sub))) if sub == "info" => break,
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(ClientError::Unreachable(conn.url().to_string())),
+            Err(_) => break,
+        }
+    }
+    conn.unsubscribe("info");
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests;

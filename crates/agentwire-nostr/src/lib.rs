@@ -1,0 +1,9 @@
+//! NIP-XX AI Agent Messages for agentwire: the pure protocol core ([`nipxx`]), NIP-44 and signing with cached
+//! keys ([`crypto`]), a relay connection ([`relay_conn`]), the agent runtime ([`runtime`]) and the client
+//! ([`client`]).
+
+pub mod client;
+pub mod crypto;
+pub mod nipxx;
+pub mod relay_conn;
+pub mod runtime;

@@ -1,0 +1,255 @@
+//! A client connection to one relay: publish with OK, subscribe, and reconnect with the subscriptions
+//! restored. Used by the agent runtime and by the CLI client.
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::prelude::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Incoming messages buffered before the connection stops reading the socket (backpressure to the relay
+/// instead of unbounded memory).
+pub const INCOMING_QUEUE_DEPTH: usize = 4096;
+/// Longest wait between reconnect attempts.
+pub const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
+/// How long `publish` waits for the relay's OK.
+pub const OK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest message read from a relay; ample for events within NIP-44's limits.
+pub const MAX_RELAY_MESSAGE_BYTES: usize = 1 << 20;
+
+/// What the relay said to an EVENT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OkReply {
+    /// Whether the relay accepted it.
+    pub accepted: bool,
+    /// The relay's message (`duplicate:`, `rate-limited:`, ...).
+    pub message: String,
+}
+
+/// Why a publish has no OK.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PublishError {
+    /// No OK within [`OK_TIMEOUT`].
+    #[error("relay did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection is gone.
+    #[error("relay connection closed")]
+    Closed,
+}
+
+/// Something the relay sent on a subscription.
+#[derive(Debug, Clone)]
+pub enum Incoming {
+    /// An event on subscription `sub`.
+    Event {
+        /// The subscription id.
+        sub: String,
+        /// The event (its signature is not yet checked).
+        event: Box<Event>,
+    },
+    /// End of stored events on `sub`.
+    Eose(String),
+    /// The relay closed `sub`.
+    Closed {
+        /// The subscription id.
+        sub: String,
+        /// Why.
+        message: String,
+    },
+}
+
+enum Cmd {
+    Send(String),
+}
+
+type Pending = Arc<Mutex<HashMap<EventId, oneshot::Sender<OkReply>>>>;
+
+/// A reconnecting connection to one relay.
+#[derive(Clone)]
+pub struct RelayConn {
+    url: String,
+    cmds: mpsc::UnboundedSender<Cmd>,
+    pending: Pending,
+    subs: Arc<Mutex<HashMap<String, Vec<Filter>>>>,
+    connected: watch::Receiver<bool>,
+}
+
+impl RelayConn {
+    /// Starts connecting to `url` (and keeps reconnecting). Returns the connection and its incoming stream.
+    pub fn connect(url: &str) -> (RelayConn, mpsc::Receiver<Incoming>) {
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE_DEPTH);
+        let (conn_tx, conn_rx) = watch::channel(false);
+        let conn = RelayConn {
+            url: url.to_string(),
+            cmds: cmd_tx,
+            pending: Arc::default(),
+            subs: Arc::default(),
+            connected: conn_rx,
+        };
+        let task = Driver {
+            url: url.to_string(),
+            pending: conn.pending.clone(),
+            subs: conn.subs.clone(),
+            incoming: in_tx,
+            connected: conn_tx,
+        };
+        tokio::spawn(task.run(cmd_rx));
+        (conn, in_rx)
+    }
+
+    /// The relay's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Waits until connected, up to `timeout`.
+    pub async fn wait_connected(&self, timeout: Duration) -> bool {
+        let mut rx = self.connected.clone();
+        tokio::time::timeout(timeout, rx.wait_for(|c| *c)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Opens (or replaces) subscription `id`; it is restored after a reconnect.
+    pub fn subscribe(&self, id: &str, filters: Vec<Filter>) {
+        self.subs.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), filters.clone());
+        let msg = ClientMessage::req(SubscriptionId::new(id), filters).as_json();
+        let _ = self.cmds.send(Cmd::Send(msg));
+    }
+
+    /// Closes subscription `id`.
+    pub fn unsubscribe(&self, id: &str) {
+        self.subs.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let _ = self.cmds.send(Cmd::Send(ClientMessage::close(SubscriptionId::new(id)).as_json()));
+    }
+
+    /// Publishes an event and waits for the relay's OK.
+    pub async fn publish(&self, event: &Event) -> Result<OkReply, PublishError> {
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(event.id, tx);
+        if self.cmds.send(Cmd::Send(ClientMessage::event(event.clone()).as_json())).is_err() {
+            return Err(PublishError::Closed);
+        }
+        match tokio::time::timeout(OK_TIMEOUT, rx).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Err(PublishError::Closed),
+            Err(_) => {
+                self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&event.id);
+                Err(PublishError::Timeout(OK_TIMEOUT))
+            }
+        }
+    }
+
+    /// Sends an event without waiting for the OK (stream events); a refusal is logged.
+    pub fn send(&self, event: &Event) {
+        let _ = self.cmds.send(Cmd::Send(ClientMessage::event(event.clone()).as_json()));
+    }
+}
+
+struct Driver {
+    url: String,
+    pending: Pending,
+    subs: Arc<Mutex<HashMap<String, Vec<Filter>>>>,
+    incoming: mpsc::Sender<Incoming>,
+    connected: watch::Sender<bool>,
+}
+
+impl Driver {
+    async fn run(self, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                .max_message_size(Some(MAX_RELAY_MESSAGE_BYTES))
+                .max_frame_size(Some(MAX_RELAY_MESSAGE_BYTES));
+            match tokio_tungstenite::connect_async_with_config(self.url.as_str(), Some(config), true).await {
+                Ok((ws, _)) => {
+                    delay = Duration::from_millis(100);
+                    tracing::debug!(relay = %self.url, "connected");
+                    let (mut sink, mut stream) = ws.split();
+                    // Restore subscriptions first, so nothing published after this is missed.
+                    let restore: Vec<String> = self
+                        .subs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .iter()
+                        .map(|(id, f)| ClientMessage::req(SubscriptionId::new(id), f.clone()).as_json())
+                        .collect();
+                    let mut ok = true;
+                    for m in restore {
+                        if sink.send(Message::text(m)).await.is_err() {
+                            ok = false;
+                        }
+                    }
+                    if ok {
+                        let _ = self.connected.send(true);
+                        loop {
+                            tokio::select! {
+                                cmd = cmds.recv() => match cmd {
+                                    Some(Cmd::Send(m)) => {
+                                        if sink.send(Message::text(m)).await.is_err() { break }
+                                    }
+                                    None => { let _ = sink.close().await; return }
+                                },
+                                msg = stream.next() => match msg {
+                                    Some(Ok(Message::Text(t))) => {
+                                        if !self.handle(t.as_str()).await { return }
+                                    }
+                                    Some(Ok(Message::Ping(p))) => { let _ = sink.send(Message::Pong(p)).await; }
+                                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                                    Some(Ok(_)) => {}
+                                },
+                            }
+                        }
+                    }
+                    let _ = self.connected.send(false);
+                    tracing::debug!(relay = %self.url, "disconnected; reconnecting");
+                }
+                Err(e) => tracing::debug!(relay = %self.url, error = %e, "connect failed"),
+            }
+            if cmds.is_closed() {
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+        }
+    }
+
+    /// Handles one relay message; false when the owner has gone away.
+    async fn handle(&self, text: &str) -> bool {
+        let msg = match RelayMessage::from_json(text) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!(relay = %self.url, error = %e, "unparseable relay message ignored");
+                return true;
+            }
+        };
+        let incoming = match msg {
+            RelayMessage::Ok { event_id, status, message } => {
+                let tx = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&event_id);
+                match tx {
+                    Some(tx) => {
+                        let _ = tx.send(OkReply { accepted: status, message: message.into_owned() });
+                    }
+                    None if !status => tracing::warn!(relay = %self.url, event = %event_id, %message, "relay refused an event"),
+                    None => {}
+                }
+                return true;
+            }
+            RelayMessage::Event { subscription_id, event } => {
+                Incoming::Event { sub: subscription_id.to_string(), event: Box::new(event.into_owned()) }
+            }
+            RelayMessage::EndOfStoredEvents(sub) => Incoming::Eose(sub.to_string()),
+            RelayMessage::Closed { subscription_id, message } => {
+                tracing::warn!(relay = %self.url, sub = %subscription_id, %message, "relay closed a subscription");
+                Incoming::Closed { sub: subscription_id.to_string(), message: message.into_owned() }
+            }
+            RelayMessage::Notice(n) => {
+                tracing::info!(relay = %self.url, notice = %n, "relay notice");
+                return true;
+            }
+            _ => return true,
+        };
+        self.incoming.send(incoming).await.is_ok()
+    }
+}

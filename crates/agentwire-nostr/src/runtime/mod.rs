@@ -1,0 +1,341 @@
+//! The NIP-XX agent runtime: reads prompts and cancels addressed to the agent from its relays, validates
+//! them by every rule of the spec, and serves them through the engine. Publishes ai.info.
+
+mod front;
+
+pub use front::{deliver_terminal, NipxxFront, Route, TERMINAL_RETRY_DELAYS};
+
+use crate::crypto::{Crypto, Nip44Error};
+use crate::nipxx::payload::{CancelPayload, InfoPayload, PromptPayload};
+use crate::nipxx::policy::{RateLimit, SenderPolicy};
+use crate::nipxx::{kinds, tags, ErrorCode, Violation};
+use crate::relay_conn::{Incoming, RelayConn};
+use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
+use agentwire_engine::{AgentCard, Engine, SubmitReply, Submission, TurnFront, TurnInput};
+use nostr::prelude::{Event, EventBuilder, Filter, Kind, PublicKey, Tag, Timestamp};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The protocol name under which NIP-XX turns are journaled.
+pub const PROTOCOL: &str = "nipxx";
+/// The tool schema version this runtime speaks.
+pub const TOOL_SCHEMA_VERSION: u64 = 1;
+/// How often the agent's card is checked for changes (and ai.info republished if it changed).
+pub const INFO_REFRESH: Duration = Duration::from_secs(60);
+
+/// What the runtime needs to know.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Relay URLs to read prompts from and publish to.
+    pub relays: Vec<String>,
+    /// Only these senders may prompt, when set.
+    pub allow: Option<HashSet<PublicKey>>,
+    /// These senders are refused.
+    pub block: HashSet<PublicKey>,
+    /// Per-sender prompt rate.
+    pub rate: RateLimit,
+    /// Stored prompts younger than this that arrived while the agent was down are served on start.
+    pub backlog_horizon: Duration,
+}
+
+/// A running NIP-XX runtime.
+pub struct Runtime {
+    crypto: Arc<Crypto>,
+    engine: Arc<Engine>,
+    relays: Arc<Vec<RelayConn>>,
+    policy: Mutex<SenderPolicy>,
+    card: AgentCard,
+}
+
+fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
+    let mut f = Failure::new(FailureCode::from(&v.code), v.message.clone());
+    f.retry_after = retry_after;
+    f
+}
+
+impl Runtime {
+    /// Connects to the relays, ends turns a crash cut off, publishes ai.info, and starts serving prompts.
+    pub async fn start(config: RuntimeConfig, crypto: Arc<Crypto>, engine: Arc<Engine>) -> Arc<Runtime> {
+        let (merged_tx, merged_rx) = mpsc::channel::<(usize, Incoming)>(crate::relay_conn::INCOMING_QUEUE_DEPTH);
+        let mut relays = Vec::new();
+        for (i, url) in config.relays.iter().enumerate() {
+            let (conn, mut rx) = RelayConn::connect(url);
+            let tx = merged_tx.clone();
+            tokio::spawn(async move {
+                while let Some(m) = rx.recv().await {
+                    if tx.send((i, m)).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            relays.push(conn);
+        }
+        let card = engine.agent().card();
+        let rt = Arc::new(Runtime {
+            crypto,
+            engine,
+            relays: Arc::new(relays),
+            policy: Mutex::new(SenderPolicy::new(config.allow.clone(), config.block.clone(), config.rate)),
+            card,
+        });
+        for r in rt.relays.iter() {
+            if !r.wait_connected(Duration::from_secs(5)).await {
+                tracing::warn!(relay = r.url(), "relay not reachable yet; will keep trying");
+            }
+        }
+        let (crypto, relays) = (rt.crypto.clone(), rt.relays.clone());
+        match rt
+            .engine
+            .recover(PROTOCOL, |t| {
+                let route: Route = serde_json::from_value(t.route.clone()).ok()?;
+                NipxxFront::from_route(crypto.clone(), relays.clone(), &route).map(|f| Arc::new(f) as Arc<dyn TurnFront>)
+            })
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(runs = n, "ended runs interrupted by the last shutdown with INTERNAL_ERROR"),
+            Err(e) => tracing::error!(error = %e, "could not recover interrupted runs"),
+        }
+        rt.publish_info().await;
+        let me = rt.crypto.public_key();
+        let since = Timestamp::from(Timestamp::now().as_secs().saturating_sub(config.backlog_horizon.as_secs()));
+        for r in rt.relays.iter() {
+            r.subscribe("prompts", vec![Filter::new().kind(Kind::Custom(kinds::PROMPT)).pubkey(me).since(since)]);
+            r.subscribe("cancels", vec![Filter::new().kind(Kind::Custom(kinds::CANCEL)).pubkey(me).since(Timestamp::now())]);
+        }
+        let this = rt.clone();
+        tokio::spawn(async move { this.serve(merged_rx).await });
+        let this = rt.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(INFO_REFRESH);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                this.refresh_info().await;
+            }
+        });
+        rt
+    }
+
+    /// The relays this runtime uses.
+    pub fn relays(&self) -> &Arc<Vec<RelayConn>> {
+        &self.relays
+    }
+
+    /// The ai.info content for the agent's card.
+    pub fn info(card: &AgentCard) -> InfoPayload {
+        let mut schemas = serde_json::Map::new();
+        for t in &card.tools {
+            schemas.insert(
+                t.name.clone(),
+                serde_json::json!({
+                    "schema_version": TOOL_SCHEMA_VERSION,
+                    "description": t.description,
+                    "requires_approval": t.requires_approval,
+                    "input_schema": t.input_schema,
+                }),
+            );
+        }
+        InfoPayload {
+            supports_streaming: true,
+            supports_nip59: false,
+            dvm_compatible: false,
+            encryption: vec!["nip44".into()],
+            supported_models: card.models.clone(),
+            default_model: card.default_model.clone(),
+            tool_names: card.tools.iter().map(|t| t.name.clone()).collect(),
+            tool_schema_version: TOOL_SCHEMA_VERSION,
+            max_prompt_bytes: card.max_prompt_bytes as u64,
+            max_context_tokens: card.max_context_tokens,
+            tool_schemas: schemas,
+        }
+    }
+
+    async fn publish_info(&self) {
+        let content = Self::info(&self.card).to_json();
+        let ev = self.crypto.sign(
+            EventBuilder::new(Kind::Custom(kinds::INFO), content).tags([Tag::identifier(kinds::INFO_D)]),
+        );
+        for r in self.relays.iter() {
+            match r.publish(&ev).await {
+                Ok(ok) if ok.accepted => {}
+                Ok(ok) => tracing::warn!(relay = r.url(), message = %ok.message, "relay refused ai.info"),
+                Err(e) => tracing::warn!(relay = r.url(), error = %e, "ai.info not confirmed"),
+            }
+        }
+    }
+
+    async fn refresh_info(self: &Arc<Self>) {
+        let card = self.engine.agent().card();
+        if card != self.card {
+            // The card is fixed at start for the agents we have; a changed card is published as found.
+            tracing::info!("agent capabilities changed; republishing ai.info");
+            let content = Self::info(&card).to_json();
+            let ev = self.crypto.sign(
+                EventBuilder::new(Kind::Custom(kinds::INFO), content).tags([Tag::identifier(kinds::INFO_D)]),
+            );
+            for r in self.relays.iter() {
+                let _ = r.publish(&ev).await;
+            }
+        }
+    }
+
+    async fn serve(self: Arc<Self>, mut rx: mpsc::Receiver<(usize, Incoming)>) {
+        while let Some((_, m)) = rx.recv().await {
+            if let Incoming::Event { event, .. } = m {
+                self.handle(*event);
+            }
+        }
+    }
+
+    /// Handles one event from a relay. Never panics on bad input; every refusal the spec names is answered
+    /// with an ai.error to the (verified) author.
+    pub fn handle(self: &Arc<Self>, event: Event) {
+        if event.verify().is_err() {
+            tracing::debug!(event = %event.id, "dropped an event with a bad id or signature");
+            return;
+        }
+        match event.kind.as_u16() {
+            kinds::PROMPT => self.handle_prompt(event),
+            kinds::CANCEL => self.handle_cancel(event),
+            _ => {}
+        }
+    }
+
+    fn front(&self, client: PublicKey, event: &Event, session: String) -> Arc<NipxxFront> {
+        Arc::new(NipxxFront::new(self.crypto.clone(), self.relays.clone(), client, event.id, session))
+    }
+
+    fn handle_prompt(self: &Arc<Self>, event: Event) {
+        let me = self.crypto.public_key();
+        let client = event.pubkey;
+        let session_guess = tags::default_session(&client);
+        let request_id = match RequestId::new(format!("{PROTOCOL}:{}", event.id.to_hex())) {
+            Ok(id) => id,
+            Err(_) => return,
+        };
+        let checked = self.check_prompt(&event, &me);
+        let session = match &checked {
+            Ok((_, s)) => s.clone(),
+            Err(_) => tags::prompt_tags(&event, &me).map(|t| t.session).unwrap_or(session_guess),
+        };
+        let conversation = ConversationId::new(format!("{PROTOCOL}:{}:{session}", client.to_hex()))
+            .unwrap_or_else(|_| ConversationId::new(format!("{PROTOCOL}:{}", client.to_hex())).expect("hex is a valid id"));
+        let front = self.front(client, &event, session.clone());
+        let route = Route { client: client.to_hex(), prompt: event.id.to_hex(), session };
+        let (message, model, thinking, refusal) = match checked {
+            Ok((p, _)) => match self.negotiate(&p) {
+                Ok(model) => (p.message, model, p.thinking, None),
+                Err(v) => (p.message, String::new(), None, Some(violation_failure(&v, None))),
+            },
+            Err((v, retry)) => (String::new(), String::new(), None, Some(violation_failure(&v, retry))),
+        };
+        let sub = Submission {
+            input: TurnInput { request_id, conversation_id: conversation, message, model, thinking },
+            protocol: PROTOCOL.into(),
+            requester: client.to_hex(),
+            route: serde_json::to_value(&route).unwrap_or_default(),
+            front: front.clone(),
+        };
+        let engine = self.engine.clone();
+        let relays = self.relays.clone();
+        let fut = match refusal {
+            None => engine.submit(sub),
+            Some(f) => {
+                let engine = engine.clone();
+                Box::pin(async move { engine.refuse(sub, f).await })
+            }
+        };
+        tokio::spawn(async move {
+            if let SubmitReply::DuplicateStored(stored) = fut.await {
+                // A resend of a finished run: send the journaled terminal again, byte for byte (relays and
+                // clients dedupe it by id).
+                if let Some(ev) = stored.wire.as_deref().and_then(|w| Event::from_json(w).ok()) {
+                    deliver_terminal(relays, ev);
+                }
+            }
+        });
+    }
+
+    /// Policy, tags, decryption and schema, in that order.
+    fn check_prompt(&self, event: &Event, me: &PublicKey) -> Result<(PromptPayload, String), (Violation, Option<u64>)> {
+        let now = Timestamp::now().as_secs() as f64;
+        self.policy.lock().unwrap_or_else(|p| p.into_inner()).admit(&event.pubkey, now)?;
+        let t = tags::prompt_tags(event, me).map_err(|v| (v, None))?;
+        let plain = self.crypto.decrypt(&event.pubkey, &event.content).map_err(|e| (decrypt_violation(e), None))?;
+        let p = PromptPayload::parse(&plain).map_err(|v| (v, None))?;
+        if p.message.len() > self.card.max_prompt_bytes {
+            return Err((
+                Violation::new(
+                    ErrorCode::InvalidSchema,
+                    format!("message is {} bytes; this agent takes at most {} (max_prompt_bytes)", p.message.len(), self.card.max_prompt_bytes),
+                ),
+                None,
+            ));
+        }
+        Ok((p, t.session))
+    }
+
+    /// Picks the model (requested, then fallbacks, then the default) and checks the tool schema version.
+    fn negotiate(&self, p: &PromptPayload) -> Result<String, Violation> {
+        if let Some(v) = p.tool_schema_version {
+            if v != TOOL_SCHEMA_VERSION {
+                return Err(Violation::new(
+                    ErrorCode::UnsupportedSchemaVersion,
+                    format!("tool_schema_version {v} is not supported; this agent speaks {TOOL_SCHEMA_VERSION}"),
+                ));
+            }
+        }
+        match &p.model {
+            None => Ok(self.card.default_model.clone()),
+            Some(m) => std::iter::once(m)
+                .chain(p.fallback_models.iter())
+                .find(|m| self.card.models.contains(m))
+                .cloned()
+                .ok_or_else(|| {
+                    Violation::new(
+                        ErrorCode::UnsupportedModel,
+                        format!("model {m:?} is not offered; supported: {:?}", self.card.models),
+                    )
+                }),
+        }
+    }
+
+    fn handle_cancel(self: &Arc<Self>, event: Event) {
+        let me = self.crypto.public_key();
+        let t = match tags::cancel_tags(&event, &me) {
+            Ok(t) => t,
+            Err(v) => {
+                tracing::debug!(event = %event.id, error = %v, "ignored a malformed ai.cancel");
+                return;
+            }
+        };
+        let plain = match self.crypto.decrypt(&event.pubkey, &event.content) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(event = %event.id, error = %e, "ignored an ai.cancel that does not decrypt");
+                return;
+            }
+        };
+        if let Err(v) = CancelPayload::parse(&plain) {
+            tracing::debug!(event = %event.id, error = %v, "ignored an ai.cancel with a bad payload");
+            return;
+        }
+        let Some(root) = t.root else { return };
+        let Ok(id) = RequestId::new(format!("{PROTOCOL}:{}", root.to_hex())) else { return };
+        let engine = self.engine.clone();
+        let requester = event.pubkey.to_hex();
+        tokio::spawn(async move {
+            engine.cancel(&id, &requester).await;
+        });
+    }
+}
+
+fn decrypt_violation(e: Nip44Error) -> Violation {
+    match e {
+        Nip44Error::NotNip44 => Violation::new(ErrorCode::UnsupportedEncryption, "content is not a NIP-44 v2 payload"),
+        other => Violation::new(ErrorCode::ParseError, other.to_string()),
+    }
+}

@@ -1,0 +1,312 @@
+//! The tokio driver of one TCP connection: NIP-11 over HTTP or a WebSocket pumping a
+//! [`Session`]. All protocol decisions are in `session` and `http`; this file only moves bytes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{SinkExt, StreamExt};
+use nostr::event::EventId;
+use nostr::message::SubscriptionId;
+use nostr::types::Timestamp;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, oneshot, watch, OwnedSemaphorePermit};
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::error::RelayError;
+use crate::http::{self, Route};
+use crate::limits::{
+    HANDSHAKE_TIMEOUT, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_HTTP_HEAD_BYTES,
+    MAX_PENDING_QUERIES_PER_CONNECTION, MAX_PENDING_WRITES_PER_CONNECTION, SEND_TIMEOUT,
+};
+use crate::server::Shared;
+use crate::session::{Command, Published, Session};
+use crate::storage_threads::{InsertReply, WriteOp};
+use crate::store::StoredEvent;
+
+/// What peeking at a new connection found.
+enum Peeked {
+    /// A complete request head of this many bytes.
+    Head(Vec<u8>),
+    /// No blank line within [`MAX_HTTP_HEAD_BYTES`].
+    TooLarge,
+    /// The peer closed before sending a head.
+    Closed,
+}
+
+/// Waits until the request head is complete, without consuming it, so the WebSocket handshake
+/// can still read it.
+async fn peek_head(stream: &TcpStream) -> std::io::Result<Peeked> {
+    let mut buf = vec![0u8; MAX_HTTP_HEAD_BYTES];
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 {
+            return Ok(Peeked::Closed);
+        }
+        if let Some(len) = http::head_len(&buf[..n]) {
+            buf.truncate(len);
+            return Ok(Peeked::Head(buf));
+        }
+        if n == buf.len() {
+            return Ok(Peeked::TooLarge);
+        }
+        // `peek` returns at once while any data is buffered: wait for more to arrive.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Serves one accepted connection; `_slot` is its place under `max_connections`.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let head = match timeout(HANDSHAKE_TIMEOUT, peek_head(&stream)).await {
+        Ok(Ok(Peeked::Head(head))) => head,
+        Ok(Ok(Peeked::TooLarge)) => return answer(stream, 0, &http::head_too_large()).await,
+        Ok(Ok(Peeked::Closed)) | Ok(Err(_)) | Err(_) => return,
+    };
+    match http::route(&head, &shared.document, &shared.name) {
+        Route::Respond(response) => answer(stream, head.len(), &response).await,
+        Route::WebSocket => {
+            let config = WebSocketConfig::default()
+                .max_message_size(Some(shared.limits.max_message_bytes))
+                .max_frame_size(Some(shared.limits.max_message_bytes));
+            let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(config));
+            match timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                Ok(Ok(ws)) => Connection::new(ws, shared).run(shutdown).await,
+                Ok(Err(error)) => tracing::debug!(%peer, %error, "WebSocket handshake failed"),
+                Err(_) => tracing::debug!(%peer, "WebSocket handshake timed out"),
+            }
+        }
+    }
+}
+
+/// Answers a connection over `max_connections` with HTTP 503; `_permit` bounds how many such
+/// answers are pending.
+pub(crate) async fn refuse(stream: TcpStream, _permit: OwnedSemaphorePermit) {
+    let consumed = match timeout(LINGER_TIMEOUT, peek_head(&stream)).await {
+        Ok(Ok(Peeked::Head(head))) => head.len(),
+        _ => 0,
+    };
+    answer(stream, consumed, &http::service_unavailable()).await;
+}
+
+/// Consumes the `head_len` bytes of request head, writes `response`, and closes gently.
+async fn answer(mut stream: TcpStream, head_len: usize, response: &[u8]) {
+    let mut head = vec![0u8; head_len];
+    if stream.read_exact(&mut head).await.is_err() {
+        return;
+    }
+    if timeout(SEND_TIMEOUT, stream.write_all(response))
+        .await
+        .is_ok_and(|r| r.is_ok())
+    {
+        linger(&mut stream).await;
+    }
+}
+
+/// Half-closes and reads what the peer still sends, so that closing does not reset the
+/// connection and destroy an answer the peer has not read yet.
+async fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown().await;
+    let drain = async {
+        let mut buf = [0u8; 8192];
+        let mut total = 0;
+        while total < LINGER_MAX_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    };
+    let _ = timeout(LINGER_TIMEOUT, drain).await;
+}
+
+/// Resolves once the relay is shutting down (or its handle is gone).
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|&stop| stop).await;
+}
+
+type PendingWrite = BoxFuture<'static, (EventId, InsertReply)>;
+type PendingQuery = BoxFuture<'static, (SubscriptionId, u64, Result<Vec<StoredEvent>, RelayError>)>;
+
+/// Why a connection ends.
+enum End {
+    /// The peer left, the socket failed, or the relay is shutting down.
+    Done,
+    /// A message was over the size limit: say so, close with 1009 and linger.
+    Oversized,
+}
+
+struct Connection {
+    ws: WebSocketStream<TcpStream>,
+    session: Session,
+    shared: Arc<Shared>,
+    live: broadcast::Receiver<Arc<Published>>,
+    pending_writes: FuturesUnordered<PendingWrite>,
+    pending_queries: FuturesUnordered<PendingQuery>,
+}
+
+impl Connection {
+    fn new(ws: WebSocketStream<TcpStream>, shared: Arc<Shared>) -> Self {
+        Self {
+            ws,
+            session: Session::new(
+                shared.limits,
+                Arc::clone(&shared.unlimited_authors),
+                Instant::now(),
+            ),
+            live: shared.live.subscribe(),
+            shared,
+            pending_writes: FuturesUnordered::new(),
+            pending_queries: FuturesUnordered::new(),
+        }
+    }
+
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let end = loop {
+            let step = tokio::select! {
+                () = stopped(&mut shutdown) => {
+                    let frame = CloseFrame {
+                        code: CloseCode::Away,
+                        reason: "relay shutting down".into(),
+                    };
+                    let _ = timeout(Duration::from_secs(1), self.ws.close(Some(frame))).await;
+                    Err(End::Done)
+                }
+                Some((id, outcome)) = self.pending_writes.next(),
+                    if !self.pending_writes.is_empty() =>
+                {
+                    let frame = self.session.handle_stored(id, outcome);
+                    self.send(vec![frame]).await
+                }
+                Some((sub, generation, result)) = self.pending_queries.next(),
+                    if !self.pending_queries.is_empty() =>
+                {
+                    let frames = self.session.handle_query_result(&sub, generation, result);
+                    self.send(frames).await
+                }
+                message = self.ws.next(), if self.may_read() => self.on_message(message).await,
+                live = self.live.recv() => {
+                    let frames = match live {
+                        Ok(published) => self.session.handle_live(&published),
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            self.session.handle_lagged(missed)
+                        }
+                        Err(broadcast::error::RecvError::Closed) => break End::Done,
+                    };
+                    self.send(frames).await
+                }
+            };
+            if let Err(end) = step {
+                break end;
+            }
+        };
+        if let End::Oversized = end {
+            let notice = self.session.handle_oversized();
+            let _ = self.send(vec![notice]).await;
+            let frame = CloseFrame {
+                code: CloseCode::Size,
+                reason: "message too large".into(),
+            };
+            let _ = timeout(SEND_TIMEOUT, self.ws.close(Some(frame))).await;
+            linger(self.ws.get_mut()).await;
+        }
+    }
+
+    /// Whether to read the next client message: not while too much of its earlier work waits.
+    fn may_read(&self) -> bool {
+        self.pending_writes.len() < MAX_PENDING_WRITES_PER_CONNECTION
+            && self.pending_queries.len() < MAX_PENDING_QUERIES_PER_CONNECTION
+    }
+
+    async fn on_message(&mut self, message: Option<Result<Message, WsError>>) -> Result<(), End> {
+        let commands = match message {
+            Some(Ok(Message::Text(text))) => {
+                self.session
+                    .handle_text(text.as_str(), Instant::now(), Timestamp::now())
+            }
+            Some(Ok(Message::Binary(_))) => self.session.handle_binary(),
+            // Pings are answered by tungstenite; a close is answered on the next poll, after
+            // which the stream ends.
+            Some(Ok(
+                Message::Ping(_) | Message::Pong(_) | Message::Close(_) | Message::Frame(_),
+            )) => Vec::new(),
+            Some(Err(WsError::Capacity(_))) => return Err(End::Oversized),
+            Some(Err(_)) | None => return Err(End::Done),
+        };
+        self.execute(commands).await
+    }
+
+    async fn execute(&mut self, commands: Vec<Command>) -> Result<(), End> {
+        let mut frames = Vec::new();
+        for command in commands {
+            match command {
+                Command::Send(frame) => frames.push(frame),
+                Command::Broadcast(published) => {
+                    // No receivers is fine: nobody is subscribed.
+                    let _ = self.shared.live.send(published);
+                }
+                Command::Store(published) => {
+                    let id = published.event.id;
+                    let (reply, answer) = oneshot::channel();
+                    let op = WriteOp::Insert { published, reply };
+                    if self.shared.writer.send(op).await.is_err() {
+                        frames.push(crate::wire::ok(
+                            id,
+                            false,
+                            "error: the relay is shutting down",
+                        ));
+                        continue;
+                    }
+                    self.pending_writes.push(Box::pin(async move {
+                        let outcome = answer.await.unwrap_or_else(|_| {
+                            Err(RelayError::Internal("the writer thread stopped".to_owned()))
+                        });
+                        (id, outcome)
+                    }));
+                }
+                Command::Query(request) => {
+                    let readers = Arc::clone(&self.shared.readers);
+                    self.pending_queries.push(Box::pin(async move {
+                        let result = readers.query(request.filters, Timestamp::now()).await;
+                        (request.subscription_id, request.generation, result)
+                    }));
+                }
+            }
+        }
+        self.send(frames).await
+    }
+
+    /// Sends frames in order with one flush; a client that does not take them within
+    /// [`SEND_TIMEOUT`] is dropped.
+    async fn send(&mut self, frames: Vec<String>) -> Result<(), End> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let ws = &mut self.ws;
+        let write = async {
+            for frame in frames {
+                ws.feed(Message::text(frame)).await?;
+            }
+            ws.flush().await
+        };
+        match timeout(SEND_TIMEOUT, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) | Err(_) => Err(End::Done),
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The plain-HTTP side of the relay's port: tells NIP-11 requests from WebSocket upgrades by the
+//! request head, and builds the HTTP answers (the NIP-11 document, a short text page, errors).
+//!
+//! <https://github.com/nostr-protocol/nips/blob/master/11.md>
+
+use serde_json::json;
+
+use crate::limits::RelayLimits;
+
+/// The media type a client asks for to get the NIP-11 document.
+pub(crate) const NOSTR_JSON: &str = "application/nostr+json";
+
+/// What to do with a connection, decided from its request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Hand the connection to the WebSocket handshake.
+    WebSocket,
+    /// Write these bytes (a complete HTTP response) and close.
+    Respond(Vec<u8>),
+}
+
+/// The length of the request head (up to and including the blank line), if complete.
+pub(crate) fn head_len(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// Decides what to do with a request whose complete head is `head`. `document` is the NIP-11
+/// document, `name` the relay name for the text page.
+pub(crate) fn route(head: &[u8], document: &str, name: &str) -> Route {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().unwrap_or_default();
+    let mut parts = request_line.split_ascii_whitespace();
+    let (Some(method), Some(_target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Route::Respond(bad_request());
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Route::Respond(bad_request());
+    }
+    let header = |wanted: &str| -> Option<String> {
+        text.split("\r\n").skip(1).find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case(wanted)
+                .then(|| value.trim().to_owned())
+        })
+    };
+    let has_token = |value: Option<String>, token: &str| {
+        value.is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().to_ascii_lowercase().starts_with(token))
+        })
+    };
+    if has_token(header("upgrade"), "websocket") {
+        return Route::WebSocket;
+    }
+    let head_only = method == "HEAD";
+    match method {
+        "OPTIONS" => Route::Respond(response(
+            "204 No Content",
+            None,
+            "",
+            &[
+                ("Access-Control-Allow-Headers", "*"),
+                ("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"),
+            ],
+            false,
+        )),
+        "GET" | "HEAD" if has_token(header("accept"), NOSTR_JSON) => Route::Respond(response(
+            "200 OK",
+            Some(NOSTR_JSON),
+            document,
+            &[
+                ("Access-Control-Allow-Headers", "*"),
+                ("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"),
+            ],
+            head_only,
+        )),
+        "GET" | "HEAD" => Route::Respond(response(
+            "200 OK",
+            Some("text/plain; charset=utf-8"),
+            &format!(
+                "{name}: an agentwire Nostr relay.\nConnect with a Nostr client over WebSocket, or send \
+                 `Accept: {NOSTR_JSON}` for the NIP-11 information document.\n"
+            ),
+            &[],
+            head_only,
+        )),
+        _ => Route::Respond(response(
+            "405 Method Not Allowed",
+            Some("text/plain; charset=utf-8"),
+            "only GET (NIP-11) and WebSocket upgrades are served here\n",
+            &[("Allow", "GET, HEAD, OPTIONS")],
+            false,
+        )),
+    }
+}
+
+/// 400: the request head is not HTTP/1.x.
+pub(crate) fn bad_request() -> Vec<u8> {
+    response(
+        "400 Bad Request",
+        Some("text/plain; charset=utf-8"),
+        "bad request\n",
+        &[],
+        false,
+    )
+}
+
+/// 431: the request head is longer than the relay reads.
+pub(crate) fn head_too_large() -> Vec<u8> {
+    response(
+        "431 Request Header Fields Too Large",
+        Some("text/plain; charset=utf-8"),
+        "request head too large\n",
+        &[],
+        false,
+    )
+}
+
+/// 503: the relay is at its connection limit.
+pub(crate) fn service_unavailable() -> Vec<u8> {
+    response(
+        "503 Service Unavailable",
+        Some("text/plain; charset=utf-8"),
+        "the relay is at its connection limit; try again later\n",
+        &[("Retry-After", "5")],
+        false,
+    )
+}
+
+fn response(
+    status: &str,
+    content_type: Option<&str>,
+    body: &str,
+    extra: &[(&str, &str)],
+    head_only: bool,
+) -> Vec<u8> {
+    let mut out =
+        format!("HTTP/1.1 {status}\r\nConnection: close\r\nAccess-Control-Allow-Origin: *\r\n");
+    if let Some(content_type) = content_type {
+        out.push_str(&format!("Content-Type: {content_type}\r\n"));
+    }
+    for (name, value) in extra {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    if !head_only {
+        out.push_str(body);
+    }
+    out.into_bytes()
+}
+
+/// The NIP-11 relay information document.
+pub(crate) fn information_document(name: &str, limits: &RelayLimits) -> String {
+    json!({
+        "name": name,
+        "description": "The agentwire embedded relay: NIP-01 with durable storage of NIP-XX prompts, responses and errors.",
+        "software": "agentwire",
+        "version": env!("CARGO_PKG_VERSION"),
+        "supported_nips": [1, 11, 40],
+        "limitation": {
+            "max_message_length": limits.max_message_bytes,
+            "max_content_length": limits.max_event_bytes,
+            "max_subscriptions": limits.max_subscriptions_per_connection,
+            "max_filters": limits.max_filters_per_req,
+            "max_limit": limits.max_query_limit,
+            "default_limit": limits.max_query_limit,
+            "max_subid_length": limits.max_subscription_id_len,
+            "auth_required": false,
+            "payment_required": false,
+            "restricted_writes": false,
+        },
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(route: &Route) -> String {
+        let Route::Respond(bytes) = route else {
+            panic!("expected a response, got {route:?}")
+        };
+        String::from_utf8(bytes.clone()).unwrap()
+    }
+
+    #[test]
+    fn head_length() {
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\n\r\nrest"), Some(18));
+        assert_eq!(head_len(b"GET / HTTP/1.1\r\nHost: x\r\n"), None);
+    }
+
+    #[test]
+    fn websocket_upgrade_wins() {
+        let head = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nAccept: application/nostr+json\r\n\r\n";
+        assert_eq!(route(head, "{}", "n"), Route::WebSocket);
+    }
+
+    #[test]
+    fn nip11_document_with_cors() {
+        let head = b"GET / HTTP/1.1\r\nhost: x\r\naccept: application/nostr+json\r\n\r\n";
+        let text = body(&route(head, "{\"name\":\"n\"}", "n"));
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("Access-Control-Allow-Origin: *\r\n"));
+        assert!(text.contains("Content-Type: application/nostr+json\r\n"));
+        assert!(text.ends_with("\r\n\r\n{\"name\":\"n\"}"));
+    }
+
+    #[test]
+    fn plain_get_gets_text_and_junk_gets_400() {
+        let text = body(&route(b"GET / HTTP/1.1\r\n\r\n", "{}", "relay-x"));
+        assert!(text.contains("text/plain") && text.contains("relay-x"));
+        let text = body(&route(b"\x16\x03\x01 garbage\r\n\r\n", "{}", "n"));
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        let text = body(&route(b"POST / HTTP/1.1\r\n\r\n", "{}", "n"));
+        assert!(text.starts_with("HTTP/1.1 405"), "{text}");
+        let text = body(&route(b"OPTIONS / HTTP/1.1\r\n\r\n", "{}", "n"));
+        assert!(text.starts_with("HTTP/1.1 204") && text.contains("Allow-Methods"));
+    }
+
+    #[test]
+    fn document_fields() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&information_document("n", &RelayLimits::default())).unwrap();
+        assert_eq!(doc["software"], "agentwire");
+        assert_eq!(doc["supported_nips"], json!([1, 11, 40]));
+        assert_eq!(doc["limitation"]["max_subid_length"], 64);
+    }
+}

@@ -1,0 +1,54 @@
+//! agentwire's embedded Nostr relay: NIP-01 over WebSocket, NIP-11 over HTTP on the same port,
+//! NIP-40 expiration, durable SQLite storage and a named bound on everything a client can ask for.
+//!
+//! # Starting a relay
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), agentwire_relay::RelayError> {
+//! use agentwire_relay::{start, RelayConfig};
+//!
+//! let config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), "/tmp/relay.sqlite");
+//! let relay = start(config).await?;
+//! println!("relay at {}", relay.url());
+//! relay.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # What it keeps
+//!
+//! Regular events are stored; replaceable (0, 3, 10000-19999) and addressable (30000-39999)
+//! events keep only the newest per address; ephemeral events (20000-29999) are only broadcast,
+//! except the NIP-XX kinds 25802, 25803 and 25805, which are stored so runs can be replayed
+//! ([`kind::Retention`]). An `OK true` for a stored event is sent only after its transaction has
+//! committed (`synchronous=FULL`); a single writer thread commits all pending inserts together.
+//!
+//! # Bounds
+//!
+//! The configurable bounds are [`RelayLimits`] (defaults in the `DEFAULT_*` constants); the
+//! fixed internal ones are the other constants in [`limits`]. Each is enforced with a NIP-01
+//! machine-readable message (`invalid:`, `rate-limited:`, `error:`) or an HTTP status.
+//!
+//! # Layout
+//!
+//! The protocol decisions do no I/O: [`kind`], `rate` (token bucket), `filter_sql`, `wire`,
+//! `http` and `session` take time as an argument. The drivers (`server`, `connection`,
+//! `storage_threads`) only move bytes and run the [`store`].
+
+#![warn(missing_docs)]
+
+mod connection;
+mod error;
+mod filter_sql;
+mod http;
+pub mod kind;
+pub mod limits;
+mod rate;
+mod server;
+mod session;
+mod storage_threads;
+pub mod store;
+mod wire;
+
+pub use error::RelayError;
+pub use limits::RelayLimits;
+pub use server::{start, RelayConfig, RelayHandle};

@@ -1,0 +1,261 @@
+//! The relay's bounds: the configurable [`RelayLimits`] with their defaults, and the fixed
+//! internal bounds.
+//!
+//! Every bound is a named constant with the reason for its value beside it. The configurable ones
+//! are the fields of [`RelayLimits`]; the rest size internal queues and timeouts.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::RelayError;
+
+/// Default [`RelayLimits::max_event_bytes`]: 128 KiB.
+///
+/// A NIP-44 v2 payload carries at most 65,535 bytes of plaintext, which is about 87 KiB once
+/// padded, authenticated and base64-encoded; a NIP-XX response (25803) carrying a maximal payload
+/// plus its tags must fit, with room to spare.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 128 * 1024;
+
+/// Default [`RelayLimits::max_message_bytes`]: 256 KiB.
+///
+/// An `EVENT` message holding the largest allowed event, or a `REQ` with the largest allowed
+/// number of filters each naming a few hundred ids, fits; anything bigger is not a sensible
+/// client message and would only cost memory.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// Default [`RelayLimits::max_subscriptions_per_connection`]: 128.
+///
+/// A NIP-XX client holds one subscription per run it follows plus a few for discovery; 128
+/// concurrent runs on one connection is generous, while each subscription costs a filter match
+/// for every live event.
+pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_CONNECTION: usize = 128;
+
+/// Default [`RelayLimits::max_filters_per_req`]: 16.
+///
+/// Every filter is a separate SQL query when the subscription opens; real clients send one to
+/// three filters per `REQ`.
+pub const DEFAULT_MAX_FILTERS_PER_REQ: usize = 16;
+
+/// Default [`RelayLimits::max_connections`]: 512.
+///
+/// Each connection holds a file descriptor; 512 stays well under the common soft limit of 1,024
+/// descriptors per process, leaving room for the database files, the journal and outbound
+/// connections of the rest of the binary.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// Default [`RelayLimits::max_events_per_second_per_connection`]: 200.
+///
+/// A remote agent streaming NIP-XX deltas publishes tens of events per second; 200 (with a burst
+/// of the same size) lets that through while one connection cannot saturate the single writer
+/// thread. The operator's own agent is exempt via `RelayConfig::unlimited_authors`.
+pub const DEFAULT_MAX_EVENTS_PER_SECOND_PER_CONNECTION: u32 = 200;
+
+/// Default [`RelayLimits::max_query_limit`]: 500.
+///
+/// Caps how many stored events one filter returns (and the default when a filter has no
+/// `limit`), so one `REQ` cannot make the relay read and send the whole database.
+pub const DEFAULT_MAX_QUERY_LIMIT: usize = 500;
+
+/// Default [`RelayLimits::max_subscription_id_len`]: 64.
+///
+/// NIP-01 defines a subscription id as a non-empty string of at most 64 characters.
+pub const DEFAULT_MAX_SUBSCRIPTION_ID_LEN: usize = 64;
+
+/// How many live events may wait for one connection before it is considered too slow: 1,024.
+///
+/// This is the capacity of the live fan-out ring. A connection that falls further behind loses
+/// its live subscriptions (each gets `CLOSED`) instead of slowing the publishers; at the largest
+/// event size the ring holds at most 128 MiB, in practice a few hundred KiB.
+pub const LIVE_QUEUE_CAPACITY: usize = 1024;
+
+/// How many inserts the writer thread commits in one transaction at most: 1,024.
+///
+/// Group commit pays one fsync per batch; past about a thousand events the fsync is no longer
+/// the cost and a larger batch only delays the first `OK` in it.
+pub const MAX_WRITE_BATCH: usize = 1024;
+
+/// How many inserts may wait for the writer thread in all: 8,192.
+///
+/// Bounded so a burst of publishers gets back-pressure instead of unbounded memory; eight
+/// batches of work is enough to keep the writer busy.
+pub const WRITE_QUEUE_CAPACITY: usize = 8192;
+
+/// How many `EVENT`s one connection may have waiting for their `OK` before the relay stops
+/// reading from it: 1,024.
+///
+/// Lets a publisher pipeline a full group-commit batch without waiting for each `OK`, while a
+/// connection cannot fill the whole write queue alone.
+pub const MAX_PENDING_WRITES_PER_CONNECTION: usize = 1024;
+
+/// How many `REQ` queries one connection may have waiting before the relay stops reading from
+/// it: 32.
+///
+/// Opening subscriptions in a burst is normal; an endless stream of `REQ`s (each re-querying the
+/// database) should wait for its own results instead of piling up.
+pub const MAX_PENDING_QUERIES_PER_CONNECTION: usize = 32;
+
+/// How many stored-event queries run at once across all connections: 4.
+///
+/// Queries run on blocking threads with their own SQLite connections; the machines this runs on
+/// have two cores, so more would only queue inside the OS.
+pub const MAX_CONCURRENT_QUERIES: usize = 4;
+
+/// How many values (ids, authors, kinds, tag values) one filter may list in all: 4,096.
+///
+/// Each value is an SQL parameter and SQLite allows 32,766 per statement; 4,096 is far above any
+/// real filter and keeps one query's cost bounded.
+pub const MAX_FILTER_VALUES: usize = 4096;
+
+/// The largest HTTP request head the relay reads before deciding between NIP-11 and a WebSocket
+/// upgrade: 8 KiB, the common limit of HTTP servers; browsers send well under 2 KiB.
+pub const MAX_HTTP_HEAD_BYTES: usize = 8 * 1024;
+
+/// How long a new connection may take to send its request head and finish the WebSocket
+/// handshake: 10 s. Longer only helps idle connections hold a slot.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one write to a client may block before the connection is dropped: 30 s.
+///
+/// A client that reads nothing for this long is gone or hostile; its slot is worth more.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often expired events (NIP-40) are deleted: every 60 s. Queries already hide them; the
+/// purge only reclaims space, so there is no hurry.
+pub const PURGE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long `RelayHandle::shutdown` waits for connections to close before aborting them: 5 s.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How many over-limit connections may be waiting for their 503 answer at once: 64. Past that
+/// they are closed without an answer, so a flood cannot turn the refusals into a load of its own.
+pub const MAX_PENDING_REFUSALS: usize = 64;
+
+/// How long to read and discard what a client still sends after the relay closed on it (an
+/// oversized message, an HTTP request): 2 s, so the close is not turned into a TCP reset that
+/// could destroy the answer before the client reads it.
+pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How many bytes to read and discard while lingering: 1 MiB.
+pub const LINGER_MAX_BYTES: usize = 1024 * 1024;
+
+/// The configurable limits of the relay.
+///
+/// Every field has a default (the `DEFAULT_*` constants) and can be set from TOML: missing fields
+/// take their default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RelayLimits {
+    /// Largest event, measured as its canonical JSON, in bytes (`OK false "invalid: event too large"`).
+    pub max_event_bytes: usize,
+    /// Largest WebSocket message in bytes; a bigger one gets a `NOTICE` and the connection closes
+    /// with code 1009.
+    pub max_message_bytes: usize,
+    /// Most open subscriptions on one connection (`CLOSED "error: too many subscriptions"`).
+    pub max_subscriptions_per_connection: usize,
+    /// Most filters in one `REQ` (`CLOSED "error: too many filters"`).
+    pub max_filters_per_req: usize,
+    /// Most simultaneous TCP connections; past it a connection gets HTTP 503.
+    pub max_connections: usize,
+    /// Events one connection may publish per second, with a burst of the same size
+    /// (`OK false "rate-limited: ..."`). Zero turns the limit off.
+    pub max_events_per_second_per_connection: u32,
+    /// Most stored events one filter returns; also the default when a filter has no `limit`.
+    pub max_query_limit: usize,
+    /// Longest subscription id in characters (`CLOSED "invalid: ..."`).
+    pub max_subscription_id_len: usize,
+}
+
+impl Default for RelayLimits {
+    fn default() -> Self {
+        Self {
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_subscriptions_per_connection: DEFAULT_MAX_SUBSCRIPTIONS_PER_CONNECTION,
+            max_filters_per_req: DEFAULT_MAX_FILTERS_PER_REQ,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_events_per_second_per_connection: DEFAULT_MAX_EVENTS_PER_SECOND_PER_CONNECTION,
+            max_query_limit: DEFAULT_MAX_QUERY_LIMIT,
+            max_subscription_id_len: DEFAULT_MAX_SUBSCRIPTION_ID_LEN,
+        }
+    }
+}
+
+impl RelayLimits {
+    /// Checks that the limits make sense together: every bound but the rate is at least one, and
+    /// a message can hold an event of the largest allowed size.
+    pub fn validate(&self) -> Result<(), RelayError> {
+        let positive = [
+            ("max_event_bytes", self.max_event_bytes),
+            ("max_message_bytes", self.max_message_bytes),
+            (
+                "max_subscriptions_per_connection",
+                self.max_subscriptions_per_connection,
+            ),
+            ("max_filters_per_req", self.max_filters_per_req),
+            ("max_connections", self.max_connections),
+            ("max_query_limit", self.max_query_limit),
+            ("max_subscription_id_len", self.max_subscription_id_len),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(RelayError::InvalidLimits(format!(
+                    "{name} must be at least 1"
+                )));
+            }
+        }
+        if self.max_message_bytes < self.max_event_bytes {
+            return Err(RelayError::InvalidLimits(format!(
+                "max_message_bytes ({}) must be at least max_event_bytes ({}): an EVENT message carries the event",
+                self.max_message_bytes, self.max_event_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        RelayLimits::default().validate().unwrap();
+    }
+
+    #[test]
+    fn zero_bounds_are_refused() {
+        let limits = RelayLimits {
+            max_connections: 0,
+            ..RelayLimits::default()
+        };
+        assert!(matches!(
+            limits.validate(),
+            Err(RelayError::InvalidLimits(m)) if m.contains("max_connections")
+        ));
+    }
+
+    #[test]
+    fn message_must_hold_an_event() {
+        let limits = RelayLimits {
+            max_message_bytes: 1000,
+            max_event_bytes: 2000,
+            ..RelayLimits::default()
+        };
+        assert!(limits.validate().is_err());
+    }
+
+    #[test]
+    fn missing_fields_take_their_default() {
+        let limits: RelayLimits =
+            serde_json::from_str(r#"{"max_connections": 3, "max_query_limit": 7}"#).unwrap();
+        assert_eq!(
+            limits,
+            RelayLimits {
+                max_connections: 3,
+                max_query_limit: 7,
+                ..RelayLimits::default()
+            }
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! Starting and stopping the relay: the configuration, the listener's accept loop, and the
+//! handle that shuts it all down.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle as ThreadHandle;
+use std::time::Duration;
+
+use nostr::key::PublicKey;
+use nostr::types::Timestamp;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, watch, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::MissedTickBehavior;
+
+use crate::connection;
+use crate::error::RelayError;
+use crate::http::information_document;
+use crate::limits::{
+    RelayLimits, LIVE_QUEUE_CAPACITY, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE,
+    WRITE_QUEUE_CAPACITY,
+};
+use crate::session::Published;
+use crate::storage_threads::{spawn_writer, ReadPool, WriteOp};
+use crate::store::EventStore;
+
+/// How to run the relay.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// Where to listen for WebSocket and NIP-11 HTTP requests; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// The SQLite database file of stored events; created if missing.
+    pub db_path: PathBuf,
+    /// The configurable bounds.
+    pub limits: RelayLimits,
+    /// The relay's name in its NIP-11 document.
+    pub name: String,
+    /// Authors whose verified events do not count toward
+    /// [`RelayLimits::max_events_per_second_per_connection`] (the operator's own agents).
+    pub unlimited_authors: HashSet<PublicKey>,
+}
+
+impl RelayConfig {
+    /// A configuration with default limits, the name `agentwire`, and no unlimited authors.
+    pub fn new(listen: SocketAddr, db_path: impl Into<PathBuf>) -> Self {
+        Self {
+            listen,
+            db_path: db_path.into(),
+            limits: RelayLimits::default(),
+            name: "agentwire".to_owned(),
+            unlimited_authors: HashSet::new(),
+        }
+    }
+}
+
+/// What every connection of one relay shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) limits: RelayLimits,
+    pub(crate) unlimited_authors: Arc<HashSet<PublicKey>>,
+    pub(crate) writer: mpsc::Sender<WriteOp>,
+    pub(crate) readers: Arc<ReadPool>,
+    pub(crate) live: broadcast::Sender<Arc<Published>>,
+    /// The NIP-11 document, built once.
+    pub(crate) document: String,
+    pub(crate) name: String,
+}
+
+/// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
+/// stops it and waits until the database is closed.
+#[derive(Debug)]
+pub struct RelayHandle {
+    local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
+    writer: Option<ThreadHandle<()>>,
+}
+
+/// Opens (or creates) the database, binds the listener and starts serving.
+///
+/// Expired events are purged before the first connection is accepted.
+pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
+    config.limits.validate()?;
+    let path = config.db_path.clone();
+    let store = tokio::task::spawn_blocking(move || {
+        let mut store = EventStore::open(&path)?;
+        store.purge_expired(Timestamp::now())?;
+        Ok::<_, RelayError>(store)
+    })
+    .await
+    .map_err(|e| RelayError::Internal(format!("opening the database panicked: {e}")))??;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| RelayError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr()?;
+
+    let (live, _) = broadcast::channel(LIVE_QUEUE_CAPACITY);
+    let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
+    let writer = spawn_writer(store, writer_rx, live.clone())?;
+    let shared = Arc::new(Shared {
+        limits: config.limits,
+        unlimited_authors: Arc::new(config.unlimited_authors),
+        writer: writer_tx,
+        readers: ReadPool::new(config.db_path),
+        live,
+        document: information_document(&config.name, &config.limits),
+        name: config.name,
+    });
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let server = tokio::spawn(accept_loop(listener, shared, shutdown_rx));
+    tracing::info!(%local_addr, "relay listening");
+    Ok(RelayHandle {
+        local_addr,
+        shutdown,
+        server: Some(server),
+        writer: Some(writer),
+    })
+}
+
+impl RelayHandle {
+    /// The address the relay listens on (with the real port when port 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The WebSocket URL of the relay, e.g. `ws://127.0.0.1:7447`. A wildcard listen address
+    /// is given as the loopback address.
+    pub fn url(&self) -> String {
+        let ip = match self.local_addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("ws://{}", SocketAddr::new(ip, self.local_addr.port()))
+    }
+
+    /// Stops accepting, closes every connection (after at most [`SHUTDOWN_GRACE`]), lets the
+    /// writer commit what it was given, and closes the database.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(server) = self.server.take() {
+            if let Err(error) = server.await {
+                tracing::warn!(%error, "relay accept loop ended abnormally");
+            }
+        }
+        if let Some(writer) = self.writer.take() {
+            let joined = tokio::task::spawn_blocking(move || writer.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::warn!("relay writer thread ended abnormally");
+            }
+        }
+    }
+}
+
+impl Drop for RelayHandle {
+    fn drop(&mut self) {
+        // Tells the accept loop and the connections to stop; the writer thread ends once they
+        // have, after committing what it was given.
+        let _ = self.shutdown.send(true);
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
+    let mut tasks = JoinSet::new();
+    let mut purge =
+        tokio::time::interval_at(tokio::time::Instant::now() + PURGE_INTERVAL, PURGE_INTERVAL);
+    purge.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = connection::stopped(&mut shutdown) => break,
+            _ = purge.tick() => {
+                // If the queue is full the writer is busy; the next tick will do.
+                let _ = shared.writer.try_send(WriteOp::Purge(Timestamp::now()));
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => match Arc::clone(&slots).try_acquire_owned() {
+                    Ok(slot) => {
+                        let shared = Arc::clone(&shared);
+                        let shutdown = shutdown.clone();
+                        tasks.spawn(connection::serve(stream, peer, shared, shutdown, slot));
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "relay at its connection limit");
+                        if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
+                            tasks.spawn(connection::refuse(stream, permit));
+                        }
+                    }
+                },
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(%error, "relay accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+    drop(listener);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}

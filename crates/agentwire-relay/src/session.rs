@@ -1,0 +1,480 @@
+//! The sans-IO half of one client connection: what each client message means and what to send.
+//!
+//! The connection driver feeds in client text (`handle_text`), store outcomes
+//! (`handle_stored`), query results (`handle_query_result`) and live events (`handle_live`,
+//! `handle_lagged`), passing the time in, and carries out the returned [`Command`]s in order.
+//! Nothing here does I/O or reads a clock.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nostr::event::{Event, EventId};
+use nostr::filter::{Filter, MatchEventOptions};
+use nostr::key::PublicKey;
+use nostr::message::{ClientMessage, SubscriptionId};
+use nostr::types::Timestamp;
+use serde_json::Value;
+
+use crate::error::RelayError;
+use crate::filter_sql::check_filter;
+use crate::kind::Retention;
+use crate::limits::{RelayLimits, LIVE_QUEUE_CAPACITY};
+use crate::rate::TokenBucket;
+use crate::store::{event_json, InsertOutcome, StoredEvent};
+use crate::wire;
+
+/// A verified event on its way to the store and to live subscribers, with its canonical JSON.
+#[derive(Debug)]
+pub(crate) struct Published {
+    pub(crate) event: Event,
+    pub(crate) json: String,
+}
+
+/// A stored-event query the driver must run for a subscription.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QueryRequest {
+    pub(crate) subscription_id: SubscriptionId,
+    /// Tells this query's result from that of an earlier `REQ` with the same id.
+    pub(crate) generation: u64,
+    /// The filters with `limit` capped at `max_query_limit`.
+    pub(crate) filters: Vec<Filter>,
+}
+
+/// What the driver must do, in the order returned.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Send this text frame to the client.
+    Send(String),
+    /// Store the event; feed the outcome to [`Session::handle_stored`].
+    Store(Arc<Published>),
+    /// Hand the (ephemeral) event to every connection's live subscriptions.
+    Broadcast(Arc<Published>),
+    /// Run the query; feed the result to [`Session::handle_query_result`].
+    Query(QueryRequest),
+}
+
+#[derive(Debug)]
+struct Subscription {
+    filters: Vec<Filter>,
+    generation: u64,
+    /// `Some` until the stored events are sent: live events that arrive meanwhile wait here.
+    loading: Option<Vec<Arc<Published>>>,
+}
+
+/// The state of one client connection.
+#[derive(Debug)]
+pub(crate) struct Session {
+    limits: RelayLimits,
+    unlimited_authors: Arc<HashSet<PublicKey>>,
+    bucket: TokenBucket,
+    subscriptions: HashMap<SubscriptionId, Subscription>,
+    next_generation: u64,
+}
+
+fn send(frame: String) -> Vec<Command> {
+    vec![Command::Send(frame)]
+}
+
+fn notice(message: &str) -> Vec<Command> {
+    send(wire::notice(wire::truncate(message)))
+}
+
+impl Session {
+    /// A new connection's state as of `now`.
+    pub(crate) fn new(
+        limits: RelayLimits,
+        unlimited_authors: Arc<HashSet<PublicKey>>,
+        now: Instant,
+    ) -> Self {
+        Self {
+            bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
+            limits,
+            unlimited_authors,
+            subscriptions: HashMap::new(),
+            next_generation: 0,
+        }
+    }
+
+    /// How many subscriptions are open.
+    #[cfg(test)]
+    pub(crate) fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// A text message from the client. `now` drives the rate limit, `wall` is the Unix time for
+    /// NIP-40 expiration.
+    pub(crate) fn handle_text(
+        &mut self,
+        text: &str,
+        now: Instant,
+        wall: Timestamp,
+    ) -> Vec<Command> {
+        match ClientMessage::from_json(text) {
+            Ok(ClientMessage::Event(event)) => self.handle_event(event.into_owned(), now, wall),
+            Ok(ClientMessage::Req {
+                subscription_id,
+                filters,
+            }) => self.handle_req(subscription_id.into_owned(), filters),
+            Ok(ClientMessage::Close(subscription_id)) => {
+                self.subscriptions.remove(subscription_id.as_ref());
+                Vec::new()
+            }
+            Ok(ClientMessage::Count {
+                subscription_id, ..
+            }) => self.refuse(
+                subscription_id.into_owned(),
+                "unsupported: COUNT (NIP-45) is not supported",
+            ),
+            Ok(ClientMessage::Auth(event)) => send(wire::ok(
+                event.id,
+                false,
+                "unsupported: AUTH (NIP-42) is not supported",
+            )),
+            Ok(ClientMessage::NegOpen {
+                subscription_id, ..
+            })
+            | Ok(ClientMessage::NegMsg {
+                subscription_id, ..
+            }) => send(wire::neg_err(
+                &subscription_id,
+                "unsupported: negentropy (NIP-77) is not supported",
+            )),
+            Ok(ClientMessage::NegClose { .. }) => Vec::new(),
+            Err(error) => self.diagnose(text, &error),
+        }
+    }
+
+    /// A binary message from the client: Nostr is text only.
+    pub(crate) fn handle_binary(&self) -> Vec<Command> {
+        notice("invalid: binary messages are not supported; send JSON text")
+    }
+
+    /// A message bigger than `max_message_bytes`: the `NOTICE` to send before the driver closes
+    /// the connection (it cannot resynchronise with a stream it stopped reading mid-message).
+    pub(crate) fn handle_oversized(&self) -> String {
+        wire::notice(&format!(
+            "invalid: message too large (at most {} bytes); closing",
+            self.limits.max_message_bytes
+        ))
+    }
+
+    /// The store's answer for an event sent with [`Command::Store`]: the `OK` frame.
+    pub(crate) fn handle_stored(
+        &self,
+        id: EventId,
+        outcome: Result<InsertOutcome, RelayError>,
+    ) -> String {
+        match outcome {
+            Ok(InsertOutcome::Inserted | InsertOutcome::Replaced | InsertOutcome::NotStored) => {
+                wire::ok(id, true, "")
+            }
+            Ok(InsertOutcome::Duplicate) => {
+                wire::ok(id, true, "duplicate: already have this event")
+            }
+            // Not stored, but nothing the client can fix by resending: report it like a duplicate.
+            Ok(InsertOutcome::RejectedOlder) => wire::ok(
+                id,
+                true,
+                "duplicate: a newer event with this replaceable address is stored",
+            ),
+            Err(error) => {
+                tracing::warn!(%id, %error, "relay could not store an event");
+                wire::ok(id, false, "error: could not store the event")
+            }
+        }
+    }
+
+    /// The stored events for a subscription's `REQ`: `EVENT`s, `EOSE`, then the live events
+    /// that arrived meanwhile. A result for a subscription closed or replaced since is dropped.
+    pub(crate) fn handle_query_result(
+        &mut self,
+        subscription_id: &SubscriptionId,
+        generation: u64,
+        result: Result<Vec<StoredEvent>, RelayError>,
+    ) -> Vec<String> {
+        let current = self
+            .subscriptions
+            .get(subscription_id)
+            .is_some_and(|s| s.generation == generation);
+        if !current {
+            return Vec::new();
+        }
+        let stored = match result {
+            Ok(stored) => stored,
+            Err(error) => {
+                tracing::warn!(%error, "relay query failed");
+                self.subscriptions.remove(subscription_id);
+                return vec![wire::closed(
+                    subscription_id,
+                    "error: could not query stored events",
+                )];
+            }
+        };
+        let mut frames: Vec<String> = stored
+            .iter()
+            .map(|s| wire::event(subscription_id, &s.json))
+            .collect();
+        frames.push(wire::eose(subscription_id));
+        let waiting = self
+            .subscriptions
+            .get_mut(subscription_id)
+            .and_then(|s| s.loading.take())
+            .unwrap_or_default();
+        if !waiting.is_empty() {
+            let sent: HashSet<EventId> = stored.iter().map(|s| s.id).collect();
+            frames.extend(
+                waiting
+                    .iter()
+                    .filter(|p| !sent.contains(&p.event.id))
+                    .map(|p| wire::event(subscription_id, &p.json)),
+            );
+        }
+        frames
+    }
+
+    /// A new event from the live fan-out: an `EVENT` frame for each live subscription it matches.
+    pub(crate) fn handle_live(&mut self, published: &Arc<Published>) -> Vec<String> {
+        let mut frames = Vec::new();
+        let mut overflowed = Vec::new();
+        for (id, sub) in &mut self.subscriptions {
+            let matches = sub
+                .filters
+                .iter()
+                .any(|f| f.match_event(&published.event, MatchEventOptions::new()));
+            if !matches {
+                continue;
+            }
+            match &mut sub.loading {
+                None => frames.push(wire::event(id, &published.json)),
+                Some(waiting) if waiting.len() < LIVE_QUEUE_CAPACITY => {
+                    waiting.push(Arc::clone(published));
+                }
+                Some(_) => overflowed.push(id.clone()),
+            }
+        }
+        for id in overflowed {
+            self.subscriptions.remove(&id);
+            frames.push(wire::closed(
+                &id,
+                "error: too many live events arrived while loading stored events; subscribe again",
+            ));
+        }
+        frames
+    }
+
+    /// The connection fell behind the live fan-out and `missed` events are lost: every
+    /// subscription is closed so the client knows to subscribe again (with `since`).
+    pub(crate) fn handle_lagged(&mut self, missed: u64) -> Vec<String> {
+        let message = format!(
+            "error: too slow: {missed} live events were dropped for this connection; subscribe again"
+        );
+        let mut frames: Vec<String> = self
+            .subscriptions
+            .drain()
+            .map(|(id, _)| wire::closed(&id, &message))
+            .collect();
+        if !frames.is_empty() {
+            frames.push(wire::notice(&message));
+        }
+        frames
+    }
+
+    fn handle_event(&mut self, event: Event, now: Instant, wall: Timestamp) -> Vec<Command> {
+        let id = event.id;
+        let refuse = |message: &str| send(wire::ok(id, false, message));
+        if i64::try_from(event.created_at.as_secs()).is_err() {
+            return refuse("invalid: created_at is out of range");
+        }
+        // Checked before the signature, which costs far more than anything else here; authors
+        // claiming to be exempt are verified below like everyone else.
+        if !self.unlimited_authors.contains(&event.pubkey) && !self.bucket.try_take(now) {
+            return refuse(&format!(
+                "rate-limited: at most {} events per second per connection",
+                self.limits.max_events_per_second_per_connection
+            ));
+        }
+        let json = match event_json(&event) {
+            Ok(json) => json,
+            Err(_) => return refuse("invalid: event cannot be serialised"),
+        };
+        if json.len() > self.limits.max_event_bytes {
+            return refuse(&format!(
+                "invalid: event too large ({} bytes, at most {})",
+                json.len(),
+                self.limits.max_event_bytes
+            ));
+        }
+        if !event.verify_id() {
+            return refuse("invalid: event id does not match the event");
+        }
+        if !event.verify_signature() {
+            return refuse("invalid: bad signature");
+        }
+        if event.is_expired_at(wall) {
+            return refuse("invalid: event is expired");
+        }
+        let retention = Retention::of(event.kind);
+        let published = Arc::new(Published { event, json });
+        if retention.is_stored() {
+            vec![Command::Store(published)]
+        } else {
+            vec![
+                Command::Broadcast(published),
+                Command::Send(wire::ok(id, true, "")),
+            ]
+        }
+    }
+
+    fn handle_req(
+        &mut self,
+        subscription_id: SubscriptionId,
+        filters: Vec<Cow<'_, Filter>>,
+    ) -> Vec<Command> {
+        if let Some(problem) = self.check_subscription_id(&subscription_id) {
+            return self.refuse(subscription_id, &problem);
+        }
+        if filters.len() > self.limits.max_filters_per_req {
+            let message = format!(
+                "error: too many filters ({}, at most {})",
+                filters.len(),
+                self.limits.max_filters_per_req
+            );
+            return self.refuse(subscription_id, &message);
+        }
+        for filter in &filters {
+            if let Err(problem) = check_filter(filter) {
+                return self.refuse(subscription_id, &problem.to_string());
+            }
+        }
+        if !self.subscriptions.contains_key(&subscription_id)
+            && self.subscriptions.len() >= self.limits.max_subscriptions_per_connection
+        {
+            let message = format!(
+                "error: too many subscriptions (at most {} per connection)",
+                self.limits.max_subscriptions_per_connection
+            );
+            return self.refuse(subscription_id, &message);
+        }
+        let filters: Vec<Filter> = filters.into_iter().map(Cow::into_owned).collect();
+        let cap = self.limits.max_query_limit;
+        let capped = filters
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f.limit = Some(f.limit.map_or(cap, |l| l.min(cap)));
+                f
+            })
+            .collect();
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        self.subscriptions.insert(
+            subscription_id.clone(),
+            Subscription {
+                filters,
+                generation,
+                loading: Some(Vec::new()),
+            },
+        );
+        vec![Command::Query(QueryRequest {
+            subscription_id,
+            generation,
+            filters: capped,
+        })]
+    }
+
+    fn check_subscription_id(&self, subscription_id: &SubscriptionId) -> Option<String> {
+        let id = subscription_id.as_str();
+        if id.is_empty() {
+            return Some("invalid: subscription id is empty".to_owned());
+        }
+        if id.chars().count() > self.limits.max_subscription_id_len {
+            return Some(format!(
+                "invalid: subscription id is longer than {} characters",
+                self.limits.max_subscription_id_len
+            ));
+        }
+        None
+    }
+
+    /// `CLOSED` for `subscription_id`; a subscription with that id, if any, is closed too.
+    fn refuse(&mut self, subscription_id: SubscriptionId, message: &str) -> Vec<Command> {
+        self.subscriptions.remove(&subscription_id);
+        // An over-long id is echoed cut short: it is refused for its length anyway.
+        let shown = if subscription_id.as_str().len() > wire::MAX_MESSAGE_TEXT {
+            SubscriptionId::new(wire::truncate(subscription_id.as_str()))
+        } else {
+            subscription_id
+        };
+        send(wire::closed(&shown, wire::truncate(message)))
+    }
+
+    /// A message `ClientMessage` could not parse: find out what is wrong, and answer with an
+    /// `OK false`, a `CLOSED` or a `NOTICE` as NIP-01 asks.
+    fn diagnose(&mut self, text: &str, error: &nostr::error::Error) -> Vec<Command> {
+        let value: Value = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(e) => return notice(&format!("invalid: message is not JSON: {e}")),
+        };
+        let Some(items) = value.as_array() else {
+            return notice("invalid: a message must be a JSON array");
+        };
+        let Some(verb) = items.first().and_then(Value::as_str) else {
+            return notice("invalid: a message must start with its type as a string");
+        };
+        match verb {
+            "EVENT" => {
+                let reason = match items.get(1) {
+                    None => "the event is missing".to_owned(),
+                    Some(raw) => match serde_json::from_value::<Event>(raw.clone()) {
+                        Err(e) => e.to_string(),
+                        Ok(_) => error.to_string(),
+                    },
+                };
+                let id = items
+                    .get(1)
+                    .and_then(|e| e.get("id"))
+                    .and_then(Value::as_str)
+                    .and_then(|id| EventId::from_hex(id).ok());
+                match id {
+                    Some(id) => send(wire::ok(
+                        id,
+                        false,
+                        wire::truncate(&format!("invalid: malformed event: {reason}")),
+                    )),
+                    None => notice(&format!("invalid: malformed EVENT: {reason}")),
+                }
+            }
+            "REQ" => {
+                let Some(sub) = items.get(1).and_then(Value::as_str) else {
+                    return notice("invalid: REQ needs a subscription id string");
+                };
+                let sub = SubscriptionId::new(sub);
+                if let Some(problem) = self.check_subscription_id(&sub) {
+                    return self.refuse(sub, &problem);
+                }
+                if items.len() < 3 {
+                    return self.refuse(sub, "invalid: REQ needs at least one filter");
+                }
+                for raw in &items[2..] {
+                    if let Err(e) = serde_json::from_value::<Filter>(raw.clone()) {
+                        return self.refuse(sub, &format!("invalid: bad filter: {e}"));
+                    }
+                }
+                self.refuse(sub, &format!("invalid: malformed REQ: {error}"))
+            }
+            "CLOSE" | "COUNT" | "AUTH" | "NEG-OPEN" | "NEG-MSG" | "NEG-CLOSE" => {
+                notice(&format!("invalid: malformed {verb}: {error}"))
+            }
+            other => notice(&format!(
+                "unsupported: unknown message type {:?}",
+                wire::truncate(other)
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

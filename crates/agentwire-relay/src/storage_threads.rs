@@ -1,0 +1,176 @@
+//! The store's threads: one writer thread that commits inserts in groups, and a small pool of
+//! read connections that run queries on blocking threads.
+//!
+//! The writer drains every pending insert into one transaction (`synchronous=FULL`), commits,
+//! then hands each new event to the live fan-out and answers each insert through its oneshot.
+//! So an `OK true` is only ever sent for a committed event, and live subscribers only ever see
+//! committed stored events.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use nostr::event::Event;
+use nostr::filter::Filter;
+use nostr::types::Timestamp;
+use tokio::sync::{broadcast, mpsc, oneshot, Semaphore};
+
+use crate::error::RelayError;
+use crate::limits::{MAX_CONCURRENT_QUERIES, MAX_WRITE_BATCH};
+use crate::session::Published;
+use crate::store::{EventStore, InsertOutcome, StoredEvent};
+
+/// The answer to one insert.
+pub(crate) type InsertReply = Result<InsertOutcome, RelayError>;
+
+/// Work for the writer thread.
+#[derive(Debug)]
+pub(crate) enum WriteOp {
+    /// Store an event and answer on `reply` once committed.
+    Insert {
+        published: Arc<Published>,
+        reply: oneshot::Sender<InsertReply>,
+    },
+    /// Delete events that expired before this time.
+    Purge(Timestamp),
+}
+
+/// Starts the writer thread. It ends when every sender of `ops` is gone, after finishing the
+/// work already queued.
+pub(crate) fn spawn_writer(
+    store: EventStore,
+    ops: mpsc::Receiver<WriteOp>,
+    live: broadcast::Sender<Arc<Published>>,
+) -> Result<JoinHandle<()>, RelayError> {
+    std::thread::Builder::new()
+        .name("agentwire-relay-writer".to_owned())
+        .spawn(move || run_writer(store, ops, live))
+        .map_err(|e| RelayError::Internal(format!("cannot start the writer thread: {e}")))
+}
+
+fn run_writer(
+    mut store: EventStore,
+    mut ops: mpsc::Receiver<WriteOp>,
+    live: broadcast::Sender<Arc<Published>>,
+) {
+    let mut inserts: Vec<(Arc<Published>, oneshot::Sender<InsertReply>)> =
+        Vec::with_capacity(MAX_WRITE_BATCH);
+    let mut purge: Option<Timestamp> = None;
+    while let Some(first) = ops.blocking_recv() {
+        let mut next = Some(first);
+        while let Some(op) = next.take() {
+            match op {
+                WriteOp::Insert { published, reply } => inserts.push((published, reply)),
+                WriteOp::Purge(now) => purge = Some(purge.map_or(now, |p| p.max(now))),
+            }
+            if inserts.len() < MAX_WRITE_BATCH {
+                next = ops.try_recv().ok();
+            }
+        }
+        if !inserts.is_empty() {
+            commit_batch(&mut store, &mut inserts, &live);
+        }
+        if let Some(now) = purge.take() {
+            match store.purge_expired(now) {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(purged = n, "relay purged expired events"),
+                Err(error) => tracing::warn!(%error, "relay could not purge expired events"),
+            }
+        }
+    }
+}
+
+fn commit_batch(
+    store: &mut EventStore,
+    inserts: &mut Vec<(Arc<Published>, oneshot::Sender<InsertReply>)>,
+    live: &broadcast::Sender<Arc<Published>>,
+) {
+    let batch: Vec<(&Event, &str)> = inserts
+        .iter()
+        .map(|(p, _)| (&p.event, p.json.as_str()))
+        .collect();
+    let outcomes: Vec<InsertReply> = match store.insert_batch_json(&batch) {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(error) => {
+            // The whole transaction was rolled back. Retry one by one so that a single event
+            // the database refuses does not fail the others.
+            tracing::warn!(%error, events = batch.len(), "relay batch insert failed; retrying one by one");
+            batch
+                .iter()
+                .map(|one| {
+                    store
+                        .insert_batch_json(std::slice::from_ref(one))
+                        .map(|o| o[0])
+                })
+                .collect()
+        }
+    };
+    drop(batch);
+    for ((published, reply), outcome) in inserts.drain(..).zip(outcomes) {
+        if matches!(outcome, Ok(o) if o.is_new()) {
+            // No receivers is fine: nobody is subscribed.
+            let _ = live.send(Arc::clone(&published));
+        }
+        // The connection may be gone; the event is stored all the same.
+        let _ = reply.send(outcome);
+    }
+}
+
+/// Read connections for queries, opened on demand and kept for reuse.
+#[derive(Debug)]
+pub(crate) struct ReadPool {
+    path: PathBuf,
+    idle: Mutex<Vec<EventStore>>,
+    permits: Arc<Semaphore>,
+}
+
+impl ReadPool {
+    /// A pool over the database at `path` (already created by the writer's [`EventStore::open`]).
+    pub(crate) fn new(path: PathBuf) -> Arc<Self> {
+        Arc::new(Self {
+            path,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(MAX_CONCURRENT_QUERIES)),
+        })
+    }
+
+    /// Runs `filters` on a blocking thread, at most [`MAX_CONCURRENT_QUERIES`] at a time.
+    pub(crate) async fn query(
+        self: Arc<Self>,
+        filters: Vec<Filter>,
+        now: Timestamp,
+    ) -> Result<Vec<StoredEvent>, RelayError> {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| RelayError::Internal("query pool closed".to_owned()))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let store = self.take()?;
+            let result = store.query_json(&filters, now);
+            self.give_back(store);
+            result
+        })
+        .await
+        .map_err(|e| RelayError::Internal(format!("query task failed: {e}")))?
+    }
+
+    fn take(&self) -> Result<EventStore, RelayError> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match idle {
+            Some(store) => Ok(store),
+            None => EventStore::open_reader(&self.path),
+        }
+    }
+
+    fn give_back(&self, store: EventStore) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_CONCURRENT_QUERIES {
+            idle.push(store);
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The relay's event store: a synchronous SQLite API (insert, query, purge) used by the writer
+//! thread and the query pool, and directly by tests.
+//!
+//! Events are kept as their canonical JSON plus the columns queries need. Every single-letter
+//! tag's first value is indexed, so `#p`, `#e`, `#s`, `#d` filters are index lookups. The store
+//! trusts its caller: it does not verify ids or signatures, and it does not refuse expired
+//! events (it only hides them from queries). Ephemeral kinds are not stored
+//! ([`InsertOutcome::NotStored`]).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nostr::event::{Event, EventId};
+use nostr::filter::Filter;
+use nostr::types::Timestamp;
+use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension};
+
+use crate::error::RelayError;
+use crate::filter_sql::{filter_to_sql, ts_to_sql};
+use crate::kind::Retention;
+
+/// The schema version this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for a lock held by another before failing: 5 s. Only the
+/// checkpointer and the writer ever contend; a longer wait means something is stuck.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Prepared statements kept per connection: each distinct filter shape is one statement.
+const STATEMENT_CACHE: usize = 64;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    id BLOB NOT NULL UNIQUE,
+    pubkey BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    -- replaceable: '', addressable: the d tag, regular: NULL
+    address TEXT,
+    expires_at INTEGER,
+    json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_created_at ON events(created_at DESC, id);
+CREATE INDEX IF NOT EXISTS events_pubkey ON events(pubkey, created_at DESC);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, created_at DESC);
+CREATE UNIQUE INDEX IF NOT EXISTS events_address ON events(pubkey, kind, address)
+    WHERE address IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_expires_at ON events(expires_at)
+    WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS tags (
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    event_seq INTEGER NOT NULL,
+    PRIMARY KEY (name, value, event_seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tags_event ON tags(event_seq);
+";
+
+/// What happened to an inserted event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InsertOutcome {
+    /// Stored; it is new.
+    Inserted,
+    /// Already stored (same id); nothing changed.
+    Duplicate,
+    /// Stored, and it replaced an older event at the same replaceable or addressable address.
+    Replaced,
+    /// Not stored: a newer event at the same replaceable or addressable address is kept
+    /// (newer by `created_at`, then lowest id, per NIP-01).
+    RejectedOlder,
+    /// Not stored: its kind is ephemeral.
+    NotStored,
+}
+
+impl InsertOutcome {
+    /// Whether the event is new to live subscribers (it was stored and is current).
+    pub fn is_new(self) -> bool {
+        matches!(self, Self::Inserted | Self::Replaced)
+    }
+}
+
+/// A stored event as its canonical JSON, with the fields needed to order and deduplicate it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// The event id.
+    pub id: EventId,
+    /// The event's `created_at`.
+    pub created_at: Timestamp,
+    /// The event's canonical JSON.
+    pub json: String,
+}
+
+/// One connection to the relay's SQLite database.
+#[derive(Debug)]
+pub struct EventStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl EventStore {
+    /// Opens (creating if needed) the database at `path` for writing: WAL journal,
+    /// `synchronous=FULL` so a committed event survives power loss, schema created or checked.
+    pub fn open(path: &Path) -> Result<Self, RelayError> {
+        let open_err = |source| RelayError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(%mode, path = %path.display(), "relay database is not in WAL mode");
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(open_err)?;
+        if found > SCHEMA_VERSION {
+            return Err(RelayError::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(open_err)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(Self {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens a query-only connection to a database that [`EventStore::open`] has created.
+    pub fn open_reader(path: &Path) -> Result<Self, RelayError> {
+        let open_err = |source| RelayError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        // Read-write at the file level because WAL readers update the shared-memory index;
+        // `query_only` below forbids changes.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        conn.pragma_update(None, "query_only", true)
+            .map_err(open_err)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(Self {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stores one event in its own transaction. The caller has verified it.
+    pub fn insert(&mut self, event: &Event) -> Result<InsertOutcome, RelayError> {
+        let json = event_json(event)?;
+        Ok(self.insert_batch_json(&[(event, json.as_str())])?[0])
+    }
+
+    /// Stores several events in one transaction (one fsync); outcomes are in input order.
+    pub fn insert_batch(&mut self, events: &[Event]) -> Result<Vec<InsertOutcome>, RelayError> {
+        let jsons = events
+            .iter()
+            .map(event_json)
+            .collect::<Result<Vec<_>, _>>()?;
+        let batch: Vec<(&Event, &str)> = events
+            .iter()
+            .zip(jsons.iter().map(String::as_str))
+            .collect();
+        self.insert_batch_json(&batch)
+    }
+
+    /// Like [`EventStore::insert_batch`], with each event's canonical JSON already made.
+    pub(crate) fn insert_batch_json(
+        &mut self,
+        batch: &[(&Event, &str)],
+    ) -> Result<Vec<InsertOutcome>, RelayError> {
+        let tx = self.conn.transaction()?;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (event, json) in batch {
+            outcomes.push(insert_in(&tx, event, json)?);
+        }
+        tx.commit()?;
+        Ok(outcomes)
+    }
+
+    /// The stored events matching any of `filters` (each with its own `limit`, uncapped),
+    /// excluding those expired before `now`, newest first (by `created_at`, then lowest id).
+    pub fn query(&self, filters: &[Filter], now: Timestamp) -> Result<Vec<Event>, RelayError> {
+        self.query_json(filters, now)?
+            .into_iter()
+            .map(|stored| {
+                Event::from_json(&stored.json)
+                    .map_err(|e| RelayError::CorruptEvent(format!("event {}: {e}", stored.id)))
+            })
+            .collect()
+    }
+
+    /// Like [`EventStore::query`], returning each event's stored JSON without parsing it.
+    pub fn query_json(
+        &self,
+        filters: &[Filter],
+        now: Timestamp,
+    ) -> Result<Vec<StoredEvent>, RelayError> {
+        let mut seen: HashSet<i64> = HashSet::new();
+        let mut out = Vec::new();
+        for filter in filters {
+            let query = filter_to_sql(filter, now)
+                .map_err(|e| RelayError::UnsupportedFilter(e.to_string()))?;
+            let Some(query) = query else { continue };
+            let mut stmt = self.conn.prepare_cached(&query.sql)?;
+            let mut rows = stmt.query(params_from_iter(query.params.iter()))?;
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                if !seen.insert(seq) {
+                    continue;
+                }
+                let id: Vec<u8> = row.get(1)?;
+                let created_at: i64 = row.get(2)?;
+                let id = EventId::from_slice(&id)
+                    .map_err(|e| RelayError::CorruptEvent(format!("row {seq}: {e}")))?;
+                out.push(StoredEvent {
+                    id,
+                    created_at: Timestamp::from_secs(u64::try_from(created_at).unwrap_or(0)),
+                    json: row.get(3)?,
+                });
+            }
+        }
+        if filters.len() > 1 {
+            out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+        }
+        Ok(out)
+    }
+
+    /// Deletes events whose NIP-40 expiration is before `now`; returns how many.
+    pub fn purge_expired(&mut self, now: Timestamp) -> Result<usize, RelayError> {
+        let now = ts_to_sql(now);
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "DELETE FROM tags WHERE event_seq IN (SELECT seq FROM events WHERE expires_at < ?1)",
+            [now],
+        )?;
+        let n = tx.execute("DELETE FROM events WHERE expires_at < ?1", [now])?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// The number of stored events, expired or not.
+    pub fn count(&self) -> Result<u64, RelayError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM events", [], |row| row.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// SQLite's plan for the query of `filter`, one line per step (for tests of index use).
+    #[doc(hidden)]
+    pub fn explain(&self, filter: &Filter) -> Result<Vec<String>, RelayError> {
+        let Some(query) = filter_to_sql(filter, Timestamp::from_secs(0))
+            .map_err(|e| RelayError::UnsupportedFilter(e.to_string()))?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut stmt = self
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql))?;
+        let rows = stmt.query_map(params_from_iter(query.params.iter()), |row| row.get(3))?;
+        Ok(rows.collect::<Result<Vec<String>, _>>()?)
+    }
+}
+
+/// The canonical JSON of an event, as stored and sent.
+pub(crate) fn event_json(event: &Event) -> Result<String, RelayError> {
+    event
+        .try_as_json()
+        .map_err(|e| RelayError::Serialise(e.to_string()))
+}
+
+/// The replaceable address of an event: `''` for replaceable kinds, the first value of the first
+/// `d` tag (or `''`) for addressable kinds, `None` for everything else.
+fn address(event: &Event, retention: Retention) -> Option<String> {
+    match retention {
+        Retention::Replaceable => Some(String::new()),
+        Retention::Addressable => Some(
+            event
+                .tags
+                .iter()
+                .find(|t| t.kind() == "d")
+                .and_then(|t| t.content())
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        Retention::Regular | Retention::Ephemeral => None,
+    }
+}
+
+fn insert_in(tx: &Connection, event: &Event, json: &str) -> Result<InsertOutcome, RelayError> {
+    let retention = Retention::of(event.kind);
+    if !retention.is_stored() {
+        return Ok(InsertOutcome::NotStored);
+    }
+    let id = event.id.as_bytes().as_slice();
+    if tx
+        .prepare_cached("SELECT 1 FROM events WHERE id = ?1")?
+        .exists([id])?
+    {
+        return Ok(InsertOutcome::Duplicate);
+    }
+    let pubkey = event.pubkey.as_bytes().as_slice();
+    let kind = i64::from(event.kind.as_u16());
+    let created_at = ts_to_sql(event.created_at);
+    let address = address(event, retention);
+    let mut replaced = false;
+    if let Some(address) = &address {
+        let existing: Option<(i64, i64, Vec<u8>)> = tx
+            .prepare_cached(
+                "SELECT seq, created_at, id FROM events WHERE pubkey = ?1 AND kind = ?2 AND address = ?3",
+            )?
+            .query_row(params![pubkey, kind, address], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()?;
+        if let Some((seq, old_created_at, old_id)) = existing {
+            // NIP-01: newest created_at wins; on a tie the lowest id is kept.
+            let newer = created_at > old_created_at
+                || (created_at == old_created_at && id < old_id.as_slice());
+            if !newer {
+                return Ok(InsertOutcome::RejectedOlder);
+            }
+            delete_event(tx, seq)?;
+            replaced = true;
+        }
+    }
+    let expires_at = event.tags.expiration().map(ts_to_sql);
+    tx.prepare_cached(
+        "INSERT INTO events (id, pubkey, created_at, kind, address, expires_at, json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        id, pubkey, created_at, kind, address, expires_at, json
+    ])?;
+    let seq = tx.last_insert_rowid();
+    let mut tag_stmt = tx.prepare_cached(
+        "INSERT OR IGNORE INTO tags (name, value, event_seq) VALUES (?1, ?2, ?3)",
+    )?;
+    for tag in event.tags.iter() {
+        if let (Some(letter), Some(value)) = (tag.single_letter_tag(), tag.content()) {
+            tag_stmt.execute(params![letter.as_str(), value, seq])?;
+        }
+    }
+    Ok(if replaced {
+        InsertOutcome::Replaced
+    } else {
+        InsertOutcome::Inserted
+    })
+}
+
+fn delete_event(tx: &Connection, seq: i64) -> Result<(), RelayError> {
+    tx.prepare_cached("DELETE FROM tags WHERE event_seq = ?1")?
+        .execute([seq])?;
+    tx.prepare_cached("DELETE FROM events WHERE seq = ?1")?
+        .execute([seq])?;
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! The relay-to-client messages (NIP-01) as JSON text frames.
+//!
+//! All are encoded by `nostr::RelayMessage`, except `EVENT`, which splices the event's stored
+//! canonical JSON into the envelope so a stored or broadcast event is never re-serialised per
+//! subscriber. A test checks the splice against `RelayMessage`.
+
+use std::borrow::Cow;
+
+use nostr::event::EventId;
+use nostr::message::{RelayMessage, SubscriptionId};
+
+/// The longest human-readable text the relay puts in a message, in bytes; longer texts (parser
+/// errors quoting input, echoed verbs) are cut so an error never amplifies its input.
+pub(crate) const MAX_MESSAGE_TEXT: usize = 256;
+
+fn encode(message: &RelayMessage<'_>) -> String {
+    // Serialising these variants cannot fail (strings, booleans and ids only); an empty frame
+    // would be dropped by the client rather than crash the relay.
+    message.try_as_json().unwrap_or_default()
+}
+
+/// `["OK", id, accepted, message]`.
+pub(crate) fn ok(event_id: EventId, accepted: bool, message: &str) -> String {
+    encode(&RelayMessage::Ok {
+        event_id,
+        status: accepted,
+        message: Cow::Borrowed(message),
+    })
+}
+
+/// `["NOTICE", message]`.
+pub(crate) fn notice(message: &str) -> String {
+    encode(&RelayMessage::Notice(Cow::Borrowed(message)))
+}
+
+/// `["CLOSED", subscription, message]`.
+pub(crate) fn closed(subscription_id: &SubscriptionId, message: &str) -> String {
+    encode(&RelayMessage::Closed {
+        subscription_id: Cow::Borrowed(subscription_id),
+        message: Cow::Borrowed(message),
+    })
+}
+
+/// `["EOSE", subscription]`.
+pub(crate) fn eose(subscription_id: &SubscriptionId) -> String {
+    encode(&RelayMessage::EndOfStoredEvents(Cow::Borrowed(
+        subscription_id,
+    )))
+}
+
+/// `["NEG-ERR", subscription, message]`.
+pub(crate) fn neg_err(subscription_id: &SubscriptionId, message: &str) -> String {
+    encode(&RelayMessage::NegErr {
+        subscription_id: Cow::Borrowed(subscription_id),
+        message: Cow::Borrowed(message),
+    })
+}
+
+/// `["EVENT", subscription, event]` from the event's canonical JSON.
+pub(crate) fn event(subscription_id: &SubscriptionId, event_json: &str) -> String {
+    let sub = serde_json::to_string(subscription_id.as_str()).unwrap_or_default();
+    let mut frame = String::with_capacity(12 + sub.len() + event_json.len());
+    frame.push_str("[\"EVENT\",");
+    frame.push_str(&sub);
+    frame.push(',');
+    frame.push_str(event_json);
+    frame.push(']');
+    frame
+}
+
+/// `text` cut to at most [`MAX_MESSAGE_TEXT`] bytes, on a character boundary.
+pub(crate) fn truncate(text: &str) -> &str {
+    if text.len() <= MAX_MESSAGE_TEXT {
+        return text;
+    }
+    let mut end = MAX_MESSAGE_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use nostr::event::{EventBuilder, FinalizeEvent, Kind};
+    use nostr::key::Keys;
+
+    use super::*;
+
+    #[test]
+    fn spliced_event_frame_is_a_relay_message() {
+        let e = EventBuilder::new(Kind::from_u16(1), "hi \"there\"\n")
+            .finalize(&Keys::generate())
+            .unwrap();
+        let sub = SubscriptionId::new("a \"quoted\" \\ sub");
+        let frame = event(&sub, &e.as_json());
+        assert_eq!(
+            RelayMessage::from_json(&frame).unwrap(),
+            RelayMessage::event(sub.clone(), e.clone())
+        );
+        assert_eq!(frame, RelayMessage::event(sub, e).as_json());
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let sub = SubscriptionId::new("s");
+        let id = EventId::from_byte_array([7; 32]);
+        assert_eq!(
+            RelayMessage::from_json(ok(id, false, "invalid: x")).unwrap(),
+            RelayMessage::ok(id, false, "invalid: x")
+        );
+        assert_eq!(notice("n"), r#"["NOTICE","n"]"#);
+        assert_eq!(closed(&sub, "error: x"), r#"["CLOSED","s","error: x"]"#);
+        assert_eq!(eose(&sub), r#"["EOSE","s"]"#);
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        let long = "é".repeat(MAX_MESSAGE_TEXT);
+        let cut = truncate(&long);
+        assert!(cut.len() <= MAX_MESSAGE_TEXT);
+        assert!(cut.chars().all(|c| c == 'é'));
+        assert_eq!(truncate("short"), "short");
+    }
+}

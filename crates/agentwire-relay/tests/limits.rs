@@ -1,0 +1,323 @@
+//! Every configurable bound, enforced over real sockets, plus slow-subscriber isolation.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use agentwire_relay::RelayLimits;
+use common::{now, signed, signed_at, Client, TestRelay};
+use nostr::event::{Kind, Tag};
+use nostr::filter::Filter;
+use nostr::key::Keys;
+use nostr::message::RelayMessage;
+use tokio_tungstenite::tungstenite::Error as WsError;
+
+#[tokio::test]
+async fn contradictory_limits_are_refused_at_start() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let limits = RelayLimits {
+        max_message_bytes: 1000,
+        max_event_bytes: 2000,
+        ..RelayLimits::default()
+    };
+    let result = agentwire_relay::start(common::config(&dir, limits)).await;
+    assert!(matches!(
+        result,
+        Err(agentwire_relay::RelayError::InvalidLimits(_))
+    ));
+}
+
+#[tokio::test]
+async fn event_too_large() {
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_event_bytes: 1024,
+        ..RelayLimits::default()
+    })
+    .await;
+    let mut client = relay.client().await;
+    let keys = Keys::generate();
+    assert!(
+        client
+            .publish(&signed(&keys, 1, &"x".repeat(500), vec![]))
+            .await
+            .0
+    );
+    let (ok, message) = client
+        .publish(&signed(&keys, 1, &"x".repeat(1024), vec![]))
+        .await;
+    assert!(
+        !ok && message.starts_with("invalid: event too large"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn message_too_large_gets_a_notice_and_a_close() {
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_message_bytes: 4096,
+        max_event_bytes: 2048,
+        ..RelayLimits::default()
+    })
+    .await;
+    let mut client = relay.client().await;
+    client
+        .send_text(format!(r#"["NOTICE","{}"]"#, "y".repeat(10_000)))
+        .await;
+    let notice = client.expect_notice().await;
+    assert!(notice.starts_with("invalid: message too large"), "{notice}");
+    assert!(
+        client.recv_within(Duration::from_secs(5)).await.is_none(),
+        "connection closed"
+    );
+    // Others are unaffected.
+    let mut other = relay.client().await;
+    assert!(
+        other
+            .publish(&signed(&Keys::generate(), 1, "fine", vec![]))
+            .await
+            .0
+    );
+}
+
+#[tokio::test]
+async fn too_many_subscriptions() {
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_subscriptions_per_connection: 2,
+        ..RelayLimits::default()
+    })
+    .await;
+    let mut client = relay.client().await;
+    client.query("a", vec![Filter::new()]).await;
+    client.query("b", vec![Filter::new()]).await;
+    client.send_req("c", vec![Filter::new()]).await;
+    let message = client.expect_closed("c").await;
+    assert!(
+        message.starts_with("error: too many subscriptions"),
+        "{message}"
+    );
+    // Replacing an open subscription, or one freed by CLOSE, is fine.
+    client
+        .query("b", vec![Filter::new().kind(Kind::from_u16(1))])
+        .await;
+    client.send_text(r#"["CLOSE","a"]"#).await;
+    client.query("c", vec![Filter::new()]).await;
+}
+
+#[tokio::test]
+async fn too_many_filters() {
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_filters_per_req: 2,
+        ..RelayLimits::default()
+    })
+    .await;
+    let mut client = relay.client().await;
+    client.query("ok", vec![Filter::new(), Filter::new()]).await;
+    client.send_req("many", vec![Filter::new(); 3]).await;
+    let message = client.expect_closed("many").await;
+    assert!(message.starts_with("error: too many filters"), "{message}");
+}
+
+#[tokio::test]
+async fn subscription_id_length() {
+    let relay = TestRelay::start().await;
+    let mut client = relay.client().await;
+    let longest = "s".repeat(64);
+    client.query(&longest, vec![Filter::new()]).await;
+    let too_long = "s".repeat(65);
+    client.send_req(&too_long, vec![Filter::new()]).await;
+    let message = client.expect_closed(&too_long).await;
+    assert!(
+        message.starts_with("invalid: subscription id is longer"),
+        "{message}"
+    );
+    client.send_req("", vec![Filter::new()]).await;
+    assert_eq!(
+        client.expect_closed("").await,
+        "invalid: subscription id is empty"
+    );
+}
+
+#[tokio::test]
+async fn query_limit_is_capped() {
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_query_limit: 3,
+        ..RelayLimits::default()
+    })
+    .await;
+    let keys = Keys::generate();
+    let mut client = relay.client().await;
+    let t = now();
+    let events: Vec<_> = (0..5)
+        .map(|i| signed_at(&keys, 1, &format!("n{i}"), vec![], t - 10 + i))
+        .collect();
+    for e in &events {
+        assert!(client.publish(e).await.0);
+    }
+    let newest_three: Vec<_> = events.iter().rev().take(3).cloned().collect();
+    assert_eq!(
+        client.query("none", vec![Filter::new()]).await,
+        newest_three
+    );
+    assert_eq!(
+        client.query("big", vec![Filter::new().limit(100)]).await,
+        newest_three
+    );
+    assert_eq!(
+        client.query("two", vec![Filter::new().limit(2)]).await,
+        newest_three[..2].to_vec()
+    );
+    assert!(client
+        .query("zero", vec![Filter::new().limit(0)])
+        .await
+        .is_empty());
+}
+
+#[tokio::test]
+async fn events_per_second_with_unlimited_authors_exempt() {
+    let operator = Keys::generate();
+    let relay = TestRelay::with_config(|c| {
+        c.limits.max_events_per_second_per_connection = 5;
+        c.unlimited_authors.insert(operator.public_key());
+    })
+    .await;
+    let mut client = relay.client().await;
+    let stranger = Keys::generate();
+    for i in 0..5 {
+        let (ok, message) = client
+            .publish(&signed(&stranger, 1, &format!("{i}"), vec![]))
+            .await;
+        assert!(ok, "{i}: {message}");
+    }
+    let (ok, message) = client
+        .publish(&signed(&stranger, 1, "one too many", vec![]))
+        .await;
+    assert!(!ok && message.starts_with("rate-limited:"), "{message}");
+    // The operator's agent streams through the same connection without limit.
+    for i in 0..200 {
+        let (ok, message) = client
+            .publish(&signed(&operator, 25801, &format!("delta {i}"), vec![]))
+            .await;
+        assert!(ok, "{i}: {message}");
+    }
+    // A new connection has its own bucket.
+    let mut other = relay.client().await;
+    assert!(
+        other
+            .publish(&signed(&stranger, 1, "elsewhere", vec![]))
+            .await
+            .0
+    );
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_get_503() {
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_connections: 2,
+        ..RelayLimits::default()
+    })
+    .await;
+    let first = relay.client().await;
+    let mut second = relay.client().await;
+    match tokio_tungstenite::connect_async(relay.url()).await {
+        Err(WsError::Http(response)) => assert_eq!(response.status().as_u16(), 503),
+        Err(other) => panic!("expected HTTP 503, got {other}"),
+        Ok(_) => panic!("expected HTTP 503, got a connection"),
+    }
+    assert!(
+        second
+            .publish(&signed(&Keys::generate(), 1, "still fine", vec![]))
+            .await
+            .0
+    );
+    // A freed slot is usable again.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok((ws, _)) = tokio_tungstenite::connect_async(relay.url()).await {
+            let mut third = Client { ws };
+            assert!(
+                third
+                    .publish(&signed(&Keys::generate(), 1, "third", vec![]))
+                    .await
+                    .0
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "slot never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_slow_subscriber_loses_its_stream_without_slowing_others() {
+    const EVENTS: usize = 1500;
+    const SUBS: usize = 10;
+    let operator = Keys::generate();
+    let relay = TestRelay::with_config(|c| {
+        c.unlimited_authors.insert(operator.public_key());
+    })
+    .await;
+    let kind = Kind::from_u16(25801);
+
+    // The slow one subscribes many times to the same events and then reads nothing.
+    let mut slow = relay.client().await;
+    for i in 0..SUBS {
+        slow.query(&format!("slow{i}"), vec![Filter::new().kind(kind)])
+            .await;
+    }
+    // The healthy one reads everything as it comes.
+    let mut healthy = relay.client().await;
+    healthy.query("h", vec![Filter::new().kind(kind)]).await;
+    let reader = tokio::spawn(async move {
+        let mut seen = 0;
+        while seen < EVENTS {
+            match healthy.recv().await {
+                RelayMessage::Event { .. } => seen += 1,
+                other => panic!("healthy subscriber got {other:?}"),
+            }
+        }
+        seen
+    });
+
+    let mut publisher = relay.client().await;
+    let content = "d".repeat(4096);
+    for i in 0..EVENTS {
+        let event = signed(
+            &operator,
+            25801,
+            &content,
+            vec![Tag::custom("n", [i.to_string()])],
+        );
+        let (ok, message) = publisher.publish(&event).await;
+        assert!(ok, "{i}: {message}");
+    }
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(30), reader)
+            .await
+            .unwrap()
+            .unwrap(),
+        EVENTS
+    );
+
+    // Now the slow one reads: some events, then every subscription is closed as too slow.
+    let mut closed = 0;
+    let mut events = 0;
+    while closed < SUBS {
+        match slow.recv().await {
+            RelayMessage::Event { .. } => events += 1,
+            RelayMessage::Closed { message, .. } => {
+                assert!(message.starts_with("error: too slow"), "{message}");
+                closed += 1;
+            }
+            RelayMessage::Notice(message) => assert!(message.starts_with("error: too slow")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(events < EVENTS * SUBS, "some live events were dropped");
+    // The connection itself still works.
+    assert!(
+        slow.publish(&signed(&Keys::generate(), 1, "alive", vec![]))
+            .await
+            .0
+    );
+}

@@ -1,0 +1,202 @@
+//! The journal's public face: open, accept, finish, look up, and list interrupted turns.
+
+use crate::writer::{self, Write};
+use agentwire_core::{ConversationId, Outcome, RequestId};
+use rusqlite::{Connection, OptionalExtension, Row};
+use std::path::Path;
+use std::sync::{mpsc, Mutex};
+use tokio::sync::oneshot;
+
+/// Errors at the journal's boundary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused an operation.
+    #[error("journal database error: {0}")]
+    Sqlite(String),
+    /// A row could not be decoded.
+    #[error("journal row is corrupt: {0}")]
+    Corrupt(String),
+    /// An outcome was written for a turn the journal never accepted.
+    #[error("no turn {0} in the journal")]
+    UnknownTurn(String),
+    /// An outcome was written for a turn that already has one.
+    #[error("turn {0} already has an outcome")]
+    AlreadyEnded(String),
+    /// The writer thread is gone (the journal was closed or panicked).
+    #[error("journal writer stopped")]
+    WriterGone,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e.to_string())
+    }
+}
+
+/// A turn to journal on acceptance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTurn {
+    /// The request id (protocol-prefixed).
+    pub request_id: RequestId,
+    /// The conversation it belongs to.
+    pub conversation_id: ConversationId,
+    /// Which protocol front accepted it (`nipxx`, ...).
+    pub protocol: String,
+    /// Where to send its outcome (protocol-specific), kept so an interrupted turn can be answered after a restart.
+    pub route: serde_json::Value,
+    /// The turn's input (message, model, ...).
+    pub input: serde_json::Value,
+    /// Unix seconds of acceptance.
+    pub accepted_at: u64,
+}
+
+/// A turn as the journal holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTurn {
+    /// The request id.
+    pub request_id: RequestId,
+    /// The conversation.
+    pub conversation_id: ConversationId,
+    /// The protocol front.
+    pub protocol: String,
+    /// Where its outcome goes.
+    pub route: serde_json::Value,
+    /// Its input.
+    pub input: serde_json::Value,
+    /// Unix seconds of acceptance.
+    pub accepted_at: u64,
+    /// Its outcome, once decided and journaled.
+    pub outcome: Option<Outcome>,
+    /// The outcome as sent on the wire (e.g. the signed terminal event), for byte-identical resends.
+    pub wire: Option<String>,
+}
+
+/// The answer to [`Journal::accept`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// The turn is new and now journaled.
+    New,
+    /// The journal knew this request id: a resend, answered from here and not run again.
+    Existing(StoredTurn),
+}
+
+pub(crate) const COLUMNS: &str =
+    "request_id, conversation_id, protocol, route, input, accepted_at, outcome, wire";
+
+pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, StoreError>> {
+    let get = |i: usize| r.get::<_, String>(i);
+    let (rid, cid, protocol, route, input) = (get(0)?, get(1)?, get(2)?, get(3)?, get(4)?);
+    let accepted_at: i64 = r.get(5)?;
+    let outcome: Option<String> = r.get(6)?;
+    let wire: Option<String> = r.get(7)?;
+    Ok((|| {
+        let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
+        Ok(StoredTurn {
+            request_id: RequestId::new(rid).map_err(|e| corrupt(&e))?,
+            conversation_id: ConversationId::new(cid).map_err(|e| corrupt(&e))?,
+            protocol,
+            route: serde_json::from_str(&route).map_err(|e| corrupt(&e))?,
+            input: serde_json::from_str(&input).map_err(|e| corrupt(&e))?,
+            accepted_at: accepted_at.max(0) as u64,
+            outcome: outcome.map(|o| serde_json::from_str(&o)).transpose().map_err(|e| corrupt(&e))?,
+            wire,
+        })
+    })())
+}
+
+/// The journal of turns.
+pub struct Journal {
+    writes: mpsc::Sender<Write>,
+    reader: Mutex<Connection>,
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
+impl Journal {
+    /// Opens (or creates) the journal at `path`.
+    pub fn open(path: &Path) -> Result<Journal, StoreError> {
+        let conn = open_conn(path)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS turns (
+                request_id TEXT PRIMARY KEY,
+                conversation_id TEXT NOT NULL,
+                protocol TEXT NOT NULL,
+                route TEXT NOT NULL,
+                input TEXT NOT NULL,
+                accepted_at INTEGER NOT NULL,
+                outcome TEXT,
+                wire TEXT,
+                ended_at INTEGER
+            );
+            CREATE INDEX IF NOT EXISTS turns_live ON turns(protocol) WHERE outcome IS NULL;",
+        )?;
+        let reader = open_conn(path)?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("journal-writer".into())
+            .spawn(move || writer::run(conn, rx))
+            .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
+        Ok(Journal { writes: tx, reader: Mutex::new(reader) })
+    }
+
+    /// Journals a new turn durably, or returns the journal's record if the request id is known.
+    pub async fn accept(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.writes.send(Write::Accept(turn, tx)).map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Journals a turn's one outcome durably (and its wire form, for resends).
+    pub async fn finish(
+        &self,
+        id: &RequestId,
+        outcome: &Outcome,
+        wire: Option<String>,
+        ended_at: u64,
+    ) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.writes
+            .send(Write::Finish { id: id.clone(), outcome: outcome.clone(), wire, ended_at, reply: tx })
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// The journal's record of a request id.
+    pub fn lookup(&self, id: &RequestId) -> Result<Option<StoredTurn>, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        conn.query_row(&format!("SELECT {COLUMNS} FROM turns WHERE request_id = ?1"), [id.as_str()], row_to_turn)
+            .optional()?
+            .transpose()
+    }
+
+    /// Turns of a protocol that were accepted but have no outcome: after a restart, the ones a crash cut off.
+    pub fn interrupted(&self, protocol: &str) -> Result<Vec<StoredTurn>, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM turns WHERE outcome IS NULL AND protocol = ?1 ORDER BY accepted_at, rowid"
+        ))?;
+        let rows = stmt.query_map([protocol], row_to_turn)?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(r??);
+        }
+        Ok(out)
+    }
+
+    /// Number of journaled turns of a conversation (ended or not).
+    pub fn conversation_turns(&self, conversation: &ConversationId) -> Result<u64, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        let n: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM turns WHERE conversation_id = ?1",
+            [conversation.as_str()],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u64)
+    }
+}

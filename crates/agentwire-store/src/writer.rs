@@ -1,0 +1,142 @@
+//! The journal's writer thread: batches pending writes into one durable transaction.
+
+use crate::journal::{row_to_turn, Accepted, NewTurn, StoreError};
+use agentwire_core::{Outcome, RequestId};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::mpsc;
+use tokio::sync::oneshot;
+
+/// Most writes committed in one transaction. Bounds the latency a single commit adds to the writes queued
+/// behind it while still amortising the fsync over many turns.
+pub(crate) const MAX_WRITES_PER_COMMIT: usize = 1024;
+
+pub(crate) enum Write {
+    Accept(NewTurn, oneshot::Sender<Result<Accepted, StoreError>>),
+    Finish {
+        id: RequestId,
+        outcome: Outcome,
+        wire: Option<String>,
+        ended_at: u64,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+}
+
+pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_WRITES_PER_COMMIT {
+            match rx.try_recv() {
+                Ok(w) => batch.push(w),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, batch);
+    }
+}
+
+fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
+    let tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(e) => {
+            let msg = e.to_string();
+            for w in batch {
+                fail(w, StoreError::Sqlite(msg.clone()));
+            }
+            return;
+        }
+    };
+    let mut results = Vec::with_capacity(batch.len());
+    for w in batch {
+        let r = match &w {
+            Write::Accept(t, _) => accept(&tx, t).map(Some),
+            Write::Finish { id, outcome, wire, ended_at, .. } => {
+                finish(&tx, id, outcome, wire.as_deref(), *ended_at).map(|_| None)
+            }
+        };
+        results.push((w, r));
+    }
+    match tx.commit() {
+        Ok(()) => {
+            for (w, r) in results {
+                match (w, r) {
+                    (Write::Accept(_, reply), Ok(Some(a))) => {
+                        let _ = reply.send(Ok(a));
+                    }
+                    (Write::Finish { reply, .. }, Ok(_)) => {
+                        let _ = reply.send(Ok(()));
+                    }
+                    (w, Err(e)) => fail(w, e),
+                    (w, Ok(None)) => fail(w, StoreError::Sqlite("no accept result".into())),
+                }
+            }
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            for (w, _) in results {
+                fail(w, StoreError::Sqlite(msg.clone()));
+            }
+        }
+    }
+}
+
+fn fail(w: Write, e: StoreError) {
+    match w {
+        Write::Accept(_, reply) => {
+            let _ = reply.send(Err(e));
+        }
+        Write::Finish { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+    }
+}
+
+fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
+    let inserted = conn.execute(
+        "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(request_id) DO NOTHING",
+        params![
+            t.request_id.as_str(),
+            t.conversation_id.as_str(),
+            t.protocol,
+            t.route.to_string(),
+            t.input.to_string(),
+            t.accepted_at as i64
+        ],
+    )?;
+    if inserted == 1 {
+        return Ok(Accepted::New);
+    }
+    let existing = conn
+        .query_row(
+            &format!("SELECT {} FROM turns WHERE request_id = ?1", crate::journal::COLUMNS),
+            [t.request_id.as_str()],
+            row_to_turn,
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::Sqlite("conflicting row vanished".into()))?;
+    Ok(Accepted::Existing(existing?))
+}
+
+fn finish(
+    conn: &Connection,
+    id: &RequestId,
+    outcome: &Outcome,
+    wire: Option<&str>,
+    ended_at: u64,
+) -> Result<(), StoreError> {
+    let json = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    // Only the first outcome sticks: the engine decides one, and a journal that already holds one keeps it.
+    let n = conn.execute(
+        "UPDATE turns SET outcome = ?2, wire = ?3, ended_at = ?4 WHERE request_id = ?1 AND outcome IS NULL",
+        params![id.as_str(), json, wire, ended_at as i64],
+    )?;
+    if n == 0 {
+        let exists: Option<i64> =
+            conn.query_row("SELECT 1 FROM turns WHERE request_id = ?1", [id.as_str()], |r| r.get(0)).optional()?;
+        if exists.is_none() {
+            return Err(StoreError::UnknownTurn(id.to_string()));
+        }
+        return Err(StoreError::AlreadyEnded(id.to_string()));
+    }
+    Ok(())
+}

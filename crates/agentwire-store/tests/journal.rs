@@ -1,0 +1,84 @@
+//! The journal against a real SQLite file: dedupe, one outcome, interrupted turns across a reopen.
+
+use agentwire_core::{ConversationId, Failure, FailureCode, Outcome, RequestId, TurnResult, Usage};
+use agentwire_store::{Accepted, Journal, NewTurn, StoreError};
+
+fn turn(n: u32) -> NewTurn {
+    NewTurn {
+        request_id: RequestId::new(format!("nipxx:{n}")).unwrap(),
+        conversation_id: ConversationId::new("c").unwrap(),
+        protocol: "nipxx".into(),
+        route: serde_json::json!({"client": "abc"}),
+        input: serde_json::json!({"message": format!("m{n}")}),
+        accepted_at: 100 + n as u64,
+    }
+}
+
+fn ok(text: &str) -> Outcome {
+    Outcome::Result(TurnResult { text: text.into(), usage: Usage::default(), stop_reason: "stop".into() })
+}
+
+#[tokio::test]
+async fn accept_is_insert_if_absent_and_outcome_sticks_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&dir.path().join("j.sqlite")).unwrap();
+    assert_eq!(j.accept(turn(1)).await.unwrap(), Accepted::New);
+    match j.accept(turn(1)).await.unwrap() {
+        Accepted::Existing(t) => assert!(t.outcome.is_none()),
+        other => panic!("expected existing, got {other:?}"),
+    }
+    let id = turn(1).request_id;
+    j.finish(&id, &ok("a"), Some("wire".into()), 200).await.unwrap();
+    assert_eq!(
+        j.finish(&id, &ok("b"), None, 201).await,
+        Err(StoreError::AlreadyEnded(id.to_string()))
+    );
+    let t = j.lookup(&id).unwrap().unwrap();
+    assert_eq!(t.outcome, Some(ok("a")));
+    assert_eq!(t.wire.as_deref(), Some("wire"));
+    let unknown = RequestId::new("nipxx:none").unwrap();
+    assert_eq!(j.finish(&unknown, &ok("x"), None, 1).await, Err(StoreError::UnknownTurn(unknown.to_string())));
+}
+
+#[tokio::test]
+async fn interrupted_turns_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    {
+        let j = Journal::open(&path).unwrap();
+        for n in 0..5 {
+            j.accept(turn(n)).await.unwrap();
+        }
+        j.finish(&turn(1).request_id, &ok("done"), None, 300).await.unwrap();
+        let f = Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop"));
+        j.finish(&turn(3).request_id, &f, None, 300).await.unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    let ids: Vec<String> = j.interrupted("nipxx").unwrap().into_iter().map(|t| t.request_id.to_string()).collect();
+    assert_eq!(ids, vec!["nipxx:0", "nipxx:2", "nipxx:4"]);
+    assert!(j.interrupted("fisk").unwrap().is_empty());
+    assert_eq!(j.conversation_turns(&ConversationId::new("c").unwrap()).unwrap(), 5);
+    // A resend of a finished turn is recognised with its outcome.
+    match j.accept(turn(1)).await.unwrap() {
+        Accepted::Existing(t) => assert_eq!(t.outcome, Some(ok("done"))),
+        other => panic!("expected existing, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_accepts_of_one_id_give_exactly_one_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = std::sync::Arc::new(Journal::open(&dir.path().join("j.sqlite")).unwrap());
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let j = j.clone();
+        tasks.push(tokio::spawn(async move { j.accept(turn(7)).await.unwrap() }));
+    }
+    let mut new = 0;
+    for t in tasks {
+        if t.await.unwrap() == Accepted::New {
+            new += 1;
+        }
+    }
+    assert_eq!(new, 1);
+}

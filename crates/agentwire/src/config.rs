@@ -1,0 +1,81 @@
+//! Configuration: a TOML file (`--config`) whose keys flags can override.
+
+use agentwire_relay::RelayLimits;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The default address of the embedded relay.
+pub(crate) const DEFAULT_RELAY_LISTEN: &str = "127.0.0.1:7777";
+/// The default relay clients talk to.
+pub(crate) const DEFAULT_RELAY_URL: &str = "ws://127.0.0.1:7777";
+/// Prompts stored while the agent was down are served on start if younger than this (one hour): old enough
+/// to cover a restart or an upgrade, young enough that nobody is surprised by an answer to yesterday's prompt.
+pub(crate) const DEFAULT_BACKLOG_HORIZON_SECS: u64 = 3600;
+/// Default sustained prompts per second per sender.
+pub(crate) const DEFAULT_RATE_PER_SECOND: f64 = 50.0;
+/// Default burst of prompts per sender.
+pub(crate) const DEFAULT_RATE_BURST: f64 = 100.0;
+
+/// The whole configuration file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    /// The data directory.
+    pub(crate) data_dir: Option<PathBuf>,
+    /// `serve` settings.
+    pub(crate) serve: ServeFile,
+    /// NIP-XX runtime settings.
+    pub(crate) nipxx: NipxxFile,
+    /// Embedded relay settings.
+    pub(crate) relay: RelayFile,
+}
+
+/// `[serve]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ServeFile {
+    /// The embedded relay's address.
+    pub(crate) relay_listen: Option<SocketAddr>,
+    /// External relays to use.
+    pub(crate) relays: Vec<String>,
+    /// The agent to serve.
+    pub(crate) agent: Option<String>,
+}
+
+/// `[nipxx]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct NipxxFile {
+    /// Only these senders (hex or npub) may prompt.
+    pub(crate) allow: Option<Vec<String>>,
+    /// These senders are refused.
+    pub(crate) block: Vec<String>,
+    /// Sustained prompts per second per sender.
+    pub(crate) rate_per_second: Option<f64>,
+    /// Burst per sender.
+    pub(crate) rate_burst: Option<f64>,
+    /// Backlog horizon in seconds.
+    pub(crate) backlog_horizon_secs: Option<u64>,
+}
+
+/// `[relay]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RelayFile {
+    /// The relay's name in its NIP-11 document.
+    pub(crate) name: Option<String>,
+    /// The relay's limits.
+    pub(crate) limits: RelayLimits,
+}
+
+/// Reads a config file.
+pub(crate) fn load(path: &Path) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The default data directory: `$XDG_DATA_HOME/agentwire` (or the platform's equivalent).
+pub(crate) fn default_data_dir() -> PathBuf {
+    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("agentwire")
+}

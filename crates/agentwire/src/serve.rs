@@ -1,0 +1,129 @@
+//! `agentwire serve`: the embedded relay, the journal, the engine and the NIP-XX runtime, wired together.
+
+use crate::config::{self, FileConfig};
+use crate::keys;
+use agentwire_agents::DemoAgent;
+use agentwire_engine::{Agent, Engine};
+use agentwire_nostr::crypto::Crypto;
+use agentwire_nostr::nipxx::policy::RateLimit;
+use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
+use agentwire_relay::RelayConfig;
+use agentwire_store::Journal;
+use clap::Args;
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `serve` flags.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address of the embedded relay (default 127.0.0.1:7777; port 0 picks a free one).
+    #[arg(long)]
+    relay_listen: Option<SocketAddr>,
+    /// Use this external relay (repeatable). With it the embedded relay is off unless --relay-listen is given.
+    #[arg(long = "relay")]
+    relays: Vec<String>,
+    /// The agent to serve (`demo`).
+    #[arg(long)]
+    agent: Option<String>,
+    /// Only these senders may prompt (hex or npub; repeatable).
+    #[arg(long)]
+    allow: Vec<String>,
+    /// Refuse these senders (hex or npub; repeatable).
+    #[arg(long)]
+    block: Vec<String>,
+    /// Sustained prompts per second per sender.
+    #[arg(long)]
+    rate_per_second: Option<f64>,
+    /// Burst of prompts per sender.
+    #[arg(long)]
+    rate_burst: Option<f64>,
+    /// Serve stored prompts younger than this many seconds that arrived while the agent was down.
+    #[arg(long)]
+    backlog_horizon_secs: Option<u64>,
+}
+
+fn parse_keys(list: &[String]) -> Result<HashSet<nostr::prelude::PublicKey>, String> {
+    list.iter().map(|s| keys::parse_public_key(s)).collect()
+}
+
+fn make_agent(name: &str) -> Result<Arc<dyn Agent>, String> {
+    match name {
+        "demo" => Ok(Arc::new(DemoAgent)),
+        other => Err(format!("unknown agent {other:?}; available: demo")),
+    }
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub(crate) async fn run(args: ServeArgs, file: FileConfig, data_dir: PathBuf) -> Result<ExitCode, String> {
+    keys::ensure_data_dir(&data_dir)?;
+    let agent_keys = keys::load_or_create(&data_dir, "agent.key")?;
+    let agent_name = args.agent.or(file.serve.agent).unwrap_or_else(|| "demo".into());
+    let agent = make_agent(&agent_name)?;
+    let external: Vec<String> = if args.relays.is_empty() { file.serve.relays.clone() } else { args.relays.clone() };
+    let listen = args.relay_listen.or(file.serve.relay_listen);
+    let embedded = if external.is_empty() || listen.is_some() {
+        let addr = listen.unwrap_or_else(|| config::DEFAULT_RELAY_LISTEN.parse().expect("valid default"));
+        let mut rc = RelayConfig::new(addr, data_dir.join("relay.sqlite"));
+        rc.limits = file.relay.limits;
+        if let Some(n) = file.relay.name.clone() {
+            rc.name = n;
+        }
+        rc.unlimited_authors.insert(agent_keys.public_key());
+        Some(agentwire_relay::start(rc).await.map_err(|e| format!("embedded relay: {e}"))?)
+    } else {
+        None
+    };
+    let mut relays = Vec::new();
+    if let Some(r) = &embedded {
+        relays.push(r.url());
+    }
+    relays.extend(external);
+    let journal = Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
+    let engine = Engine::new(journal, agent);
+    let crypto = Arc::new(Crypto::new(agent_keys.clone()));
+    let allow = args.allow.clone();
+    let allow = if !allow.is_empty() { Some(parse_keys(&allow)?) } else { file.nipxx.allow.as_deref().map(parse_keys).transpose()? };
+    let block = if !args.block.is_empty() { parse_keys(&args.block)? } else { parse_keys(&file.nipxx.block)? };
+    let rate = RateLimit {
+        per_second: args.rate_per_second.or(file.nipxx.rate_per_second).unwrap_or(config::DEFAULT_RATE_PER_SECOND),
+        burst: args.rate_burst.or(file.nipxx.rate_burst).unwrap_or(config::DEFAULT_RATE_BURST),
+    };
+    let horizon = args.backlog_horizon_secs.or(file.nipxx.backlog_horizon_secs).unwrap_or(config::DEFAULT_BACKLOG_HORIZON_SECS);
+    let _runtime = Runtime::start(
+        RuntimeConfig { relays: relays.clone(), allow, block, rate, backlog_horizon: Duration::from_secs(horizon) },
+        crypto,
+        engine,
+    )
+    .await;
+    let pk = agent_keys.public_key();
+    let ready = serde_json::json!({
+        "ready": true,
+        "relay": relays.first(),
+        "relays": relays,
+        "agent": agent_name,
+        "agent_pubkey": pk.to_hex(),
+        "npub": keys::npub(&pk),
+        "data_dir": data_dir,
+    });
+    println!("{ready}");
+    tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    if let Some(r) = embedded {
+        r.shutdown().await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+}

@@ -1,0 +1,549 @@
+// Interop: a nostr-tools client (NIP-44 v2, event signing and verification done by nostr-tools, not by us)
+// against the agentwire daemon's NIP-XX agent and its embedded relay.
+//
+// Run from the repo root after `cargo build -p agentwire` and `npm ci --prefix interop/nostr-tools`:
+//   node --test interop/nostr-tools/
+// AGENTWIRE_BIN overrides the daemon binary (default: <repo>/target/debug/agentwire).
+
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import readline from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import WebSocket from 'ws'
+import { finalizeEvent, generateSecretKey, getPublicKey, verifyEvent, nip04, nip19, nip44 } from 'nostr-tools'
+
+const HERE = path.dirname(fileURLToPath(import.meta.url))
+const REPO_ROOT = path.resolve(HERE, '..', '..')
+const BIN = process.env.AGENTWIRE_BIN
+  ? path.resolve(process.env.AGENTWIRE_BIN)
+  : path.join(REPO_ROOT, 'target', 'debug', 'agentwire')
+
+// Bounds, each with its reason.
+const READY_TIMEOUT_MS = 30_000 // a debug build opening a fresh data dir; generous for a loaded CI box
+const TERMINAL_TIMEOUT_MS = 15_000 // the demo agent answers in well under a second
+const CANCEL_TIMEOUT_MS = 3_000 // a cancel must be acted on promptly, not when the 5 s sleep ends
+const OK_TIMEOUT_MS = 5_000 // the embedded relay answers OK as soon as the event is stored
+const INFO_TIMEOUT_MS = 5_000 // ai.info is published before ready; allow a late live one
+const QUIET_MS = 500 // after a terminal, how long we watch for a forbidden second terminal
+const KILL_GRACE_MS = 5_000 // time between SIGTERM and SIGKILL
+
+const KIND = {
+  status: 25800,
+  delta: 25801,
+  prompt: 25802,
+  response: 25803,
+  toolCall: 25804,
+  error: 25805,
+  cancel: 25806,
+  info: 31340,
+}
+const RUN_KINDS = [KIND.status, KIND.delta, KIND.response, KIND.toolCall, KIND.error]
+const TERMINAL = new Set([KIND.response, KIND.error])
+const STATUS_STATES = new Set(['thinking', 'tool_use', 'done'])
+const ERROR_CODES = new Set([
+  'UNSUPPORTED_ENCRYPTION', 'UNSUPPORTED_MODEL', 'UNSUPPORTED_SCHEMA_VERSION', 'CANCELLED', 'RATE_LIMIT',
+  'UNAUTHORIZED', 'BLOCKED_SENDER', 'MODEL_UNAVAILABLE', 'SESSION_LIMIT', 'PARSE_ERROR', 'EMPTY_RESPONSE',
+  'TOOL_ERROR', 'INVALID_SCHEMA', 'UNSUPPORTED_FEATURE', 'INVALID_SEQUENCE', 'INTERNAL_ERROR',
+])
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+function withTimeout(promise, ms, what) {
+  let timer
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The daemon
+
+class Daemon {
+  static async start() {
+    if (!fs.existsSync(BIN)) {
+      throw new Error(`agentwire binary not found at ${BIN}: run \`cargo build -p agentwire\` or set AGENTWIRE_BIN`)
+    }
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentwire-interop-'))
+    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0']
+    const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
+    const d = new Daemon(child, dataDir)
+    const lines = readline.createInterface({ input: child.stdout })
+    const stdoutLines = []
+    const firstLine = new Promise((resolve, reject) => {
+      lines.on('line', (line) => {
+        stdoutLines.push(line)
+        if (stdoutLines.length === 1) resolve(line)
+      })
+      child.once('exit', (code, sig) => reject(new Error(`daemon exited (code ${code}, signal ${sig}) before ready`)))
+      child.once('error', reject)
+    })
+    d.stdoutLines = stdoutLines
+    let line
+    try {
+      line = await withTimeout(firstLine, READY_TIMEOUT_MS, 'the daemon ready line')
+    } catch (e) {
+      await d.stop()
+      throw new Error(`${e.message}\n${d.diagnostics()}`)
+    }
+    let ready
+    try {
+      ready = JSON.parse(line)
+    } catch {
+      await d.stop()
+      throw new Error(`daemon's first stdout line is not JSON: ${JSON.stringify(line)}\n${d.diagnostics()}`)
+    }
+    d.ready = ready
+    return d
+  }
+
+  constructor(child, dataDir) {
+    this.child = child
+    this.dataDir = dataDir
+    this.stderr = []
+    child.stderr.setEncoding('utf8')
+    child.stderr.on('data', (chunk) => {
+      this.stderr.push(chunk)
+      if (this.stderr.length > 2000) this.stderr.splice(0, 1000)
+    })
+  }
+
+  diagnostics() {
+    const err = this.stderr.join('').split('\n').slice(-40).join('\n')
+    return `--- daemon stdout ---\n${(this.stdoutLines || []).join('\n')}\n--- daemon stderr (tail) ---\n${err}`
+  }
+
+  async stop() {
+    const c = this.child
+    if (c.exitCode === null && c.signalCode === null) {
+      const exited = once(c, 'exit')
+      c.kill('SIGTERM')
+      const t = await Promise.race([exited.then(() => 'exited'), sleep(KILL_GRACE_MS).then(() => 'timeout')])
+      if (t === 'timeout') {
+        c.kill('SIGKILL')
+        await exited
+      }
+    }
+    fs.rmSync(this.dataDir, { recursive: true, force: true })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A minimal NIP-01 relay connection over `ws` (Node 20 has no global WebSocket).
+
+class Subscription {
+  constructor(conn, id, filter) {
+    this.conn = conn
+    this.id = id
+    this.filter = filter
+    this.events = []
+    this.seen = new Set()
+    this.eose = false
+    this.closedReason = null
+    this.waiters = []
+  }
+
+  push(event) {
+    if (this.seen.has(event.id)) return // dedupe by id, as the spec requires of clients
+    this.seen.add(event.id)
+    this.events.push(event)
+    this.wake()
+  }
+
+  wake() {
+    for (const w of [...this.waiters]) {
+      let result
+      try {
+        result = w.predicate(this.events, this)
+      } catch (e) {
+        this.waiters.splice(this.waiters.indexOf(w), 1)
+        w.reject(e)
+        continue
+      }
+      if (result) {
+        this.waiters.splice(this.waiters.indexOf(w), 1)
+        w.resolve(result)
+      } else if (this.closedReason !== null) {
+        this.waiters.splice(this.waiters.indexOf(w), 1)
+        w.reject(new Error(`subscription ${this.id} CLOSED by relay: ${this.closedReason}`))
+      }
+    }
+  }
+
+  /** Resolves with predicate's first truthy result over the events so far. */
+  waitFor(predicate, ms, what) {
+    const p = new Promise((resolve, reject) => {
+      this.waiters.push({ predicate, resolve, reject })
+      this.wake()
+    })
+    return withTimeout(p, ms, what).catch((e) => {
+      this.waiters = this.waiters.filter((w) => w.predicate !== predicate)
+      throw new Error(`${e.message}; events so far: ${describeEvents(this.events)}`)
+    })
+  }
+
+  close() {
+    this.conn.send(['CLOSE', this.id])
+    this.conn.subs.delete(this.id)
+  }
+}
+
+class RelayConn {
+  static async connect(url) {
+    const ws = new WebSocket(url)
+    await withTimeout(once(ws, 'open'), OK_TIMEOUT_MS, `a WebSocket connection to ${url}`)
+    return new RelayConn(ws)
+  }
+
+  constructor(ws) {
+    this.ws = ws
+    this.subs = new Map()
+    this.oks = new Map()
+    this.notices = []
+    this.nextSub = 0
+    ws.on('message', (data) => this.onMessage(data.toString()))
+  }
+
+  onMessage(text) {
+    let msg
+    try {
+      msg = JSON.parse(text)
+    } catch {
+      this.notices.push(`unparseable relay message: ${text}`)
+      return
+    }
+    const [type, a, b, c] = msg
+    if (type === 'EVENT') this.subs.get(a)?.push(b)
+    else if (type === 'EOSE') {
+      const s = this.subs.get(a)
+      if (s) {
+        s.eose = true
+        s.wake()
+      }
+    } else if (type === 'CLOSED') {
+      const s = this.subs.get(a)
+      if (s) {
+        s.closedReason = String(b)
+        s.wake()
+      }
+    } else if (type === 'OK') {
+      this.oks.get(a)?.({ ok: b, message: c })
+      this.oks.delete(a)
+    } else if (type === 'NOTICE') this.notices.push(a)
+  }
+
+  send(msg) {
+    this.ws.send(JSON.stringify(msg))
+  }
+
+  subscribe(filter) {
+    const id = `interop-${this.nextSub++}`
+    const sub = new Subscription(this, id, filter)
+    this.subs.set(id, sub)
+    this.send(['REQ', id, filter])
+    return sub
+  }
+
+  /** Publishes and resolves with the relay's OK as {ok, message}. */
+  publish(event) {
+    const p = new Promise((resolve) => this.oks.set(event.id, resolve))
+    this.send(['EVENT', event])
+    return withTimeout(p, OK_TIMEOUT_MS, `OK for event ${event.id} (kind ${event.kind})`)
+  }
+
+  async close() {
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) {
+      const closed = once(this.ws, 'close')
+      this.ws.close()
+      await Promise.race([closed, sleep(1000)])
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A NIP-XX client built only from nostr-tools.
+
+let daemon
+let agent // hex pubkey
+
+class Client {
+  constructor() {
+    this.sk = generateSecretKey()
+    this.pk = getPublicKey(this.sk)
+    this.key = nip44.v2.utils.getConversationKey(this.sk, agent)
+  }
+
+  seal(payload) {
+    return nip44.v2.encrypt(typeof payload === 'string' ? payload : JSON.stringify(payload), this.key)
+  }
+
+  open(event) {
+    const text = nip44.v2.decrypt(event.content, this.key)
+    let payload
+    try {
+      payload = JSON.parse(text)
+    } catch {
+      throw new Error(`kind ${event.kind} ${event.id} decrypts to non-JSON: ${JSON.stringify(text)}`)
+    }
+    return payload
+  }
+
+  prompt(payload, { session, encryption = 'nip44', content } = {}) {
+    const tags = [['p', agent], ['encryption', encryption]]
+    if (session) tags.push(['s', session])
+    return finalizeEvent(
+      { kind: KIND.prompt, created_at: now(), tags, content: content ?? this.seal(payload) },
+      this.sk,
+    )
+  }
+
+  cancel(promptId, session, reason = 'user_cancel') {
+    const tags = [['p', agent], ['e', promptId, '', 'root'], ['encryption', 'nip44']]
+    if (session) tags.push(['s', session])
+    return finalizeEvent({ kind: KIND.cancel, created_at: now(), tags, content: this.seal({ ver: 1, reason }) }, this.sk)
+  }
+
+  runFilter(promptId) {
+    return { kinds: RUN_KINDS, '#p': [this.pk], '#e': [promptId], authors: [agent] }
+  }
+}
+
+const now = () => Math.floor(Date.now() / 1000)
+
+function describeEvents(events) {
+  return JSON.stringify(events.map((e) => ({ kind: e.kind, id: e.id, tags: e.tags })))
+}
+
+function hasTag(event, ...want) {
+  return event.tags.some((t) => want.every((v, i) => t[i] === v))
+}
+
+/**
+ * Checks one agent -> client run event: signature, author, tags; returns its decrypted payload.
+ * `strictSession`: the `s` tag must be present (else: if present it must match).
+ */
+function checkRunEvent(client, event, promptId, session, { strictSession = true } = {}) {
+  const where = `kind ${event.kind} event ${JSON.stringify(event)}`
+  assert.equal(verifyEvent(event), true, `bad signature or id: ${where}`)
+  assert.equal(event.pubkey, agent, `not authored by the agent: ${where}`)
+  assert.ok(hasTag(event, 'p', client.pk), `no ["p", client] tag: ${where}`)
+  const roots = event.tags.filter((t) => t[0] === 'e' && t[1] === promptId)
+  assert.equal(roots.length, 1, `want exactly one e tag for the prompt: ${where}`)
+  assert.equal(roots[0][3], 'root', `e tag marker (index 3) is not "root": ${where}`)
+  assert.equal(typeof roots[0][2], 'string', `e tag relay hint (index 2) is not a string: ${where}`)
+  assert.ok(hasTag(event, 'encryption', 'nip44'), `no ["encryption","nip44"] tag: ${where}`)
+  const sTags = event.tags.filter((t) => t[0] === 's')
+  if (strictSession || sTags.length > 0) {
+    assert.deepEqual(sTags.map((t) => t[1]), [session], `s tag is not ${JSON.stringify(session)}: ${where}`)
+  }
+  let payload
+  try {
+    payload = client.open(event)
+  } catch (e) {
+    assert.fail(`nip44 v2 decrypt failed (${e.message}): ${where}`)
+  }
+  assert.equal(payload.ver, 1, `payload ver is not 1: ${JSON.stringify(payload)} in ${where}`)
+  switch (event.kind) {
+    case KIND.status:
+      assert.ok(STATUS_STATES.has(payload.state), `bad status state: ${JSON.stringify(payload)}`)
+      break
+    case KIND.delta:
+      assert.equal(typeof payload.text, 'string', `delta without text: ${JSON.stringify(payload)}`)
+      break
+    case KIND.response:
+      assert.equal(typeof payload.text, 'string', `response without text: ${JSON.stringify(payload)}`)
+      break
+    case KIND.error:
+      assert.ok(ERROR_CODES.has(payload.code), `unknown error code: ${JSON.stringify(payload)}`)
+      assert.ok(typeof payload.message === 'string' && payload.message.length > 0,
+        `error without message: ${JSON.stringify(payload)}`)
+      break
+    case KIND.toolCall:
+      assert.ok(typeof payload.name === 'string' || typeof payload.text === 'string',
+        `tool call without name or text: ${JSON.stringify(payload)}`)
+      break
+  }
+  return payload
+}
+
+/**
+ * Subscribes to a prompt's run, publishes the prompt (expecting OK true), and collects events until the
+ * first terminal, then QUIET_MS more. Returns [{event, payload}] in arrival order plus the terminals.
+ */
+async function runPrompt(conn, client, prompt, session, opts = {}) {
+  const sub = conn.subscribe(client.runFilter(prompt.id))
+  await sub.waitFor((_, s) => s.eose, OK_TIMEOUT_MS, `EOSE on the run subscription`)
+  const ok = await conn.publish(prompt)
+  assert.equal(ok.ok, true, `prompt refused by the relay: ${JSON.stringify(ok)}`)
+  await sub.waitFor((evs) => evs.some((e) => TERMINAL.has(e.kind)), TERMINAL_TIMEOUT_MS, 'a terminal event')
+  await sleep(QUIET_MS)
+  sub.close()
+  const items = sub.events.map((event) => ({ event, payload: checkRunEvent(client, event, prompt.id, session, opts) }))
+  const terminals = items.filter((i) => TERMINAL.has(i.event.kind))
+  assert.equal(terminals.length, 1, `want exactly one terminal, got ${describeItems(terminals)}`)
+  return { items, terminal: terminals[0] }
+}
+
+function describeItems(items) {
+  return JSON.stringify(items.map(({ event, payload }) => ({ kind: event.kind, id: event.id, tags: event.tags, payload })))
+}
+
+function checkDeltas(items, minCount) {
+  const deltas = items.filter((i) => i.event.kind === KIND.delta).map((i) => i.payload)
+  assert.ok(deltas.length >= minCount, `want at least ${minCount} deltas, got ${describeItems(items)}`)
+  const sorted = [...deltas].sort((a, b) => a.seq - b.seq)
+  sorted.forEach((d, i) => assert.equal(d.seq, i, `delta seqs not contiguous from 0: ${JSON.stringify(deltas)}`))
+  return sorted.map((d) => d.text).join('')
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+before(async () => {
+  daemon = await Daemon.start()
+  const r = daemon.ready
+  const diag = () => `ready line ${JSON.stringify(r)}`
+  assert.equal(r.ready, true, diag())
+  assert.match(r.relay, /^ws:\/\/127\.0\.0\.1:\d+$/, diag())
+  assert.match(r.agent_pubkey, /^[0-9a-f]{64}$/, diag())
+  const decoded = nip19.decode(r.npub)
+  assert.deepEqual(decoded, { type: 'npub', data: r.agent_pubkey }, `npub does not encode agent_pubkey: ${diag()}`)
+  agent = r.agent_pubkey
+})
+
+after(async () => {
+  if (daemon) await daemon.stop()
+})
+
+async function withConn(fn) {
+  const conn = await RelayConn.connect(daemon.ready.relay)
+  try {
+    return await fn(conn)
+  } catch (e) {
+    e.message += `\nrelay notices: ${JSON.stringify(conn.notices)}\n${daemon.diagnostics()}`
+    throw e
+  } finally {
+    await conn.close()
+  }
+}
+
+test('ready line names exactly one JSON object on stdout', async () => {
+  await sleep(200)
+  assert.equal(daemon.stdoutLines.length, 1, `stdout had ${JSON.stringify(daemon.stdoutLines)}`)
+})
+
+test('ai.info (31340) advertises nip44 and the calculator', () => withConn(async (conn) => {
+  const sub = conn.subscribe({ kinds: [KIND.info], authors: [agent] })
+  await sub.waitFor((evs) => evs.length > 0, INFO_TIMEOUT_MS, 'an ai.info event')
+  sub.close()
+  // Newest by (created_at, id), as clients should cache it.
+  const info = [...sub.events].sort((a, b) => b.created_at - a.created_at || (b.id < a.id ? -1 : 1))[0]
+  assert.equal(verifyEvent(info), true, `bad signature: ${JSON.stringify(info)}`)
+  assert.equal(info.kind, KIND.info)
+  assert.ok(hasTag(info, 'd', 'agent-info'), `no ["d","agent-info"] tag: ${JSON.stringify(info.tags)}`)
+  let content
+  assert.doesNotThrow(() => { content = JSON.parse(info.content) }, `ai.info content is not JSON: ${info.content}`)
+  assert.equal(content.ver, 1, info.content)
+  assert.ok(Array.isArray(content.encryption) && content.encryption.includes('nip44'), info.content)
+  assert.ok(Array.isArray(content.tool_names) && content.tool_names.includes('calculator'), info.content)
+}))
+
+test('prompt -> streamed deltas -> ai.response', () => withConn(async (conn) => {
+  const client = new Client()
+  const session = 'session:interop'
+  const prompt = client.prompt({ ver: 1, message: 'hello interop' }, { session })
+  const { items, terminal } = await runPrompt(conn, client, prompt, session)
+  assert.equal(terminal.event.kind, KIND.response, `terminal is not ai.response: ${describeItems([terminal])}`)
+  const resp = terminal.payload
+  assert.equal(resp.text, 'You said: hello interop', JSON.stringify(resp))
+  assert.ok(resp.usage && Number.isInteger(resp.usage.input_tokens) && Number.isInteger(resp.usage.output_tokens),
+    `usage lacks integer token counts: ${JSON.stringify(resp)}`)
+  const streamed = checkDeltas(items, 2)
+  assert.equal(streamed, resp.text, `deltas in seq order do not spell the response: ${describeItems(items)}`)
+  // Nothing streams after the terminal (ephemeral events arrive live, in publish order on one relay).
+  const tIdx = items.indexOf(terminal)
+  assert.equal(tIdx, items.length - 1, `events after the terminal: ${describeItems(items.slice(tIdx))}`)
+}))
+
+test('calculator tool call: start then result, then "84"', () => withConn(async (conn) => {
+  const client = new Client()
+  const session = 'session:interop-calc'
+  const prompt = client.prompt({ ver: 1, message: 'calc 12 * 7' }, { session })
+  const { items, terminal } = await runPrompt(conn, client, prompt, session)
+  const calls = items.filter((i) => i.event.kind === KIND.toolCall)
+  assert.deepEqual(calls.map((c) => c.payload.phase), ['start', 'result'], `tool calls: ${describeItems(calls)}`)
+  for (const { event, payload } of calls) {
+    assert.equal(payload.name, 'calculator', describeItems([{ event, payload }]))
+    // Optional index hints; if present they must match the (canonical) payload.
+    for (const [tag, value] of [['tool', payload.name], ['phase', payload.phase]]) {
+      const hints = event.tags.filter((t) => t[0] === tag)
+      if (hints.length > 0) {
+        assert.deepEqual(hints.map((t) => t[1]), [value], `${tag} hint differs from payload: ${describeItems([{ event, payload }])}`)
+      }
+    }
+  }
+  assert.equal(terminal.event.kind, KIND.response, `terminal is not ai.response: ${describeItems(items)}`)
+  assert.equal(terminal.payload.text, '84', describeItems([terminal]))
+}))
+
+test('prompt without message -> ai.error INVALID_SCHEMA', () => withConn(async (conn) => {
+  const client = new Client()
+  const session = 'session:interop-invalid'
+  const prompt = client.prompt({ ver: 1 }, { session })
+  const { terminal } = await runPrompt(conn, client, prompt, session, { strictSession: false })
+  assert.equal(terminal.event.kind, KIND.error, describeItems([terminal]))
+  assert.equal(terminal.payload.code, 'INVALID_SCHEMA', describeItems([terminal]))
+}))
+
+test('prompt tagged encryption nip04 -> ai.error UNSUPPORTED_ENCRYPTION', () => withConn(async (conn) => {
+  const client = new Client()
+  const session = 'session:interop-nip04'
+  // What a NIP-04-only client would send: the tag and a NIP-04 payload.
+  const content = nip04.encrypt(client.sk, agent, JSON.stringify({ ver: 1, message: 'hello' }))
+  const prompt = client.prompt(null, { session, encryption: 'nip04', content })
+  const { terminal } = await runPrompt(conn, client, prompt, session, { strictSession: false })
+  assert.equal(terminal.event.kind, KIND.error, describeItems([terminal]))
+  assert.equal(terminal.payload.code, 'UNSUPPORTED_ENCRYPTION', describeItems([terminal]))
+}))
+
+test('cancel mid-stream -> exactly one ai.error CANCELLED, no ai.response', () => withConn(async (conn) => {
+  const client = new Client()
+  const session = 'session:interop-cancel'
+  const prompt = client.prompt({ ver: 1, message: 'sleep 5000' }, { session })
+  const sub = conn.subscribe(client.runFilter(prompt.id))
+  await sub.waitFor((_, s) => s.eose, OK_TIMEOUT_MS, 'EOSE on the run subscription')
+  const sentAt = Date.now()
+  const ok = await conn.publish(prompt)
+  assert.equal(ok.ok, true, `prompt refused: ${JSON.stringify(ok)}`)
+  await sub.waitFor((evs) => evs.some((e) => e.kind === KIND.delta), TERMINAL_TIMEOUT_MS, 'the first delta')
+  assert.ok(!sub.events.some((e) => TERMINAL.has(e.kind)), `terminal before cancel: ${describeEvents(sub.events)}`)
+
+  const cancel = client.cancel(prompt.id, session)
+  const cancelOk = await conn.publish(cancel)
+  assert.equal(cancelOk.ok, true, `cancel refused by the relay: ${JSON.stringify(cancelOk)}`)
+  await sub.waitFor((evs) => evs.some((e) => TERMINAL.has(e.kind)), CANCEL_TIMEOUT_MS, 'a terminal after ai.cancel')
+
+  // A second cancel is a no-op; then watch past the point where the 5 s sleep would have replied.
+  const again = await conn.publish(client.cancel(prompt.id, session))
+  assert.equal(again.ok, true, `second cancel refused by the relay: ${JSON.stringify(again)}`)
+  await sleep(Math.max(QUIET_MS, 5000 + 1000 - (Date.now() - sentAt)))
+  sub.close()
+
+  const items = sub.events.map((event) => ({ event, payload: checkRunEvent(client, event, prompt.id, session) }))
+  const terminals = items.filter((i) => TERMINAL.has(i.event.kind))
+  assert.equal(terminals.length, 1, `want exactly one terminal: ${describeItems(terminals)}`)
+  assert.equal(terminals[0].event.kind, KIND.error, `terminal is not ai.error: ${describeItems(terminals)}`)
+  assert.equal(terminals[0].payload.code, 'CANCELLED', describeItems(terminals))
+  const tIdx = items.indexOf(terminals[0])
+  if (tIdx !== items.length - 1) {
+    // Not a wire violation for the agent (clients must ignore them), but worth seeing.
+    console.log(`note: events after CANCELLED: ${describeItems(items.slice(tIdx + 1))}`)
+  }
+  // Deltas that streamed before the cancel must still be well-formed.
+  const seqs = items.filter((i) => i.event.kind === KIND.delta).map((i) => i.payload.seq).sort((a, b) => a - b)
+  seqs.forEach((s, i) => assert.equal(s, i, `delta seqs not contiguous from 0: ${JSON.stringify(seqs)}`))
+}))
