@@ -31,6 +31,7 @@ const OK_TIMEOUT_MS = 5_000 // the embedded relay answers OK as soon as the even
 const INFO_TIMEOUT_MS = 5_000 // ai.info is published before ready; allow a late live one
 const QUIET_MS = 500 // after a terminal, how long we watch for a forbidden second terminal
 const KILL_GRACE_MS = 5_000 // time between SIGTERM and SIGKILL
+const VERBOSE = Boolean(process.env.INTEROP_VERBOSE) // print every run's events with decrypted payloads
 
 const KIND = {
   status: 25800,
@@ -328,7 +329,14 @@ function hasTag(event, ...want) {
  * `strictSession`: the `s` tag must be present (else: if present it must match).
  */
 function checkRunEvent(client, event, promptId, session, { strictSession = true } = {}) {
-  const where = `kind ${event.kind} event ${JSON.stringify(event)}`
+  let where = `kind ${event.kind} event ${JSON.stringify(event)}`
+  let payload
+  try {
+    payload = client.open(event)
+  } catch (e) {
+    assert.fail(`nip44 v2 decrypt failed (${e.message}): ${where}`)
+  }
+  where += ` decrypting to ${JSON.stringify(payload)}`
   assert.equal(verifyEvent(event), true, `bad signature or id: ${where}`)
   assert.equal(event.pubkey, agent, `not authored by the agent: ${where}`)
   assert.ok(hasTag(event, 'p', client.pk), `no ["p", client] tag: ${where}`)
@@ -339,15 +347,10 @@ function checkRunEvent(client, event, promptId, session, { strictSession = true 
   assert.ok(hasTag(event, 'encryption', 'nip44'), `no ["encryption","nip44"] tag: ${where}`)
   const sTags = event.tags.filter((t) => t[0] === 's')
   if (strictSession || sTags.length > 0) {
+    // The run belongs to the prompt's session; an s tag naming another one mislabels it.
     assert.deepEqual(sTags.map((t) => t[1]), [session], `s tag is not ${JSON.stringify(session)}: ${where}`)
   }
-  let payload
-  try {
-    payload = client.open(event)
-  } catch (e) {
-    assert.fail(`nip44 v2 decrypt failed (${e.message}): ${where}`)
-  }
-  assert.equal(payload.ver, 1, `payload ver is not 1: ${JSON.stringify(payload)} in ${where}`)
+  assert.equal(payload.ver, 1, `payload ver is not 1: ${where}`)
   switch (event.kind) {
     case KIND.status:
       assert.ok(STATUS_STATES.has(payload.state), `bad status state: ${JSON.stringify(payload)}`)
@@ -384,6 +387,7 @@ async function runPrompt(conn, client, prompt, session, opts = {}) {
   await sleep(QUIET_MS)
   sub.close()
   const items = sub.events.map((event) => ({ event, payload: checkRunEvent(client, event, prompt.id, session, opts) }))
+  if (VERBOSE) console.log(`run ${prompt.id}: ${describeItems(items)}`)
   const terminals = items.filter((i) => TERMINAL.has(i.event.kind))
   assert.equal(terminals.length, 1, `want exactly one terminal, got ${describeItems(terminals)}`)
   return { items, terminal: terminals[0] }
@@ -534,6 +538,7 @@ test('cancel mid-stream -> exactly one ai.error CANCELLED, no ai.response', () =
   sub.close()
 
   const items = sub.events.map((event) => ({ event, payload: checkRunEvent(client, event, prompt.id, session) }))
+  if (VERBOSE) console.log(`run ${prompt.id}: ${describeItems(items)}`)
   const terminals = items.filter((i) => TERMINAL.has(i.event.kind))
   assert.equal(terminals.length, 1, `want exactly one terminal: ${describeItems(terminals)}`)
   assert.equal(terminals[0].event.kind, KIND.error, `terminal is not ai.error: ${describeItems(terminals)}`)

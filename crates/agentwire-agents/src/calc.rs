@@ -37,7 +37,11 @@ pub fn evaluate(expr: &str) -> Result<f64, CalcError> {
     if expr.len() > MAX_EXPR_BYTES {
         return Err(CalcError::TooLong);
     }
-    let mut p = Parser { s: expr.as_bytes(), i: 0, depth: 0 };
+    let mut p = Parser {
+        s: expr.as_bytes(),
+        i: 0,
+        depth: 0,
+    };
     let v = p.sum()?;
     p.skip_ws();
     if p.i < p.s.len() {
@@ -144,7 +148,9 @@ impl Parser<'_> {
             }
             Some(c) if c.is_ascii_digit() || c == b'.' => {
                 let start = self.i;
-                while self.i < self.s.len() && (self.s[self.i].is_ascii_digit() || self.s[self.i] == b'.') {
+                while self.i < self.s.len()
+                    && (self.s[self.i].is_ascii_digit() || self.s[self.i] == b'.')
+                {
                     self.i += 1;
                 }
                 std::str::from_utf8(&self.s[start..self.i])

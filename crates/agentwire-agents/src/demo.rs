@@ -39,8 +39,15 @@ fn words(s: &str) -> u64 {
 }
 
 fn reply(input: &TurnInput, text: String) -> Outcome {
-    let usage = Usage { input_tokens: words(&input.message), output_tokens: words(&text) };
-    Outcome::Result(TurnResult { text, usage, stop_reason: "stop".into() })
+    let usage = Usage {
+        input_tokens: words(&input.message),
+        output_tokens: words(&text),
+    };
+    Outcome::Result(TurnResult {
+        text,
+        usage,
+        stop_reason: "stop".into(),
+    })
 }
 
 fn failure(input: &TurnInput, code: FailureCode, message: String) -> Outcome {
@@ -62,7 +69,9 @@ impl Agent for DemoAgent {
         AgentCard {
             name: "demo".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            description: "agentwire's offline demo agent: echoes, calculates, sleeps, fails on request".into(),
+            description:
+                "agentwire's offline demo agent: echoes, calculates, sleeps, fails on request"
+                    .into(),
             models: vec![DEMO_MODEL.into()],
             default_model: DEMO_MODEL.into(),
             tools: vec![ToolSpec {
@@ -107,13 +116,26 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
         "quick" => reply(&input, rest.to_string()),
         "empty" => reply(&input, String::new()),
         "fail" => {
-            let text = if rest.is_empty() { "failed on request" } else { rest };
+            let text = if rest.is_empty() {
+                "failed on request"
+            } else {
+                rest
+            };
             failure(&input, FailureCode::AgentFailed, text.to_string())
         }
         "big" => match rest.parse::<usize>() {
             Ok(n) if n <= DEMO_MAX_BIG_BYTES => {
-                send(TurnEvent::Status { state: StatusState::Thinking, progress: None, info: None }).await;
-                let text: String = "abcdefghijklmnopqrstuvwxyz".chars().cycle().take(n).collect();
+                send(TurnEvent::Status {
+                    state: StatusState::Thinking,
+                    progress: None,
+                    info: None,
+                })
+                .await;
+                let text: String = "abcdefghijklmnopqrstuvwxyz"
+                    .chars()
+                    .cycle()
+                    .take(n)
+                    .collect();
                 reply(&input, text)
             }
             _ => failure(
@@ -124,14 +146,25 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
         },
         "sleep" => match rest.parse::<u64>() {
             Ok(ms) if ms <= DEMO_MAX_SLEEP_MS => {
-                send(TurnEvent::Status { state: StatusState::Thinking, progress: Some(0), info: Some(format!("sleeping {ms} ms")) }).await;
+                send(TurnEvent::Status {
+                    state: StatusState::Thinking,
+                    progress: Some(0),
+                    info: Some(format!("sleeping {ms} ms")),
+                })
+                .await;
                 let start = Instant::now();
                 let end = start + Duration::from_millis(ms);
                 let mut ticks = 0u64;
                 while Instant::now() < end {
-                    tokio::time::sleep(SLEEP_TICK.min(end.saturating_duration_since(Instant::now()))).await;
+                    tokio::time::sleep(
+                        SLEEP_TICK.min(end.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
                     ticks += 1;
-                    send(TurnEvent::Text { text: format!("tick {ticks}\n") }).await;
+                    send(TurnEvent::Text {
+                        text: format!("tick {ticks}\n"),
+                    })
+                    .await;
                 }
                 reply(&input, format!("slept {ms} ms"))
             }
@@ -142,7 +175,12 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
             ),
         },
         "calc" => {
-            send(TurnEvent::Status { state: StatusState::ToolUse, progress: None, info: Some("calculator".into()) }).await;
+            send(TurnEvent::Status {
+                state: StatusState::ToolUse,
+                progress: None,
+                info: Some("calculator".into()),
+            })
+            .await;
             let call_id = "call_1".to_string();
             send(TurnEvent::ToolCall {
                 call_id: call_id.clone(),
@@ -164,7 +202,10 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
                         duration_ms,
                     })
                     .await;
-                    send(TurnEvent::Text { text: value.clone() }).await;
+                    send(TurnEvent::Text {
+                        text: value.clone(),
+                    })
+                    .await;
                     reply(&input, value)
                 }
                 Err(e) => {
@@ -181,10 +222,21 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
             }
         }
         _ => {
-            send(TurnEvent::Status { state: StatusState::Thinking, progress: None, info: None }).await;
+            send(TurnEvent::Status {
+                state: StatusState::Thinking,
+                progress: None,
+                info: None,
+            })
+            .await;
             let text = format!("You said: {msg}");
-            send(TurnEvent::Text { text: "You said: ".into() }).await;
-            send(TurnEvent::Text { text: msg.to_string() }).await;
+            send(TurnEvent::Text {
+                text: "You said: ".into(),
+            })
+            .await;
+            send(TurnEvent::Text {
+                text: msg.to_string(),
+            })
+            .await;
             reply(&input, text)
         }
     }

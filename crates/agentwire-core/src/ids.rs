@@ -92,7 +92,10 @@ mod tests {
     #[test]
     fn refuses_empty_long_and_control() {
         assert_eq!(RequestId::new(""), Err(IdError::Empty));
-        assert_eq!(RequestId::new("a".repeat(MAX_ID_LEN + 1)), Err(IdError::TooLong(MAX_ID_LEN + 1)));
+        assert_eq!(
+            RequestId::new("a".repeat(MAX_ID_LEN + 1)),
+            Err(IdError::TooLong(MAX_ID_LEN + 1))
+        );
         assert_eq!(RequestId::new("a b"), Err(IdError::BadCharacter));
         assert_eq!(ConversationId::new("x\n"), Err(IdError::BadCharacter));
         assert!(RequestId::new("nipxx:abc").is_ok());

@@ -95,7 +95,12 @@ pub struct Failure {
 impl Failure {
     /// A failure with a code and message, no retry hint and no usage.
     pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into(), retry_after: None, usage: Usage::default() }
+        Failure {
+            code,
+            message: message.into(),
+            retry_after: None,
+            usage: Usage::default(),
+        }
     }
 
     /// The same failure with a retry hint.

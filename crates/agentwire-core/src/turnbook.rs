@@ -145,7 +145,15 @@ impl TurnBook {
         }
         lane.pending += 1;
         lane.members += 1;
-        self.turns.insert(id, Entry { conversation, phase: TurnPhase::Pending { cancel_requested: false } });
+        self.turns.insert(
+            id,
+            Entry {
+                conversation,
+                phase: TurnPhase::Pending {
+                    cancel_requested: false,
+                },
+            },
+        );
         Submitted::New
     }
 
@@ -161,9 +169,16 @@ impl TurnBook {
 
     /// Moves a pending request on once the journal holds it.
     pub fn journaled(&mut self, id: &RequestId) -> Journaled {
-        let Some(e) = self.turns.get_mut(id) else { return Journaled::Unknown };
-        let TurnPhase::Pending { cancel_requested } = e.phase else { return Journaled::Unknown };
-        let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+        let Some(e) = self.turns.get_mut(id) else {
+            return Journaled::Unknown;
+        };
+        let TurnPhase::Pending { cancel_requested } = e.phase else {
+            return Journaled::Unknown;
+        };
+        let lane = self
+            .lanes
+            .get_mut(&e.conversation)
+            .expect("lane of a live turn");
         lane.pending -= 1;
         if cancel_requested {
             // Ends without ever holding the conversation.
@@ -172,7 +187,9 @@ impl TurnBook {
         }
         if lane.holder.is_none() && lane.queue.is_empty() {
             lane.holder = Some(id.clone());
-            e.phase = TurnPhase::Running { cancel_requested: false };
+            e.phase = TurnPhase::Running {
+                cancel_requested: false,
+            };
             Journaled::Start
         } else {
             lane.queue.push_back(id.clone());
@@ -183,42 +200,67 @@ impl TurnBook {
 
     /// Handles a cancel for a request.
     pub fn cancel(&mut self, id: &RequestId) -> CancelDecision {
-        let Some(e) = self.turns.get_mut(id) else { return CancelDecision::Ignored };
+        let Some(e) = self.turns.get_mut(id) else {
+            return CancelDecision::Ignored;
+        };
         match e.phase {
-            TurnPhase::Pending { cancel_requested: false } => {
-                e.phase = TurnPhase::Pending { cancel_requested: true };
+            TurnPhase::Pending {
+                cancel_requested: false,
+            } => {
+                e.phase = TurnPhase::Pending {
+                    cancel_requested: true,
+                };
                 CancelDecision::Deferred
             }
-            TurnPhase::Running { cancel_requested: false } => {
-                e.phase = TurnPhase::Running { cancel_requested: true };
+            TurnPhase::Running {
+                cancel_requested: false,
+            } => {
+                e.phase = TurnPhase::Running {
+                    cancel_requested: true,
+                };
                 CancelDecision::SignalAgent
             }
             TurnPhase::Queued => {
                 e.phase = TurnPhase::Ending;
-                let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+                let lane = self
+                    .lanes
+                    .get_mut(&e.conversation)
+                    .expect("lane of a live turn");
                 lane.queue.retain(|q| q != id);
                 CancelDecision::EndNow
             }
-            TurnPhase::Pending { cancel_requested: true }
-            | TurnPhase::Running { cancel_requested: true }
+            TurnPhase::Pending {
+                cancel_requested: true,
+            }
+            | TurnPhase::Running {
+                cancel_requested: true,
+            }
             | TurnPhase::Ending => CancelDecision::Ignored,
         }
     }
 
     /// Decides a turn's outcome. Only the first call for a live turn is [`Finished::Decided`].
     pub fn finish(&mut self, id: &RequestId) -> Finished {
-        let Some(e) = self.turns.get_mut(id) else { return Finished::Unknown };
+        let Some(e) = self.turns.get_mut(id) else {
+            return Finished::Unknown;
+        };
         match e.phase {
             TurnPhase::Ending => Finished::AlreadyEnding,
             TurnPhase::Pending { .. } => {
                 // Refused before the journal write finished (e.g. the write failed).
-                let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+                let lane = self
+                    .lanes
+                    .get_mut(&e.conversation)
+                    .expect("lane of a live turn");
                 lane.pending -= 1;
                 e.phase = TurnPhase::Ending;
                 Finished::Decided
             }
             TurnPhase::Queued => {
-                let lane = self.lanes.get_mut(&e.conversation).expect("lane of a live turn");
+                let lane = self
+                    .lanes
+                    .get_mut(&e.conversation)
+                    .expect("lane of a live turn");
                 lane.queue.retain(|q| q != id);
                 e.phase = TurnPhase::Ending;
                 Finished::Decided
@@ -238,7 +280,7 @@ impl TurnBook {
             return None;
         }
         let e = self.turns.remove(id).expect("present");
-        let Some(lane) = self.lanes.get_mut(&e.conversation) else { return None };
+        let lane = self.lanes.get_mut(&e.conversation)?;
         lane.members -= 1;
         let mut next = None;
         if lane.holder.as_ref() == Some(id) {
@@ -248,7 +290,9 @@ impl TurnBook {
             if let Some(n) = lane.queue.pop_front() {
                 lane.holder = Some(n.clone());
                 if let Some(ne) = self.turns.get_mut(&n) {
-                    ne.phase = TurnPhase::Running { cancel_requested: false };
+                    ne.phase = TurnPhase::Running {
+                        cancel_requested: false,
+                    };
                 }
                 next = Some(n);
             }

@@ -2,14 +2,14 @@
 
 use crate::agent::{Agent, TurnInput, EVENT_QUEUE_DEPTH};
 use agentwire_core::{
-    CancelDecision, ConversationId, Failure, FailureCode, Finished, Journaled, Outcome, RequestId, Submitted,
-    TurnBook, TurnEvent,
+    CancelDecision, ConversationId, Failure, FailureCode, Finished, Journaled, Outcome, RequestId,
+    Submitted, TurnBook, TurnEvent,
 };
 use agentwire_store::{Accepted, Journal, NewTurn, StoreError, StoredTurn};
+use futures_util::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
-use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
 /// The retry hint given with a turn a crash cut off: long enough for the daemon to be back, short enough
@@ -90,13 +90,20 @@ pub struct Engine {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 impl Engine {
     /// An engine over a journal and an agent.
     pub fn new(journal: Arc<Journal>, agent: Arc<dyn Agent>) -> Arc<Engine> {
-        Arc::new(Engine { state: Mutex::new(State::default()), journal, agent })
+        Arc::new(Engine {
+            state: Mutex::new(State::default()),
+            journal,
+            agent,
+        })
     }
 
     /// The agent this engine runs.
@@ -162,7 +169,12 @@ impl Engine {
         Box::pin(async move { this.journal_and_start(sub, id, conv).await })
     }
 
-    async fn journal_and_start(self: Arc<Self>, sub: Submission, id: RequestId, conv: ConversationId) -> SubmitReply {
+    async fn journal_and_start(
+        self: Arc<Self>,
+        sub: Submission,
+        id: RequestId,
+        conv: ConversationId,
+    ) -> SubmitReply {
         let accepted = self
             .journal
             .accept(NewTurn {
@@ -180,16 +192,21 @@ impl Engine {
                 let mut st = self.lock();
                 st.book.forget(&id);
                 st.live.remove(&id);
-                return SubmitReply::DuplicateStored(Box::new(stored));
+                return SubmitReply::DuplicateStored(stored);
             }
             Err(e) => {
                 tracing::error!(request = %id, error = %e, "journal refused a turn");
                 // Not journaled, so not acknowledged: answer it, but it is not in the journal to resend.
-                let f = Failure::new(FailureCode::Internal, "the journal could not record the turn").retry_after(5);
+                let f = Failure::new(
+                    FailureCode::Internal,
+                    "the journal could not record the turn",
+                )
+                .retry_after(5);
                 let decided = self.lock().book.finish(&id) == Finished::Decided;
                 if decided {
                     let wire = sub.front.encode_outcome(&Outcome::Failure(f.clone()));
-                    sub.front.deliver_outcome(&Outcome::Failure(f.clone()), wire.as_deref());
+                    sub.front
+                        .deliver_outcome(&Outcome::Failure(f.clone()), wire.as_deref());
                     let mut st = self.lock();
                     st.book.ended(&id);
                     st.live.remove(&id);
@@ -235,9 +252,13 @@ impl Engine {
         let outcome = Outcome::Failure(failure.clone());
         let wire = sub.front.encode_outcome(&outcome);
         match accepted {
-            Ok(Accepted::Existing(stored)) => return SubmitReply::DuplicateStored(Box::new(stored)),
+            Ok(Accepted::Existing(stored)) => return SubmitReply::DuplicateStored(stored),
             Ok(Accepted::New) => {
-                if let Err(e) = self.journal.finish(&id, &outcome, wire.clone(), now_secs()).await {
+                if let Err(e) = self
+                    .journal
+                    .finish(&id, &outcome, wire.clone(), now_secs())
+                    .await
+                {
                     tracing::error!(request = %id, error = %e, "journal refused a refusal");
                 }
             }
@@ -276,7 +297,11 @@ impl Engine {
 
     /// After a restart: ends every turn of `protocol` that a crash cut off, through the front `make_front`
     /// builds from the journaled route. Returns how many were ended.
-    pub async fn recover<F>(self: &Arc<Self>, protocol: &str, make_front: F) -> Result<usize, StoreError>
+    pub async fn recover<F>(
+        self: &Arc<Self>,
+        protocol: &str,
+        make_front: F,
+    ) -> Result<usize, StoreError>
     where
         F: Fn(&StoredTurn) -> Option<Arc<dyn TurnFront>>,
     {
@@ -284,12 +309,19 @@ impl Engine {
         let mut n = 0;
         for t in turns {
             let outcome = Outcome::Failure(
-                Failure::new(FailureCode::Interrupted, "the agent restarted while this run was in progress")
-                    .retry_after(INTERRUPTED_RETRY_AFTER_SECS),
+                Failure::new(
+                    FailureCode::Interrupted,
+                    "the agent restarted while this run was in progress",
+                )
+                .retry_after(INTERRUPTED_RETRY_AFTER_SECS),
             );
             let front = make_front(&t);
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
-            match self.journal.finish(&t.request_id, &outcome, wire.clone(), now_secs()).await {
+            match self
+                .journal
+                .finish(&t.request_id, &outcome, wire.clone(), now_secs())
+                .await
+            {
                 Ok(()) | Err(StoreError::AlreadyEnded(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -371,7 +403,11 @@ impl Engine {
             turn.front.clone()
         };
         let wire = front.encode_outcome(&outcome);
-        if let Err(e) = self.journal.finish(id, &outcome, wire.clone(), now_secs()).await {
+        if let Err(e) = self
+            .journal
+            .finish(id, &outcome, wire.clone(), now_secs())
+            .await
+        {
             tracing::error!(request = %id, error = %e, "journal refused an outcome");
         }
         front.deliver_outcome(&outcome, wire.as_deref());
@@ -397,4 +433,3 @@ fn normalise(o: Outcome) -> Outcome {
         o => o,
     }
 }
-

@@ -11,4 +11,6 @@ mod agent;
 mod engine;
 
 pub use agent::{Agent, AgentCard, CancelSignal, ToolSpec, TurnInput, EVENT_QUEUE_DEPTH};
-pub use engine::{CancelReply, Engine, SubmitReply, Submission, TurnFront, INTERRUPTED_RETRY_AFTER_SECS};
+pub use engine::{
+    CancelReply, Engine, Submission, SubmitReply, TurnFront, INTERRUPTED_RETRY_AFTER_SECS,
+};

@@ -2,7 +2,10 @@
 //! `ask`, `cancel` and `info` operations the CLI uses.
 
 use crate::crypto::Crypto;
-use crate::nipxx::payload::{CancelPayload, DeltaPayload, ErrorPayload, PromptPayload, ResponsePayload, StatusPayload, ToolCallPayload};
+use crate::nipxx::payload::{
+    CancelPayload, DeltaPayload, ErrorPayload, PromptPayload, ResponsePayload, StatusPayload,
+    ToolCallPayload,
+};
 use crate::nipxx::{envelope, kinds, tags};
 use crate::relay_conn::{Incoming, RelayConn};
 use nostr::prelude::{Event, EventBuilder, EventId, Filter, Kind, PublicKey, Timestamp};
@@ -30,7 +33,9 @@ impl Terminal {
     /// The final answer text (from the response, unwrapping a compatibility envelope).
     pub fn text(&self) -> Option<String> {
         match self {
-            Terminal::Response(r) => Some(envelope::text_of(&r.text).unwrap_or_else(|| r.text.clone())),
+            Terminal::Response(r) => {
+                Some(envelope::text_of(&r.text).unwrap_or_else(|| r.text.clone()))
+            }
             Terminal::Error(_) => None,
         }
     }
@@ -91,14 +96,19 @@ impl RunView {
 
     /// Applies one event, with its decrypted content (`None` if it did not decrypt).
     pub fn apply(&mut self, event: &Event, plaintext: Option<&str>) -> Vec<Update> {
-        if event.pubkey != self.agent || self.seen.len() >= MAX_RUN_EVENTS || !self.seen.insert(event.id) {
+        if event.pubkey != self.agent
+            || self.seen.len() >= MAX_RUN_EVENTS
+            || !self.seen.insert(event.id)
+        {
             return vec![];
         }
         match tags::run_event_tags(event, &self.me) {
             Ok(t) if t.root == Some(self.prompt) => {}
             _ => return vec![],
         }
-        let Some(plain) = plaintext else { return vec![] };
+        let Some(plain) = plaintext else {
+            return vec![];
+        };
         let kind = event.kind.as_u16();
         if kind == kinds::RESPONSE || kind == kinds::ERROR {
             let t = if kind == kinds::RESPONSE {
@@ -121,10 +131,16 @@ impl RunView {
             return vec![];
         }
         match kind {
-            kinds::STATUS => StatusPayload::parse(plain).map(|s| vec![Update::Status(s)]).unwrap_or_default(),
-            kinds::TOOL_CALL => ToolCallPayload::parse(plain).map(|t| vec![Update::Tool(t)]).unwrap_or_default(),
+            kinds::STATUS => StatusPayload::parse(plain)
+                .map(|s| vec![Update::Status(s)])
+                .unwrap_or_default(),
+            kinds::TOOL_CALL => ToolCallPayload::parse(plain)
+                .map(|t| vec![Update::Tool(t)])
+                .unwrap_or_default(),
             kinds::DELTA => {
-                let Ok(d) = DeltaPayload::parse(plain) else { return vec![] };
+                let Ok(d) = DeltaPayload::parse(plain) else {
+                    return vec![];
+                };
                 let text = envelope::text_of(&d.text).unwrap_or(d.text);
                 match d.seq {
                     // Without seq, show in arrival order.
@@ -186,7 +202,9 @@ pub struct AskRequest {
 }
 
 /// Connects to a relay and waits for the connection.
-pub async fn connect(url: &str) -> Result<(RelayConn, tokio::sync::mpsc::Receiver<Incoming>), ClientError> {
+pub async fn connect(
+    url: &str,
+) -> Result<(RelayConn, tokio::sync::mpsc::Receiver<Incoming>), ClientError> {
     let (conn, rx) = RelayConn::connect(url);
     if !conn.wait_connected(Duration::from_secs(5)).await {
         return Err(ClientError::Unreachable(url.to_string()));
@@ -205,9 +223,12 @@ pub async fn ask(
     mut on_update: impl FnMut(&Update),
 ) -> Result<Terminal, ClientError> {
     let me = crypto.public_key();
-    let content = crypto.encrypt(&req.agent, &req.prompt.to_json()).map_err(|e| ClientError::Other(e.to_string()))?;
+    let content = crypto
+        .encrypt(&req.agent, &req.prompt.to_json())
+        .map_err(|e| ClientError::Other(e.to_string()))?;
     let prompt = crypto.sign(
-        EventBuilder::new(Kind::Custom(kinds::PROMPT), content).tags(tags::prompt(&req.agent, req.session.as_deref())),
+        EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
+            .tags(tags::prompt(&req.agent, req.session.as_deref())),
     );
     let sub = format!("run-{}", &prompt.id.to_hex()[..16]);
     conn.subscribe(
@@ -218,7 +239,10 @@ pub async fn ask(
             .event(prompt.id)
             .author(req.agent)],
     );
-    let ok = conn.publish(&prompt).await.map_err(|e| ClientError::Other(e.to_string()))?;
+    let ok = conn
+        .publish(&prompt)
+        .await
+        .map_err(|e| ClientError::Other(e.to_string()))?;
     if !ok.accepted {
         return Err(ClientError::Refused(ok.message));
     }
@@ -233,7 +257,9 @@ pub async fn ask(
             Ok(None) => return Err(ClientError::Unreachable(conn.url().to_string())),
             Err(_) => break,
         };
-        let Incoming::Event { sub: s, event } = m else { continue };
+        let Incoming::Event { sub: s, event } = m else {
+            continue;
+        };
         if s != sub || event.verify().is_err() {
             continue;
         }
@@ -246,15 +272,34 @@ pub async fn ask(
         }
     }
     conn.unsubscribe(&sub);
-    view.terminal().cloned().ok_or(ClientError::Timeout(req.timeout))
+    view.terminal()
+        .cloned()
+        .ok_or(ClientError::Timeout(req.timeout))
 }
 
 /// Sends an ai.cancel for run `prompt` to `agent`.
-pub async fn cancel(conn: &RelayConn, crypto: &Crypto, agent: &PublicKey, prompt: &EventId, session: &str) -> Result<(), ClientError> {
-    let payload = CancelPayload { reason: "user_cancel".into() }.to_json();
-    let content = crypto.encrypt(agent, &payload).map_err(|e| ClientError::Other(e.to_string()))?;
-    let ev = crypto.sign(EventBuilder::new(Kind::Custom(kinds::CANCEL), content).tags(tags::run(agent, prompt, session)));
-    let ok = conn.publish(&ev).await.map_err(|e| ClientError::Other(e.to_string()))?;
+pub async fn cancel(
+    conn: &RelayConn,
+    crypto: &Crypto,
+    agent: &PublicKey,
+    prompt: &EventId,
+    session: &str,
+) -> Result<(), ClientError> {
+    let payload = CancelPayload {
+        reason: "user_cancel".into(),
+    }
+    .to_json();
+    let content = crypto
+        .encrypt(agent, &payload)
+        .map_err(|e| ClientError::Other(e.to_string()))?;
+    let ev = crypto.sign(
+        EventBuilder::new(Kind::Custom(kinds::CANCEL), content)
+            .tags(tags::run(agent, prompt, session)),
+    );
+    let ok = conn
+        .publish(&ev)
+        .await
+        .map_err(|e| ClientError::Other(e.to_string()))?;
     if ok.accepted {
         Ok(())
     } else {
@@ -270,7 +315,10 @@ pub async fn info(
 ) -> Result<Option<Event>, ClientError> {
     conn.subscribe(
         "info",
-        vec![Filter::new().kind(Kind::Custom(kinds::INFO)).author(*agent).identifier(kinds::INFO_D)],
+        vec![Filter::new()
+            .kind(Kind::Custom(kinds::INFO))
+            .author(*agent)
+            .identifier(kinds::INFO_D)],
     );
     let mut best: Option<Event> = None;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -279,7 +327,9 @@ pub async fn info(
             Ok(Some(Incoming::Event { sub, event })) if sub == "info" => {
                 if event.verify().is_ok()
                     && crate::nipxx::payload::InfoPayload::validate(&event.content).is_ok()
-                    && best.as_ref().is_none_or(|b| (event.created_at, event.id) > (b.created_at, b.id))
+                    && best
+                        .as_ref()
+                        .is_none_or(|b| (event.created_at, event.id) > (b.created_at, b.id))
                 {
                     best = Some(*event);
                 }

@@ -8,8 +8,10 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bitcoin_hashes::{sha256, HashEngine};
 use nostr::nips::nip44::v2::{self, ConversationKey};
+use nostr::prelude::{
+    Event, EventBuilder, FinalizeUnsignedEvent, Keys, PublicKey, Timestamp, UnsignedEvent,
+};
 use secp256k1::{All, Secp256k1};
-use nostr::prelude::{Event, EventBuilder, FinalizeUnsignedEvent, Keys, PublicKey, Timestamp, UnsignedEvent};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -77,11 +79,17 @@ impl Crypto {
     }
 
     fn conversation_key(&self, peer: &PublicKey) -> Result<ConversationKey, Nip44Error> {
-        let mut cache = self.conversation_keys.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self
+            .conversation_keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(k) = cache.get(peer) {
-            return Ok(ConversationKey::new(k.as_bytes().try_into().map_err(|_| Nip44Error::NotNip44)?));
+            return Ok(ConversationKey::new(
+                k.as_bytes().try_into().map_err(|_| Nip44Error::NotNip44)?,
+            ));
         }
-        let k = ConversationKey::derive(self.keys.secret_key(), peer).map_err(|e| Nip44Error::Decrypt(e.to_string()))?;
+        let k = ConversationKey::derive(self.keys.secret_key(), peer)
+            .map_err(|e| Nip44Error::Decrypt(e.to_string()))?;
         if cache.len() >= MAX_CACHED_CONVERSATION_KEYS {
             cache.clear();
         }
@@ -122,7 +130,8 @@ impl Crypto {
             return Err(Nip44Error::NotNip44);
         }
         let key = self.conversation_key(peer)?;
-        let plain = v2::decrypt_to_bytes(&key, &raw).map_err(|e| Nip44Error::Decrypt(e.to_string()))?;
+        let plain =
+            v2::decrypt_to_bytes(&key, &raw).map_err(|e| Nip44Error::Decrypt(e.to_string()))?;
         String::from_utf8(plain).map_err(|_| Nip44Error::NotUtf8)
     }
 
@@ -135,8 +144,18 @@ impl Crypto {
     /// Signs an unsigned event (its id is computed here).
     pub fn sign_unsigned(&self, mut unsigned: UnsignedEvent) -> Event {
         let id = unsigned.id();
-        let sig = self.keys.sign_schnorr_with_aux_rand(&self.secp, id.as_bytes(), &self.random32());
-        Event::new(id, unsigned.pubkey, unsigned.created_at, unsigned.kind, unsigned.tags, unsigned.content, sig)
+        let sig = self
+            .keys
+            .sign_schnorr_with_aux_rand(&self.secp, id.as_bytes(), &self.random32());
+        Event::new(
+            id,
+            unsigned.pubkey,
+            unsigned.created_at,
+            unsigned.kind,
+            unsigned.tags,
+            unsigned.content,
+            sig,
+        )
     }
 
     /// The current time as a Nostr timestamp.

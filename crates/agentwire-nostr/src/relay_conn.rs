@@ -108,34 +108,54 @@ impl RelayConn {
     /// Waits until connected, up to `timeout`.
     pub async fn wait_connected(&self, timeout: Duration) -> bool {
         let mut rx = self.connected.clone();
-        tokio::time::timeout(timeout, rx.wait_for(|c| *c)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(timeout, rx.wait_for(|c| *c))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Opens (or replaces) subscription `id`; it is restored after a reconnect.
     pub fn subscribe(&self, id: &str, filters: Vec<Filter>) {
-        self.subs.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), filters.clone());
+        self.subs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), filters.clone());
         let msg = ClientMessage::req(SubscriptionId::new(id), filters).as_json();
         let _ = self.cmds.send(Cmd::Send(msg));
     }
 
     /// Closes subscription `id`.
     pub fn unsubscribe(&self, id: &str) {
-        self.subs.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-        let _ = self.cmds.send(Cmd::Send(ClientMessage::close(SubscriptionId::new(id)).as_json()));
+        self.subs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let _ = self.cmds.send(Cmd::Send(
+            ClientMessage::close(SubscriptionId::new(id)).as_json(),
+        ));
     }
 
     /// Publishes an event and waits for the relay's OK.
     pub async fn publish(&self, event: &Event) -> Result<OkReply, PublishError> {
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(event.id, tx);
-        if self.cmds.send(Cmd::Send(ClientMessage::event(event.clone()).as_json())).is_err() {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(event.id, tx);
+        if self
+            .cmds
+            .send(Cmd::Send(ClientMessage::event(event.clone()).as_json()))
+            .is_err()
+        {
             return Err(PublishError::Closed);
         }
         match tokio::time::timeout(OK_TIMEOUT, rx).await {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(_)) => Err(PublishError::Closed),
             Err(_) => {
-                self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&event.id);
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&event.id);
                 Err(PublishError::Timeout(OK_TIMEOUT))
             }
         }
@@ -143,7 +163,9 @@ impl RelayConn {
 
     /// Sends an event without waiting for the OK (stream events); a refusal is logged.
     pub fn send(&self, event: &Event) {
-        let _ = self.cmds.send(Cmd::Send(ClientMessage::event(event.clone()).as_json()));
+        let _ = self
+            .cmds
+            .send(Cmd::Send(ClientMessage::event(event.clone()).as_json()));
     }
 }
 
@@ -162,7 +184,13 @@ impl Driver {
             let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                 .max_message_size(Some(MAX_RELAY_MESSAGE_BYTES))
                 .max_frame_size(Some(MAX_RELAY_MESSAGE_BYTES));
-            match tokio_tungstenite::connect_async_with_config(self.url.as_str(), Some(config), true).await {
+            match tokio_tungstenite::connect_async_with_config(
+                self.url.as_str(),
+                Some(config),
+                true,
+            )
+            .await
+            {
                 Ok((ws, _)) => {
                     delay = Duration::from_millis(100);
                     tracing::debug!(relay = %self.url, "connected");
@@ -173,7 +201,9 @@ impl Driver {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .iter()
-                        .map(|(id, f)| ClientMessage::req(SubscriptionId::new(id), f.clone()).as_json())
+                        .map(|(id, f)| {
+                            ClientMessage::req(SubscriptionId::new(id), f.clone()).as_json()
+                        })
                         .collect();
                     let mut ok = true;
                     for m in restore {
@@ -225,24 +255,47 @@ impl Driver {
             }
         };
         let incoming = match msg {
-            RelayMessage::Ok { event_id, status, message } => {
-                let tx = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&event_id);
+            RelayMessage::Ok {
+                event_id,
+                status,
+                message,
+            } => {
+                let tx = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&event_id);
                 match tx {
                     Some(tx) => {
-                        let _ = tx.send(OkReply { accepted: status, message: message.into_owned() });
+                        let _ = tx.send(OkReply {
+                            accepted: status,
+                            message: message.into_owned(),
+                        });
                     }
-                    None if !status => tracing::warn!(relay = %self.url, event = %event_id, %message, "relay refused an event"),
+                    None if !status => {
+                        tracing::warn!(relay = %self.url, event = %event_id, %message, "relay refused an event")
+                    }
                     None => {}
                 }
                 return true;
             }
-            RelayMessage::Event { subscription_id, event } => {
-                Incoming::Event { sub: subscription_id.to_string(), event: Box::new(event.into_owned()) }
-            }
+            RelayMessage::Event {
+                subscription_id,
+                event,
+            } => Incoming::Event {
+                sub: subscription_id.to_string(),
+                event: Box::new(event.into_owned()),
+            },
             RelayMessage::EndOfStoredEvents(sub) => Incoming::Eose(sub.to_string()),
-            RelayMessage::Closed { subscription_id, message } => {
+            RelayMessage::Closed {
+                subscription_id,
+                message,
+            } => {
                 tracing::warn!(relay = %self.url, sub = %subscription_id, %message, "relay closed a subscription");
-                Incoming::Closed { sub: subscription_id.to_string(), message: message.into_owned() }
+                Incoming::Closed {
+                    sub: subscription_id.to_string(),
+                    message: message.into_owned(),
+                }
             }
             RelayMessage::Notice(n) => {
                 tracing::info!(relay = %self.url, notice = %n, "relay notice");

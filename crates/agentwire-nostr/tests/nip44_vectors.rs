@@ -69,7 +69,9 @@ fn hex_encode(bytes: &[u8]) -> String {
 }
 
 fn hex32(s: &str) -> Result<[u8; 32], String> {
-    hex_decode(s)?.try_into().map_err(|_| format!("{s:?} is not 32 bytes"))
+    hex_decode(s)?
+        .try_into()
+        .map_err(|_| format!("{s:?} is not 32 bytes"))
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -111,7 +113,9 @@ fn open_with_conversation_key(key: &ConversationKey, payload: &str) -> Result<St
     if payload.starts_with('#') {
         return Err("unsupported version marker '#'".into());
     }
-    let raw = STANDARD.decode(payload).map_err(|e| format!("base64: {e}"))?;
+    let raw = STANDARD
+        .decode(payload)
+        .map_err(|e| format!("base64: {e}"))?;
     if raw.first() != Some(&2) {
         return Err(format!("version byte {:?}", raw.first()));
     }
@@ -127,7 +131,10 @@ fn check_get_conversation_key(v: &Value) -> Result<(), String> {
     let want = field(v, "conversation_key")?;
     let got = ConversationKey::derive(&sk, &pk).map_err(|e| format!("derive failed: {e}"))?;
     if hex_encode(got.as_bytes()) != want {
-        return Err(format!("conversation key {} != {want}", hex_encode(got.as_bytes())));
+        return Err(format!(
+            "conversation key {} != {want}",
+            hex_encode(got.as_bytes())
+        ));
     }
     let crypto = Crypto::new(Keys::new(sk));
     let payload = crypto
@@ -136,7 +143,9 @@ fn check_get_conversation_key(v: &Value) -> Result<(), String> {
     match open_with_conversation_key(&conversation_key_hex(v)?, &payload) {
         Ok(p) if p == "probe" => Ok(()),
         Ok(p) => Err(format!("Crypto's payload opened to {p:?}")),
-        Err(e) => Err(format!("Crypto's payload does not open with the vector's key: {e}")),
+        Err(e) => Err(format!(
+            "Crypto's payload does not open with the vector's key: {e}"
+        )),
     }
 }
 
@@ -173,7 +182,9 @@ fn check_encrypt_decrypt(v: &Value) -> Result<(), String> {
         .decrypt(&sender.public_key(), payload)
         .map_err(|e| format!("Crypto::decrypt of the vector's payload: {e}"))?;
     if opened != plaintext {
-        return Err(format!("Crypto::decrypt gave {opened:?}, want {plaintext:?}"));
+        return Err(format!(
+            "Crypto::decrypt gave {opened:?}, want {plaintext:?}"
+        ));
     }
 
     let fresh = sender
@@ -208,7 +219,9 @@ fn check_long_msg(v: &Value) -> Result<(), String> {
     let plaintext = pattern.repeat(repeat);
     let plaintext_sha = sha256_hex(plaintext.as_bytes());
     if plaintext_sha != field(v, "plaintext_sha256")? {
-        return Err(format!("plaintext sha256 {plaintext_sha} differs (vector misread?)"));
+        return Err(format!(
+            "plaintext sha256 {plaintext_sha} differs (vector misread?)"
+        ));
     }
     let bytes = v2::encrypt_to_bytes_with_nonce(&key, plaintext.as_bytes(), nonce)
         .map_err(|e| format!("encrypt_to_bytes_with_nonce: {e}"))?;
@@ -242,10 +255,15 @@ fn check_calc_padded_len(v: &Value, crypto: &Crypto, peer: &PublicKey) -> Result
     let payload = crypto
         .encrypt(peer, &"a".repeat(unpadded))
         .map_err(|e| format!("Crypto::encrypt: {e}"))?;
-    let len = STANDARD.decode(&payload).map_err(|e| format!("base64: {e}"))?.len();
+    let len = STANDARD
+        .decode(&payload)
+        .map_err(|e| format!("base64: {e}"))?
+        .len();
     let got = len - PAYLOAD_OVERHEAD - LENGTH_PREFIX;
     if got != padded {
-        return Err(format!("plaintext of {unpadded} bytes padded to {got}, want {padded}"));
+        return Err(format!(
+            "plaintext of {unpadded} bytes padded to {got}, want {padded}"
+        ));
     }
     Ok(true)
 }
@@ -254,7 +272,9 @@ fn check_calc_padded_len(v: &Value, crypto: &Crypto, peer: &PublicKey) -> Result
 fn check_invalid_msg_length(v: &Value, crypto: &Crypto, peer: &PublicKey) -> Result<(), String> {
     let len = v.as_u64().ok_or("vector is not an integer")? as usize;
     match crypto.encrypt(peer, &"a".repeat(len)) {
-        Ok(_) => Err(format!("Crypto::encrypt accepted a plaintext of {len} bytes")),
+        Ok(_) => Err(format!(
+            "Crypto::encrypt accepted a plaintext of {len} bytes"
+        )),
         Err(_) => Ok(()),
     }
 }
@@ -308,24 +328,42 @@ fn nip44_official_vectors() {
         );
         return;
     };
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let root: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let root: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
     let v2 = &root["v2"];
     let mut tally = Tally::default();
 
-    for (i, v) in section(v2, &["valid", "get_conversation_key"]).iter().enumerate() {
-        tally.check("valid.get_conversation_key", i, check_get_conversation_key(v));
+    for (i, v) in section(v2, &["valid", "get_conversation_key"])
+        .iter()
+        .enumerate()
+    {
+        tally.check(
+            "valid.get_conversation_key",
+            i,
+            check_get_conversation_key(v),
+        );
     }
-    for (i, v) in section(v2, &["valid", "encrypt_decrypt"]).iter().enumerate() {
+    for (i, v) in section(v2, &["valid", "encrypt_decrypt"])
+        .iter()
+        .enumerate()
+    {
         tally.check("valid.encrypt_decrypt", i, check_encrypt_decrypt(v));
     }
-    for (i, v) in section(v2, &["valid", "encrypt_decrypt_long_msg"]).iter().enumerate() {
+    for (i, v) in section(v2, &["valid", "encrypt_decrypt_long_msg"])
+        .iter()
+        .enumerate()
+    {
         tally.check("valid.encrypt_decrypt_long_msg", i, check_long_msg(v));
     }
 
     let me = Crypto::new(Keys::generate());
     let peer = Keys::generate().public_key();
-    for (i, v) in section(v2, &["valid", "calc_padded_len"]).iter().enumerate() {
+    for (i, v) in section(v2, &["valid", "calc_padded_len"])
+        .iter()
+        .enumerate()
+    {
         match check_calc_padded_len(v, &me, &peer) {
             // Past NIP-44 v2's 65535-byte limit: no payload to measure. (rust-nostr's own extended length
             // prefix is not NIP-44 v2, and our Crypto refuses such plaintexts.)
@@ -338,15 +376,25 @@ fn nip44_official_vectors() {
     // encrypt_decrypt vector above already depends on the message keys being right.
     tally.skipped += section(v2, &["valid", "get_message_keys", "keys"]).len();
 
-    for (i, v) in section(v2, &["invalid", "encrypt_msg_lengths"]).iter().enumerate() {
+    for (i, v) in section(v2, &["invalid", "encrypt_msg_lengths"])
+        .iter()
+        .enumerate()
+    {
         tally.check(
             "invalid.encrypt_msg_lengths",
             i,
             check_invalid_msg_length(v, &me, &peer),
         );
     }
-    for (i, v) in section(v2, &["invalid", "get_conversation_key"]).iter().enumerate() {
-        tally.check("invalid.get_conversation_key", i, check_invalid_conversation_key(v));
+    for (i, v) in section(v2, &["invalid", "get_conversation_key"])
+        .iter()
+        .enumerate()
+    {
+        tally.check(
+            "invalid.get_conversation_key",
+            i,
+            check_invalid_conversation_key(v),
+        );
     }
     for (i, v) in section(v2, &["invalid", "decrypt"]).iter().enumerate() {
         tally.check("invalid.decrypt", i, check_invalid_decrypt(v, &me, &peer));

@@ -77,7 +77,7 @@ pub enum Accepted {
     /// The turn is new and now journaled.
     New,
     /// The journal knew this request id: a resend, answered from here and not run again.
-    Existing(StoredTurn),
+    Existing(Box<StoredTurn>),
 }
 
 pub(crate) const COLUMNS: &str =
@@ -98,7 +98,10 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
             route: serde_json::from_str(&route).map_err(|e| corrupt(&e))?,
             input: serde_json::from_str(&input).map_err(|e| corrupt(&e))?,
             accepted_at: accepted_at.max(0) as u64,
-            outcome: outcome.map(|o| serde_json::from_str(&o)).transpose().map_err(|e| corrupt(&e))?,
+            outcome: outcome
+                .map(|o| serde_json::from_str(&o))
+                .transpose()
+                .map_err(|e| corrupt(&e))?,
             wire,
         })
     })())
@@ -142,13 +145,18 @@ impl Journal {
             .name("journal-writer".into())
             .spawn(move || writer::run(conn, rx))
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
-        Ok(Journal { writes: tx, reader: Mutex::new(reader) })
+        Ok(Journal {
+            writes: tx,
+            reader: Mutex::new(reader),
+        })
     }
 
     /// Journals a new turn durably, or returns the journal's record if the request id is known.
     pub async fn accept(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
         let (tx, rx) = oneshot::channel();
-        self.writes.send(Write::Accept(turn, tx)).map_err(|_| StoreError::WriterGone)?;
+        self.writes
+            .send(Write::Accept(turn, tx))
+            .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
@@ -162,7 +170,13 @@ impl Journal {
     ) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.writes
-            .send(Write::Finish { id: id.clone(), outcome: outcome.clone(), wire, ended_at, reply: tx })
+            .send(Write::Finish {
+                id: id.clone(),
+                outcome: outcome.clone(),
+                wire,
+                ended_at,
+                reply: tx,
+            })
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
@@ -170,9 +184,13 @@ impl Journal {
     /// The journal's record of a request id.
     pub fn lookup(&self, id: &RequestId) -> Result<Option<StoredTurn>, StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
-        conn.query_row(&format!("SELECT {COLUMNS} FROM turns WHERE request_id = ?1"), [id.as_str()], row_to_turn)
-            .optional()?
-            .transpose()
+        conn.query_row(
+            &format!("SELECT {COLUMNS} FROM turns WHERE request_id = ?1"),
+            [id.as_str()],
+            row_to_turn,
+        )
+        .optional()?
+        .transpose()
     }
 
     /// Turns of a protocol that were accepted but have no outcome: after a restart, the ones a crash cut off.

@@ -49,9 +49,13 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
     for w in batch {
         let r = match &w {
             Write::Accept(t, _) => accept(&tx, t).map(Some),
-            Write::Finish { id, outcome, wire, ended_at, .. } => {
-                finish(&tx, id, outcome, wire.as_deref(), *ended_at).map(|_| None)
-            }
+            Write::Finish {
+                id,
+                outcome,
+                wire,
+                ended_at,
+                ..
+            } => finish(&tx, id, outcome, wire.as_deref(), *ended_at).map(|_| None),
         };
         results.push((w, r));
     }
@@ -108,13 +112,16 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
     }
     let existing = conn
         .query_row(
-            &format!("SELECT {} FROM turns WHERE request_id = ?1", crate::journal::COLUMNS),
+            &format!(
+                "SELECT {} FROM turns WHERE request_id = ?1",
+                crate::journal::COLUMNS
+            ),
             [t.request_id.as_str()],
             row_to_turn,
         )
         .optional()?
         .ok_or_else(|| StoreError::Sqlite("conflicting row vanished".into()))?;
-    Ok(Accepted::Existing(existing?))
+    Ok(Accepted::Existing(Box::new(existing?)))
 }
 
 fn finish(
@@ -131,8 +138,13 @@ fn finish(
         params![id.as_str(), json, wire, ended_at as i64],
     )?;
     if n == 0 {
-        let exists: Option<i64> =
-            conn.query_row("SELECT 1 FROM turns WHERE request_id = ?1", [id.as_str()], |r| r.get(0)).optional()?;
+        let exists: Option<i64> = conn
+            .query_row(
+                "SELECT 1 FROM turns WHERE request_id = ?1",
+                [id.as_str()],
+                |r| r.get(0),
+            )
+            .optional()?;
         if exists.is_none() {
             return Err(StoreError::UnknownTurn(id.to_string()));
         }

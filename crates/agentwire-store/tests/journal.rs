@@ -15,7 +15,11 @@ fn turn(n: u32) -> NewTurn {
 }
 
 fn ok(text: &str) -> Outcome {
-    Outcome::Result(TurnResult { text: text.into(), usage: Usage::default(), stop_reason: "stop".into() })
+    Outcome::Result(TurnResult {
+        text: text.into(),
+        usage: Usage::default(),
+        stop_reason: "stop".into(),
+    })
 }
 
 #[tokio::test]
@@ -28,7 +32,9 @@ async fn accept_is_insert_if_absent_and_outcome_sticks_once() {
         other => panic!("expected existing, got {other:?}"),
     }
     let id = turn(1).request_id;
-    j.finish(&id, &ok("a"), Some("wire".into()), 200).await.unwrap();
+    j.finish(&id, &ok("a"), Some("wire".into()), 200)
+        .await
+        .unwrap();
     assert_eq!(
         j.finish(&id, &ok("b"), None, 201).await,
         Err(StoreError::AlreadyEnded(id.to_string()))
@@ -37,7 +43,10 @@ async fn accept_is_insert_if_absent_and_outcome_sticks_once() {
     assert_eq!(t.outcome, Some(ok("a")));
     assert_eq!(t.wire.as_deref(), Some("wire"));
     let unknown = RequestId::new("nipxx:none").unwrap();
-    assert_eq!(j.finish(&unknown, &ok("x"), None, 1).await, Err(StoreError::UnknownTurn(unknown.to_string())));
+    assert_eq!(
+        j.finish(&unknown, &ok("x"), None, 1).await,
+        Err(StoreError::UnknownTurn(unknown.to_string()))
+    );
 }
 
 #[tokio::test]
@@ -49,15 +58,26 @@ async fn interrupted_turns_survive_a_reopen() {
         for n in 0..5 {
             j.accept(turn(n)).await.unwrap();
         }
-        j.finish(&turn(1).request_id, &ok("done"), None, 300).await.unwrap();
+        j.finish(&turn(1).request_id, &ok("done"), None, 300)
+            .await
+            .unwrap();
         let f = Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop"));
         j.finish(&turn(3).request_id, &f, None, 300).await.unwrap();
     }
     let j = Journal::open(&path).unwrap();
-    let ids: Vec<String> = j.interrupted("nipxx").unwrap().into_iter().map(|t| t.request_id.to_string()).collect();
+    let ids: Vec<String> = j
+        .interrupted("nipxx")
+        .unwrap()
+        .into_iter()
+        .map(|t| t.request_id.to_string())
+        .collect();
     assert_eq!(ids, vec!["nipxx:0", "nipxx:2", "nipxx:4"]);
     assert!(j.interrupted("fisk").unwrap().is_empty());
-    assert_eq!(j.conversation_turns(&ConversationId::new("c").unwrap()).unwrap(), 5);
+    assert_eq!(
+        j.conversation_turns(&ConversationId::new("c").unwrap())
+            .unwrap(),
+        5
+    );
     // A resend of a finished turn is recognised with its outcome.
     match j.accept(turn(1)).await.unwrap() {
         Accepted::Existing(t) => assert_eq!(t.outcome, Some(ok("done"))),
@@ -72,7 +92,9 @@ async fn concurrent_accepts_of_one_id_give_exactly_one_new() {
     let mut tasks = Vec::new();
     for _ in 0..32 {
         let j = j.clone();
-        tasks.push(tokio::spawn(async move { j.accept(turn(7)).await.unwrap() }));
+        tasks.push(tokio::spawn(
+            async move { j.accept(turn(7)).await.unwrap() },
+        ));
     }
     let mut new = 0;
     for t in tasks {

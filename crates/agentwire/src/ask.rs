@@ -76,7 +76,8 @@ pub(crate) struct InfoArgs {
 fn client_crypto(target: &Target, data_dir: &Path) -> Result<Arc<Crypto>, String> {
     let keys = match &target.key {
         Some(p) => {
-            let t = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
             nostr::prelude::Keys::parse(t.trim()).map_err(|e| format!("{}: {e}", p.display()))?
         }
         None => keys::load_or_create(data_dir, "client.key")?,
@@ -87,8 +88,12 @@ fn client_crypto(target: &Target, data_dir: &Path) -> Result<Arc<Crypto>, String
 fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
     match &target.agent {
         Some(a) => keys::parse_public_key(a),
-        None => keys::existing_public_key(data_dir, "agent.key")
-            .ok_or_else(|| format!("no --agent given and no agent key in {}", data_dir.display())),
+        None => keys::existing_public_key(data_dir, "agent.key").ok_or_else(|| {
+            format!(
+                "no --agent given and no agent key in {}",
+                data_dir.display()
+            )
+        }),
     }
 }
 
@@ -96,13 +101,20 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
 pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
     let crypto = client_crypto(&args.target, &data_dir)?;
     let agent = agent_key(&args.target, &data_dir)?;
-    let (conn, mut incoming) = client::connect(&args.target.relay).await.map_err(|e| e.to_string())?;
+    let (conn, mut incoming) = client::connect(&args.target.relay)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut prompt = PromptPayload::new(args.prompt.join(" "));
     prompt.model = args.model.clone();
     prompt.thinking = args.thinking.clone();
     let live = std::io::stdout().is_terminal();
     let mut streamed = String::new();
-    let req = AskRequest { agent, session: args.session.clone(), prompt, timeout: Duration::from_secs(args.timeout) };
+    let req = AskRequest {
+        agent,
+        session: args.session.clone(),
+        prompt,
+        timeout: Duration::from_secs(args.timeout),
+    };
     let result = client::ask(
         &conn,
         &mut incoming,
@@ -117,12 +129,23 @@ pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, St
                     let _ = std::io::stdout().flush();
                 }
             }
-            Update::Status(s) => eprintln!("[{}{}]", s.state, s.info.as_deref().map(|i| format!(": {i}")).unwrap_or_default()),
+            Update::Status(s) => eprintln!(
+                "[{}{}]",
+                s.state,
+                s.info
+                    .as_deref()
+                    .map(|i| format!(": {i}"))
+                    .unwrap_or_default()
+            ),
             Update::Tool(t) => eprintln!(
                 "[tool {} {}{}]",
                 t.name.as_deref().unwrap_or("?"),
                 t.phase.as_deref().unwrap_or(""),
-                t.output.as_ref().or(t.arguments.as_ref()).map(|v| format!(" {v}")).unwrap_or_default()
+                t.output
+                    .as_ref()
+                    .or(t.arguments.as_ref())
+                    .map(|v| format!(" {v}"))
+                    .unwrap_or_default()
             ),
             Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),
             Update::Terminal => {}
@@ -151,7 +174,10 @@ pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, St
             if live && !streamed.is_empty() {
                 println!();
             }
-            let retry = e.retry_after.map(|s| format!(" (retry after {s} s)")).unwrap_or_default();
+            let retry = e
+                .retry_after
+                .map(|s| format!(" (retry after {s} s)"))
+                .unwrap_or_default();
             eprintln!("error {}: {}{retry}", e.code, e.message);
             Ok(ExitCode::from(EXIT_AGENT_ERROR))
         }
@@ -167,10 +193,18 @@ pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, St
 pub(crate) async fn cancel(args: CancelArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
     let crypto = client_crypto(&args.target, &data_dir)?;
     let agent = agent_key(&args.target, &data_dir)?;
-    let prompt = EventId::from_hex(&args.prompt_id).map_err(|_| format!("{:?} is not an event id", args.prompt_id))?;
-    let (conn, _incoming) = client::connect(&args.target.relay).await.map_err(|e| e.to_string())?;
-    let session = args.session.clone().unwrap_or_else(|| format!("sender:{}", crypto.public_key().to_hex()));
-    client::cancel(&conn, &crypto, &agent, &prompt, &session).await.map_err(|e| e.to_string())?;
+    let prompt = EventId::from_hex(&args.prompt_id)
+        .map_err(|_| format!("{:?} is not an event id", args.prompt_id))?;
+    let (conn, _incoming) = client::connect(&args.target.relay)
+        .await
+        .map_err(|e| e.to_string())?;
+    let session = args
+        .session
+        .clone()
+        .unwrap_or_else(|| format!("sender:{}", crypto.public_key().to_hex()));
+    client::cancel(&conn, &crypto, &agent, &prompt, &session)
+        .await
+        .map_err(|e| e.to_string())?;
     eprintln!("cancel sent for run {}", prompt.to_hex());
     Ok(ExitCode::SUCCESS)
 }
@@ -178,15 +212,24 @@ pub(crate) async fn cancel(args: CancelArgs, data_dir: PathBuf) -> Result<ExitCo
 /// Runs `info`.
 pub(crate) async fn info(args: InfoArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
     let agent = agent_key(&args.target, &data_dir)?;
-    let (conn, mut incoming) = client::connect(&args.target.relay).await.map_err(|e| e.to_string())?;
-    match client::info(&conn, &mut incoming, &agent).await.map_err(|e| e.to_string())? {
+    let (conn, mut incoming) = client::connect(&args.target.relay)
+        .await
+        .map_err(|e| e.to_string())?;
+    match client::info(&conn, &mut incoming, &agent)
+        .await
+        .map_err(|e| e.to_string())?
+    {
         Some(ev) => {
             let v: serde_json::Value = serde_json::from_str(&ev.content).unwrap_or_default();
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             Ok(ExitCode::SUCCESS)
         }
         None => {
-            eprintln!("agentwire: no ai.info from {} on {}", agent.to_hex(), args.target.relay);
+            eprintln!(
+                "agentwire: no ai.info from {} on {}",
+                agent.to_hex(),
+                args.target.relay
+            );
             Ok(ExitCode::from(EXIT_AGENT_ERROR))
         }
     }

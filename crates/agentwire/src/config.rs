@@ -71,11 +71,14 @@ pub(crate) struct RelayFile {
 
 /// Reads a config file.
 pub(crate) fn load(path: &Path) -> Result<FileConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The default data directory: `$XDG_DATA_HOME/agentwire` (or the platform's equivalent).
 pub(crate) fn default_data_dir() -> PathBuf {
-    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("agentwire")
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("agentwire")
 }

@@ -8,7 +8,8 @@ use std::path::Path;
 
 /// Creates the data directory (owner-only) if needed.
 pub(crate) fn ensure_data_dir(dir: &Path) -> Result<(), String> {
-    fs::create_dir_all(dir).map_err(|e| format!("cannot create data dir {}: {e}", dir.display()))?;
+    fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create data dir {}: {e}", dir.display()))?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
         .map_err(|e| format!("cannot restrict data dir {}: {e}", dir.display()))
 }
@@ -17,8 +18,10 @@ pub(crate) fn ensure_data_dir(dir: &Path) -> Result<(), String> {
 pub(crate) fn load_or_create(dir: &Path, name: &str) -> Result<Keys, String> {
     let path = dir.join(name);
     if path.exists() {
-        let text = fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        return Keys::parse(text.trim()).map_err(|e| format!("{} holds no valid secret key: {e}", path.display()));
+        let text = fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        return Keys::parse(text.trim())
+            .map_err(|e| format!("{} holds no valid secret key: {e}", path.display()));
     }
     ensure_data_dir(dir)?;
     let keys = Keys::generate();
@@ -28,8 +31,10 @@ pub(crate) fn load_or_create(dir: &Path, name: &str) -> Result<Keys, String> {
         .mode(0o600)
         .open(&path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    writeln!(f, "{}", keys.secret_key().to_secret_hex()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
+    writeln!(f, "{}", keys.secret_key().to_secret_hex())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    f.sync_all()
+        .map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
     Ok(keys)
 }
 

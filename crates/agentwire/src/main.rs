@@ -42,7 +42,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let file = match &cli.config {
@@ -55,8 +57,15 @@ fn main() -> ExitCode {
         },
         None => config::FileConfig::default(),
     };
-    let data_dir = cli.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(config::default_data_dir);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let data_dir = cli
+        .data_dir
+        .clone()
+        .or(file.data_dir.clone())
+        .unwrap_or_else(config::default_data_dir);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("agentwire: cannot start the runtime: {e}");

@@ -58,22 +58,38 @@ fn make_agent(name: &str) -> Result<Arc<dyn Agent>, String> {
 }
 
 /// Runs the daemon until SIGINT or SIGTERM.
-pub(crate) async fn run(args: ServeArgs, file: FileConfig, data_dir: PathBuf) -> Result<ExitCode, String> {
+pub(crate) async fn run(
+    args: ServeArgs,
+    file: FileConfig,
+    data_dir: PathBuf,
+) -> Result<ExitCode, String> {
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = keys::load_or_create(&data_dir, "agent.key")?;
-    let agent_name = args.agent.or(file.serve.agent).unwrap_or_else(|| "demo".into());
+    let agent_name = args
+        .agent
+        .or(file.serve.agent)
+        .unwrap_or_else(|| "demo".into());
     let agent = make_agent(&agent_name)?;
-    let external: Vec<String> = if args.relays.is_empty() { file.serve.relays.clone() } else { args.relays.clone() };
+    let external: Vec<String> = if args.relays.is_empty() {
+        file.serve.relays.clone()
+    } else {
+        args.relays.clone()
+    };
     let listen = args.relay_listen.or(file.serve.relay_listen);
     let embedded = if external.is_empty() || listen.is_some() {
-        let addr = listen.unwrap_or_else(|| config::DEFAULT_RELAY_LISTEN.parse().expect("valid default"));
+        let addr =
+            listen.unwrap_or_else(|| config::DEFAULT_RELAY_LISTEN.parse().expect("valid default"));
         let mut rc = RelayConfig::new(addr, data_dir.join("relay.sqlite"));
         rc.limits = file.relay.limits;
         if let Some(n) = file.relay.name.clone() {
             rc.name = n;
         }
         rc.unlimited_authors.insert(agent_keys.public_key());
-        Some(agentwire_relay::start(rc).await.map_err(|e| format!("embedded relay: {e}"))?)
+        Some(
+            agentwire_relay::start(rc)
+                .await
+                .map_err(|e| format!("embedded relay: {e}"))?,
+        )
     } else {
         None
     };
@@ -82,19 +98,43 @@ pub(crate) async fn run(args: ServeArgs, file: FileConfig, data_dir: PathBuf) ->
         relays.push(r.url());
     }
     relays.extend(external);
-    let journal = Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
+    let journal =
+        Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
     let crypto = Arc::new(Crypto::new(agent_keys.clone()));
     let allow = args.allow.clone();
-    let allow = if !allow.is_empty() { Some(parse_keys(&allow)?) } else { file.nipxx.allow.as_deref().map(parse_keys).transpose()? };
-    let block = if !args.block.is_empty() { parse_keys(&args.block)? } else { parse_keys(&file.nipxx.block)? };
-    let rate = RateLimit {
-        per_second: args.rate_per_second.or(file.nipxx.rate_per_second).unwrap_or(config::DEFAULT_RATE_PER_SECOND),
-        burst: args.rate_burst.or(file.nipxx.rate_burst).unwrap_or(config::DEFAULT_RATE_BURST),
+    let allow = if !allow.is_empty() {
+        Some(parse_keys(&allow)?)
+    } else {
+        file.nipxx.allow.as_deref().map(parse_keys).transpose()?
     };
-    let horizon = args.backlog_horizon_secs.or(file.nipxx.backlog_horizon_secs).unwrap_or(config::DEFAULT_BACKLOG_HORIZON_SECS);
+    let block = if !args.block.is_empty() {
+        parse_keys(&args.block)?
+    } else {
+        parse_keys(&file.nipxx.block)?
+    };
+    let rate = RateLimit {
+        per_second: args
+            .rate_per_second
+            .or(file.nipxx.rate_per_second)
+            .unwrap_or(config::DEFAULT_RATE_PER_SECOND),
+        burst: args
+            .rate_burst
+            .or(file.nipxx.rate_burst)
+            .unwrap_or(config::DEFAULT_RATE_BURST),
+    };
+    let horizon = args
+        .backlog_horizon_secs
+        .or(file.nipxx.backlog_horizon_secs)
+        .unwrap_or(config::DEFAULT_BACKLOG_HORIZON_SECS);
     let _runtime = Runtime::start(
-        RuntimeConfig { relays: relays.clone(), allow, block, rate, backlog_horizon: Duration::from_secs(horizon) },
+        RuntimeConfig {
+            relays: relays.clone(),
+            allow,
+            block,
+            rate,
+            backlog_horizon: Duration::from_secs(horizon),
+        },
         crypto,
         engine,
     )

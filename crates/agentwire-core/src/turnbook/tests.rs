@@ -74,7 +74,10 @@ fn cancel_of_a_queued_turn_ends_it_and_keeps_order() {
 fn duplicate_and_full_conversation() {
     let mut b = TurnBook::new();
     b.submit(rid(0), cid(0));
-    assert!(matches!(b.submit(rid(0), cid(0)), Submitted::Duplicate(TurnPhase::Pending { .. })));
+    assert!(matches!(
+        b.submit(rid(0), cid(0)),
+        Submitted::Duplicate(TurnPhase::Pending { .. })
+    ));
     b.journaled(&rid(0));
     for n in 1..=MAX_QUEUED_TURNS_PER_CONVERSATION {
         let id = RequestId::new(format!("q:{n}")).unwrap();

@@ -13,7 +13,11 @@ struct Fixture {
 impl Fixture {
     fn new() -> Self {
         let client = Keys::generate().public_key();
-        Fixture { agent: Crypto::new(Keys::generate()), client, prompt: EventId::from_byte_array([0; 32]) }
+        Fixture {
+            agent: Crypto::new(Keys::generate()),
+            client,
+            prompt: EventId::from_byte_array([0; 32]),
+        }
     }
     fn event(&self, kind: u16, plain: &str, at: u64) -> (Event, String) {
         let ev = self.agent.sign(
@@ -41,7 +45,10 @@ fn orders_by_seq_dedupes_and_reports_gaps() {
     let d3 = f.event(kinds::DELTA, r#"{"ver":1,"text":"d","seq":3}"#, 12);
     assert_eq!(apply(&mut v, &d1), vec![Update::Gap]);
     assert_eq!(apply(&mut v, &d1), vec![], "same event id is dropped");
-    assert_eq!(apply(&mut v, &d0), vec![Update::Text("a".into()), Update::Text("b".into())]);
+    assert_eq!(
+        apply(&mut v, &d0),
+        vec![Update::Text("a".into()), Update::Text("b".into())]
+    );
     assert_eq!(apply(&mut v, &d3), vec![]);
     let dup_seq = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 13);
     assert_eq!(apply(&mut v, &dup_seq), vec![]);
@@ -52,8 +59,16 @@ fn newest_terminal_wins_and_nothing_applies_after_it() {
     let f = Fixture::new();
     let mut v = f.view();
     let resp = f.event(kinds::RESPONSE, r#"{"ver":1,"text":"done"}"#, 20);
-    let older_err = f.event(kinds::ERROR, r#"{"ver":1,"code":"CANCELLED","message":"c"}"#, 19);
-    let newer_err = f.event(kinds::ERROR, r#"{"ver":1,"code":"CANCELLED","message":"c"}"#, 21);
+    let older_err = f.event(
+        kinds::ERROR,
+        r#"{"ver":1,"code":"CANCELLED","message":"c"}"#,
+        19,
+    );
+    let newer_err = f.event(
+        kinds::ERROR,
+        r#"{"ver":1,"code":"CANCELLED","message":"c"}"#,
+        21,
+    );
     assert_eq!(apply(&mut v, &resp), vec![Update::Terminal]);
     assert_eq!(v.terminal().unwrap().text().as_deref(), Some("done"));
     assert_eq!(apply(&mut v, &older_err), vec![]);
@@ -69,14 +84,22 @@ fn ignores_other_runs_authors_and_recipients() {
     let mut v = f.view();
     let other = Crypto::new(Keys::generate());
     let forged = other.sign(
-        EventBuilder::new(Kind::Custom(kinds::RESPONSE), "x").tags(tags::run(&f.client, &f.prompt, "s")),
+        EventBuilder::new(Kind::Custom(kinds::RESPONSE), "x")
+            .tags(tags::run(&f.client, &f.prompt, "s")),
     );
     assert_eq!(v.apply(&forged, Some(r#"{"ver":1,"text":"evil"}"#)), vec![]);
-    let other_run = f.agent.sign(
-        EventBuilder::new(Kind::Custom(kinds::RESPONSE), "x")
-            .tags(tags::run(&f.client, &EventId::from_byte_array([1; 32]), "s")),
+    let other_run =
+        f.agent.sign(
+            EventBuilder::new(Kind::Custom(kinds::RESPONSE), "x").tags(tags::run(
+                &f.client,
+                &EventId::from_byte_array([1; 32]),
+                "s",
+            )),
+        );
+    assert_eq!(
+        v.apply(&other_run, Some(r#"{"ver":1,"text":"other"}"#)),
+        vec![]
     );
-    assert_eq!(v.apply(&other_run, Some(r#"{"ver":1,"text":"other"}"#)), vec![]);
     assert!(v.terminal().is_none());
 }
 
@@ -84,7 +107,11 @@ fn ignores_other_runs_authors_and_recipients() {
 fn final_text_unwraps_the_compatibility_envelope() {
     let f = Fixture::new();
     let mut v = f.view();
-    let resp = f.event(kinds::RESPONSE, r#"{"ver":1,"text":"event=final|phase=end|text=Here%20it%20is|ts=1"}"#, 5);
+    let resp = f.event(
+        kinds::RESPONSE,
+        r#"{"ver":1,"text":"event=final|phase=end|text=Here%20it%20is|ts=1"}"#,
+        5,
+    );
     apply(&mut v, &resp);
     assert_eq!(v.terminal().unwrap().text().as_deref(), Some("Here it is"));
 }

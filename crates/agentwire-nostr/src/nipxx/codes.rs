@@ -31,7 +31,10 @@ pub enum ErrorCode {
 const TABLE: [(ErrorCode, &str); 16] = [
     (ErrorCode::UnsupportedEncryption, "UNSUPPORTED_ENCRYPTION"),
     (ErrorCode::UnsupportedModel, "UNSUPPORTED_MODEL"),
-    (ErrorCode::UnsupportedSchemaVersion, "UNSUPPORTED_SCHEMA_VERSION"),
+    (
+        ErrorCode::UnsupportedSchemaVersion,
+        "UNSUPPORTED_SCHEMA_VERSION",
+    ),
     (ErrorCode::Cancelled, "CANCELLED"),
     (ErrorCode::RateLimit, "RATE_LIMIT"),
     (ErrorCode::Unauthorized, "UNAUTHORIZED"),
@@ -53,12 +56,20 @@ impl ErrorCode {
         if let ErrorCode::Unknown(s) = self {
             return s;
         }
-        TABLE.iter().find(|(c, _)| c == self).map(|(_, s)| *s).unwrap_or("INTERNAL_ERROR")
+        TABLE
+            .iter()
+            .find(|(c, _)| c == self)
+            .map(|(_, s)| *s)
+            .unwrap_or("INTERNAL_ERROR")
     }
 
     /// Parses a wire code; unknown ones are kept.
     pub fn parse(s: &str) -> ErrorCode {
-        TABLE.iter().find(|(_, w)| *w == s).map(|(c, _)| c.clone()).unwrap_or_else(|| ErrorCode::Unknown(s.into()))
+        TABLE
+            .iter()
+            .find(|(_, w)| *w == s)
+            .map(|(c, _)| c.clone())
+            .unwrap_or_else(|| ErrorCode::Unknown(s.into()))
     }
 
     /// Whether the spec lists this code.
@@ -91,7 +102,9 @@ impl From<&FailureCode> for ErrorCode {
             FailureCode::ToolError => ErrorCode::ToolError,
             FailureCode::ModelUnavailable => ErrorCode::ModelUnavailable,
             // A run cut off by a restart cannot continue its stream: the spec's nearest code, with retry_after.
-            FailureCode::Interrupted | FailureCode::AgentFailed | FailureCode::Internal => ErrorCode::InternalError,
+            FailureCode::Interrupted | FailureCode::AgentFailed | FailureCode::Internal => {
+                ErrorCode::InternalError
+            }
             FailureCode::Unknown(s) => ErrorCode::Unknown(s.clone()),
             _ => ErrorCode::InternalError,
         }

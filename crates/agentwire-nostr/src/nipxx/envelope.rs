@@ -29,7 +29,11 @@ pub fn parse(text: &str) -> BTreeMap<String, String> {
 
 /// Builds an envelope from fields, in the order given.
 pub fn encode<'a>(fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-    fields.into_iter().map(|(k, v)| format!("{k}={}", encode_value(v))).collect::<Vec<_>>().join("|")
+    fields
+        .into_iter()
+        .map(|(k, v)| format!("{k}={}", encode_value(v)))
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// `encodeURIComponent`.

@@ -12,8 +12,8 @@ pub mod tags;
 
 pub use codes::ErrorCode;
 pub use payload::{
-    CancelPayload, DeltaPayload, ErrorPayload, InfoPayload, PromptPayload, ResponsePayload, StatusPayload,
-    ToolCallPayload, Usage,
+    CancelPayload, DeltaPayload, ErrorPayload, InfoPayload, PromptPayload, ResponsePayload,
+    StatusPayload, ToolCallPayload, Usage,
 };
 pub use tags::{RunTags, TagError};
 
@@ -30,6 +30,9 @@ pub struct Violation {
 impl Violation {
     /// A violation with a code and a message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Violation { code, message: message.into() }
+        Violation {
+            code,
+            message: message.into(),
+        }
     }
 }

@@ -25,7 +25,9 @@ fn invalid(msg: impl Into<String>) -> Violation {
 pub fn parse_object(plaintext: &str) -> Result<Map<String, Value>, Violation> {
     let v: Value = serde_json::from_str(plaintext)
         .map_err(|e| Violation::new(ErrorCode::ParseError, format!("payload is not JSON: {e}")))?;
-    let Value::Object(m) = v else { return Err(invalid("payload is not a JSON object")) };
+    let Value::Object(m) = v else {
+        return Err(invalid("payload is not a JSON object"));
+    };
     match m.get("ver") {
         Some(v) if v.as_u64() == Some(1) && v.is_u64() => Ok(m),
         Some(_) => Err(invalid("`ver` must be 1")),
@@ -33,7 +35,11 @@ pub fn parse_object(plaintext: &str) -> Result<Map<String, Value>, Violation> {
     }
 }
 
-fn opt_str<'a>(m: &'a Map<String, Value>, key: &str, min_len: usize) -> Result<Option<&'a str>, Violation> {
+fn opt_str<'a>(
+    m: &'a Map<String, Value>,
+    key: &str,
+    min_len: usize,
+) -> Result<Option<&'a str>, Violation> {
     match m.get(key) {
         None => Ok(None),
         Some(Value::String(s)) if s.chars().count() >= min_len => Ok(Some(s)),
@@ -46,17 +52,28 @@ fn req_str<'a>(m: &'a Map<String, Value>, key: &str, min_len: usize) -> Result<&
     opt_str(m, key, min_len)?.ok_or_else(|| invalid(format!("`{key}` is missing")))
 }
 
-fn opt_uint(m: &Map<String, Value>, key: &str, min: u64, max: u64) -> Result<Option<u64>, Violation> {
+fn opt_uint(
+    m: &Map<String, Value>,
+    key: &str,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, Violation> {
     match m.get(key) {
         None => Ok(None),
         Some(v) => match v.as_u64() {
             Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(invalid(format!("`{key}` must be an integer from {min} to {max}"))),
+            _ => Err(invalid(format!(
+                "`{key}` must be an integer from {min} to {max}"
+            ))),
         },
     }
 }
 
-fn opt_enum<'a>(m: &'a Map<String, Value>, key: &str, allowed: &[&str]) -> Result<Option<&'a str>, Violation> {
+fn opt_enum<'a>(
+    m: &'a Map<String, Value>,
+    key: &str,
+    allowed: &[&str],
+) -> Result<Option<&'a str>, Violation> {
     match opt_str(m, key, 0)? {
         Some(s) if allowed.contains(&s) => Ok(Some(s)),
         Some(s) => Err(invalid(format!("`{key}` {s:?} is not one of {allowed:?}"))),
@@ -64,7 +81,10 @@ fn opt_enum<'a>(m: &'a Map<String, Value>, key: &str, allowed: &[&str]) -> Resul
     }
 }
 
-fn opt_object<'a>(m: &'a Map<String, Value>, key: &str) -> Result<Option<&'a Map<String, Value>>, Violation> {
+fn opt_object<'a>(
+    m: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a Map<String, Value>>, Violation> {
     match m.get(key) {
         None => Ok(None),
         Some(Value::Object(o)) => Ok(Some(o)),
@@ -114,10 +134,16 @@ impl PromptPayload {
             None => Vec::new(),
             Some(Value::Array(a)) if a.len() <= MAX_FALLBACK_MODELS => a
                 .iter()
-                .map(|v| v.as_str().map(str::to_string).ok_or_else(|| invalid("`fallback_models` must hold strings")))
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| invalid("`fallback_models` must hold strings"))
+                })
                 .collect::<Result<_, _>>()?,
             Some(Value::Array(_)) => {
-                return Err(invalid(format!("`fallback_models` holds more than {MAX_FALLBACK_MODELS} models")))
+                return Err(invalid(format!(
+                    "`fallback_models` holds more than {MAX_FALLBACK_MODELS} models"
+                )))
             }
             Some(_) => return Err(invalid("`fallback_models` must be an array")),
         };
@@ -156,8 +182,11 @@ impl CancelPayload {
     /// Parses and validates a cancel payload.
     pub fn parse(plaintext: &str) -> Result<Self, Violation> {
         let m = parse_object(plaintext)?;
-        let reason = opt_enum(&m, "reason", &CANCEL_REASONS)?.ok_or_else(|| invalid("`reason` is missing"))?;
-        Ok(CancelPayload { reason: reason.into() })
+        let reason = opt_enum(&m, "reason", &CANCEL_REASONS)?
+            .ok_or_else(|| invalid("`reason` is missing"))?;
+        Ok(CancelPayload {
+            reason: reason.into(),
+        })
     }
 
     /// The wire JSON.
@@ -195,8 +224,10 @@ impl ResponsePayload {
         let usage = match opt_object(&m, "usage")? {
             None => None,
             Some(u) => Some(Usage {
-                input_tokens: opt_uint(u, "input_tokens", 0, u64::MAX)?.ok_or_else(|| invalid("usage.input_tokens is missing"))?,
-                output_tokens: opt_uint(u, "output_tokens", 0, u64::MAX)?.ok_or_else(|| invalid("usage.output_tokens is missing"))?,
+                input_tokens: opt_uint(u, "input_tokens", 0, u64::MAX)?
+                    .ok_or_else(|| invalid("usage.input_tokens is missing"))?,
+                output_tokens: opt_uint(u, "output_tokens", 0, u64::MAX)?
+                    .ok_or_else(|| invalid("usage.output_tokens is missing"))?,
             }),
         };
         Ok(ResponsePayload {
@@ -260,7 +291,9 @@ impl StatusPayload {
     pub fn parse(plaintext: &str) -> Result<Self, Violation> {
         let m = parse_object(plaintext)?;
         Ok(StatusPayload {
-            state: opt_enum(&m, "state", &STATUS_STATES)?.ok_or_else(|| invalid("`state` is missing"))?.into(),
+            state: opt_enum(&m, "state", &STATUS_STATES)?
+                .ok_or_else(|| invalid("`state` is missing"))?
+                .into(),
             progress: opt_uint(&m, "progress", 0, 100)?,
             info: opt_str(&m, "info", 0)?.map(str::to_string),
         })
@@ -307,7 +340,9 @@ impl ToolCallPayload {
         let phase = opt_enum(&m, "phase", &["start", "result"])?.map(str::to_string);
         let canonical = name.is_some() && phase.is_some();
         if canonical == text.is_some() {
-            return Err(invalid("a tool call carries either `text` or both `name` and `phase`"));
+            return Err(invalid(
+                "a tool call carries either `text` or both `name` and `phase`",
+            ));
         }
         let success = match m.get("success") {
             None => None,

@@ -33,25 +33,47 @@ pub struct SenderPolicy {
 
 impl SenderPolicy {
     /// A policy.
-    pub fn new(allow: Option<HashSet<PublicKey>>, block: HashSet<PublicKey>, rate: RateLimit) -> Self {
-        SenderPolicy { allow, block, rate, buckets: HashMap::new() }
+    pub fn new(
+        allow: Option<HashSet<PublicKey>>,
+        block: HashSet<PublicKey>,
+        rate: RateLimit,
+    ) -> Self {
+        SenderPolicy {
+            allow,
+            block,
+            rate,
+            buckets: HashMap::new(),
+        }
     }
 
     /// Admits one prompt from `sender` at `now`, or says why not (with `retry_after` for RATE_LIMIT).
     pub fn admit(&mut self, sender: &PublicKey, now: f64) -> Result<(), (Violation, Option<u64>)> {
         if self.block.contains(sender) {
-            return Err((Violation::new(ErrorCode::BlockedSender, "sender is blocked by policy"), None));
+            return Err((
+                Violation::new(ErrorCode::BlockedSender, "sender is blocked by policy"),
+                None,
+            ));
         }
         if let Some(allow) = &self.allow {
             if !allow.contains(sender) {
-                return Err((Violation::new(ErrorCode::Unauthorized, "sender is not on this agent's allow list"), None));
+                return Err((
+                    Violation::new(
+                        ErrorCode::Unauthorized,
+                        "sender is not on this agent's allow list",
+                    ),
+                    None,
+                ));
             }
         }
         if self.buckets.len() >= MAX_TRACKED_SENDERS && !self.buckets.contains_key(sender) {
             let (rate, burst) = (self.rate.per_second, self.rate.burst);
-            self.buckets.retain(|_, (tokens, at)| *tokens + (now - *at) * rate < burst);
+            self.buckets
+                .retain(|_, (tokens, at)| *tokens + (now - *at) * rate < burst);
         }
-        let (tokens, at) = self.buckets.entry(*sender).or_insert((self.rate.burst, now));
+        let (tokens, at) = self
+            .buckets
+            .entry(*sender)
+            .or_insert((self.rate.burst, now));
         let refilled = (*tokens + (now - *at).max(0.0) * self.rate.per_second).min(self.rate.burst);
         if refilled >= 1.0 {
             *tokens = refilled - 1.0;
@@ -60,9 +82,16 @@ impl SenderPolicy {
         } else {
             *tokens = refilled;
             *at = now;
-            let wait = if self.rate.per_second > 0.0 { ((1.0 - refilled) / self.rate.per_second).ceil() } else { 60.0 };
+            let wait = if self.rate.per_second > 0.0 {
+                ((1.0 - refilled) / self.rate.per_second).ceil()
+            } else {
+                60.0
+            };
             Err((
-                Violation::new(ErrorCode::RateLimit, format!("sender exceeds {} prompts per second", self.rate.per_second)),
+                Violation::new(
+                    ErrorCode::RateLimit,
+                    format!("sender exceeds {} prompts per second", self.rate.per_second),
+                ),
                 Some((wait as u64).max(1)),
             ))
         }
@@ -78,16 +107,36 @@ mod tests {
     fn block_allow_and_rate() {
         let a = Keys::generate().public_key();
         let b = Keys::generate().public_key();
-        let mut p = SenderPolicy::new(None, [b].into(), RateLimit { per_second: 1.0, burst: 2.0 });
-        assert_eq!(p.admit(&b, 0.0).unwrap_err().0.code, ErrorCode::BlockedSender);
+        let mut p = SenderPolicy::new(
+            None,
+            [b].into(),
+            RateLimit {
+                per_second: 1.0,
+                burst: 2.0,
+            },
+        );
+        assert_eq!(
+            p.admit(&b, 0.0).unwrap_err().0.code,
+            ErrorCode::BlockedSender
+        );
         assert!(p.admit(&a, 0.0).is_ok());
         assert!(p.admit(&a, 0.0).is_ok());
         let (v, retry) = p.admit(&a, 0.0).unwrap_err();
         assert_eq!(v.code, ErrorCode::RateLimit);
         assert_eq!(retry, Some(1));
         assert!(p.admit(&a, 1.1).is_ok());
-        let mut only = SenderPolicy::new(Some([a].into()), HashSet::new(), RateLimit { per_second: 1.0, burst: 1.0 });
-        assert_eq!(only.admit(&b, 0.0).unwrap_err().0.code, ErrorCode::Unauthorized);
+        let mut only = SenderPolicy::new(
+            Some([a].into()),
+            HashSet::new(),
+            RateLimit {
+                per_second: 1.0,
+                burst: 1.0,
+            },
+        );
+        assert_eq!(
+            only.admit(&b, 0.0).unwrap_err().0.code,
+            ErrorCode::Unauthorized
+        );
         assert!(only.admit(&a, 0.0).is_ok());
     }
 }

@@ -37,7 +37,11 @@ pub fn default_session(sender: &PublicKey) -> String {
 
 fn values<'a>(event: &'a Event, name: &str) -> impl Iterator<Item = Vec<String>> + 'a {
     let name = name.to_string();
-    event.tags.iter().filter(move |t| t.kind().to_string() == name).map(|t| t.as_slice().to_vec())
+    event
+        .tags
+        .iter()
+        .filter(move |t| t.kind() == name)
+        .map(|t| t.as_slice().to_vec())
 }
 
 fn check_encryption(event: &Event) -> Result<(), Violation> {
@@ -60,7 +64,8 @@ fn recipient(event: &Event, me: Option<&PublicKey>) -> Result<PublicKey, Violati
     let mut found = None;
     for t in values(event, "p") {
         let v = t.get(1).ok_or_else(|| invalid("a `p` tag has no value"))?;
-        let pk = PublicKey::from_hex(v).map_err(|_| invalid("a `p` tag is not a 64-hex public key"))?;
+        let pk =
+            PublicKey::from_hex(v).map_err(|_| invalid("a `p` tag is not a 64-hex public key"))?;
         if me.is_none_or(|m| *m == pk) && found.is_none() {
             found = Some(pk);
         }
@@ -71,15 +76,22 @@ fn recipient(event: &Event, me: Option<&PublicKey>) -> Result<PublicKey, Violati
     })
 }
 
-fn session(event: &Event) -> Result<String, Violation> {
+/// The session of an event: its `s` tag, or `sender:<author hex>` when it has none.
+pub fn session(event: &Event) -> Result<String, Violation> {
     let s: Vec<Vec<String>> = values(event, "s").collect();
     match s.as_slice() {
         [] => Ok(default_session(&event.pubkey)),
         [t] => match t.get(1) {
-            Some(v) if !v.is_empty() && v.len() <= MAX_SESSION_BYTES && !v.chars().any(char::is_control) => {
+            Some(v)
+                if !v.is_empty()
+                    && v.len() <= MAX_SESSION_BYTES
+                    && !v.chars().any(char::is_control) =>
+            {
                 Ok(v.clone())
             }
-            Some(_) => Err(invalid(format!("the `s` tag must be 1-{MAX_SESSION_BYTES} bytes without control characters"))),
+            Some(_) => Err(invalid(format!(
+                "the `s` tag must be 1-{MAX_SESSION_BYTES} bytes without control characters"
+            ))),
             None => Err(invalid("the `s` tag has no value")),
         },
         _ => Err(invalid("more than one `s` tag")),
@@ -87,9 +99,12 @@ fn session(event: &Event) -> Result<String, Violation> {
 }
 
 fn root(event: &Event) -> Result<EventId, Violation> {
-    let roots: Vec<Vec<String>> = values(event, "e").filter(|t| t.get(3).map(String::as_str) == Some("root")).collect();
+    let roots: Vec<Vec<String>> = values(event, "e")
+        .filter(|t| t.get(3).map(String::as_str) == Some("root"))
+        .collect();
     match roots.as_slice() {
-        [t] => EventId::from_hex(&t[1]).map_err(|_| invalid("the `e` root tag is not a 64-hex event id")),
+        [t] => EventId::from_hex(&t[1])
+            .map_err(|_| invalid("the `e` root tag is not a 64-hex event id")),
         [] => Err(invalid("the `e` tag with marker `root` is missing")),
         _ => Err(invalid("more than one `e` root tag")),
     }
@@ -99,7 +114,11 @@ fn root(event: &Event) -> Result<EventId, Violation> {
 pub fn prompt_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> {
     let recipient = recipient(event, Some(me))?;
     check_encryption(event)?;
-    Ok(RunTags { recipient, root: None, session: session(event)? })
+    Ok(RunTags {
+        recipient,
+        root: None,
+        session: session(event)?,
+    })
 }
 
 /// Checks the tags of an incoming cancel addressed to `me`.
@@ -107,7 +126,11 @@ pub fn cancel_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> 
     let recipient = recipient(event, Some(me))?;
     let root = root(event)?;
     check_encryption(event)?;
-    Ok(RunTags { recipient, root: Some(root), session: session(event)? })
+    Ok(RunTags {
+        recipient,
+        root: Some(root),
+        session: session(event)?,
+    })
 }
 
 /// Checks the tags of an agent's run event as a client receives it.
@@ -115,12 +138,19 @@ pub fn run_event_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violatio
     let recipient = recipient(event, Some(me))?;
     let root = root(event)?;
     check_encryption(event)?;
-    Ok(RunTags { recipient, root: Some(root), session: session(event)? })
+    Ok(RunTags {
+        recipient,
+        root: Some(root),
+        session: session(event)?,
+    })
 }
 
 /// Tags of a prompt from a client to `agent`.
 pub fn prompt(agent: &PublicKey, session: Option<&str>) -> Vec<Tag> {
-    let mut tags = vec![Tag::public_key(*agent), Tag::custom("encryption", [SENT_ENCRYPTION])];
+    let mut tags = vec![
+        Tag::public_key(*agent),
+        Tag::custom("encryption", [SENT_ENCRYPTION]),
+    ];
     if let Some(s) = session {
         tags.push(Tag::custom("s", [s]));
     }

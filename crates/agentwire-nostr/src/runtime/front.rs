@@ -2,7 +2,9 @@
 //! terminal with retries.
 
 use crate::crypto::Crypto;
-use crate::nipxx::payload::{DeltaPayload, ErrorPayload, ResponsePayload, StatusPayload, ToolCallPayload, Usage};
+use crate::nipxx::payload::{
+    DeltaPayload, ErrorPayload, ResponsePayload, StatusPayload, ToolCallPayload, Usage,
+};
 use crate::nipxx::{kinds, tags, ErrorCode};
 use crate::relay_conn::RelayConn;
 use agentwire_core::{Outcome, StatusState, TurnEvent};
@@ -43,15 +45,38 @@ fn now() -> u64 {
 
 impl NipxxFront {
     /// A front for the run of `prompt` from `client`.
-    pub fn new(crypto: Arc<Crypto>, relays: Arc<Vec<RelayConn>>, client: PublicKey, prompt: EventId, session: String) -> Self {
-        NipxxFront { crypto, relays, client, prompt, session, seq: AtomicU64::new(0) }
+    pub fn new(
+        crypto: Arc<Crypto>,
+        relays: Arc<Vec<RelayConn>>,
+        client: PublicKey,
+        prompt: EventId,
+        session: String,
+    ) -> Self {
+        NipxxFront {
+            crypto,
+            relays,
+            client,
+            prompt,
+            session,
+            seq: AtomicU64::new(0),
+        }
     }
 
     /// A front rebuilt from a journaled route (after a restart).
-    pub fn from_route(crypto: Arc<Crypto>, relays: Arc<Vec<RelayConn>>, route: &Route) -> Option<Self> {
+    pub fn from_route(
+        crypto: Arc<Crypto>,
+        relays: Arc<Vec<RelayConn>>,
+        route: &Route,
+    ) -> Option<Self> {
         let client = PublicKey::from_hex(&route.client).ok()?;
         let prompt = EventId::from_hex(&route.prompt).ok()?;
-        Some(Self::new(crypto, relays, client, prompt, route.session.clone()))
+        Some(Self::new(
+            crypto,
+            relays,
+            client,
+            prompt,
+            route.session.clone(),
+        ))
     }
 
     fn build(&self, kind: u16, payload: &str, extra: Vec<Tag>) -> Option<Event> {
@@ -64,7 +89,10 @@ impl NipxxFront {
         };
         let mut t = tags::run(&self.client, &self.prompt, &self.session);
         t.extend(extra);
-        Some(self.crypto.sign(EventBuilder::new(Kind::Custom(kind), content).tags(t)))
+        Some(
+            self.crypto
+                .sign(EventBuilder::new(Kind::Custom(kind), content).tags(t)),
+        )
     }
 
     fn send(&self, kind: u16, payload: &str, extra: Vec<Tag>) {
@@ -81,7 +109,10 @@ impl NipxxFront {
                 let p = ResponsePayload {
                     text: r.text.clone(),
                     timestamp: Some(now()),
-                    usage: Some(Usage { input_tokens: r.usage.input_tokens, output_tokens: r.usage.output_tokens }),
+                    usage: Some(Usage {
+                        input_tokens: r.usage.input_tokens,
+                        output_tokens: r.usage.output_tokens,
+                    }),
                 };
                 let json = p.to_json();
                 if json.len() > crate::crypto::MAX_NIP44_PLAINTEXT_BYTES {
@@ -98,7 +129,11 @@ impl NipxxFront {
             Outcome::Failure(f) => {
                 let e = ErrorPayload {
                     code: ErrorCode::from(&f.code),
-                    message: if f.message.is_empty() { "failed".into() } else { f.message.clone() },
+                    message: if f.message.is_empty() {
+                        "failed".into()
+                    } else {
+                        f.message.clone()
+                    },
                     retry_after: f.retry_after.filter(|s| *s >= 1),
                     details: Some(serde_json::json!({
                         "usage": { "input_tokens": f.usage.input_tokens, "output_tokens": f.usage.output_tokens }
@@ -114,32 +149,54 @@ impl TurnFront for NipxxFront {
     fn accepted(&self, queued: bool) {
         // The agent's own first event acknowledges a run that starts at once; a queued run says so.
         if queued {
-            let p = StatusPayload { state: "thinking".into(), progress: Some(0), info: Some("queued behind an earlier run of this session".into()) };
+            let p = StatusPayload {
+                state: "thinking".into(),
+                progress: Some(0),
+                info: Some("queued behind an earlier run of this session".into()),
+            };
             self.send(kinds::STATUS, &p.to_json(), vec![]);
         }
     }
 
     fn event(&self, event: TurnEvent) {
         match event {
-            TurnEvent::Status { state, progress, info } => {
+            TurnEvent::Status {
+                state,
+                progress,
+                info,
+            } => {
                 let state = match state {
                     StatusState::Thinking => "thinking",
                     StatusState::ToolUse => "tool_use",
                     StatusState::Done => "done",
                 };
-                let p = StatusPayload { state: state.into(), progress: progress.map(u64::from), info };
+                let p = StatusPayload {
+                    state: state.into(),
+                    progress: progress.map(u64::from),
+                    info,
+                };
                 self.send(kinds::STATUS, &p.to_json(), vec![]);
             }
             TurnEvent::Text { text } => {
                 let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-                let p = DeltaPayload { text, seq: Some(seq), timestamp: Some(now()) };
+                let p = DeltaPayload {
+                    text,
+                    seq: Some(seq),
+                    timestamp: Some(now()),
+                };
                 self.send(kinds::DELTA, &p.to_json(), vec![]);
             }
             TurnEvent::Thinking { text } | TurnEvent::Warning { text } => {
-                let p = StatusPayload { state: "thinking".into(), progress: None, info: Some(text) };
+                let p = StatusPayload {
+                    state: "thinking".into(),
+                    progress: None,
+                    info: Some(text),
+                };
                 self.send(kinds::STATUS, &p.to_json(), vec![]);
             }
-            TurnEvent::ToolCall { name, arguments, .. } => {
+            TurnEvent::ToolCall {
+                name, arguments, ..
+            } => {
                 let p = ToolCallPayload {
                     name: Some(name.clone()),
                     phase: Some("start".into()),
@@ -152,7 +209,13 @@ impl TurnFront for NipxxFront {
                 let hints = vec![Tag::custom("tool", [name]), Tag::custom("phase", ["start"])];
                 self.send(kinds::TOOL_CALL, &p.to_json(), hints);
             }
-            TurnEvent::ToolResult { name, output, success, duration_ms, .. } => {
+            TurnEvent::ToolResult {
+                name,
+                output,
+                success,
+                duration_ms,
+                ..
+            } => {
                 let p = ToolCallPayload {
                     name: Some(name.clone()),
                     phase: Some("result".into()),
@@ -162,7 +225,10 @@ impl TurnFront for NipxxFront {
                     duration_ms: Some(duration_ms),
                     text: None,
                 };
-                let hints = vec![Tag::custom("tool", [name]), Tag::custom("phase", ["result"])];
+                let hints = vec![
+                    Tag::custom("tool", [name]),
+                    Tag::custom("phase", ["result"]),
+                ];
                 self.send(kinds::TOOL_CALL, &p.to_json(), hints);
             }
         }
@@ -187,15 +253,20 @@ impl TurnFront for NipxxFront {
 /// Publishes a terminal event to every relay, sending it again after 1 s and 3 s to a relay that refuses it
 /// or does not answer.
 pub fn deliver_terminal(relays: Arc<Vec<RelayConn>>, event: Event) {
-    for relay in relays.iter().cloned() {
+    for relay in relays.iter() {
+        let relay = relay.clone();
         let event = event.clone();
         tokio::spawn(async move {
             let mut delays = TERMINAL_RETRY_DELAYS.iter();
             loop {
                 match relay.publish(&event).await {
                     Ok(ok) if ok.accepted => return,
-                    Ok(ok) => tracing::warn!(relay = relay.url(), event = %event.id, message = %ok.message, "relay refused a terminal event"),
-                    Err(e) => tracing::warn!(relay = relay.url(), event = %event.id, error = %e, "terminal event not confirmed"),
+                    Ok(ok) => {
+                        tracing::warn!(relay = relay.url(), event = %event.id, message = %ok.message, "relay refused a terminal event")
+                    }
+                    Err(e) => {
+                        tracing::warn!(relay = relay.url(), event = %event.id, error = %e, "terminal event not confirmed")
+                    }
                 }
                 match delays.next() {
                     Some(d) => tokio::time::sleep(*d).await,

@@ -11,7 +11,7 @@ use crate::nipxx::policy::{RateLimit, SenderPolicy};
 use crate::nipxx::{kinds, tags, ErrorCode, Violation};
 use crate::relay_conn::{Incoming, RelayConn};
 use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
-use agentwire_engine::{AgentCard, Engine, SubmitReply, Submission, TurnFront, TurnInput};
+use agentwire_engine::{AgentCard, Engine, Submission, SubmitReply, TurnFront, TurnInput};
 use nostr::prelude::{Event, EventBuilder, Filter, Kind, PublicKey, Tag, Timestamp};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -57,8 +57,13 @@ fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
 
 impl Runtime {
     /// Connects to the relays, ends turns a crash cut off, publishes ai.info, and starts serving prompts.
-    pub async fn start(config: RuntimeConfig, crypto: Arc<Crypto>, engine: Arc<Engine>) -> Arc<Runtime> {
-        let (merged_tx, merged_rx) = mpsc::channel::<(usize, Incoming)>(crate::relay_conn::INCOMING_QUEUE_DEPTH);
+    pub async fn start(
+        config: RuntimeConfig,
+        crypto: Arc<Crypto>,
+        engine: Arc<Engine>,
+    ) -> Arc<Runtime> {
+        let (merged_tx, merged_rx) =
+            mpsc::channel::<(usize, Incoming)>(crate::relay_conn::INCOMING_QUEUE_DEPTH);
         let mut relays = Vec::new();
         for (i, url) in config.relays.iter().enumerate() {
             let (conn, mut rx) = RelayConn::connect(url);
@@ -77,7 +82,11 @@ impl Runtime {
             crypto,
             engine,
             relays: Arc::new(relays),
-            policy: Mutex::new(SenderPolicy::new(config.allow.clone(), config.block.clone(), config.rate)),
+            policy: Mutex::new(SenderPolicy::new(
+                config.allow.clone(),
+                config.block.clone(),
+                config.rate,
+            )),
             card,
         });
         for r in rt.relays.iter() {
@@ -90,20 +99,40 @@ impl Runtime {
             .engine
             .recover(PROTOCOL, |t| {
                 let route: Route = serde_json::from_value(t.route.clone()).ok()?;
-                NipxxFront::from_route(crypto.clone(), relays.clone(), &route).map(|f| Arc::new(f) as Arc<dyn TurnFront>)
+                NipxxFront::from_route(crypto.clone(), relays.clone(), &route)
+                    .map(|f| Arc::new(f) as Arc<dyn TurnFront>)
             })
             .await
         {
             Ok(0) => {}
-            Ok(n) => tracing::warn!(runs = n, "ended runs interrupted by the last shutdown with INTERNAL_ERROR"),
+            Ok(n) => tracing::warn!(
+                runs = n,
+                "ended runs interrupted by the last shutdown with INTERNAL_ERROR"
+            ),
             Err(e) => tracing::error!(error = %e, "could not recover interrupted runs"),
         }
         rt.publish_info().await;
         let me = rt.crypto.public_key();
-        let since = Timestamp::from(Timestamp::now().as_secs().saturating_sub(config.backlog_horizon.as_secs()));
+        let since = Timestamp::from(
+            Timestamp::now()
+                .as_secs()
+                .saturating_sub(config.backlog_horizon.as_secs()),
+        );
         for r in rt.relays.iter() {
-            r.subscribe("prompts", vec![Filter::new().kind(Kind::Custom(kinds::PROMPT)).pubkey(me).since(since)]);
-            r.subscribe("cancels", vec![Filter::new().kind(Kind::Custom(kinds::CANCEL)).pubkey(me).since(Timestamp::now())]);
+            r.subscribe(
+                "prompts",
+                vec![Filter::new()
+                    .kind(Kind::Custom(kinds::PROMPT))
+                    .pubkey(me)
+                    .since(since)],
+            );
+            r.subscribe(
+                "cancels",
+                vec![Filter::new()
+                    .kind(Kind::Custom(kinds::CANCEL))
+                    .pubkey(me)
+                    .since(Timestamp::now())],
+            );
         }
         let this = rt.clone();
         tokio::spawn(async move { this.serve(merged_rx).await });
@@ -156,12 +185,15 @@ impl Runtime {
     async fn publish_info(&self) {
         let content = Self::info(&self.card).to_json();
         let ev = self.crypto.sign(
-            EventBuilder::new(Kind::Custom(kinds::INFO), content).tags([Tag::identifier(kinds::INFO_D)]),
+            EventBuilder::new(Kind::Custom(kinds::INFO), content)
+                .tags([Tag::identifier(kinds::INFO_D)]),
         );
         for r in self.relays.iter() {
             match r.publish(&ev).await {
                 Ok(ok) if ok.accepted => {}
-                Ok(ok) => tracing::warn!(relay = r.url(), message = %ok.message, "relay refused ai.info"),
+                Ok(ok) => {
+                    tracing::warn!(relay = r.url(), message = %ok.message, "relay refused ai.info")
+                }
                 Err(e) => tracing::warn!(relay = r.url(), error = %e, "ai.info not confirmed"),
             }
         }
@@ -174,7 +206,8 @@ impl Runtime {
             tracing::info!("agent capabilities changed; republishing ai.info");
             let content = Self::info(&card).to_json();
             let ev = self.crypto.sign(
-                EventBuilder::new(Kind::Custom(kinds::INFO), content).tags([Tag::identifier(kinds::INFO_D)]),
+                EventBuilder::new(Kind::Custom(kinds::INFO), content)
+                    .tags([Tag::identifier(kinds::INFO_D)]),
             );
             for r in self.relays.iter() {
                 let _ = r.publish(&ev).await;
@@ -205,7 +238,13 @@ impl Runtime {
     }
 
     fn front(&self, client: PublicKey, event: &Event, session: String) -> Arc<NipxxFront> {
-        Arc::new(NipxxFront::new(self.crypto.clone(), self.relays.clone(), client, event.id, session))
+        Arc::new(NipxxFront::new(
+            self.crypto.clone(),
+            self.relays.clone(),
+            client,
+            event.id,
+            session,
+        ))
     }
 
     fn handle_prompt(self: &Arc<Self>, event: Event) {
@@ -219,21 +258,46 @@ impl Runtime {
         let checked = self.check_prompt(&event, &me);
         let session = match &checked {
             Ok((_, s)) => s.clone(),
-            Err(_) => tags::prompt_tags(&event, &me).map(|t| t.session).unwrap_or(session_guess),
+            Err(_) => tags::prompt_tags(&event, &me)
+                .map(|t| t.session)
+                .unwrap_or(session_guess),
         };
         let conversation = ConversationId::new(format!("{PROTOCOL}:{}:{session}", client.to_hex()))
-            .unwrap_or_else(|_| ConversationId::new(format!("{PROTOCOL}:{}", client.to_hex())).expect("hex is a valid id"));
+            .unwrap_or_else(|_| {
+                ConversationId::new(format!("{PROTOCOL}:{}", client.to_hex()))
+                    .expect("hex is a valid id")
+            });
         let front = self.front(client, &event, session.clone());
-        let route = Route { client: client.to_hex(), prompt: event.id.to_hex(), session };
+        let route = Route {
+            client: client.to_hex(),
+            prompt: event.id.to_hex(),
+            session,
+        };
         let (message, model, thinking, refusal) = match checked {
             Ok((p, _)) => match self.negotiate(&p) {
                 Ok(model) => (p.message, model, p.thinking, None),
-                Err(v) => (p.message, String::new(), None, Some(violation_failure(&v, None))),
+                Err(v) => (
+                    p.message,
+                    String::new(),
+                    None,
+                    Some(violation_failure(&v, None)),
+                ),
             },
-            Err((v, retry)) => (String::new(), String::new(), None, Some(violation_failure(&v, retry))),
+            Err((v, retry)) => (
+                String::new(),
+                String::new(),
+                None,
+                Some(violation_failure(&v, retry)),
+            ),
         };
         let sub = Submission {
-            input: TurnInput { request_id, conversation_id: conversation, message, model, thinking },
+            input: TurnInput {
+                request_id,
+                conversation_id: conversation,
+                message,
+                model,
+                thinking,
+            },
             protocol: PROTOCOL.into(),
             requester: client.to_hex(),
             route: serde_json::to_value(&route).unwrap_or_default(),
@@ -252,7 +316,11 @@ impl Runtime {
             if let SubmitReply::DuplicateStored(stored) = fut.await {
                 // A resend of a finished run: send the journaled terminal again, byte for byte (relays and
                 // clients dedupe it by id).
-                if let Some(ev) = stored.wire.as_deref().and_then(|w| Event::from_json(w).ok()) {
+                if let Some(ev) = stored
+                    .wire
+                    .as_deref()
+                    .and_then(|w| Event::from_json(w).ok())
+                {
                     deliver_terminal(relays, ev);
                 }
             }
@@ -260,17 +328,31 @@ impl Runtime {
     }
 
     /// Policy, tags, decryption and schema, in that order.
-    fn check_prompt(&self, event: &Event, me: &PublicKey) -> Result<(PromptPayload, String), (Violation, Option<u64>)> {
+    fn check_prompt(
+        &self,
+        event: &Event,
+        me: &PublicKey,
+    ) -> Result<(PromptPayload, String), (Violation, Option<u64>)> {
         let now = Timestamp::now().as_secs() as f64;
-        self.policy.lock().unwrap_or_else(|p| p.into_inner()).admit(&event.pubkey, now)?;
+        self.policy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(&event.pubkey, now)?;
         let t = tags::prompt_tags(event, me).map_err(|v| (v, None))?;
-        let plain = self.crypto.decrypt(&event.pubkey, &event.content).map_err(|e| (decrypt_violation(e), None))?;
+        let plain = self
+            .crypto
+            .decrypt(&event.pubkey, &event.content)
+            .map_err(|e| (decrypt_violation(e), None))?;
         let p = PromptPayload::parse(&plain).map_err(|v| (v, None))?;
         if p.message.len() > self.card.max_prompt_bytes {
             return Err((
                 Violation::new(
                     ErrorCode::InvalidSchema,
-                    format!("message is {} bytes; this agent takes at most {} (max_prompt_bytes)", p.message.len(), self.card.max_prompt_bytes),
+                    format!(
+                        "message is {} bytes; this agent takes at most {} (max_prompt_bytes)",
+                        p.message.len(),
+                        self.card.max_prompt_bytes
+                    ),
                 ),
                 None,
             ));
@@ -297,7 +379,10 @@ impl Runtime {
                 .ok_or_else(|| {
                     Violation::new(
                         ErrorCode::UnsupportedModel,
-                        format!("model {m:?} is not offered; supported: {:?}", self.card.models),
+                        format!(
+                            "model {m:?} is not offered; supported: {:?}",
+                            self.card.models
+                        ),
                     )
                 }),
         }
@@ -324,7 +409,9 @@ impl Runtime {
             return;
         }
         let Some(root) = t.root else { return };
-        let Ok(id) = RequestId::new(format!("{PROTOCOL}:{}", root.to_hex())) else { return };
+        let Ok(id) = RequestId::new(format!("{PROTOCOL}:{}", root.to_hex())) else {
+            return;
+        };
         let engine = self.engine.clone();
         let requester = event.pubkey.to_hex();
         tokio::spawn(async move {
@@ -335,7 +422,10 @@ impl Runtime {
 
 fn decrypt_violation(e: Nip44Error) -> Violation {
     match e {
-        Nip44Error::NotNip44 => Violation::new(ErrorCode::UnsupportedEncryption, "content is not a NIP-44 v2 payload"),
+        Nip44Error::NotNip44 => Violation::new(
+            ErrorCode::UnsupportedEncryption,
+            "content is not a NIP-44 v2 payload",
+        ),
         other => Violation::new(ErrorCode::ParseError, other.to_string()),
     }
 }

@@ -9,19 +9,65 @@ fn code(r: Result<impl std::fmt::Debug, Violation>) -> ErrorCode {
 
 #[test]
 fn prompt_rules() {
-    assert_eq!(PromptPayload::parse(r#"{"ver":1,"message":"hi"}"#).unwrap().message, "hi");
-    assert_eq!(code(PromptPayload::parse("not json")), ErrorCode::ParseError);
+    assert_eq!(
+        PromptPayload::parse(r#"{"ver":1,"message":"hi"}"#)
+            .unwrap()
+            .message,
+        "hi"
+    );
+    assert_eq!(
+        code(PromptPayload::parse("not json")),
+        ErrorCode::ParseError
+    );
     assert_eq!(code(PromptPayload::parse("[1]")), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"message":"hi"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":2,"message":"hi"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":"1","message":"hi"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1,"message":""}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1,"message":5}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1,"message":"a","thinking":"huge"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1,"message":"a","model":""}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1,"message":"a","tool_schema_version":0}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(PromptPayload::parse(r#"{"ver":1,"message":"a","fallback_models":[1]}"#)), ErrorCode::InvalidSchema);
+    assert_eq!(
+        code(PromptPayload::parse(r#"{"message":"hi"}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(r#"{"ver":2,"message":"hi"}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(r#"{"ver":"1","message":"hi"}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(r#"{"ver":1}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(r#"{"ver":1,"message":""}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(r#"{"ver":1,"message":5}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(
+            r#"{"ver":1,"message":"a","thinking":"huge"}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(
+            r#"{"ver":1,"message":"a","model":""}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(
+            r#"{"ver":1,"message":"a","tool_schema_version":0}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(PromptPayload::parse(
+            r#"{"ver":1,"message":"a","fallback_models":[1]}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
     let p = PromptPayload::parse(r#"{"ver":1,"message":"a","thinking":"max","model":"m","tool_schema_version":1,"fallback_models":["x"],"extra":true}"#).unwrap();
     assert_eq!(p.thinking.as_deref(), Some("max"));
     assert_eq!(PromptPayload::parse(&p.to_json()).unwrap(), p);
@@ -29,24 +75,87 @@ fn prompt_rules() {
 
 #[test]
 fn cancel_status_delta_response_error_tool_rules() {
-    assert_eq!(CancelPayload::parse(r#"{"ver":1,"reason":"timeout"}"#).unwrap().reason, "timeout");
-    assert_eq!(code(CancelPayload::parse(r#"{"ver":1,"reason":"bored"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(CancelPayload::parse(r#"{"ver":1}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(StatusPayload::parse(r#"{"ver":1,"state":"sleeping"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(StatusPayload::parse(r#"{"ver":1,"state":"done","progress":101}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(DeltaPayload::parse(r#"{"ver":1,"text":"a","seq":-1}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(DeltaPayload::parse(r#"{"ver":1,"text":"a","seq":3}"#).unwrap().seq, Some(3));
-    assert_eq!(code(ResponsePayload::parse(r#"{"ver":1,"usage":{}}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(ResponsePayload::parse(r#"{"ver":1,"text":"a","usage":{"input_tokens":1}}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(ErrorPayload::parse(r#"{"ver":1,"code":"RATE_LIMIT","message":""}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(ErrorPayload::parse(r#"{"ver":1,"code":"RATE_LIMIT","message":"x","retry_after":0}"#)), ErrorCode::InvalidSchema);
+    assert_eq!(
+        CancelPayload::parse(r#"{"ver":1,"reason":"timeout"}"#)
+            .unwrap()
+            .reason,
+        "timeout"
+    );
+    assert_eq!(
+        code(CancelPayload::parse(r#"{"ver":1,"reason":"bored"}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(CancelPayload::parse(r#"{"ver":1}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(StatusPayload::parse(r#"{"ver":1,"state":"sleeping"}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(StatusPayload::parse(
+            r#"{"ver":1,"state":"done","progress":101}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(DeltaPayload::parse(r#"{"ver":1,"text":"a","seq":-1}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        DeltaPayload::parse(r#"{"ver":1,"text":"a","seq":3}"#)
+            .unwrap()
+            .seq,
+        Some(3)
+    );
+    assert_eq!(
+        code(ResponsePayload::parse(r#"{"ver":1,"usage":{}}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(ResponsePayload::parse(
+            r#"{"ver":1,"text":"a","usage":{"input_tokens":1}}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(ErrorPayload::parse(
+            r#"{"ver":1,"code":"RATE_LIMIT","message":""}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(ErrorPayload::parse(
+            r#"{"ver":1,"code":"RATE_LIMIT","message":"x","retry_after":0}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
     let e = ErrorPayload::parse(r#"{"ver":1,"code":"SOMETHING_NEW","message":"x"}"#).unwrap();
     assert_eq!(e.code, ErrorCode::Unknown("SOMETHING_NEW".into()));
-    assert_eq!(code(ToolCallPayload::parse(r#"{"ver":1}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(ToolCallPayload::parse(r#"{"ver":1,"name":"c","phase":"start","text":"x"}"#)), ErrorCode::InvalidSchema);
-    assert_eq!(code(ToolCallPayload::parse(r#"{"ver":1,"name":"c","phase":"middle"}"#)), ErrorCode::InvalidSchema);
+    assert_eq!(
+        code(ToolCallPayload::parse(r#"{"ver":1}"#)),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(ToolCallPayload::parse(
+            r#"{"ver":1,"name":"c","phase":"start","text":"x"}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
+    assert_eq!(
+        code(ToolCallPayload::parse(
+            r#"{"ver":1,"name":"c","phase":"middle"}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
     assert!(ToolCallPayload::parse(r#"{"ver":1,"text":"event=tool|phase=start|ts=1"}"#).is_ok());
-    assert_eq!(code(InfoPayload::validate(r#"{"ver":1,"encryption":["nip04"],"tool_names":[]}"#)), ErrorCode::InvalidSchema);
+    assert_eq!(
+        code(InfoPayload::validate(
+            r#"{"ver":1,"encryption":["nip04"],"tool_names":[]}"#
+        )),
+        ErrorCode::InvalidSchema
+    );
 }
 
 proptest! {
@@ -65,10 +174,8 @@ proptest! {
     #[test]
     fn decoders_give_typed_errors_on_arbitrary_json(v in arb_json()) {
         let s = v.to_string();
-        for r in [PromptPayload::parse(&s).err(), CancelPayload::parse(&s).err(), StatusPayload::parse(&s).err()] {
-            if let Some(e) = r {
-                prop_assert!(e.code == ErrorCode::InvalidSchema || e.code == ErrorCode::ParseError);
-            }
+        for e in [PromptPayload::parse(&s).err(), CancelPayload::parse(&s).err(), StatusPayload::parse(&s).err()].into_iter().flatten() {
+            prop_assert!(e.code == ErrorCode::InvalidSchema || e.code == ErrorCode::ParseError);
         }
     }
 }
@@ -83,8 +190,18 @@ fn arb_json() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(3, 32, 6, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-            proptest::collection::btree_map(prop_oneof![Just("ver".to_string()), Just("message".to_string()), Just("reason".to_string()), Just("state".to_string()), ".{0,5}"], inner, 0..5)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("ver".to_string()),
+                    Just("message".to_string()),
+                    Just("reason".to_string()),
+                    Just("state".to_string()),
+                    ".{0,5}"
+                ],
+                inner,
+                0..5
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }

@@ -1,0 +1,238 @@
+//! Test helpers: the real `agentwire serve` on a free loopback port, and a NIP-XX client over a real socket.
+
+#![allow(dead_code, unreachable_pub)]
+
+use agentwire_nostr::client::{RunView, Terminal, Update};
+use agentwire_nostr::crypto::Crypto;
+use agentwire_nostr::nipxx::{kinds, tags};
+use agentwire_nostr::relay_conn::{Incoming, RelayConn};
+use nostr::prelude::{Event, EventBuilder, EventId, Filter, Keys, Kind, PublicKey, Tag};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+pub struct Daemon {
+    pub child: Child,
+    pub relay: String,
+    pub agent: PublicKey,
+    pub data_dir: PathBuf,
+}
+
+impl Daemon {
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Daemon {
+        let mut args = vec!["serve", "--data-dir", data_dir.to_str().unwrap()];
+        if !extra
+            .iter()
+            .any(|a| *a == "--relay" || *a == "--relay-listen")
+        {
+            args.extend(["--relay-listen", "127.0.0.1:0"]);
+        }
+        args.extend(extra);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args(&args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("agentwire starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("ready line");
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("ready line {line:?}: {e}"));
+        assert_eq!(v["ready"], true);
+        Daemon {
+            child,
+            relay: v["relay"].as_str().unwrap().to_string(),
+            agent: PublicKey::from_hex(v["agent_pubkey"].as_str().unwrap()).unwrap(),
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct Client {
+    pub conn: RelayConn,
+    pub rx: mpsc::Receiver<Incoming>,
+    pub crypto: Arc<Crypto>,
+    pub agent: PublicKey,
+    /// Events of other runs seen while collecting one run, kept for their own `collect`.
+    pub parked: Vec<Event>,
+}
+
+pub struct Run {
+    pub prompt: EventId,
+    pub events: Vec<(Event, String)>,
+    pub updates: Vec<Update>,
+    pub terminal: Option<Terminal>,
+    pub terminals: usize,
+}
+
+impl Run {
+    pub fn error_code(&self) -> String {
+        match &self.terminal {
+            Some(Terminal::Error(e)) => e.code.as_str().to_string(),
+            other => panic!("expected an ai.error, got {other:?}"),
+        }
+    }
+    pub fn text(&self) -> String {
+        match &self.terminal {
+            Some(t @ Terminal::Response(_)) => t.text().unwrap(),
+            other => panic!("expected an ai.response, got {other:?}"),
+        }
+    }
+    pub fn deltas(&self) -> Vec<serde_json::Value> {
+        self.events
+            .iter()
+            .filter(|(e, _)| e.kind.as_u16() == kinds::DELTA)
+            .map(|(_, p)| serde_json::from_str(p).unwrap())
+            .collect()
+    }
+}
+
+impl Client {
+    pub async fn new(relay: &str, agent: PublicKey) -> Client {
+        Self::with_keys(relay, agent, Keys::generate()).await
+    }
+
+    pub async fn with_keys(relay: &str, agent: PublicKey, keys: Keys) -> Client {
+        let (conn, rx) = RelayConn::connect(relay);
+        assert!(
+            conn.wait_connected(Duration::from_secs(5)).await,
+            "relay reachable"
+        );
+        Client {
+            conn,
+            rx,
+            crypto: Arc::new(Crypto::new(keys)),
+            agent,
+            parked: Vec::new(),
+        }
+    }
+
+    pub fn me(&self) -> PublicKey {
+        self.crypto.public_key()
+    }
+
+    /// Builds a prompt with exactly these tags and this plaintext (encrypted with NIP-44 v2).
+    pub fn raw_prompt(&self, tags: Vec<Tag>, plaintext: &str) -> Event {
+        let content = self.crypto.encrypt(&self.agent, plaintext).unwrap();
+        self.crypto
+            .sign(EventBuilder::new(Kind::Custom(kinds::PROMPT), content).tags(tags))
+    }
+
+    pub fn prompt_event(&self, message: &str, session: Option<&str>) -> Event {
+        let p = agentwire_nostr::nipxx::PromptPayload::new(message);
+        self.raw_prompt(tags::prompt(&self.agent, session), &p.to_json())
+    }
+
+    pub fn watch(&self, prompt: &EventId) {
+        self.conn.subscribe(
+            &prompt.to_hex()[..20],
+            vec![Filter::new()
+                .kinds(kinds::RUN_KINDS.map(Kind::Custom))
+                .pubkey(self.me())
+                .event(*prompt)
+                .author(self.agent)],
+        );
+    }
+
+    pub async fn publish(&self, ev: &Event) {
+        let ok = self.conn.publish(ev).await.expect("relay answers");
+        assert!(ok.accepted, "relay refused: {}", ok.message);
+    }
+
+    /// Collects a run's events until a terminal and then `settle` more time.
+    pub async fn collect(&mut self, prompt: &EventId, wait: Duration, settle: Duration) -> Run {
+        let mut view = RunView::new(self.me(), self.agent, *prompt);
+        let mut run = Run {
+            prompt: *prompt,
+            events: vec![],
+            updates: vec![],
+            terminal: None,
+            terminals: 0,
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut until = deadline;
+        let mut parked = std::mem::take(&mut self.parked).into_iter();
+        loop {
+            let event = match parked.next() {
+                Some(e) => Box::new(e),
+                None => {
+                    let m = match tokio::time::timeout_at(until, self.rx.recv()).await {
+                        Ok(Some(m)) => m,
+                        _ => break,
+                    };
+                    let Incoming::Event { event, .. } = m else {
+                        continue;
+                    };
+                    event
+                }
+            };
+            if !event
+                .tags
+                .iter()
+                .any(|t| t.as_slice().get(1).map(String::as_str) == Some(&prompt.to_hex()))
+            {
+                self.parked.push(*event);
+                continue;
+            }
+            let plain = self
+                .crypto
+                .decrypt(&event.pubkey, &event.content)
+                .unwrap_or_default();
+            let k = event.kind.as_u16();
+            if k == kinds::RESPONSE || k == kinds::ERROR {
+                run.terminals += 1;
+                if until == deadline {
+                    until = tokio::time::Instant::now() + settle;
+                }
+            }
+            run.updates.extend(view.apply(&event, Some(&plain)));
+            run.events.push((*event, plain));
+        }
+        run.terminal = view.terminal().cloned();
+        run
+    }
+
+    pub async fn ask(&mut self, message: &str) -> Run {
+        let ev = self.prompt_event(message, None);
+        self.send_and_collect(ev).await
+    }
+
+    pub async fn send_and_collect(&mut self, ev: Event) -> Run {
+        self.watch(&ev.id);
+        self.publish(&ev).await;
+        self.collect(&ev.id, Duration::from_secs(15), Duration::from_millis(300))
+            .await
+    }
+
+    pub fn cancel_event(&self, prompt: &EventId, session: &str) -> Event {
+        let content = self
+            .crypto
+            .encrypt(&self.agent, r#"{"ver":1,"reason":"user_cancel"}"#)
+            .unwrap();
+        self.crypto.sign(
+            EventBuilder::new(Kind::Custom(kinds::CANCEL), content).tags(tags::run(
+                &self.agent,
+                prompt,
+                session,
+            )),
+        )
+    }
+}

@@ -1,0 +1,302 @@
+//! End to end over the embedded relay: the real daemon, a real WebSocket client, every NIP-XX path.
+
+mod common;
+
+use agentwire_nostr::client::Terminal;
+use agentwire_nostr::nipxx::{kinds, tags};
+use common::{Client, Daemon};
+use nostr::prelude::{Keys, Tag};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_agent_paths_and_reconciliation() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+
+    let run = c.ask("hello there").await;
+    assert_eq!(run.text(), "You said: hello there");
+    let seqs: Vec<u64> = run
+        .deltas()
+        .iter()
+        .map(|v| v["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.len() >= 2, "at least two deltas");
+    assert_eq!(
+        seqs,
+        (0..seqs.len() as u64).collect::<Vec<_>>(),
+        "seq contiguous from 0"
+    );
+    assert_eq!(run.terminals, 1, "exactly one terminal");
+    for (e, _) in &run.events {
+        let t = tags::run_event_tags(e, &c.me()).expect("p, e root and encryption tags");
+        assert_eq!(t.root, Some(run.prompt));
+        assert_eq!(t.session, format!("sender:{}", c.me().to_hex()));
+    }
+    match &run.terminal {
+        Some(Terminal::Response(r)) => assert_eq!(
+            r.usage.map(|u| (u.input_tokens, u.output_tokens)),
+            Some((2, 4))
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    let run = c.ask("calc (1 + 2) * 28").await;
+    assert_eq!(run.text(), "84");
+    let tools: Vec<serde_json::Value> = run
+        .events
+        .iter()
+        .filter(|(e, _)| e.kind.as_u16() == kinds::TOOL_CALL)
+        .map(|(_, p)| serde_json::from_str(p).unwrap())
+        .collect();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[0]["phase"], "start");
+    assert_eq!(tools[0]["arguments"]["expr"], "(1 + 2) * 28");
+    assert_eq!(tools[1]["phase"], "result");
+    assert_eq!(tools[1]["output"]["stdout"], "84");
+
+    assert_eq!(c.ask("calc 1 / 0").await.error_code(), "TOOL_ERROR");
+    let failed = c.ask("fail the printer is on fire").await;
+    assert_eq!(failed.error_code(), "INTERNAL_ERROR");
+    match failed.terminal {
+        Some(Terminal::Error(e)) => assert_eq!(e.message, "the printer is on fire"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.ask("empty").await.error_code(), "EMPTY_RESPONSE");
+    let quick = c.ask("quick pong").await;
+    assert_eq!(quick.text(), "pong");
+    assert!(
+        quick
+            .events
+            .iter()
+            .all(|(e, _)| e.kind.as_u16() == kinds::RESPONSE),
+        "quick sends no status or deltas"
+    );
+    assert_eq!(c.ask("big 5000").await.text().len(), 5000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_prompt_gets_the_code_the_spec_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let p = |c: &Client| {
+        vec![
+            Tag::public_key(c.agent),
+            Tag::custom("encryption", ["nip44"]),
+        ]
+    };
+
+    let cases: Vec<(&str, Vec<Tag>, String)> = vec![
+        ("PARSE_ERROR", p(&c), "this is not json".into()),
+        ("INVALID_SCHEMA", p(&c), r#"{"ver":1}"#.into()),
+        (
+            "INVALID_SCHEMA",
+            p(&c),
+            r#"{"ver":2,"message":"hi"}"#.into(),
+        ),
+        (
+            "INVALID_SCHEMA",
+            p(&c),
+            r#"{"ver":1,"message":"hi","thinking":"lots"}"#.into(),
+        ),
+        (
+            "INVALID_SCHEMA",
+            p(&c),
+            format!(r#"{{"ver":1,"message":"{}"}}"#, "x".repeat(32_001)),
+        ),
+        (
+            "UNSUPPORTED_MODEL",
+            p(&c),
+            r#"{"ver":1,"message":"hi","model":"gpt-9"}"#.into(),
+        ),
+        (
+            "UNSUPPORTED_SCHEMA_VERSION",
+            p(&c),
+            r#"{"ver":1,"message":"hi","tool_schema_version":2}"#.into(),
+        ),
+        (
+            "UNSUPPORTED_ENCRYPTION",
+            vec![
+                Tag::public_key(c.agent),
+                Tag::custom("encryption", ["nip04"]),
+            ],
+            r#"{"ver":1,"message":"hi"}"#.into(),
+        ),
+        (
+            "INVALID_SCHEMA",
+            vec![Tag::public_key(c.agent)],
+            r#"{"ver":1,"message":"hi"}"#.into(),
+        ),
+        (
+            "INVALID_SCHEMA",
+            vec![
+                Tag::public_key(c.agent),
+                Tag::custom("encryption", ["nip44"]),
+                Tag::custom("s", [""]),
+            ],
+            r#"{"ver":1,"message":"hi"}"#.into(),
+        ),
+    ];
+    for (code, tags, plain) in cases {
+        let ev = c.raw_prompt(tags, &plain);
+        let run = c.send_and_collect(ev).await;
+        assert_eq!(run.error_code(), code, "payload {plain:.60}");
+        assert_eq!(run.terminals, 1);
+    }
+    // A fallback model that is offered is used.
+    let ev = c.raw_prompt(
+        p(&c),
+        r#"{"ver":1,"message":"quick ok","model":"gpt-9","fallback_models":["demo-1"]}"#,
+    );
+    assert_eq!(c.send_and_collect(ev).await.text(), "ok");
+    // A NIP-04 style payload is not NIP-44.
+    let mut ev_tags = p(&c);
+    ev_tags.push(Tag::custom("s", ["x"]));
+    let ev = c.crypto.sign(
+        nostr::prelude::EventBuilder::new(
+            nostr::prelude::Kind::Custom(kinds::PROMPT),
+            "abc?iv=def",
+        )
+        .tags(ev_tags),
+    );
+    assert_eq!(
+        c.send_and_collect(ev).await.error_code(),
+        "UNSUPPORTED_ENCRYPTION"
+    );
+    // The daemon still serves after all of that.
+    assert_eq!(c.ask("quick still here").await.text(), "still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_block_and_rate_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = Keys::generate();
+    let blocked = Keys::generate();
+    let a = allowed.public_key().to_hex();
+    let b = blocked.public_key().to_hex();
+    let d = Daemon::start(
+        dir.path(),
+        &[
+            "--allow",
+            &a,
+            "--allow",
+            &b,
+            "--block",
+            &b,
+            "--rate-per-second",
+            "0.01",
+            "--rate-burst",
+            "2",
+        ],
+    );
+    let mut stranger = Client::new(&d.relay, d.agent).await;
+    assert_eq!(stranger.ask("quick hi").await.error_code(), "UNAUTHORIZED");
+    let mut blk = Client::with_keys(&d.relay, d.agent, blocked).await;
+    assert_eq!(blk.ask("quick hi").await.error_code(), "BLOCKED_SENDER");
+    let mut ok = Client::with_keys(&d.relay, d.agent, allowed).await;
+    assert_eq!(ok.ask("quick 1").await.text(), "1");
+    assert_eq!(ok.ask("quick 2").await.text(), "2");
+    let limited = ok.ask("quick 3").await;
+    assert_eq!(limited.error_code(), "RATE_LIMIT");
+    match limited.terminal {
+        Some(Terminal::Error(e)) => assert!(e.retry_after.unwrap_or(0) >= 1, "retry_after given"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_gives_one_cancelled_and_is_a_no_op_after_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let session = format!("sender:{}", c.me().to_hex());
+
+    let ev = c.prompt_event("sleep 5000", None);
+    c.watch(&ev.id);
+    c.publish(&ev).await;
+    // Wait for streaming to begin, then cancel twice.
+    let started = c
+        .collect(&ev.id, Duration::from_millis(400), Duration::ZERO)
+        .await;
+    assert!(started.terminal.is_none());
+    c.publish(&c.cancel_event(&ev.id, &session)).await;
+    c.publish(&c.cancel_event(&ev.id, &session)).await;
+    let run = c
+        .collect(&ev.id, Duration::from_secs(3), Duration::from_millis(500))
+        .await;
+    assert_eq!(run.error_code(), "CANCELLED");
+    assert_eq!(run.terminals, 1, "one CANCELLED, no response");
+
+    // A cancel from someone else is ignored.
+    let ev = c.prompt_event("sleep 300", None);
+    c.watch(&ev.id);
+    c.publish(&ev).await;
+    let other = Client::new(&d.relay, d.agent).await;
+    other.publish(&other.cancel_event(&ev.id, &session)).await;
+    let run = c
+        .collect(&ev.id, Duration::from_secs(5), Duration::from_millis(200))
+        .await;
+    assert_eq!(run.text(), "slept 300 ms");
+
+    // After the terminal, a cancel changes nothing.
+    c.publish(&c.cancel_event(&ev.id, &session)).await;
+    let after = c
+        .collect(&ev.id, Duration::from_millis(700), Duration::ZERO)
+        .await;
+    assert_eq!(after.terminals, 0);
+
+    // A queued run cancelled before it starts ends CANCELLED, and the session goes on.
+    let first = c.prompt_event("sleep 500", None);
+    let second = c.prompt_event("quick never", None);
+    c.watch(&first.id);
+    c.watch(&second.id);
+    c.publish(&first).await;
+    c.publish(&second).await;
+    c.publish(&c.cancel_event(&second.id, &session)).await;
+    let second_run = c
+        .collect(
+            &second.id,
+            Duration::from_secs(3),
+            Duration::from_millis(200),
+        )
+        .await;
+    assert_eq!(second_run.error_code(), "CANCELLED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_one_session_queue_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let slow = c.prompt_event("sleep 300", Some("session:q"));
+    let fast = c.prompt_event("quick after", Some("session:q"));
+    let other = c.prompt_event("quick other", Some("session:other"));
+    for e in [&slow, &fast, &other] {
+        c.watch(&e.id);
+    }
+    for e in [&slow, &fast, &other] {
+        c.publish(e).await;
+    }
+    let mut ends = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while ends.len() < 3 {
+        let m = match tokio::time::timeout_at(deadline, c.rx.recv()).await {
+            Ok(Some(m)) => m,
+            _ => break,
+        };
+        let agentwire_nostr::relay_conn::Incoming::Event { event, .. } = m else {
+            continue;
+        };
+        if kinds::TERMINAL_KINDS.contains(&event.kind.as_u16()) {
+            ends.push(tags::run_event_tags(&event, &c.me()).unwrap().root.unwrap());
+        }
+    }
+    assert_eq!(ends.len(), 3);
+    let pos = |id| ends.iter().position(|e| *e == id).unwrap();
+    assert!(pos(slow.id) < pos(fast.id), "a session's runs end in order");
+    assert!(
+        pos(other.id) < pos(slow.id),
+        "another session does not wait"
+    );
+}

@@ -1,0 +1,83 @@
+//! Crash safety: kill -9 the daemon mid-run; on restart the run ends with INTERNAL_ERROR and retry_after,
+//! finished runs are not run again, and prompts stored while the agent was down are served.
+
+mod common;
+
+use agentwire_nostr::client::Terminal;
+use agentwire_nostr::nipxx::kinds;
+use common::{Client, Daemon};
+use nostr::prelude::{Filter, Kind};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_by_a_crash_ends_and_finished_runs_do_not_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay_dir = tempfile::tempdir().unwrap();
+    // A relay daemon that stays up, and an agent daemon that uses it and crashes.
+    let relay = Daemon::start(relay_dir.path(), &[]);
+    let mut agent = Daemon::start(dir.path(), &["--relay", &relay.relay]);
+    let mut c = Client::new(&relay.relay, agent.agent).await;
+
+    let done = c.ask("quick finished").await;
+    assert_eq!(done.text(), "finished");
+
+    let long = c.prompt_event("sleep 60000", None);
+    c.watch(&long.id);
+    c.publish(&long).await;
+    let started = c
+        .collect(&long.id, Duration::from_millis(500), Duration::ZERO)
+        .await;
+    assert!(!started.events.is_empty(), "the long run started");
+    agent.kill();
+
+    // While the agent is down a new prompt arrives and is stored by the relay.
+    let waiting = c.prompt_event("quick served after restart", None);
+    c.watch(&waiting.id);
+    c.publish(&waiting).await;
+
+    let _agent = Daemon::start(dir.path(), &["--relay", &relay.relay]);
+    let cut = c
+        .collect(
+            &long.id,
+            Duration::from_secs(10),
+            Duration::from_millis(300),
+        )
+        .await;
+    match &cut.terminal {
+        Some(Terminal::Error(e)) => {
+            assert_eq!(e.code.as_str(), "INTERNAL_ERROR");
+            assert!(e.retry_after.unwrap_or(0) >= 1);
+        }
+        other => panic!("expected INTERNAL_ERROR for the interrupted run, got {other:?}"),
+    }
+    let served = c
+        .collect(
+            &waiting.id,
+            Duration::from_secs(10),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert_eq!(served.text(), "served after restart");
+
+    // The finished run has exactly one terminal on the relay: it was not run again.
+    let q = Client::new(&relay.relay, agent.agent).await;
+    q.conn.subscribe(
+        "count",
+        vec![Filter::new()
+            .kinds(kinds::TERMINAL_KINDS.map(Kind::Custom))
+            .event(done.prompt)],
+    );
+    let mut q = q;
+    let mut n = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(3), q.rx.recv()).await {
+            Ok(Some(agentwire_nostr::relay_conn::Incoming::Event { .. })) => n += 1,
+            Ok(Some(agentwire_nostr::relay_conn::Incoming::Eose(_))) => break,
+            _ => break,
+        }
+    }
+    assert_eq!(
+        n, 1,
+        "the finished run's terminal was not sent again by a re-run"
+    );
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs every test of agentwire: installs what the tests need, then the Rust suite, the NIP-44 conformance
+# vectors (when the conformance data is present) and the interop tests with independent clients.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+say() { printf '\n== %s ==\n' "$*"; }
+
+# --- What the tests need -------------------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is required (https://rustup.rs)"; exit 1
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  say "installing Node.js and npm (Debian packages) for the interop tests"
+  if command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+  else
+    echo "node and npm are required for the interop tests"; exit 1
+  fi
+fi
+
+# --- Conformance data ---------------------------------------------------------------------------------
+if [ -z "${AGENTWIRE_CONFORMANCE_DIR:-}" ] && [ -d "$root/../shared/conformance" ]; then
+  AGENTWIRE_CONFORMANCE_DIR=$(cd "$root/../shared/conformance" && pwd)
+fi
+export AGENTWIRE_CONFORMANCE_DIR="${AGENTWIRE_CONFORMANCE_DIR:-}"
+
+# --- Rust -------------------------------------------------------------------------------------------
+say "building"
+cargo build --workspace --all-targets --locked
+
+say "Rust tests (unit, property, relay, end-to-end over real sockets)"
+cargo test --workspace --locked 2>&1 | tee /tmp/agentwire-cargo-test.log
+
+say "NIP-44 conformance vectors"
+if [ -n "$AGENTWIRE_CONFORMANCE_DIR" ] && [ -f "$AGENTWIRE_CONFORMANCE_DIR/nip44/nip44.vectors.json" ]; then
+  echo "using $AGENTWIRE_CONFORMANCE_DIR"
+  cargo test -p agentwire-nostr --test nip44_vectors --locked -- --nocapture
+else
+  echo "conformance data not found (no ../shared/conformance and no AGENTWIRE_CONFORMANCE_DIR): NIP-44 vectors NOT checked"
+fi
+
+# --- Interop with independent clients ---------------------------------------------------------------
+say "interop: nostr-tools (Node) against the real daemon"
+(cd interop/nostr-tools && npm ci --no-audit --no-fund --loglevel=error)
+AGENTWIRE_BIN="$root/target/debug/agentwire" node --test interop/nostr-tools/
+
+say "all tests passed"
