@@ -4,7 +4,8 @@
 //!
 //! 1. [`TurnBook::submit`] registers a request as `Pending` (or recognises a live duplicate);
 //! 2. the engine journals it (insert-if-absent); if the journal already had it, [`TurnBook::forget`],
-//!    otherwise [`TurnBook::journaled`], which starts it or queues it behind its conversation's running turn;
+//!    otherwise [`TurnBook::journaled`], which starts it or leaves it waiting. Turns of one conversation
+//!    run in the order they were *submitted*, whatever order their journal writes finish in;
 //! 3. [`TurnBook::finish`] decides the one outcome (later finishes are refused), the engine journals it, then
 //!    [`TurnBook::ended`] frees the conversation and names the next queued turn to start.
 //!
@@ -98,15 +99,16 @@ struct Entry {
 struct Lane {
     /// The turn that holds the conversation (running or ending).
     holder: Option<RequestId>,
-    /// Journaled turns waiting, oldest first.
+    /// Turns waiting (pending or queued), in the order they were submitted: the order they will run in.
     queue: VecDeque<RequestId>,
-    /// Turns submitted but not yet journaled.
-    pending: usize,
     /// Live turns of this conversation in any phase; the lane is dropped when none is left.
     members: usize,
 }
 
 /// The live turns and each conversation's lane.
+///
+/// Invariant after every call: a conversation with no holder has no journaled (`Queued`) turn at the front
+/// of its queue; such a turn has been started.
 #[derive(Debug, Default)]
 pub struct TurnBook {
     turns: HashMap<RequestId, Entry>,
@@ -134,16 +136,19 @@ impl TurnBook {
         self.lanes.get(conversation).and_then(|l| l.holder.as_ref())
     }
 
-    /// Registers a request.
+    /// Registers a request; it takes its place in its conversation's order now.
     pub fn submit(&mut self, id: RequestId, conversation: ConversationId) -> Submitted {
         if let Some(e) = self.turns.get(&id) {
             return Submitted::Duplicate(e.phase);
         }
         let lane = self.lanes.entry(conversation.clone()).or_default();
-        if lane.queue.len() + lane.pending >= MAX_QUEUED_TURNS_PER_CONVERSATION {
+        if lane.queue.len() >= MAX_QUEUED_TURNS_PER_CONVERSATION {
+            if lane.members == 0 {
+                self.lanes.remove(&conversation);
+            }
             return Submitted::ConversationFull;
         }
-        lane.pending += 1;
+        lane.queue.push_back(id.clone());
         lane.members += 1;
         self.turns.insert(
             id,
@@ -157,14 +162,18 @@ impl TurnBook {
         Submitted::New
     }
 
-    /// Drops a pending request the journal already knew (a resend of an ended turn).
-    pub fn forget(&mut self, id: &RequestId) {
-        if let Some(e) = self.turns.get(id) {
-            if matches!(e.phase, TurnPhase::Pending { .. }) {
-                let e = self.turns.remove(id).expect("present");
-                self.release_pending(&e.conversation);
-            }
+    /// Drops a pending request the journal already knew (a resend of an ended turn). Returns a turn of the
+    /// conversation that may start now that this one no longer stands in front of it.
+    pub fn forget(&mut self, id: &RequestId) -> Option<RequestId> {
+        let e = self.turns.get(id)?;
+        if !matches!(e.phase, TurnPhase::Pending { .. }) {
+            return None;
         }
+        let e = self.turns.remove(id).expect("present");
+        let lane = self.lanes.get_mut(&e.conversation)?;
+        lane.queue.retain(|q| q != id);
+        lane.members -= 1;
+        self.settle(&e.conversation)
     }
 
     /// Moves a pending request on once the journal holds it.
@@ -175,26 +184,19 @@ impl TurnBook {
         let TurnPhase::Pending { cancel_requested } = e.phase else {
             return Journaled::Unknown;
         };
-        let lane = self
-            .lanes
-            .get_mut(&e.conversation)
-            .expect("lane of a live turn");
-        lane.pending -= 1;
+        let conversation = e.conversation.clone();
         if cancel_requested {
             // Ends without ever holding the conversation.
             e.phase = TurnPhase::Ending;
+            if let Some(lane) = self.lanes.get_mut(&conversation) {
+                lane.queue.retain(|q| q != id);
+            }
             return Journaled::EndCancelled;
         }
-        if lane.holder.is_none() && lane.queue.is_empty() {
-            lane.holder = Some(id.clone());
-            e.phase = TurnPhase::Running {
-                cancel_requested: false,
-            };
-            Journaled::Start
-        } else {
-            lane.queue.push_back(id.clone());
-            e.phase = TurnPhase::Queued;
-            Journaled::Queued
+        e.phase = TurnPhase::Queued;
+        match self.settle(&conversation) {
+            Some(started) if &started == id => Journaled::Start,
+            _ => Journaled::Queued,
         }
     }
 
@@ -222,11 +224,9 @@ impl TurnBook {
             }
             TurnPhase::Queued => {
                 e.phase = TurnPhase::Ending;
-                let lane = self
-                    .lanes
-                    .get_mut(&e.conversation)
-                    .expect("lane of a live turn");
-                lane.queue.retain(|q| q != id);
+                if let Some(lane) = self.lanes.get_mut(&e.conversation) {
+                    lane.queue.retain(|q| q != id);
+                }
                 CancelDecision::EndNow
             }
             TurnPhase::Pending {
@@ -246,23 +246,12 @@ impl TurnBook {
         };
         match e.phase {
             TurnPhase::Ending => Finished::AlreadyEnding,
-            TurnPhase::Pending { .. } => {
-                // Refused before the journal write finished (e.g. the write failed).
-                let lane = self
-                    .lanes
-                    .get_mut(&e.conversation)
-                    .expect("lane of a live turn");
-                lane.pending -= 1;
+            TurnPhase::Pending { .. } | TurnPhase::Queued => {
+                // Refused before it ran (e.g. the journal write failed): it leaves the queue.
                 e.phase = TurnPhase::Ending;
-                Finished::Decided
-            }
-            TurnPhase::Queued => {
-                let lane = self
-                    .lanes
-                    .get_mut(&e.conversation)
-                    .expect("lane of a live turn");
-                lane.queue.retain(|q| q != id);
-                e.phase = TurnPhase::Ending;
+                if let Some(lane) = self.lanes.get_mut(&e.conversation) {
+                    lane.queue.retain(|q| q != id);
+                }
                 Finished::Decided
             }
             TurnPhase::Running { .. } => {
@@ -272,8 +261,8 @@ impl TurnBook {
         }
     }
 
-    /// Forgets a turn whose outcome is journaled. Returns the next turn of its conversation to start, if the
-    /// ended turn held the conversation and another is queued.
+    /// Forgets a turn whose outcome is journaled. Returns the next turn of its conversation to start, if
+    /// one is journaled and next in line.
     pub fn ended(&mut self, id: &RequestId) -> Option<RequestId> {
         let e = self.turns.get(id)?;
         if e.phase != TurnPhase::Ending {
@@ -282,35 +271,35 @@ impl TurnBook {
         let e = self.turns.remove(id).expect("present");
         let lane = self.lanes.get_mut(&e.conversation)?;
         lane.members -= 1;
-        let mut next = None;
         if lane.holder.as_ref() == Some(id) {
             lane.holder = None;
         }
+        self.settle(&e.conversation)
+    }
+
+    /// Restores the invariant for one conversation: starts the front turn if it is journaled and nothing
+    /// holds the conversation; drops an empty lane.
+    fn settle(&mut self, conversation: &ConversationId) -> Option<RequestId> {
+        let lane = self.lanes.get_mut(conversation)?;
+        let mut next = None;
         if lane.holder.is_none() {
-            if let Some(n) = lane.queue.pop_front() {
-                lane.holder = Some(n.clone());
-                if let Some(ne) = self.turns.get_mut(&n) {
-                    ne.phase = TurnPhase::Running {
-                        cancel_requested: false,
-                    };
+            if let Some(front) = lane.queue.front() {
+                if self.turns.get(front).map(|e| e.phase) == Some(TurnPhase::Queued) {
+                    let n = lane.queue.pop_front().expect("front exists");
+                    lane.holder = Some(n.clone());
+                    if let Some(ne) = self.turns.get_mut(&n) {
+                        ne.phase = TurnPhase::Running {
+                            cancel_requested: false,
+                        };
+                    }
+                    next = Some(n);
                 }
-                next = Some(n);
             }
         }
         if lane.members == 0 {
-            self.lanes.remove(&e.conversation);
+            self.lanes.remove(conversation);
         }
         next
-    }
-
-    fn release_pending(&mut self, conversation: &ConversationId) {
-        if let Some(lane) = self.lanes.get_mut(conversation) {
-            lane.pending -= 1;
-            lane.members -= 1;
-            if lane.members == 0 {
-                self.lanes.remove(conversation);
-            }
-        }
     }
 }
 

@@ -189,9 +189,14 @@ impl Engine {
         match accepted {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
-                let mut st = self.lock();
-                st.book.forget(&id);
-                st.live.remove(&id);
+                let next = {
+                    let mut st = self.lock();
+                    st.live.remove(&id);
+                    st.book.forget(&id)
+                };
+                if let Some(next) = next {
+                    self.start(next);
+                }
                 return SubmitReply::DuplicateStored(stored);
             }
             Err(e) => {
@@ -207,9 +212,14 @@ impl Engine {
                     let wire = sub.front.encode_outcome(&Outcome::Failure(f.clone()));
                     sub.front
                         .deliver_outcome(&Outcome::Failure(f.clone()), wire.as_deref());
-                    let mut st = self.lock();
-                    st.book.ended(&id);
-                    st.live.remove(&id);
+                    let next = {
+                        let mut st = self.lock();
+                        st.live.remove(&id);
+                        st.book.ended(&id)
+                    };
+                    if let Some(next) = next {
+                        self.start(next);
+                    }
                 }
                 return SubmitReply::Refused(f);
             }

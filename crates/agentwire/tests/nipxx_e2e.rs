@@ -120,6 +120,7 @@ async fn every_bad_prompt_gets_the_code_the_spec_names() {
             vec![
                 Tag::public_key(c.agent),
                 Tag::custom("encryption", ["nip04"]),
+                Tag::custom("s", ["session:enc"]),
             ],
             r#"{"ver":1,"message":"hi"}"#.into(),
         ),
@@ -143,6 +144,10 @@ async fn every_bad_prompt_gets_the_code_the_spec_names() {
         let run = c.send_and_collect(ev).await;
         assert_eq!(run.error_code(), code, "payload {plain:.60}");
         assert_eq!(run.terminals, 1);
+        if code == "UNSUPPORTED_ENCRYPTION" && plain.contains("\"hi\"") {
+            // A refused prompt is answered in the session it named.
+            assert_eq!(tags::session(&run.events[0].0).unwrap(), "session:enc");
+        }
     }
     // A fallback model that is offered is used.
     let ev = c.raw_prompt(

@@ -258,9 +258,8 @@ impl Runtime {
         let checked = self.check_prompt(&event, &me);
         let session = match &checked {
             Ok((_, s)) => s.clone(),
-            Err(_) => tags::prompt_tags(&event, &me)
-                .map(|t| t.session)
-                .unwrap_or(session_guess),
+            // A refused prompt is still answered in its own session, whatever else was wrong with it.
+            Err(_) => tags::session(&event).unwrap_or(session_guess),
         };
         let conversation = ConversationId::new(format!("{PROTOCOL}:{}:{session}", client.to_hex()))
             .unwrap_or_else(|_| {
