@@ -1,0 +1,166 @@
+//! The engine against a real journal under concurrent submit, cancel, finish and restart: every turn gets
+//! exactly one outcome, delivered once; after a restart interrupted turns end once and nothing finished
+//! runs again.
+
+use agentwire_core::{ConversationId, Outcome, RequestId, TurnEvent, TurnResult, Usage};
+use agentwire_engine::{
+    Agent, AgentCard, CancelSignal, Engine, Submission, SubmitReply, TurnFront, TurnInput,
+};
+use agentwire_store::Journal;
+use futures_util::future::BoxFuture;
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Replies after the number of milliseconds its message names; counts how often it ran each turn.
+struct SleepyAgent {
+    runs: Mutex<HashMap<String, usize>>,
+}
+
+impl Agent for SleepyAgent {
+    fn card(&self) -> AgentCard {
+        AgentCard {
+            name: "sleepy".into(),
+            version: "0".into(),
+            description: String::new(),
+            models: vec!["m".into()],
+            default_model: "m".into(),
+            tools: vec![],
+            max_prompt_bytes: 100,
+            max_context_tokens: 100,
+        }
+    }
+    fn run(
+        &self,
+        input: TurnInput,
+        events: mpsc::Sender<TurnEvent>,
+        _c: CancelSignal,
+    ) -> BoxFuture<'static, Outcome> {
+        *self
+            .runs
+            .lock()
+            .unwrap()
+            .entry(input.request_id.to_string())
+            .or_default() += 1;
+        Box::pin(async move {
+            let ms: u64 = input.message.parse().unwrap_or(0);
+            let _ = events.send(TurnEvent::Text { text: "x".into() }).await;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Outcome::Result(TurnResult {
+                text: "done".into(),
+                usage: Usage::default(),
+                stop_reason: "stop".into(),
+            })
+        })
+    }
+}
+
+#[derive(Default)]
+struct CountingFront {
+    outcomes: AtomicUsize,
+    last: Mutex<Option<Outcome>>,
+}
+
+impl TurnFront for CountingFront {
+    fn accepted(&self, _queued: bool) {}
+    fn event(&self, _event: TurnEvent) {}
+    fn encode_outcome(&self, _o: &Outcome) -> Option<String> {
+        None
+    }
+    fn deliver_outcome(&self, o: &Outcome, _wire: Option<&str>) {
+        self.outcomes.fetch_add(1, Ordering::SeqCst);
+        *self.last.lock().unwrap() = Some(o.clone());
+    }
+}
+
+fn submission(n: usize, conv: usize, ms: u64, front: Arc<CountingFront>) -> Submission {
+    Submission {
+        input: TurnInput {
+            request_id: RequestId::new(format!("t:{n}")).unwrap(),
+            conversation_id: ConversationId::new(format!("c:{conv}")).unwrap(),
+            message: ms.to_string(),
+            model: "m".into(),
+            thinking: None,
+        },
+        protocol: "test".into(),
+        requester: "r".into(),
+        route: serde_json::json!({}),
+        front,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn one_outcome_per_turn_under_concurrent_cancel_finish_and_restart(
+        turns in proptest::collection::vec((0usize..3, 0u64..30, proptest::option::of(0u64..30)), 1..20),
+        crash_after_ms in proptest::option::of(0u64..40),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("j.sqlite");
+            let agent = Arc::new(SleepyAgent { runs: Mutex::new(HashMap::new()) });
+            let engine = Engine::new(Arc::new(Journal::open(&path).unwrap()), agent.clone());
+            let fronts: Vec<Arc<CountingFront>> = turns.iter().map(|_| Arc::new(CountingFront::default())).collect();
+            let mut tasks = Vec::new();
+            for (n, (conv, ms, cancel_at)) in turns.iter().cloned().enumerate() {
+                let fut = engine.submit(submission(n, conv, ms, fronts[n].clone()));
+                tasks.push(tokio::spawn(fut));
+                // A resend of the same request while it is live is recognised, not run.
+                let dup = engine.submit(submission(n, conv, ms, Arc::new(CountingFront::default()))).await;
+                assert_eq!(dup, SubmitReply::DuplicateLive);
+                if let Some(at) = cancel_at {
+                    let e = engine.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(at)).await;
+                        let id = RequestId::new(format!("t:{n}")).unwrap();
+                        e.cancel(&id, "r").await;
+                        e.cancel(&id, "r").await;
+                    });
+                }
+            }
+            match crash_after_ms {
+                None => {
+                    for t in tasks { t.await.unwrap(); }
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                    while engine.live_turns() > 0 && tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    assert_eq!(engine.live_turns(), 0);
+                    for f in &fronts { assert_eq!(f.outcomes.load(Ordering::SeqCst), 1, "exactly one outcome delivered"); }
+                }
+                Some(at) => {
+                    tokio::time::sleep(Duration::from_millis(at)).await;
+                    // The "crash": the engine's tasks are abandoned; only the journal survives.
+                }
+            }
+            // Restart over the same journal: every turn without an outcome ends once, then nothing is left.
+            let journal = Arc::new(Journal::open(&path).unwrap());
+            let delivered_before: Vec<usize> = fronts.iter().map(|f| f.outcomes.load(Ordering::SeqCst)).collect();
+            let engine2 = Engine::new(journal.clone(), agent.clone());
+            let recovered = Arc::new(CountingFront::default());
+            let r2 = recovered.clone();
+            let n = engine2.recover("test", move |_| Some(r2.clone() as Arc<dyn TurnFront>)).await.unwrap();
+            assert_eq!(recovered.outcomes.load(Ordering::SeqCst), n);
+            assert_eq!(engine2.recover("test", |_| None).await.unwrap(), 0, "a second restart finds nothing to end");
+            // Every turn that was journaled now has exactly one outcome, and resending it does not run it.
+            for (i, (conv, ms, _)) in turns.iter().cloned().enumerate() {
+                let id = RequestId::new(format!("t:{i}")).unwrap();
+                if let Some(stored) = journal.lookup(&id).unwrap() {
+                    assert!(stored.outcome.is_some(), "turn {i} has its outcome after restart");
+                    let runs_before = agent.runs.lock().unwrap().get(id.as_str()).copied().unwrap_or(0);
+                    let again = engine2.submit(submission(i, conv, ms, Arc::new(CountingFront::default()))).await;
+                    assert!(matches!(again, SubmitReply::DuplicateStored(_)));
+                    assert_eq!(agent.runs.lock().unwrap().get(id.as_str()).copied().unwrap_or(0), runs_before);
+                    assert!(runs_before <= 1, "a turn ran at most once");
+                } else {
+                    assert_eq!(delivered_before[i], 0);
+                }
+            }
+        });
+    }
+}
