@@ -111,7 +111,7 @@ impl Runtime {
             ),
             Err(e) => tracing::error!(error = %e, "could not recover interrupted runs"),
         }
-        rt.publish_info().await;
+        rt.publish_info(&rt.card).await;
         let me = rt.crypto.public_key();
         let since = Timestamp::from(
             Timestamp::now()
@@ -182,8 +182,8 @@ impl Runtime {
         }
     }
 
-    async fn publish_info(&self) {
-        let content = Self::info(&self.card).to_json();
+    async fn publish_info(&self, card: &AgentCard) {
+        let content = Self::info(card).to_json();
         let ev = self.crypto.sign(
             EventBuilder::new(Kind::Custom(kinds::INFO), content)
                 .tags([Tag::identifier(kinds::INFO_D)]),
@@ -202,16 +202,8 @@ impl Runtime {
     async fn refresh_info(self: &Arc<Self>) {
         let card = self.engine.agent().card();
         if card != self.card {
-            // The card is fixed at start for the agents we have; a changed card is published as found.
             tracing::info!("agent capabilities changed; republishing ai.info");
-            let content = Self::info(&card).to_json();
-            let ev = self.crypto.sign(
-                EventBuilder::new(Kind::Custom(kinds::INFO), content)
-                    .tags([Tag::identifier(kinds::INFO_D)]),
-            );
-            for r in self.relays.iter() {
-                let _ = r.publish(&ev).await;
-            }
+            self.publish_info(&card).await;
         }
     }
 
