@@ -2,11 +2,12 @@
 //! `ask`, `cancel` and `info` operations the CLI uses.
 
 use crate::crypto::Crypto;
+use crate::nip59;
 use crate::nipxx::payload::{
     CancelPayload, DeltaPayload, ErrorPayload, PromptPayload, ResponsePayload, StatusPayload,
     ToolCallPayload,
 };
-use crate::nipxx::{envelope, kinds, tags};
+use crate::nipxx::{envelope, kinds, tags, Message};
 use crate::relay_conn::{Incoming, RelayConn};
 use nostr::prelude::{Event, EventBuilder, EventId, Filter, Kind, PublicKey, Timestamp};
 use std::collections::{BTreeMap, HashSet};
@@ -95,8 +96,8 @@ impl RunView {
     }
 
     /// Applies one event, with its decrypted content (`None` if it did not decrypt).
-    pub fn apply(&mut self, event: &Event, plaintext: Option<&str>) -> Vec<Update> {
-        if event.pubkey != self.agent
+    pub fn apply(&mut self, event: &Message, plaintext: Option<&str>) -> Vec<Update> {
+        if event.author != self.agent
             || self.seen.len() >= MAX_RUN_EVENTS
             || !self.seen.insert(event.id)
         {
@@ -109,7 +110,7 @@ impl RunView {
         let Some(plain) = plaintext else {
             return vec![];
         };
-        let kind = event.kind.as_u16();
+        let kind = event.kind;
         if kind == kinds::RESPONSE || kind == kinds::ERROR {
             let t = if kind == kinds::RESPONSE {
                 ResponsePayload::parse(plain).map(Terminal::Response)
@@ -199,6 +200,8 @@ pub struct AskRequest {
     pub prompt: PromptPayload,
     /// How long to wait for the terminal.
     pub timeout: Duration,
+    /// Send the prompt gift-wrapped (NIP-59, the privacy-first profile) and read the wrapped answer.
+    pub wrap: bool,
 }
 
 /// Connects to a relay and waits for the connection.
@@ -226,28 +229,43 @@ pub async fn ask(
     let content = crypto
         .encrypt(&req.agent, &req.prompt.to_json())
         .map_err(|e| ClientError::Other(e.to_string()))?;
-    let prompt = crypto.sign(
-        EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
-            .tags(tags::prompt(&req.agent, req.session.as_deref())),
-    );
-    let sub = format!("run-{}", &prompt.id.to_hex()[..16]);
-    conn.subscribe(
-        &sub,
-        vec![Filter::new()
+    let builder = EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
+        .tags(tags::prompt(&req.agent, req.session.as_deref()));
+    let (prompt_id, event, filter) = if req.wrap {
+        let rumor = nip59::rumor(crypto, builder);
+        let id = rumor
+            .id
+            .ok_or_else(|| ClientError::Other("rumor without an id".into()))?;
+        let gift = nip59::wrap(crypto, &req.agent, rumor)
+            .map_err(|e| ClientError::Other(e.to_string()))?;
+        // Wraps are back-dated by up to two days, so the filter looks back that far; the run is picked out
+        // after unwrapping.
+        let since = Timestamp::now().as_secs() - nip59::MAX_TIMESTAMP_TWEAK.as_secs();
+        let filter = Filter::new()
+            .kind(Kind::Custom(kinds::GIFT_WRAP))
+            .pubkey(me)
+            .since(Timestamp::from(since));
+        (id, gift, filter)
+    } else {
+        let prompt = crypto.sign(builder);
+        let filter = Filter::new()
             .kinds(kinds::RUN_KINDS.map(Kind::Custom))
             .pubkey(me)
             .event(prompt.id)
-            .author(req.agent)],
-    );
+            .author(req.agent);
+        (prompt.id, prompt, filter)
+    };
+    let sub = format!("run-{}", &prompt_id.to_hex()[..16]);
+    conn.subscribe(&sub, vec![filter]);
     let ok = conn
-        .publish(&prompt)
+        .publish(&event)
         .await
         .map_err(|e| ClientError::Other(e.to_string()))?;
     if !ok.accepted {
         return Err(ClientError::Refused(ok.message));
     }
-    on_prompt(&prompt.id);
-    let mut view = RunView::new(me, req.agent, prompt.id);
+    on_prompt(&prompt_id);
+    let mut view = RunView::new(me, req.agent, prompt_id);
     let deadline = tokio::time::Instant::now() + req.timeout;
     let mut settle: Option<tokio::time::Instant> = None;
     loop {
@@ -260,11 +278,14 @@ pub async fn ask(
         let Incoming::Event { sub: s, event } = m else {
             continue;
         };
-        if s != sub || event.verify().is_err() {
+        if s != sub {
             continue;
         }
-        let plain = crypto.decrypt(&event.pubkey, &event.content).ok();
-        for u in view.apply(&event, plain.as_deref()) {
+        let Some(message) = open(crypto, *event) else {
+            continue;
+        };
+        let plain = crypto.decrypt(&message.author, &message.content).ok();
+        for u in view.apply(&message, plain.as_deref()) {
             if u == Update::Terminal && settle.is_none() {
                 settle = Some(tokio::time::Instant::now() + TERMINAL_SETTLE);
             }
@@ -277,13 +298,25 @@ pub async fn ask(
         .ok_or(ClientError::Timeout(req.timeout))
 }
 
-/// Sends an ai.cancel for run `prompt` to `agent`.
+/// A verified event as a [`Message`]: a signed event whose signature holds, or the opened rumor of a gift
+/// wrap addressed to us.
+pub fn open(crypto: &Crypto, event: Event) -> Option<Message> {
+    if event.kind.as_u16() == kinds::GIFT_WRAP {
+        nip59::unwrap(crypto, &event).ok()
+    } else {
+        event.verify().ok()?;
+        Some(Message::signed(event))
+    }
+}
+
+/// Sends an ai.cancel for run `prompt` to `agent`, gift-wrapped when `wrap`.
 pub async fn cancel(
     conn: &RelayConn,
     crypto: &Crypto,
     agent: &PublicKey,
     prompt: &EventId,
     session: &str,
+    wrap: bool,
 ) -> Result<(), ClientError> {
     let payload = CancelPayload {
         reason: "user_cancel".into(),
@@ -292,10 +325,14 @@ pub async fn cancel(
     let content = crypto
         .encrypt(agent, &payload)
         .map_err(|e| ClientError::Other(e.to_string()))?;
-    let ev = crypto.sign(
-        EventBuilder::new(Kind::Custom(kinds::CANCEL), content)
-            .tags(tags::run(agent, prompt, session)),
-    );
+    let builder = EventBuilder::new(Kind::Custom(kinds::CANCEL), content)
+        .tags(tags::run(agent, prompt, session));
+    let ev = if wrap {
+        nip59::wrap(crypto, agent, nip59::rumor(crypto, builder))
+            .map_err(|e| ClientError::Other(e.to_string()))?
+    } else {
+        crypto.sign(builder)
+    };
     let ok = conn
         .publish(&ev)
         .await

@@ -1,9 +1,10 @@
 //! NIP-XX AI Agent Messages for agentwire: the pure protocol core ([`nipxx`]), NIP-44 and signing with cached
-//! keys ([`crypto`]), a relay connection ([`relay_conn`]), the agent runtime ([`runtime`]) and the client
+//! keys ([`crypto`]), NIP-59 gift wrap ([`nip59`]), a relay connection ([`relay_conn`]), the agent runtime ([`runtime`]) and the client
 //! ([`client`]).
 
 pub mod client;
 pub mod crypto;
+pub mod nip59;
 pub mod nipxx;
 pub mod relay_conn;
 pub mod runtime;

@@ -1,5 +1,9 @@
 //! A client connection to one relay: publish with OK, subscribe, and reconnect with the subscriptions
-//! restored. Used by the agent runtime and by the CLI client.
+//! restored. Used by the agent runtime and by the CLI client. Speaks `ws://` and `wss://` (TLS: [`tls`]).
+
+pub mod tls;
+
+pub use tls::{RelayTls, TlsError};
 
 use futures_util::{SinkExt, StreamExt};
 use nostr::prelude::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId};
@@ -7,7 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_tungstenite::tungstenite::http::uri::{InvalidUri, Uri};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::Connector;
 
 /// Incoming messages buffered before the connection stops reading the socket (backpressure to the relay
 /// instead of unbounded memory).
@@ -37,6 +43,66 @@ pub enum PublishError {
     /// The connection is gone.
     #[error("relay connection closed")]
     Closed,
+}
+
+/// The transport a relay URL asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayScheme {
+    /// `ws://`: plain TCP.
+    Ws,
+    /// `wss://`: TLS.
+    Wss,
+}
+
+/// Why a relay URL cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelayUrlError {
+    /// Not a URL at all.
+    #[error("relay URL {url:?} is not a valid URL: {reason}")]
+    Invalid {
+        /// The URL as given.
+        url: String,
+        /// What the parser said.
+        reason: String,
+    },
+    /// A scheme other than `ws` or `wss`.
+    #[error("relay URL {url:?} is not ws:// or wss:// (a Nostr relay is a WebSocket server)")]
+    UnsupportedScheme {
+        /// The URL as given.
+        url: String,
+    },
+    /// No host to connect to.
+    #[error("relay URL {url:?} has no host")]
+    NoHost {
+        /// The URL as given.
+        url: String,
+    },
+}
+
+/// Checks that `url` is a `ws://` or `wss://` URL with a host, the way the connection will parse it.
+pub fn check_relay_url(url: &str) -> Result<RelayScheme, RelayUrlError> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e: InvalidUri| RelayUrlError::Invalid {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+    // Exactly as tungstenite matches it when connecting, so what passes here connects.
+    let scheme = match uri.scheme_str() {
+        Some("ws") => RelayScheme::Ws,
+        Some("wss") => RelayScheme::Wss,
+        _ => {
+            return Err(RelayUrlError::UnsupportedScheme {
+                url: url.to_string(),
+            })
+        }
+    };
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(RelayUrlError::NoHost {
+            url: url.to_string(),
+        });
+    }
+    Ok(scheme)
 }
 
 /// Something the relay sent on a subscription.
@@ -78,7 +144,19 @@ pub struct RelayConn {
 
 impl RelayConn {
     /// Starts connecting to `url` (and keeps reconnecting). Returns the connection and its incoming stream.
+    /// A `wss://` relay is checked against [`RelayTls::process_default`]. A URL that is not `ws://` or
+    /// `wss://` is logged as an error and the connection ends at once (check it first with
+    /// [`check_relay_url`] to report it to the user).
     pub fn connect(url: &str) -> (RelayConn, mpsc::Receiver<Incoming>) {
+        Self::start(url, None)
+    }
+
+    /// Like [`connect`](Self::connect), with this TLS configuration for a `wss://` relay.
+    pub fn connect_with_tls(url: &str, tls: RelayTls) -> (RelayConn, mpsc::Receiver<Incoming>) {
+        Self::start(url, Some(tls))
+    }
+
+    fn start(url: &str, tls: Option<RelayTls>) -> (RelayConn, mpsc::Receiver<Incoming>) {
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE_DEPTH);
         let (conn_tx, conn_rx) = watch::channel(false);
@@ -91,6 +169,7 @@ impl RelayConn {
         };
         let task = Driver {
             url: url.to_string(),
+            tls,
             pending: conn.pending.clone(),
             subs: conn.subs.clone(),
             incoming: in_tx,
@@ -171,6 +250,7 @@ impl RelayConn {
 
 struct Driver {
     url: String,
+    tls: Option<RelayTls>,
     pending: Pending,
     subs: Arc<Mutex<HashMap<String, Vec<Filter>>>>,
     incoming: mpsc::Sender<Incoming>,
@@ -178,21 +258,46 @@ struct Driver {
 }
 
 impl Driver {
+    /// The TLS connector for this relay's URL: none for `ws://`.
+    fn connector(&self) -> Result<Option<Connector>, String> {
+        match check_relay_url(&self.url).map_err(|e| e.to_string())? {
+            RelayScheme::Ws => Ok(None),
+            RelayScheme::Wss => {
+                let tls = match &self.tls {
+                    Some(t) => t.clone(),
+                    None => RelayTls::process_default().map_err(|e| e.to_string())?,
+                };
+                Ok(Some(Connector::Rustls(tls.client_config())))
+            }
+        }
+    }
+
     async fn run(self, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+        let connector = match self.connector() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(relay = %self.url, error = %e, "cannot connect to this relay");
+                return;
+            }
+        };
         let mut delay = Duration::from_millis(100);
+        // The last TLS failure reported at warn level; repeats of it during one outage go to debug.
+        let mut reported_tls_failure: Option<String> = None;
         loop {
             let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                 .max_message_size(Some(MAX_RELAY_MESSAGE_BYTES))
                 .max_frame_size(Some(MAX_RELAY_MESSAGE_BYTES));
-            match tokio_tungstenite::connect_async_with_config(
+            match tokio_tungstenite::connect_async_tls_with_config(
                 self.url.as_str(),
                 Some(config),
                 true,
+                connector.clone(),
             )
             .await
             {
                 Ok((ws, _)) => {
                     delay = Duration::from_millis(100);
+                    reported_tls_failure = None;
                     tracing::debug!(relay = %self.url, "connected");
                     let (mut sink, mut stream) = ws.split();
                     // Restore subscriptions first, so nothing published after this is missed.
@@ -234,6 +339,20 @@ impl Driver {
                     }
                     let _ = self.connected.send(false);
                     tracing::debug!(relay = %self.url, "disconnected; reconnecting");
+                }
+                Err(e) if tls::is_handshake_failure(&e) => {
+                    let error = e.to_string();
+                    if reported_tls_failure.as_ref() != Some(&error) {
+                        tracing::warn!(
+                            relay = %self.url,
+                            %error,
+                            retry_in = ?delay,
+                            "TLS handshake with the relay failed (is its certificate from a trusted CA?); retrying"
+                        );
+                        reported_tls_failure = Some(error);
+                    } else {
+                        tracing::debug!(relay = %self.url, %error, "TLS handshake failed again");
+                    }
                 }
                 Err(e) => tracing::debug!(relay = %self.url, error = %e, "connect failed"),
             }
@@ -304,5 +423,45 @@ impl Driver {
             _ => return true,
         };
         self.incoming.send(incoming).await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_urls_are_ws_or_wss_with_a_host() {
+        assert_eq!(check_relay_url("ws://127.0.0.1:7777"), Ok(RelayScheme::Ws));
+        assert_eq!(
+            check_relay_url("wss://relay.example/path"),
+            Ok(RelayScheme::Wss)
+        );
+        assert_eq!(check_relay_url("wss://[::1]:443"), Ok(RelayScheme::Wss));
+        for bad in ["https://relay.example", "relay.example", "tcp://1.2.3.4:1"] {
+            assert!(
+                matches!(
+                    check_relay_url(bad),
+                    Err(RelayUrlError::UnsupportedScheme { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            check_relay_url("ws://"),
+            Err(RelayUrlError::Invalid { .. } | RelayUrlError::NoHost { .. })
+        ));
+        assert!(matches!(
+            check_relay_url("wss://bad host"),
+            Err(RelayUrlError::Invalid { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_bad_scheme_ends_the_connection_at_once() {
+        let started = std::time::Instant::now();
+        let (conn, _rx) = RelayConn::connect("http://127.0.0.1:1");
+        assert!(!conn.wait_connected(Duration::from_secs(5)).await);
+        assert!(started.elapsed() < Duration::from_secs(1), "no retrying");
     }
 }

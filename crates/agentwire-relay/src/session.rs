@@ -69,6 +69,10 @@ pub(crate) struct Session {
     limits: RelayLimits,
     unlimited_authors: Arc<HashSet<PublicKey>>,
     bucket: TokenBucket,
+    /// Set once this connection has sent a valid event signed by an unlimited author: from then on the
+    /// connection is theirs and exempt from the event rate, also for events signed by other keys (the
+    /// one-time keys of NIP-59 gift wraps an agent sends in the privacy-first profile).
+    exempt: bool,
     subscriptions: HashMap<SubscriptionId, Subscription>,
     next_generation: u64,
 }
@@ -92,6 +96,7 @@ impl Session {
             bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
             limits,
             unlimited_authors,
+            exempt: false,
             subscriptions: HashMap::new(),
             next_generation: 0,
         }
@@ -289,7 +294,10 @@ impl Session {
         }
         // Checked before the signature, which costs far more than anything else here; authors
         // claiming to be exempt are verified below like everyone else.
-        if !self.unlimited_authors.contains(&event.pubkey) && !self.bucket.try_take(now) {
+        if !self.exempt
+            && !self.unlimited_authors.contains(&event.pubkey)
+            && !self.bucket.try_take(now)
+        {
             return refuse(&format!(
                 "rate-limited: at most {} events per second per connection",
                 self.limits.max_events_per_second_per_connection
@@ -311,6 +319,9 @@ impl Session {
         }
         if !event.verify_signature() {
             return refuse("invalid: bad signature");
+        }
+        if self.unlimited_authors.contains(&event.pubkey) {
+            self.exempt = true;
         }
         if event.is_expired_at(wall) {
             return refuse("invalid: event is expired");

@@ -205,6 +205,44 @@ fn events_over_the_size_limit_are_refused() {
 }
 
 #[test]
+fn a_connection_that_proved_an_unlimited_author_is_exempt_for_any_key() {
+    let limits = RelayLimits {
+        max_events_per_second_per_connection: 2,
+        ..RelayLimits::default()
+    };
+    let operator = Keys::generate();
+    let (mut s, now) = session_with(limits, &[&operator]);
+    // A forged operator event (bad signature) is refused and proves nothing.
+    let mut forged = event(&operator, 1, vec![]);
+    forged.sig = event(&Keys::generate(), 1, vec![]).sig;
+    let (ok, _) = only_ok(&s.handle_text(&event_msg(&forged), now, wall()));
+    assert!(!ok);
+    for _ in 0..2 {
+        let e = event(&Keys::generate(), 1059, vec![]);
+        assert!(matches!(
+            &s.handle_text(&event_msg(&e), now, wall())[..],
+            [Command::Store(_)]
+        ));
+    }
+    let e = event(&Keys::generate(), 1059, vec![]);
+    let (ok, message) = only_ok(&s.handle_text(&event_msg(&e), now, wall()));
+    assert!(!ok && message.starts_with("rate-limited:"), "{message}");
+    // The operator's own signed event makes the connection theirs: one-time keys then pass too.
+    let info = event(&operator, 31340, vec![]);
+    assert!(matches!(
+        &s.handle_text(&event_msg(&info), now, wall())[..],
+        [Command::Store(_)]
+    ));
+    for _ in 0..20 {
+        let e = event(&Keys::generate(), 1059, vec![]);
+        assert!(matches!(
+            &s.handle_text(&event_msg(&e), now, wall())[..],
+            [Command::Store(_)]
+        ));
+    }
+}
+
+#[test]
 fn rate_limit_spares_unlimited_authors() {
     let limits = RelayLimits {
         max_events_per_second_per_connection: 3,

@@ -5,6 +5,7 @@ use crate::keys;
 use agentwire_nostr::client::{self, AskRequest, ClientError, Terminal, Update};
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::nipxx::payload::PromptPayload;
+use agentwire_nostr::relay_conn::{Incoming, RelayConn};
 use clap::Args;
 use nostr::prelude::{EventId, PublicKey};
 use std::io::{IsTerminal, Write};
@@ -12,18 +13,24 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 /// Exit code when the agent answered with ai.error.
 pub(crate) const EXIT_AGENT_ERROR: u8 = 2;
 /// Exit code when no terminal arrived in time.
 pub(crate) const EXIT_TIMEOUT: u8 = 3;
+/// Exit code after Ctrl-C (128 + SIGINT, as shells report it); the run was sent an ai.cancel.
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// Where and to whom.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
-    /// The relay.
-    #[arg(long, default_value = config::DEFAULT_RELAY_URL)]
+    /// The relay (ws:// or wss://).
+    #[arg(long, default_value = config::DEFAULT_RELAY_URL, value_parser = config::relay_url)]
     relay: String,
+    /// A PEM file of CA certificates to trust for a wss:// relay, besides Mozilla's roots.
+    #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
+    relay_ca_file: Option<PathBuf>,
     /// The agent (hex or npub). Default: the agent key in the data dir (the local `serve`).
     #[arg(long)]
     agent: Option<String>,
@@ -49,6 +56,10 @@ pub(crate) struct AskArgs {
     /// Seconds to wait for the answer.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    /// Privacy-first profile: gift-wrap the prompt (NIP-59) and read the wrapped answer. The agent must
+    /// announce `supports_nip59`.
+    #[arg(long)]
+    nip59: bool,
     /// The prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
@@ -62,6 +73,9 @@ pub(crate) struct CancelArgs {
     /// The session tag the run used.
     #[arg(long)]
     session: Option<String>,
+    /// Gift-wrap the cancel (NIP-59), for a run that was asked with `--nip59`.
+    #[arg(long)]
+    nip59: bool,
     /// The run's prompt event id (printed by `ask`).
     prompt_id: String,
 }
@@ -71,6 +85,14 @@ pub(crate) struct CancelArgs {
 pub(crate) struct InfoArgs {
     #[command(flatten)]
     target: Target,
+}
+
+/// Connects to the target's relay, trusting its CA file if one is given.
+async fn connect(target: &Target) -> Result<(RelayConn, mpsc::Receiver<Incoming>), String> {
+    config::install_relay_ca_file(target.relay_ca_file.as_deref())?;
+    client::connect(&target.relay)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn client_crypto(target: &Target, data_dir: &Path) -> Result<Arc<Crypto>, String> {
@@ -101,9 +123,7 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
 pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
     let crypto = client_crypto(&args.target, &data_dir)?;
     let agent = agent_key(&args.target, &data_dir)?;
-    let (conn, mut incoming) = client::connect(&args.target.relay)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (conn, mut incoming) = connect(&args.target).await?;
     let mut prompt = PromptPayload::new(args.prompt.join(" "));
     prompt.model = args.model.clone();
     prompt.thinking = args.thinking.clone();
@@ -114,13 +134,22 @@ pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, St
         session: args.session.clone(),
         prompt,
         timeout: Duration::from_secs(args.timeout),
+        wrap: args.nip59,
     };
-    let result = client::ask(
+    let session = args
+        .session
+        .clone()
+        .unwrap_or_else(|| format!("sender:{}", crypto.public_key().to_hex()));
+    let sent: std::cell::Cell<Option<EventId>> = std::cell::Cell::new(None);
+    let asking = client::ask(
         &conn,
         &mut incoming,
         &crypto,
         req,
-        |id| eprintln!("run {}", id.to_hex()),
+        |id| {
+            sent.set(Some(*id));
+            eprintln!("run {}", id.to_hex());
+        },
         |u| match u {
             Update::Text(t) => {
                 streamed.push_str(t);
@@ -150,8 +179,24 @@ pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, St
             Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),
             Update::Terminal => {}
         },
-    )
-    .await;
+    );
+    let result = tokio::select! {
+        r = asking => r,
+        _ = tokio::signal::ctrl_c() => {
+            // Ctrl-C stops the run, not just the watching: the agent gets an ai.cancel.
+            let Some(prompt) = sent.get() else {
+                return Ok(ExitCode::from(EXIT_INTERRUPTED));
+            };
+            if live && !streamed.is_empty() {
+                println!();
+            }
+            match client::cancel(&conn, &crypto, &agent, &prompt, &session, args.nip59).await {
+                Ok(()) => eprintln!("cancel sent for run {}", prompt.to_hex()),
+                Err(e) => eprintln!("agentwire: could not cancel run {}: {e}", prompt.to_hex()),
+            }
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+    };
     match result {
         Ok(Terminal::Response(r)) => {
             let text = Terminal::Response(r.clone()).text().unwrap_or_default();
@@ -195,14 +240,12 @@ pub(crate) async fn cancel(args: CancelArgs, data_dir: PathBuf) -> Result<ExitCo
     let agent = agent_key(&args.target, &data_dir)?;
     let prompt = EventId::from_hex(&args.prompt_id)
         .map_err(|_| format!("{:?} is not an event id", args.prompt_id))?;
-    let (conn, _incoming) = client::connect(&args.target.relay)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (conn, _incoming) = connect(&args.target).await?;
     let session = args
         .session
         .clone()
         .unwrap_or_else(|| format!("sender:{}", crypto.public_key().to_hex()));
-    client::cancel(&conn, &crypto, &agent, &prompt, &session)
+    client::cancel(&conn, &crypto, &agent, &prompt, &session, args.nip59)
         .await
         .map_err(|e| e.to_string())?;
     eprintln!("cancel sent for run {}", prompt.to_hex());
@@ -212,9 +255,7 @@ pub(crate) async fn cancel(args: CancelArgs, data_dir: PathBuf) -> Result<ExitCo
 /// Runs `info`.
 pub(crate) async fn info(args: InfoArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
     let agent = agent_key(&args.target, &data_dir)?;
-    let (conn, mut incoming) = client::connect(&args.target.relay)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (conn, mut incoming) = connect(&args.target).await?;
     match client::info(&conn, &mut incoming, &agent)
         .await
         .map_err(|e| e.to_string())?

@@ -1,5 +1,6 @@
 //! Configuration: a TOML file (`--config`) whose keys flags can override.
 
+use agentwire_nostr::relay_conn::RelayTls;
 use agentwire_relay::RelayLimits;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -41,6 +42,8 @@ pub(crate) struct ServeFile {
     pub(crate) relays: Vec<String>,
     /// The agent to serve.
     pub(crate) agent: Option<String>,
+    /// A PEM file of extra CA certificates trusted for `wss://` relays, besides Mozilla's roots.
+    pub(crate) relay_ca_file: Option<PathBuf>,
 }
 
 /// `[nipxx]`.
@@ -57,6 +60,8 @@ pub(crate) struct NipxxFile {
     pub(crate) rate_burst: Option<f64>,
     /// Backlog horizon in seconds.
     pub(crate) backlog_horizon_secs: Option<u64>,
+    /// The privacy-first profile (NIP-59 gift wrap in and out).
+    pub(crate) nip59: Option<bool>,
 }
 
 /// `[relay]`.
@@ -74,6 +79,29 @@ pub(crate) fn load(path: &Path) -> Result<FileConfig, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Checks a relay URL (`ws://` or `wss://` with a host); also the `--relay` flags' value parser.
+pub(crate) fn relay_url(url: &str) -> Result<String, String> {
+    agentwire_nostr::relay_conn::check_relay_url(url)
+        .map(|_| url.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// Trusts the CA certificates in `ca_file` (PEM) for every `wss://` relay of this process, besides
+/// Mozilla's roots. Without a file, Mozilla's roots alone are used.
+pub(crate) fn install_relay_ca_file(ca_file: Option<&Path>) -> Result<(), String> {
+    let Some(path) = ca_file else {
+        return Ok(());
+    };
+    let tls = RelayTls::new(Some(path)).map_err(|e| e.to_string())?;
+    tracing::debug!(
+        file = %path.display(),
+        certificates = tls.extra_roots(),
+        "trusting extra relay CAs"
+    );
+    tls.install_default()
+        .map_err(|_| "the relay TLS configuration was already set".to_string())
 }
 
 /// The default data directory: `$XDG_DATA_HOME/agentwire` (or the platform's equivalent).

@@ -24,8 +24,11 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     relay_listen: Option<SocketAddr>,
     /// Use this external relay (repeatable). With it the embedded relay is off unless --relay-listen is given.
-    #[arg(long = "relay")]
+    #[arg(long = "relay", value_parser = config::relay_url)]
     relays: Vec<String>,
+    /// A PEM file of CA certificates to trust for wss:// relays, besides Mozilla's roots.
+    #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
+    relay_ca_file: Option<PathBuf>,
     /// The agent to serve (`demo`).
     #[arg(long)]
     agent: Option<String>,
@@ -44,6 +47,10 @@ pub(crate) struct ServeArgs {
     /// Serve stored prompts younger than this many seconds that arrived while the agent was down.
     #[arg(long)]
     backlog_horizon_secs: Option<u64>,
+    /// Privacy-first profile: also take NIP-59 gift-wrapped prompts and answer them wrapped
+    /// (ai.info then says `supports_nip59`).
+    #[arg(long)]
+    nip59: bool,
 }
 
 fn parse_keys(list: &[String]) -> Result<HashSet<nostr::prelude::PublicKey>, String> {
@@ -75,6 +82,14 @@ pub(crate) async fn run(
     } else {
         args.relays.clone()
     };
+    for url in &external {
+        config::relay_url(url)?;
+    }
+    config::install_relay_ca_file(
+        args.relay_ca_file
+            .as_deref()
+            .or(file.serve.relay_ca_file.as_deref()),
+    )?;
     let listen = args.relay_listen.or(file.serve.relay_listen);
     let embedded = if external.is_empty() || listen.is_some() {
         let addr =
@@ -134,6 +149,7 @@ pub(crate) async fn run(
             block,
             rate,
             backlog_horizon: Duration::from_secs(horizon),
+            nip59: args.nip59 || file.nipxx.nip59.unwrap_or(false),
         },
         crypto,
         engine,

@@ -3,7 +3,7 @@
 mod common;
 
 use agentwire_nostr::client::Terminal;
-use agentwire_nostr::nipxx::{kinds, tags};
+use agentwire_nostr::nipxx::{kinds, tags, Message};
 use common::{Client, Daemon};
 use nostr::prelude::{Keys, Tag};
 use std::time::Duration;
@@ -46,7 +46,7 @@ async fn demo_agent_paths_and_reconciliation() {
     let tools: Vec<serde_json::Value> = run
         .events
         .iter()
-        .filter(|(e, _)| e.kind.as_u16() == kinds::TOOL_CALL)
+        .filter(|(e, _)| e.kind == kinds::TOOL_CALL)
         .map(|(_, p)| serde_json::from_str(p).unwrap())
         .collect();
     assert_eq!(tools.len(), 2);
@@ -66,10 +66,7 @@ async fn demo_agent_paths_and_reconciliation() {
     let quick = c.ask("quick pong").await;
     assert_eq!(quick.text(), "pong");
     assert!(
-        quick
-            .events
-            .iter()
-            .all(|(e, _)| e.kind.as_u16() == kinds::RESPONSE),
+        quick.events.iter().all(|(e, _)| e.kind == kinds::RESPONSE),
         "quick sends no status or deltas"
     );
     assert_eq!(c.ask("big 5000").await.text().len(), 5000);
@@ -294,7 +291,12 @@ async fn runs_of_one_session_queue_in_order() {
             continue;
         };
         if kinds::TERMINAL_KINDS.contains(&event.kind.as_u16()) {
-            ends.push(tags::run_event_tags(&event, &c.me()).unwrap().root.unwrap());
+            ends.push(
+                tags::run_event_tags(&Message::signed(*event), &c.me())
+                    .unwrap()
+                    .root
+                    .unwrap(),
+            );
         }
     }
     assert_eq!(ends.len(), 3);
@@ -304,4 +306,90 @@ async fn runs_of_one_session_queue_in_order() {
         pos(other.id) < pos(slow.id),
         "another session does not wait"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_with_too_many_waiting_runs_gets_session_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let first = c.prompt_event("sleep 3000", Some("busy"));
+    c.watch(&first.id);
+    c.publish(&first).await;
+    // The first run is running; this many more can wait behind it.
+    let limit = agentwire_core::MAX_QUEUED_TURNS_PER_CONVERSATION;
+    let mut queued = Vec::new();
+    for i in 0..limit {
+        let ev = c.prompt_event(&format!("quick {i}"), Some("busy"));
+        c.publish(&ev).await;
+        queued.push(ev);
+    }
+    let over = c.prompt_event("quick one too many", Some("busy"));
+    let run = c.send_and_collect(over).await;
+    assert_eq!(run.error_code(), "SESSION_LIMIT");
+    // Another session of the same sender is not affected.
+    let ev = c.prompt_event("quick elsewhere", Some("calm"));
+    let run = c.send_and_collect(ev).await;
+    assert_eq!(run.text(), "elsewhere");
+    // And every queued run still gets its answer, in order.
+    let last = queued.last().unwrap();
+    c.watch(&last.id);
+    let run = c
+        .collect(&last.id, Duration::from_secs(15), Duration::ZERO)
+        .await;
+    assert_eq!(run.text(), format!("{}", limit - 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_or_undecryptable_cancels_are_ignored_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let session = format!("sender:{}", c.me().to_hex());
+    let ev = c.prompt_event("sleep 800", None);
+    c.watch(&ev.id);
+    c.publish(&ev).await;
+    let started = c
+        .collect(&ev.id, Duration::from_millis(300), Duration::ZERO)
+        .await;
+    assert!(started.terminal.is_none());
+    let build = |content: String, tags: Vec<Tag>| {
+        c.crypto.sign(
+            nostr::prelude::EventBuilder::new(nostr::prelude::Kind::Custom(kinds::CANCEL), content)
+                .tags(tags),
+        )
+    };
+    let good_payload = c
+        .crypto
+        .encrypt(&d.agent, r#"{"ver":1,"reason":"user_cancel"}"#)
+        .unwrap();
+    // No `e` root tag.
+    let no_root = build(
+        good_payload.clone(),
+        vec![
+            Tag::public_key(d.agent),
+            Tag::custom("encryption", ["nip44"]),
+        ],
+    );
+    // Encrypted for someone else: does not decrypt.
+    let stranger = Keys::generate().public_key();
+    let not_for_us = build(
+        c.crypto.encrypt(&stranger, r#"{"ver":1}"#).unwrap(),
+        tags::run(&d.agent, &ev.id, &session),
+    );
+    // Decrypts, but the payload is not a cancel.
+    let bad_payload = build(
+        c.crypto.encrypt(&d.agent, "not json").unwrap(),
+        tags::run(&d.agent, &ev.id, &session),
+    );
+    // Plain text instead of NIP-44.
+    let plain = build(r#"{"ver":1}"#.into(), tags::run(&d.agent, &ev.id, &session));
+    for bad in [&no_root, &not_for_us, &bad_payload, &plain] {
+        c.publish(bad).await;
+    }
+    let run = c
+        .collect(&ev.id, Duration::from_secs(5), Duration::from_millis(200))
+        .await;
+    assert_eq!(run.text(), "slept 800 ms");
+    assert_eq!(run.terminals, 1);
 }

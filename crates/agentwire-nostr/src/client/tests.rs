@@ -19,20 +19,20 @@ impl Fixture {
             prompt: EventId::from_byte_array([0; 32]),
         }
     }
-    fn event(&self, kind: u16, plain: &str, at: u64) -> (Event, String) {
+    fn event(&self, kind: u16, plain: &str, at: u64) -> (Message, String) {
         let ev = self.agent.sign(
             EventBuilder::new(Kind::Custom(kind), "x")
                 .tags(tags::run(&self.client, &self.prompt, "s"))
                 .custom_created_at(Timestamp::from(at)),
         );
-        (ev, plain.to_string())
+        (Message::signed(ev), plain.to_string())
     }
     fn view(&self) -> RunView {
         RunView::new(self.client, self.agent.public_key(), self.prompt)
     }
 }
 
-fn apply(v: &mut RunView, e: &(Event, String)) -> Vec<Update> {
+fn apply(v: &mut RunView, e: &(Message, String)) -> Vec<Update> {
     v.apply(&e.0, Some(&e.1))
 }
 
@@ -87,7 +87,10 @@ fn ignores_other_runs_authors_and_recipients() {
         EventBuilder::new(Kind::Custom(kinds::RESPONSE), "x")
             .tags(tags::run(&f.client, &f.prompt, "s")),
     );
-    assert_eq!(v.apply(&forged, Some(r#"{"ver":1,"text":"evil"}"#)), vec![]);
+    assert_eq!(
+        v.apply(&Message::signed(forged), Some(r#"{"ver":1,"text":"evil"}"#)),
+        vec![]
+    );
     let other_run =
         f.agent.sign(
             EventBuilder::new(Kind::Custom(kinds::RESPONSE), "x").tags(tags::run(
@@ -97,7 +100,10 @@ fn ignores_other_runs_authors_and_recipients() {
             )),
         );
     assert_eq!(
-        v.apply(&other_run, Some(r#"{"ver":1,"text":"other"}"#)),
+        v.apply(
+            &Message::signed(other_run),
+            Some(r#"{"ver":1,"text":"other"}"#)
+        ),
         vec![]
     );
     assert!(v.terminal().is_none());

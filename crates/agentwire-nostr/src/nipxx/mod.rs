@@ -6,11 +6,13 @@
 pub mod codes;
 pub mod envelope;
 pub mod kinds;
+pub mod message;
 pub mod payload;
 pub mod policy;
 pub mod tags;
 
 pub use codes::ErrorCode;
+pub use message::Message;
 pub use payload::{
     CancelPayload, DeltaPayload, ErrorPayload, InfoPayload, PromptPayload, ResponsePayload,
     StatusPayload, ToolCallPayload, Usage,

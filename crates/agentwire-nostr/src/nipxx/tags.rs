@@ -1,8 +1,9 @@
 //! The tags of NIP-XX run events: `p`, `e` with marker `root`, `encryption`, `s`; checked on the way in,
 //! built on the way out.
 
+use super::message::Message;
 use super::{ErrorCode, Violation};
-use nostr::prelude::{Event, EventId, PublicKey, Tag};
+use nostr::prelude::{EventId, PublicKey, Tag};
 
 /// Encryption tag values accepted on incoming events (`nip44_v2` is what some clients write).
 pub const ACCEPTED_ENCRYPTION: [&str; 2] = ["nip44", "nip44_v2"];
@@ -35,7 +36,7 @@ pub fn default_session(sender: &PublicKey) -> String {
     format!("sender:{}", sender.to_hex())
 }
 
-fn values<'a>(event: &'a Event, name: &str) -> impl Iterator<Item = Vec<String>> + 'a {
+fn values<'a>(event: &'a Message, name: &str) -> impl Iterator<Item = Vec<String>> + 'a {
     let name = name.to_string();
     event
         .tags
@@ -44,7 +45,7 @@ fn values<'a>(event: &'a Event, name: &str) -> impl Iterator<Item = Vec<String>>
         .map(|t| t.as_slice().to_vec())
 }
 
-fn check_encryption(event: &Event) -> Result<(), Violation> {
+fn check_encryption(event: &Message) -> Result<(), Violation> {
     let enc: Vec<Vec<String>> = values(event, "encryption").collect();
     match enc.as_slice() {
         [] => Err(invalid("the `encryption` tag is missing")),
@@ -60,7 +61,7 @@ fn check_encryption(event: &Event) -> Result<(), Violation> {
     }
 }
 
-fn recipient(event: &Event, me: Option<&PublicKey>) -> Result<PublicKey, Violation> {
+fn recipient(event: &Message, me: Option<&PublicKey>) -> Result<PublicKey, Violation> {
     let mut found = None;
     for t in values(event, "p") {
         let v = t.get(1).ok_or_else(|| invalid("a `p` tag has no value"))?;
@@ -77,10 +78,10 @@ fn recipient(event: &Event, me: Option<&PublicKey>) -> Result<PublicKey, Violati
 }
 
 /// The session of an event: its `s` tag, or `sender:<author hex>` when it has none.
-pub fn session(event: &Event) -> Result<String, Violation> {
+pub fn session(event: &Message) -> Result<String, Violation> {
     let s: Vec<Vec<String>> = values(event, "s").collect();
     match s.as_slice() {
-        [] => Ok(default_session(&event.pubkey)),
+        [] => Ok(default_session(&event.author)),
         [t] => match t.get(1) {
             Some(v)
                 if !v.is_empty()
@@ -98,7 +99,7 @@ pub fn session(event: &Event) -> Result<String, Violation> {
     }
 }
 
-fn root(event: &Event) -> Result<EventId, Violation> {
+fn root(event: &Message) -> Result<EventId, Violation> {
     let roots: Vec<Vec<String>> = values(event, "e")
         .filter(|t| t.get(3).map(String::as_str) == Some("root"))
         .collect();
@@ -111,7 +112,7 @@ fn root(event: &Event) -> Result<EventId, Violation> {
 }
 
 /// Checks the tags of an incoming prompt addressed to `me`.
-pub fn prompt_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> {
+pub fn prompt_tags(event: &Message, me: &PublicKey) -> Result<RunTags, Violation> {
     let recipient = recipient(event, Some(me))?;
     check_encryption(event)?;
     Ok(RunTags {
@@ -122,7 +123,7 @@ pub fn prompt_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> 
 }
 
 /// Checks the tags of an incoming cancel addressed to `me`.
-pub fn cancel_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> {
+pub fn cancel_tags(event: &Message, me: &PublicKey) -> Result<RunTags, Violation> {
     let recipient = recipient(event, Some(me))?;
     let root = root(event)?;
     check_encryption(event)?;
@@ -134,7 +135,7 @@ pub fn cancel_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> 
 }
 
 /// Checks the tags of an agent's run event as a client receives it.
-pub fn run_event_tags(event: &Event, me: &PublicKey) -> Result<RunTags, Violation> {
+pub fn run_event_tags(event: &Message, me: &PublicKey) -> Result<RunTags, Violation> {
     let recipient = recipient(event, Some(me))?;
     let root = root(event)?;
     check_encryption(event)?;

@@ -2,6 +2,7 @@
 //! terminal with retries.
 
 use crate::crypto::Crypto;
+use crate::nip59;
 use crate::nipxx::payload::{
     DeltaPayload, ErrorPayload, ResponsePayload, StatusPayload, ToolCallPayload, Usage,
 };
@@ -27,6 +28,9 @@ pub struct Route {
     pub prompt: String,
     /// The session.
     pub session: String,
+    /// The prompt came gift-wrapped (NIP-59), so every event of the run goes back wrapped.
+    #[serde(default)]
+    pub wrapped: bool,
 }
 
 /// The NIP-XX front of one run.
@@ -36,6 +40,7 @@ pub struct NipxxFront {
     client: PublicKey,
     prompt: EventId,
     session: String,
+    wrapped: bool,
     seq: AtomicU64,
 }
 
@@ -51,6 +56,7 @@ impl NipxxFront {
         client: PublicKey,
         prompt: EventId,
         session: String,
+        wrapped: bool,
     ) -> Self {
         NipxxFront {
             crypto,
@@ -58,6 +64,7 @@ impl NipxxFront {
             client,
             prompt,
             session,
+            wrapped,
             seq: AtomicU64::new(0),
         }
     }
@@ -76,6 +83,7 @@ impl NipxxFront {
             client,
             prompt,
             route.session.clone(),
+            route.wrapped,
         ))
     }
 
@@ -89,10 +97,18 @@ impl NipxxFront {
         };
         let mut t = tags::run(&self.client, &self.prompt, &self.session);
         t.extend(extra);
-        Some(
-            self.crypto
-                .sign(EventBuilder::new(Kind::Custom(kind), content).tags(t)),
-        )
+        let builder = EventBuilder::new(Kind::Custom(kind), content).tags(t);
+        if !self.wrapped {
+            return Some(self.crypto.sign(builder));
+        }
+        let rumor = nip59::rumor(&self.crypto, builder);
+        match nip59::wrap(&self.crypto, &self.client, rumor) {
+            Ok(gift) => Some(gift),
+            Err(e) => {
+                tracing::error!(prompt = %self.prompt, error = %e, "cannot gift-wrap a run event");
+                None
+            }
+        }
     }
 
     fn send(&self, kind: u16, payload: &str, extra: Vec<Tag>) {
@@ -115,16 +131,28 @@ impl NipxxFront {
                     }),
                 };
                 let json = p.to_json();
-                if json.len() > crate::crypto::MAX_NIP44_PLAINTEXT_BYTES {
+                let built = if json.len() > crate::crypto::MAX_NIP44_PLAINTEXT_BYTES {
+                    None
+                } else {
+                    self.build(kinds::RESPONSE, &json, vec![])
+                };
+                built.or_else(|| {
+                    let holder = if self.wrapped {
+                        "one NIP-44 message inside a NIP-59 seal (about 28,600 bytes of response JSON)"
+                    } else {
+                        "one NIP-44 message (65,535 bytes of JSON)"
+                    };
                     let e = ErrorPayload {
                         code: ErrorCode::InternalError,
-                        message: format!("the response of {} bytes exceeds what one NIP-44 message holds (65535)", r.text.len()),
+                        message: format!(
+                            "the response of {} bytes exceeds what {holder} holds",
+                            r.text.len()
+                        ),
                         retry_after: None,
                         details: None,
                     };
-                    return self.build(kinds::ERROR, &e.to_json(), vec![]);
-                }
-                self.build(kinds::RESPONSE, &json, vec![])
+                    self.build(kinds::ERROR, &e.to_json(), vec![])
+                })
             }
             Outcome::Failure(f) => {
                 let e = ErrorPayload {
@@ -200,7 +228,8 @@ impl TurnFront for NipxxFront {
                 let p = ToolCallPayload {
                     name: Some(name.clone()),
                     phase: Some("start".into()),
-                    arguments: Some(arguments).filter(|a| a.is_object()),
+                    // The privacy-first profile discloses no tool arguments or output.
+                    arguments: Some(arguments).filter(|a| a.is_object() && !self.wrapped),
                     output: None,
                     success: None,
                     duration_ms: None,
@@ -220,7 +249,7 @@ impl TurnFront for NipxxFront {
                     name: Some(name.clone()),
                     phase: Some("result".into()),
                     arguments: None,
-                    output: Some(output).filter(|o| o.is_object()),
+                    output: Some(output).filter(|o| o.is_object() && !self.wrapped),
                     success: Some(success),
                     duration_ms: Some(duration_ms),
                     text: None,

@@ -8,7 +8,7 @@ pub use front::{deliver_terminal, NipxxFront, Route, TERMINAL_RETRY_DELAYS};
 use crate::crypto::{Crypto, Nip44Error};
 use crate::nipxx::payload::{CancelPayload, InfoPayload, PromptPayload};
 use crate::nipxx::policy::{RateLimit, SenderPolicy};
-use crate::nipxx::{kinds, tags, ErrorCode, Violation};
+use crate::nipxx::{kinds, tags, ErrorCode, Message, Violation};
 use crate::relay_conn::{Incoming, RelayConn};
 use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
 use agentwire_engine::{AgentCard, Engine, Submission, SubmitReply, TurnFront, TurnInput};
@@ -38,6 +38,9 @@ pub struct RuntimeConfig {
     pub rate: RateLimit,
     /// Stored prompts younger than this that arrived while the agent was down are served on start.
     pub backlog_horizon: Duration,
+    /// The privacy-first profile: also take NIP-59 gift-wrapped prompts and cancels, and answer a wrapped
+    /// prompt with wrapped events.
+    pub nip59: bool,
 }
 
 /// A running NIP-XX runtime.
@@ -47,6 +50,9 @@ pub struct Runtime {
     relays: Arc<Vec<RelayConn>>,
     policy: Mutex<SenderPolicy>,
     card: AgentCard,
+    nip59: bool,
+    /// Prompts older than this are not served (the backlog horizon, fixed at start).
+    serve_since: Timestamp,
 }
 
 fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
@@ -78,6 +84,11 @@ impl Runtime {
             relays.push(conn);
         }
         let card = engine.agent().card();
+        let serve_since = Timestamp::from(
+            Timestamp::now()
+                .as_secs()
+                .saturating_sub(config.backlog_horizon.as_secs()),
+        );
         let rt = Arc::new(Runtime {
             crypto,
             engine,
@@ -88,6 +99,8 @@ impl Runtime {
                 config.rate,
             )),
             card,
+            nip59: config.nip59,
+            serve_since,
         });
         for r in rt.relays.iter() {
             if !r.wait_connected(Duration::from_secs(5)).await {
@@ -113,18 +126,13 @@ impl Runtime {
         }
         rt.publish_info(&rt.card).await;
         let me = rt.crypto.public_key();
-        let since = Timestamp::from(
-            Timestamp::now()
-                .as_secs()
-                .saturating_sub(config.backlog_horizon.as_secs()),
-        );
         for r in rt.relays.iter() {
             r.subscribe(
                 "prompts",
                 vec![Filter::new()
                     .kind(Kind::Custom(kinds::PROMPT))
                     .pubkey(me)
-                    .since(since)],
+                    .since(serve_since)],
             );
             r.subscribe(
                 "cancels",
@@ -133,6 +141,20 @@ impl Runtime {
                     .pubkey(me)
                     .since(Timestamp::now())],
             );
+            if rt.nip59 {
+                // A wrap's created_at is up to two days before it was sent; the rumor's real time is checked
+                // against the horizon once it is unwrapped.
+                let wraps_since = serve_since
+                    .as_secs()
+                    .saturating_sub(crate::nip59::MAX_TIMESTAMP_TWEAK.as_secs());
+                r.subscribe(
+                    "wraps",
+                    vec![Filter::new()
+                        .kind(Kind::Custom(kinds::GIFT_WRAP))
+                        .pubkey(me)
+                        .since(Timestamp::from(wraps_since))],
+                );
+            }
         }
         let this = rt.clone();
         tokio::spawn(async move { this.serve(merged_rx).await });
@@ -154,7 +176,7 @@ impl Runtime {
     }
 
     /// The ai.info content for the agent's card.
-    pub fn info(card: &AgentCard) -> InfoPayload {
+    pub fn info(card: &AgentCard, nip59: bool) -> InfoPayload {
         let mut schemas = serde_json::Map::new();
         for t in &card.tools {
             schemas.insert(
@@ -169,7 +191,7 @@ impl Runtime {
         }
         InfoPayload {
             supports_streaming: true,
-            supports_nip59: false,
+            supports_nip59: nip59,
             dvm_compatible: false,
             encryption: vec!["nip44".into()],
             supported_models: card.models.clone(),
@@ -183,7 +205,7 @@ impl Runtime {
     }
 
     async fn publish_info(&self, card: &AgentCard) {
-        let content = Self::info(card).to_json();
+        let content = Self::info(card, self.nip59).to_json();
         let ev = self.crypto.sign(
             EventBuilder::new(Kind::Custom(kinds::INFO), content)
                 .tags([Tag::identifier(kinds::INFO_D)]),
@@ -218,30 +240,35 @@ impl Runtime {
     /// Handles one event from a relay. Never panics on bad input; every refusal the spec names is answered
     /// with an ai.error to the (verified) author.
     pub fn handle(self: &Arc<Self>, event: Event) {
-        if event.verify().is_err() {
-            tracing::debug!(event = %event.id, "dropped an event with a bad id or signature");
-            return;
-        }
-        match event.kind.as_u16() {
-            kinds::PROMPT => self.handle_prompt(event),
-            kinds::CANCEL => self.handle_cancel(event),
+        let message = if event.kind.as_u16() == kinds::GIFT_WRAP {
+            if !self.nip59 {
+                return;
+            }
+            // Unwrapping verifies the wrap and the seal and checks the rumor's author.
+            match crate::nip59::unwrap(&self.crypto, &event) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::debug!(event = %event.id, error = %e, "dropped a gift wrap that does not open");
+                    return;
+                }
+            }
+        } else {
+            if event.verify().is_err() {
+                tracing::debug!(event = %event.id, "dropped an event with a bad id or signature");
+                return;
+            }
+            Message::signed(event)
+        };
+        match message.kind {
+            kinds::PROMPT if message.created_at >= self.serve_since => self.handle_prompt(message),
+            kinds::CANCEL => self.handle_cancel(message),
             _ => {}
         }
     }
 
-    fn front(&self, client: PublicKey, event: &Event, session: String) -> Arc<NipxxFront> {
-        Arc::new(NipxxFront::new(
-            self.crypto.clone(),
-            self.relays.clone(),
-            client,
-            event.id,
-            session,
-        ))
-    }
-
-    fn handle_prompt(self: &Arc<Self>, event: Event) {
+    fn handle_prompt(self: &Arc<Self>, event: Message) {
         let me = self.crypto.public_key();
-        let client = event.pubkey;
+        let client = event.author;
         let session_guess = tags::default_session(&client);
         let request_id = match RequestId::new(format!("{PROTOCOL}:{}", event.id.to_hex())) {
             Ok(id) => id,
@@ -258,12 +285,20 @@ impl Runtime {
                 ConversationId::new(format!("{PROTOCOL}:{}", client.to_hex()))
                     .expect("hex is a valid id")
             });
-        let front = self.front(client, &event, session.clone());
         let route = Route {
             client: client.to_hex(),
             prompt: event.id.to_hex(),
-            session,
+            session: session.clone(),
+            wrapped: event.wrapped,
         };
+        let front = Arc::new(NipxxFront::new(
+            self.crypto.clone(),
+            self.relays.clone(),
+            client,
+            event.id,
+            session,
+            event.wrapped,
+        ));
         let (message, model, thinking, refusal) = match checked {
             Ok((p, _)) => match self.negotiate(&p) {
                 Ok(model) => (p.message, model, p.thinking, None),
@@ -321,18 +356,18 @@ impl Runtime {
     /// Policy, tags, decryption and schema, in that order.
     fn check_prompt(
         &self,
-        event: &Event,
+        event: &Message,
         me: &PublicKey,
     ) -> Result<(PromptPayload, String), (Violation, Option<u64>)> {
         let now = Timestamp::now().as_secs() as f64;
         self.policy
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .admit(&event.pubkey, now)?;
+            .admit(&event.author, now)?;
         let t = tags::prompt_tags(event, me).map_err(|v| (v, None))?;
         let plain = self
             .crypto
-            .decrypt(&event.pubkey, &event.content)
+            .decrypt(&event.author, &event.content)
             .map_err(|e| (decrypt_violation(e), None))?;
         let p = PromptPayload::parse(&plain).map_err(|v| (v, None))?;
         if p.message.len() > self.card.max_prompt_bytes {
@@ -379,7 +414,7 @@ impl Runtime {
         }
     }
 
-    fn handle_cancel(self: &Arc<Self>, event: Event) {
+    fn handle_cancel(self: &Arc<Self>, event: Message) {
         let me = self.crypto.public_key();
         let t = match tags::cancel_tags(&event, &me) {
             Ok(t) => t,
@@ -388,7 +423,7 @@ impl Runtime {
                 return;
             }
         };
-        let plain = match self.crypto.decrypt(&event.pubkey, &event.content) {
+        let plain = match self.crypto.decrypt(&event.author, &event.content) {
             Ok(p) => p,
             Err(e) => {
                 tracing::debug!(event = %event.id, error = %e, "ignored an ai.cancel that does not decrypt");
@@ -404,7 +439,7 @@ impl Runtime {
             return;
         };
         let engine = self.engine.clone();
-        let requester = event.pubkey.to_hex();
+        let requester = event.author.to_hex();
         tokio::spawn(async move {
             engine.cancel(&id, &requester).await;
         });

@@ -2,9 +2,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use agentwire_nostr::client::open;
 use agentwire_nostr::client::{RunView, Terminal, Update};
 use agentwire_nostr::crypto::Crypto;
-use agentwire_nostr::nipxx::{kinds, tags};
+use agentwire_nostr::nip59;
+use agentwire_nostr::nipxx::{kinds, tags, Message};
 use agentwire_nostr::relay_conn::{Incoming, RelayConn};
 use nostr::prelude::{Event, EventBuilder, EventId, Filter, Keys, Kind, PublicKey, Tag};
 use std::io::{BufRead, BufReader};
@@ -77,7 +79,10 @@ pub struct Client {
 
 pub struct Run {
     pub prompt: EventId,
-    pub events: Vec<(Event, String)>,
+    /// The run's events (unwrapped when they came gift-wrapped) with their decrypted payloads.
+    pub events: Vec<(Message, String)>,
+    /// The events as the relay carried them (gift wraps, for a wrapped run).
+    pub raw: Vec<Event>,
     pub updates: Vec<Update>,
     pub terminal: Option<Terminal>,
     pub terminals: usize,
@@ -99,7 +104,7 @@ impl Run {
     pub fn deltas(&self) -> Vec<serde_json::Value> {
         self.events
             .iter()
-            .filter(|(e, _)| e.kind.as_u16() == kinds::DELTA)
+            .filter(|(e, _)| e.kind == kinds::DELTA)
             .map(|(_, p)| serde_json::from_str(p).unwrap())
             .collect()
     }
@@ -141,6 +146,32 @@ impl Client {
         self.raw_prompt(tags::prompt(&self.agent, session), &p.to_json())
     }
 
+    /// The prompt gift-wrapped (NIP-59) for the agent, with the rumor's id (the run's name).
+    pub fn wrapped_prompt(&self, message: &str, session: Option<&str>) -> (EventId, Event) {
+        let p = agentwire_nostr::nipxx::PromptPayload::new(message);
+        let content = self.crypto.encrypt(&self.agent, &p.to_json()).unwrap();
+        let rumor = nip59::rumor(
+            &self.crypto,
+            EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
+                .tags(tags::prompt(&self.agent, session)),
+        );
+        let id = rumor.id.unwrap();
+        (id, nip59::wrap(&self.crypto, &self.agent, rumor).unwrap())
+    }
+
+    /// Subscribes to the gift wraps addressed to us (back-dated up to two days).
+    pub fn watch_wraps(&self) {
+        let since =
+            nostr::prelude::Timestamp::now().as_secs() - nip59::MAX_TIMESTAMP_TWEAK.as_secs();
+        self.conn.subscribe(
+            "wraps",
+            vec![Filter::new()
+                .kind(Kind::Custom(kinds::GIFT_WRAP))
+                .pubkey(self.me())
+                .since(nostr::prelude::Timestamp::from(since))],
+        );
+    }
+
     pub fn watch(&self, prompt: &EventId) {
         self.conn.subscribe(
             &prompt.to_hex()[..20],
@@ -163,6 +194,7 @@ impl Client {
         let mut run = Run {
             prompt: *prompt,
             events: vec![],
+            raw: vec![],
             updates: vec![],
             terminal: None,
             terminals: 0,
@@ -184,7 +216,10 @@ impl Client {
                     event
                 }
             };
-            if !event
+            let Some(message) = open(&self.crypto, (*event).clone()) else {
+                continue;
+            };
+            if !message
                 .tags
                 .iter()
                 .any(|t| t.as_slice().get(1).map(String::as_str) == Some(&prompt.to_hex()))
@@ -194,17 +229,18 @@ impl Client {
             }
             let plain = self
                 .crypto
-                .decrypt(&event.pubkey, &event.content)
+                .decrypt(&message.author, &message.content)
                 .unwrap_or_default();
-            let k = event.kind.as_u16();
+            let k = message.kind;
             if k == kinds::RESPONSE || k == kinds::ERROR {
                 run.terminals += 1;
                 if until == deadline {
                     until = tokio::time::Instant::now() + settle;
                 }
             }
-            run.updates.extend(view.apply(&event, Some(&plain)));
-            run.events.push((*event, plain));
+            run.updates.extend(view.apply(&message, Some(&plain)));
+            run.events.push((message, plain));
+            run.raw.push(*event);
         }
         run.terminal = view.terminal().cloned();
         run

@@ -1,0 +1,97 @@
+//! The `agentwire ask`, `cancel` and `info` commands as a user runs them, against the real daemon.
+
+mod common;
+
+use agentwire_nostr::nipxx::kinds;
+use common::{Client, Daemon};
+use nostr::prelude::{EventId, Keys};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn agentwire(d: &Daemon, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(&d.data_dir)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("agentwire runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn ask_prints_the_answer_and_exits_by_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &["--nip59"]);
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "hello", "world"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "You said: hello world");
+    assert!(text(&out.stderr).contains("[usage: 2 in, 4 out]"));
+
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "calc", "6*7"]);
+    assert_eq!(text(&out.stdout).trim(), "42");
+    assert!(
+        text(&out.stderr).contains("[tool calculator start"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "fail", "no", "paper"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("error INTERNAL_ERROR: no paper"));
+
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "--nip59", "calc", "1+1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "2");
+
+    let out = agentwire(&d, &["info", "--relay", &d.relay]);
+    assert_eq!(out.status.code(), Some(0));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["supports_nip59"], true);
+    assert_eq!(info["tool_names"][0], "calculator");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_in_ask_cancels_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(&d.data_dir)
+        .args(["ask", "--relay", &d.relay, "sleep", "10000"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let prompt = EventId::from_hex(line.trim().strip_prefix("run ").expect("run <id>")).unwrap();
+    // Let the run start streaming, then press Ctrl-C.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("cancel sent"), "{rest}");
+
+    // The run ended CANCELLED (the terminal is stored on the relay), as the client sees it.
+    let key = std::fs::read_to_string(d.data_dir.join("client.key")).unwrap();
+    let mut c = Client::with_keys(&d.relay, d.agent, Keys::parse(key.trim()).unwrap()).await;
+    c.watch(&prompt);
+    let run = c
+        .collect(&prompt, Duration::from_secs(5), Duration::from_millis(200))
+        .await;
+    assert_eq!(run.error_code(), "CANCELLED");
+    assert!(run.events.iter().any(|(m, _)| m.kind == kinds::ERROR));
+}

@@ -1,0 +1,172 @@
+//! The privacy-first profile end to end: gift-wrapped (NIP-59) prompts and cancels in, gift-wrapped run
+//! events out, through the real daemon and its embedded relay.
+
+mod common;
+
+use agentwire_nostr::client::Terminal;
+use agentwire_nostr::nip59;
+use agentwire_nostr::nipxx::{kinds, tags};
+use common::{Client, Daemon};
+use nostr::prelude::{EventBuilder, EventId, Kind};
+use std::time::Duration;
+
+fn wrapped_cancel(c: &Client, prompt: &EventId, session: &str) -> nostr::prelude::Event {
+    let content = c
+        .crypto
+        .encrypt(&c.agent, r#"{"ver":1,"reason":"user_cancel"}"#)
+        .unwrap();
+    let rumor = nip59::rumor(
+        &c.crypto,
+        EventBuilder::new(Kind::Custom(kinds::CANCEL), content)
+            .tags(tags::run(&c.agent, prompt, session)),
+    );
+    nip59::wrap(&c.crypto, &c.agent, rumor).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrapped_prompts_are_answered_wrapped_and_disclose_nothing_to_the_relay() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &["--nip59"]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    c.watch_wraps();
+
+    // ai.info announces the profile.
+    let (info_conn, mut info_rx) = agentwire_nostr::client::connect(&d.relay).await.unwrap();
+    let info = agentwire_nostr::client::info(&info_conn, &mut info_rx, &d.agent)
+        .await
+        .unwrap()
+        .expect("ai.info");
+    let v: serde_json::Value = serde_json::from_str(&info.content).unwrap();
+    assert_eq!(v["supports_nip59"], true);
+
+    let (id, gift) = c.wrapped_prompt("calc 2+3", Some("private"));
+    c.publish(&gift).await;
+    let run = c
+        .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
+        .await;
+    assert_eq!(run.text(), "5");
+    assert_eq!(run.terminals, 1);
+    // On the wire: only gift wraps, from one-time keys, naming only the client.
+    assert!(!run.raw.is_empty());
+    for raw in &run.raw {
+        assert_eq!(raw.kind.as_u16(), kinds::GIFT_WRAP);
+        assert_ne!(raw.pubkey, d.agent, "a wrap is not signed by the agent");
+        let names: Vec<_> = raw.tags.iter().map(|t| t.kind().to_string()).collect();
+        assert_eq!(names, vec!["p"], "a wrap carries only the receiver");
+    }
+    // Inside: ordinary NIP-XX events of this run, from the agent, in the prompt's session.
+    for (m, _) in &run.events {
+        assert_eq!(m.author, d.agent);
+        assert!(m.wrapped);
+        let t = tags::run_event_tags(m, &c.me()).unwrap();
+        assert_eq!((t.root, t.session.as_str()), (Some(id), "private"));
+    }
+    // Minimal disclosure: tool telemetry names the tool but not its arguments or output.
+    let tools: Vec<serde_json::Value> = run
+        .events
+        .iter()
+        .filter(|(m, _)| m.kind == kinds::TOOL_CALL)
+        .map(|(_, p)| serde_json::from_str(p).unwrap())
+        .collect();
+    assert_eq!(tools.len(), 2, "start and result");
+    for t in &tools {
+        assert_eq!(t["name"], "calculator");
+        assert!(
+            t.get("arguments").is_none() && t.get("output").is_none(),
+            "{t}"
+        );
+    }
+
+    // Plain text streams in at least two wrapped deltas.
+    let (id2, gift2) = c.wrapped_prompt("hello there", None);
+    c.publish(&gift2).await;
+    let first = c
+        .collect(&id2, Duration::from_secs(10), Duration::from_millis(300))
+        .await;
+    assert_eq!(first.text(), "You said: hello there");
+    let deltas = first.deltas().len();
+    assert!(deltas >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrapped_resend_is_not_run_again_and_a_wrapped_cancel_ends_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &["--nip59"]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    c.watch_wraps();
+
+    // One rumor, wrapped twice: a resend.
+    let p = agentwire_nostr::nipxx::PromptPayload::new("hello again");
+    let content = c.crypto.encrypt(&c.agent, &p.to_json()).unwrap();
+    let rumor = nip59::rumor(
+        &c.crypto,
+        EventBuilder::new(Kind::Custom(kinds::PROMPT), content).tags(tags::prompt(&c.agent, None)),
+    );
+    let id = rumor.id.unwrap();
+    let first = nip59::wrap(&c.crypto, &c.agent, rumor.clone()).unwrap();
+    let second = nip59::wrap(&c.crypto, &c.agent, rumor).unwrap();
+    assert_ne!(first.id, second.id);
+    c.publish(&first).await;
+    let run = c
+        .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
+        .await;
+    assert_eq!(run.text(), "You said: hello again");
+    c.publish(&second).await;
+    let after = c
+        .collect(&id, Duration::from_millis(1000), Duration::ZERO)
+        .await;
+    assert!(
+        after.events.iter().all(|(m, _)| m.kind != kinds::DELTA),
+        "the resend did not stream the run again"
+    );
+
+    // A wrapped cancel stops a wrapped run with one CANCELLED.
+    let (id, gift) = c.wrapped_prompt("sleep 5000", None);
+    c.publish(&gift).await;
+    let started = c
+        .collect(&id, Duration::from_millis(400), Duration::ZERO)
+        .await;
+    assert!(started.terminal.is_none());
+    let session = format!("sender:{}", c.me().to_hex());
+    c.publish(&wrapped_cancel(&c, &id, &session)).await;
+    let run = c
+        .collect(&id, Duration::from_secs(3), Duration::from_millis(500))
+        .await;
+    assert_eq!(run.error_code(), "CANCELLED");
+    assert_eq!(run.terminals, 1);
+
+    // A wrapped prompt whose answer cannot fit a seal gets an ai.error saying so, not silence.
+    let (id, gift) = c.wrapped_prompt("big 40000", None);
+    c.publish(&gift).await;
+    let run = c
+        .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
+        .await;
+    match &run.terminal {
+        Some(Terminal::Error(e)) => {
+            assert_eq!(e.code.as_str(), "INTERNAL_ERROR");
+            assert!(e.message.contains("NIP-59 seal"), "{}", e.message);
+        }
+        other => panic!("expected INTERNAL_ERROR, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_profile_wraps_are_ignored_and_ai_info_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    c.watch_wraps();
+    let (info_conn, mut info_rx) = agentwire_nostr::client::connect(&d.relay).await.unwrap();
+    let info = agentwire_nostr::client::info(&info_conn, &mut info_rx, &d.agent)
+        .await
+        .unwrap()
+        .expect("ai.info");
+    let v: serde_json::Value = serde_json::from_str(&info.content).unwrap();
+    assert_eq!(v["supports_nip59"], false);
+    let (id, gift) = c.wrapped_prompt("hello", None);
+    c.publish(&gift).await;
+    let run = c
+        .collect(&id, Duration::from_millis(1500), Duration::ZERO)
+        .await;
+    assert!(run.events.is_empty(), "no answer to a wrap without --nip59");
+}
