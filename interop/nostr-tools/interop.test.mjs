@@ -15,7 +15,7 @@ import path from 'node:path'
 import readline from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import WebSocket from 'ws'
-import { finalizeEvent, generateSecretKey, getPublicKey, verifyEvent, nip04, nip19, nip44 } from 'nostr-tools'
+import { finalizeEvent, generateSecretKey, getPublicKey, verifyEvent, nip04, nip19, nip44, nip59 } from 'nostr-tools'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const REPO_ROOT = path.resolve(HERE, '..', '..')
@@ -42,6 +42,7 @@ const KIND = {
   error: 25805,
   cancel: 25806,
   info: 31340,
+  giftWrap: 1059,
 }
 const RUN_KINDS = [KIND.status, KIND.delta, KIND.response, KIND.toolCall, KIND.error]
 const TERMINAL = new Set([KIND.response, KIND.error])
@@ -71,7 +72,8 @@ class Daemon {
       throw new Error(`agentwire binary not found at ${BIN}: run \`cargo build -p agentwire\` or set AGENTWIRE_BIN`)
     }
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentwire-interop-'))
-    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0']
+    // --nip59: the privacy-first profile is on beside the default one, so both are tested here.
+    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0', '--nip59']
     const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
     const d = new Daemon(child, dataDir)
     const lines = readline.createInterface({ input: child.stdout })
@@ -454,6 +456,7 @@ test('ai.info (31340) advertises nip44 and the calculator', () => withConn(async
   assert.equal(content.ver, 1, info.content)
   assert.ok(Array.isArray(content.encryption) && content.encryption.includes('nip44'), info.content)
   assert.ok(Array.isArray(content.tool_names) && content.tool_names.includes('calculator'), info.content)
+  assert.equal(content.supports_nip59, true, `the daemon runs with --nip59: ${info.content}`)
 }))
 
 test('prompt -> streamed deltas -> ai.response', () => withConn(async (conn) => {
@@ -551,4 +554,48 @@ test('cancel mid-stream -> exactly one ai.error CANCELLED, no ai.response', () =
   // Deltas that streamed before the cancel must still be well-formed.
   const seqs = items.filter((i) => i.event.kind === KIND.delta).map((i) => i.payload.seq).sort((a, b) => a - b)
   seqs.forEach((s, i) => assert.equal(s, i, `delta seqs not contiguous from 0: ${JSON.stringify(seqs)}`))
+}))
+
+test('NIP-59: a prompt gift-wrapped by nostr-tools is answered with wraps nostr-tools opens', () => withConn(async (conn) => {
+  const client = new Client()
+  const inner = {
+    kind: KIND.prompt,
+    created_at: now(),
+    tags: [['p', agent], ['encryption', 'nip44']],
+    content: client.seal({ ver: 1, message: 'calc 2 + 2' }),
+  }
+  const rumor = nip59.createRumor(inner, client.sk)
+  const wrap = nip59.createWrap(nip59.createSeal(rumor, client.sk, agent), agent)
+  const sub = conn.subscribe({ kinds: [KIND.giftWrap], '#p': [client.pk] })
+  await sub.waitFor((_, s) => s.eose, OK_TIMEOUT_MS, 'EOSE on the gift wrap subscription')
+  const ok = await conn.publish(wrap)
+  assert.equal(ok.ok, true, `wrap refused by the relay: ${JSON.stringify(ok)}`)
+  const opened = []
+  const terminal = await sub.waitFor((evs) => {
+    while (opened.length < evs.length) {
+      const w = evs[opened.length]
+      assert.equal(verifyEvent(w), true, `bad wrap signature: ${JSON.stringify(w)}`)
+      assert.notEqual(w.pubkey, agent, 'a wrap must not be signed by the agent')
+      assert.deepEqual(w.tags, [['p', client.pk]], `a wrap shows only its receiver: ${JSON.stringify(w.tags)}`)
+      opened.push(nip59.unwrapEvent(w, client.sk))
+    }
+    return opened.find((r) => TERMINAL.has(r.kind))
+  }, TERMINAL_TIMEOUT_MS, 'a wrapped terminal')
+  await sleep(QUIET_MS)
+  for (const r of opened) {
+    assert.equal(r.pubkey, agent, `rumor not authored by the agent: ${JSON.stringify(r)}`)
+    const roots = r.tags.filter((t) => t[0] === 'e' && t[1] === rumor.id && t[3] === 'root')
+    assert.equal(roots.length, 1, `rumor does not name the prompt rumor as its root: ${JSON.stringify(r.tags)}`)
+    assert.ok(hasTag(r, 'encryption', 'nip44'), JSON.stringify(r.tags))
+  }
+  const calls = opened.filter((r) => r.kind === KIND.toolCall).map((r) => client.open(r))
+  assert.deepEqual(calls.map((c) => c.phase), ['start', 'result'], JSON.stringify(calls))
+  for (const c of calls) {
+    assert.equal(c.name, 'calculator')
+    assert.equal(c.arguments, undefined, `privacy-first: no tool arguments: ${JSON.stringify(c)}`)
+    assert.equal(c.output, undefined, `privacy-first: no tool output: ${JSON.stringify(c)}`)
+  }
+  assert.equal(terminal.kind, KIND.response, JSON.stringify(terminal))
+  assert.equal(client.open(terminal).text, '4')
+  assert.equal(opened.filter((r) => TERMINAL.has(r.kind)).length, 1, 'exactly one terminal')
 }))

@@ -184,6 +184,11 @@ impl RelayConn {
         &self.url
     }
 
+    /// Whether the connection is up, as it changes (true on every (re)connect).
+    pub fn connection_state(&self) -> watch::Receiver<bool> {
+        self.connected.clone()
+    }
+
     /// Waits until connected, up to `timeout`.
     pub async fn wait_connected(&self, timeout: Duration) -> bool {
         let mut rx = self.connected.clone();

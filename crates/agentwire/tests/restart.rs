@@ -81,3 +81,35 @@ async fn a_run_cut_off_by_a_crash_ends_and_finished_runs_do_not_rerun() {
         "the finished run's terminal was not sent again by a re-run"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_its_relay_comes_back_empty_the_agent_reannounces_and_serves_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first_dir, second_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut relay = Daemon::start(first_dir.path(), &[]);
+    let addr = relay.relay.trim_start_matches("ws://").to_string();
+    let agent = Daemon::start(dir.path(), &["--relay", &relay.relay]);
+    relay.kill();
+    // A new relay on the same address that has never seen the agent.
+    let relay = Daemon::start(second_dir.path(), &["--relay-listen", &addr]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (conn, mut rx) = agentwire_nostr::client::connect(&relay.relay)
+            .await
+            .unwrap();
+        let info = agentwire_nostr::client::info(&conn, &mut rx, &agent.agent)
+            .await
+            .unwrap();
+        if info.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ai.info was not published again after the relay came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Its subscriptions were restored too: it answers prompts on the new relay.
+    let mut c = Client::new(&relay.relay, agent.agent).await;
+    assert_eq!(c.ask("quick back again").await.text(), "back again");
+}

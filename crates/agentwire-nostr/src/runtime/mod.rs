@@ -158,6 +158,10 @@ impl Runtime {
         }
         let this = rt.clone();
         tokio::spawn(async move { this.serve(merged_rx).await });
+        for i in 0..rt.relays.len() {
+            let this = rt.clone();
+            tokio::spawn(async move { this.reannounce_on_reconnect(i).await });
+        }
         let this = rt.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(INFO_REFRESH);
@@ -204,12 +208,16 @@ impl Runtime {
         }
     }
 
-    async fn publish_info(&self, card: &AgentCard) {
+    fn info_event(&self, card: &AgentCard) -> Event {
         let content = Self::info(card, self.nip59).to_json();
-        let ev = self.crypto.sign(
+        self.crypto.sign(
             EventBuilder::new(Kind::Custom(kinds::INFO), content)
                 .tags([Tag::identifier(kinds::INFO_D)]),
-        );
+        )
+    }
+
+    async fn publish_info(&self, card: &AgentCard) {
+        let ev = self.info_event(card);
         for r in self.relays.iter() {
             match r.publish(&ev).await {
                 Ok(ok) if ok.accepted => {}
@@ -218,6 +226,26 @@ impl Runtime {
                 }
                 Err(e) => tracing::warn!(relay = r.url(), error = %e, "ai.info not confirmed"),
             }
+        }
+    }
+
+    /// After a relay connection comes back, ai.info is published on it again: the relay may have lost it,
+    /// and the signed event makes the connection the agent's for the relay's rate exemption (which the
+    /// one-time keys of gift wraps need).
+    async fn reannounce_on_reconnect(self: Arc<Self>, relay: usize) {
+        let conn = &self.relays[relay];
+        let mut state = conn.connection_state();
+        let mut was_up = *state.borrow_and_update();
+        while state.changed().await.is_ok() {
+            let up = *state.borrow_and_update();
+            if up && !was_up {
+                let card = self.engine.agent().card();
+                let ev = self.info_event(&card);
+                if let Err(e) = conn.publish(&ev).await {
+                    tracing::warn!(relay = conn.url(), error = %e, "ai.info not confirmed after reconnecting");
+                }
+            }
+            was_up = up;
         }
     }
 
