@@ -8,16 +8,24 @@
 //! | `empty` | produces no text (the engine turns that into an empty-response failure) |
 //! | `big <n>` | replies with n bytes |
 //! | `quick <text>` | replies `<text>` at once, with no status or deltas (for latency benchmarks) |
+//! | `ask <q> \| a \| b` | asks a person to pick one option (select), replies with the chosen option |
+//! | `confirm <q>` | asks a yes/no question, replies `yes` or `no` |
+//! | `input <q>` | asks for a line of text, replies with it |
+//! | `approve <command>` | calls its approval-gated `shell` tool (which only pretends): `ran <command>` or `declined` |
 //! | anything else | replies `You said: <message>`, streamed as at least two deltas |
 //!
 //! Usage counts words as tokens: the prompt's words in, the reply's words out.
+//!
+//! Under a protocol that parks on cancel (fisk-ai), `sleep` and the questions stop at their next boundary
+//! and end suspended with a checkpoint; a resumed turn carries on from it (`sleep` sleeps what was left).
 
 use crate::calc::evaluate;
 use agentwire_core::{Failure, FailureCode, Outcome, StatusState, TurnEvent, TurnResult, Usage};
-use agentwire_engine::{Agent, AgentCard, CancelSignal, ToolSpec, TurnInput};
+use agentwire_engine::{Agent, AgentCard, ToolSpec, TurnContext, TurnInput};
 use futures_util::future::BoxFuture;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+
+mod ask;
 
 /// The demo agent's one model.
 pub const DEMO_MODEL: &str = "demo-1";
@@ -27,6 +35,8 @@ pub const DEMO_MAX_SLEEP_MS: u64 = 600_000;
 /// Largest `big` reply. A NIP-44 v2 message holds at most 65,535 bytes of plaintext, and the reply travels
 /// inside a JSON object in one; 60,000 leaves room for the envelope.
 pub const DEMO_MAX_BIG_BYTES: usize = 60_000;
+/// The demo agent's approval-gated tool.
+pub const DEMO_SHELL_TOOL: &str = "shell";
 /// How often `sleep` streams a delta.
 const SLEEP_TICK: Duration = Duration::from_millis(100);
 
@@ -56,6 +66,18 @@ fn failure(input: &TurnInput, code: FailureCode, message: String) -> Outcome {
     Outcome::Failure(f)
 }
 
+/// A turn parked where a resume can pick it up.
+fn parked(
+    input: &TurnInput,
+    code: FailureCode,
+    message: String,
+    checkpoint: serde_json::Value,
+) -> Outcome {
+    let mut f = Failure::new(code, message).with_checkpoint(checkpoint);
+    f.usage.input_tokens = words(&input.message);
+    Outcome::Failure(f)
+}
+
 fn format_number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
@@ -74,32 +96,40 @@ impl Agent for DemoAgent {
                     .into(),
             models: vec![DEMO_MODEL.into()],
             default_model: DEMO_MODEL.into(),
-            tools: vec![ToolSpec {
-                name: "calculator".into(),
-                description: "Evaluate arithmetic expressions".into(),
-                input_schema: serde_json::json!({
-                    "type": "object",
-                    "properties": { "expr": { "type": "string" } },
-                    "required": ["expr"]
-                }),
-                requires_approval: false,
-            }],
+            tools: vec![
+                ToolSpec {
+                    name: "calculator".into(),
+                    description: "Evaluate arithmetic expressions".into(),
+                    input_schema: serde_json::json!({
+                        "type": "object",
+                        "properties": { "expr": { "type": "string" } },
+                        "required": ["expr"]
+                    }),
+                    requires_approval: false,
+                },
+                ToolSpec {
+                    name: DEMO_SHELL_TOOL.into(),
+                    description: "Run a shell command (the demo only pretends to)".into(),
+                    input_schema: serde_json::json!({
+                        "type": "object",
+                        "properties": { "command": { "type": "string" } },
+                        "required": ["command"]
+                    }),
+                    requires_approval: true,
+                },
+            ],
             max_prompt_bytes: 32_000,
             max_context_tokens: 8_192,
         }
     }
 
-    fn run(
-        &self,
-        input: TurnInput,
-        events: mpsc::Sender<TurnEvent>,
-        _cancel: CancelSignal,
-    ) -> BoxFuture<'static, Outcome> {
-        Box::pin(async move { run(input, events).await })
+    fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
+        Box::pin(async move { run(input, ctx).await })
     }
 }
 
-async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
+async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
+    let events = ctx.events.clone();
     let msg = input.message.trim();
     let (word, rest) = match msg.split_once(char::is_whitespace) {
         Some((w, r)) => (w, r.trim()),
@@ -146,16 +176,33 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
         },
         "sleep" => match rest.parse::<u64>() {
             Ok(ms) if ms <= DEMO_MAX_SLEEP_MS => {
+                // A resumed sleep carries on from where it was parked.
+                let already = input
+                    .resume
+                    .as_ref()
+                    .and_then(|r| r.checkpoint.get("slept_ms"))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0)
+                    .min(ms);
                 send(TurnEvent::Status {
                     state: StatusState::Thinking,
                     progress: Some(0),
-                    info: Some(format!("sleeping {ms} ms")),
+                    info: Some(format!("sleeping {} ms", ms - already)),
                 })
                 .await;
                 let start = Instant::now();
-                let end = start + Duration::from_millis(ms);
+                let end = start + Duration::from_millis(ms - already);
                 let mut ticks = 0u64;
                 while Instant::now() < end {
+                    if *ctx.cancel.borrow() {
+                        let slept = already + start.elapsed().as_millis() as u64;
+                        return parked(
+                            &input,
+                            FailureCode::Suspended,
+                            format!("suspended after {slept} of {ms} ms"),
+                            serde_json::json!({ "slept_ms": slept }),
+                        );
+                    }
                     tokio::time::sleep(
                         SLEEP_TICK.min(end.saturating_duration_since(Instant::now())),
                     )
@@ -221,6 +268,7 @@ async fn run(input: TurnInput, events: mpsc::Sender<TurnEvent>) -> Outcome {
                 }
             }
         }
+        "ask" | "confirm" | "input" | "approve" => ask::run(word, rest, &input, &ctx).await,
         _ => {
             send(TurnEvent::Status {
                 state: StatusState::Thinking,

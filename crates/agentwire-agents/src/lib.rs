@@ -5,4 +5,4 @@ mod calc;
 mod demo;
 
 pub use calc::{evaluate, CalcError, MAX_EXPR_BYTES};
-pub use demo::{DemoAgent, DEMO_MAX_BIG_BYTES, DEMO_MAX_SLEEP_MS, DEMO_MODEL};
+pub use demo::{DemoAgent, DEMO_MAX_BIG_BYTES, DEMO_MAX_SLEEP_MS, DEMO_MODEL, DEMO_SHELL_TOOL};

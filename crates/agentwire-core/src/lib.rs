@@ -9,11 +9,13 @@
 mod event;
 mod ids;
 mod outcome;
+mod question;
 mod turnbook;
 
 pub use event::{StatusState, TurnEvent};
 pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
 pub use outcome::{Failure, FailureCode, Outcome, TurnResult, Usage};
+pub use question::{Answer, ApproveChoice, Asked, CallAnswer, Question, QuestionKind};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,

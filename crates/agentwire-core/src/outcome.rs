@@ -75,6 +75,40 @@ pub enum FailureCode {
     AgentFailed,
     /// Something unexpected went wrong inside agentwire.
     Internal,
+    /// The agent panicked: a bug; the detail stays in the log.
+    Crashed,
+    /// Every slot for running turns is taken; retry, or ask another instance.
+    Capacity,
+    /// The daemon is shutting down and did not start this turn.
+    Draining,
+    /// A turn with this request id is already in flight.
+    DuplicateRequest,
+    /// A turn of this conversation is running, and this protocol refuses rather than queues.
+    ConversationBusy,
+    /// The conversation named by the request does not exist here.
+    UnknownConversation,
+    /// The conversation could not take the turn (it waits on a deferred call); the prompt did not run.
+    TurnNotTaken,
+    /// The agent's configuration changed under the conversation; the message says what changed.
+    ConfigDrift,
+    /// The conversation has spent its token allowance.
+    BudgetExhausted,
+    /// The turn stopped at a point where it can be resumed (a park-cancel, an unanswered approval).
+    Suspended,
+    /// The turn is parked on a question nobody answered in time; the message names the waiting calls.
+    Deferred,
+    /// An answer names no call that waits for one.
+    UnknownCall,
+    /// The call already has an answer.
+    AlreadyAnswered,
+    /// The answer is larger than the protocol takes.
+    AnswerTooLarge,
+    /// The model provider had no capacity or rate-limited the call; send the same work again later.
+    ProviderBusy,
+    /// The model provider refused the agent (credentials, model name): an operator has to fix it.
+    ProviderRefused,
+    /// The conversation is larger than the model's context window.
+    ContextExceeded,
     /// A code a peer sent that this version does not know.
     Unknown(String),
 }
@@ -90,6 +124,9 @@ pub struct Failure {
     pub retry_after: Option<u64>,
     /// Tokens spent before the failure.
     pub usage: Usage,
+    /// Where a suspended or deferred turn stopped, in the agent's own terms, so a resume can continue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<serde_json::Value>,
 }
 
 impl Failure {
@@ -100,7 +137,20 @@ impl Failure {
             message: message.into(),
             retry_after: None,
             usage: Usage::default(),
+            checkpoint: None,
         }
+    }
+
+    /// The same failure with the usage spent.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    /// The same failure with a checkpoint to resume from.
+    pub fn with_checkpoint(mut self, checkpoint: serde_json::Value) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
     }
 
     /// The same failure with a retry hint.

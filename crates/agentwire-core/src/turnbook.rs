@@ -48,6 +48,8 @@ pub enum Submitted {
     Duplicate(TurnPhase),
     /// The conversation has [`MAX_QUEUED_TURNS_PER_CONVERSATION`] turns waiting.
     ConversationFull,
+    /// An exclusive submit found another live turn of the conversation; nothing was registered.
+    ConversationBusy,
 }
 
 /// What to do with a turn once it is journaled ([`TurnBook::journaled`]).
@@ -138,8 +140,26 @@ impl TurnBook {
 
     /// Registers a request; it takes its place in its conversation's order now.
     pub fn submit(&mut self, id: RequestId, conversation: ConversationId) -> Submitted {
+        self.submit_with(id, conversation, false)
+    }
+
+    /// Registers a request that must not wait: [`Submitted::ConversationBusy`] if any turn of its
+    /// conversation is live (for protocols that refuse a second turn rather than queue it, like fisk-ai).
+    pub fn submit_exclusive(&mut self, id: RequestId, conversation: ConversationId) -> Submitted {
+        self.submit_with(id, conversation, true)
+    }
+
+    fn submit_with(
+        &mut self,
+        id: RequestId,
+        conversation: ConversationId,
+        exclusive: bool,
+    ) -> Submitted {
         if let Some(e) = self.turns.get(&id) {
             return Submitted::Duplicate(e.phase);
+        }
+        if exclusive && self.lanes.get(&conversation).is_some_and(|l| l.members > 0) {
+            return Submitted::ConversationBusy;
         }
         let lane = self.lanes.entry(conversation.clone()).or_default();
         if lane.queue.len() >= MAX_QUEUED_TURNS_PER_CONVERSATION {
@@ -186,11 +206,10 @@ impl TurnBook {
         };
         let conversation = e.conversation.clone();
         if cancel_requested {
-            // Ends without ever holding the conversation.
+            // Ends without ever holding the conversation. It keeps its place in the queue until `ended`, so
+            // no turn behind it starts before its outcome is out (and none is started by a call that could
+            // not report it).
             e.phase = TurnPhase::Ending;
-            if let Some(lane) = self.lanes.get_mut(&conversation) {
-                lane.queue.retain(|q| q != id);
-            }
             return Journaled::EndCancelled;
         }
         e.phase = TurnPhase::Queued;
@@ -223,10 +242,8 @@ impl TurnBook {
                 CancelDecision::SignalAgent
             }
             TurnPhase::Queued => {
+                // It leaves the queue in `ended`.
                 e.phase = TurnPhase::Ending;
-                if let Some(lane) = self.lanes.get_mut(&e.conversation) {
-                    lane.queue.retain(|q| q != id);
-                }
                 CancelDecision::EndNow
             }
             TurnPhase::Pending {
@@ -247,11 +264,8 @@ impl TurnBook {
         match e.phase {
             TurnPhase::Ending => Finished::AlreadyEnding,
             TurnPhase::Pending { .. } | TurnPhase::Queued => {
-                // Refused before it ran (e.g. the journal write failed): it leaves the queue.
+                // Refused before it ran (e.g. the journal write failed): it leaves the queue in `ended`.
                 e.phase = TurnPhase::Ending;
-                if let Some(lane) = self.lanes.get_mut(&e.conversation) {
-                    lane.queue.retain(|q| q != id);
-                }
                 Finished::Decided
             }
             TurnPhase::Running { .. } => {
@@ -273,6 +287,8 @@ impl TurnBook {
         lane.members -= 1;
         if lane.holder.as_ref() == Some(id) {
             lane.holder = None;
+        } else {
+            lane.queue.retain(|q| q != id);
         }
         self.settle(&e.conversation)
     }

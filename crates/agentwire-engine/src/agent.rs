@@ -1,8 +1,9 @@
 //! The Agent trait: something that runs one turn and streams its events.
 
-use agentwire_core::{ConversationId, Outcome, RequestId, TurnEvent};
+use agentwire_core::{Asked, CallAnswer, ConversationId, Outcome, Question, RequestId, TurnEvent};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 /// Events an agent may have in flight before it waits for the front to take them: backpressure so a fast
@@ -56,6 +57,75 @@ pub struct TurnInput {
     pub model: String,
     /// Requested thinking effort, if any.
     pub thinking: Option<String>,
+    /// Set when this turn continues one that stopped part way (suspended or deferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+}
+
+/// Where a resumed turn picks up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    /// The checkpoint the parked turn ended with (the agent's own format).
+    pub checkpoint: serde_json::Value,
+    /// Answers given since, to the calls the parked turn was waiting on.
+    #[serde(default)]
+    pub answers: Vec<CallAnswer>,
+    /// Tools the conversation has approved for good (`always`).
+    #[serde(default)]
+    pub standing_approvals: Vec<String>,
+}
+
+/// Puts a running turn's questions to a person, through the turn's protocol.
+pub trait AskQuestion: Send + Sync + 'static {
+    /// Asks, and resolves when the question is settled.
+    fn ask(&self, question: Question) -> BoxFuture<'static, Asked>;
+}
+
+/// A turn's way to ask a person: cheap to clone.
+#[derive(Clone)]
+pub struct Asker(Option<Arc<dyn AskQuestion>>);
+
+impl Asker {
+    /// An asker for a protocol that cannot ask: every question is [`Asked::Unavailable`].
+    pub fn unavailable() -> Self {
+        Asker(None)
+    }
+
+    /// An asker backed by `inner`.
+    pub fn new(inner: Arc<dyn AskQuestion>) -> Self {
+        Asker(Some(inner))
+    }
+
+    /// Asks `question`.
+    pub async fn ask(&self, question: Question) -> Asked {
+        match &self.0 {
+            Some(a) => a.ask(question).await,
+            None => Asked::Unavailable,
+        }
+    }
+}
+
+impl std::fmt::Debug for Asker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Asker"
+        } else {
+            "Asker(unavailable)"
+        })
+    }
+}
+
+/// What a running turn has besides its input.
+#[derive(Debug)]
+pub struct TurnContext {
+    /// Where the turn's events go, in order.
+    pub events: mpsc::Sender<TurnEvent>,
+    /// Set when the requester cancels. Under a parking protocol (fisk-ai) the agent should stop at its next
+    /// boundary and end [`FailureCode::Suspended`](agentwire_core::FailureCode::Suspended) with a checkpoint;
+    /// otherwise the engine drops the turn's future itself.
+    pub cancel: CancelSignal,
+    /// Asks a person a question.
+    pub asker: Asker,
 }
 
 /// Tells a running agent that its turn was cancelled. The engine also drops the agent's future, so an agent
@@ -67,11 +137,6 @@ pub trait Agent: Send + Sync + 'static {
     /// The agent's card.
     fn card(&self) -> AgentCard;
 
-    /// Runs one turn, sending events in order on `events`, and returns its outcome.
-    fn run(
-        &self,
-        input: TurnInput,
-        events: mpsc::Sender<TurnEvent>,
-        cancel: CancelSignal,
-    ) -> BoxFuture<'static, Outcome>;
+    /// Runs one turn, sending its events in order on `ctx.events`, and returns its outcome.
+    fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome>;
 }

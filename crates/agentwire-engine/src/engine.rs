@@ -1,16 +1,59 @@
 //! The async driver around the turn book: journal first, then act; one task per running turn.
 
-use crate::agent::{Agent, TurnInput, EVENT_QUEUE_DEPTH};
+use crate::agent::{Agent, AskQuestion, Asker, TurnContext, TurnInput, EVENT_QUEUE_DEPTH};
 use agentwire_core::{
-    CancelDecision, ConversationId, Failure, FailureCode, Finished, Journaled, Outcome, RequestId,
-    Submitted, TurnBook, TurnEvent,
+    Answer, Asked, CancelDecision, ConversationId, Failure, FailureCode, Finished, Journaled,
+    Outcome, Question, RequestId, Submitted, TurnBook, TurnEvent,
 };
 use agentwire_store::{Accepted, Journal, NewTurn, StoreError, StoredTurn};
 use futures_util::future::BoxFuture;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Most events of one turn kept for its transcript. A turn that streams more keeps its first ones and a
+/// marker: the transcript is for reading a conversation back, and the outcome holds the full answer.
+pub const MAX_TRANSCRIPT_EVENTS: usize = 4096;
+
+/// How a protocol wants its turns handled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnPolicy {
+    /// Refuse a turn while another turn of its conversation lives ([`SubmitReply::ConversationBusy`])
+    /// instead of queueing it.
+    pub exclusive: bool,
+    /// A cancel asks the agent to park at its next boundary (it ends the turn itself, suspended with a
+    /// checkpoint) instead of the engine dropping the turn at once.
+    pub park_on_cancel: bool,
+    /// Journal the turn's events with its outcome, so the conversation can be read back.
+    pub keep_transcript: bool,
+}
+
+/// How a front took a question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrontAsk {
+    /// Sent to the requester under this id; the answer comes through [`Engine::answer`] (or the window
+    /// closes through [`Engine::question_expired`]).
+    Sent {
+        /// The question's id on the wire.
+        question_id: String,
+    },
+    /// Settled without asking (a standing approval, an operator-less worker).
+    Settled(Asked),
+    /// This protocol cannot ask.
+    Unavailable,
+}
+
+/// The answer to [`Engine::answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerReply {
+    /// The waiting turn took the answer.
+    Taken,
+    /// No question with that id is open on that turn (never asked, already answered, or its window closed).
+    NotWaiting,
+    /// The answer does not fit the question (a select option that was not offered, ...).
+    DoesNotFit,
+}
 
 /// The retry hint given with a turn a crash cut off: long enough for the daemon to be back, short enough
 /// that a client retrying soon gets an answer.
@@ -26,6 +69,13 @@ pub trait TurnFront: Send + Sync + 'static {
     fn encode_outcome(&self, outcome: &Outcome) -> Option<String>;
     /// Send the journaled outcome.
     fn deliver_outcome(&self, outcome: &Outcome, wire: Option<&str>);
+    /// Puts a question to the requester. Called with the engine's lock held: it must only queue the
+    /// question for sending and must not call back into the engine. Default: this protocol cannot ask.
+    fn ask(&self, _question: &Question) -> FrontAsk {
+        FrontAsk::Unavailable
+    }
+    /// The question is settled (answered, expired or cancelled): stop holding it open.
+    fn question_closed(&self, _question_id: &str) {}
 }
 
 /// A validated request, ready for the engine.
@@ -40,6 +90,8 @@ pub struct Submission {
     pub route: serde_json::Value,
     /// The front that serves this turn.
     pub front: Arc<dyn TurnFront>,
+    /// How the protocol wants the turn handled.
+    pub policy: TurnPolicy,
 }
 
 /// The answer to [`Engine::submit`].
@@ -56,6 +108,9 @@ pub enum SubmitReply {
     DuplicateStored(Box<StoredTurn>),
     /// Refused before acceptance; the failure was journaled and delivered through the front.
     Refused(Failure),
+    /// Under an exclusive policy, another turn of the conversation lives. Nothing was journaled or sent:
+    /// the front answers it.
+    ConversationBusy,
 }
 
 /// The answer to [`Engine::cancel`].
@@ -74,6 +129,15 @@ struct LiveTurn {
     cancel: watch::Sender<bool>,
     /// Someone has taken the job of journaling and delivering the decided outcome.
     delivering: bool,
+    policy: TurnPolicy,
+    /// The question the turn waits on, if any (one at a time).
+    question: Option<OpenQuestion>,
+}
+
+struct OpenQuestion {
+    id: String,
+    question: Question,
+    reply: oneshot::Sender<Asked>,
 }
 
 #[derive(Default)]
@@ -121,6 +185,15 @@ impl Engine {
         self.lock().book.live()
     }
 
+    /// The live turns and their phases, for diagnostics.
+    pub fn live_phases(&self) -> Vec<(RequestId, agentwire_core::TurnPhase)> {
+        let st = self.lock();
+        st.live
+            .keys()
+            .filter_map(|id| st.book.phase(id).map(|p| (id.clone(), p)))
+            .collect()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the book half-updated (each method is one step), so a
         // poisoned lock is still consistent.
@@ -137,9 +210,17 @@ impl Engine {
         let (cancel_tx, _) = watch::channel(false);
         {
             let mut st = self.lock();
-            match st.book.submit(id.clone(), conv.clone()) {
+            let submitted = if sub.policy.exclusive {
+                st.book.submit_exclusive(id.clone(), conv.clone())
+            } else {
+                st.book.submit(id.clone(), conv.clone())
+            };
+            match submitted {
                 Submitted::New => {}
                 Submitted::Duplicate(_) => return Box::pin(async { SubmitReply::DuplicateLive }),
+                Submitted::ConversationBusy => {
+                    return Box::pin(async { SubmitReply::ConversationBusy })
+                }
                 Submitted::ConversationFull => {
                     drop(st);
                     let f = Failure::new(
@@ -162,6 +243,8 @@ impl Engine {
                     front: sub.front.clone(),
                     cancel: cancel_tx,
                     delivering: false,
+                    policy: sub.policy,
+                    question: None,
                 },
             );
         }
@@ -287,10 +370,22 @@ impl Engine {
                 _ => return CancelReply::Ignored,
             }
             let d = st.book.cancel(id);
+            let mut closed = None;
             if d == CancelDecision::SignalAgent {
-                if let Some(t) = st.live.get(id) {
-                    let _ = t.cancel.send(true);
+                if let Some(t) = st.live.get_mut(id) {
+                    // `send_replace` stores the value even while no receiver exists yet (the run task subscribes when it
+                    // starts); `send` would drop it and the cancel would be lost.
+                    t.cancel.send_replace(true);
+                    // A cancel closes the question the turn waits on rather than leaving it blocked.
+                    if let Some(q) = t.question.take() {
+                        let _ = q.reply.send(Asked::Cancelled);
+                        closed = Some((t.front.clone(), q.id));
+                    }
                 }
+            }
+            drop(st);
+            if let Some((front, qid)) = closed {
+                front.question_closed(&qid);
             }
             d
         };
@@ -343,16 +438,98 @@ impl Engine {
         Ok(n)
     }
 
+    /// An answer to the question turn `id` waits on.
+    pub fn answer(&self, id: &RequestId, question_id: &str, answer: Answer) -> AnswerReply {
+        let closed = {
+            let mut st = self.lock();
+            let Some(t) = st.live.get_mut(id) else {
+                return AnswerReply::NotWaiting;
+            };
+            match &t.question {
+                Some(q) if q.id == question_id => {
+                    if !answer.fits(&q.question.kind) {
+                        return AnswerReply::DoesNotFit;
+                    }
+                }
+                _ => return AnswerReply::NotWaiting,
+            }
+            let q = t.question.take().expect("checked above");
+            let _ = q.reply.send(Asked::Answered(answer));
+            (t.front.clone(), q.id)
+        };
+        closed.0.question_closed(&closed.1);
+        AnswerReply::Taken
+    }
+
+    /// The question's window closed with no answer. Returns whether it was still open.
+    pub fn question_expired(&self, id: &RequestId, question_id: &str) -> bool {
+        let closed = {
+            let mut st = self.lock();
+            let Some(t) = st.live.get_mut(id) else {
+                return false;
+            };
+            if t.question.as_ref().map(|q| q.id.as_str()) != Some(question_id) {
+                return false;
+            }
+            let q = t.question.take().expect("checked above");
+            let _ = q.reply.send(Asked::Unanswered);
+            (t.front.clone(), q.id)
+        };
+        closed.0.question_closed(&closed.1);
+        true
+    }
+
+    /// Whether turn `id` waits on question `question_id`.
+    pub fn is_waiting_on(&self, id: &RequestId, question_id: &str) -> bool {
+        let st = self.lock();
+        st.live
+            .get(id)
+            .and_then(|t| t.question.as_ref())
+            .is_some_and(|q| q.id == question_id)
+    }
+
+    fn open_question(&self, id: &RequestId, question: Question) -> BoxFuture<'static, Asked> {
+        let mut st = self.lock();
+        let Some(t) = st.live.get_mut(id) else {
+            return Box::pin(async { Asked::Cancelled });
+        };
+        if *t.cancel.borrow() {
+            return Box::pin(async { Asked::Cancelled });
+        }
+        if t.question.is_some() {
+            // One question at a time: an agent that asks again before the first is settled gets no second.
+            return Box::pin(async { Asked::Unavailable });
+        }
+        match t.front.ask(&question) {
+            FrontAsk::Unavailable => Box::pin(async { Asked::Unavailable }),
+            FrontAsk::Settled(a) => Box::pin(async move { a }),
+            FrontAsk::Sent { question_id } => {
+                let (tx, rx) = oneshot::channel();
+                t.question = Some(OpenQuestion {
+                    id: question_id,
+                    question,
+                    reply: tx,
+                });
+                Box::pin(async move { rx.await.unwrap_or(Asked::Cancelled) })
+            }
+        }
+    }
+
     fn start(self: &Arc<Self>, id: RequestId) {
         let this = self.clone();
         tokio::spawn(async move { this.run(id).await });
     }
 
     async fn run(self: Arc<Self>, id: RequestId) {
-        let (input, front, mut cancel_rx) = {
+        let (input, front, mut cancel_rx, policy) = {
             let st = self.lock();
             let Some(t) = st.live.get(&id) else { return };
-            (t.input.clone(), t.front.clone(), t.cancel.subscribe())
+            (
+                t.input.clone(),
+                t.front.clone(),
+                t.cancel.subscribe(),
+                t.policy,
+            )
         };
         if *cancel_rx.borrow() {
             let f = Failure::new(FailureCode::Cancelled, "cancelled");
@@ -360,41 +537,72 @@ impl Engine {
             return;
         }
         let (ev_tx, mut ev_rx) = mpsc::channel(EVENT_QUEUE_DEPTH);
-        let agent_run = self.agent.run(input, ev_tx, cancel_rx.clone());
+        let asker = Asker::new(Arc::new(TurnAsker {
+            engine: Arc::downgrade(&self),
+            id: id.clone(),
+        }));
+        let ctx = TurnContext {
+            events: ev_tx,
+            cancel: cancel_rx.clone(),
+            asker,
+        };
+        let agent_run = self.agent.run(input, ctx);
         // The agent runs in its own task so that a panic in it is caught as a failure of this turn only.
         let mut handle = tokio::spawn(agent_run);
         let mut events_open = true;
+        // Under a parking policy the agent sees the cancel and ends the turn itself.
+        let mut watch_cancel = !policy.park_on_cancel;
+        let mut transcript = policy.keep_transcript.then(Vec::new);
+        let mut pass = |ev: TurnEvent| {
+            if let Some(t) = transcript.as_mut() {
+                if t.len() < MAX_TRANSCRIPT_EVENTS {
+                    t.push(ev.clone());
+                }
+            }
+            front.event(ev);
+        };
         let outcome = loop {
             tokio::select! {
                 biased;
-                changed = cancel_rx.changed() => {
-                    if changed.is_ok() && *cancel_rx.borrow() {
+                changed = cancel_rx.changed(), if watch_cancel => {
+                    if changed.is_err() {
+                        watch_cancel = false;
+                    } else if *cancel_rx.borrow() {
                         handle.abort();
                         break Outcome::Failure(Failure::new(FailureCode::Cancelled, "cancelled by the requester"));
                     }
                 }
                 ev = ev_rx.recv(), if events_open => match ev {
-                    Some(ev) => front.event(ev),
+                    Some(ev) => pass(ev),
                     None => events_open = false,
                 },
                 joined = &mut handle => {
                     // Deliver what the agent sent before it returned.
-                    while let Ok(ev) = ev_rx.try_recv() { front.event(ev) }
+                    while let Ok(ev) = ev_rx.try_recv() { pass(ev) }
                     break match joined {
                         Ok(o) => normalise(o),
                         Err(e) => {
                             tracing::error!(request = %id, error = %e, "agent task failed");
-                            Outcome::Failure(Failure::new(FailureCode::Internal, "the agent crashed while running this turn"))
+                            Outcome::Failure(Failure::new(FailureCode::Crashed, "the agent crashed while running this turn"))
                         }
                     };
                 }
             }
         };
-        self.record_and_deliver(&id, outcome).await;
+        self.record(&id, outcome, transcript).await;
     }
 
     /// Decides, journals and delivers a turn's one outcome, then starts its conversation's next turn.
     async fn record_and_deliver(self: &Arc<Self>, id: &RequestId, outcome: Outcome) {
+        self.record(id, outcome, None).await
+    }
+
+    async fn record(
+        self: &Arc<Self>,
+        id: &RequestId,
+        outcome: Outcome,
+        transcript: Option<Vec<TurnEvent>>,
+    ) {
         let front = {
             let mut st = self.lock();
             let State { book, live } = &mut *st;
@@ -413,9 +621,10 @@ impl Engine {
             turn.front.clone()
         };
         let wire = front.encode_outcome(&outcome);
+        let transcript = transcript.map(|t| serde_json::to_value(t).unwrap_or_default());
         if let Err(e) = self
             .journal
-            .finish(id, &outcome, wire.clone(), now_secs())
+            .finish_with_transcript(id, &outcome, wire.clone(), transcript, now_secs())
             .await
         {
             tracing::error!(request = %id, error = %e, "journal refused an outcome");
@@ -434,12 +643,28 @@ impl Engine {
 
 fn normalise(o: Outcome) -> Outcome {
     match o {
-        Outcome::Result(r) if r.text.is_empty() => Outcome::Failure(Failure {
-            code: FailureCode::EmptyResponse,
-            message: "the agent produced no response text".into(),
-            retry_after: None,
-            usage: r.usage,
-        }),
+        Outcome::Result(r) if r.text.is_empty() => Outcome::Failure(
+            Failure::new(
+                FailureCode::EmptyResponse,
+                "the agent produced no response text",
+            )
+            .with_usage(r.usage),
+        ),
         o => o,
+    }
+}
+
+/// A running turn's [`AskQuestion`]: questions go to the turn's front through the engine.
+struct TurnAsker {
+    engine: Weak<Engine>,
+    id: RequestId,
+}
+
+impl AskQuestion for TurnAsker {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Asked> {
+        match self.engine.upgrade() {
+            Some(engine) => engine.open_question(&self.id, question),
+            None => Box::pin(async { Asked::Cancelled }),
+        }
     }
 }

@@ -10,7 +10,11 @@
 mod agent;
 mod engine;
 
-pub use agent::{Agent, AgentCard, CancelSignal, ToolSpec, TurnInput, EVENT_QUEUE_DEPTH};
+pub use agent::{
+    Agent, AgentCard, AskQuestion, Asker, CancelSignal, Resume, ToolSpec, TurnContext, TurnInput,
+    EVENT_QUEUE_DEPTH,
+};
 pub use engine::{
-    CancelReply, Engine, Submission, SubmitReply, TurnFront, INTERRUPTED_RETRY_AFTER_SECS,
+    AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,
+    INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
 };

@@ -4,7 +4,8 @@
 
 use agentwire_core::{ConversationId, Outcome, RequestId, TurnEvent, TurnResult, Usage};
 use agentwire_engine::{
-    Agent, AgentCard, CancelSignal, Engine, Submission, SubmitReply, TurnFront, TurnInput,
+    Agent, AgentCard, Engine, Submission, SubmitReply, TurnContext, TurnFront, TurnInput,
+    TurnPolicy,
 };
 use agentwire_store::Journal;
 use futures_util::future::BoxFuture;
@@ -13,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
 
 /// Replies after the number of milliseconds its message names; counts how often it ran each turn.
 struct SleepyAgent {
@@ -33,12 +33,8 @@ impl Agent for SleepyAgent {
             max_context_tokens: 100,
         }
     }
-    fn run(
-        &self,
-        input: TurnInput,
-        events: mpsc::Sender<TurnEvent>,
-        _c: CancelSignal,
-    ) -> BoxFuture<'static, Outcome> {
+    fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
+        let events = ctx.events;
         *self
             .runs
             .lock()
@@ -84,11 +80,13 @@ fn submission(n: usize, conv: usize, ms: u64, front: Arc<CountingFront>) -> Subm
             message: ms.to_string(),
             model: "m".into(),
             thinking: None,
+            resume: None,
         },
         protocol: "test".into(),
         requester: "r".into(),
         route: serde_json::json!({}),
         front,
+        policy: TurnPolicy::default(),
     }
 }
 
@@ -105,17 +103,19 @@ proptest! {
             let path = dir.path().join("j.sqlite");
             let agent = Arc::new(SleepyAgent { runs: Mutex::new(HashMap::new()) });
             let engine = Engine::new(Arc::new(Journal::open(&path).unwrap()), agent.clone());
+            // The first engine's work runs on a runtime of its own, so that a "crash" can stop all of it.
+            let first = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             let fronts: Vec<Arc<CountingFront>> = turns.iter().map(|_| Arc::new(CountingFront::default())).collect();
             let mut tasks = Vec::new();
             for (n, (conv, ms, cancel_at)) in turns.iter().cloned().enumerate() {
                 let fut = engine.submit(submission(n, conv, ms, fronts[n].clone()));
-                tasks.push(tokio::spawn(fut));
+                tasks.push(first.spawn(fut));
                 // A resend of the same request while it is live is recognised, not run.
                 let dup = engine.submit(submission(n, conv, ms, Arc::new(CountingFront::default()))).await;
                 assert_eq!(dup, SubmitReply::DuplicateLive);
                 if let Some(at) = cancel_at {
                     let e = engine.clone();
-                    tokio::spawn(async move {
+                    first.spawn(async move {
                         tokio::time::sleep(Duration::from_millis(at)).await;
                         let id = RequestId::new(format!("t:{n}")).unwrap();
                         e.cancel(&id, "r").await;
@@ -130,12 +130,18 @@ proptest! {
                     while engine.live_turns() > 0 && tokio::time::Instant::now() < deadline {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    assert_eq!(engine.live_turns(), 0);
+                    assert_eq!(engine.live_turns(), 0, "stuck: {:?}", engine.live_phases());
                     for f in &fronts { assert_eq!(f.outcomes.load(Ordering::SeqCst), 1, "exactly one outcome delivered"); }
+                    tokio::task::spawn_blocking(move || drop(first)).await.unwrap();
                 }
                 Some(at) => {
                     tokio::time::sleep(Duration::from_millis(at)).await;
-                    // The "crash": the engine's tasks are abandoned; only the journal survives.
+                    // The "crash": nothing more reaches the journal, and the engine's tasks are abandoned;
+                    // only what was committed survives.
+                    engine.journal().halt();
+                    tokio::task::spawn_blocking(move || first.shutdown_timeout(Duration::from_secs(5)))
+                        .await
+                        .unwrap();
                 }
             }
             // Restart over the same journal: every turn without an outcome ends once, then nothing is left.
@@ -157,8 +163,15 @@ proptest! {
                     assert!(matches!(again, SubmitReply::DuplicateStored(_)));
                     assert_eq!(agent.runs.lock().unwrap().get(id.as_str()).copied().unwrap_or(0), runs_before);
                     assert!(runs_before <= 1, "a turn ran at most once");
-                } else {
-                    assert_eq!(delivered_before[i], 0);
+                } else if delivered_before[i] > 0 {
+                    // Not journaled: the only thing it may have been told is that the journal failed
+                    // (here, the halted journal of the "crashed" engine), never a result.
+                    match fronts[i].last.lock().unwrap().as_ref() {
+                        Some(Outcome::Failure(f)) => {
+                            assert_eq!(f.code, agentwire_core::FailureCode::Internal)
+                        }
+                        other => panic!("turn {i} is not journaled but was told {other:?}"),
+                    }
                 }
             }
         });

@@ -111,6 +111,7 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
 pub struct Journal {
     writes: mpsc::Sender<Write>,
     reader: Mutex<Connection>,
+    gate: writer::Gate,
 }
 
 fn open_conn(path: &Path) -> Result<Connection, StoreError> {
@@ -137,18 +138,39 @@ impl Journal {
                 wire TEXT,
                 ended_at INTEGER
             );
-            CREATE INDEX IF NOT EXISTS turns_live ON turns(protocol) WHERE outcome IS NULL;",
+            CREATE INDEX IF NOT EXISTS turns_live ON turns(protocol) WHERE outcome IS NULL;
+            CREATE INDEX IF NOT EXISTS turns_by_conversation ON turns(conversation_id);
+            CREATE TABLE IF NOT EXISTS transcripts (
+                request_id TEXT PRIMARY KEY,
+                events TEXT NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS conversations (
+                conversation_id TEXT PRIMARY KEY,
+                protocol TEXT NOT NULL,
+                meta TEXT NOT NULL,
+                updated_at INTEGER NOT NULL
+            );",
         )?;
         let reader = open_conn(path)?;
         let (tx, rx) = mpsc::channel();
+        let gate = writer::Gate::default();
+        let writer_gate = gate.clone();
         std::thread::Builder::new()
             .name("journal-writer".into())
-            .spawn(move || writer::run(conn, rx))
+            .spawn(move || writer::run(conn, rx, writer_gate))
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
         Ok(Journal {
             writes: tx,
             reader: Mutex::new(reader),
+            gate,
         })
+    }
+
+    /// Stops the journal: when this returns, no write commits any more (writes in flight or sent later
+    /// fail with [`StoreError::WriterGone`]). What a crash does to a process, for a shutdown that must not
+    /// record anything further, and for tests that simulate a crash in-process.
+    pub fn halt(&self) {
+        *self.gate.lock().unwrap_or_else(|p| p.into_inner()) = true;
     }
 
     /// Journals a new turn durably, or returns the journal's record if the request id is known.
@@ -168,12 +190,27 @@ impl Journal {
         wire: Option<String>,
         ended_at: u64,
     ) -> Result<(), StoreError> {
+        self.finish_with_transcript(id, outcome, wire, None, ended_at)
+            .await
+    }
+
+    /// Like [`finish`](Self::finish), with the turn's events (a JSON array) journaled in the same
+    /// transaction, for reading the conversation back later.
+    pub async fn finish_with_transcript(
+        &self,
+        id: &RequestId,
+        outcome: &Outcome,
+        wire: Option<String>,
+        transcript: Option<serde_json::Value>,
+        ended_at: u64,
+    ) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.writes
             .send(Write::Finish {
                 id: id.clone(),
                 outcome: outcome.clone(),
                 wire,
+                transcript: transcript.map(|t| t.to_string()),
                 ended_at,
                 reply: tx,
             })
@@ -205,6 +242,74 @@ impl Journal {
             out.push(r??);
         }
         Ok(out)
+    }
+
+    /// A conversation's turns in the order they were accepted, each with its transcript if one was kept.
+    pub fn conversation_record(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Vec<(StoredTurn, Option<serde_json::Value>)>, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        let cols: Vec<String> = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {}, x.events FROM turns t LEFT JOIN transcripts x ON x.request_id = t.request_id
+             WHERE t.conversation_id = ?1 ORDER BY t.accepted_at, t.rowid",
+            cols.join(", ")
+        ))?;
+        let rows = stmt.query_map([conversation.as_str()], |r| {
+            let turn = row_to_turn(r)?;
+            let events: Option<String> = r.get(8)?;
+            Ok((turn, events))
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            let (turn, events) = r?;
+            let events = events
+                .map(|e| serde_json::from_str(&e))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            out.push((turn?, events));
+        }
+        Ok(out)
+    }
+
+    /// Durably sets a conversation's protocol-specific state (a fisk-ai fingerprint and approvals, ...).
+    pub async fn put_conversation_meta(
+        &self,
+        conversation: &ConversationId,
+        protocol: &str,
+        meta: &serde_json::Value,
+        updated_at: u64,
+    ) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.writes
+            .send(Write::PutMeta {
+                conversation: conversation.to_string(),
+                protocol: protocol.to_string(),
+                meta: meta.to_string(),
+                updated_at,
+                reply: tx,
+            })
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// A conversation's protocol-specific state, if any was set.
+    pub fn conversation_meta(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        let meta: Option<String> = conn
+            .query_row(
+                "SELECT meta FROM conversations WHERE conversation_id = ?1",
+                [conversation.as_str()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        meta.map(|m| serde_json::from_str(&m))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     /// Number of journaled turns of a conversation (ended or not).

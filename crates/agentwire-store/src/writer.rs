@@ -3,7 +3,7 @@
 use crate::journal::{row_to_turn, Accepted, NewTurn, StoreError};
 use agentwire_core::{Outcome, RequestId};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use tokio::sync::oneshot;
 
 /// Most writes committed in one transaction. Bounds the latency a single commit adds to the writes queued
@@ -16,12 +16,23 @@ pub(crate) enum Write {
         id: RequestId,
         outcome: Outcome,
         wire: Option<String>,
+        transcript: Option<String>,
         ended_at: u64,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    PutMeta {
+        conversation: String,
+        protocol: String,
+        meta: String,
+        updated_at: u64,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
 }
 
-pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+/// Held by the writer for each commit; `true` once the journal is halted, after which nothing commits.
+pub(crate) type Gate = Arc<Mutex<bool>>;
+
+pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_WRITES_PER_COMMIT {
@@ -30,7 +41,15 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
                 Err(_) => break,
             }
         }
+        let halted = gate.lock().unwrap_or_else(|p| p.into_inner());
+        if *halted {
+            for w in batch {
+                fail(w, StoreError::WriterGone);
+            }
+            continue;
+        }
         commit_batch(&mut conn, batch);
+        drop(halted);
     }
 }
 
@@ -53,9 +72,33 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                 id,
                 outcome,
                 wire,
+                transcript,
                 ended_at,
                 ..
-            } => finish(&tx, id, outcome, wire.as_deref(), *ended_at).map(|_| None),
+            } => finish(
+                &tx,
+                id,
+                outcome,
+                wire.as_deref(),
+                transcript.as_deref(),
+                *ended_at,
+            )
+            .map(|_| None),
+            Write::PutMeta {
+                conversation,
+                protocol,
+                meta,
+                updated_at,
+                ..
+            } => tx
+                .execute(
+                    "INSERT INTO conversations (conversation_id, protocol, meta, updated_at)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(conversation_id) DO UPDATE SET meta = ?3, updated_at = ?4",
+                    params![conversation, protocol, meta, *updated_at as i64],
+                )
+                .map(|_| None)
+                .map_err(StoreError::from),
         };
         results.push((w, r));
     }
@@ -66,7 +109,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                     (Write::Accept(_, reply), Ok(Some(a))) => {
                         let _ = reply.send(Ok(a));
                     }
-                    (Write::Finish { reply, .. }, Ok(_)) => {
+                    (Write::Finish { reply, .. } | Write::PutMeta { reply, .. }, Ok(_)) => {
                         let _ = reply.send(Ok(()));
                     }
                     (w, Err(e)) => fail(w, e),
@@ -88,7 +131,7 @@ fn fail(w: Write, e: StoreError) {
         Write::Accept(_, reply) => {
             let _ = reply.send(Err(e));
         }
-        Write::Finish { reply, .. } => {
+        Write::Finish { reply, .. } | Write::PutMeta { reply, .. } => {
             let _ = reply.send(Err(e));
         }
     }
@@ -129,6 +172,7 @@ fn finish(
     id: &RequestId,
     outcome: &Outcome,
     wire: Option<&str>,
+    transcript: Option<&str>,
     ended_at: u64,
 ) -> Result<(), StoreError> {
     let json = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -149,6 +193,12 @@ fn finish(
             return Err(StoreError::UnknownTurn(id.to_string()));
         }
         return Err(StoreError::AlreadyEnded(id.to_string()));
+    }
+    if let Some(t) = transcript {
+        conn.execute(
+            "INSERT OR IGNORE INTO transcripts (request_id, events) VALUES (?1, ?2)",
+            params![id.as_str(), t],
+        )?;
     }
     Ok(())
 }

@@ -104,3 +104,80 @@ async fn concurrent_accepts_of_one_id_give_exactly_one_new() {
     }
     assert_eq!(new, 1);
 }
+
+#[tokio::test]
+async fn a_conversation_reads_back_in_order_with_transcripts_and_meta_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    let conv = ConversationId::new("c").unwrap();
+    {
+        let j = Journal::open(&path).unwrap();
+        for n in 0..3 {
+            j.accept(turn(n)).await.unwrap();
+        }
+        let events = serde_json::json!([{"type": "text", "text": "hi"}]);
+        j.finish_with_transcript(&turn(0).request_id, &ok("a"), None, Some(events), 300)
+            .await
+            .unwrap();
+        j.finish(&turn(1).request_id, &ok("b"), None, 301)
+            .await
+            .unwrap();
+        // A second outcome keeps neither its outcome nor its transcript.
+        let again = serde_json::json!([{"type": "text", "text": "other"}]);
+        assert!(j
+            .finish_with_transcript(&turn(0).request_id, &ok("z"), None, Some(again), 302)
+            .await
+            .is_err());
+        assert_eq!(j.conversation_meta(&conv).unwrap(), None);
+        j.put_conversation_meta(&conv, "fisk", &serde_json::json!({"v": 1}), 1)
+            .await
+            .unwrap();
+        j.put_conversation_meta(&conv, "fisk", &serde_json::json!({"v": 2}), 2)
+            .await
+            .unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    let record = j.conversation_record(&conv).unwrap();
+    let ids: Vec<_> = record
+        .iter()
+        .map(|(t, _)| t.request_id.to_string())
+        .collect();
+    assert_eq!(ids, vec!["nipxx:0", "nipxx:1", "nipxx:2"]);
+    assert_eq!(
+        record[0].1,
+        Some(serde_json::json!([{"type": "text", "text": "hi"}]))
+    );
+    assert_eq!(record[0].0.outcome, Some(ok("a")));
+    assert_eq!(record[1].1, None);
+    assert_eq!(record[2].0.outcome, None);
+    assert_eq!(
+        j.conversation_meta(&conv).unwrap(),
+        Some(serde_json::json!({"v": 2}))
+    );
+    assert!(j
+        .conversation_record(&ConversationId::new("none").unwrap())
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_halted_journal_commits_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    let j = Journal::open(&path).unwrap();
+    j.accept(turn(1)).await.unwrap();
+    j.halt();
+    assert_eq!(j.accept(turn(2)).await, Err(StoreError::WriterGone));
+    assert_eq!(
+        j.finish(&turn(1).request_id, &ok("a"), None, 1).await,
+        Err(StoreError::WriterGone)
+    );
+    let reopened = Journal::open(&path).unwrap();
+    assert!(reopened.lookup(&turn(1).request_id).unwrap().is_some());
+    assert!(reopened.lookup(&turn(2).request_id).unwrap().is_none());
+    assert_eq!(
+        reopened.interrupted("nipxx").unwrap().len(),
+        1,
+        "turn 1 has no outcome"
+    );
+}

@@ -230,3 +230,57 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_exclusive_submit_refuses_while_any_turn_of_the_conversation_lives() {
+    let mut b = TurnBook::new();
+    assert_eq!(b.submit_exclusive(rid(0), cid(0)), Submitted::New);
+    // Pending (not yet journaled) already holds the conversation for an exclusive submit.
+    assert_eq!(
+        b.submit_exclusive(rid(1), cid(0)),
+        Submitted::ConversationBusy
+    );
+    assert_eq!(b.journaled(&rid(0)), Journaled::Start);
+    assert_eq!(
+        b.submit_exclusive(rid(1), cid(0)),
+        Submitted::ConversationBusy
+    );
+    assert_eq!(b.phase(&rid(1)), None, "a busy refusal registers nothing");
+    // The same request again is a duplicate, not busy.
+    assert!(matches!(
+        b.submit_exclusive(rid(0), cid(0)),
+        Submitted::Duplicate(_)
+    ));
+    assert_eq!(b.submit_exclusive(rid(2), cid(1)), Submitted::New);
+    assert_eq!(b.finish(&rid(0)), Finished::Decided);
+    assert_eq!(
+        b.submit_exclusive(rid(1), cid(0)),
+        Submitted::ConversationBusy
+    );
+    assert_eq!(b.ended(&rid(0)), None);
+    assert_eq!(b.submit_exclusive(rid(1), cid(0)), Submitted::New);
+}
+
+#[test]
+fn a_turn_is_never_started_by_a_call_that_cannot_report_it() {
+    // F (pending, cancelled) stands in front of G (journaled); X arrives later. The engine learns which turn
+    // to start only from the calls that return one, so X's `journaled` must not start G behind its back.
+    let mut b = TurnBook::new();
+    let (f, g, x) = (rid(0), rid(1), rid(2));
+    b.submit(f.clone(), cid(0));
+    b.submit(g.clone(), cid(0));
+    assert_eq!(b.journaled(&g), Journaled::Queued);
+    assert_eq!(b.cancel(&f), CancelDecision::Deferred);
+    assert_eq!(b.journaled(&f), Journaled::EndCancelled);
+    b.submit(x.clone(), cid(0));
+    assert_eq!(b.journaled(&x), Journaled::Queued);
+    assert_eq!(
+        b.phase(&g),
+        Some(TurnPhase::Queued),
+        "G waits until F's outcome is out"
+    );
+    assert_eq!(b.finish(&f), Finished::AlreadyEnding);
+    assert_eq!(b.ended(&f), Some(g.clone()));
+    assert_eq!(b.finish(&g), Finished::Decided);
+    assert_eq!(b.ended(&g), Some(x));
+}

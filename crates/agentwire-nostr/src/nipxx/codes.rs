@@ -101,8 +101,26 @@ impl From<&FailureCode> for ErrorCode {
             FailureCode::EmptyResponse => ErrorCode::EmptyResponse,
             FailureCode::ToolError => ErrorCode::ToolError,
             FailureCode::ModelUnavailable => ErrorCode::ModelUnavailable,
+            FailureCode::Capacity | FailureCode::ProviderBusy => ErrorCode::RateLimit,
+            FailureCode::ConversationBusy => ErrorCode::SessionLimit,
+            FailureCode::ProviderRefused => ErrorCode::ModelUnavailable,
+            // A NIP-XX run is never parked: a cancel is CANCELLED, and there is no way to answer later.
+            FailureCode::Suspended | FailureCode::Deferred => ErrorCode::Cancelled,
+            FailureCode::Interrupted
+            | FailureCode::AgentFailed
+            | FailureCode::Internal
+            | FailureCode::Crashed
+            | FailureCode::Draining
+            | FailureCode::DuplicateRequest
+            | FailureCode::UnknownConversation
+            | FailureCode::TurnNotTaken
+            | FailureCode::ConfigDrift
+            | FailureCode::BudgetExhausted
+            | FailureCode::UnknownCall
+            | FailureCode::AlreadyAnswered
+            | FailureCode::AnswerTooLarge
             // A run cut off by a restart cannot continue its stream: the spec's nearest code, with retry_after.
-            FailureCode::Interrupted | FailureCode::AgentFailed | FailureCode::Internal => {
+            | FailureCode::ContextExceeded => {
                 ErrorCode::InternalError
             }
             FailureCode::Unknown(s) => ErrorCode::Unknown(s.clone()),

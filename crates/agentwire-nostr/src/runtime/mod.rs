@@ -11,7 +11,9 @@ use crate::nipxx::policy::{RateLimit, SenderPolicy};
 use crate::nipxx::{kinds, tags, ErrorCode, Message, Violation};
 use crate::relay_conn::{Incoming, RelayConn};
 use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
-use agentwire_engine::{AgentCard, Engine, Submission, SubmitReply, TurnFront, TurnInput};
+use agentwire_engine::{
+    AgentCard, Engine, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
+};
 use nostr::prelude::{Event, EventBuilder, Filter, Kind, PublicKey, Tag, Timestamp};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -351,11 +353,14 @@ impl Runtime {
                 message,
                 model,
                 thinking,
+                resume: None,
             },
             protocol: PROTOCOL.into(),
             requester: client.to_hex(),
             route: serde_json::to_value(&route).unwrap_or_default(),
             front: front.clone(),
+            // NIP-XX queues a session's runs, drops a cancelled run at once, and has no read-back.
+            policy: TurnPolicy::default(),
         };
         let engine = self.engine.clone();
         let relays = self.relays.clone();

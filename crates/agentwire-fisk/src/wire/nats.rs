@@ -1,0 +1,67 @@
+//! The NATS side of the wire: subjects, the headers a reply set uses, and the service-error codes.
+//!
+//! Subjects are built from an identity and a `request` tag, both `^[a-zA-Z0-9_-]+$` on the wire (so
+//! neither can carry a `.` or a wildcard into a subject).
+
+/// Every fisk-ai subject sits under this prefix.
+pub const SUBJECT_PREFIX: &str = "choria.fisk-ai";
+
+/// Where a worker takes requests: `choria.fisk-ai.task.<identity>`.
+pub fn task_subject(identity: &str) -> String {
+    format!("{SUBJECT_PREFIX}.task.{identity}")
+}
+
+/// Where a caller cancels turn `request`: `choria.fisk-ai.cancel.<identity>.<request>`. Only the worker
+/// running that turn subscribes.
+pub fn cancel_subject(identity: &str, request: &str) -> String {
+    format!("{SUBJECT_PREFIX}.cancel.{identity}.{request}")
+}
+
+/// Where a caller answers the questions of turn `request`: `choria.fisk-ai.elicit.<identity>.<request>`.
+pub fn elicit_subject(identity: &str, request: &str) -> String {
+    format!("{SUBJECT_PREFIX}.elicit.{identity}.{request}")
+}
+
+/// Where an agent answers discovery: `choria.fisk-ai.discovery.<identity>` (as the fisk-ai worker does).
+pub fn discovery_subject(identity: &str) -> String {
+    format!("{SUBJECT_PREFIX}.discovery.{identity}")
+}
+
+/// The NATS header on the last message of a reply set.
+pub const HEADER_STREAM_FINAL: &str = "Fisk-AI-Stream-Final";
+/// The NATS header carrying a refusal's text (a [`WireError`](super::WireError)'s `Display`).
+pub const HEADER_SERVICE_ERROR: &str = "Nats-Service-Error";
+/// The NATS header carrying a refusal's code.
+pub const HEADER_SERVICE_ERROR_CODE: &str = "Nats-Service-Error-Code";
+
+/// Service-error code for a message that fails validation.
+pub const STATUS_INVALID: u16 = 400;
+/// Service-error code for an elicit message to no waiting question (unknown, answered, or its window closed).
+pub const STATUS_NO_QUESTION: u16 = 404;
+/// Service-error code for an internal failure.
+pub const STATUS_INTERNAL: u16 = 500;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_follow_the_spec() {
+        assert_eq!(
+            task_subject("nats-worker"),
+            "choria.fisk-ai.task.nats-worker"
+        );
+        assert_eq!(
+            cancel_subject("nats-worker", "docs1"),
+            "choria.fisk-ai.cancel.nats-worker.docs1"
+        );
+        assert_eq!(
+            elicit_subject("nats-worker", "docs1"),
+            "choria.fisk-ai.elicit.nats-worker.docs1"
+        );
+        assert_eq!(
+            discovery_subject("nats-worker"),
+            "choria.fisk-ai.discovery.nats-worker"
+        );
+    }
+}
