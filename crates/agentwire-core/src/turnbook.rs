@@ -133,6 +133,11 @@ impl TurnBook {
         self.turns.get(id).map(|e| e.phase)
     }
 
+    /// Whether any turn of a conversation is live (pending, queued, running or ending).
+    pub fn is_busy(&self, conversation: &ConversationId) -> bool {
+        self.lanes.get(conversation).is_some_and(|l| l.members > 0)
+    }
+
     /// The turn holding a conversation (running or ending), if any.
     pub fn holder(&self, conversation: &ConversationId) -> Option<&RequestId> {
         self.lanes.get(conversation).and_then(|l| l.holder.as_ref())

@@ -70,9 +70,6 @@ pub struct Resume {
     /// Answers given since, to the calls the parked turn was waiting on.
     #[serde(default)]
     pub answers: Vec<CallAnswer>,
-    /// Tools the conversation has approved for good (`always`).
-    #[serde(default)]
-    pub standing_approvals: Vec<String>,
 }
 
 /// Puts a running turn's questions to a person, through the turn's protocol.

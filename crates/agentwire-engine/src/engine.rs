@@ -185,6 +185,11 @@ impl Engine {
         self.lock().book.live()
     }
 
+    /// Whether a turn of `conversation` is live here.
+    pub fn conversation_busy(&self, conversation: &ConversationId) -> bool {
+        self.lock().book.is_busy(conversation)
+    }
+
     /// The live turns and their phases, for diagnostics.
     pub fn live_phases(&self) -> Vec<(RequestId, agentwire_core::TurnPhase)> {
         let st = self.lock();

@@ -33,4 +33,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod conversation;
+pub mod mapping;
 pub mod wire;
+pub mod worker;

@@ -30,6 +30,30 @@ pub(crate) struct FileConfig {
     pub(crate) nipxx: NipxxFile,
     /// Embedded relay settings.
     pub(crate) relay: RelayFile,
+    /// fisk-ai on NATS.
+    pub(crate) nats: NatsFile,
+}
+
+/// `[nats]`: the fisk-ai worker.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct NatsFile {
+    /// The NATS server URL; the worker runs when set.
+    pub(crate) url: Option<String>,
+    /// The fisk-ai identity.
+    pub(crate) identity: Option<String>,
+    /// Runs at a time.
+    pub(crate) workers: Option<usize>,
+    /// Questions on.
+    pub(crate) elicit: Option<bool>,
+    /// The question window in seconds.
+    pub(crate) request_timeout_secs: Option<u64>,
+    /// The system prompt (part of a conversation's fingerprint).
+    pub(crate) system_prompt: Option<String>,
+    /// The token allowance per conversation.
+    pub(crate) max_tokens: Option<u64>,
+    /// This instance's name (`sender.instance`).
+    pub(crate) instance: Option<String>,
 }
 
 /// `[serve]`.

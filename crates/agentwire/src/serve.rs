@@ -4,6 +4,7 @@ use crate::config::{self, FileConfig};
 use crate::keys;
 use agentwire_agents::DemoAgent;
 use agentwire_engine::{Agent, Engine};
+use agentwire_fisk::worker::{Worker, WorkerConfig};
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::nipxx::policy::RateLimit;
 use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
@@ -51,6 +52,21 @@ pub(crate) struct ServeArgs {
     /// (ai.info then says `supports_nip59`).
     #[arg(long)]
     nip59: bool,
+    /// Serve the agent as a fisk-ai worker on this NATS server (needs --identity).
+    #[arg(long)]
+    nats: Option<String>,
+    /// The fisk-ai identity: subjects `choria.fisk-ai.*.<identity>` and the queue group.
+    #[arg(long)]
+    identity: Option<String>,
+    /// fisk-ai runs at a time; past it requests are refused with `capacity` (default 1).
+    #[arg(long)]
+    nats_workers: Option<usize>,
+    /// Put the agent's questions to fisk-ai callers (elicit); off refuses approval-gated tools.
+    #[arg(long)]
+    nats_elicit: bool,
+    /// Seconds a fisk-ai question is held open (`request_timeout`, default 120).
+    #[arg(long)]
+    nats_request_timeout: Option<u64>,
 }
 
 fn parse_keys(list: &[String]) -> Result<HashSet<nostr::prelude::PublicKey>, String> {
@@ -63,6 +79,10 @@ fn make_agent(name: &str) -> Result<Arc<dyn Agent>, String> {
         other => Err(format!("unknown agent {other:?}; available: demo")),
     }
 }
+
+/// How long a shutdown waits for in-flight fisk-ai runs: long enough for a demo or a short model turn, short
+/// enough that a service manager's stop does not hang (systemd's default is 90 s).
+const DRAIN_GRACE: Duration = Duration::from_secs(60);
 
 /// Runs the daemon until SIGINT or SIGTERM.
 pub(crate) async fn run(
@@ -116,6 +136,39 @@ pub(crate) async fn run(
     let journal =
         Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
+    let nats_url = args.nats.clone().or(file.nats.url.clone());
+    let fisk = match nats_url {
+        None => None,
+        Some(url) => {
+            let identity = args
+                .identity
+                .clone()
+                .or(file.nats.identity.clone())
+                .ok_or("--nats needs --identity NAME (or [nats] identity)")?;
+            let config = WorkerConfig {
+                url,
+                identity,
+                workers: args
+                    .nats_workers
+                    .or(file.nats.workers)
+                    .unwrap_or(agentwire_fisk::worker::DEFAULT_WORKERS),
+                elicit: args.nats_elicit || file.nats.elicit.unwrap_or(false),
+                request_timeout: args
+                    .nats_request_timeout
+                    .or(file.nats.request_timeout_secs)
+                    .map(Duration::from_secs)
+                    .unwrap_or(agentwire_fisk::worker::DEFAULT_REQUEST_TIMEOUT),
+                system_prompt: file.nats.system_prompt.clone().unwrap_or_default(),
+                max_tokens: file.nats.max_tokens,
+                instance: file.nats.instance.clone(),
+            };
+            Some(
+                Worker::start(config, engine.clone())
+                    .await
+                    .map_err(|e| format!("fisk-ai worker: {e}"))?,
+            )
+        }
+    };
     let crypto = Arc::new(Crypto::new(agent_keys.clone()));
     let allow = args.allow.clone();
     let allow = if !allow.is_empty() {
@@ -156,7 +209,7 @@ pub(crate) async fn run(
     )
     .await;
     let pk = agent_keys.public_key();
-    let ready = serde_json::json!({
+    let mut ready = serde_json::json!({
         "ready": true,
         "relay": relays.first(),
         "relays": relays,
@@ -165,10 +218,23 @@ pub(crate) async fn run(
         "npub": keys::npub(&pk),
         "data_dir": data_dir,
     });
+    if let Some(w) = &fisk {
+        ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
+    }
     println!("{ready}");
     tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;
     tracing::info!("shutting down");
+    if let Some(w) = &fisk {
+        // In-flight fisk-ai runs finish; new ones are refused with `draining`.
+        let left = w.shutdown(DRAIN_GRACE).await;
+        if left > 0 {
+            tracing::warn!(
+                runs = left,
+                "fisk-ai runs still in flight after the drain grace"
+            );
+        }
+    }
     if let Some(r) = embedded {
         r.shutdown().await;
     }

@@ -1,0 +1,296 @@
+//! Between the core vocabulary and fisk-ai v1 wire values: events to blocks, outcomes to `result` /
+//! `error`, failure codes to fisk-ai codes (the one place this mapping lives), questions to
+//! `elicit.request.*`, and answers back. Pure.
+
+use crate::wire::{
+    self, Ask, Block, Decision, ElicitAnswer, ElicitChoice, ErrorCode, Reply, StopReason, TurnError,
+};
+use agentwire_core::{
+    Answer, ApproveChoice, FailureCode, Outcome, QuestionKind, StatusState, TurnEvent, Usage,
+};
+
+/// The fisk-ai code of a core failure.
+pub fn error_code(code: &FailureCode) -> ErrorCode {
+    match code {
+        // Every cancel on this channel comes from the caller, and a caller's cancel parks the run.
+        FailureCode::Cancelled | FailureCode::Suspended => ErrorCode::Suspended,
+        FailureCode::Deferred => ErrorCode::Deferred,
+        FailureCode::Capacity => ErrorCode::Capacity,
+        FailureCode::Draining => ErrorCode::Draining,
+        FailureCode::DuplicateRequest => ErrorCode::DuplicateRequest,
+        FailureCode::ConversationBusy => ErrorCode::ConversationBusy,
+        FailureCode::UnknownConversation => ErrorCode::UnknownConversation,
+        FailureCode::TurnNotTaken => ErrorCode::TurnNotTaken,
+        FailureCode::ConfigDrift => ErrorCode::ConfigDrift,
+        FailureCode::BudgetExhausted => ErrorCode::BudgetExhausted,
+        FailureCode::UnknownCall => ErrorCode::UnknownCall,
+        FailureCode::AlreadyAnswered => ErrorCode::AlreadyAnswered,
+        FailureCode::AnswerTooLarge => ErrorCode::AnswerTooLarge,
+        FailureCode::ProviderBusy | FailureCode::RateLimited => ErrorCode::ProviderBusy,
+        FailureCode::ProviderRefused | FailureCode::ModelUnavailable => ErrorCode::ProviderRefused,
+        FailureCode::ContextExceeded => ErrorCode::ContextExceeded,
+        FailureCode::Crashed => ErrorCode::Crashed,
+        // Cut off by a restart of the worker, not by the caller.
+        FailureCode::Interrupted => ErrorCode::Canceled,
+        FailureCode::Unauthorized
+        | FailureCode::Blocked
+        | FailureCode::UnsupportedModel
+        | FailureCode::UnsupportedSchemaVersion
+        | FailureCode::UnsupportedEncryption
+        | FailureCode::UnsupportedFeature
+        | FailureCode::ParseError
+        | FailureCode::InvalidSchema
+        | FailureCode::SessionLimit => ErrorCode::Rejected,
+        FailureCode::Unknown(s) => ErrorCode::parse(s),
+        _ => ErrorCode::Failed,
+    }
+}
+
+/// The wire usage of a core usage.
+pub fn usage(u: Usage) -> wire::Usage {
+    wire::Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        ..wire::Usage::default()
+    }
+}
+
+/// The terminal message of an outcome; `conversation` is the whole conversation's usage, this turn's
+/// included.
+pub fn terminal(outcome: &Outcome, conversation: Usage) -> Reply {
+    match outcome {
+        Outcome::Result(r) => {
+            let stop = match r.stop_reason.as_str() {
+                "" | "stop" => StopReason::EndTurn,
+                other => StopReason::parse(other),
+            };
+            let mut t = wire::TurnResult::new(stop, r.text.clone());
+            t.usage = Some(usage(conversation));
+            Reply::Result(t)
+        }
+        Outcome::Failure(f) => {
+            let message = if f.message.is_empty() {
+                "the run failed".to_string()
+            } else {
+                f.message.clone()
+            };
+            let mut e = TurnError::new(error_code(&f.code), message);
+            e.usage = Some(usage(conversation));
+            Reply::Error(e)
+        }
+    }
+}
+
+/// A refusal before the run: code and message, no usage.
+pub fn refusal(code: FailureCode, message: impl Into<String>) -> Reply {
+    Reply::Error(TurnError::new(error_code(&code), message))
+}
+
+/// The block of one event (text is sent by the caller of this, which knows which text is final).
+/// `iteration` counts the turn's status events.
+pub fn block(event: &TurnEvent, iteration: u64) -> Block {
+    match event {
+        TurnEvent::Text { text } => Block::text(wire::trim_block_text(text), false),
+        TurnEvent::Thinking { text } => Block::thinking(wire::trim_block_text(text)),
+        TurnEvent::Status { state, .. } => {
+            let phase = match state {
+                StatusState::Thinking => "thinking",
+                StatusState::ToolUse => "tool_use",
+                StatusState::Done => "done",
+            };
+            Block::iteration(iteration, phase, None)
+        }
+        TurnEvent::ToolCall {
+            call_id,
+            name,
+            arguments,
+        } => {
+            let input = match arguments {
+                serde_json::Value::Object(m) => m.clone(),
+                other => {
+                    let mut m = serde_json::Map::new();
+                    m.insert("value".into(), other.clone());
+                    m
+                }
+            };
+            Block::tool_call(call_id, name, input)
+        }
+        TurnEvent::ToolResult {
+            call_id,
+            output,
+            success,
+            ..
+        } => {
+            let text = match output.get("stdout").and_then(serde_json::Value::as_str) {
+                Some(s) => s.to_string(),
+                None => output.to_string(),
+            };
+            Block::tool_result(call_id, wire::trim_block_text(&text), !success)
+        }
+        TurnEvent::Warning { text } => {
+            let mut b = Block::warning("agent");
+            if let Block::Warning(w) = &mut b {
+                w.params = vec![wire::trim_block_text(text).to_string()];
+            }
+            b
+        }
+    }
+}
+
+/// The `elicit.request.*` form of a question.
+pub fn ask(kind: &QuestionKind) -> Ask {
+    match kind.clone() {
+        QuestionKind::Approve {
+            command,
+            display,
+            tag,
+        } => Ask::Approve {
+            command,
+            display,
+            tag,
+        },
+        QuestionKind::Confirm { question } => Ask::Confirm { question },
+        QuestionKind::Select { question, options } => Ask::Select { question, options },
+        QuestionKind::Input { question, default } => Ask::Input { question, default },
+    }
+}
+
+fn choice(c: ElicitChoice) -> ApproveChoice {
+    match c {
+        ElicitChoice::No => ApproveChoice::No,
+        ElicitChoice::Once => ApproveChoice::Once,
+        ElicitChoice::Always => ApproveChoice::Always,
+    }
+}
+
+/// A live `elicit.reply.*` as a core answer to `kind`; `None` if it cannot be one (a select position
+/// outside the options, a reply of another question's kind).
+pub fn live_answer(reply: &ElicitAnswer, kind: &QuestionKind) -> Option<Answer> {
+    let a = match (reply, kind) {
+        (ElicitAnswer::NoOperator, _) => Answer::NoOperator,
+        (ElicitAnswer::Approve(c), QuestionKind::Approve { .. }) => {
+            Answer::Approve { choice: choice(*c) }
+        }
+        (ElicitAnswer::Confirm(b), QuestionKind::Confirm { .. }) => {
+            Answer::Confirm { confirmed: *b }
+        }
+        (ElicitAnswer::Select(i), QuestionKind::Select { options, .. }) => Answer::Select {
+            value: options.get(usize::try_from(*i).ok()?)?.clone(),
+        },
+        (ElicitAnswer::Input(v), QuestionKind::Input { .. }) => Answer::Input { value: v.clone() },
+        _ => return None,
+    };
+    Some(a)
+}
+
+/// A `request.answer`'s decision as a core answer.
+pub fn decided_answer(d: &Decision) -> Answer {
+    match d {
+        Decision::Approve(c) => Answer::Approve { choice: choice(*c) },
+        Decision::Confirm(b) => Answer::Confirm { confirmed: *b },
+        Decision::Select(v) => Answer::Select { value: v.clone() },
+        Decision::Input(v) => Answer::Input { value: v.clone() },
+        Decision::NoOperator => Answer::NoOperator,
+    }
+}
+
+/// The blocks a turn sent, rebuilt from its journaled transcript: the same blocks in the same order, the
+/// last text of a turn that ended in a result marked final. `prompt` opens the turn when it was a prompt.
+pub fn replay_blocks(prompt: Option<&str>, events: &[TurnEvent], answered: bool) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    if let Some(p) = prompt {
+        blocks.push(Block::prompt(wire::trim_block_text(p)));
+    }
+    let mut iteration = 0;
+    for e in events {
+        if matches!(e, TurnEvent::Status { .. }) {
+            iteration += 1;
+        }
+        blocks.push(block(e, iteration));
+    }
+    if answered {
+        if let Some(Block::Text(t)) = blocks
+            .iter_mut()
+            .rev()
+            .find(|b| matches!(b, Block::Text(_)))
+        {
+            t.is_final = true;
+        }
+    }
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::{Failure, TurnResult};
+
+    #[test]
+    fn every_core_failure_has_a_fisk_code_and_cancel_parks() {
+        assert_eq!(error_code(&FailureCode::Cancelled), ErrorCode::Suspended);
+        assert_eq!(error_code(&FailureCode::Deferred), ErrorCode::Deferred);
+        assert_eq!(error_code(&FailureCode::Crashed), ErrorCode::Crashed);
+        assert_eq!(error_code(&FailureCode::AgentFailed), ErrorCode::Failed);
+        assert_eq!(error_code(&FailureCode::Interrupted), ErrorCode::Canceled);
+        assert_eq!(
+            error_code(&FailureCode::Unknown("provider_busy".into())),
+            ErrorCode::ProviderBusy
+        );
+    }
+
+    #[test]
+    fn a_result_carries_the_conversation_usage() {
+        let o = Outcome::Result(TurnResult {
+            text: "hi".into(),
+            usage: Usage::default(),
+            stop_reason: "stop".into(),
+        });
+        let total = Usage {
+            input_tokens: 5,
+            output_tokens: 7,
+        };
+        match terminal(&o, total) {
+            Reply::Result(r) => {
+                assert_eq!(r.stop_reason, StopReason::EndTurn);
+                assert_eq!(r.usage.unwrap().output_tokens, 7);
+            }
+            other => panic!("{other:?}"),
+        }
+        let f = Outcome::Failure(Failure::new(FailureCode::Suspended, "parked"));
+        match terminal(&f, total) {
+            Reply::Error(e) => assert_eq!(e.code, ErrorCode::Suspended),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_select_reply_picks_by_position_and_a_wrong_kind_is_none() {
+        let kind = QuestionKind::Select {
+            question: "q".into(),
+            options: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(
+            live_answer(&ElicitAnswer::Select(1), &kind),
+            Some(Answer::Select { value: "b".into() })
+        );
+        assert_eq!(live_answer(&ElicitAnswer::Select(2), &kind), None);
+        assert_eq!(live_answer(&ElicitAnswer::Confirm(true), &kind), None);
+        assert_eq!(
+            live_answer(&ElicitAnswer::NoOperator, &kind),
+            Some(Answer::NoOperator)
+        );
+    }
+
+    #[test]
+    fn replay_marks_the_answer_final() {
+        let events = vec![
+            TurnEvent::Text { text: "a".into() },
+            TurnEvent::Text { text: "b".into() },
+        ];
+        let blocks = replay_blocks(Some("hi"), &events, true);
+        assert_eq!(blocks.len(), 3);
+        assert!(matches!(&blocks[0], Block::Prompt(p) if p.text == "hi"));
+        assert!(matches!(&blocks[1], Block::Text(t) if !t.is_final));
+        assert!(matches!(&blocks[2], Block::Text(t) if t.is_final));
+    }
+}

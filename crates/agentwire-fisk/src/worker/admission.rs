@@ -1,0 +1,460 @@
+//! Admission of a fisk-ai request, in the spec's order: `draining`, `capacity`, `duplicate_request`,
+//! `conversation_busy`; then what the conversation allows (`unknown_conversation`, `config_drift`,
+//! `budget_exhausted`, `turn_not_taken`, and for answers `answer_too_large`, `already_answered`,
+//! `unknown_call`). A refusal is an `ack` with `accepted: false` and a reason, then an `error` with the code.
+
+use super::front::TurnSetup;
+use super::replyset::ReplySet;
+use super::{request_id, Worker};
+use crate::conversation::{self, allowance, mint_token, ConversationMeta, TOKEN_BYTES};
+use crate::mapping;
+use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
+use agentwire_core::{CallAnswer, ConversationId, FailureCode, Outcome, TurnEvent, Usage};
+use agentwire_engine::{Resume, TurnInput};
+use agentwire_store::StoredTurn;
+
+/// What to do with a request.
+pub(super) enum Plan {
+    /// Refused before any ack with a 400 (an answer that does not fit its kind).
+    Invalid(WireError),
+    /// Refused with an ack and an error.
+    Refuse {
+        /// The code.
+        code: FailureCode,
+        /// Why, for people.
+        message: String,
+    },
+    /// A `request.read`.
+    Read(Box<ReadPlan>),
+    /// A turn to run (the slot is taken).
+    Run(Box<RunPlan>),
+}
+
+/// A read-back.
+pub(super) struct ReadPlan {
+    pub(super) header: Header,
+    pub(super) token: String,
+    pub(super) conversation: ConversationId,
+    pub(super) replay: u64,
+}
+
+/// A turn to run.
+pub(super) struct RunPlan {
+    pub(super) header: Header,
+    pub(super) input: TurnInput,
+    pub(super) setup: TurnSetup,
+    pub(super) meta: ConversationMeta,
+    /// The meta changed (a new conversation, a forced drift, a lowered budget): journal it first.
+    pub(super) meta_changed: bool,
+}
+
+fn refused(code: FailureCode, message: impl Into<String>) -> Plan {
+    Plan::Refuse {
+        code,
+        message: message.into(),
+    }
+}
+
+fn random_token() -> String {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes);
+    mint_token(bytes)
+}
+
+fn used(u: Usage) -> u64 {
+    u.input_tokens.saturating_add(u.output_tokens)
+}
+
+/// The conversation's turns, or a refusal.
+fn record(
+    worker: &Worker,
+    conversation: &ConversationId,
+) -> Result<Vec<(StoredTurn, Option<serde_json::Value>)>, Box<Plan>> {
+    worker
+        .engine
+        .journal()
+        .conversation_record(conversation)
+        .map_err(|e| {
+            Box::new(refused(
+                FailureCode::Internal,
+                format!("the journal could not be read: {e}"),
+            ))
+        })
+}
+
+/// Decides what to do with `task`. A `Run` holds a worker slot, released when its reply set ends.
+pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
+    if let TaskRequest::Read(r) = task {
+        if worker.lock().draining {
+            return refused(FailureCode::Draining, "the worker is shutting down");
+        }
+        let conversation = conversation::conversation_id(&r.conversation_token);
+        return match worker.engine.journal().conversation_meta(&conversation) {
+            Ok(Some(_)) => Plan::Read(Box::new(ReadPlan {
+                header: r.header.clone(),
+                token: r.conversation_token.clone(),
+                conversation,
+                replay: r.replay,
+            })),
+            Ok(None) => refused(
+                FailureCode::UnknownConversation,
+                "the conversation_token names no conversation here; send the prompt without one",
+            ),
+            Err(e) => refused(
+                FailureCode::Internal,
+                format!("the journal could not be read: {e}"),
+            ),
+        };
+    }
+    let header = task.header().clone();
+    let tag = header.request.clone();
+    {
+        let mut running = worker.lock();
+        if running.draining {
+            return refused(
+                FailureCode::Draining,
+                "the worker is shutting down and takes no new runs",
+            );
+        }
+        if running.turns.len() >= worker.config.workers {
+            return refused(
+                FailureCode::Capacity,
+                format!(
+                    "every worker slot ({}) is busy; retry, or ask another instance",
+                    worker.config.workers
+                ),
+            );
+        }
+        if running.turns.contains_key(&tag) {
+            return refused(
+                FailureCode::DuplicateRequest,
+                format!("a run with request {tag:?} is already in flight here"),
+            );
+        }
+        running.turns.insert(tag.clone(), request_id(&tag));
+    }
+    let plan = plan_turn(worker, task, header).await;
+    if !matches!(plan, Plan::Run(_)) {
+        worker.release(&tag);
+    }
+    plan
+}
+
+async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan {
+    let (token, new) = match task.conversation_token() {
+        Some(t) => (t.to_string(), false),
+        None => (random_token(), true),
+    };
+    let conversation = conversation::conversation_id(&token);
+    let fingerprint = worker.fingerprint();
+    let tools: Vec<String> = worker
+        .engine
+        .agent()
+        .card()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    let (mut meta, mut meta_changed) = if new {
+        (
+            ConversationMeta {
+                fingerprint: fingerprint.clone(),
+                tools: tools.clone(),
+                approvals: vec![],
+                max_tokens: None,
+            },
+            true,
+        )
+    } else {
+        match worker.engine.journal().conversation_meta(&conversation) {
+            Ok(Some(m)) => match serde_json::from_value::<ConversationMeta>(m) {
+                Ok(m) => (m, false),
+                Err(e) => {
+                    return refused(
+                        FailureCode::Internal,
+                        format!("the conversation's record is unreadable: {e}"),
+                    )
+                }
+            },
+            Ok(None) => return refused(
+                FailureCode::UnknownConversation,
+                "the conversation_token names no conversation here; send the prompt without one",
+            ),
+            Err(e) => {
+                return refused(
+                    FailureCode::Internal,
+                    format!("the journal could not be read: {e}"),
+                )
+            }
+        }
+    };
+    if worker.engine.conversation_busy(&conversation) {
+        return refused(
+            FailureCode::ConversationBusy,
+            "a turn of this conversation is running here; wait for its terminal message",
+        );
+    }
+    let force = match task {
+        TaskRequest::Prompt(p) => p.force,
+        TaskRequest::Resume(r) => r.force,
+        _ => false,
+    };
+    let drift = meta.fingerprint.drift(&fingerprint);
+    if !drift.is_empty() {
+        if !force {
+            return refused(
+                FailureCode::ConfigDrift,
+                format!(
+                    "the agent's configuration changed since the conversation started: {}; start a new conversation or send again with force",
+                    drift.join(", ")
+                ),
+            );
+        }
+        meta.fingerprint = fingerprint;
+        meta.approvals.clear();
+        meta_changed = true;
+    }
+    if meta.tools != tools {
+        // A changed tool set does not end the conversation, but its standing approvals go.
+        meta.tools = tools;
+        meta.approvals.clear();
+        meta_changed = true;
+    }
+    let requested = match task {
+        TaskRequest::Prompt(p) => p.budget.as_ref().and_then(|b| b.max_tokens),
+        TaskRequest::Answer(a) => a.budget.as_ref().and_then(|b| b.max_tokens),
+        TaskRequest::Resume(r) => r.budget.as_ref().and_then(|b| b.max_tokens),
+        _ => None,
+    };
+    let lowered = allowance(None, meta.max_tokens, requested);
+    if lowered != meta.max_tokens {
+        meta.max_tokens = lowered;
+        meta_changed = true;
+    }
+    let record = match record(worker, &conversation) {
+        Ok(r) => r,
+        Err(p) => return *p,
+    };
+    let total = conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+    let limit = allowance(worker.config.max_tokens, meta.max_tokens, None);
+    if let Some(limit) = limit {
+        if used(total) >= limit {
+            return refused(
+                FailureCode::BudgetExhausted,
+                format!(
+                    "the conversation has used {} of its {limit} tokens and is finished; send a prompt without a conversation_token to start a new one",
+                    used(total)
+                ),
+            );
+        }
+    }
+    let last = record.last().map(|(t, _)| t);
+    let parked = conversation::parked(last.and_then(|t| t.outcome.as_ref()));
+    let parked_input: Option<TurnInput> =
+        last.and_then(|t| serde_json::from_value(t.input.clone()).ok());
+    let id = request_id(&header.request);
+    let model = worker.engine.agent().card().default_model;
+    let (message, resume, stream, replay) = match task {
+        TaskRequest::Prompt(p) => {
+            if parked
+                .as_ref()
+                .is_some_and(|p| p.code == FailureCode::Deferred)
+            {
+                return refused(
+                    FailureCode::TurnNotTaken,
+                    "the conversation waits on a deferred call; answer it first",
+                );
+            }
+            let mut message = p.prompt.clone();
+            if let Some(c) = &p.context {
+                message = format!("{message}\n\n{c}");
+            }
+            (message, None, p.stream, p.replay)
+        }
+        TaskRequest::Resume(r) => {
+            let (Some(parked), Some(input)) = (parked, parked_input) else {
+                return refused(
+                    FailureCode::TurnNotTaken,
+                    "nothing to resume: the conversation's last turn finished; send a prompt",
+                );
+            };
+            let resume = Resume {
+                checkpoint: parked.checkpoint,
+                answers: vec![],
+            };
+            (input.message, Some(resume), r.stream, None)
+        }
+        TaskRequest::Answer(a) => {
+            let decision = match a.answer.decision() {
+                Ok(d) => d,
+                Err(e) => return Plan::Invalid(e),
+            };
+            let size = a.answer.value.as_ref().map_or(0, String::len);
+            if size > wire::MAX_ANSWER_BYTES {
+                return refused(
+                    FailureCode::AnswerTooLarge,
+                    format!("the answer is {size} bytes; the limit is 256KB"),
+                );
+            }
+            let call = &a.answer.tool_use_id;
+            let answered_before = record.iter().any(|(t, _)| {
+                serde_json::from_value::<TurnInput>(t.input.clone())
+                    .ok()
+                    .and_then(|i| i.resume)
+                    .is_some_and(|r| r.answers.iter().any(|x| &x.call_id == call))
+            });
+            if answered_before {
+                return refused(
+                    FailureCode::AlreadyAnswered,
+                    format!("call {call} already has an answer"),
+                );
+            }
+            let (Some(parked), Some(input)) = (parked, parked_input) else {
+                return refused(
+                    FailureCode::UnknownCall,
+                    format!("no call {call} is waiting for an answer"),
+                );
+            };
+            if parked.call_id.as_deref() != Some(call.as_str()) {
+                return refused(
+                    FailureCode::UnknownCall,
+                    format!("no call {call} is waiting for an answer"),
+                );
+            }
+            let resume = Resume {
+                checkpoint: parked.checkpoint,
+                answers: vec![CallAnswer {
+                    call_id: call.clone(),
+                    answer: mapping::decided_answer(&decision),
+                }],
+            };
+            (input.message, Some(resume), a.stream, a.replay)
+        }
+        _ => return refused(FailureCode::Internal, "not a turn"),
+    };
+    let replay = match replay {
+        Some(n) => replay_replies(&record, n),
+        None => vec![],
+    };
+    let setup = TurnSetup {
+        request_id: id.clone(),
+        conversation: conversation.clone(),
+        token,
+        stream,
+        elicit: worker.config.elicit,
+        window: worker.config.request_timeout,
+        approvals: meta.approvals.clone(),
+        max_tokens: limit,
+        replay,
+    };
+    Plan::Run(Box::new(RunPlan {
+        header,
+        input: TurnInput {
+            request_id: id,
+            conversation_id: conversation,
+            message,
+            model,
+            thinking: None,
+            resume,
+        },
+        setup,
+        meta,
+        meta_changed,
+    }))
+}
+
+/// Sends a refusal: an ack with `accepted: false` and the reason, then the error that closes the set.
+pub(super) async fn refuse(
+    worker: &Worker,
+    inbox: async_nats::Subject,
+    header: Header,
+    code: FailureCode,
+    message: String,
+) {
+    let (set, done) = ReplySet::start(worker.client.clone(), inbox, header, worker.me.clone());
+    set.send(Reply::Ack(Ack::refused(message.clone())));
+    set.finish(mapping::refusal(code, message));
+    let _ = done.await;
+}
+
+/// The replay of a conversation: `replay` blocks at most (capped at [`wire::REPLAY_CAP`]) counted from the
+/// end and rounded outwards to whole turns, between `replay_start` and `replay_end`.
+pub(super) fn replay_replies(
+    record: &[(StoredTurn, Option<serde_json::Value>)],
+    replay: u64,
+) -> Vec<Reply> {
+    let want = replay.clamp(1, wire::REPLAY_CAP) as usize;
+    let mut turns: Vec<Vec<Block>> = Vec::new();
+    for (t, transcript) in record {
+        let Some(outcome) = &t.outcome else { continue };
+        let input: Option<TurnInput> = serde_json::from_value(t.input.clone()).ok();
+        let prompt = input
+            .as_ref()
+            .filter(|i| i.resume.is_none())
+            .map(|i| i.message.clone());
+        let events: Vec<TurnEvent> = transcript
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        let answered = matches!(outcome, Outcome::Result(_));
+        let mut blocks = mapping::replay_blocks(prompt.as_deref(), &events, answered);
+        if let Outcome::Result(r) = outcome {
+            // As live: the answer is the one final text block.
+            let last_is_answer = matches!(blocks.iter().rev().find(|b| matches!(b, Block::Text(_))), Some(Block::Text(x)) if x.text == r.text);
+            if !last_is_answer {
+                for b in blocks.iter_mut() {
+                    if let Block::Text(x) = b {
+                        x.is_final = false;
+                    }
+                }
+                blocks.push(Block::text(wire::trim_block_text(&r.text), true));
+            }
+        }
+        turns.push(blocks);
+    }
+    let total_blocks: usize = turns.iter().map(Vec::len).sum();
+    let mut taken = 0;
+    let mut first = turns.len();
+    while first > 0 && taken < want {
+        first -= 1;
+        taken += turns[first].len();
+    }
+    let truncated = taken < total_blocks;
+    let usage = conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+    let mut out = vec![Reply::Event(Block::replay_start())];
+    for blocks in turns.into_iter().skip(first) {
+        out.extend(blocks.into_iter().map(Reply::Event));
+    }
+    out.push(Reply::Event(Block::replay_end(
+        taken as u64,
+        truncated,
+        mapping::usage(usage),
+    )));
+    out
+}
+
+/// Answers a `request.read`: the ack, then the replay, the last block closing the set.
+pub(super) async fn read(worker: &Worker, inbox: async_nats::Subject, plan: ReadPlan) {
+    let record = match record(worker, &plan.conversation) {
+        Ok(r) => r,
+        Err(p) => match *p {
+            Plan::Refuse { code, message } => {
+                return refuse(worker, inbox, plan.header, code, message).await
+            }
+            _ => return,
+        },
+    };
+    let (set, done) = ReplySet::start(worker.client.clone(), inbox, plan.header, worker.me.clone());
+    set.send(Reply::Ack(
+        Ack::accepted().with_conversation_token(plan.token),
+    ));
+    let mut replies = replay_replies(&record, plan.replay);
+    let last = replies.pop();
+    for r in replies {
+        set.send(r);
+    }
+    if let Some(r) = last {
+        set.finish(r);
+    }
+    let _ = done.await;
+}

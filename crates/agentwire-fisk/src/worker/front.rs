@@ -1,0 +1,290 @@
+//! The fisk-ai side of one turn: the engine's events become `event.*` blocks, its questions
+//! `elicit.request.*` with a window, its outcome the `result` or `error` that ends the reply set.
+
+use super::replyset::{ksuid, ReplySet};
+use crate::conversation::total_usage;
+use crate::mapping;
+use crate::wire::{self, Ack, Block, Reply};
+use agentwire_core::{
+    Answer, ApproveChoice, Asked, ConversationId, Outcome, Question, QuestionKind, RequestId,
+    TurnEvent,
+};
+use agentwire_engine::{Engine, FrontAsk, TurnFront};
+use agentwire_store::Journal;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Text fragments that arrive within this long of the first one are sent as one `event.text` block: a
+/// block is a piece of prose, not a token, and fewer, larger blocks are what fisk-ai callers render.
+pub const TEXT_COALESCE_WINDOW: Duration = Duration::from_millis(200);
+
+/// The question a turn waits on.
+pub(crate) struct OpenQuestion {
+    pub(crate) id: String,
+    pub(crate) kind: QuestionKind,
+    pub(crate) tool: String,
+    /// When the window closes; an `elicit.waiting` moves it.
+    pub(crate) deadline: watch::Sender<Instant>,
+}
+
+struct State {
+    acked: bool,
+    held_text: Option<(String, Instant)>,
+    iteration: u64,
+    question: Option<OpenQuestion>,
+}
+
+/// What a front needs to know about its turn.
+pub(crate) struct TurnSetup {
+    pub(crate) request_id: RequestId,
+    pub(crate) conversation: ConversationId,
+    pub(crate) token: String,
+    pub(crate) stream: bool,
+    pub(crate) elicit: bool,
+    pub(crate) window: Duration,
+    pub(crate) approvals: Vec<String>,
+    pub(crate) max_tokens: Option<u64>,
+    /// Blocks to send right after the ack (a prompt's `replay`).
+    pub(crate) replay: Vec<Reply>,
+}
+
+/// The front of one fisk-ai turn.
+pub(crate) struct FiskFront {
+    set: ReplySet,
+    setup: TurnSetup,
+    journal: Arc<Journal>,
+    engine: Weak<Engine>,
+    state: Mutex<State>,
+}
+
+impl FiskFront {
+    pub(crate) fn new(
+        set: ReplySet,
+        setup: TurnSetup,
+        journal: Arc<Journal>,
+        engine: Weak<Engine>,
+    ) -> Self {
+        FiskFront {
+            set,
+            setup,
+            journal,
+            engine,
+            state: Mutex::new(State {
+                acked: false,
+                held_text: None,
+                iteration: 0,
+                question: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends held text as a non-final block.
+    fn flush_text(&self, st: &mut State) {
+        if let Some((text, _)) = st.held_text.take() {
+            if self.setup.stream {
+                self.set.send(Reply::Event(Block::text(
+                    wire::trim_block_text(&text),
+                    false,
+                )));
+            }
+        }
+    }
+
+    /// The open question's id, kind and tool, if `question_id` names it.
+    pub(crate) fn open_question(&self, question_id: &str) -> Option<(QuestionKind, String)> {
+        let st = self.lock();
+        st.question
+            .as_ref()
+            .filter(|q| q.id == question_id)
+            .map(|q| (q.kind.clone(), q.tool.clone()))
+    }
+
+    /// Restarts the open question's window (an `elicit.waiting`). Returns whether it was open.
+    pub(crate) fn hold_open(&self, question_id: &str) -> bool {
+        let st = self.lock();
+        match &st.question {
+            Some(q) if q.id == question_id => {
+                q.deadline.send_replace(Instant::now() + self.setup.window);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The request id this front serves.
+    pub(crate) fn request_id(&self) -> &RequestId {
+        &self.setup.request_id
+    }
+
+    fn ack(&self) -> Reply {
+        let mut ack = Ack::accepted().with_conversation_token(self.setup.token.clone());
+        if let Some(m) = self.setup.max_tokens {
+            ack = ack.with_max_tokens(m);
+        }
+        Reply::Ack(ack)
+    }
+}
+
+impl TurnFront for FiskFront {
+    fn accepted(&self, _queued: bool) {
+        let mut st = self.lock();
+        if !st.acked {
+            st.acked = true;
+            self.set.send(self.ack());
+            for r in &self.setup.replay {
+                self.set.send(r.clone());
+            }
+        }
+    }
+
+    fn event(&self, event: TurnEvent) {
+        let mut st = self.lock();
+        if let TurnEvent::Text { text } = &event {
+            let now = Instant::now();
+            match st.held_text.as_mut() {
+                Some((held, since)) if now.duration_since(*since) < TEXT_COALESCE_WINDOW => {
+                    held.push_str(text);
+                }
+                _ => {
+                    self.flush_text(&mut st);
+                    st.held_text = Some((text.clone(), now));
+                }
+            }
+            return;
+        }
+        self.flush_text(&mut st);
+        if matches!(event, TurnEvent::Status { .. }) {
+            st.iteration += 1;
+        }
+        if self.setup.stream {
+            self.set
+                .send(Reply::Event(mapping::block(&event, st.iteration)));
+        }
+    }
+
+    fn encode_outcome(&self, _outcome: &Outcome) -> Option<String> {
+        // A resend is renumbered as a reply set of its own, so it is rebuilt from the outcome.
+        None
+    }
+
+    fn deliver_outcome(&self, outcome: &Outcome, _wire: Option<&str>) {
+        let mut st = self.lock();
+        if let Some(q) = st.question.take() {
+            drop(q);
+        }
+        if !st.acked {
+            // Refused after all (the journal failed): the ack says so.
+            st.acked = true;
+            let reason = match outcome {
+                Outcome::Failure(f) => f.message.clone(),
+                Outcome::Result(_) => String::new(),
+            };
+            self.set.send(Reply::Ack(Ack::refused(reason)));
+        }
+        if let (Outcome::Result(r), true) = (outcome, self.setup.stream) {
+            // Exactly one final text block, and it is the answer.
+            match st.held_text.take() {
+                Some((text, _)) if text == r.text => {
+                    self.set.send(Reply::Event(Block::text(
+                        wire::trim_block_text(&text),
+                        true,
+                    )));
+                }
+                held => {
+                    st.held_text = held;
+                    self.flush_text(&mut st);
+                    self.set.send(Reply::Event(Block::text(
+                        wire::trim_block_text(&r.text),
+                        true,
+                    )));
+                }
+            }
+        } else {
+            self.flush_text(&mut st);
+        }
+        // The journal holds this outcome now, so the conversation's usage includes it.
+        let usage = self
+            .journal
+            .conversation_record(&self.setup.conversation)
+            .map(|record| total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref())))
+            .unwrap_or_default();
+        self.set.finish(mapping::terminal(outcome, usage));
+    }
+
+    fn ask(&self, question: &Question) -> FrontAsk {
+        if !self.setup.elicit {
+            return FrontAsk::Unavailable;
+        }
+        if matches!(question.kind, QuestionKind::Approve { .. })
+            && self.setup.approvals.contains(&question.tool)
+        {
+            return FrontAsk::Settled(Asked::Answered(Answer::Approve {
+                choice: ApproveChoice::Always,
+            }));
+        }
+        let mut st = self.lock();
+        self.flush_text(&mut st);
+        let id = ksuid().to_string();
+        let wait_ms = self.setup.window.as_millis() as u64;
+        self.set.send(Reply::Question(wire::Question {
+            question_id: id.clone(),
+            tool_use_id: Some(question.call_id.clone()),
+            wait_ms: Some(wait_ms),
+            ask: mapping::ask(&question.kind),
+        }));
+        let (deadline, mut watch) = watch::channel(Instant::now() + self.setup.window);
+        st.question = Some(OpenQuestion {
+            id: id.clone(),
+            kind: question.kind.clone(),
+            tool: question.tool.clone(),
+            deadline,
+        });
+        // The window: closes at the deadline unless an `elicit.waiting` moved it; ends with the question.
+        let engine = self.engine.clone();
+        let request = self.setup.request_id.clone();
+        let qid = id.clone();
+        tokio::spawn(async move {
+            loop {
+                let at = *watch.borrow_and_update();
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at.into()) => {
+                        if *watch.borrow() == at {
+                            if let Some(e) = engine.upgrade() {
+                                e.question_expired(&request, &qid);
+                            }
+                            return;
+                        }
+                    }
+                    changed = watch.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+        FrontAsk::Sent { question_id: id }
+    }
+
+    fn question_closed(&self, question_id: &str) {
+        let mut st = self.lock();
+        if st.question.as_ref().is_some_and(|q| q.id == question_id) {
+            // Dropping the deadline sender ends the window task.
+            st.question = None;
+        }
+    }
+}
+
+/// A front for turns recovered after a restart: their callers' inboxes are gone, so nothing is sent; the
+/// journal gets the outcome, and a resend of the request is answered from it.
+pub(crate) struct SilentFront;
+
+impl TurnFront for SilentFront {
+    fn accepted(&self, _queued: bool) {}
+    fn event(&self, _event: TurnEvent) {}
+    fn encode_outcome(&self, _outcome: &Outcome) -> Option<String> {
+        None
+    }
+    fn deliver_outcome(&self, _outcome: &Outcome, _wire: Option<&str>) {}
+}

@@ -1,0 +1,340 @@
+//! The fisk-ai worker: serves the engine's agent on `choria.fisk-ai.task.<identity>` (NATS service API,
+//! queue group `<identity>`), with discovery, and per turn a cancel and an elicit subscription made before
+//! the ack. Admission, conversations and replay follow the spec; the wire layer is [`crate::wire`].
+
+mod admission;
+mod front;
+mod replyset;
+mod turn;
+
+pub use front::TEXT_COALESCE_WINDOW;
+
+use crate::conversation::Fingerprint;
+use crate::wire::{self, nats, Identity, Reply};
+use admission::Plan;
+use agentwire_core::RequestId;
+use agentwire_engine::{Engine, TurnFront};
+use async_nats::service::ServiceExt;
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The protocol name under which fisk-ai turns are journaled.
+pub const PROTOCOL: &str = "fisk";
+/// Default worker slots: the spec's default of one run at a time.
+pub const DEFAULT_WORKERS: usize = 1;
+/// Default question window (`request_timeout`), as the spec's examples use.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Most worker slots accepted from configuration: each slot is a run in flight with its subscriptions.
+pub const MAX_WORKERS: usize = 4096;
+
+/// How the worker is set up.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The NATS server.
+    pub url: String,
+    /// The worker's identity (subjects and queue group).
+    pub identity: String,
+    /// Runs at a time; past it, requests are refused with `capacity`.
+    pub workers: usize,
+    /// Questions on (`elicit`); off refuses every approval-gated tool.
+    pub elicit: bool,
+    /// How long a question is held open (`request_timeout`).
+    pub request_timeout: Duration,
+    /// The system prompt (part of a conversation's fingerprint).
+    pub system_prompt: String,
+    /// The worker's token allowance per conversation; a request may only lower it.
+    pub max_tokens: Option<u64>,
+    /// This instance's name in `sender.instance` (several instances share an identity and a queue group).
+    pub instance: Option<String>,
+}
+
+/// Why the worker did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The identity is not a valid fisk-ai identity.
+    #[error("identity {0:?} must be letters, digits, '-' and '_'")]
+    Identity(String),
+    /// Slots out of range.
+    #[error("workers must be 1 to {MAX_WORKERS}, not {0}")]
+    Workers(usize),
+    /// NATS could not be reached or refused a subscription.
+    #[error("nats: {0}")]
+    Nats(String),
+}
+
+#[derive(Default)]
+struct Running {
+    /// Turns in flight (by `request` tag), each holding a slot.
+    turns: HashMap<String, RequestId>,
+    draining: bool,
+}
+
+/// A running worker.
+pub struct Worker {
+    client: async_nats::Client,
+    config: WorkerConfig,
+    me: Identity,
+    engine: Arc<Engine>,
+    running: Mutex<Running>,
+    idle: Notify,
+    service: tokio::sync::Mutex<Option<async_nats::service::Service>>,
+}
+
+impl Worker {
+    /// Connects, ends turns a crash cut off, and starts serving.
+    pub async fn start(
+        config: WorkerConfig,
+        engine: Arc<Engine>,
+    ) -> Result<Arc<Worker>, WorkerError> {
+        let mut me = Identity::new(config.identity.clone())
+            .map_err(|_| WorkerError::Identity(config.identity.clone()))?;
+        if let Some(i) = &config.instance {
+            me = me
+                .with_instance(i.clone())
+                .map_err(|_| WorkerError::Identity(i.clone()))?;
+        }
+        if config.workers == 0 || config.workers > MAX_WORKERS {
+            return Err(WorkerError::Workers(config.workers));
+        }
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("agentwire {}", config.identity))
+            .connect(config.url.as_str())
+            .await
+            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        match engine
+            .recover(PROTOCOL, |_| {
+                Some(Arc::new(front::SilentFront) as Arc<dyn TurnFront>)
+            })
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                runs = n,
+                "ended fisk-ai runs interrupted by the last shutdown"
+            ),
+            Err(e) => tracing::error!(error = %e, "could not recover interrupted fisk-ai runs"),
+        }
+        let service = client
+            .service_builder()
+            .description("agentwire fisk-ai worker")
+            .queue_group(&config.identity)
+            .start("agentwire", env!("CARGO_PKG_VERSION"))
+            .await
+            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        let mut tasks = service
+            .endpoint_builder()
+            .name("task")
+            .add(nats::task_subject(&config.identity))
+            .await
+            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        let mut discovery = service
+            .endpoint_builder()
+            .name("discovery")
+            .add(nats::discovery_subject(&config.identity))
+            .await
+            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        let worker = Arc::new(Worker {
+            client,
+            config,
+            me,
+            engine,
+            running: Mutex::new(Running::default()),
+            idle: Notify::new(),
+            service: tokio::sync::Mutex::new(Some(service)),
+        });
+        let w = worker.clone();
+        tokio::spawn(async move {
+            while let Some(req) = tasks.next().await {
+                let w = w.clone();
+                tokio::spawn(async move { w.handle_task(req).await });
+            }
+        });
+        let w = worker.clone();
+        tokio::spawn(async move {
+            while let Some(req) = discovery.next().await {
+                w.handle_discovery(req).await;
+            }
+        });
+        Ok(worker)
+    }
+
+    /// The worker's identity.
+    pub fn identity(&self) -> &str {
+        &self.config.identity
+    }
+
+    /// The NATS server URL.
+    pub fn url(&self) -> &str {
+        &self.config.url
+    }
+
+    /// Stops taking new runs (they are refused with `draining`) and waits for those in flight to finish,
+    /// up to `grace`. Returns how many were still running when it gave up.
+    pub async fn drain(&self, grace: Duration) -> usize {
+        self.lock().draining = true;
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.idle.notified();
+            let left = self.lock().turns.len();
+            if left == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.lock().turns.len();
+            }
+        }
+    }
+
+    /// Drains (see [`drain`](Self::drain)) and then leaves the queue group: another instance takes the
+    /// next request. Returns how many runs were still in flight.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        let left = self.drain(grace).await;
+        if let Some(service) = self.service.lock().await.take() {
+            if let Err(e) = service.stop().await {
+                tracing::warn!(error = %e, "could not stop the fisk-ai service cleanly");
+            }
+        }
+        let _ = self.client.flush().await;
+        left
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The fingerprint of the worker's configuration.
+    fn fingerprint(&self) -> Fingerprint {
+        let card = self.engine.agent().card();
+        Fingerprint {
+            model: card.default_model,
+            system_prompt: self.config.system_prompt.clone(),
+            thinking: String::new(),
+            effort: String::new(),
+        }
+    }
+
+    fn release(&self, request: &str) {
+        let mut r = self.lock();
+        r.turns.remove(request);
+        if r.turns.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    async fn handle_discovery(&self, req: async_nats::service::Request) {
+        if let Err(e) = wire::decode_discovery(&req.message.payload) {
+            let _ = req
+                .respond(Err(async_nats::service::error::Error {
+                    status: e.to_string(),
+                    code: nats::STATUS_INVALID as usize,
+                }))
+                .await;
+            return;
+        }
+        let header = match wire::decode_discovery(&req.message.payload) {
+            Ok(d) => d.header,
+            Err(_) => return,
+        };
+        let card = self.engine.agent().card();
+        let mut c = wire::AgentCard::new(self.config.identity.clone(), card.version.clone());
+        c.description = Some(card.description.clone());
+        c.model = Some(card.default_model.clone());
+        c.protocols = vec![wire::PROTOCOL_NAMESPACE.trim_end_matches('.').to_string()];
+        c.tools = card
+            .tools
+            .iter()
+            .map(|t| wire::ToolDescriptor {
+                name: t.name.clone(),
+                description: Some(t.description.clone()),
+                input_schema: t.input_schema.as_object().cloned(),
+                behavior: None,
+            })
+            .collect();
+        let h = wire::Header::reply_to(
+            &header,
+            self.me.clone(),
+            1,
+            replyset::ksuid(),
+            std::time::SystemTime::now(),
+        );
+        let bytes = wire::encode_reply(&h, &Reply::Discovery(c));
+        let _ = req.respond(Ok(bytes.into())).await;
+    }
+
+    async fn handle_task(self: Arc<Self>, req: async_nats::service::Request) {
+        if let Some(header) = oversized_answer(&req.message.payload) {
+            // Refused after an ack like any admission refusal, not as a malformed message: the size is
+            // what is wrong, and sending the same answer again reaches the same reply.
+            if let Some(inbox) = req.message.reply.clone() {
+                admission::refuse(
+                    &self,
+                    inbox,
+                    header,
+                    agentwire_core::FailureCode::AnswerTooLarge,
+                    format!("the answer is over {} KB", wire::MAX_ANSWER_BYTES / 1024),
+                )
+                .await;
+            }
+            return;
+        }
+        let task = match wire::decode_task(&req.message.payload) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = req
+                    .respond(Err(async_nats::service::error::Error {
+                        status: e.to_string(),
+                        code: nats::STATUS_INVALID as usize,
+                    }))
+                    .await;
+                return;
+            }
+        };
+        let Some(inbox) = req.message.reply.clone() else {
+            tracing::debug!("a fisk-ai request without a reply inbox was ignored");
+            return;
+        };
+        match admission::plan(&self, &task).await {
+            Plan::Invalid(e) => {
+                let _ = req
+                    .respond(Err(async_nats::service::error::Error {
+                        status: e.to_string(),
+                        code: nats::STATUS_INVALID as usize,
+                    }))
+                    .await;
+            }
+            Plan::Refuse { code, message } => {
+                admission::refuse(&self, inbox, task.header().clone(), code, message).await;
+            }
+            Plan::Read(read) => admission::read(&self, inbox, *read).await,
+            Plan::Run(run) => turn::run(self.clone(), inbox, *run).await,
+        }
+    }
+}
+
+/// The request id under which a fisk-ai `request` tag is journaled.
+pub(crate) fn request_id(request: &str) -> RequestId {
+    RequestId::new(format!("{PROTOCOL}:{request}")).expect("a 64-character tag makes a valid id")
+}
+
+/// The header of a `request.answer` whose answer is over [`wire::MAX_ANSWER_BYTES`] but which is otherwise
+/// a valid message (checked with the answer's text emptied).
+fn oversized_answer(payload: &[u8]) -> Option<wire::Header> {
+    if payload.len() <= wire::MAX_ANSWER_BYTES {
+        return None;
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let answer = v.get_mut("answer")?;
+    if answer.to_string().len() <= wire::MAX_ANSWER_BYTES {
+        return None;
+    }
+    if let Some(value) = answer.get_mut("value") {
+        *value = serde_json::Value::String(String::new());
+    }
+    match wire::decode_task(v.to_string().as_bytes()) {
+        Ok(wire::TaskRequest::Answer(a)) => Some(a.header),
+        _ => None,
+    }
+}

@@ -1,0 +1,141 @@
+//! One request's reply set on the wire: every message numbered by `sequence` from 1 without gaps, sent in
+//! order to the request's inbox, the last one carrying `Fisk-AI-Stream-Final`. A task per reply set drains
+//! a queue, so the engine's callbacks (which must not block) only enqueue.
+
+use crate::wire::{self, nats, Header, Identity, Ksuid, Reply};
+use async_nats::HeaderMap;
+use std::time::SystemTime;
+use tokio::sync::{mpsc, oneshot};
+
+/// Work to do before a reply set's final message is published.
+pub(crate) type BeforeFinal =
+    Box<dyn FnOnce() -> futures_util::future::BoxFuture<'static, ()> + Send>;
+
+/// A message queued for a reply set.
+#[derive(Debug)]
+enum Out {
+    Message(Reply),
+    Final(Reply),
+}
+
+/// The sending side of one reply set. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplySet {
+    tx: mpsc::UnboundedSender<Out>,
+}
+
+/// A fresh message id.
+pub(crate) fn ksuid() -> Ksuid {
+    let mut payload = [0u8; 16];
+    // The OS generator does not fail on the platforms we run on; a zero payload would still be a valid id.
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut payload);
+    Ksuid::new(SystemTime::now(), payload)
+}
+
+/// A service error (a refusal before any ack) on `reply`.
+pub(crate) async fn service_error(
+    client: &async_nats::Client,
+    reply: async_nats::Subject,
+    code: u16,
+    text: &str,
+) {
+    let mut headers = HeaderMap::new();
+    headers.insert(nats::HEADER_SERVICE_ERROR, text);
+    headers.insert(nats::HEADER_SERVICE_ERROR_CODE, code.to_string().as_str());
+    if let Err(e) = client
+        .publish_with_headers(reply, headers, Vec::new().into())
+        .await
+    {
+        tracing::warn!(error = %e, "could not send a service error");
+    }
+}
+
+/// A one-message reply (an ack to a cancel or an elicit message): sequence 1, final.
+pub(crate) async fn single(
+    client: &async_nats::Client,
+    reply: async_nats::Subject,
+    to: &Header,
+    me: &Identity,
+    message: Reply,
+) {
+    let header = Header::reply_to(to, me.clone(), 1, ksuid(), SystemTime::now());
+    let mut headers = HeaderMap::new();
+    headers.insert(nats::HEADER_STREAM_FINAL, "true");
+    let bytes = wire::encode_reply(&header, &message);
+    if let Err(e) = client
+        .publish_with_headers(reply, headers, bytes.into())
+        .await
+    {
+        tracing::warn!(error = %e, "could not send a reply");
+    }
+}
+
+impl ReplySet {
+    /// Starts the reply set of `request` (its header) on `inbox`. `done` fires once the final message is out.
+    pub(crate) fn start(
+        client: async_nats::Client,
+        inbox: async_nats::Subject,
+        request: Header,
+        me: Identity,
+    ) -> (ReplySet, oneshot::Receiver<()>) {
+        Self::start_with(client, inbox, request, me, None)
+    }
+
+    /// Like [`start`](Self::start), running `before_final` just before the final message goes out (to
+    /// unsubscribe a turn's cancel and elicit subjects first, so a caller that has the terminal finds
+    /// nobody there).
+    pub(crate) fn start_with(
+        client: async_nats::Client,
+        inbox: async_nats::Subject,
+        request: Header,
+        me: Identity,
+        mut before_final: Option<BeforeFinal>,
+    ) -> (ReplySet, oneshot::Receiver<()>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
+        let (done_tx, done_rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let mut sequence = 1u64;
+            while let Some(out) = rx.recv().await {
+                let (reply, last) = match out {
+                    Out::Message(r) => (r, false),
+                    Out::Final(r) => (r, true),
+                };
+                if last {
+                    if let Some(hook) = before_final.take() {
+                        hook().await;
+                    }
+                }
+                let header =
+                    Header::reply_to(&request, me.clone(), sequence, ksuid(), SystemTime::now());
+                let bytes = wire::encode_reply(&header, &reply);
+                let mut headers = HeaderMap::new();
+                if last {
+                    headers.insert(nats::HEADER_STREAM_FINAL, "true");
+                }
+                if let Err(e) = client
+                    .publish_with_headers(inbox.clone(), headers, bytes.into())
+                    .await
+                {
+                    tracing::warn!(request = %request.request, error = %e, "could not publish to the reply inbox");
+                }
+                sequence += 1;
+                if last {
+                    let _ = client.flush().await;
+                    break;
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        (ReplySet { tx }, done_rx)
+    }
+
+    /// Queues a message.
+    pub(crate) fn send(&self, reply: Reply) {
+        let _ = self.tx.send(Out::Message(reply));
+    }
+
+    /// Queues the last message; nothing after it is sent.
+    pub(crate) fn finish(&self, reply: Reply) {
+        let _ = self.tx.send(Out::Final(reply));
+    }
+}

@@ -1,0 +1,337 @@
+//! One accepted fisk-ai turn on the wire: the conversation's record first, the cancel and elicit
+//! subscriptions before the ack, the engine runs it, and the slot is released when the reply set ends.
+
+use super::admission::RunPlan;
+use super::front::FiskFront;
+use super::replyset::{service_error, single, BeforeFinal, ReplySet};
+use super::{Worker, PROTOCOL};
+use crate::conversation::{total_usage, ConversationMeta};
+use crate::mapping;
+use crate::wire::{self, nats, Ack, Reply};
+use agentwire_core::{Answer, ApproveChoice, ConversationId, FailureCode, RequestId};
+use agentwire_engine::{AnswerReply, Submission, SubmitReply, TurnPolicy};
+use futures_util::StreamExt;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::{oneshot, watch};
+
+/// How fisk-ai wants its turns handled: refuse a second turn of a busy conversation, park on cancel, and
+/// keep transcripts for `request.read`.
+pub(crate) const FISK_POLICY: TurnPolicy = TurnPolicy {
+    exclusive: true,
+    park_on_cancel: true,
+    keep_transcript: true,
+};
+
+/// The requester recorded for fisk-ai turns: a request carries no verified caller identity, so a cancel is
+/// authorised by reaching the subject, as the spec says.
+const REQUESTER: &str = "fisk";
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Runs an admitted turn to the end of its reply set.
+pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: RunPlan) {
+    let tag = plan.header.request.clone();
+    let journal = worker.engine.journal().clone();
+    let conversation = plan.input.conversation_id.clone();
+    if plan.meta_changed {
+        let meta = serde_json::to_value(&plan.meta).unwrap_or_default();
+        if let Err(e) = journal
+            .put_conversation_meta(&conversation, PROTOCOL, &meta, now_secs())
+            .await
+        {
+            super::admission::refuse(
+                &worker,
+                inbox,
+                plan.header,
+                FailureCode::Internal,
+                format!("the journal could not record the conversation: {e}"),
+            )
+            .await;
+            worker.release(&tag);
+            return;
+        }
+    }
+    let identity = worker.config.identity.clone();
+    let subs = async {
+        let c = worker
+            .client
+            .subscribe(nats::cancel_subject(&identity, &tag))
+            .await
+            .map_err(|e| e.to_string())?;
+        let e = worker
+            .client
+            .subscribe(nats::elicit_subject(&identity, &tag))
+            .await
+            .map_err(|e| e.to_string())?;
+        // The subscriptions reach the server before the ack does.
+        worker.client.flush().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((c, e))
+    }
+    .await;
+    let (cancels, elicits) = match subs {
+        Ok(s) => s,
+        Err(e) => {
+            super::admission::refuse(
+                &worker,
+                inbox,
+                plan.header,
+                FailureCode::Internal,
+                format!("could not subscribe for cancels and answers: {e}"),
+            )
+            .await;
+            worker.release(&tag);
+            return;
+        }
+    };
+    let token = plan.setup.token.clone();
+    let request_id = plan.setup.request_id.clone();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
+    let (elicits_gone_tx, elicits_gone) = oneshot::channel::<()>();
+    let flusher = worker.client.clone();
+    let before_final: BeforeFinal = Box::new(move || {
+        Box::pin(async move {
+            stop_tx.send_replace(true);
+            let _ = cancels_gone.await;
+            let _ = elicits_gone.await;
+            // The UNSUBs reach the server before the final message does.
+            let _ = flusher.flush().await;
+        })
+    });
+    let (set, done) = ReplySet::start_with(
+        worker.client.clone(),
+        inbox,
+        plan.header.clone(),
+        worker.me.clone(),
+        Some(before_final),
+    );
+    let front = Arc::new(FiskFront::new(
+        set.clone(),
+        plan.setup,
+        journal.clone(),
+        Arc::downgrade(&worker.engine),
+    ));
+    let meta = Arc::new(Mutex::new(plan.meta));
+    tokio::spawn(serve_cancels(
+        worker.clone(),
+        cancels,
+        request_id.clone(),
+        stop_rx.clone(),
+        cancels_gone_tx,
+    ));
+    tokio::spawn(serve_elicits(
+        worker.clone(),
+        elicits,
+        front.clone(),
+        conversation.clone(),
+        meta,
+        stop_rx,
+        elicits_gone_tx,
+    ));
+    let sub = Submission {
+        input: plan.input,
+        protocol: PROTOCOL.into(),
+        requester: REQUESTER.into(),
+        route: serde_json::json!({ "request": tag }),
+        front: front.clone(),
+        policy: FISK_POLICY,
+    };
+    match worker.engine.submit(sub).await {
+        SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}
+        SubmitReply::ConversationBusy => {
+            set.send(Reply::Ack(Ack::refused("the conversation is busy")));
+            set.finish(mapping::refusal(
+                FailureCode::ConversationBusy,
+                "a turn of this conversation is running here; wait for its terminal message",
+            ));
+        }
+        SubmitReply::DuplicateLive => {
+            set.send(Reply::Ack(Ack::refused("duplicate request")));
+            set.finish(mapping::refusal(
+                FailureCode::DuplicateRequest,
+                format!("a run with request {tag:?} is already in flight here"),
+            ));
+        }
+        SubmitReply::DuplicateStored(stored) => {
+            // The request id ran before: answer from the journal, not by running it again.
+            set.send(Reply::Ack(Ack::accepted().with_conversation_token(token)));
+            let record = journal
+                .conversation_record(&stored.conversation_id)
+                .unwrap_or_default();
+            let usage = total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+            match &stored.outcome {
+                Some(o) => set.finish(mapping::terminal(o, usage)),
+                None => set.finish(mapping::refusal(
+                    FailureCode::DuplicateRequest,
+                    format!("a run with request {tag:?} is already in flight"),
+                )),
+            }
+        }
+    }
+    let _ = done.await;
+    worker.release(&tag);
+}
+
+async fn serve_cancels(
+    worker: Arc<Worker>,
+    mut cancels: async_nats::Subscriber,
+    id: RequestId,
+    mut stop: watch::Receiver<bool>,
+    gone: oneshot::Sender<()>,
+) {
+    loop {
+        let msg = tokio::select! {
+            m = cancels.next() => match m { Some(m) => m, None => return },
+            _ = stop.changed() => {
+                let _ = cancels.unsubscribe().await;
+                let _ = gone.send(());
+                return
+            }
+        };
+        let Some(reply) = msg.reply.clone() else {
+            // A fire-and-forget cancel still cancels.
+            if wire::decode_cancel(&msg.payload).is_ok() {
+                worker.engine.cancel(&id, REQUESTER).await;
+            }
+            continue;
+        };
+        match wire::decode_cancel(&msg.payload) {
+            Err(e) => {
+                service_error(&worker.client, reply, nats::STATUS_INVALID, &e.to_string()).await
+            }
+            Ok(c) => {
+                worker.engine.cancel(&id, REQUESTER).await;
+                single(
+                    &worker.client,
+                    reply,
+                    &c.header,
+                    &worker.me,
+                    Reply::Ack(Ack::accepted()),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+async fn serve_elicits(
+    worker: Arc<Worker>,
+    mut elicits: async_nats::Subscriber,
+    front: Arc<FiskFront>,
+    conversation: ConversationId,
+    meta: Arc<Mutex<ConversationMeta>>,
+    mut stop: watch::Receiver<bool>,
+    gone: oneshot::Sender<()>,
+) {
+    const GONE: &str = "no question with that id is waiting on this run";
+    loop {
+        let msg = tokio::select! {
+            m = elicits.next() => match m { Some(m) => m, None => return },
+            _ = stop.changed() => {
+                let _ = elicits.unsubscribe().await;
+                let _ = gone.send(());
+                return
+            }
+        };
+        let Some(reply) = msg.reply.clone() else {
+            continue;
+        };
+        let m = match wire::decode_elicit(&msg.payload) {
+            Ok(m) => m,
+            Err(e) => {
+                service_error(&worker.client, reply, nats::STATUS_INVALID, &e.to_string()).await;
+                continue;
+            }
+        };
+        let Some((kind, tool)) = front.open_question(&m.question_id) else {
+            service_error(&worker.client, reply, nats::STATUS_NO_QUESTION, GONE).await;
+            continue;
+        };
+        let ok = |worker: Arc<Worker>, reply, header| async move {
+            single(
+                &worker.client,
+                reply,
+                &header,
+                &worker.me,
+                Reply::Ack(Ack::accepted()),
+            )
+            .await
+        };
+        match m.kind {
+            wire::ElicitKind::Waiting => {
+                if front.hold_open(&m.question_id) {
+                    ok(worker.clone(), reply, m.header).await;
+                } else {
+                    service_error(&worker.client, reply, nats::STATUS_NO_QUESTION, GONE).await;
+                }
+            }
+            wire::ElicitKind::Answer(a) => {
+                let Some(answer) = mapping::live_answer(&a, &kind) else {
+                    service_error(
+                        &worker.client,
+                        reply,
+                        nats::STATUS_INVALID,
+                        "the answer does not fit the question",
+                    )
+                    .await;
+                    continue;
+                };
+                let always = matches!(
+                    answer,
+                    Answer::Approve {
+                        choice: ApproveChoice::Always
+                    }
+                );
+                match worker
+                    .engine
+                    .answer(front.request_id(), &m.question_id, answer)
+                {
+                    AnswerReply::Taken => {
+                        if always {
+                            // `always` stops the asking about this tool for the rest of the conversation.
+                            let updated = {
+                                let mut meta = meta.lock().unwrap_or_else(|p| p.into_inner());
+                                if !meta.approvals.contains(&tool) {
+                                    meta.approvals.push(tool.clone());
+                                }
+                                serde_json::to_value(&*meta).unwrap_or_default()
+                            };
+                            if let Err(e) = worker
+                                .engine
+                                .journal()
+                                .put_conversation_meta(
+                                    &conversation,
+                                    PROTOCOL,
+                                    &updated,
+                                    now_secs(),
+                                )
+                                .await
+                            {
+                                tracing::warn!(error = %e, "could not record a standing approval");
+                            }
+                        }
+                        ok(worker.clone(), reply, m.header).await;
+                    }
+                    AnswerReply::NotWaiting => {
+                        service_error(&worker.client, reply, nats::STATUS_NO_QUESTION, GONE).await
+                    }
+                    AnswerReply::DoesNotFit => {
+                        service_error(
+                            &worker.client,
+                            reply,
+                            nats::STATUS_INVALID,
+                            "the answer does not fit the question",
+                        )
+                        .await
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! The fisk-ai worker against a real `nats-server`: reply sets, admission, conversations, cancel and
+//! resume, read-back, questions, and every code on the way. The caller is a plain NATS client sending
+//! the v1 JSON messages, as any fisk-ai caller does.
+
+#[path = "worker/caller.rs"]
+mod caller;
+
+use agentwire_agents::DemoAgent;
+use agentwire_engine::Engine;
+use agentwire_fisk::worker::{Worker, WorkerConfig};
+use agentwire_store::Journal;
+use agentwire_testkit::NatsServer;
+use caller::{check_set, code, header, tag, token, with, Caller};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn config(url: &str, identity: &str) -> WorkerConfig {
+    WorkerConfig {
+        url: url.to_string(),
+        identity: identity.to_string(),
+        workers: 4,
+        elicit: true,
+        request_timeout: Duration::from_secs(30),
+        system_prompt: "you are a test".into(),
+        max_tokens: None,
+        instance: None,
+    }
+}
+
+async fn worker(dir: &Path, config: WorkerConfig) -> Arc<Worker> {
+    let journal = Arc::new(Journal::open(&dir.join("journal.sqlite")).unwrap());
+    let engine = Engine::new(journal, Arc::new(DemoAgent));
+    Worker::start(config, engine).await.expect("worker starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_streams_a_numbered_reply_set_and_follow_ups_continue_the_conversation() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(dir.path(), config(&nats.url, "w1")).await;
+    let c = Caller::connect(&nats.url, "w1").await;
+
+    let r = tag("p");
+    let set = c.prompt(&r, "calc 6 * 7", json!({})).await;
+    let last = check_set(&set, &r);
+    assert_eq!(set[0].json["accepted"], true);
+    assert_eq!(set[0].json["recipient"]["name"], "tester");
+    assert_eq!(set[0].json["sender"]["name"], "w1");
+    assert_eq!(last.protocol(), "io.choria.fisk-ai.v1.result");
+    assert_eq!(last.json["text"], "42");
+    assert_eq!(last.json["stop_reason"], "end_turn");
+    let kinds: Vec<&str> = set.iter().map(|m| m.protocol()).collect();
+    assert!(
+        kinds.contains(&"io.choria.fisk-ai.v1.event.tool_call"),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&"io.choria.fisk-ai.v1.event.tool_result"),
+        "{kinds:?}"
+    );
+    let finals: Vec<_> = set
+        .iter()
+        .filter(|m| {
+            m.protocol() == "io.choria.fisk-ai.v1.event.text" && m.json["block"]["final"] == true
+        })
+        .collect();
+    assert_eq!(finals.len(), 1, "one final text block");
+    assert_eq!(finals[0].json["block"]["text"], "42");
+    let first_usage = last.json["usage"]["input_tokens"].as_u64().unwrap();
+
+    // A follow-up with the token is the next turn; usage counts the whole conversation.
+    let t = token(&set);
+    assert!(t.len() >= 32, "at least 128 random bits");
+    let r2 = tag("p");
+    let set2 = c
+        .prompt(&r2, "hello again", json!({ "conversation_token": t }))
+        .await;
+    let last2 = check_set(&set2, &r2);
+    assert_eq!(last2.json["text"], "You said: hello again");
+    assert_eq!(token(&set2), t, "every accepting ack carries the token");
+    assert_eq!(
+        last2.json["usage"]["input_tokens"].as_u64().unwrap(),
+        first_usage + 2,
+        "the conversation's usage"
+    );
+
+    // An unknown token.
+    let r3 = tag("p");
+    let set3 = c
+        .prompt(
+            &r3,
+            "hi",
+            json!({ "conversation_token": "nosuchconversation" }),
+        )
+        .await;
+    assert_eq!(set3[0].json["accepted"], false);
+    assert!(set3[0].json["reason"].as_str().is_some());
+    assert_eq!(code(&set3), "unknown_conversation");
+    check_set(&set3, &r3);
+
+    // The same request id again is answered from the journal, not run again.
+    let again = c.prompt(&r, "calc 6 * 7", json!({})).await;
+    let l = check_set(&again, &r);
+    assert_eq!(l.json["text"], "42");
+    assert_eq!(
+        again.len(),
+        2,
+        "ack and the journaled result only: {again:#?}"
+    );
+
+    // stream: false leaves the events out.
+    let r4 = tag("p");
+    let quiet = c.prompt(&r4, "calc 1+1", json!({ "stream": false })).await;
+    assert_eq!(quiet.len(), 2, "{quiet:#?}");
+    assert_eq!(check_set(&quiet, &r4).json["text"], "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_request_is_a_400_service_error_before_any_ack() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(dir.path(), config(&nats.url, "w2")).await;
+    let c = Caller::connect(&nats.url, "w2").await;
+    let resume_with_prompt = with(
+        header("request.resume", "bad1"),
+        json!({ "conversation_token": "x", "prompt": "no" }),
+    );
+    let set = c.task(&resume_with_prompt).await;
+    let (status, text) = set[0].service_error.clone().expect("a service error");
+    assert_eq!(status, "400");
+    assert!(text.contains("/prompt"), "{text}");
+    let long = "a".repeat(65);
+    let set = c.prompt(&long, "hi", json!({})).await;
+    assert_eq!(set[0].service_error.as_ref().unwrap().0, "400");
+    let set = c
+        .task(&json!({"protocol": "io.choria.fisk-ai.v1.request.prompt"}))
+        .await;
+    assert_eq!(set[0].service_error.as_ref().unwrap().0, "400");
+    let set = c
+        .send(
+            agentwire_fisk::wire::nats::task_subject("w2"),
+            &json!("not an object"),
+        )
+        .await;
+    assert_eq!(set[0].service_error.as_ref().unwrap().0, "400");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_refuses_capacity_duplicates_busy_conversations_and_draining() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&nats.url, "w3");
+    cfg.workers = 2;
+    let w = worker(dir.path(), cfg).await;
+    let c = Arc::new(Caller::connect(&nats.url, "w3").await);
+
+    // A long turn in a conversation, to continue while it runs.
+    let first = tag("p");
+    let set = c.prompt(&first, "quick hi", json!({})).await;
+    let t = token(&set);
+    let long = tag("long");
+    let (c1, l1, t1) = (c.clone(), long.clone(), t.clone());
+    let running = tokio::spawn(async move {
+        c1.prompt(&l1, "sleep 1500", json!({ "conversation_token": t1 }))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The same request id while it runs.
+    let dup = c.prompt(&long, "sleep 10", json!({})).await;
+    assert_eq!(code(&dup), "duplicate_request");
+    assert_eq!(dup[0].json["accepted"], false);
+    // Another turn of the busy conversation.
+    let busy = c
+        .prompt(&tag("p"), "quick x", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(code(&busy), "conversation_busy");
+    // Fill the second slot, then one more is over capacity.
+    let other = tag("long");
+    let (c2, o2) = (c.clone(), other.clone());
+    let second = tokio::spawn(async move { c2.prompt(&o2, "sleep 1000", json!({})).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let full = c.prompt(&tag("p"), "quick x", json!({})).await;
+    assert_eq!(code(&full), "capacity");
+    // Draining: in-flight runs finish, new ones are refused.
+    let w2 = w.clone();
+    let drained = tokio::spawn(async move { w2.drain(Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = c.prompt(&tag("p"), "quick x", json!({})).await;
+    assert_eq!(code(&refused), "draining");
+    let done = running.await.unwrap();
+    assert_eq!(check_set(&done, &long).json["text"], "slept 1500 ms");
+    assert_eq!(
+        check_set(&second.await.unwrap(), &other).json["text"],
+        "slept 1000 ms"
+    );
+    assert_eq!(drained.await.unwrap(), 0, "nothing left in flight");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_suspends_at_a_boundary_and_resume_continues() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(dir.path(), config(&nats.url, "w4")).await;
+    let c = Arc::new(Caller::connect(&nats.url, "w4").await);
+    let r = tag("long");
+    let (c1, r1) = (c.clone(), r.clone());
+    let run = tokio::spawn(async move { c1.prompt(&r1, "sleep 1000", json!({})).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let ack = c.cancel(&r).await;
+    assert_eq!(ack[0].protocol(), "io.choria.fisk-ai.v1.ack");
+    assert_eq!(ack[0].json["accepted"], true);
+    let set = run.await.unwrap();
+    check_set(&set, &r);
+    assert_eq!(code(&set), "suspended");
+    assert_eq!(set.last().unwrap().json["stop_reason"], "suspended");
+    assert!(
+        set.last().unwrap().json["usage"]["input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    // A cancel for a request nobody runs reaches no responder.
+    let none = c.cancel(&r).await;
+    assert_eq!(none[0].service_error.as_ref().unwrap().0, "503");
+
+    // resume continues where it was parked.
+    let t = token(&set);
+    let rr = tag("resume");
+    let body = with(
+        header("request.resume", &rr),
+        json!({ "conversation_token": t }),
+    );
+    let resumed = c.task(&body).await;
+    let last = check_set(&resumed, &rr);
+    assert_eq!(last.json["text"], "slept 1000 ms", "{resumed:#?}");
+    let ticks = resumed
+        .iter()
+        .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
+        .count();
+    assert!(ticks >= 1);
+    // Nothing left to resume.
+    let rr2 = tag("resume");
+    let again = c
+        .task(&with(
+            header("request.resume", &rr2),
+            json!({ "conversation_token": t }),
+        ))
+        .await;
+    assert_eq!(code(&again), "turn_not_taken");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_replays_whole_turns_between_markers() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(dir.path(), config(&nats.url, "w5")).await;
+    let c = Caller::connect(&nats.url, "w5").await;
+    let set = c.prompt(&tag("p"), "calc 2+2", json!({})).await;
+    let t = token(&set);
+    c.prompt(&tag("p"), "hello there", json!({ "conversation_token": t }))
+        .await;
+    let r = tag("read");
+    let read = c
+        .task(&with(
+            header("request.read", &r),
+            json!({ "conversation_token": t, "replay": 200 }),
+        ))
+        .await;
+    let last = check_set(&read, &r);
+    assert_eq!(read[1].json["block"]["phase"], "replay_start");
+    assert_eq!(last.json["block"]["phase"], "replay_end");
+    let blocks = &read[2..read.len() - 1];
+    assert_eq!(last.json["block"]["count"], blocks.len() as u64);
+    assert_eq!(last.json["block"]["truncated"], false);
+    assert!(
+        last.json["block"]["usage"]["input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let prompts: Vec<_> = blocks
+        .iter()
+        .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.prompt")
+        .map(|m| m.json["block"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(prompts, vec!["calc 2+2", "hello there"]);
+    // A small count still gives whole turns: the last turn only, and says older ones were left out.
+    let r2 = tag("read");
+    let short = c
+        .task(&with(
+            header("request.read", &r2),
+            json!({ "conversation_token": t, "replay": 1 }),
+        ))
+        .await;
+    let end = check_set(&short, &r2);
+    assert_eq!(end.json["block"]["truncated"], true);
+    let replayed = &short[2..short.len() - 1];
+    assert_eq!(replayed[0].json["block"]["text"], "hello there");
+    assert!(replayed.len() > 1, "rounded outwards to the whole turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_are_asked_answered_held_open_and_answered_after_the_run() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&nats.url, "w6");
+    cfg.request_timeout = Duration::from_millis(1500);
+    let _w = worker(dir.path(), cfg).await;
+    let c = Arc::new(Caller::connect(&nats.url, "w6").await);
+
+    // A select question answered live.
+    let r = tag("ask");
+    let mut run = c.open_prompt(&r, "ask colour? | red | green").await;
+    let q = run
+        .until(|m| m.protocol().contains("elicit.request"))
+        .await
+        .json;
+    assert_eq!(q["protocol"], "io.choria.fisk-ai.v1.elicit.request.select");
+    assert_eq!(q["wait_ms"], 1500);
+    assert!(q["tool_use_id"].as_str().is_some());
+    let qid = q["question_id"].as_str().unwrap().to_string();
+    // Held open past the first window by `waiting`.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let ack = c.elicit(&r, "elicit.waiting", &qid, json!({})).await;
+        assert_eq!(ack[0].json["accepted"], true, "{ack:#?}");
+    }
+    let wrong = c
+        .elicit(
+            &r,
+            "elicit.reply.select",
+            "nosuchquestion",
+            json!({"index": 0}),
+        )
+        .await;
+    assert_eq!(wrong[0].service_error.as_ref().unwrap().0, "404");
+    let out_of_range = c
+        .elicit(&r, "elicit.reply.select", &qid, json!({"index": 9}))
+        .await;
+    assert_eq!(out_of_range[0].service_error.as_ref().unwrap().0, "400");
+    let ok = c
+        .elicit(&r, "elicit.reply.select", &qid, json!({"index": 1}))
+        .await;
+    assert_eq!(ok[0].json["accepted"], true);
+    let set = run.finish().await;
+    assert_eq!(check_set(&set, &r).json["text"], "green");
+    // After the answer, waiting and answers reach no question.
+    let late = c.elicit(&r, "elicit.waiting", &qid, json!({})).await;
+    assert!(late[0].service_error.is_some());
+
+    // An unanswered question leaves the call deferred; request.answer resumes it.
+    let r = tag("ask");
+    let set = c.prompt(&r, "input your name?", json!({})).await;
+    let q = set
+        .iter()
+        .find(|m| m.protocol() == "io.choria.fisk-ai.v1.elicit.request.input")
+        .expect("the question was asked")
+        .json
+        .clone();
+    assert_eq!(code(&set), "deferred");
+    let call = q["tool_use_id"].as_str().unwrap().to_string();
+    assert!(
+        set.last().unwrap().json["error"]
+            .as_str()
+            .unwrap()
+            .contains(&call),
+        "ids in the text"
+    );
+    let t = token(&set);
+    // A new prompt cannot join a conversation waiting on a deferred call.
+    let refused = c
+        .prompt(&tag("p"), "hello", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(code(&refused), "turn_not_taken");
+    let answer = |rq: &str, call: &str, value: serde_json::Value| {
+        with(
+            header("request.answer", rq),
+            json!({ "conversation_token": t, "answer": with(json!({"tool_use_id": call, "kind": "input", "answer": "value"}), value) }),
+        )
+    };
+    let unknown = c
+        .task(&answer(&tag("a"), "call_nope", json!({"value": "x"})))
+        .await;
+    assert_eq!(code(&unknown), "unknown_call");
+    let big = c
+        .task(&answer(
+            &tag("a"),
+            &call,
+            json!({"value": "x".repeat(300 * 1024)}),
+        ))
+        .await;
+    assert_eq!(code(&big), "answer_too_large");
+    let ra = tag("a");
+    let answered = c.task(&answer(&ra, &call, json!({"value": "Ada"}))).await;
+    assert_eq!(
+        check_set(&answered, &ra).json["text"],
+        "Ada",
+        "{answered:#?}"
+    );
+    let twice = c
+        .task(&answer(&tag("a"), &call, json!({"value": "Bob"})))
+        .await;
+    assert_eq!(code(&twice), "already_answered");
+    // An answer that does not fit its kind is a 400.
+    let misfit = c
+        .task(&with(
+            header("request.answer", &tag("a")),
+            json!({ "conversation_token": t, "answer": {"tool_use_id": call, "kind": "approve", "answer": "value", "value": "x"} }),
+        ))
+        .await;
+    assert_eq!(misfit[0].service_error.as_ref().unwrap().0, "400");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_run_once_always_or_not_at_all_and_elicit_off_declines() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(dir.path(), config(&nats.url, "w7")).await;
+    let c = Arc::new(Caller::connect(&nats.url, "w7").await);
+    let approve = |choice: &'static str| {
+        let c = c.clone();
+        async move {
+            let r = tag("ap");
+            let mut run = c.open_prompt(&r, "approve rm -rf /tmp/x").await;
+            let q = run
+                .until(|m| m.protocol().contains("elicit.request"))
+                .await
+                .json;
+            assert_eq!(q["protocol"], "io.choria.fisk-ai.v1.elicit.request.approve");
+            assert_eq!(q["display"], "rm -rf /tmp/x");
+            let qid = q["question_id"].as_str().unwrap().to_string();
+            c.elicit(&r, "elicit.reply.approve", &qid, json!({"choice": choice}))
+                .await;
+            let set = run.finish().await;
+            check_set(&set, &r).json["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    assert_eq!(approve("once").await, "ran rm -rf /tmp/x");
+    assert_eq!(approve("no").await, "declined");
+
+    let nats2 = NatsServer::start();
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut off = config(&nats2.url, "w8");
+    off.elicit = false;
+    let _w2 = worker(dir2.path(), off).await;
+    let c2 = Caller::connect(&nats2.url, "w8").await;
+    let r = tag("ap");
+    let set = c2.prompt(&r, "approve ls", json!({})).await;
+    assert_eq!(check_set(&set, &r).json["text"], "declined");
+    assert!(set.iter().all(|m| !m.protocol().contains("elicit")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_in_one_queue_group_share_the_load() {
+    let nats = NatsServer::start();
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = config(&nats.url, "shared");
+    a.instance = Some("a".into());
+    let mut b = config(&nats.url, "shared");
+    b.instance = Some("b".into());
+    let _wa = worker(d1.path(), a).await;
+    let _wb = worker(d2.path(), b).await;
+    let c = Caller::connect(&nats.url, "shared").await;
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let r = tag("lb");
+        let set = c.prompt(&r, "quick hi", json!({})).await;
+        check_set(&set, &r);
+        seen.insert(
+            set[0].json["sender"]["instance"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(seen.len(), 2, "both instances served: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_worker_continues_the_conversation_and_does_not_rerun_finished_requests() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let w = worker(dir.path(), config(&nats.url, "w9")).await;
+    let c = Caller::connect(&nats.url, "w9").await;
+    let r = tag("p");
+    let set = c.prompt(&r, "calc 3*3", json!({})).await;
+    let t = token(&set);
+    assert_eq!(w.shutdown(Duration::from_secs(5)).await, 0);
+    // Nobody serves the identity now.
+    let gone = c.prompt(&tag("p"), "quick x", json!({})).await;
+    assert_eq!(gone[0].service_error.as_ref().unwrap().0, "503");
+    let _w2 = worker(dir.path(), config(&nats.url, "w9")).await;
+    let r2 = tag("p");
+    let next = c
+        .prompt(&r2, "hello", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(check_set(&next, &r2).json["text"], "You said: hello");
+    let again = c.prompt(&r, "calc 3*3", json!({})).await;
+    assert_eq!(again.len(), 2, "answered from the journal: {again:#?}");
+    assert_eq!(check_set(&again, &r).json["text"], "9");
+}
