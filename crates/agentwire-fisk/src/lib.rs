@@ -33,6 +33,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod conversation;
 pub mod mapping;
 pub mod wire;

@@ -60,6 +60,15 @@ pub(crate) struct AskArgs {
     /// announce `supports_nip59`.
     #[arg(long)]
     nip59: bool,
+    /// Ask a fisk-ai worker on this NATS server instead (needs --identity).
+    #[arg(long)]
+    nats: Option<String>,
+    /// The fisk-ai worker's identity (with --nats).
+    #[arg(long, requires = "nats")]
+    identity: Option<String>,
+    /// Continue this fisk-ai conversation (the token a previous `ask --nats` printed).
+    #[arg(long, requires = "nats")]
+    conversation: Option<String>,
     /// The prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
@@ -121,6 +130,20 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
 
 /// Runs `ask`.
 pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
+    if let Some(url) = &args.nats {
+        let identity = args
+            .identity
+            .as_deref()
+            .ok_or("--nats needs --identity NAME")?;
+        return crate::fisk_cli::ask(
+            url,
+            identity,
+            args.conversation.as_deref(),
+            &args.prompt.join(" "),
+            Duration::from_secs(args.timeout),
+        )
+        .await;
+    }
     let crypto = client_crypto(&args.target, &data_dir)?;
     let agent = agent_key(&args.target, &data_dir)?;
     let (conn, mut incoming) = connect(&args.target).await?;

@@ -1,7 +1,9 @@
-//! `agentwire`: the daemon (`serve`) and the command-line client (`ask`, `cancel`, `info`).
+//! `agentwire`: the daemon (`serve`) and the command-line client (`ask`, `cancel`, `info` over NIP-XX;
+//! `ask --nats`, `read`, `discover` over fisk-ai).
 
 mod ask;
 mod config;
+mod fisk_cli;
 mod keys;
 mod serve;
 
@@ -36,6 +38,10 @@ enum Command {
     Cancel(ask::CancelArgs),
     /// Print an agent's ai.info.
     Info(ask::InfoArgs),
+    /// Read a fisk-ai conversation back (`request.read`).
+    Read(fisk_cli::ReadArgs),
+    /// Ask a fisk-ai worker what it is (its agent card).
+    Discover(fisk_cli::DiscoverArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +84,8 @@ fn main() -> ExitCode {
             Command::Ask(a) => ask::ask(a, data_dir).await,
             Command::Cancel(a) => ask::cancel(a, data_dir).await,
             Command::Info(a) => ask::info(a, data_dir).await,
+            Command::Read(a) => fisk_cli::read(a).await,
+            Command::Discover(a) => fisk_cli::discover(a).await,
         }
     });
     match result {

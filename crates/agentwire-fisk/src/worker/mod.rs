@@ -314,6 +314,11 @@ impl Worker {
     }
 }
 
+/// A fresh message id (a KSUID).
+pub fn message_id() -> String {
+    replyset::ksuid().to_string()
+}
+
 /// The request id under which a fisk-ai `request` tag is journaled.
 pub(crate) fn request_id(request: &str) -> RequestId {
     RequestId::new(format!("{PROTOCOL}:{request}")).expect("a 64-character tag makes a valid id")

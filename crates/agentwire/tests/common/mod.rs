@@ -20,6 +20,8 @@ pub struct Daemon {
     pub child: Child,
     pub relay: String,
     pub agent: PublicKey,
+    /// The whole ready line.
+    pub ready: serde_json::Value,
     pub data_dir: PathBuf,
 }
 
@@ -52,6 +54,7 @@ impl Daemon {
             relay: v["relay"].as_str().unwrap().to_string(),
             agent: PublicKey::from_hex(v["agent_pubkey"].as_str().unwrap()).unwrap(),
             data_dir: data_dir.to_path_buf(),
+            ready: v,
         }
     }
 

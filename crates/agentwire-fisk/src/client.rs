@@ -1,0 +1,387 @@
+//! A fisk-ai caller: sends a prompt (or a read, or a discovery request) to a worker and follows its reply
+//! set, answering questions through a callback while sending `elicit.waiting` every third of the window.
+
+use crate::wire::{
+    self, nats, ElicitAnswer, ElicitChoice, ElicitKind, ElicitMessage, Header, Identity,
+    PromptRequest, ReadRequest, TaskRequest,
+};
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::time::{Duration, SystemTime};
+
+/// How long a caller waits for the ack: a worker acks as soon as the turn is journaled.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// NATS could not be reached or refused an operation.
+    #[error("nats: {0}")]
+    Nats(String),
+    /// Nobody serves that identity (or request).
+    #[error("no worker answers on {0}")]
+    NoResponders(String),
+    /// The worker refused the message before any ack (a `Nats-Service-Error`).
+    #[error("refused ({code}): {text}")]
+    Service {
+        /// The service error code (400, 404, 500).
+        code: String,
+        /// What the worker said.
+        text: String,
+    },
+    /// Nothing (more) arrived in time.
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+    /// A message was not JSON.
+    #[error("a reply was not JSON: {0}")]
+    Garbled(String),
+}
+
+/// One message of a reply set.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The message.
+    pub json: Value,
+    /// It carried `Fisk-AI-Stream-Final`.
+    pub last: bool,
+}
+
+impl Received {
+    /// Its protocol id without the `io.choria.fisk-ai.v1.` prefix (`ack`, `event.text`, ...).
+    pub fn kind(&self) -> &str {
+        self.json["protocol"]
+            .as_str()
+            .unwrap_or("")
+            .trim_start_matches(wire::PROTOCOL_NAMESPACE)
+            .trim_start_matches('.')
+    }
+}
+
+/// How a person answered a question, as the callback returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `no`, `once` or `always`.
+    Approve(ElicitChoice),
+    /// Yes or no.
+    Confirm(bool),
+    /// An option's position.
+    Select(u64),
+    /// Text.
+    Input(String),
+    /// Nobody is there.
+    NoOperator,
+}
+
+/// Answers a question (the `elicit.request.*` message); may take as long as a person needs.
+pub type Answerer = Box<dyn FnMut(Value) -> BoxFuture<'static, Reply> + Send>;
+
+/// A prompt to send.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptCall<'a> {
+    /// The worker's identity.
+    pub identity: &'a str,
+    /// The `request` tag (see [`new_request`]).
+    pub request: &'a str,
+    /// The prompt.
+    pub prompt: &'a str,
+    /// The conversation to continue.
+    pub token: Option<&'a str>,
+    /// How long to wait for each next message.
+    pub timeout: Duration,
+}
+
+/// A connection to NATS as a fisk-ai caller.
+pub struct Caller {
+    client: async_nats::Client,
+    me: Identity,
+}
+
+fn fresh_id() -> String {
+    crate::worker::message_id()
+}
+
+/// A fresh `request` tag: a KSUID, 27 characters of the wire's pattern.
+pub fn new_request() -> String {
+    fresh_id()
+}
+
+impl Caller {
+    /// Connects as `name` (the `sender` of what it sends).
+    pub async fn connect(url: &str, name: &str) -> Result<Caller, ClientError> {
+        let client = async_nats::connect(url)
+            .await
+            .map_err(|e| ClientError::Nats(e.to_string()))?;
+        let me = Identity::new(name).map_err(|e| ClientError::Nats(e.to_string()))?;
+        Ok(Caller { client, me })
+    }
+
+    fn header(&self, request: &str, conversation: &str) -> Header {
+        let mut h = Header::new(
+            wire::Ksuid::new(SystemTime::now(), [0; 16]),
+            request,
+            conversation,
+            0,
+            SystemTime::now(),
+            self.me.clone(),
+        );
+        h.id = fresh_id();
+        h
+    }
+
+    /// Sends a prompt and follows the reply set, calling `on` for each message and `answer` for each
+    /// question. Returns the whole set.
+    pub async fn prompt(
+        &self,
+        call: PromptCall<'_>,
+        mut on: impl FnMut(&Received),
+        mut answer: Answerer,
+    ) -> Result<Vec<Received>, ClientError> {
+        let PromptCall {
+            identity,
+            request,
+            prompt,
+            token,
+            timeout,
+        } = call;
+        let task = TaskRequest::Prompt(PromptRequest {
+            header: self.header(request, request),
+            prompt: prompt.to_string(),
+            context: None,
+            tool_hints: vec![],
+            budget: None,
+            stream: true,
+            conversation_token: token.map(String::from),
+            replay: None,
+            force: false,
+        });
+        let mut sub = self
+            .open(nats::task_subject(identity), task.to_bytes())
+            .await?;
+        let mut set = Vec::new();
+        let mut deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+        loop {
+            let m = next(&mut sub, deadline, identity).await?;
+            deadline = tokio::time::Instant::now() + timeout;
+            on(&m);
+            let last = m.last;
+            if m.kind().starts_with("elicit.request.") {
+                let question = m.json.clone();
+                let reply = self
+                    .hold_open_while(identity, request, &question, answer(question.clone()))
+                    .await;
+                self.answer(identity, request, &question, reply).await?;
+            }
+            set.push(m);
+            if last {
+                return Ok(set);
+            }
+        }
+    }
+
+    /// Waits for `decision`, sending `elicit.waiting` every third of the question's window meanwhile.
+    async fn hold_open_while(
+        &self,
+        identity: &str,
+        request: &str,
+        question: &Value,
+        decision: BoxFuture<'static, Reply>,
+    ) -> Reply {
+        let qid = question["question_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let Some(wait_ms) = question["wait_ms"].as_u64().filter(|w| *w > 0) else {
+            return decision.await;
+        };
+        let every = Duration::from_millis((wait_ms / 3).max(1));
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tokio::pin!(decision);
+        loop {
+            tokio::select! {
+                r = &mut decision => return r,
+                _ = tick.tick() => {
+                    let m = ElicitMessage {
+                        header: self.header(request, request),
+                        question_id: qid.clone(),
+                        kind: ElicitKind::Waiting,
+                    };
+                    let sent = self
+                        .client
+                        .request(nats::elicit_subject(identity, request), m.to_bytes().into())
+                        .await;
+                    if let Ok(reply) = sent {
+                        if let Some(h) = &reply.headers {
+                            if h.get(nats::HEADER_SERVICE_ERROR_CODE).map(|c| c.as_str()) == Some("404") {
+                                // The question is gone: whatever the person decides is no longer wanted.
+                                return Reply::NoOperator;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn answer(
+        &self,
+        identity: &str,
+        request: &str,
+        question: &Value,
+        reply: Reply,
+    ) -> Result<(), ClientError> {
+        let answer = match reply {
+            Reply::Approve(c) => ElicitAnswer::Approve(c),
+            Reply::Confirm(b) => ElicitAnswer::Confirm(b),
+            Reply::Select(i) => ElicitAnswer::Select(i),
+            Reply::Input(v) => ElicitAnswer::Input(v),
+            Reply::NoOperator => ElicitAnswer::NoOperator,
+        };
+        let m = ElicitMessage {
+            header: self.header(request, request),
+            question_id: question["question_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            kind: ElicitKind::Answer(answer),
+        };
+        let reply = self
+            .client
+            .request(nats::elicit_subject(identity, request), m.to_bytes().into())
+            .await
+            .map_err(|e| ClientError::Nats(e.to_string()))?;
+        if let Some(h) = &reply.headers {
+            if let Some(text) = h.get(nats::HEADER_SERVICE_ERROR) {
+                return Err(ClientError::Service {
+                    code: h
+                        .get(nats::HEADER_SERVICE_ERROR_CODE)
+                        .map(|c| c.to_string())
+                        .unwrap_or_default(),
+                    text: text.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a conversation back: the ack and `replay` blocks (capped by the worker).
+    pub async fn read(
+        &self,
+        identity: &str,
+        token: &str,
+        replay: u64,
+    ) -> Result<Vec<Received>, ClientError> {
+        let request = new_request();
+        let task = TaskRequest::Read(ReadRequest {
+            header: self.header(&request, &request),
+            conversation_token: token.to_string(),
+            replay,
+        });
+        let mut sub = self
+            .open(nats::task_subject(identity), task.to_bytes())
+            .await?;
+        let mut set = Vec::new();
+        let deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+        loop {
+            let m = next(&mut sub, deadline, identity).await?;
+            let last = m.last;
+            set.push(m);
+            if last {
+                return Ok(set);
+            }
+        }
+    }
+
+    /// Asks `identity` what it is.
+    pub async fn discover(&self, identity: &str) -> Result<Value, ClientError> {
+        let request = new_request();
+        let m = wire::DiscoveryRequest {
+            header: self.header(&request, &request),
+        };
+        let mut sub = self
+            .open(nats::discovery_subject(identity), m.to_bytes())
+            .await?;
+        let r = next(
+            &mut sub,
+            tokio::time::Instant::now() + ACK_TIMEOUT,
+            identity,
+        )
+        .await?;
+        Ok(r.json)
+    }
+
+    /// Cancels request `request` of `identity`.
+    pub async fn cancel(&self, identity: &str, request: &str) -> Result<(), ClientError> {
+        let m = wire::Cancel {
+            header: self.header(request, request),
+            reason: Some("user_cancel".into()),
+        };
+        let mut sub = self
+            .open(nats::cancel_subject(identity, request), m.to_bytes())
+            .await?;
+        next(
+            &mut sub,
+            tokio::time::Instant::now() + ACK_TIMEOUT,
+            identity,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn open(
+        &self,
+        subject: String,
+        body: Vec<u8>,
+    ) -> Result<async_nats::Subscriber, ClientError> {
+        let inbox = self.client.new_inbox();
+        let sub = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| ClientError::Nats(e.to_string()))?;
+        self.client
+            .publish_with_reply(subject, inbox, body.into())
+            .await
+            .map_err(|e| ClientError::Nats(e.to_string()))?;
+        self.client
+            .flush()
+            .await
+            .map_err(|e| ClientError::Nats(e.to_string()))?;
+        Ok(sub)
+    }
+}
+
+async fn next(
+    sub: &mut async_nats::Subscriber,
+    deadline: tokio::time::Instant,
+    identity: &str,
+) -> Result<Received, ClientError> {
+    let m = match tokio::time::timeout_at(deadline, sub.next()).await {
+        Ok(Some(m)) => m,
+        Ok(None) => return Err(ClientError::Nats("the subscription ended".into())),
+        Err(_) => {
+            return Err(ClientError::Timeout(
+                deadline.saturating_duration_since(tokio::time::Instant::now()),
+            ))
+        }
+    };
+    if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+        return Err(ClientError::NoResponders(identity.to_string()));
+    }
+    let headers = m.headers.clone().unwrap_or_default();
+    if let Some(text) = headers.get(nats::HEADER_SERVICE_ERROR) {
+        return Err(ClientError::Service {
+            code: headers
+                .get(nats::HEADER_SERVICE_ERROR_CODE)
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            text: text.to_string(),
+        });
+    }
+    let json: Value =
+        serde_json::from_slice(&m.payload).map_err(|e| ClientError::Garbled(e.to_string()))?;
+    Ok(Received {
+        json,
+        last: headers.get(nats::HEADER_STREAM_FINAL).is_some(),
+    })
+}

@@ -1,0 +1,157 @@
+//! `agentwire serve --nats` and the fisk-ai CLI (`ask --nats`, `read`, `discover`) as a user runs them,
+//! against a real nats-server.
+
+mod common;
+
+use agentwire_testkit::NatsServer;
+use common::Daemon;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn cli(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agentwire runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn ask_follow_up_read_and_discover_over_nats() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &["--nats", &nats.url, "--identity", "cli1", "--nats-elicit"],
+    );
+    assert_eq!(d.ready["nats"]["url"], nats.url.as_str());
+    assert_eq!(d.ready["nats"]["identity"], "cli1");
+
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "cli1",
+            "calc",
+            "2+3",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "5");
+    let err = text(&out.stderr);
+    assert!(err.contains("[tool calculator start"), "{err}");
+    let token = err
+        .lines()
+        .find_map(|l| l.strip_prefix("conversation "))
+        .expect("the token is printed")
+        .to_string();
+
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "cli1",
+            "--conversation",
+            &token,
+            "and",
+            "then",
+        ],
+        "",
+    );
+    assert_eq!(text(&out.stdout).trim(), "You said: and then");
+
+    let out = cli(
+        &["read", "--nats", &nats.url, "--identity", "cli1", &token],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let read = text(&out.stdout);
+    assert!(
+        read.contains("> calc 2+3") && read.contains("> and then"),
+        "{read}"
+    );
+
+    let out = cli(&["discover", "--nats", &nats.url, "cli1"], "");
+    let card: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(card["protocol"], "io.choria.fisk-ai.v1.discovery.reply");
+    assert_eq!(card["name"], "cli1");
+    assert_eq!(card["tools"][0]["name"], "calculator");
+
+    // A question answered at the terminal.
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "cli1",
+            "ask",
+            "pick | red | green",
+        ],
+        "2\n",
+    );
+    assert_eq!(text(&out.stdout).trim(), "green", "{}", text(&out.stderr));
+    // Nobody at the terminal (end of input) is no_operator.
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "cli1",
+            "confirm",
+            "sure?",
+        ],
+        "",
+    );
+    assert_eq!(text(&out.stdout).trim(), "no operator");
+
+    // Failures exit 2 with the code.
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "cli1",
+            "fail",
+            "oops",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("error failed: oops"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(
+        &["ask", "--nats", &nats.url, "--identity", "nobody", "hi"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no worker answers"),
+        "{}",
+        text(&out.stderr)
+    );
+}
