@@ -66,4 +66,7 @@ say "interop: nostr-tools (Node) against the real daemon"
 (cd interop/nostr-tools && npm ci --no-audit --no-fund --loglevel=error)
 AGENTWIRE_BIN="$root/target/debug/agentwire" node --test interop/nostr-tools/
 
+say "interop: nats-py (Python) against the fisk-ai worker"
+AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s interop/nats-py -v
+
 say "all tests passed"

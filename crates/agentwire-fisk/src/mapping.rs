@@ -55,9 +55,28 @@ pub fn usage(u: Usage) -> wire::Usage {
     }
 }
 
+/// What a whole conversation consumed, from its journal: tokens from the outcomes, tool calls counted in
+/// the transcripts.
+pub fn conversation_usage(
+    record: &[(agentwire_store::StoredTurn, Option<serde_json::Value>)],
+) -> wire::Usage {
+    let tokens =
+        crate::conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+    let tool_calls = record
+        .iter()
+        .filter_map(|(_, x)| x.as_ref()?.as_array())
+        .flatten()
+        .filter(|e| e.get("type").and_then(serde_json::Value::as_str) == Some("tool_call"))
+        .count() as u64;
+    wire::Usage {
+        tool_calls,
+        ..usage(tokens)
+    }
+}
+
 /// The terminal message of an outcome; `conversation` is the whole conversation's usage, this turn's
 /// included.
-pub fn terminal(outcome: &Outcome, conversation: Usage) -> Reply {
+pub fn terminal(outcome: &Outcome, conversation: wire::Usage) -> Reply {
     match outcome {
         Outcome::Result(r) => {
             let stop = match r.stop_reason.as_str() {
@@ -65,7 +84,7 @@ pub fn terminal(outcome: &Outcome, conversation: Usage) -> Reply {
                 other => StopReason::parse(other),
             };
             let mut t = wire::TurnResult::new(stop, r.text.clone());
-            t.usage = Some(usage(conversation));
+            t.usage = Some(conversation);
             Reply::Result(t)
         }
         Outcome::Failure(f) => {
@@ -75,7 +94,7 @@ pub fn terminal(outcome: &Outcome, conversation: Usage) -> Reply {
                 f.message.clone()
             };
             let mut e = TurnError::new(error_code(&f.code), message);
-            e.usage = Some(usage(conversation));
+            e.usage = Some(conversation);
             Reply::Error(e)
         }
     }
@@ -249,7 +268,7 @@ mod tests {
             input_tokens: 5,
             output_tokens: 7,
         };
-        match terminal(&o, total) {
+        match terminal(&o, usage(total)) {
             Reply::Result(r) => {
                 assert_eq!(r.stop_reason, StopReason::EndTurn);
                 assert_eq!(r.usage.unwrap().output_tokens, 7);
@@ -257,7 +276,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let f = Outcome::Failure(Failure::new(FailureCode::Suspended, "parked"));
-        match terminal(&f, total) {
+        match terminal(&f, usage(total)) {
             Reply::Error(e) => assert_eq!(e.code, ErrorCode::Suspended),
             other => panic!("{other:?}"),
         }

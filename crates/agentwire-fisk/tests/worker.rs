@@ -51,6 +51,10 @@ async fn a_prompt_streams_a_numbered_reply_set_and_follow_ups_continue_the_conve
     assert_eq!(last.protocol(), "io.choria.fisk-ai.v1.result");
     assert_eq!(last.json["text"], "42");
     assert_eq!(last.json["stop_reason"], "end_turn");
+    assert_eq!(
+        last.json["usage"]["tool_calls"], 1,
+        "the calculator call is counted"
+    );
     let kinds: Vec<&str> = set.iter().map(|m| m.protocol()).collect();
     assert!(
         kinds.contains(&"io.choria.fisk-ai.v1.event.tool_call"),
@@ -503,4 +507,219 @@ async fn a_restarted_worker_continues_the_conversation_and_does_not_rerun_finish
     let again = c.prompt(&r, "calc 3*3", json!({})).await;
     assert_eq!(again.len(), 2, "answered from the journal: {again:#?}");
     assert_eq!(check_set(&again, &r).json["text"], "9");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_configuration_refuses_the_turn_unless_forced() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let w = worker(dir.path(), config(&nats.url, "w10")).await;
+    let c = Caller::connect(&nats.url, "w10").await;
+    let set = c.prompt(&tag("p"), "quick one", json!({})).await;
+    let t = token(&set);
+    w.shutdown(Duration::from_secs(5)).await;
+    let mut changed = config(&nats.url, "w10");
+    changed.system_prompt = "you are someone else".into();
+    let _w2 = worker(dir.path(), changed).await;
+    let refused = c
+        .prompt(&tag("p"), "quick two", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(code(&refused), "config_drift");
+    let why = refused.last().unwrap().json["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("system prompt") && !why.contains("model"),
+        "{why}"
+    );
+    let r = tag("p");
+    let forced = c
+        .prompt(
+            &r,
+            "quick two",
+            json!({ "conversation_token": t, "force": true }),
+        )
+        .await;
+    assert_eq!(check_set(&forced, &r).json["text"], "two");
+    // The conversation now runs under the new configuration.
+    let r = tag("p");
+    let next = c
+        .prompt(&r, "quick three", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(check_set(&next, &r).json["text"], "three");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_only_lowers_the_allowance_and_exhaustion_is_permanent() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&nats.url, "w11");
+    cfg.max_tokens = Some(1000);
+    let _w = worker(dir.path(), cfg).await;
+    let c = Caller::connect(&nats.url, "w11").await;
+    let r = tag("p");
+    // A budget above the worker's is ignored: the ack names the worker's allowance.
+    let set = c
+        .prompt(
+            &r,
+            "quick a b c",
+            json!({ "budget": { "max_tokens": 50000 } }),
+        )
+        .await;
+    check_set(&set, &r);
+    assert_eq!(set[0].json["max_tokens"], 1000);
+    let t = token(&set);
+    // Lowering it below what the conversation used ends the conversation.
+    let low = c
+        .prompt(
+            &tag("p"),
+            "quick more",
+            json!({ "conversation_token": t, "budget": { "max_tokens": 2 } }),
+        )
+        .await;
+    assert_eq!(code(&low), "budget_exhausted");
+    let later = c
+        .prompt(&tag("p"), "quick more", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(code(&later), "budget_exhausted", "for good");
+    // A new conversation is fine.
+    let r = tag("p");
+    assert_eq!(
+        check_set(&c.prompt(&r, "quick fresh", json!({})).await, &r).json["text"],
+        "fresh"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_stands_for_the_conversation_and_an_unanswered_approval_suspends() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&nats.url, "w12");
+    cfg.request_timeout = Duration::from_millis(800);
+    let _w = worker(dir.path(), cfg).await;
+    let c = Caller::connect(&nats.url, "w12").await;
+    let r = tag("ap");
+    let mut run = c.open_prompt(&r, "approve make deploy").await;
+    let q = run
+        .until(|m| m.protocol().contains("elicit.request"))
+        .await
+        .json;
+    let qid = q["question_id"].as_str().unwrap().to_string();
+    c.elicit(
+        &r,
+        "elicit.reply.approve",
+        &qid,
+        json!({"choice": "always"}),
+    )
+    .await;
+    let set = run.finish().await;
+    assert_eq!(check_set(&set, &r).json["text"], "ran make deploy");
+    let t = token(&set);
+    // The next approval in this conversation is not asked.
+    let r = tag("ap");
+    let again = c
+        .prompt(
+            &r,
+            "approve make deploy",
+            json!({ "conversation_token": t }),
+        )
+        .await;
+    assert_eq!(check_set(&again, &r).json["text"], "ran make deploy");
+    assert!(
+        again.iter().all(|m| !m.protocol().contains("elicit")),
+        "{again:#?}"
+    );
+
+    // In a new conversation nobody answers: the run ends suspended, and a later answer runs it.
+    let r = tag("ap");
+    let set = c.prompt(&r, "approve rm -rf /", json!({})).await;
+    assert_eq!(code(&set), "suspended");
+    let q = set
+        .iter()
+        .find(|m| m.protocol().contains("elicit.request.approve"))
+        .unwrap()
+        .json
+        .clone();
+    let t = token(&set);
+    let ra = tag("a");
+    let answered = c
+        .task(&with(
+            header("request.answer", &ra),
+            json!({ "conversation_token": t, "answer": {
+                "tool_use_id": q["tool_use_id"], "kind": "approve", "answer": "choice", "choice": "no" } }),
+        ))
+        .await;
+    assert_eq!(check_set(&answered, &ra).json["text"], "declined");
+}
+
+/// The demo agent, except that `panic` panics: a bug in a run.
+struct Buggy(DemoAgent);
+
+impl agentwire_engine::Agent for Buggy {
+    fn card(&self) -> agentwire_engine::AgentCard {
+        self.0.card()
+    }
+    fn run(
+        &self,
+        input: agentwire_engine::TurnInput,
+        ctx: agentwire_engine::TurnContext,
+    ) -> futures_util::future::BoxFuture<'static, agentwire_core::Outcome> {
+        if input.message == "panic" {
+            return Box::pin(async { panic!("a bug in the agent") });
+        }
+        self.0.run(input, ctx)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_a_run_is_crashed_and_the_worker_keeps_serving() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(Journal::open(&dir.path().join("journal.sqlite")).unwrap());
+    let engine = Engine::new(journal, Arc::new(Buggy(DemoAgent)));
+    let _w = Worker::start(config(&nats.url, "w13"), engine)
+        .await
+        .unwrap();
+    let c = Caller::connect(&nats.url, "w13").await;
+    let r = tag("p");
+    let set = c.prompt(&r, "panic", json!({})).await;
+    check_set(&set, &r);
+    assert_eq!(code(&set), "crashed");
+    let r = tag("p");
+    assert_eq!(
+        check_set(&c.prompt(&r, "quick ok", json!({})).await, &r).json["text"],
+        "ok"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_answers_reach_only_the_instance_running_the_request() {
+    let nats = NatsServer::start();
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = config(&nats.url, "pair");
+    a.instance = Some("a".into());
+    let mut b = config(&nats.url, "pair");
+    b.instance = Some("b".into());
+    let _wa = worker(d1.path(), a).await;
+    let _wb = worker(d2.path(), b).await;
+    let c = Caller::connect(&nats.url, "pair").await;
+    for _ in 0..4 {
+        let r = tag("two");
+        let mut run = c.open_prompt(&r, "ask which? | x | y").await;
+        let q = run
+            .until(|m| m.protocol().contains("elicit.request"))
+            .await
+            .json;
+        let qid = q["question_id"].as_str().unwrap().to_string();
+        // Exactly one instance listens on this request's subjects: one answer, one ack.
+        let ok = c
+            .elicit(&r, "elicit.reply.select", &qid, json!({"index": 0}))
+            .await;
+        assert_eq!(ok.len(), 1);
+        assert_eq!(ok[0].json["accepted"], true);
+        assert_eq!(ok[0].json["sender"]["instance"], q["sender"]["instance"]);
+        let set = run.finish().await;
+        assert_eq!(check_set(&set, &r).json["text"], "x");
+    }
 }

@@ -155,3 +155,77 @@ fn ask_follow_up_read_and_discover_over_nats() {
         text(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_by_kill_9_ends_canceled_and_the_conversation_goes_on() {
+    use agentwire_fisk::client::{Caller, PromptCall, Received};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--nats", nats.url.as_str(), "--identity", "crash1"];
+    let mut d = Daemon::start(dir.path(), &args);
+    let caller = Arc::new(Caller::connect(&nats.url, "tester").await.unwrap());
+    let token = Arc::new(Mutex::new(None::<String>));
+    let (c, t) = (caller.clone(), token.clone());
+    let cut = tokio::spawn(async move {
+        c.prompt(
+            PromptCall {
+                identity: "crash1",
+                request: "cut1",
+                prompt: "sleep 5000",
+                token: None,
+                timeout: Duration::from_secs(2),
+            },
+            |m: &Received| {
+                if let Some(tok) = m.json["conversation_token"].as_str() {
+                    *t.lock().unwrap() = Some(tok.to_string());
+                }
+            },
+            Box::new(|_| Box::pin(async { agentwire_fisk::client::Reply::NoOperator })),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    d.kill();
+    assert!(
+        cut.await.unwrap().is_err(),
+        "the caller saw no terminal from the dead worker"
+    );
+    let token = token
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the run was acked before the kill");
+
+    let _d2 = Daemon::start(dir.path(), &args);
+    let call = |request: &'static str, prompt: &'static str, token: Option<String>| {
+        let caller = caller.clone();
+        async move {
+            caller
+                .prompt(
+                    PromptCall {
+                        identity: "crash1",
+                        request,
+                        prompt,
+                        token: token.as_deref(),
+                        timeout: Duration::from_secs(10),
+                    },
+                    |_| {},
+                    Box::new(|_| Box::pin(async { agentwire_fisk::client::Reply::NoOperator })),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    // The same request again: answered from the journal, not run again.
+    let again = call("cut1", "sleep 5000", None).await;
+    assert_eq!(again.len(), 2, "{again:#?}");
+    assert_eq!(again[1].json["code"], "canceled");
+    // The conversation takes its next turn.
+    let next = call("next1", "hello after the crash", Some(token)).await;
+    assert_eq!(
+        next.last().unwrap().json["text"],
+        "You said: hello after the crash"
+    );
+}

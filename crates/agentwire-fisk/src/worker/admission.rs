@@ -61,6 +61,13 @@ fn random_token() -> String {
     mint_token(bytes)
 }
 
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 fn used(u: Usage) -> u64 {
     u.input_tokens.saturating_add(u.output_tokens)
 }
@@ -239,6 +246,19 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     let limit = allowance(worker.config.max_tokens, meta.max_tokens, None);
     if let Some(limit) = limit {
         if used(total) >= limit {
+            if meta_changed && !new {
+                // The allowance belongs to the conversation: a request that lowered it under what was
+                // used has finished the conversation, for every later turn too.
+                let value = serde_json::to_value(&meta).unwrap_or_default();
+                if let Err(e) = worker
+                    .engine
+                    .journal()
+                    .put_conversation_meta(&conversation, super::PROTOCOL, &value, now_secs())
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not record a lowered allowance");
+                }
+            }
             return refused(
                 FailureCode::BudgetExhausted,
                 format!(
@@ -420,7 +440,7 @@ pub(super) fn replay_replies(
         taken += turns[first].len();
     }
     let truncated = taken < total_blocks;
-    let usage = conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+    let usage = mapping::conversation_usage(record);
     let mut out = vec![Reply::Event(Block::replay_start())];
     for blocks in turns.into_iter().skip(first) {
         out.extend(blocks.into_iter().map(Reply::Event));
@@ -428,7 +448,7 @@ pub(super) fn replay_replies(
     out.push(Reply::Event(Block::replay_end(
         taken as u64,
         truncated,
-        mapping::usage(usage),
+        usage,
     )));
     out
 }

@@ -2,7 +2,6 @@
 //! `elicit.request.*` with a window, its outcome the `result` or `error` that ends the reply set.
 
 use super::replyset::{ksuid, ReplySet};
-use crate::conversation::total_usage;
 use crate::mapping;
 use crate::wire::{self, Ack, Block, Reply};
 use agentwire_core::{
@@ -211,7 +210,7 @@ impl TurnFront for FiskFront {
         let usage = self
             .journal
             .conversation_record(&self.setup.conversation)
-            .map(|record| total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref())))
+            .map(|record| mapping::conversation_usage(&record))
             .unwrap_or_default();
         self.set.finish(mapping::terminal(outcome, usage));
     }

@@ -136,6 +136,11 @@ impl Worker {
             .add(nats::discovery_subject(&config.identity))
             .await
             .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        // The subscriptions reach the server before anyone is told the worker is up.
+        client
+            .flush()
+            .await
+            .map_err(|e| WorkerError::Nats(e.to_string()))?;
         let worker = Arc::new(Worker {
             client,
             config,

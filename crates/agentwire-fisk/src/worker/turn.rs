@@ -5,7 +5,7 @@ use super::admission::RunPlan;
 use super::front::FiskFront;
 use super::replyset::{service_error, single, BeforeFinal, ReplySet};
 use super::{Worker, PROTOCOL};
-use crate::conversation::{total_usage, ConversationMeta};
+use crate::conversation::ConversationMeta;
 use crate::mapping;
 use crate::wire::{self, nats, Ack, Reply};
 use agentwire_core::{Answer, ApproveChoice, ConversationId, FailureCode, RequestId};
@@ -164,7 +164,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
             let record = journal
                 .conversation_record(&stored.conversation_id)
                 .unwrap_or_default();
-            let usage = total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+            let usage = mapping::conversation_usage(&record);
             match &stored.outcome {
                 Some(o) => set.finish(mapping::terminal(o, usage)),
                 None => set.finish(mapping::refusal(
