@@ -69,8 +69,9 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
             .subscribe(nats::elicit_subject(&identity, &tag))
             .await
             .map_err(|e| e.to_string())?;
-        // The subscriptions reach the server before the ack does.
-        worker.client.flush().await.map_err(|e| e.to_string())?;
+        // No flush needed: the server handles one connection's SUB before the PUB of the ack that follows
+        // it, so the subscriptions are live before the caller can see the ack. (A flush would add a round
+        // trip to every request's ack latency.)
         Ok::<_, String>((c, e))
     }
     .await;
@@ -94,14 +95,13 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     let (stop_tx, stop_rx) = watch::channel(false);
     let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
     let (elicits_gone_tx, elicits_gone) = oneshot::channel::<()>();
-    let flusher = worker.client.clone();
     let before_final: BeforeFinal = Box::new(move || {
         Box::pin(async move {
             stop_tx.send_replace(true);
             let _ = cancels_gone.await;
             let _ = elicits_gone.await;
-            // The UNSUBs reach the server before the final message does.
-            let _ = flusher.flush().await;
+            // The UNSUBs go out on the same connection before the final message, so the server has dropped
+            // the subscriptions when the caller sees the terminal.
         })
     });
     let (set, done) = ReplySet::start_with(
