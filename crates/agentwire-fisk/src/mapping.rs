@@ -9,6 +9,25 @@ use agentwire_core::{
     Answer, ApproveChoice, FailureCode, Outcome, QuestionKind, StatusState, TurnEvent, Usage,
 };
 
+/// The most bytes of answer text a `result` carries (and of message an `error` carries): with the header,
+/// usage and JSON escaping (at most six bytes per byte, for control characters; text is rarely that), the
+/// message stays under [`wire::MAX_MESSAGE_BYTES`] for any ordinary text. Longer text is cut on a character
+/// boundary and says so.
+pub const MAX_TERMINAL_TEXT_BYTES: usize = 512 * 1024;
+
+/// `text` cut to at most `max` bytes on a character boundary, with a note when cut.
+pub fn trim_terminal_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    const NOTE: &str = "\n[truncated: the whole answer is in the worker's journal]";
+    let mut end = max.saturating_sub(NOTE.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{NOTE}", &text[..end])
+}
+
 /// The fisk-ai code of a core failure.
 pub fn error_code(code: &FailureCode) -> ErrorCode {
     match code {
@@ -83,7 +102,8 @@ pub fn terminal(outcome: &Outcome, conversation: wire::Usage) -> Reply {
                 "" | "stop" => StopReason::EndTurn,
                 other => StopReason::parse(other),
             };
-            let mut t = wire::TurnResult::new(stop, r.text.clone());
+            let mut t =
+                wire::TurnResult::new(stop, trim_terminal_text(&r.text, MAX_TERMINAL_TEXT_BYTES));
             t.usage = Some(conversation);
             Reply::Result(t)
         }
@@ -93,6 +113,7 @@ pub fn terminal(outcome: &Outcome, conversation: wire::Usage) -> Reply {
             } else {
                 f.message.clone()
             };
+            let message = trim_terminal_text(&message, MAX_TERMINAL_TEXT_BYTES);
             let mut e = TurnError::new(error_code(&f.code), message);
             e.usage = Some(conversation);
             Reply::Error(e)
@@ -280,6 +301,31 @@ mod tests {
             Reply::Error(e) => assert_eq!(e.code, ErrorCode::Suspended),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_huge_answer_is_cut_to_fit_one_message() {
+        let o = Outcome::Result(TurnResult {
+            text: "é".repeat(400 * 1024),
+            usage: Usage::default(),
+            stop_reason: "stop".into(),
+        });
+        let reply = terminal(&o, usage(Usage::default()));
+        let header = wire::Header::new(
+            wire::Ksuid::new(std::time::SystemTime::now(), [1; 16]),
+            "r",
+            "c",
+            9,
+            std::time::SystemTime::now(),
+            wire::Identity::new("w").unwrap(),
+        );
+        let bytes = wire::encode_reply(&header, &reply);
+        assert!(bytes.len() < wire::MAX_MESSAGE_BYTES, "{}", bytes.len());
+        match reply {
+            Reply::Result(r) => assert!(r.text.ends_with("journal]")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(trim_terminal_text("short", 10), "short");
     }
 
     #[test]
