@@ -1,0 +1,438 @@
+//! The supervisor's state: jobs, their rows, their numbered replies waiting for an ack, the request ids
+//! they were taken under, and the event feed. Pure: the daemon drives it, persists what it says to, and
+//! puts its effects on the wire.
+
+use crate::report::Report;
+use crate::wire::{check_request_id, fold_name, ErrorCode, Refusal};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
+
+/// Replies that may wait for an ack per job; one more is refused `full` (the spec's 50).
+pub const MAX_PENDING_REPLIES: usize = 50;
+/// Reply request ids a job remembers, to take a resent reply once (the spec's 100).
+pub const MAX_REPLY_IDS: usize = 100;
+/// Events kept in the feed (the spec's last 1000).
+pub const MAX_EVENTS: usize = 1000;
+/// Longest reply text: a reply is typed into an agent; a megabyte is more than any person types, and keeps
+/// a request line far under the 4 MiB line limit.
+pub const MAX_REPLY_BYTES: usize = 1024 * 1024;
+
+/// How a reply joins the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReplyMode {
+    /// Join the work under way.
+    #[serde(rename = "steer")]
+    Steer,
+    /// After it.
+    #[serde(rename = "followUp")]
+    FollowUp,
+}
+
+/// A reply waiting for its ack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    /// Its number in the job, from 1.
+    pub seq: u64,
+    /// The text.
+    pub text: String,
+    /// How it joins the work.
+    pub mode: Option<ReplyMode>,
+}
+
+/// Whether the job's process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Life {
+    /// Its process runs (or is being started).
+    Running,
+    /// Stopped by a user (`stop`, `/stop`).
+    Stopped,
+    /// Its process ended by itself.
+    Exited,
+}
+
+/// One job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Its id.
+    pub id: String,
+    /// Its secret: good for this job only.
+    pub token: String,
+    /// Its name.
+    pub name: String,
+    /// The profile it runs.
+    pub profile: String,
+    /// The first task.
+    pub task: Option<String>,
+    /// The latest report.
+    pub report: Option<Report>,
+    /// What the agent said it can do (`hello`).
+    pub capabilities: Vec<String>,
+    /// The next reply's number.
+    pub next_seq: u64,
+    /// Replies not yet acked, in order.
+    pub pending: VecDeque<Pending>,
+    /// The last request ids its replies were taken under.
+    pub reply_ids: VecDeque<String>,
+    /// Whether its process runs.
+    pub life: Life,
+    /// Its process id, while it runs.
+    pub pid: Option<u32>,
+    /// Output read from its terminal, for a job whose agent does not speak the protocol (its row until it
+    /// reports).
+    pub output: Option<String>,
+}
+
+/// One entry of the event feed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeedEvent {
+    /// Its cursor.
+    pub seq: u64,
+    /// Unix seconds.
+    pub at: u64,
+    /// The job.
+    pub id: String,
+    /// What happened: `start`, `state`, `reply`, `stop`, `exit`, `rm`, `respawn`, `restart`.
+    pub what: String,
+    /// Details.
+    pub text: String,
+}
+
+/// What a reply did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replied {
+    /// Saved as `seq` (deliver it if the agent is connected).
+    Saved(u64),
+    /// The same request id was taken before: not queued again.
+    Duplicate,
+    /// A `/stop`: stop the job; never delivered.
+    Stop,
+}
+
+/// All jobs.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Supervisor {
+    /// The jobs by id.
+    pub jobs: HashMap<String, Job>,
+    /// Dispatch request ids and the job each made.
+    pub dispatch_ids: HashMap<String, String>,
+    /// The feed, oldest first.
+    pub events: VecDeque<FeedEvent>,
+    /// The next feed cursor.
+    pub next_event: u64,
+}
+
+impl Supervisor {
+    /// Records a feed event.
+    pub fn event(&mut self, at: u64, id: &str, what: &str, text: impl Into<String>) {
+        self.next_event += 1;
+        self.events.push_back(FeedEvent {
+            seq: self.next_event,
+            at,
+            id: id.to_string(),
+            what: what.into(),
+            text: text.into(),
+        });
+        while self.events.len() > MAX_EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    /// A job by id.
+    pub fn job(&self, id: &str) -> Result<&Job, Refusal> {
+        self.jobs
+            .get(id)
+            .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no job {id:?}")))
+    }
+
+    /// A job by id, checked against its token (an agent's request).
+    pub fn authorised(&mut self, id: &str, token: &str) -> Result<&mut Job, Refusal> {
+        let job = self
+            .jobs
+            .get_mut(id)
+            .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no job {id:?}")))?;
+        if job.token != token {
+            return Err(Refusal::new(
+                ErrorCode::Unauthorized,
+                "wrong token: stop speaking for this job",
+            ));
+        }
+        Ok(job)
+    }
+
+    /// A dispatch taken before under `request_id` (whose job still exists).
+    pub fn dispatched(&self, request_id: &str) -> Option<&Job> {
+        self.dispatch_ids
+            .get(request_id)
+            .and_then(|id| self.jobs.get(id))
+    }
+
+    /// Adds a job (the caller picks id and token).
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(
+        &mut self,
+        id: String,
+        token: String,
+        profile: &str,
+        task: Option<String>,
+        name: Option<&str>,
+        request_id: Option<&str>,
+        at: u64,
+    ) -> Result<&Job, Refusal> {
+        if let Some(r) = request_id {
+            check_request_id(r)?;
+        }
+        let name = name
+            .map(fold_name)
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("{profile}-{}", &id[..id.len().min(6)]));
+        if let Some(r) = request_id {
+            self.dispatch_ids.insert(r.to_string(), id.clone());
+        }
+        self.event(at, &id, "start", format!("{profile}: {name}"));
+        self.jobs.insert(
+            id.clone(),
+            Job {
+                id: id.clone(),
+                token,
+                name,
+                profile: profile.to_string(),
+                task,
+                report: None,
+                capabilities: vec![],
+                next_seq: 1,
+                pending: VecDeque::new(),
+                reply_ids: VecDeque::new(),
+                life: Life::Running,
+                pid: None,
+                output: None,
+            },
+        );
+        Ok(&self.jobs[&id])
+    }
+
+    /// A reply to job `id`. `connected`: its agent has a reporting connection now.
+    pub fn reply(
+        &mut self,
+        id: &str,
+        text: &str,
+        mode: Option<ReplyMode>,
+        request_id: Option<&str>,
+        connected: bool,
+        at: u64,
+    ) -> Result<Replied, Refusal> {
+        if let Some(r) = request_id {
+            check_request_id(r)?;
+        }
+        if text.len() > MAX_REPLY_BYTES {
+            return Err(Refusal::bad(format!(
+                "a reply is at most {MAX_REPLY_BYTES} bytes"
+            )));
+        }
+        let job = self
+            .jobs
+            .get_mut(id)
+            .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no job {id:?}")))?;
+        if let Some(r) = request_id {
+            if job.reply_ids.iter().any(|x| x == r) {
+                return Ok(Replied::Duplicate);
+            }
+        }
+        if text.trim() == "/stop" {
+            remember(job, request_id);
+            self.event(at, id, "stop", "/stop");
+            return Ok(Replied::Stop);
+        }
+        if text.starts_with('/') && !connected {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                "a reply starting with / is a command; the agent is not connected",
+            ));
+        }
+        if job.pending.len() >= MAX_PENDING_REPLIES {
+            return Err(Refusal::new(
+                ErrorCode::Full,
+                format!("{MAX_PENDING_REPLIES} replies are waiting for this job"),
+            ));
+        }
+        let seq = job.next_seq;
+        job.next_seq += 1;
+        job.pending.push_back(Pending {
+            seq,
+            text: text.to_string(),
+            mode,
+        });
+        remember(job, request_id);
+        let preview: String = text.chars().take(80).collect();
+        self.event(at, id, "reply", format!("#{seq} {preview}"));
+        Ok(Replied::Saved(seq))
+    }
+
+    /// An ack: every pending reply up to `seq` is done. Returns how many were cleared.
+    pub fn ack(&mut self, id: &str, token: &str, seq: u64) -> Result<usize, Refusal> {
+        let job = self.authorised(id, token)?;
+        let before = job.pending.len();
+        job.pending.retain(|p| p.seq > seq);
+        Ok(before - job.pending.len())
+    }
+
+    /// A report: the job's row. Returns whether the state changed (worth a feed event).
+    pub fn report(
+        &mut self,
+        id: &str,
+        token: &str,
+        report: Report,
+        at: u64,
+    ) -> Result<bool, Refusal> {
+        let job = self.authorised(id, token)?;
+        let changed = job.report.as_ref().map(|r| r.state) != Some(report.state);
+        if let Some(n) = &report.name {
+            if !n.is_empty() {
+                job.name = n.clone();
+            }
+        }
+        let state = format!("{:?}", report.state).to_lowercase();
+        job.report = Some(report);
+        if changed {
+            self.event(at, id, "state", state);
+        }
+        Ok(changed)
+    }
+}
+
+fn remember(job: &mut Job, request_id: Option<&str>) {
+    if let Some(r) = request_id {
+        job.reply_ids.push_back(r.to_string());
+        while job.reply_ids.len() > MAX_REPLY_IDS {
+            job.reply_ids.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Report;
+    use serde_json::json;
+
+    fn sup() -> Supervisor {
+        let mut s = Supervisor::default();
+        s.add(
+            "j1".into(),
+            "t1".into(),
+            "p",
+            Some("task".into()),
+            None,
+            Some("d1"),
+            1,
+        )
+        .unwrap();
+        s
+    }
+
+    #[test]
+    fn replies_are_numbered_from_1_and_an_ack_covers_everything_up_to_it() {
+        let mut s = sup();
+        for n in 1..=3 {
+            assert_eq!(
+                s.reply("j1", &format!("r{n}"), None, None, true, 1),
+                Ok(Replied::Saved(n))
+            );
+        }
+        assert_eq!(s.ack("j1", "t1", 2), Ok(2));
+        assert_eq!(s.job("j1").unwrap().pending.len(), 1);
+        assert_eq!(s.ack("j1", "t1", 2), Ok(0), "acking again is harmless");
+        assert_eq!(
+            s.ack("j1", "wrong", 3).unwrap_err().code,
+            ErrorCode::Unauthorized
+        );
+        assert_eq!(
+            s.reply("j1", "r4", None, None, true, 1),
+            Ok(Replied::Saved(4)),
+            "never reused"
+        );
+    }
+
+    #[test]
+    fn full_at_50_duplicates_stop_and_commands() {
+        let mut s = sup();
+        for _ in 0..MAX_PENDING_REPLIES {
+            s.reply("j1", "x", None, None, true, 1).unwrap();
+        }
+        assert_eq!(
+            s.reply("j1", "x", None, None, true, 1).unwrap_err().code,
+            ErrorCode::Full
+        );
+        s.ack("j1", "t1", 50).unwrap();
+        assert_eq!(
+            s.reply("j1", "a", None, Some("req-1"), true, 1),
+            Ok(Replied::Saved(51))
+        );
+        assert_eq!(
+            s.reply("j1", "a", None, Some("req-1"), true, 1),
+            Ok(Replied::Duplicate)
+        );
+        assert_eq!(
+            s.reply("j1", "/model x", None, None, false, 1)
+                .unwrap_err()
+                .code,
+            ErrorCode::Unsupported
+        );
+        assert_eq!(
+            s.reply("j1", "/stop", None, None, false, 1),
+            Ok(Replied::Stop)
+        );
+        assert_eq!(
+            s.job("j1").unwrap().pending.len(),
+            1,
+            "/stop is never queued"
+        );
+        assert_eq!(
+            s.reply("nope", "x", None, None, true, 1).unwrap_err().code,
+            ErrorCode::NotFound
+        );
+        assert_eq!(
+            s.reply("j1", "x", None, Some("bad id"), true, 1)
+                .unwrap_err()
+                .code,
+            ErrorCode::BadRequest
+        );
+    }
+
+    #[test]
+    fn a_job_remembers_its_last_100_reply_ids() {
+        let mut s = sup();
+        for n in 0..150 {
+            s.reply("j1", "x", None, Some(&format!("r{n}")), true, 1)
+                .unwrap();
+            s.ack("j1", "t1", u64::MAX).unwrap();
+        }
+        assert_eq!(s.job("j1").unwrap().reply_ids.len(), MAX_REPLY_IDS);
+        assert_eq!(
+            s.reply("j1", "x", None, Some("r149"), true, 1),
+            Ok(Replied::Duplicate)
+        );
+        assert!(matches!(
+            s.reply("j1", "x", None, Some("r0"), true, 1),
+            Ok(Replied::Saved(_))
+        ));
+    }
+
+    #[test]
+    fn reports_set_the_row_and_state_changes_reach_the_feed() {
+        let mut s = sup();
+        let r = Report::parse(&json!({"state": "working", "summary": "reading", "name": "reader"}))
+            .unwrap();
+        assert_eq!(s.report("j1", "t1", r.clone(), 2), Ok(true));
+        assert_eq!(s.report("j1", "t1", r, 3), Ok(false));
+        assert_eq!(s.job("j1").unwrap().name, "reader");
+        let whats: Vec<_> = s.events.iter().map(|e| e.what.as_str()).collect();
+        assert_eq!(whats, vec!["start", "state"]);
+        for n in 0..(MAX_EVENTS + 10) {
+            s.event(4, "j1", "reply", format!("{n}"));
+        }
+        assert_eq!(s.events.len(), MAX_EVENTS);
+        assert_eq!(s.events.back().unwrap().seq, s.next_event);
+        assert_eq!(s.dispatched("d1").unwrap().id, "j1");
+    }
+}
