@@ -4,6 +4,9 @@
 //! [`wire`] parses and builds the lines; [`report`] validates an agent's report against the spec's fields
 //! and bounds; [`supervisor`] holds jobs, replies, acks and the feed. All three are pure.
 
+pub mod daemon;
+pub mod profile;
 pub mod report;
+pub mod store;
 pub mod supervisor;
 pub mod wire;

@@ -1,0 +1,209 @@
+//! One socket connection: lines in (bounded), requests answered in order, answers and events out through
+//! a queue whose unread bytes are bounded. A connection that says `hello` or `report` is a session (an
+//! agent); the controller's ops are refused on it.
+
+use super::state::{Outbox, Shared};
+use crate::report::Report;
+use crate::wire::{
+    self, err_line, ok_line, parse_request, Args, ErrorCode, Refusal, MAX_LINE_BYTES,
+};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, Notify};
+
+/// The protocol version this daemon speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+/// What the daemon offers in `hello`.
+const CAPABILITIES: [&str; 2] = ["replies", "steer"];
+/// The controller's ops: refused on a session's connection.
+const CONTROLLER_OPS: [&str; 8] = [
+    "dispatch",
+    "reply",
+    "stop",
+    "rm",
+    "respawn",
+    "rows",
+    "subscribe",
+    "events",
+];
+
+enum Read {
+    Line(Vec<u8>),
+    TooLong,
+    Closed,
+}
+
+/// Reads one line of at most [`MAX_LINE_BYTES`].
+async fn read_line(r: &mut BufReader<tokio::net::unix::OwnedReadHalf>, buf: &mut Vec<u8>) -> Read {
+    buf.clear();
+    loop {
+        let available = match r.fill_buf().await {
+            Ok([]) => return Read::Closed,
+            Ok(b) => b,
+            Err(_) => return Read::Closed,
+        };
+        match available.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                buf.extend_from_slice(&available[..i]);
+                r.consume(i + 1);
+                if buf.len() > MAX_LINE_BYTES {
+                    return Read::TooLong;
+                }
+                return Read::Line(std::mem::take(buf));
+            }
+            None => {
+                let n = available.len();
+                buf.extend_from_slice(available);
+                r.consume(n);
+                if buf.len() > MAX_LINE_BYTES {
+                    return Read::TooLong;
+                }
+            }
+        }
+    }
+}
+
+/// Serves one connection until it closes.
+pub(super) async fn serve(
+    shared: Arc<Shared>,
+    stream: UnixStream,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let owner = rustix::process::getuid().as_raw();
+    let is_owner = stream
+        .peer_cred()
+        .map(|c| c.uid() == owner)
+        .unwrap_or(false);
+    let (read, mut write) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let kill = Arc::new(Notify::new());
+    let outbox = Outbox {
+        tx,
+        queued: queued.clone(),
+        kill: kill.clone(),
+    };
+    let conn = shared.open_conn(outbox.clone());
+    let writer_queued = queued.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if write.write_all(line.as_bytes()).await.is_err() {
+                return;
+            }
+            writer_queued.fetch_sub(line.len(), Ordering::SeqCst);
+        }
+    });
+    let mut reader = BufReader::new(read);
+    let mut buf = Vec::new();
+    let mut session = false;
+    let mut capabilities: Vec<String> = Vec::new();
+    loop {
+        let line = tokio::select! {
+            r = read_line(&mut reader, &mut buf) => r,
+            _ = kill.notified() => {
+                tracing::warn!(conn, "dropped a roost client that left too much unread");
+                break;
+            }
+            _ = stop.changed() => break,
+        };
+        let line = match line {
+            Read::Line(l) => l,
+            Read::TooLong => {
+                tracing::warn!(conn, "a request line over 4 MiB ended the connection");
+                break;
+            }
+            Read::Closed => break,
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let req = match parse_request(&line) {
+            Ok(r) => r,
+            Err(bad) => {
+                outbox.send(err_line(&bad.id, &bad.refusal));
+                continue;
+            }
+        };
+        let result = handle(
+            &shared,
+            conn,
+            is_owner,
+            &mut session,
+            &mut capabilities,
+            &req.op,
+            &req.args,
+        );
+        outbox.send(match result {
+            Ok(v) => ok_line(&req.id, &v),
+            Err(r) => err_line(&req.id, &r),
+        });
+    }
+    shared.close_conn(conn);
+    drop(outbox);
+    writer.abort();
+}
+
+fn handle(
+    shared: &Shared,
+    conn: u64,
+    is_owner: bool,
+    session: &mut bool,
+    capabilities: &mut Vec<String>,
+    op: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Result<Value, Refusal> {
+    if CONTROLLER_OPS.contains(&op) {
+        if *session {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("`{op}` is a controller's op; this connection speaks for a job"),
+            ));
+        }
+        if !is_owner {
+            return Err(Refusal::new(
+                ErrorCode::Unauthorized,
+                "only the socket's owner may control jobs",
+            ));
+        }
+    }
+    match op {
+        "hello" => {
+            *session = true;
+            if let Some(Value::Array(c)) = args.get("capabilities") {
+                *capabilities = c
+                    .iter()
+                    .filter_map(|x| x.as_str())
+                    .take(32)
+                    .map(|s| wire::fold_name(s).chars().take(64).collect())
+                    .collect();
+            }
+            Ok(json!({
+                "protocol": PROTOCOL_VERSION,
+                "daemon": { "name": "agentwire", "version": env!("CARGO_PKG_VERSION") },
+                "capabilities": CAPABILITIES,
+            }))
+        }
+        "report" => {
+            *session = true;
+            let id = args.req_str("id")?;
+            let token = args.req_str("token")?;
+            let report = Report::parse(args.get("report").unwrap_or(&Value::Null))?;
+            shared.report(conn, id, token, report, capabilities)
+        }
+        "ack" => {
+            let id = args.req_str("id")?;
+            let token = args.req_str("token")?;
+            shared.ack(id, token, args.req_u64("seq")?)
+        }
+        "dispatch" => shared.dispatch(args),
+        "reply" => shared.reply(args),
+        "stop" | "rm" | "respawn" => shared.lifecycle(op, args.req_str("id")?),
+        "rows" => Ok(shared.rows()),
+        "subscribe" => Ok(shared.subscribe(conn)),
+        "events" => shared.events(args),
+        other => Err(Refusal::bad(format!("unknown op {other:?}"))),
+    }
+}

@@ -1,0 +1,153 @@
+//! The roost daemon: a unix stream socket (owner-only, in an owner-only directory), one JSON object per
+//! line, requests on one connection answered in order. Agents `hello`, `report` and `ack`; controllers
+//! `dispatch`, `reply`, `stop`, `rm`, `respawn`, `rows`, `subscribe` and `events`. Jobs and their replies
+//! are kept in the [`Store`](crate::store::Store) and survive a restart (and `kill -9`); running jobs are
+//! re-adopted and reconnect.
+
+mod conn;
+pub mod process;
+mod state;
+
+pub use conn::PROTOCOL_VERSION;
+pub use state::row;
+
+use crate::profile::Profile;
+use crate::store::Store;
+use crate::wire::MAX_CONNECTIONS;
+use state::Shared;
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::UnixListener;
+
+/// How often lazily written rows are flushed and running jobs are checked on.
+pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How the daemon is set up.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// The socket's path (its directory is made owner-only).
+    pub socket: PathBuf,
+    /// Where jobs' dirs and `roost.sqlite` live.
+    pub data_dir: PathBuf,
+    /// The profiles jobs run.
+    pub profiles: HashMap<String, Profile>,
+}
+
+/// Why the daemon did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The socket or its directory.
+    #[error("roost socket {path}: {error}")]
+    Socket {
+        /// The path.
+        path: String,
+        /// What failed.
+        error: String,
+    },
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// A running daemon.
+pub struct Daemon {
+    shared: Arc<Shared>,
+    socket: PathBuf,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Daemon {
+    /// Opens the store, re-adopts running jobs, binds the socket and serves.
+    pub async fn start(config: DaemonConfig) -> Result<Daemon, DaemonError> {
+        let sock_err = |e: std::io::Error| DaemonError::Socket {
+            path: config.socket.display().to_string(),
+            error: e.to_string(),
+        };
+        std::fs::create_dir_all(&config.data_dir).map_err(sock_err)?;
+        let store = Store::open(&config.data_dir.join("roost.sqlite"))?;
+        let sup = store.load()?;
+        if let Some(dir) = config.socket.parent() {
+            std::fs::create_dir_all(dir).map_err(sock_err)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(sock_err)?;
+        }
+        // A socket file left by a daemon that died is in the way.
+        if config.socket.exists() {
+            std::fs::remove_file(&config.socket).map_err(sock_err)?;
+        }
+        let listener = UnixListener::bind(&config.socket).map_err(sock_err)?;
+        std::fs::set_permissions(&config.socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(sock_err)?;
+        let shared = Shared::new(config.clone(), store, sup);
+        shared.readopt();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let s = shared.clone();
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HOUSEKEEPING_INTERVAL);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => s.housekeeping(),
+                    _ = stop.changed() => return,
+                }
+            }
+        });
+        let s = shared.clone();
+        let open = Arc::new(AtomicUsize::new(0));
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    _ = stop.changed() => return,
+                };
+                let (stream, _) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "roost accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    // Over the limit: closed at once.
+                    drop(stream);
+                    continue;
+                }
+                open.fetch_add(1, Ordering::SeqCst);
+                let (s, open, stop) = (s.clone(), open.clone(), stop.clone());
+                tokio::spawn(async move {
+                    conn::serve(s, stream, stop).await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Ok(Daemon {
+            shared,
+            socket: config.socket,
+            stop: stop_tx,
+        })
+    }
+
+    /// Stops serving: the socket is closed, connections end, rows are written. Jobs keep running (a new
+    /// daemon re-adopts them).
+    pub fn shutdown(&self) {
+        self.shared.housekeeping();
+        self.stop.send_replace(true);
+        let _ = std::fs::remove_file(&self.socket);
+    }
+
+    /// The socket's path.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    /// Writes what is waiting to be written (lazy rows).
+    pub fn flush(&self) {
+        self.shared.housekeeping();
+    }
+}

@@ -1,0 +1,84 @@
+//! A job's process: started in a process group of its own (so it outlives the daemon and can be stopped
+//! as a whole), with the job's identity in its environment and its output in the job dir.
+
+use crate::profile::{Profile, TaskMode};
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// The file in a job's dir that holds its terminal output (a terminal agent's row is read from it).
+pub const OUTPUT_FILE: &str = "output.log";
+
+/// What a started job's environment carries.
+pub struct JobEnv<'a> {
+    /// The job id.
+    pub id: &'a str,
+    /// Its token.
+    pub token: &'a str,
+    /// The daemon's socket.
+    pub socket: &'a Path,
+    /// The job's dir.
+    pub dir: &'a Path,
+}
+
+/// Starts a job's process.
+pub fn spawn(profile: &Profile, task: Option<&str>, env: &JobEnv<'_>) -> std::io::Result<Child> {
+    std::fs::create_dir_all(env.dir)?;
+    let mut argv = profile.command.clone();
+    if let (TaskMode::Argv, Some(t)) = (profile.task, task) {
+        argv.push(t.to_string());
+    }
+    let out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(env.dir.join(OUTPUT_FILE))?;
+    let err = out.try_clone()?;
+    let socket = env.socket.to_string_lossy().into_owned();
+    let dir = env.dir.to_string_lossy().into_owned();
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(env.dir)
+        .env("ROOST_JOB_ID", env.id)
+        .env("ROOST_JOB_TOKEN", env.token)
+        .env("ROOST_SOCKET", &socket)
+        .env("ROOST_JOB_DIR", &dir)
+        .env("PI_JOB_ID", env.id)
+        .env("PI_JOB_TOKEN", env.token)
+        .env("PI_DAEMON_SOCK", &socket)
+        .env("PI_JOB_DIR", &dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // A group of its own: a signal to the daemon does not reach it, and `stop` reaches all of it.
+        .process_group(0)
+        .spawn()
+}
+
+/// Whether process `pid` is alive.
+pub fn alive(pid: u32) -> bool {
+    match rustix::process::Pid::from_raw(pid as i32) {
+        Some(p) => rustix::process::test_kill_process(p).is_ok(),
+        None => false,
+    }
+}
+
+/// Asks a job's process group to stop (SIGTERM).
+pub fn terminate(pid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::TERM);
+    }
+}
+
+/// The last non-empty line of a job's output: a terminal agent's row.
+pub fn last_line(dir: &Path) -> Option<String> {
+    let text = std::fs::read(dir.join(OUTPUT_FILE)).ok()?;
+    // Only the tail matters; a long-running agent's log can be large.
+    let tail = &text[text.len().saturating_sub(4096)..];
+    String::from_utf8_lossy(tail)
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(crate::report::MAX_SUMMARY_CHARS).collect())
+}

@@ -1,0 +1,560 @@
+//! The daemon's shared state: the supervisor, which connection speaks for which job, the subscribers, and
+//! the store. Every op takes the lock, changes the supervisor, writes what must be durable before it
+//! answers, and queues lines for connections (which never block it).
+
+use super::process::{self, JobEnv};
+use super::DaemonConfig;
+use crate::report::Report;
+use crate::store::Store;
+use crate::supervisor::{Job, Life, Replied, ReplyMode, Supervisor};
+use crate::wire::{event_line, ErrorCode, Refusal};
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, Notify};
+
+/// A connection's outbound side.
+#[derive(Clone)]
+pub(super) struct Outbox {
+    pub(super) tx: mpsc::UnboundedSender<String>,
+    /// Bytes queued and not yet written.
+    pub(super) queued: Arc<AtomicUsize>,
+    /// Fired to drop a connection that left too much unread.
+    pub(super) kill: Arc<Notify>,
+}
+
+impl Outbox {
+    /// Queues a line; drops the connection when its client leaves more than the limit unread.
+    pub(super) fn send(&self, line: String) {
+        let n = line.len();
+        if self.queued.fetch_add(n, Ordering::SeqCst) + n > crate::wire::MAX_UNREAD_BYTES {
+            self.kill.notify_one();
+            return;
+        }
+        let _ = self.tx.send(line);
+    }
+}
+
+pub(super) struct State {
+    pub(super) sup: Supervisor,
+    /// The connection that reported for each job (replies go on it).
+    pub(super) job_conn: HashMap<String, u64>,
+    pub(super) outboxes: HashMap<u64, Outbox>,
+    pub(super) subscribers: HashSet<u64>,
+    /// Jobs whose row changed and is not yet written.
+    pub(super) dirty: HashSet<String>,
+    /// Children this daemon started (to reap them).
+    pub(super) children: HashMap<String, std::process::Child>,
+    pub(super) next_conn: u64,
+    /// The newest feed event written to the store.
+    pub(super) written_event: u64,
+}
+
+pub(super) struct Shared {
+    pub(super) config: DaemonConfig,
+    state: Mutex<State>,
+    store: Mutex<Store>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A job's row, as `rows` and `subscribe` give it.
+pub fn row(job: &Job, connected: bool) -> Value {
+    let r = job.report.as_ref();
+    let state = match (r, job.life) {
+        (Some(r), Life::Running) => json!(r.state),
+        (_, Life::Stopped) => json!("stopped"),
+        (Some(r), Life::Exited)
+            if matches!(
+                r.state,
+                crate::report::JobState::Done | crate::report::JobState::Failed
+            ) =>
+        {
+            json!(r.state)
+        }
+        (_, Life::Exited) => json!("exited"),
+        (None, Life::Running) => json!("starting"),
+    };
+    json!({
+        "id": job.id,
+        "name": job.name,
+        "profile": job.profile,
+        "state": state,
+        "status": r.and_then(|r| r.status.clone()),
+        "waitingFor": r.and_then(|r| r.waiting_for.clone()),
+        "summary": r.and_then(|r| r.summary.clone()).or_else(|| job.output.clone()),
+        "question": r.and_then(|r| r.question.clone()),
+        "choices": r.map(|r| r.choices.clone()).unwrap_or_default(),
+        "tool": r.and_then(|r| r.tool.clone()),
+        "error": r.and_then(|r| r.error.clone()),
+        "model": r.and_then(|r| r.model.clone()),
+        "capabilities": job.capabilities,
+        "connected": connected,
+        "pending": job.pending.len(),
+    })
+}
+
+fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> String {
+    let mut f = Map::new();
+    f.insert("id".into(), json!(job_id));
+    f.insert("seq".into(), json!(p.seq));
+    f.insert("text".into(), json!(p.text));
+    if let Some(m) = p.mode {
+        f.insert(
+            "mode".into(),
+            serde_json::to_value(m).unwrap_or(Value::Null),
+        );
+    }
+    event_line("deliver", f)
+}
+
+impl Shared {
+    pub(super) fn new(config: DaemonConfig, store: Store, sup: Supervisor) -> Arc<Shared> {
+        Arc::new(Shared {
+            config,
+            state: Mutex::new(State {
+                sup,
+                job_conn: HashMap::new(),
+                outboxes: HashMap::new(),
+                subscribers: HashSet::new(),
+                dirty: HashSet::new(),
+                children: HashMap::new(),
+                next_conn: 1,
+                written_event: 0,
+            }),
+            store: Mutex::new(store),
+        })
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes jobs durably (and their new feed events).
+    fn persist(
+        &self,
+        st: &mut State,
+        jobs: &[&str],
+        removed: &[String],
+        dispatch: Option<(String, String)>,
+    ) -> Result<(), Refusal> {
+        let list: Vec<&Job> = jobs.iter().filter_map(|id| st.sup.jobs.get(*id)).collect();
+        let events: Vec<_> = st
+            .sup
+            .events
+            .iter()
+            .filter(|e| e.seq > st.written_event)
+            .collect();
+        let dispatch: Vec<(String, String)> = dispatch.into_iter().collect();
+        self.store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(&list, removed, &dispatch, &events)
+            .map_err(|e| Refusal::new(ErrorCode::Busy, format!("could not save: {e}")))?;
+        st.written_event = st.sup.next_event;
+        Ok(())
+    }
+
+    fn push_row(&self, st: &State, job_id: &str) {
+        let row = match st.sup.jobs.get(job_id) {
+            Some(j) => row(j, st.job_conn.contains_key(job_id)),
+            None => json!({ "id": job_id, "removed": true }),
+        };
+        let mut f = Map::new();
+        f.insert("row".into(), row);
+        let line = event_line("row", f);
+        for c in &st.subscribers {
+            if let Some(o) = st.outboxes.get(c) {
+                o.send(line.clone());
+            }
+        }
+    }
+
+    pub(super) fn open_conn(&self, outbox: Outbox) -> u64 {
+        let mut st = self.lock();
+        let id = st.next_conn;
+        st.next_conn += 1;
+        st.outboxes.insert(id, outbox);
+        id
+    }
+
+    pub(super) fn close_conn(&self, conn: u64) {
+        let mut st = self.lock();
+        st.outboxes.remove(&conn);
+        st.subscribers.remove(&conn);
+        let jobs: Vec<String> = st
+            .job_conn
+            .iter()
+            .filter(|(_, c)| **c == conn)
+            .map(|(j, _)| j.clone())
+            .collect();
+        for j in jobs {
+            st.job_conn.remove(&j);
+            self.push_row(&st, &j);
+        }
+    }
+
+    /// `report`: the row; this connection becomes the job's, and every pending reply is sent on it.
+    pub(super) fn report(
+        &self,
+        conn: u64,
+        id: &str,
+        token: &str,
+        report: Report,
+        capabilities: &[String],
+    ) -> Result<Value, Refusal> {
+        let mut st = self.lock();
+        st.sup.report(id, token, report, now())?;
+        if let Some(job) = st.sup.jobs.get_mut(id) {
+            if !capabilities.is_empty() {
+                job.capabilities = capabilities.to_vec();
+            }
+        }
+        let previous = st.job_conn.insert(id.to_string(), conn);
+        if previous != Some(conn) {
+            // A new reporting connection: every reply not yet acked is sent again.
+            let lines: Vec<String> = st.sup.jobs[id]
+                .pending
+                .iter()
+                .map(|p| deliver_line(id, p))
+                .collect();
+            if let Some(o) = st.outboxes.get(&conn) {
+                for l in lines {
+                    o.send(l);
+                }
+            }
+        }
+        st.dirty.insert(id.to_string());
+        self.push_row(&st, id);
+        Ok(json!({}))
+    }
+
+    /// `ack`.
+    pub(super) fn ack(&self, id: &str, token: &str, seq: u64) -> Result<Value, Refusal> {
+        let mut st = self.lock();
+        let cleared = st.sup.ack(id, token, seq)?;
+        if cleared > 0 {
+            self.persist(&mut st, &[id], &[], None)?;
+            self.push_row(&st, id);
+        }
+        Ok(json!({}))
+    }
+
+    /// `dispatch`.
+    pub(super) fn dispatch(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
+        use crate::wire::Args;
+        let profile_name = args.req_str("profile")?;
+        let task = args.opt_str("task")?.map(String::from);
+        let name = args.opt_str("name")?;
+        let request_id = args.opt_str("requestId")?;
+        let mut st = self.lock();
+        if let Some(r) = request_id {
+            if let Some(job) = st.sup.dispatched(r) {
+                return Ok(json!({ "id": job.id, "name": job.name }));
+            }
+        }
+        let profile = self
+            .config
+            .profiles
+            .get(profile_name)
+            .cloned()
+            .ok_or_else(|| {
+                Refusal::new(ErrorCode::NotFound, format!("no profile {profile_name:?}"))
+            })?;
+        let id = random_hex(6);
+        let token = random_hex(16);
+        let at = now();
+        st.sup.add(
+            id.clone(),
+            token,
+            profile_name,
+            task.clone(),
+            name,
+            request_id,
+            at,
+        )?;
+        if let (crate::profile::TaskMode::Type, Some(t)) = (profile.task, &task) {
+            // The first task is reply 1.
+            st.sup.reply(&id, t, None, None, true, at)?;
+        }
+        self.persist(
+            &mut st,
+            &[&id],
+            &[],
+            request_id.map(|r| (r.to_string(), id.clone())),
+        )?;
+        self.start_process(&mut st, &id);
+        self.push_row(&st, &id);
+        let job = &st.sup.jobs[&id];
+        Ok(json!({ "id": job.id, "name": job.name }))
+    }
+
+    fn start_process(&self, st: &mut State, id: &str) {
+        let Some(job) = st.sup.jobs.get(id) else {
+            return;
+        };
+        let Some(profile) = self.config.profiles.get(&job.profile).cloned() else {
+            return;
+        };
+        let dir = self.config.data_dir.join("jobs").join(id);
+        let env = JobEnv {
+            id,
+            token: &job.token,
+            socket: &self.config.socket,
+            dir: &dir,
+        };
+        match process::spawn(&profile, job.task.as_deref(), &env) {
+            Ok(child) => {
+                let pid = child.id();
+                st.children.insert(id.to_string(), child);
+                if let Some(j) = st.sup.jobs.get_mut(id) {
+                    j.pid = Some(pid);
+                    j.life = Life::Running;
+                }
+                st.dirty.insert(id.to_string());
+            }
+            Err(e) => {
+                tracing::warn!(job = id, error = %e, "could not start a job");
+                if let Some(j) = st.sup.jobs.get_mut(id) {
+                    j.life = Life::Exited;
+                    j.output = Some(format!("could not start: {e}"));
+                }
+                st.sup
+                    .event(now(), id, "exit", format!("could not start: {e}"));
+                st.dirty.insert(id.to_string());
+            }
+        }
+    }
+
+    /// `reply`.
+    pub(super) fn reply(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
+        use crate::wire::Args;
+        let id = args.req_str("id")?;
+        let text = args.req_str("text")?;
+        let mode = match args.opt_str("mode")? {
+            None => None,
+            Some("steer") => Some(ReplyMode::Steer),
+            Some("followUp") => Some(ReplyMode::FollowUp),
+            Some(m) => return Err(Refusal::bad(format!("mode {m:?} is not steer or followUp"))),
+        };
+        let request_id = args.opt_str("requestId")?;
+        let mut st = self.lock();
+        let connected = st.job_conn.contains_key(id);
+        match st.sup.reply(id, text, mode, request_id, connected, now())? {
+            Replied::Duplicate => Ok(json!({ "duplicate": true, "saved": true })),
+            Replied::Stop => {
+                self.stop_job(&mut st, id);
+                self.persist(&mut st, &[id], &[], None)?;
+                self.push_row(&st, id);
+                Ok(json!({ "saved": true, "stopped": true }))
+            }
+            Replied::Saved(seq) => {
+                self.persist(&mut st, &[id], &[], None)?;
+                if let Some(c) = st.job_conn.get(id) {
+                    if let (Some(o), Some(p)) = (st.outboxes.get(c), st.sup.jobs[id].pending.back())
+                    {
+                        o.send(deliver_line(id, p));
+                    }
+                }
+                self.push_row(&st, id);
+                Ok(json!({ "saved": true, "seq": seq }))
+            }
+        }
+    }
+
+    fn stop_job(&self, st: &mut State, id: &str) {
+        if let Some(job) = st.sup.jobs.get_mut(id) {
+            if job.life == Life::Running {
+                if let Some(pid) = job.pid {
+                    process::terminate(pid);
+                }
+            }
+            job.life = Life::Stopped;
+            job.pid = None;
+        }
+    }
+
+    /// `stop`, `rm`, `respawn`.
+    pub(super) fn lifecycle(&self, op: &str, id: &str) -> Result<Value, Refusal> {
+        let mut st = self.lock();
+        st.sup.job(id)?;
+        let at = now();
+        match op {
+            "stop" => {
+                self.stop_job(&mut st, id);
+                st.sup.event(at, id, "stop", "stopped");
+                self.persist(&mut st, &[id], &[], None)?;
+            }
+            "rm" => {
+                self.stop_job(&mut st, id);
+                st.sup.jobs.remove(id);
+                st.sup.dispatch_ids.retain(|_, j| j != id);
+                st.job_conn.remove(id);
+                st.children.remove(id);
+                st.sup.event(at, id, "rm", "removed");
+                self.persist(&mut st, &[], &[id.to_string()], None)?;
+            }
+            _ => {
+                self.stop_job(&mut st, id);
+                st.sup.event(at, id, "respawn", "started again");
+                self.start_process(&mut st, id);
+                self.persist(&mut st, &[id], &[], None)?;
+            }
+        }
+        self.push_row(&st, id);
+        Ok(json!({}))
+    }
+
+    /// `rows`.
+    pub(super) fn rows(&self) -> Value {
+        let st = self.lock();
+        let mut rows: Vec<(&String, Value)> = st
+            .sup
+            .jobs
+            .iter()
+            .map(|(id, j)| (id, row(j, st.job_conn.contains_key(id))))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        json!({ "rows": rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>() })
+    }
+
+    /// `subscribe`: the rows now, and a push on every change.
+    pub(super) fn subscribe(&self, conn: u64) -> Value {
+        self.lock().subscribers.insert(conn);
+        self.rows()
+    }
+
+    /// `events {after?, limit?, id?}`.
+    pub(super) fn events(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
+        use crate::wire::Args;
+        let after = args.opt_u64("after")?;
+        let limit = args
+            .opt_u64("limit")?
+            .unwrap_or(crate::supervisor::MAX_EVENTS as u64) as usize;
+        let job = args.opt_str("id")?;
+        let st = self.lock();
+        let matching = st
+            .sup
+            .events
+            .iter()
+            .filter(|e| job.is_none_or(|j| e.id == j));
+        let list: Vec<_> = match after {
+            Some(a) => matching.filter(|e| e.seq > a).take(limit).collect(),
+            None => {
+                let all: Vec<_> = matching.collect();
+                let skip = all.len().saturating_sub(limit);
+                all.into_iter().skip(skip).collect()
+            }
+        };
+        let cursor = list
+            .last()
+            .map_or(after.unwrap_or(st.sup.next_event), |e| e.seq);
+        Ok(json!({ "events": list, "cursor": cursor }))
+    }
+
+    /// After a restart: jobs whose process still runs are kept (their agents reconnect); the others
+    /// exited while the daemon was away.
+    pub(super) fn readopt(&self) {
+        let mut st = self.lock();
+        let at = now();
+        let ids: Vec<String> = st.sup.jobs.keys().cloned().collect();
+        for id in ids {
+            let job = &st.sup.jobs[&id];
+            if job.life == Life::Running && !job.pid.is_some_and(process::alive) {
+                if let Some(j) = st.sup.jobs.get_mut(&id) {
+                    j.life = Life::Exited;
+                    j.pid = None;
+                }
+                st.sup
+                    .event(at, &id, "exit", "exited while the daemon was down");
+                st.dirty.insert(id);
+            }
+        }
+        st.sup.event(at, "", "restart", "the daemon started");
+    }
+
+    /// Reaps exited children, checks re-adopted jobs, reads terminal agents' rows, and writes dirty rows.
+    pub(super) fn housekeeping(&self) {
+        let mut st = self.lock();
+        let at = now();
+        let mut exited = Vec::new();
+        for (id, child) in st.children.iter_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                exited.push((id.clone(), status.to_string()));
+            }
+        }
+        for (id, status) in &exited {
+            st.children.remove(id);
+            if let Some(j) = st.sup.jobs.get_mut(id) {
+                if j.life == Life::Running {
+                    j.life = Life::Exited;
+                    j.pid = None;
+                    st.sup.event(at, id, "exit", status.clone());
+                }
+            }
+            st.dirty.insert(id.clone());
+        }
+        let adopted: Vec<String> = st
+            .sup
+            .jobs
+            .values()
+            .filter(|j| j.life == Life::Running && !st.children.contains_key(&j.id))
+            .filter(|j| !j.pid.is_some_and(process::alive))
+            .map(|j| j.id.clone())
+            .collect();
+        for id in adopted {
+            if let Some(j) = st.sup.jobs.get_mut(&id) {
+                j.life = Life::Exited;
+                j.pid = None;
+            }
+            st.sup.event(at, &id, "exit", "exited");
+            st.dirty.insert(id);
+        }
+        // Terminal agents: their output is their row until they report.
+        let terminal: Vec<String> = st
+            .sup
+            .jobs
+            .values()
+            .filter(|j| j.report.is_none())
+            .filter(|j| {
+                self.config
+                    .profiles
+                    .get(&j.profile)
+                    .is_some_and(|p| !p.protocol)
+            })
+            .map(|j| j.id.clone())
+            .collect();
+        for id in terminal {
+            let line = process::last_line(&self.config.data_dir.join("jobs").join(&id));
+            if let Some(j) = st.sup.jobs.get_mut(&id) {
+                if j.output != line {
+                    j.output = line;
+                    st.dirty.insert(id.clone());
+                }
+            }
+        }
+        let dirty: Vec<String> = st.dirty.drain().collect();
+        if !dirty.is_empty() {
+            let refs: Vec<&str> = dirty.iter().map(String::as_str).collect();
+            if let Err(e) = self.persist(&mut st, &refs, &[], None) {
+                tracing::warn!(error = %e, "could not write rows");
+            }
+            for id in &dirty {
+                self.push_row(&st, id);
+            }
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The roost daemon over a real unix socket with real job processes: dispatch, reports, numbered replies
+//! and acks, request ids, refusals, limits, and a daemon restart under a running agent.
+
+use agentwire_roost::daemon::{Daemon, DaemonConfig};
+use agentwire_roost::profile::{Profile, TaskMode};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// A JSON-lines client for tests: requests answered in order; events kept aside.
+struct Client {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+    next: u64,
+    events: Vec<Value>,
+}
+
+impl Client {
+    async fn connect(socket: &Path) -> Client {
+        let s = UnixStream::connect(socket).await.expect("socket");
+        let (r, w) = s.into_split();
+        Client {
+            reader: BufReader::new(r),
+            writer: w,
+            next: 0,
+            events: vec![],
+        }
+    }
+    async fn line(&mut self) -> Option<Value> {
+        let mut l = String::new();
+        match tokio::time::timeout(Duration::from_secs(5), self.reader.read_line(&mut l)).await {
+            Ok(Ok(n)) if n > 0 => Some(serde_json::from_str(&l).expect("a JSON line")),
+            _ => None,
+        }
+    }
+    async fn call(&mut self, op: &str, args: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let mut line = json!({"id": id, "op": op, "args": args}).to_string();
+        line.push('\n');
+        self.writer.write_all(line.as_bytes()).await.unwrap();
+        loop {
+            let v = self.line().await.expect("an answer");
+            if v.get("event").is_some() {
+                self.events.push(v);
+                continue;
+            }
+            assert_eq!(v["id"], id, "answers in order");
+            return v;
+        }
+    }
+    async fn ok(&mut self, op: &str, args: Value) -> Value {
+        let v = self.call(op, args).await;
+        assert_eq!(v["ok"], true, "{op}: {v}");
+        v["result"].clone()
+    }
+    async fn code(&mut self, op: &str, args: Value) -> String {
+        let v = self.call(op, args).await;
+        assert_eq!(v["ok"], false, "{op}: {v}");
+        v["code"].as_str().unwrap().to_string()
+    }
+    /// The next deliver event (from those already read, or the socket).
+    async fn deliver(&mut self) -> Value {
+        if let Some(i) = self.events.iter().position(|e| e["event"] == "deliver") {
+            return self.events.remove(i);
+        }
+        loop {
+            let v = self.line().await.expect("a deliver event");
+            if v["event"] == "deliver" {
+                return v;
+            }
+            self.events.push(v);
+        }
+    }
+}
+
+fn config(dir: &Path) -> DaemonConfig {
+    let mut profiles = HashMap::new();
+    // A "protocol" agent played by the test: the process only records its environment and waits.
+    profiles.insert(
+        "agent".to_string(),
+        Profile {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "env > env.txt; exec sleep 60".into(),
+            ],
+            task: TaskMode::Type,
+            protocol: true,
+        },
+    );
+    profiles.insert(
+        "term".to_string(),
+        Profile {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "echo starting; echo \"task: $1\"; exec sleep 60".into(),
+                "sh".into(),
+            ],
+            task: TaskMode::Argv,
+            protocol: false,
+        },
+    );
+    DaemonConfig {
+        socket: dir.join("run").join("roost.sock"),
+        data_dir: dir.join("data"),
+        profiles,
+    }
+}
+
+async fn job_env(data: &Path, id: &str) -> HashMap<String, String> {
+    let path: PathBuf = data.join("jobs").join(id).join("env.txt");
+    for _ in 0..200 {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            if text.contains("ROOST_JOB_TOKEN") {
+                return text
+                    .lines()
+                    .filter_map(|l| l.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the job did not start");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_reports_takes_numbered_replies_acks_them_and_survives_a_daemon_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&cfg.socket), 0o600);
+    assert_eq!(mode(cfg.socket.parent().unwrap()), 0o700);
+
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let job = ctl
+        .ok("dispatch", json!({"profile": "agent", "task": "write the docs", "name": "docs\nwriter", "requestId": "d-1"}))
+        .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    assert_eq!(job["name"], "docs writer", "names are folded to one line");
+    let again = ctl
+        .ok(
+            "dispatch",
+            json!({"profile": "agent", "task": "other", "requestId": "d-1"}),
+        )
+        .await;
+    assert_eq!(again["id"], id.as_str(), "a resent dispatch is taken once");
+    assert_eq!(
+        ctl.code("dispatch", json!({"profile": "nope"})).await,
+        "not_found"
+    );
+
+    let env = job_env(&cfg.data_dir, &id).await;
+    assert_eq!(env["ROOST_JOB_ID"], id);
+    assert_eq!(env["PI_JOB_ID"], id);
+    assert_eq!(env["ROOST_SOCKET"], cfg.socket.to_str().unwrap());
+    assert_eq!(env["PI_DAEMON_SOCK"], cfg.socket.to_str().unwrap());
+    assert!(env["ROOST_JOB_DIR"].ends_with(&id));
+    let token = env["ROOST_JOB_TOKEN"].clone();
+    assert_eq!(env["PI_JOB_TOKEN"], token);
+
+    let mut agent = Client::connect(&cfg.socket).await;
+    let hello = agent
+        .ok("hello", json!({"protocol": 1, "agent": {"name": "t", "version": "1"}, "capabilities": ["report", "replies"]}))
+        .await;
+    assert_eq!(hello["protocol"], 1);
+    assert_eq!(
+        agent
+            .code(
+                "report",
+                json!({"id": id, "token": "wrong", "report": {"state": "working"}})
+            )
+            .await,
+        "unauthorized"
+    );
+    assert_eq!(
+        agent
+            .code(
+                "report",
+                json!({"id": id, "token": token, "report": {"state": "napping"}})
+            )
+            .await,
+        "bad_request"
+    );
+    assert_eq!(
+        agent.code("rows", json!({})).await,
+        "unsupported",
+        "a session may not control jobs"
+    );
+    agent
+        .ok("report", json!({"id": id, "token": token, "report": {"state": "working", "summary": "reading", "status": "busy"}}))
+        .await;
+    let first = agent.deliver().await;
+    assert_eq!(
+        (first["seq"].clone(), first["text"].clone()),
+        (json!(1), json!("write the docs")),
+        "the task is reply 1"
+    );
+
+    let rows = ctl.ok("rows", json!({})).await;
+    let row = &rows["rows"][0];
+    assert_eq!(row["state"], "working");
+    assert_eq!(row["summary"], "reading");
+    assert_eq!(row["connected"], true);
+    assert_eq!(row["pending"], 1);
+    assert_eq!(row["capabilities"], json!(["report", "replies"]));
+
+    let saved = ctl
+        .ok(
+            "reply",
+            json!({"id": id, "text": "also the README", "mode": "steer", "requestId": "r-1"}),
+        )
+        .await;
+    assert_eq!(saved, json!({"saved": true, "seq": 2}));
+    let d = agent.deliver().await;
+    assert_eq!(
+        (d["seq"].clone(), d["mode"].clone()),
+        (json!(2), json!("steer"))
+    );
+    assert_eq!(
+        ctl.ok(
+            "reply",
+            json!({"id": id, "text": "also the README", "requestId": "r-1"})
+        )
+        .await,
+        json!({"duplicate": true, "saved": true})
+    );
+    agent
+        .ok("ack", json!({"id": id, "token": token, "seq": 2}))
+        .await;
+    assert_eq!(
+        ctl.ok("rows", json!({})).await["rows"][0]["pending"],
+        0,
+        "an ack covers every reply up to it"
+    );
+
+    // The daemon restarts under the running agent.
+    daemon.shutdown();
+    drop(agent);
+    drop(ctl);
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_eq!(
+        rows["rows"][0]["state"], "working",
+        "re-adopted: its process still runs"
+    );
+    assert_eq!(rows["rows"][0]["connected"], false);
+    // A command is refused while the agent is away; a plain reply waits for it.
+    assert_eq!(
+        ctl.code("reply", json!({"id": id, "text": "/model x"}))
+            .await,
+        "unsupported"
+    );
+    assert_eq!(
+        ctl.ok("reply", json!({"id": id, "text": "next"})).await["seq"],
+        3,
+        "seq continues across restarts"
+    );
+    assert_eq!(
+        ctl.ok("reply", json!({"id": id, "text": "x", "requestId": "r-1"}))
+            .await["duplicate"],
+        true,
+        "reply ids survive too"
+    );
+    let mut agent = Client::connect(&cfg.socket).await;
+    agent.ok("hello", json!({"protocol": 1})).await;
+    agent
+        .ok(
+            "report",
+            json!({"id": id, "token": token, "report": {"state": "working"}}),
+        )
+        .await;
+    let d = agent.deliver().await;
+    assert_eq!(
+        (d["seq"].clone(), d["text"].clone()),
+        (json!(3), json!("next")),
+        "only what was not acked"
+    );
+
+    // /stop stops the job and is never delivered.
+    assert_eq!(
+        ctl.ok("reply", json!({"id": id, "text": "/stop"})).await["stopped"],
+        true
+    );
+    let row = ctl.ok("rows", json!({})).await["rows"][0].clone();
+    assert_eq!(row["state"], "stopped");
+    let events = ctl.ok("events", json!({"id": id})).await;
+    let whats: Vec<String> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["what"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        whats.starts_with(&["start".to_string(), "reply".to_string()]),
+        "{whats:?}"
+    );
+    assert!(whats.contains(&"stop".to_string()));
+    ctl.ok("rm", json!({"id": id})).await;
+    assert_eq!(ctl.ok("rows", json!({})).await["rows"], json!([]));
+    daemon.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_agent_gets_its_task_in_argv_and_its_output_is_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let sub = ctl.ok("subscribe", json!({})).await;
+    assert_eq!(sub["rows"], json!([]));
+    let job = ctl
+        .ok("dispatch", json!({"profile": "term", "task": "tidy up"}))
+        .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let mut summary = Value::Null;
+    for _ in 0..100 {
+        let rows = ctl.ok("rows", json!({})).await;
+        summary = rows["rows"][0]["summary"].clone();
+        if summary == "task: tidy up" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(summary, "task: tidy up");
+    assert!(
+        ctl.events
+            .iter()
+            .any(|e| e["event"] == "row" && e["row"]["id"] == id.as_str()),
+        "subscribers get row pushes"
+    );
+    ctl.ok("stop", json!({"id": id})).await;
+    daemon.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut c = Client::connect(&cfg.socket).await;
+    c.writer.write_all(b"not json\n").await.unwrap();
+    let v = c.line().await.unwrap();
+    assert_eq!(
+        (v["ok"].clone(), v["code"].clone()),
+        (json!(false), json!("bad_request"))
+    );
+    assert_eq!(c.code("frobnicate", json!({})).await, "bad_request");
+    assert_eq!(
+        c.code("reply", json!({"id": "nope", "text": "x"})).await,
+        "not_found"
+    );
+    assert_eq!(c.code("reply", json!({"text": "x"})).await, "bad_request");
+    // The connection still serves after every refusal.
+    assert_eq!(c.ok("rows", json!({})).await["rows"], json!([]));
+    let big = vec![b'x'; agentwire_roost::wire::MAX_LINE_BYTES + 10];
+    let _ = c.writer.write_all(&big).await;
+    let _ = c.writer.write_all(b"\n").await;
+    assert!(c.line().await.is_none(), "the connection was ended");
+    // Others are not affected.
+    let mut d = Client::connect(&cfg.socket).await;
+    assert_eq!(d.ok("rows", json!({})).await["rows"], json!([]));
+    daemon.shutdown();
+}
