@@ -73,7 +73,8 @@ class Daemon {
     }
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentwire-interop-'))
     // --nip59: the privacy-first profile is on beside the default one, so both are tested here.
-    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0', '--nip59']
+    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0', '--nip59',
+      '--roost-socket', path.join(dataDir, 'roost.sock')]
     const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
     const d = new Daemon(child, dataDir)
     const lines = readline.createInterface({ input: child.stdout })

@@ -32,6 +32,29 @@ pub(crate) struct FileConfig {
     pub(crate) relay: RelayFile,
     /// fisk-ai on NATS.
     pub(crate) nats: NatsFile,
+    /// The roost supervisor.
+    pub(crate) roost: RoostFile,
+}
+
+/// `[roost]`: the roost supervisor.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RoostFile {
+    /// The socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
+    pub(crate) socket: Option<PathBuf>,
+    /// A roost.json whose `agentProfiles` are read too.
+    pub(crate) config: Option<PathBuf>,
+    /// `[roost.profiles.<name>]`.
+    pub(crate) profiles: std::collections::HashMap<String, agentwire_roost::profile::Profile>,
+}
+
+/// The default roost socket: under `$XDG_RUNTIME_DIR` (per user, owner-only, cleared at logout), else in the
+/// data dir.
+pub(crate) fn default_roost_socket(data_dir: &Path) -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("agentwire").join("roost.sock"),
+        _ => data_dir.join("run").join("roost.sock"),
+    }
 }
 
 /// `[nats]`: the fisk-ai worker.

@@ -67,6 +67,12 @@ pub(crate) struct ServeArgs {
     /// Seconds a fisk-ai question is held open (`request_timeout`, default 120).
     #[arg(long)]
     nats_request_timeout: Option<u64>,
+    /// The roost supervisor's socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
+    #[arg(long)]
+    roost_socket: Option<PathBuf>,
+    /// A roost.json whose `agentProfiles` the supervisor runs (besides `[roost.profiles]`).
+    #[arg(long)]
+    roost_config: Option<PathBuf>,
 }
 
 fn parse_keys(list: &[String]) -> Result<HashSet<nostr::prelude::PublicKey>, String> {
@@ -136,6 +142,27 @@ pub(crate) async fn run(
     let journal =
         Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
+    let mut profiles = file.roost.profiles.clone();
+    if let Some(path) = args.roost_config.as_ref().or(file.roost.config.as_ref()) {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let more = agentwire_roost::profile::from_roost_json(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        profiles.extend(more);
+    }
+    agentwire_roost::profile::check(&profiles).map_err(|e| e.to_string())?;
+    let roost_socket = args
+        .roost_socket
+        .clone()
+        .or(file.roost.socket.clone())
+        .unwrap_or_else(|| config::default_roost_socket(&data_dir));
+    let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
+        socket: roost_socket.clone(),
+        data_dir: data_dir.join("roost"),
+        profiles,
+    })
+    .await
+    .map_err(|e| e.to_string())?;
     let nats_url = args.nats.clone().or(file.nats.url.clone());
     let fisk = match nats_url {
         None => None,
@@ -217,6 +244,7 @@ pub(crate) async fn run(
         "agent_pubkey": pk.to_hex(),
         "npub": keys::npub(&pk),
         "data_dir": data_dir,
+        "roost_socket": roost_socket,
     });
     if let Some(w) = &fisk {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
@@ -235,6 +263,7 @@ pub(crate) async fn run(
             );
         }
     }
+    roost.shutdown();
     if let Some(r) = embedded {
         r.shutdown().await;
     }

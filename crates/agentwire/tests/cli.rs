@@ -95,3 +95,32 @@ async fn ctrl_c_in_ask_cancels_the_run() {
     assert_eq!(run.error_code(), "CANCELLED");
     assert!(run.events.iter().any(|(m, _)| m.kind == kinds::ERROR));
 }
+
+#[test]
+fn serve_runs_the_roost_supervisor_and_does_not_take_a_live_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let socket = d.ready["roost_socket"]
+        .as_str()
+        .expect("roost_socket in the ready line");
+    assert!(std::path::Path::new(socket).exists());
+    let other = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "serve",
+            "--relay-listen",
+            "127.0.0.1:0",
+            "--roost-socket",
+            socket,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("another daemon is serving"),
+        "{}",
+        text(&out.stderr)
+    );
+}

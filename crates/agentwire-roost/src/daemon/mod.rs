@@ -75,8 +75,15 @@ impl Daemon {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(sock_err)?;
         }
-        // A socket file left by a daemon that died is in the way.
         if config.socket.exists() {
+            // A live daemon answers on it: do not take its socket away.
+            if std::os::unix::net::UnixStream::connect(&config.socket).is_ok() {
+                return Err(DaemonError::Socket {
+                    path: config.socket.display().to_string(),
+                    error: "another daemon is serving on it".into(),
+                });
+            }
+            // A socket file left by a daemon that died is in the way.
             std::fs::remove_file(&config.socket).map_err(sock_err)?;
         }
         let listener = UnixListener::bind(&config.socket).map_err(sock_err)?;

@@ -34,6 +34,10 @@ impl Daemon {
         {
             args.extend(["--relay-listen", "127.0.0.1:0"]);
         }
+        let roost = data_dir.join("roost.sock");
+        if !extra.contains(&"--roost-socket") {
+            args.extend(["--roost-socket", roost.to_str().unwrap()]);
+        }
         args.extend(extra);
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
             .args(&args)
