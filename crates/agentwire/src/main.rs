@@ -4,6 +4,7 @@
 mod ask;
 mod config;
 mod fisk_cli;
+mod jobs;
 mod keys;
 mod serve;
 
@@ -42,6 +43,8 @@ enum Command {
     Read(fisk_cli::ReadArgs),
     /// Ask a fisk-ai worker what it is (its agent card).
     Discover(fisk_cli::DiscoverArgs),
+    /// Control the roost supervisor's jobs.
+    Jobs(jobs::JobsArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
             Command::Info(a) => ask::info(a, data_dir).await,
             Command::Read(a) => fisk_cli::read(a).await,
             Command::Discover(a) => fisk_cli::discover(a).await,
+            Command::Jobs(a) => jobs::run(a, data_dir).await,
         }
     });
     match result {

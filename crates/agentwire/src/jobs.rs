@@ -1,0 +1,150 @@
+//! `agentwire jobs`: the roost supervisor's controller on the command line (dispatch, ls, reply, stop, rm,
+//! respawn, events).
+
+use crate::config;
+use agentwire_roost::client::Controller;
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `jobs` flags.
+#[derive(Debug, Args)]
+pub(crate) struct JobsArgs {
+    /// The daemon's socket (default as `serve`'s).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: JobsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum JobsCommand {
+    /// Start a job from a profile.
+    Dispatch {
+        /// The profile.
+        profile: String,
+        /// The first task.
+        task: Option<String>,
+        /// The job's name.
+        #[arg(long)]
+        name: Option<String>,
+        /// A request id, so a resend is taken once.
+        #[arg(long)]
+        request_id: Option<String>,
+    },
+    /// The jobs' rows.
+    Ls {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reply to a job.
+    Reply {
+        /// The job.
+        id: String,
+        /// The reply (`/stop` stops the job).
+        text: String,
+        /// `steer` (join the work under way) or `followUp`.
+        #[arg(long)]
+        mode: Option<String>,
+        /// A request id, so a resend is taken once.
+        #[arg(long)]
+        request_id: Option<String>,
+    },
+    /// Stop a job.
+    Stop {
+        /// The job.
+        id: String,
+    },
+    /// Stop and forget a job.
+    Rm {
+        /// The job.
+        id: String,
+    },
+    /// Start a job's process again.
+    Respawn {
+        /// The job.
+        id: String,
+    },
+    /// What happened across the jobs.
+    Events {
+        /// Only after this cursor.
+        #[arg(long)]
+        after: Option<u64>,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Only this job.
+        #[arg(long)]
+        id: Option<String>,
+    },
+}
+
+/// Runs `jobs`.
+pub(crate) async fn run(args: JobsArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
+    let socket = args
+        .socket
+        .unwrap_or_else(|| config::default_roost_socket(&data_dir));
+    let mut c = Controller::connect(&socket)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (op, a) = match args.command {
+        JobsCommand::Dispatch {
+            profile,
+            task,
+            name,
+            request_id,
+        } => (
+            "dispatch",
+            json!({ "profile": profile, "task": task, "name": name, "requestId": request_id }),
+        ),
+        JobsCommand::Ls { json } => {
+            let rows = c.call("rows", json!({})).await.map_err(|e| e.to_string())?;
+            if json {
+                println!("{rows}");
+            } else {
+                for r in rows["rows"].as_array().cloned().unwrap_or_default() {
+                    println!("{}", line(&r));
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        JobsCommand::Reply {
+            id,
+            text,
+            mode,
+            request_id,
+        } => (
+            "reply",
+            json!({ "id": id, "text": text, "mode": mode, "requestId": request_id }),
+        ),
+        JobsCommand::Stop { id } => ("stop", json!({ "id": id })),
+        JobsCommand::Rm { id } => ("rm", json!({ "id": id })),
+        JobsCommand::Respawn { id } => ("respawn", json!({ "id": id })),
+        JobsCommand::Events { after, limit, id } => (
+            "events",
+            json!({ "after": after, "limit": limit, "id": id }),
+        ),
+    };
+    let result = c.call(op, a).await.map_err(|e| e.to_string())?;
+    println!("{result}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn line(r: &Value) -> String {
+    let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+    format!(
+        "{}  {:<20} {:<10} {:<9} {}{}",
+        s("id"),
+        s("name"),
+        s("profile"),
+        s("state"),
+        s("summary"),
+        if r["pending"].as_u64().unwrap_or(0) > 0 {
+            format!("  [{} waiting]", r["pending"])
+        } else {
+            String::new()
+        }
+    )
+}
