@@ -92,6 +92,8 @@ pub struct Submission {
     pub front: Arc<dyn TurnFront>,
     /// How the protocol wants the turn handled.
     pub policy: TurnPolicy,
+    /// The conversation's protocol state to journal with the turn, in the same write.
+    pub conversation_meta: Option<serde_json::Value>,
 }
 
 /// The answer to [`Engine::submit`].
@@ -272,6 +274,7 @@ impl Engine {
                 route: sub.route.clone(),
                 input: serde_json::to_value(&sub.input).unwrap_or_default(),
                 accepted_at: now_secs(),
+                conversation_meta: sub.conversation_meta.clone(),
             })
             .await;
         match accepted {
@@ -345,6 +348,7 @@ impl Engine {
                 route: sub.route.clone(),
                 input: serde_json::to_value(&sub.input).unwrap_or_default(),
                 accepted_at: now_secs(),
+                conversation_meta: sub.conversation_meta.clone(),
             })
             .await;
         let outcome = Outcome::Failure(failure.clone());

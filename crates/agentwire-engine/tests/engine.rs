@@ -87,6 +87,7 @@ fn submission(n: usize, conv: usize, ms: u64, front: Arc<CountingFront>) -> Subm
         route: serde_json::json!({}),
         front,
         policy: TurnPolicy::default(),
+        conversation_meta: None,
     }
 }
 

@@ -163,6 +163,7 @@ fn sub(id: &str, conv: &str, msg: &str, front: Arc<Front>, policy: TurnPolicy) -
         route: serde_json::json!({}),
         front,
         policy,
+        conversation_meta: None,
     }
 }
 

@@ -48,6 +48,9 @@ pub struct NewTurn {
     pub input: serde_json::Value,
     /// Unix seconds of acceptance.
     pub accepted_at: u64,
+    /// The conversation's protocol-specific state to set in the same transaction, if it changed (a new
+    /// fisk-ai conversation's fingerprint): one durable write instead of two before the ack.
+    pub conversation_meta: Option<serde_json::Value>,
 }
 
 /// A turn as the journal holds it.

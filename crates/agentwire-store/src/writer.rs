@@ -91,12 +91,14 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                 updated_at,
                 ..
             } => tx
-                .execute(
+                .prepare_cached(
                     "INSERT INTO conversations (conversation_id, protocol, meta, updated_at)
                      VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT(conversation_id) DO UPDATE SET meta = ?3, updated_at = ?4",
-                    params![conversation, protocol, meta, *updated_at as i64],
                 )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![conversation, protocol, meta, *updated_at as i64])
+                })
                 .map(|_| None)
                 .map_err(StoreError::from),
         };
@@ -138,19 +140,35 @@ fn fail(w: Write, e: StoreError) {
 }
 
 fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
-    let inserted = conn.execute(
-        "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at)
+    // Cached statements: compiling the SQL anew cost about as much as executing it, on the path every
+    // turn takes twice (accept, then finish) before anything goes on the wire.
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(request_id) DO NOTHING",
-        params![
+        )?
+        .execute(params![
             t.request_id.as_str(),
             t.conversation_id.as_str(),
             t.protocol,
             t.route.to_string(),
             t.input.to_string(),
             t.accepted_at as i64
-        ],
-    )?;
+        ])?;
     if inserted == 1 {
+        if let Some(meta) = &t.conversation_meta {
+            conn.prepare_cached(
+                "INSERT INTO conversations (conversation_id, protocol, meta, updated_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(conversation_id) DO UPDATE SET meta = ?3, updated_at = ?4",
+            )?
+            .execute(params![
+                t.conversation_id.as_str(),
+                t.protocol,
+                meta.to_string(),
+                t.accepted_at as i64
+            ])?;
+        }
         return Ok(Accepted::New);
     }
     let existing = conn
@@ -177,10 +195,11 @@ fn finish(
 ) -> Result<(), StoreError> {
     let json = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     // Only the first outcome sticks: the engine decides one, and a journal that already holds one keeps it.
-    let n = conn.execute(
-        "UPDATE turns SET outcome = ?2, wire = ?3, ended_at = ?4 WHERE request_id = ?1 AND outcome IS NULL",
-        params![id.as_str(), json, wire, ended_at as i64],
-    )?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE turns SET outcome = ?2, wire = ?3, ended_at = ?4 WHERE request_id = ?1 AND outcome IS NULL",
+        )?
+        .execute(params![id.as_str(), json, wire, ended_at as i64])?;
     if n == 0 {
         let exists: Option<i64> = conn
             .query_row(
@@ -195,10 +214,10 @@ fn finish(
         return Err(StoreError::AlreadyEnded(id.to_string()));
     }
     if let Some(t) = transcript {
-        conn.execute(
+        conn.prepare_cached(
             "INSERT OR IGNORE INTO transcripts (request_id, events) VALUES (?1, ?2)",
-            params![id.as_str(), t],
-        )?;
+        )?
+        .execute(params![id.as_str(), t])?;
     }
     Ok(())
 }

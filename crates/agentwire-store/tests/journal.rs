@@ -11,6 +11,7 @@ fn turn(n: u32) -> NewTurn {
         route: serde_json::json!({"client": "abc"}),
         input: serde_json::json!({"message": format!("m{n}")}),
         accepted_at: 100 + n as u64,
+        conversation_meta: None,
     }
 }
 
@@ -179,5 +180,26 @@ async fn a_halted_journal_commits_nothing_more() {
         reopened.interrupted("nipxx").unwrap().len(),
         1,
         "turn 1 has no outcome"
+    );
+}
+
+#[tokio::test]
+async fn a_new_turn_can_set_its_conversation_meta_in_the_same_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&dir.path().join("j.sqlite")).unwrap();
+    let conv = ConversationId::new("c").unwrap();
+    let mut t = turn(1);
+    t.conversation_meta = Some(serde_json::json!({"fingerprint": "a"}));
+    assert_eq!(j.accept(t.clone()).await.unwrap(), Accepted::New);
+    assert_eq!(
+        j.conversation_meta(&conv).unwrap(),
+        Some(serde_json::json!({"fingerprint": "a"}))
+    );
+    // A resend of the same request does not touch it.
+    t.conversation_meta = Some(serde_json::json!({"fingerprint": "b"}));
+    assert!(matches!(j.accept(t).await.unwrap(), Accepted::Existing(_)));
+    assert_eq!(
+        j.conversation_meta(&conv).unwrap(),
+        Some(serde_json::json!({"fingerprint": "a"}))
     );
 }

@@ -39,24 +39,6 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     let tag = plan.header.request.clone();
     let journal = worker.engine.journal().clone();
     let conversation = plan.input.conversation_id.clone();
-    if plan.meta_changed {
-        let meta = serde_json::to_value(&plan.meta).unwrap_or_default();
-        if let Err(e) = journal
-            .put_conversation_meta(&conversation, PROTOCOL, &meta, now_secs())
-            .await
-        {
-            super::admission::refuse(
-                &worker,
-                inbox,
-                plan.header,
-                FailureCode::Internal,
-                format!("the journal could not record the conversation: {e}"),
-            )
-            .await;
-            worker.release(&tag);
-            return;
-        }
-    }
     let identity = worker.config.identity.clone();
     let subs = async {
         let c = worker
@@ -117,6 +99,9 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         journal.clone(),
         Arc::downgrade(&worker.engine),
     ));
+    let meta_record = plan
+        .meta_changed
+        .then(|| serde_json::to_value(&plan.meta).unwrap_or_default());
     let meta = Arc::new(Mutex::new(plan.meta));
     tokio::spawn(serve_cancels(
         worker.clone(),
@@ -141,6 +126,8 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         route: serde_json::json!({ "request": tag }),
         front: front.clone(),
         policy: FISK_POLICY,
+        // A new or changed conversation record is journaled with the turn: one durable write before the ack.
+        conversation_meta: meta_record,
     };
     match worker.engine.submit(sub).await {
         SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}

@@ -361,6 +361,7 @@ impl Runtime {
             front: front.clone(),
             // NIP-XX queues a session's runs, drops a cancelled run at once, and has no read-back.
             policy: TurnPolicy::default(),
+            conversation_meta: None,
         };
         let engine = self.engine.clone();
         let relays = self.relays.clone();
