@@ -4,6 +4,7 @@
 //! [`wire`] parses and builds the lines; [`report`] validates an agent's report against the spec's fields
 //! and bounds; [`supervisor`] holds jobs, replies, acks and the feed. All three are pure.
 
+pub mod agent;
 pub mod client;
 pub mod daemon;
 pub mod profile;

@@ -55,11 +55,21 @@ pub fn spawn(profile: &Profile, task: Option<&str>, env: &JobEnv<'_>) -> std::io
         .spawn()
 }
 
-/// Whether process `pid` is alive.
+/// Whether process `pid` is alive (a zombie, which has exited but not been reaped, is not).
 pub fn alive(pid: u32) -> bool {
-    match rustix::process::Pid::from_raw(pid as i32) {
-        Some(p) => rustix::process::test_kill_process(p).is_ok(),
-        None => false,
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    if rustix::process::test_kill_process(p).is_err() {
+        return false;
+    }
+    // On Linux, /proc says whether it is a zombie: the state follows the command name in parentheses.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_none_or(|state| state != "Z"),
+        Err(_) => true,
     }
 }
 

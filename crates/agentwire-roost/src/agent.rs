@@ -1,0 +1,316 @@
+//! The Rust agent client: what a roost agent written in Rust links to. It finds its job in the
+//! environment (new names first), connects on the first report, says `hello` on every connection, sends
+//! the latest report again after a reconnect, and hands replies to its handler once each, in order, one at
+//! a time, acking each after the handler returns. The last finished seq is kept in `agent.json` in the job
+//! dir before its ack, so an agent started again after a crash skips (and only acks) what it finished.
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+/// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait between reconnects: a restarted daemon is back within seconds.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// The file in the job dir with the last finished reply.
+pub const STATE_FILE: &str = "agent.json";
+
+/// The job this process speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnv {
+    /// `ROOST_JOB_ID` (or `PI_JOB_ID`).
+    pub id: String,
+    /// `ROOST_JOB_TOKEN` (or `PI_JOB_TOKEN`).
+    pub token: String,
+    /// `ROOST_SOCKET` (or `PI_DAEMON_SOCK`).
+    pub socket: PathBuf,
+    /// `ROOST_JOB_DIR` (or `PI_JOB_DIR`).
+    pub dir: PathBuf,
+}
+
+impl JobEnv {
+    /// The job from the environment, if roost started this process.
+    pub fn from_env() -> Option<JobEnv> {
+        let var = |new: &str, old: &str| {
+            std::env::var(new)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .or_else(|| std::env::var(old).ok().filter(|v| !v.is_empty()))
+        };
+        Some(JobEnv {
+            id: var("ROOST_JOB_ID", "PI_JOB_ID")?,
+            token: var("ROOST_JOB_TOKEN", "PI_JOB_TOKEN")?,
+            socket: var("ROOST_SOCKET", "PI_DAEMON_SOCK")?.into(),
+            dir: var("ROOST_JOB_DIR", "PI_JOB_DIR")?.into(),
+        })
+    }
+}
+
+/// A reply handed to the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Its number.
+    pub seq: u64,
+    /// The text.
+    pub text: String,
+    /// `steer` or `followUp`.
+    pub mode: Option<String>,
+}
+
+/// Handles one reply; the ack follows when it returns.
+pub type Handler =
+    Arc<dyn Fn(Delivery) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// The last finished seq kept in the job dir.
+pub fn last_finished(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join(STATE_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["lastSeq"].as_u64())
+        .unwrap_or(0)
+}
+
+fn keep_finished(dir: &Path, seq: u64) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+    std::fs::write(&tmp, json!({ "lastSeq": seq }).to_string())?;
+    std::fs::rename(tmp, dir.join(STATE_FILE))
+}
+
+/// A request to send on the current connection, and where its answer goes.
+type Outgoing = mpsc::UnboundedSender<(Value, oneshot::Sender<Value>)>;
+
+struct Shared {
+    env: JobEnv,
+    hello: Value,
+    latest: Mutex<Option<Value>>,
+    /// The current connection's request sender.
+    conn: Mutex<Option<Outgoing>>,
+    reported: Notify,
+}
+
+/// A running agent client.
+pub struct RoostAgent {
+    shared: Arc<Shared>,
+    replies_done: watch::Receiver<u64>,
+}
+
+impl RoostAgent {
+    /// Starts the client for `env`: nothing connects until the first [`report`](Self::report).
+    pub fn start(
+        env: JobEnv,
+        name: &str,
+        version: &str,
+        capabilities: &[&str],
+        handler: Handler,
+    ) -> RoostAgent {
+        let shared = Arc::new(Shared {
+            env,
+            hello: json!({
+                "protocol": 1,
+                "agent": { "name": crate::wire::fold_name(name), "version": version },
+                "capabilities": capabilities,
+            }),
+            latest: Mutex::new(None),
+            conn: Mutex::new(None),
+            reported: Notify::new(),
+        });
+        let (deliver_tx, deliver_rx) = mpsc::unbounded_channel::<Delivery>();
+        let (done_tx, done_rx) = watch::channel(last_finished(&shared.env.dir));
+        tokio::spawn(connection_loop(shared.clone(), deliver_tx));
+        tokio::spawn(reply_loop(shared.clone(), deliver_rx, handler, done_tx));
+        RoostAgent {
+            shared,
+            replies_done: done_rx,
+        }
+    }
+
+    /// Sends a full report (`state` and the row's fields; what is left out is null).
+    pub fn report(&self, report: Value) {
+        *self.shared.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
+        self.shared.reported.notify_one();
+        let tx = self
+            .shared
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(tx) = tx {
+            let (reply, _) = oneshot::channel();
+            let _ = tx.send((self.report_request(report), reply));
+        }
+    }
+
+    fn report_request(&self, report: Value) -> Value {
+        json!({ "op": "report", "args": { "id": self.shared.env.id, "token": self.shared.env.token, "report": report } })
+    }
+
+    /// The last reply whose handler finished.
+    pub fn finished(&self) -> u64 {
+        *self.replies_done.borrow()
+    }
+
+    /// Waits until the reply `seq` has been handled.
+    pub async fn wait_finished(&mut self, seq: u64) {
+        while *self.replies_done.borrow_and_update() < seq {
+            if self.replies_done.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Sends the latest report once more and waits (briefly) for its answer.
+    pub async fn close(&self) {
+        let latest = self
+            .shared
+            .latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let tx = self
+            .shared
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let (Some(r), Some(tx)) = (latest, tx) {
+            let (reply, answer) = oneshot::channel();
+            if tx.send((self.report_request(r), reply)).is_ok() {
+                let _ = tokio::time::timeout(Duration::from_secs(2), answer).await;
+            }
+        }
+    }
+}
+
+async fn connection_loop(shared: Arc<Shared>, deliver: mpsc::UnboundedSender<Delivery>) {
+    // Report first: a connection, and so a reply, starts with a report.
+    while shared
+        .latest
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_none()
+    {
+        shared.reported.notified().await;
+    }
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        if let Ok(stream) = UnixStream::connect(&shared.env.socket).await {
+            backoff = FIRST_BACKOFF;
+            serve_connection(&shared, stream, &deliver).await;
+        }
+        *shared.conn.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if deliver.is_closed() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+async fn serve_connection(
+    shared: &Arc<Shared>,
+    stream: UnixStream,
+    deliver: &mpsc::UnboundedSender<Delivery>,
+) {
+    let (r, mut w) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Value, oneshot::Sender<Value>)>();
+    // hello, then the latest report, before anything else.
+    let (h, _) = oneshot::channel();
+    let _ = tx.send((json!({ "op": "hello", "args": shared.hello }), h));
+    if let Some(rep) = shared
+        .latest
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+    {
+        let (h, _) = oneshot::channel();
+        let _ = tx.send((
+            json!({ "op": "report", "args": { "id": shared.env.id, "token": shared.env.token, "report": rep } }),
+            h,
+        ));
+    }
+    *shared.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    let waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>> = Arc::default();
+    let w_waiting = waiting.clone();
+    let writer = tokio::spawn(async move {
+        let mut next = 0u64;
+        while let Some((mut req, answer)) = rx.recv().await {
+            next += 1;
+            req["id"] = json!(next);
+            w_waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(next, answer);
+            let mut line = req.to_string();
+            line.push('\n');
+            if w.write_all(line.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = BufReader::new(r).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if v["event"] == "deliver" && v["id"] == shared.env.id.as_str() {
+            if let (Some(seq), Some(text)) = (v["seq"].as_u64(), v["text"].as_str()) {
+                let _ = deliver.send(Delivery {
+                    seq,
+                    text: text.to_string(),
+                    mode: v["mode"].as_str().map(String::from),
+                });
+            }
+        } else if let Some(id) = v["id"].as_u64() {
+            if v["ok"] == false && v["code"] == "unauthorized" {
+                tracing::warn!("the daemon says this job's token is wrong; stopping");
+                writer.abort();
+                return;
+            }
+            if let Some(a) = waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id)
+            {
+                let _ = a.send(v);
+            }
+        }
+    }
+    writer.abort();
+}
+
+async fn reply_loop(
+    shared: Arc<Shared>,
+    mut deliveries: mpsc::UnboundedReceiver<Delivery>,
+    handler: Handler,
+    done: watch::Sender<u64>,
+) {
+    let mut finished = *done.borrow();
+    while let Some(d) = deliveries.recv().await {
+        if d.seq > finished {
+            handler(d.clone()).await;
+            finished = d.seq;
+            if let Err(e) = keep_finished(&shared.env.dir, finished) {
+                tracing::warn!(error = %e, "could not keep the last finished reply");
+            }
+            done.send_replace(finished);
+        }
+        // Acked after the handler returned, and again for a seq handled before (a resend).
+        let tx = shared
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(tx) = tx {
+            let (a, _) = oneshot::channel();
+            let _ = tx.send((
+                json!({ "op": "ack", "args": { "id": shared.env.id, "token": shared.env.token, "seq": finished } }),
+                a,
+            ));
+        }
+    }
+}
