@@ -34,6 +34,18 @@ pub(crate) struct FileConfig {
     pub(crate) nats: NatsFile,
     /// The roost supervisor.
     pub(crate) roost: RoostFile,
+    /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
+    pub(crate) agents: std::collections::HashMap<String, AgentFile>,
+}
+
+/// `[agents.<name>]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentFile {
+    /// `demo` or `roost`.
+    pub(crate) kind: String,
+    /// For `roost`: the profile whose jobs serve the turns.
+    pub(crate) profile: Option<String>,
 }
 
 /// `[roost]`: the roost supervisor.

@@ -2,7 +2,7 @@
 
 use crate::config::{self, FileConfig};
 use crate::keys;
-use agentwire_agents::DemoAgent;
+use agentwire_agents::{DemoAgent, RoostJobAgent};
 use agentwire_engine::{Agent, Engine};
 use agentwire_fisk::worker::{Worker, WorkerConfig};
 use agentwire_nostr::crypto::Crypto;
@@ -79,10 +79,42 @@ fn parse_keys(list: &[String]) -> Result<HashSet<nostr::prelude::PublicKey>, Str
     list.iter().map(|s| keys::parse_public_key(s)).collect()
 }
 
-fn make_agent(name: &str) -> Result<Arc<dyn Agent>, String> {
+/// The agent named `name`: `demo`, `roost:<profile>`, or an `[agents.<name>]` entry.
+fn make_agent(
+    name: &str,
+    file: &FileConfig,
+    profiles: &std::collections::HashMap<String, agentwire_roost::profile::Profile>,
+    roost_socket: &std::path::Path,
+) -> Result<Arc<dyn Agent>, String> {
+    let roost = |profile: &str| -> Result<Arc<dyn Agent>, String> {
+        if !profiles.contains_key(profile) {
+            return Err(format!(
+                "agent {name:?} runs the roost profile {profile:?}, which is not configured ([roost.profiles.{profile}] or --roost-config)"
+            ));
+        }
+        Ok(Arc::new(RoostJobAgent::new(
+            roost_socket.to_path_buf(),
+            profile,
+        )))
+    };
+    if let Some(profile) = name.strip_prefix("roost:") {
+        return roost(profile);
+    }
+    if let Some(a) = file.agents.get(name) {
+        return match (a.kind.as_str(), a.profile.as_deref()) {
+            ("roost", Some(profile)) => roost(profile),
+            ("roost", None) => Err(format!("[agents.{name}] of kind roost needs a profile")),
+            ("demo", _) => Ok(Arc::new(DemoAgent)),
+            (k, _) => Err(format!(
+                "[agents.{name}] has an unknown kind {k:?}; kinds: demo, roost"
+            )),
+        };
+    }
     match name {
         "demo" => Ok(Arc::new(DemoAgent)),
-        other => Err(format!("unknown agent {other:?}; available: demo")),
+        other => Err(format!(
+            "unknown agent {other:?}; available: demo, roost:<profile>, or an [agents.<name>] entry"
+        )),
     }
 }
 
@@ -100,9 +132,23 @@ pub(crate) async fn run(
     let agent_keys = keys::load_or_create(&data_dir, "agent.key")?;
     let agent_name = args
         .agent
-        .or(file.serve.agent)
+        .or(file.serve.agent.clone())
         .unwrap_or_else(|| "demo".into());
-    let agent = make_agent(&agent_name)?;
+    let mut profiles = file.roost.profiles.clone();
+    if let Some(path) = args.roost_config.as_ref().or(file.roost.config.as_ref()) {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let more = agentwire_roost::profile::from_roost_json(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        profiles.extend(more);
+    }
+    agentwire_roost::profile::check(&profiles).map_err(|e| e.to_string())?;
+    let roost_socket = args
+        .roost_socket
+        .clone()
+        .or(file.roost.socket.clone())
+        .unwrap_or_else(|| config::default_roost_socket(&data_dir));
+    let agent = make_agent(&agent_name, &file, &profiles, &roost_socket)?;
     let external: Vec<String> = if args.relays.is_empty() {
         file.serve.relays.clone()
     } else {
@@ -142,20 +188,6 @@ pub(crate) async fn run(
     let journal =
         Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
-    let mut profiles = file.roost.profiles.clone();
-    if let Some(path) = args.roost_config.as_ref().or(file.roost.config.as_ref()) {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let more = agentwire_roost::profile::from_roost_json(&text)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        profiles.extend(more);
-    }
-    agentwire_roost::profile::check(&profiles).map_err(|e| e.to_string())?;
-    let roost_socket = args
-        .roost_socket
-        .clone()
-        .or(file.roost.socket.clone())
-        .unwrap_or_else(|| config::default_roost_socket(&data_dir));
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
         data_dir: data_dir.join("roost"),

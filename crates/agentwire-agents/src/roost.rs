@@ -1,0 +1,269 @@
+//! A roost job as the agent behind any protocol: a conversation's first turn dispatches a job of the
+//! profile (the prompt is its task), later turns are replies to that job. The job's reports drive the
+//! turn: `working` becomes status (summary, tool), `blocked` waiting for a question becomes a question to
+//! the person where the protocol can ask (its answer is the next reply), `done` ends the turn with the
+//! summary, `failed` with its error.
+
+use agentwire_core::{
+    Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
+    QuestionKind, StatusState, TurnEvent, TurnResult, Usage,
+};
+use agentwire_engine::{Agent, AgentCard, TurnContext, TurnInput};
+use agentwire_roost::client::{ClientError, Controller};
+use futures_util::future::BoxFuture;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a turn waits for its job to finish: long-running agents are the point of roost, so this is
+/// generous; a job that goes quiet for longer ends the turn in failure rather than holding it for ever.
+pub const ROOST_TURN_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Largest prompt passed to a job (a reply's own bound).
+const MAX_PROMPT_BYTES: usize = 1024 * 1024;
+
+/// Serves turns with jobs of one roost profile.
+pub struct RoostJobAgent {
+    socket: PathBuf,
+    profile: String,
+    jobs: Arc<Mutex<HashMap<ConversationId, String>>>,
+}
+
+impl RoostJobAgent {
+    /// An agent running `profile` on the supervisor at `socket`.
+    pub fn new(socket: PathBuf, profile: impl Into<String>) -> Self {
+        RoostJobAgent {
+            socket,
+            profile: profile.into(),
+            jobs: Arc::default(),
+        }
+    }
+}
+
+fn fail(code: FailureCode, message: impl Into<String>) -> Outcome {
+    Outcome::Failure(Failure::new(code, message))
+}
+
+/// A roost `requestId` from a turn's request id (1-64 of `A-Z a-z 0-9 _ . : -`).
+fn request_id(id: &str) -> String {
+    let cleaned: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.:-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let start = cleaned.len().saturating_sub(64);
+    cleaned[start..].to_string()
+}
+
+impl Agent for RoostJobAgent {
+    fn card(&self) -> AgentCard {
+        AgentCard {
+            name: format!("roost:{}", self.profile),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: format!(
+                "turns served by jobs of the roost profile {:?}",
+                self.profile
+            ),
+            models: vec!["roost".into()],
+            default_model: "roost".into(),
+            tools: vec![],
+            max_prompt_bytes: MAX_PROMPT_BYTES,
+            max_context_tokens: 0,
+        }
+    }
+
+    fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
+        let (socket, profile, jobs) =
+            (self.socket.clone(), self.profile.clone(), self.jobs.clone());
+        Box::pin(async move {
+            match tokio::time::timeout(ROOST_TURN_TIMEOUT, turn(socket, profile, jobs, input, ctx))
+                .await
+            {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => fail(
+                    FailureCode::ModelUnavailable,
+                    format!("the roost supervisor: {e}"),
+                ),
+                Err(_) => fail(FailureCode::AgentFailed, "the job did not finish in time"),
+            }
+        })
+    }
+}
+
+async fn turn(
+    socket: PathBuf,
+    profile: String,
+    jobs: Arc<Mutex<HashMap<ConversationId, String>>>,
+    input: TurnInput,
+    ctx: TurnContext,
+) -> Result<Outcome, ClientError> {
+    let mut c = Controller::connect(&socket).await?;
+    c.call("subscribe", json!({})).await?;
+    let rid = request_id(input.request_id.as_str());
+    let known = jobs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&input.conversation_id)
+        .cloned();
+    let job = match known {
+        Some(job) => {
+            c.call(
+                "reply",
+                json!({ "id": job, "text": input.message, "requestId": rid }),
+            )
+            .await?;
+            job
+        }
+        None => {
+            let r = c
+                .call(
+                    "dispatch",
+                    json!({ "profile": profile, "task": input.message, "requestId": rid }),
+                )
+                .await?;
+            let job = r["id"].as_str().unwrap_or_default().to_string();
+            jobs.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(input.conversation_id.clone(), job.clone());
+            job
+        }
+    };
+    let mut last_summary = None::<String>;
+    let mut asked_for = None::<String>;
+    let mut rows = c.call("rows", json!({})).await?["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    loop {
+        for row in rows.drain(..).filter(|r| r["id"] == job.as_str()) {
+            if row["removed"] == true {
+                jobs.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&input.conversation_id);
+                return Ok(fail(FailureCode::AgentFailed, "the job was removed"));
+            }
+            let settled = row["pending"] == 0;
+            let summary = row["summary"].as_str().map(String::from);
+            match row["state"].as_str().unwrap_or("") {
+                "working" | "starting" if summary.is_some() && summary != last_summary => {
+                    let tool = row["tool"].as_str().map(String::from);
+                    let _ = ctx
+                        .events
+                        .send(TurnEvent::Status {
+                            state: if tool.is_some() {
+                                StatusState::ToolUse
+                            } else {
+                                StatusState::Thinking
+                            },
+                            progress: None,
+                            info: summary.clone(),
+                        })
+                        .await;
+                    last_summary = summary;
+                }
+                "done" if settled => {
+                    return Ok(Outcome::Result(TurnResult {
+                        text: summary.unwrap_or_default(),
+                        usage: Usage::default(),
+                        stop_reason: "stop".into(),
+                    }))
+                }
+                "failed" => {
+                    jobs.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&input.conversation_id);
+                    return Ok(fail(
+                        FailureCode::AgentFailed,
+                        row["error"]
+                            .as_str()
+                            .unwrap_or("the job failed")
+                            .to_string(),
+                    ));
+                }
+                "blocked" if settled && row["waitingFor"] == "question" => {
+                    let question = row["question"].as_str().unwrap_or("").to_string();
+                    if asked_for.as_deref() == Some(question.as_str()) {
+                        continue;
+                    }
+                    asked_for = Some(question.clone());
+                    let choices: Vec<String> = row["choices"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|x| x.as_str().map(String::from))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let kind = if choices.is_empty() {
+                        QuestionKind::Input {
+                            question: question.clone(),
+                            default: None,
+                        }
+                    } else {
+                        QuestionKind::Select {
+                            question: question.clone(),
+                            options: choices,
+                        }
+                    };
+                    let asked = ctx
+                        .asker
+                        .ask(Question {
+                            tool: "roost".into(),
+                            call_id: format!("{job}-{rid}"),
+                            kind,
+                        })
+                        .await;
+                    let text = match asked {
+                        Asked::Answered(Answer::Select { value } | Answer::Input { value }) => value,
+                        Asked::Answered(Answer::Confirm { confirmed }) => if confirmed { "yes" } else { "no" }.into(),
+                        Asked::Answered(Answer::Approve { choice }) => {
+                            if choice == ApproveChoice::No { "no" } else { "yes" }.into()
+                        }
+                        Asked::Answered(Answer::NoOperator) => "no operator is available".into(),
+                        Asked::Unavailable => {
+                            return Ok(fail(
+                                FailureCode::UnsupportedFeature,
+                                format!("the job asks a question this protocol cannot put to a person: {question}"),
+                            ))
+                        }
+                        Asked::Unanswered => {
+                            return Ok(fail(FailureCode::Deferred, format!("nobody answered: {question}")))
+                        }
+                        Asked::Cancelled => return Ok(fail(FailureCode::Cancelled, "cancelled")),
+                    };
+                    c.call("reply", json!({ "id": job, "text": text })).await?;
+                }
+                "stopped" | "exited" => {
+                    jobs.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&input.conversation_id);
+                    return Ok(fail(
+                        FailureCode::AgentFailed,
+                        "the job ended without an answer",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if *ctx.cancel.borrow() {
+            // Under a parking protocol: the job stops here; the conversation's next turn starts a new one.
+            let _ = c.call("reply", json!({ "id": job, "text": "/stop" })).await;
+            jobs.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&input.conversation_id);
+            return Ok(fail(FailureCode::Cancelled, "cancelled"));
+        }
+        let event = tokio::time::timeout(Duration::from_millis(500), c.next_event()).await;
+        match event {
+            Ok(Ok(e)) if e["event"] == "row" => rows.push(e["row"].clone()),
+            Ok(Ok(_)) | Err(_) => {}
+            Ok(Err(e)) => return Err(e),
+        }
+    }
+}

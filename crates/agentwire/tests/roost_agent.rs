@@ -1,0 +1,130 @@
+//! A roost job as the agent behind the other protocols: NIP-XX and fisk-ai turns served by a job whose
+//! agent (a small Python script speaking the protocol with the standard library) reports and takes replies.
+
+mod common;
+
+use agentwire_fisk::client::{Caller, PromptCall, Received, Reply};
+use agentwire_testkit::NatsServer;
+use common::{Client, Daemon};
+use std::path::Path;
+use std::time::Duration;
+
+const AGENT: &str = r#"
+import json, os, socket
+jid, tok = os.environ["ROOST_JOB_ID"], os.environ["ROOST_JOB_TOKEN"]
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["ROOST_SOCKET"])
+f = s.makefile("rwb")
+n = 0
+def send(op, args):
+    global n
+    n += 1
+    f.write((json.dumps({"id": n, "op": op, "args": args}) + "\n").encode())
+    f.flush()
+def report(**r):
+    send("report", {"id": jid, "token": tok, "report": r})
+send("hello", {"protocol": 1, "agent": {"name": "py"}, "capabilities": ["report", "replies"]})
+report(state="working", summary="starting")
+for line in f:
+    m = json.loads(line)
+    if m.get("event") != "deliver":
+        continue
+    text = m["text"]
+    if text.startswith("ask "):
+        report(state="blocked", status="waiting", waitingFor="question", question=text[4:],
+               choices=["red", "green"], summary="asking")
+    else:
+        report(state="working", status="busy", summary="thinking about " + text)
+        report(state="done", status="idle", summary="echo: " + text)
+    send("ack", {"id": jid, "token": tok, "seq": m["seq"]})
+"#;
+
+fn setup(dir: &Path) -> String {
+    let script = dir.join("agent.py");
+    std::fs::write(&script, AGENT).unwrap();
+    let cfg = dir.join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[roost.profiles.py]\ncommand = [\"python3\", {:?}]\ntask = \"type\"\nprotocol = true\n",
+            script.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    cfg.to_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nipxx_prompts_are_served_by_a_roost_job_one_job_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path());
+    let d = Daemon::start(dir.path(), &["--config", &cfg, "--agent", "roost:py"]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let run = c.ask("hello").await;
+    assert_eq!(run.text(), "echo: hello");
+    assert!(
+        run.events
+            .iter()
+            .any(|(m, p)| m.kind == agentwire_nostr::nipxx::kinds::STATUS
+                && p.contains("thinking about hello")),
+        "working reports become status"
+    );
+    let run = c.ask("again").await;
+    assert_eq!(run.text(), "echo: again");
+    // A question cannot be put to a person over NIP-XX.
+    let run = c.ask("ask colour?").await;
+    assert_eq!(run.error_code(), "UNSUPPORTED_FEATURE");
+    // One job served the whole session.
+    let socket = d.ready["roost_socket"].as_str().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["jobs", "--socket", socket, "ls", "--json"])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows["rows"].as_array().unwrap().len(), 1, "{rows}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_question_reaches_a_fisk_ai_caller_and_the_answer_is_its_next_reply() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path());
+    let _d = Daemon::start(
+        dir.path(),
+        &[
+            "--config",
+            &cfg,
+            "--agent",
+            "roost:py",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "rj",
+            "--nats-elicit",
+        ],
+    );
+    let caller = Caller::connect(&nats.url, "tester").await.unwrap();
+    let mut asked = None;
+    let set = caller
+        .prompt(
+            PromptCall {
+                identity: "rj",
+                request: "rq1",
+                prompt: "ask colour?",
+                token: None,
+                timeout: Duration::from_secs(20),
+            },
+            |m: &Received| {
+                if m.kind() == "elicit.request.select" {
+                    asked = Some(m.json["options"].clone());
+                }
+            },
+            Box::new(|_| Box::pin(async { Reply::Select(1) })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(asked, Some(serde_json::json!(["red", "green"])));
+    let last = set.last().unwrap();
+    assert_eq!(last.kind(), "result", "{:?}", last.json);
+    assert_eq!(last.json["text"], "echo: green");
+}
