@@ -370,3 +370,69 @@ async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
     assert_eq!(d.ok("rows", json!({})).await["rows"], json!([]));
     daemon.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..agentwire_roost::wire::MAX_CONNECTIONS {
+        let mut c = Client::connect(&cfg.socket).await;
+        // Each answers, so each is counted before the next connects.
+        c.ok("rows", json!({})).await;
+        held.push(c);
+    }
+    let mut over = Client::connect(&cfg.socket).await;
+    over.writer
+        .write_all(b"{\"id\":1,\"op\":\"rows\"}\n")
+        .await
+        .ok();
+    assert!(
+        over.line().await.is_none(),
+        "the 1025th connection is closed at once"
+    );
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut again = Client::connect(&cfg.socket).await;
+    again.ok("rows", json!({})).await;
+
+    // A client that sends and never reads: past 16 MiB of unread answers it is dropped, others go on.
+    let mut ctl = Client::connect(&cfg.socket).await;
+    for n in 0..20 {
+        ctl.ok(
+            "dispatch",
+            json!({"profile": "term", "task": format!("t{n}"), "name": "x".repeat(150)}),
+        )
+        .await;
+    }
+    let greedy = UnixStream::connect(&cfg.socket).await.unwrap();
+    let (_r, mut w) = greedy.into_split();
+    let line = b"{\"id\":1,\"op\":\"events\",\"args\":{}}\n".repeat(200);
+    let mut dropped = false;
+    for _ in 0..200 {
+        if w.write_all(&line).await.is_err() {
+            dropped = true;
+            break;
+        }
+    }
+    assert!(
+        dropped,
+        "the server closed a client that left more than 16 MiB unread"
+    );
+    assert_eq!(
+        ctl.ok("rows", json!({})).await["rows"]
+            .as_array()
+            .unwrap()
+            .len(),
+        20
+    );
+    for r in ctl.ok("rows", json!({})).await["rows"]
+        .as_array()
+        .unwrap()
+        .clone()
+    {
+        ctl.ok("rm", json!({"id": r["id"]})).await;
+    }
+    daemon.shutdown();
+}

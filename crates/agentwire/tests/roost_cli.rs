@@ -104,3 +104,58 @@ fn dispatch_ls_reply_events_stop_and_rm() {
     let missing = jobs(&socket, &["stop", &id]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("not_found"));
 }
+
+#[test]
+fn nothing_acknowledged_is_lost_when_the_daemon_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        "[roost.profiles.sleeper]\ncommand = [\"sh\", \"-c\", \"exec sleep 30\"]\ntask = \"type\"\n",
+    )
+    .unwrap();
+    let socket = dir.path().join("roost.sock");
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--roost-socket",
+        socket.to_str().unwrap(),
+    ];
+    let mut d = Daemon::start(dir.path(), &args);
+    let s = socket.to_str().unwrap();
+    let job = json(&jobs(
+        s,
+        &["dispatch", "sleeper", "the task", "--request-id", "d-9"],
+    ));
+    let id = job["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        json(&jobs(s, &["reply", &id, "two", "--request-id", "r-2"]))["seq"],
+        2
+    );
+    d.kill();
+    let _d = Daemon::start(dir.path(), &args);
+    let rows = json(&jobs(s, &["ls", "--json"]));
+    let row = &rows["rows"][0];
+    assert_eq!(row["id"], id.as_str());
+    assert_eq!(
+        row["pending"], 2,
+        "the task and the reply still wait for the agent"
+    );
+    assert_ne!(
+        row["state"], "exited",
+        "its process outlived the daemon and was re-adopted"
+    );
+    assert_eq!(
+        json(&jobs(s, &["reply", &id, "two", "--request-id", "r-2"]))["duplicate"],
+        true
+    );
+    assert_eq!(json(&jobs(s, &["reply", &id, "three"]))["seq"], 3);
+    assert_eq!(
+        json(&jobs(
+            s,
+            &["dispatch", "sleeper", "again", "--request-id", "d-9"]
+        ))["id"],
+        id.as_str()
+    );
+    json(&jobs(s, &["rm", &id]));
+}
