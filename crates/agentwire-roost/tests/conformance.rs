@@ -120,5 +120,19 @@ async fn the_rust_client_keeps_the_protocol_across_a_daemon_restart() {
         !agentwire_roost::daemon::process::alive(pid),
         "the agent exited"
     );
+
+    // A reply to a job that ended starts it again, and the new process takes only the new reply.
+    let r = c
+        .call("reply", json!({"id": id, "text": "again"}))
+        .await
+        .unwrap();
+    assert_eq!(r["seq"], 5);
+    row_until(&mut c, |r| {
+        r["summary"] == "got: again" && r["pending"] == 0
+    })
+    .await;
+    let received = std::fs::read_to_string(job_dir.join("received.txt")).unwrap();
+    assert!(received.ends_with("4 bye\n5 again\n"), "{received}");
+    c.call("stop", json!({"id": id})).await.unwrap();
     daemon.shutdown();
 }

@@ -16,10 +16,9 @@ async fn main() {
     let dir = env.dir.clone();
     let _ = std::fs::write(dir.join("pid"), std::process::id().to_string());
     let (tx, mut rx) = mpsc::unbounded_channel::<Delivery>();
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<()>();
     let log_dir = dir.clone();
     let handler = Arc::new(move |d: Delivery| {
-        let (tx, done_tx, log_dir) = (tx.clone(), done_tx.clone(), log_dir.clone());
+        let (tx, log_dir) = (tx.clone(), log_dir.clone());
         Box::pin(async move {
             if let Ok(mut f) = std::fs::OpenOptions::new()
                 .create(true)
@@ -28,11 +27,7 @@ async fn main() {
             {
                 let _ = writeln!(f, "{} {}", d.seq, d.text);
             }
-            let bye = d.text == "bye";
             let _ = tx.send(d);
-            if bye {
-                let _ = done_tx.send(());
-            }
         }) as futures_util::future::BoxFuture<'static, ()>
     });
     let agent = RoostAgent::start(
@@ -43,21 +38,16 @@ async fn main() {
         handler,
     );
     agent.report(json!({ "state": "working", "status": "idle", "summary": "ready" }));
-    loop {
-        tokio::select! {
-            Some(d) = rx.recv() => {
-                if d.text == "bye" {
-                    agent.report(json!({ "state": "done", "status": "idle", "summary": "bye" }));
-                } else {
-                    agent.report(json!({ "state": "working", "status": "busy", "summary": format!("got: {}", d.text) }));
-                }
-            }
-            Some(()) = done_rx.recv() => {
-                // Let the ack of the last reply go out, then leave with the latest report sent.
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                agent.close().await;
-                return;
-            }
+    while let Some(d) = rx.recv().await {
+        if d.text == "bye" {
+            agent.report(json!({ "state": "done", "status": "idle", "summary": "bye" }));
+            // Let the ack of this reply go out, then leave with the latest report sent.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            agent.close().await;
+            return;
         }
+        agent.report(
+            json!({ "state": "working", "status": "busy", "summary": format!("got: {}", d.text) }),
+        );
     }
 }

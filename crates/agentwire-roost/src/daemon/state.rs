@@ -363,6 +363,12 @@ impl Shared {
             }
             Replied::Saved(seq) => {
                 self.persist(&mut st, &[id], &[], None)?;
+                if st.sup.jobs.get(id).is_some_and(|j| j.life != Life::Running) {
+                    // A reply to a job that ended starts it again: the reply waits for its agent.
+                    st.sup.event(now(), id, "respawn", "started for a reply");
+                    self.start_process(&mut st, id);
+                    self.persist(&mut st, &[id], &[], None)?;
+                }
                 if let Some(c) = st.job_conn.get(id) {
                     if let (Some(o), Some(p)) = (st.outboxes.get(c), st.sup.jobs[id].pending.back())
                     {
