@@ -72,4 +72,8 @@ AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python
 say "roost: the Python agent client against the real daemon"
 AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s sdk/python -v
 
+say "roost: the TypeScript agent client against the real daemon"
+(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run build)
+AGENTWIRE_BIN="$root/target/debug/agentwire" node --test sdk/typescript/test/
+
 say "all tests passed"

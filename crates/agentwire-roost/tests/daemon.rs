@@ -86,7 +86,7 @@ fn config(dir: &Path) -> DaemonConfig {
             command: vec![
                 "sh".into(),
                 "-c".into(),
-                "env > env.txt; exec sleep 60".into(),
+                "env > env.txt; echo $$ > pid; exec sleep 60".into(),
             ],
             task: TaskMode::Type,
             protocol: true,
@@ -434,5 +434,63 @@ async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
     {
         ctl.ok("rm", json!({"id": r["id"]})).await;
     }
+    daemon.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_respawned_and_removed_jobs_leave_no_zombies() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let a = ctl
+        .ok("dispatch", json!({"profile": "agent", "task": "a"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = ctl
+        .ok("dispatch", json!({"profile": "agent", "task": "b"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    job_env(&cfg.data_dir, &a).await;
+    job_env(&cfg.data_dir, &b).await;
+    let pid_of = |id: &str| -> String {
+        let path = cfg.data_dir.join("jobs").join(id).join("pid");
+        for _ in 0..200 {
+            if let Ok(p) = std::fs::read_to_string(&path) {
+                if !p.trim().is_empty() {
+                    return p.trim().to_string();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no pid file for {id}");
+    };
+    let (old_a, old_b) = (pid_of(&a), pid_of(&b));
+    let zombie = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    };
+    ctl.ok("respawn", json!({"id": a})).await;
+    ctl.ok("rm", json!({"id": b})).await;
+    let mut zombies = 2;
+    for _ in 0..60 {
+        daemon.flush();
+        zombies = [&old_a, &old_b].iter().filter(|p| zombie(p)).count();
+        if zombies == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(zombies, 0, "stopped processes are reaped");
+    ctl.ok("rm", json!({"id": a})).await;
     daemon.shutdown();
 }

@@ -47,6 +47,8 @@ pub(super) struct State {
     pub(super) dirty: HashSet<String>,
     /// Children this daemon started (to reap them).
     pub(super) children: HashMap<String, std::process::Child>,
+    /// Children stopped (by `stop`, `rm`, `respawn`) and not yet reaped.
+    pub(super) stopping: Vec<std::process::Child>,
     pub(super) next_conn: u64,
     /// The newest feed event written to the store.
     pub(super) written_event: u64,
@@ -132,6 +134,7 @@ impl Shared {
                 subscribers: HashSet::new(),
                 dirty: HashSet::new(),
                 children: HashMap::new(),
+                stopping: Vec::new(),
                 next_conn: 1,
                 written_event: 0,
             }),
@@ -382,6 +385,10 @@ impl Shared {
     }
 
     fn stop_job(&self, st: &mut State, id: &str) {
+        // Its process is reaped once it has gone, so it leaves no zombie behind.
+        if let Some(child) = st.children.remove(id) {
+            st.stopping.push(child);
+        }
         if let Some(job) = st.sup.jobs.get_mut(id) {
             if job.life == Life::Running {
                 if let Some(pid) = job.pid {
@@ -496,6 +503,8 @@ impl Shared {
     pub(super) fn housekeeping(&self) {
         let mut st = self.lock();
         let at = now();
+        st.stopping
+            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
         let mut exited = Vec::new();
         for (id, child) in st.children.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {

@@ -1,0 +1,568 @@
+// The roost agent protocol's conformance scenario for the TypeScript client, against the REAL daemon
+// (`agentwire serve`): a scripted agent built on dist/roost-agent.js takes the first task as reply 1, its
+// reports set the row, its acks clear the pending replies, it survives a daemon restart under it (it
+// reconnects, says hello, reports, and takes the next reply exactly once and none of the acked ones),
+// `agent.json` holds the last finished seq (an agent started again skips what it finished and takes again
+// what it had not), and it exits on "bye" as done. The example echo agent is run the same way.
+//
+// Run after `cargo build -p agentwire` and `(cd sdk/typescript && npm ci && npm run build)`:
+//   node --test sdk/typescript/test/
+// AGENTWIRE_BIN overrides the daemon binary (default: <repo>/target/debug/agentwire).
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import readline from 'node:readline'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+
+const HERE = path.dirname(fileURLToPath(import.meta.url))
+const SDK_DIR = path.resolve(HERE, '..')
+const REPO_ROOT = path.resolve(SDK_DIR, '..', '..')
+const CLIENT = path.join(SDK_DIR, 'dist', 'roost-agent.js')
+const ECHO_AGENT = path.join(REPO_ROOT, 'examples', 'typescript', 'echo-agent.mjs')
+const BIN = process.env.AGENTWIRE_BIN
+  ? path.resolve(process.env.AGENTWIRE_BIN)
+  : path.join(REPO_ROOT, 'target', 'debug', 'agentwire')
+
+// Bounds, each with its reason.
+const READY_TIMEOUT_MS = 30_000 // a debug build opening a fresh data dir; generous for a loaded CI box
+const STEP_TIMEOUT_MS = 15_000 // an agent (a fresh node process) starting, handling a reply, reporting
+const RECONNECT_TIMEOUT_MS = 15_000 // the client's backoff tops out at 2 s; the daemon restarts in ~1 s
+const EXIT_TIMEOUT_MS = 10_000 // a process that was told to exit (or was killed) being gone
+const REQUEST_TIMEOUT_MS = 5_000 // one controller request on the socket
+const KILL_GRACE_MS = 5_000 // between SIGTERM and SIGKILL for the daemon
+const QUIET_MS = 750 // after a reply was handled, how long we watch for a forbidden second handling
+const POLL_MS = 50 // how often files and rows are polled
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+function withTimeout(promise, ms, what) {
+  let timer
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+/** Polls `probe` until it returns something other than undefined/false; fails with `what` after `ms`. */
+async function waitFor(what, probe, ms = STEP_TIMEOUT_MS, diagnose = () => '') {
+  const deadline = Date.now() + ms
+  let last
+  for (;;) {
+    try {
+      const v = await probe()
+      if (v !== undefined && v !== false && v !== null) return v
+    } catch (e) {
+      last = e
+    }
+    if (Date.now() > deadline) {
+      const extra = await Promise.resolve(diagnose()).catch((e) => `(diagnostics failed: ${e})`)
+      throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? ` (last error: ${last.message})` : ''}\n${extra}`)
+    }
+    await sleep(POLL_MS)
+  }
+}
+
+function readJsonl(file) {
+  let text
+  try {
+    text = fs.readFileSync(file, 'utf8')
+  } catch {
+    return []
+  }
+  return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l))
+}
+
+function readJson(file) {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8'))
+  } catch {
+    return null
+  }
+}
+
+/** Whether process `pid` is gone (or a zombie: exited, not yet reaped by whoever is its parent now). */
+function processGone(pid) {
+  try {
+    process.kill(pid, 0)
+  } catch (e) {
+    return e.code === 'ESRCH'
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')
+  } catch {
+    return true
+  }
+}
+
+function killGroup(pid) {
+  try {
+    process.kill(-pid, 'SIGKILL')
+  } catch {
+    /* gone already */
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The scripted agent: the client as an agent uses it, recording what it gets in its job dir.
+
+const AGENT_SOURCE = `
+import fs from 'node:fs'
+import path from 'node:path'
+import { RoostAgent } from ${JSON.stringify(pathToFileURL(CLIENT).href)}
+
+const dir = process.env.ROOST_JOB_DIR
+const record = (file, what) =>
+  fs.appendFileSync(path.join(dir, file), JSON.stringify({ pid: process.pid, at: Date.now(), ...what }) + '\\n')
+fs.writeFileSync(path.join(dir, 'agent.pid'), String(process.pid))
+
+let bye
+const finished = new Promise((resolve) => (bye = resolve))
+const agent = RoostAgent.fromEnv({
+  name: 'conformance-agent',
+  version: '1.0.0',
+  capabilities: ['report', 'replies', 'steer'],
+  onConnect: (info) => record('hello.jsonl', info),
+  onError: (e) => record('errors.jsonl', { error: String((e && e.stack) || e) }),
+  onReply: async (r) => {
+    record('replies.jsonl', { seq: r.seq, text: r.text, mode: r.mode ?? null })
+    if (r.text === 'hang' && !fs.existsSync(path.join(dir, 'hung'))) {
+      // The first time only: the handler never returns, so the reply is never finished nor acked.
+      fs.writeFileSync(path.join(dir, 'hung'), String(process.pid))
+      await new Promise(() => {})
+    }
+    if (r.text === 'gate') {
+      // Runs until the test creates the file \`release\` in the job dir (across a daemon restart, say).
+      while (!fs.existsSync(path.join(dir, 'release'))) await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    if (r.text === 'bye') {
+      await agent.report({ state: 'done', status: 'idle', summary: 'got: bye' })
+      bye()
+      return
+    }
+    await agent.report({ state: 'working', status: 'idle', summary: 'got: ' + r.text })
+  },
+})
+if (!agent) {
+  console.error('not started by roost')
+  process.exit(3)
+}
+record('life.jsonl', { what: 'start', lastFinished: agent.lastFinished })
+await agent.report({ state: 'working', status: 'busy', summary: 'conformance agent started' })
+await finished
+await agent.close()
+record('life.jsonl', { what: 'exit' })
+process.exit(0)
+`
+
+// ---------------------------------------------------------------------------------------------------------
+// The daemon and a controller connection
+
+/** A temp dir with a short path: a unix socket's path is limited to ~100 bytes. */
+function makeTemp() {
+  const base = fs.mkdtempSync('/tmp/rt-')
+  const agentPath = path.join(base, 'agent.mjs')
+  fs.writeFileSync(agentPath, AGENT_SOURCE)
+  const config = path.join(base, 'agentwire.toml')
+  const profile = (name, script) =>
+    `[roost.profiles.${name}]\ncommand = [${JSON.stringify(process.execPath)}, ${JSON.stringify(script)}]\ntask = "type"\nprotocol = true\n`
+  fs.writeFileSync(config, profile('ts', agentPath) + '\n' + profile('echo', ECHO_AGENT))
+  return {
+    base,
+    config,
+    data: path.join(base, 'data'),
+    socket: path.join(base, 'run', 'r.sock'),
+    jobDir: (id) => path.join(base, 'data', 'roost', 'jobs', id),
+  }
+}
+
+class Daemon {
+  static async start(tmp) {
+    if (!fs.existsSync(BIN)) {
+      throw new Error(`agentwire binary not found at ${BIN}: run \`cargo build -p agentwire\` or set AGENTWIRE_BIN`)
+    }
+    const env = { ...process.env }
+    delete env.NODE_TEST_CONTEXT // the jobs inherit the daemon's environment: they are not test files
+    const args = ['--data-dir', tmp.data, '--config', tmp.config, 'serve',
+      '--relay-listen', '127.0.0.1:0', '--roost-socket', tmp.socket]
+    const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env })
+    const d = new Daemon(child)
+    const lines = readline.createInterface({ input: child.stdout })
+    const first = new Promise((resolve, reject) => {
+      lines.once('line', resolve)
+      child.once('exit', (code, sig) => reject(new Error(`daemon exited (code ${code}, signal ${sig}) before ready`)))
+      child.once('error', reject)
+    })
+    try {
+      d.ready = JSON.parse(await withTimeout(first, READY_TIMEOUT_MS, 'the daemon ready line'))
+    } catch (e) {
+      await d.stop()
+      throw new Error(`${e.message}\n${d.diagnostics()}`)
+    }
+    assert.equal(d.ready.roost_socket, tmp.socket, 'the ready line names the roost socket')
+    return d
+  }
+
+  constructor(child) {
+    this.child = child
+    this.stderr = []
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+    child.stderr.setEncoding('utf8')
+    child.stderr.on('data', (chunk) => {
+      this.stderr.push(chunk)
+      if (this.stderr.length > 2000) this.stderr.splice(0, 1000)
+    })
+  }
+
+  diagnostics() {
+    return `--- daemon stderr (tail) ---\n${this.stderr.join('').split('\n').slice(-40).join('\n')}`
+  }
+
+  /** SIGTERM (SIGKILL after a grace); resolves when it has exited. Its jobs keep running. */
+  async stop() {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.exited
+    this.child.kill('SIGTERM')
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), KILL_GRACE_MS)
+    try {
+      return await this.exited
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+}
+
+/** A controller's connection: one JSON request per line, answered in order; events are set aside. */
+class Controller {
+  static connect(socket) {
+    return new Promise((resolve, reject) => {
+      const s = net.createConnection({ path: socket })
+      s.once('error', reject)
+      s.once('connect', () => {
+        s.off('error', reject)
+        resolve(new Controller(s))
+      })
+    })
+  }
+
+  constructor(sock) {
+    this.sock = sock
+    this.next = 0
+    this.waiting = new Map()
+    this.events = []
+    this.buf = ''
+    sock.setEncoding('utf8')
+    sock.on('data', (chunk) => {
+      this.buf += chunk
+      let nl
+      while ((nl = this.buf.indexOf('\n')) >= 0) {
+        const msg = JSON.parse(this.buf.slice(0, nl))
+        this.buf = this.buf.slice(nl + 1)
+        if (msg.event) {
+          this.events.push(msg)
+          continue
+        }
+        const w = this.waiting.get(msg.id)
+        this.waiting.delete(msg.id)
+        w?.(msg)
+      }
+    })
+    sock.on('error', () => {})
+    sock.on('close', () => {
+      for (const w of this.waiting.values()) w({ ok: false, code: 'disconnected', error: 'closed' })
+      this.waiting.clear()
+    })
+  }
+
+  call(op, args = {}) {
+    const id = ++this.next
+    const answer = new Promise((resolve) => this.waiting.set(id, resolve))
+    this.sock.write(JSON.stringify({ id, op, args }) + '\n')
+    return withTimeout(answer, REQUEST_TIMEOUT_MS, `the answer to ${op}`)
+  }
+
+  async ok(op, args = {}) {
+    const v = await this.call(op, args)
+    assert.equal(v.ok, true, `${op} ${JSON.stringify(args)}: ${JSON.stringify(v)}`)
+    return v.result
+  }
+
+  async row(id) {
+    const { rows } = await this.ok('rows')
+    return rows.find((r) => r.id === id)
+  }
+
+  close() {
+    this.sock.destroy()
+  }
+}
+
+/** Everything a test started, to be cleaned up whatever happens. */
+class Scene {
+  constructor(t) {
+    this.t = t
+    this.tmp = makeTemp()
+    this.daemons = []
+    this.controllers = []
+    this.jobs = []
+  }
+
+  async startDaemon() {
+    const d = await Daemon.start(this.tmp)
+    this.daemons.push(d)
+    this.daemon = d
+    const c = await Controller.connect(this.tmp.socket)
+    this.controllers.push(c)
+    this.ctl = c
+    return d
+  }
+
+  file(id, name) {
+    return path.join(this.tmp.jobDir(id), name)
+  }
+
+  replies(id) {
+    return readJsonl(this.file(id, 'replies.jsonl'))
+  }
+
+  /** Every agent process a job had (from what the agents recorded), for the clean-up. */
+  pids(id) {
+    const pids = new Set()
+    for (const f of ['life.jsonl', 'hello.jsonl', 'replies.jsonl']) {
+      for (const e of readJsonl(this.file(id, f))) pids.add(e.pid)
+    }
+    try {
+      const p = Number(fs.readFileSync(this.file(id, 'agent.pid'), 'utf8'))
+      if (p > 1) pids.add(p)
+    } catch {
+      /* never started */
+    }
+    return [...pids]
+  }
+
+  diagnose(id) {
+    return async () => {
+      const parts = [this.daemon?.diagnostics() ?? '']
+      if (id) {
+        for (const f of ['replies.jsonl', 'hello.jsonl', 'life.jsonl', 'errors.jsonl', 'agent.json', 'output.log']) {
+          let text = ''
+          try {
+            text = fs.readFileSync(this.file(id, f), 'utf8')
+          } catch {
+            text = '(none)'
+          }
+          parts.push(`--- ${f} ---\n${text.split('\n').slice(-30).join('\n')}`)
+        }
+        try {
+          parts.push(`--- row ---\n${JSON.stringify(await this.ctl.row(id))}`)
+        } catch (e) {
+          parts.push(`--- row --- (${e.message})`)
+        }
+      }
+      return parts.join('\n')
+    }
+  }
+
+  wait(what, probe, id, ms = STEP_TIMEOUT_MS) {
+    return waitFor(what, probe, ms, this.diagnose(id))
+  }
+
+  /** Waits for the job's row to satisfy `pred`; returns it. */
+  waitRow(id, what, pred, ms = STEP_TIMEOUT_MS) {
+    return this.wait(`the row: ${what}`, async () => {
+      const r = await this.ctl.row(id)
+      return r && pred(r) ? r : undefined
+    }, id, ms)
+  }
+
+  async dispatch(profile, task) {
+    const job = await this.ctl.ok('dispatch', { profile, task, requestId: `d-${profile}-${Date.now()}` })
+    this.jobs.push(job.id)
+    return job.id
+  }
+
+  async cleanup() {
+    for (const c of this.controllers) c.close()
+    for (const d of this.daemons) await d.stop()
+    for (const id of this.jobs) for (const pid of this.pids(id)) killGroup(pid)
+    if (process.env.ROOST_TEST_KEEP) {
+      this.t.diagnostic(`kept ${this.tmp.base}`)
+    } else {
+      fs.rmSync(this.tmp.base, { recursive: true, force: true })
+    }
+  }
+}
+
+function preflight() {
+  if (!fs.existsSync(CLIENT)) {
+    throw new Error(`${CLIENT} is missing: run \`npm ci && npm run build\` in sdk/typescript`)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+test('the agent protocol: task as reply 1, reports, acks, a daemon restart under the agent, and its exit', async (t) => {
+  preflight()
+  const s = new Scene(t)
+  try {
+    await s.startDaemon()
+    const id = await s.dispatch('ts', 'write the docs')
+    const agentJson = () => readJson(s.file(id, 'agent.json'))
+
+    // The first task arrives as reply 1, once.
+    const first = await s.wait('reply 1', () => s.replies(id)[0], id)
+    assert.deepEqual([first.seq, first.text, first.mode], [1, 'write the docs', null], 'the task is reply 1')
+    const pid = first.pid
+    const hellos = readJsonl(s.file(id, 'hello.jsonl'))
+    assert.equal(hellos.length, 1, 'one hello on the first connection')
+    assert.deepEqual([hellos[0].protocol, hellos[0].daemon?.name, hellos[0].connection], [1, 'agentwire', 1])
+
+    // Its reports set the row; its ack clears the pending reply; agent.json holds the last finished seq.
+    let row = await s.waitRow(id, 'got: write the docs, nothing pending',
+      (r) => r.summary === 'got: write the docs' && r.pending === 0)
+    assert.equal(row.state, 'working')
+    assert.equal(row.status, 'idle')
+    assert.equal(row.connected, true)
+    assert.equal(row.profile, 'ts')
+    assert.deepEqual(row.capabilities, ['report', 'replies', 'steer'], 'the capabilities said in hello')
+    assert.deepEqual(agentJson(), { job: id, seq: 1, exact: [] }, 'agent.json: the last finished seq')
+
+    // A second reply, steering.
+    assert.deepEqual(await s.ctl.ok('reply', { id, text: 'also the README', mode: 'steer', requestId: 'r-2' }),
+      { saved: true, seq: 2 })
+    row = await s.waitRow(id, 'reply 2 handled and acked', (r) => r.summary === 'got: also the README' && r.pending === 0)
+    assert.deepEqual(s.replies(id).map((r) => [r.seq, r.text, r.mode]),
+      [[1, 'write the docs', null], [2, 'also the README', 'steer']])
+    assert.equal(agentJson()?.seq, 2)
+
+    // Reply 3's handler is still running when the daemon restarts under the agent (its process group is
+    // its own: it keeps running).
+    assert.equal((await s.ctl.ok('reply', { id, text: 'gate' })).seq, 3)
+    await s.wait('the agent to take reply 3', () => s.replies(id)[2], id)
+    t.diagnostic('restarting the daemon')
+    s.ctl.close()
+    const gone = await s.daemon.stop()
+    assert.equal(gone.code, 0, `the daemon stops cleanly on SIGTERM: ${JSON.stringify(gone)}`)
+    assert.equal(processGone(pid), false, 'the agent outlives the daemon')
+    await s.startDaemon()
+    // A reply while (or just after) the agent is away: it waits for the agent.
+    assert.equal((await s.ctl.ok('reply', { id, text: 'next' })).seq, 4, 'seq continues across restarts')
+
+    // It reconnects, says hello again, and reports (a row is connected only after a report). Replies 3 and
+    // 4 are sent again on the new connection: 3 is being handled (dropped, not handled twice), 4 waits
+    // for it (one at a time, in order); neither is acked yet.
+    await s.wait('a second hello', () => readJsonl(s.file(id, 'hello.jsonl'))[1], id, RECONNECT_TIMEOUT_MS)
+    const hello2 = readJsonl(s.file(id, 'hello.jsonl'))[1]
+    assert.deepEqual([hello2.pid, hello2.protocol, hello2.daemon?.name, hello2.connection], [pid, 1, 'agentwire', 2],
+      'the same process said hello on its new connection')
+    row = await s.waitRow(id, 'reconnected and reported', (r) => r.connected, RECONNECT_TIMEOUT_MS)
+    assert.equal(row.summary, 'got: also the README', 'the latest report, sent again')
+    await sleep(QUIET_MS)
+    assert.equal((await s.ctl.row(id)).pending, 2, 'replies 3 and 4 wait: 3 is not finished')
+    assert.deepEqual(s.replies(id).map((r) => r.seq), [1, 2, 3], 'reply 3 once, reply 4 not before 3 is done')
+
+    // Reply 3 finishes: it and then 4 are acked; each was handled exactly once, none of the acked ones again.
+    fs.writeFileSync(s.file(id, 'release'), '')
+    row = await s.waitRow(id, 'replies 3 and 4 handled and acked',
+      (r) => r.summary === 'got: next' && r.pending === 0, STEP_TIMEOUT_MS)
+    await sleep(QUIET_MS)
+    assert.deepEqual(s.replies(id).map((r) => [r.pid, r.seq, r.text]),
+      [[pid, 1, 'write the docs'], [pid, 2, 'also the README'], [pid, 3, 'gate'], [pid, 4, 'next']],
+      'each reply exactly once, in order')
+    assert.equal(agentJson()?.seq, 4)
+    assert.equal(readJsonl(s.file(id, 'hello.jsonl')).length, 2, 'no further connections')
+
+    // "bye": done, and the process exits (after acking it: nothing is left pending).
+    assert.equal((await s.ctl.ok('reply', { id, text: 'bye' })).seq, 5)
+    await s.wait('the agent to exit', () => processGone(pid), id, EXIT_TIMEOUT_MS)
+    row = await s.waitRow(id, 'done, nothing pending', (r) => r.state === 'done' && r.pending === 0)
+    assert.equal(row.summary, 'got: bye')
+    assert.equal(agentJson()?.seq, 5)
+    assert.deepEqual(readJsonl(s.file(id, 'life.jsonl')).map((e) => e.what), ['start', 'exit'])
+    assert.deepEqual(readJsonl(s.file(id, 'errors.jsonl')), [], 'the client reported no errors')
+  } finally {
+    await s.cleanup()
+  }
+})
+
+test('an agent started again skips (only acks) what it finished and takes again what it had not', async (t) => {
+  preflight()
+  const s = new Scene(t)
+  try {
+    await s.startDaemon()
+    const id = await s.dispatch('ts', 'one')
+    const agentJson = () => readJson(s.file(id, 'agent.json'))
+    await s.waitRow(id, 'reply 1 handled', (r) => r.summary === 'got: one' && r.pending === 0)
+    const a = s.replies(id)[0].pid
+
+    // Reply 2's handler never returns: it is neither finished nor acked.
+    assert.equal((await s.ctl.ok('reply', { id, text: 'hang' })).seq, 2)
+    await s.wait('the agent to take "hang"', () => fs.existsSync(s.file(id, 'hung')), id)
+    await sleep(QUIET_MS)
+    assert.equal((await s.ctl.row(id)).pending, 1, 'an unfinished reply is not acked')
+    assert.equal(agentJson()?.seq, 1, 'nor recorded as finished')
+
+    // The agent dies; started again, it takes reply 2 again (it had not finished it).
+    killGroup(a)
+    await s.wait('agent A to be gone', () => processGone(a), id, EXIT_TIMEOUT_MS)
+    await s.waitRow(id, 'exited', (r) => r.state === 'exited' && !r.connected)
+    await s.ctl.ok('respawn', { id })
+    const b = (await s.wait('agent B to take reply 2', () => s.replies(id).find((r) => r.pid !== a), id)).pid
+    await s.waitRow(id, 'reply 2 handled by B and acked', (r) => r.summary === 'got: hang' && r.pending === 0)
+    assert.deepEqual(s.replies(id).map((r) => [r.pid, r.seq]), [[a, 1], [a, 2], [b, 2]])
+    assert.equal(agentJson()?.seq, 2)
+
+    // The agent dies after finishing reply 3 but before acking it (agent.json says 3, the daemon still
+    // holds it): started again, it only acks 3, and takes 4.
+    killGroup(b)
+    await s.wait('agent B to be gone', () => processGone(b), id, EXIT_TIMEOUT_MS)
+    await s.waitRow(id, 'exited', (r) => r.state === 'exited' && !r.connected)
+    assert.equal((await s.ctl.ok('reply', { id, text: 'three' })).seq, 3)
+    fs.writeFileSync(s.file(id, 'agent.json'), JSON.stringify({ ...agentJson(), seq: 3 }))
+    assert.equal((await s.ctl.ok('reply', { id, text: 'four' })).seq, 4)
+    assert.equal((await s.ctl.row(id)).pending, 2)
+    await s.ctl.ok('respawn', { id })
+    await s.waitRow(id, 'reply 3 acked unhandled, reply 4 handled',
+      (r) => r.connected && r.summary === 'got: four' && r.pending === 0)
+    await sleep(QUIET_MS)
+    const c = s.replies(id).at(-1).pid
+    assert.notEqual(c, b)
+    assert.deepEqual(s.replies(id).map((r) => [r.pid, r.seq]), [[a, 1], [a, 2], [b, 2], [c, 4]],
+      'the finished reply 3 is not handled again')
+    const starts = readJsonl(s.file(id, 'life.jsonl')).filter((e) => e.what === 'start')
+    assert.deepEqual(starts.map((e) => [e.pid, e.lastFinished]), [[a, 0], [b, 1], [c, 3]],
+      'each start read the last finished seq from agent.json')
+    assert.equal(agentJson()?.seq, 4)
+
+    assert.equal((await s.ctl.ok('reply', { id, text: 'bye' })).seq, 5)
+    await s.wait('agent C to exit', () => processGone(c), id, EXIT_TIMEOUT_MS)
+    await s.waitRow(id, 'done', (r) => r.state === 'done' && r.pending === 0)
+  } finally {
+    await s.cleanup()
+  }
+})
+
+test('the example echo agent answers replies and ends on "bye"', async (t) => {
+  preflight()
+  const s = new Scene(t)
+  try {
+    await s.startDaemon()
+    const id = await s.dispatch('echo', 'hello there')
+    await s.waitRow(id, 'got: hello there', (r) => r.summary === 'got: hello there' && r.state === 'working' && r.pending === 0)
+    await s.ctl.ok('reply', { id, text: 'and again' })
+    await s.waitRow(id, 'got: and again', (r) => r.summary === 'got: and again' && r.pending === 0)
+    await s.ctl.ok('reply', { id, text: 'bye' })
+    await s.waitRow(id, 'done', (r) => r.state === 'done' && r.summary === 'got: bye' && r.pending === 0)
+    // The daemon started it (it is its child): it sees it exit.
+    await s.wait('the exit event', async () => {
+      const { events } = await s.ctl.ok('events', { id })
+      return events.some((e) => e.what === 'exit')
+    }, id, EXIT_TIMEOUT_MS)
+    assert.equal(readJson(s.file(id, 'agent.json'))?.seq, 3)
+  } finally {
+    await s.cleanup()
+  }
+})
