@@ -184,6 +184,11 @@ impl Supervisor {
         }
         let name = name
             .map(fold_name)
+            .map(|n| {
+                n.chars()
+                    .take(crate::report::MAX_NAME_CHARS)
+                    .collect::<String>()
+            })
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| format!("{profile}-{}", &id[..id.len().min(6)]));
         if let Some(r) = request_id {

@@ -140,10 +140,10 @@ pub fn parse_request(line: &[u8]) -> Result<Request, BadLine> {
 
 /// A success response line (with its `\n`).
 pub fn ok_line(id: &Value, result: &impl Serialize) -> String {
-    let result = serde_json::to_value(result).unwrap_or(Value::Object(Map::new()));
-    let mut line = serde_json::json!({ "id": id, "ok": true, "result": result }).to_string();
-    line.push('\n');
-    line
+    // Written directly rather than through a JSON object: the answer to every report takes this path.
+    let result = serde_json::to_string(result).unwrap_or_else(|_| "{}".into());
+    let id = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
+    format!("{{\"id\":{id},\"ok\":true,\"result\":{result}}}\n")
 }
 
 /// A refusal response line (with its `\n`).

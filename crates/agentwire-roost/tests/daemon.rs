@@ -397,35 +397,53 @@ async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
     let mut again = Client::connect(&cfg.socket).await;
     again.ok("rows", json!({})).await;
 
-    // A client that sends and never reads: past 16 MiB of unread answers it is dropped, others go on.
+    // A client that sends and never reads is not read either while its answers wait (the others go on);
+    // a subscriber that leaves more than 16 MiB of events unread is dropped.
     let mut ctl = Client::connect(&cfg.socket).await;
-    for n in 0..20 {
-        ctl.ok(
+    let job = ctl
+        .ok(
             "dispatch",
-            json!({"profile": "term", "task": format!("t{n}"), "name": "x".repeat(150)}),
+            json!({"profile": "term", "task": "t", "name": "x".repeat(200)}),
         )
-        .await;
-    }
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ctl.ok("stop", json!({"id": job})).await;
     let greedy = UnixStream::connect(&cfg.socket).await.unwrap();
-    let (_r, mut w) = greedy.into_split();
-    let line = b"{\"id\":1,\"op\":\"events\",\"args\":{}}\n".repeat(200);
-    let mut dropped = false;
-    for _ in 0..200 {
-        if w.write_all(&line).await.is_err() {
-            dropped = true;
-            break;
-        }
+    let (mut gr, mut gw) = greedy.into_split();
+    gw.write_all(b"{\"id\":1,\"op\":\"subscribe\",\"args\":{}}\n")
+        .await
+        .unwrap();
+    // Each stop pushes the job's row (about 600 bytes) to every subscriber.
+    let mut pushed = 0usize;
+    while pushed
+        < agentwire_roost::wire::MAX_UNREAD_BYTES + agentwire_roost::wire::MAX_UNREAD_BYTES / 4
+    {
+        ctl.ok("stop", json!({"id": job})).await;
+        pushed += 600;
     }
+    let mut sink = vec![0u8; 1 << 16];
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match tokio::io::AsyncReadExt::read(&mut gr, &mut sink).await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
     assert!(
-        dropped,
-        "the server closed a client that left more than 16 MiB unread"
+        closed,
+        "the subscriber that left too much unread was dropped"
     );
     assert_eq!(
         ctl.ok("rows", json!({})).await["rows"]
             .as_array()
             .unwrap()
             .len(),
-        20
+        1
     );
     for r in ctl.ok("rows", json!({})).await["rows"]
         .as_array()

@@ -36,9 +36,9 @@ enum Read {
     Closed,
 }
 
-/// Reads one line of at most [`MAX_LINE_BYTES`].
+/// Reads one line of at most [`MAX_LINE_BYTES`]. Cancel-safe: a partial line stays in `buf` (and the
+/// rest in the reader) for the next call.
 async fn read_line(r: &mut BufReader<tokio::net::unix::OwnedReadHalf>, buf: &mut Vec<u8>) -> Read {
-    buf.clear();
     loop {
         let available = match r.fill_buf().await {
             Ok([]) => return Read::Closed,
@@ -87,27 +87,28 @@ pub(super) async fn serve(
         kill: kill.clone(),
     };
     let conn = shared.open_conn(outbox.clone());
-    let writer_queued = queued.clone();
-    let writer = tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
-            if write.write_all(line.as_bytes()).await.is_err() {
-                return;
-            }
-            writer_queued.fetch_sub(line.len(), Ordering::SeqCst);
-        }
-    });
     let mut reader = BufReader::new(read);
     let mut buf = Vec::new();
     let mut session = false;
     let mut capabilities: Vec<String> = Vec::new();
+    // One task reads requests, writes their answers directly (no hop to another task on the hot path),
+    // and writes the events other tasks queue for this connection.
     loop {
         let line = tokio::select! {
-            r = read_line(&mut reader, &mut buf) => r,
+            biased;
             _ = kill.notified() => {
                 tracing::warn!(conn, "dropped a roost client that left too much unread");
                 break;
             }
             _ = stop.changed() => break,
+            Some(event) = rx.recv() => {
+                if write.write_all(event.as_bytes()).await.is_err() {
+                    break;
+                }
+                queued.fetch_sub(event.len(), Ordering::SeqCst);
+                continue;
+            }
+            r = read_line(&mut reader, &mut buf) => r,
         };
         let line = match line {
             Read::Line(l) => l,
@@ -120,30 +121,26 @@ pub(super) async fn serve(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let req = match parse_request(&line) {
-            Ok(r) => r,
-            Err(bad) => {
-                outbox.send(err_line(&bad.id, &bad.refusal));
-                continue;
-            }
+        let answer = match parse_request(&line) {
+            Ok(req) => match handle(
+                &shared,
+                conn,
+                is_owner,
+                &mut session,
+                &mut capabilities,
+                &req.op,
+                &req.args,
+            ) {
+                Ok(v) => ok_line(&req.id, &v),
+                Err(r) => err_line(&req.id, &r),
+            },
+            Err(bad) => err_line(&bad.id, &bad.refusal),
         };
-        let result = handle(
-            &shared,
-            conn,
-            is_owner,
-            &mut session,
-            &mut capabilities,
-            &req.op,
-            &req.args,
-        );
-        outbox.send(match result {
-            Ok(v) => ok_line(&req.id, &v),
-            Err(r) => err_line(&req.id, &r),
-        });
+        if write.write_all(answer.as_bytes()).await.is_err() {
+            break;
+        }
     }
     shared.close_conn(conn);
-    drop(outbox);
-    writer.abort();
 }
 
 fn handle(

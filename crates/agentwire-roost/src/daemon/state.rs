@@ -172,6 +172,9 @@ impl Shared {
     }
 
     fn push_row(&self, st: &State, job_id: &str) {
+        if st.subscribers.is_empty() {
+            return;
+        }
         let row = match st.sup.jobs.get(job_id) {
             Some(j) => row(j, st.job_conn.contains_key(job_id)),
             None => json!({ "id": job_id, "removed": true }),
@@ -240,7 +243,9 @@ impl Shared {
                 }
             }
         }
-        st.dirty.insert(id.to_string());
+        if !st.dirty.contains(id) {
+            st.dirty.insert(id.to_string());
+        }
         self.push_row(&st, id);
         Ok(json!({}))
     }
