@@ -102,7 +102,12 @@ pub(super) async fn serve(
             }
             _ = stop.changed() => break,
             Some(event) = rx.recv() => {
-                if write.write_all(event.as_bytes()).await.is_err() {
+                // A client that stops reading blocks this write; past the unread limit it is dropped.
+                let written = tokio::select! {
+                    w = write.write_all(event.as_bytes()) => w.is_ok(),
+                    _ = kill.notified() => false,
+                };
+                if !written {
                     break;
                 }
                 queued.fetch_sub(event.len(), Ordering::SeqCst);
@@ -136,7 +141,12 @@ pub(super) async fn serve(
             },
             Err(bad) => err_line(&bad.id, &bad.refusal),
         };
-        if write.write_all(answer.as_bytes()).await.is_err() {
+        let written = tokio::select! {
+            w = write.write_all(answer.as_bytes()) => w.is_ok(),
+            _ = kill.notified() => false,
+            _ = stop.changed() => false,
+        };
+        if !written {
             break;
         }
     }
