@@ -15,6 +15,9 @@ use tokio_tungstenite::tungstenite::http::uri::{InvalidUri, Uri};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::Connector;
 
+/// The WebSocket read buffer: a typical relay message fits; longer ones are read in several steps.
+pub const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// Incoming messages buffered before the connection stops reading the socket (backpressure to the relay
 /// instead of unbounded memory).
 pub const INCOMING_QUEUE_DEPTH: usize = 4096;
@@ -291,7 +294,10 @@ impl Driver {
         loop {
             let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                 .max_message_size(Some(MAX_RELAY_MESSAGE_BYTES))
-                .max_frame_size(Some(MAX_RELAY_MESSAGE_BYTES));
+                .max_frame_size(Some(MAX_RELAY_MESSAGE_BYTES))
+                // tungstenite zero-fills its read buffer before every read; the default 128 KiB made that a
+                // large share of a busy connection's CPU. Longer messages still arrive whole.
+                .read_buffer_size(READ_BUFFER_BYTES);
             match tokio_tungstenite::connect_async_tls_with_config(
                 self.url.as_str(),
                 Some(config),

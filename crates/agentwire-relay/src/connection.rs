@@ -24,7 +24,8 @@ use crate::error::RelayError;
 use crate::http::{self, Route};
 use crate::limits::{
     HANDSHAKE_TIMEOUT, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_HTTP_HEAD_BYTES,
-    MAX_PENDING_QUERIES_PER_CONNECTION, MAX_PENDING_WRITES_PER_CONNECTION, SEND_TIMEOUT,
+    MAX_PENDING_QUERIES_PER_CONNECTION, MAX_PENDING_WRITES_PER_CONNECTION, READ_BUFFER_BYTES,
+    SEND_TIMEOUT,
 };
 use crate::server::Shared;
 use crate::session::{Command, Published, Session};
@@ -82,6 +83,7 @@ pub(crate) async fn serve(
         Route::Respond(response) => answer(stream, head.len(), &response).await,
         Route::WebSocket => {
             let config = WebSocketConfig::default()
+                .read_buffer_size(READ_BUFFER_BYTES)
                 .max_message_size(Some(shared.limits.max_message_bytes))
                 .max_frame_size(Some(shared.limits.max_message_bytes));
             let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(config));

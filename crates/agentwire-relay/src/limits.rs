@@ -69,6 +69,15 @@ pub const DEFAULT_MAX_SUBSCRIPTION_ID_LEN: usize = 64;
 /// event size the ring holds at most 128 MiB, in practice a few hundred KiB.
 pub const LIVE_QUEUE_CAPACITY: usize = 1024;
 
+/// The read buffer of each WebSocket connection: 8 KiB.
+///
+/// tungstenite zero-fills the free part of its read buffer before every socket read, and its
+/// default buffer is 128 KiB: a 128 KiB memset per client message, which was 15% of the daemon's
+/// CPU time with 50 clients (`agentwire-bench`), and 128 KiB of resident memory per connection.
+/// Nostr client messages are a few hundred bytes to a few KiB; a larger frame still gets room for
+/// its whole length, which the codec reserves from the frame header.
+pub const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// How many inserts the writer thread commits in one transaction at most: 1,024.
 ///
 /// Group commit pays one fsync per batch; past about a thousand events the fsync is no longer

@@ -52,6 +52,22 @@ async fn event_too_large() {
 }
 
 #[tokio::test]
+async fn events_larger_than_the_read_buffer_are_read_whole() {
+    // The connection's read buffer is small (READ_BUFFER_BYTES); a message many times its size, up to
+    // the default event limit, arrives in many reads and is still stored and returned whole.
+    let relay = TestRelay::start().await;
+    let mut client = relay.client().await;
+    let keys = Keys::generate();
+    let content = "z".repeat(agentwire_relay::limits::READ_BUFFER_BYTES * 12);
+    let event = signed(&keys, 1, &content, vec![]);
+    let (ok, message) = client.publish(&event).await;
+    assert!(ok, "{message}");
+    let stored = client.query("big", vec![Filter::new().id(event.id)]).await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].content, content);
+}
+
+#[tokio::test]
 async fn message_too_large_gets_a_notice_and_a_close() {
     let relay = TestRelay::with_limits(RelayLimits {
         max_message_bytes: 4096,

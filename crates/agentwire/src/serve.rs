@@ -262,6 +262,8 @@ pub(crate) async fn run(
             rate,
             backlog_horizon: Duration::from_secs(horizon),
             nip59: args.nip59 || file.nipxx.nip59.unwrap_or(false),
+            // The embedded relay checks ids and signatures before it stores or sends an event.
+            verified_relays: embedded.iter().map(|r| r.url()).collect(),
         },
         crypto,
         engine,

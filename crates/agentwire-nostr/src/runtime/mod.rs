@@ -43,6 +43,9 @@ pub struct RuntimeConfig {
     /// The privacy-first profile: also take NIP-59 gift-wrapped prompts and cancels, and answer a wrapped
     /// prompt with wrapped events.
     pub nip59: bool,
+    /// Relays (by URL) that run in this process and have checked every event's id and signature before
+    /// passing it on (the embedded relay): their events are not checked a second time.
+    pub verified_relays: HashSet<String>,
 }
 
 /// A running NIP-XX runtime.
@@ -55,6 +58,8 @@ pub struct Runtime {
     nip59: bool,
     /// Prompts older than this are not served (the backlog horizon, fixed at start).
     serve_since: Timestamp,
+    /// Indexes (in `relays`) of relays whose events are verified already.
+    verified: Vec<bool>,
 }
 
 fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
@@ -103,6 +108,11 @@ impl Runtime {
             card,
             nip59: config.nip59,
             serve_since,
+            verified: config
+                .relays
+                .iter()
+                .map(|u| config.verified_relays.contains(u))
+                .collect(),
         });
         for r in rt.relays.iter() {
             if !r.wait_connected(Duration::from_secs(5)).await {
@@ -260,9 +270,10 @@ impl Runtime {
     }
 
     async fn serve(self: Arc<Self>, mut rx: mpsc::Receiver<(usize, Incoming)>) {
-        while let Some((_, m)) = rx.recv().await {
+        while let Some((i, m)) = rx.recv().await {
             if let Incoming::Event { event, .. } = m {
-                self.handle(*event);
+                let verified = self.verified.get(i).copied().unwrap_or(false);
+                self.handle_checked(*event, verified);
             }
         }
     }
@@ -270,6 +281,12 @@ impl Runtime {
     /// Handles one event from a relay. Never panics on bad input; every refusal the spec names is answered
     /// with an ai.error to the (verified) author.
     pub fn handle(self: &Arc<Self>, event: Event) {
+        self.handle_checked(event, false)
+    }
+
+    /// Like [`handle`](Self::handle); `verified`: the event's id and signature were checked already by a
+    /// relay in this process.
+    fn handle_checked(self: &Arc<Self>, event: Event, verified: bool) {
         let message = if event.kind.as_u16() == kinds::GIFT_WRAP {
             if !self.nip59 {
                 return;
@@ -283,7 +300,7 @@ impl Runtime {
                 }
             }
         } else {
-            if event.verify().is_err() {
+            if !verified && event.verify().is_err() {
                 tracing::debug!(event = %event.id, "dropped an event with a bad id or signature");
                 return;
             }
