@@ -42,6 +42,8 @@ pub struct NipxxFront {
     session: String,
     wrapped: bool,
     seq: AtomicU64,
+    /// The terminal event `encode_outcome` built, until `deliver_outcome` sends it.
+    encoded: std::sync::Mutex<Option<Event>>,
 }
 
 fn now() -> u64 {
@@ -66,6 +68,7 @@ impl NipxxFront {
             session,
             wrapped,
             seq: AtomicU64::new(0),
+            encoded: std::sync::Mutex::new(None),
         }
     }
 
@@ -264,11 +267,24 @@ impl TurnFront for NipxxFront {
     }
 
     fn encode_outcome(&self, outcome: &Outcome) -> Option<String> {
-        self.terminal(outcome).map(|e| e.as_json())
+        let event = self.terminal(outcome)?;
+        let json = event.as_json();
+        // Kept for `deliver_outcome`, which sends exactly this event (no parsing it back from the JSON).
+        *self.encoded.lock().unwrap_or_else(|p| p.into_inner()) = Some(event);
+        Some(json)
     }
 
     fn deliver_outcome(&self, outcome: &Outcome, wire: Option<&str>) {
-        let event = match wire.and_then(|w| Event::from_json(w).ok()) {
+        let kept = self
+            .encoded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        // The engine hands back what `encode_outcome` returned, so the kept event is that wire form.
+        let event = match kept
+            .filter(|_| wire.is_some())
+            .or_else(|| wire.and_then(|w| Event::from_json(w).ok()))
+        {
             Some(e) => e,
             None => match self.terminal(outcome) {
                 Some(e) => e,

@@ -78,18 +78,25 @@ impl Runtime {
         let (merged_tx, merged_rx) =
             mpsc::channel::<(usize, Incoming)>(crate::relay_conn::INCOMING_QUEUE_DEPTH);
         let mut relays = Vec::new();
+        // With one relay its stream is served directly; with several, each is forwarded into one queue.
+        let mut single = None;
         for (i, url) in config.relays.iter().enumerate() {
             let (conn, mut rx) = RelayConn::connect(url);
-            let tx = merged_tx.clone();
-            tokio::spawn(async move {
-                while let Some(m) = rx.recv().await {
-                    if tx.send((i, m)).await.is_err() {
-                        return;
+            if config.relays.len() == 1 {
+                single = Some(rx);
+            } else {
+                let tx = merged_tx.clone();
+                tokio::spawn(async move {
+                    while let Some(m) = rx.recv().await {
+                        if tx.send((i, m)).await.is_err() {
+                            return;
+                        }
                     }
-                }
-            });
+                });
+            }
             relays.push(conn);
         }
+        drop(merged_tx);
         let card = engine.agent().card();
         let serve_since = Timestamp::from(
             Timestamp::now()
@@ -169,7 +176,14 @@ impl Runtime {
             }
         }
         let this = rt.clone();
-        tokio::spawn(async move { this.serve(merged_rx).await });
+        match single {
+            Some(rx) => {
+                tokio::spawn(async move { this.serve_one(rx).await });
+            }
+            None => {
+                tokio::spawn(async move { this.serve(merged_rx).await });
+            }
+        }
         for i in 0..rt.relays.len() {
             let this = rt.clone();
             tokio::spawn(async move { this.reannounce_on_reconnect(i).await });
@@ -266,6 +280,15 @@ impl Runtime {
         if card != self.card {
             tracing::info!("agent capabilities changed; republishing ai.info");
             self.publish_info(&card).await;
+        }
+    }
+
+    async fn serve_one(self: Arc<Self>, mut rx: mpsc::Receiver<Incoming>) {
+        let verified = self.verified.first().copied().unwrap_or(false);
+        while let Some(m) = rx.recv().await {
+            if let Incoming::Event { event, .. } = m {
+                self.handle_checked(*event, verified);
+            }
         }
     }
 
