@@ -256,27 +256,11 @@ impl Engine {
             );
         }
         let this = self.clone();
-        Box::pin(async move { this.journal_and_start(sub, id, conv).await })
+        Box::pin(async move { this.journal_and_start(sub, id).await })
     }
 
-    async fn journal_and_start(
-        self: Arc<Self>,
-        sub: Submission,
-        id: RequestId,
-        conv: ConversationId,
-    ) -> SubmitReply {
-        let accepted = self
-            .journal
-            .accept(NewTurn {
-                request_id: id.clone(),
-                conversation_id: conv,
-                protocol: sub.protocol.clone(),
-                route: sub.route.clone(),
-                input: serde_json::to_value(&sub.input).unwrap_or_default(),
-                accepted_at: now_secs(),
-                conversation_meta: sub.conversation_meta.clone(),
-            })
-            .await;
+    async fn journal_and_start(self: Arc<Self>, sub: Submission, id: RequestId) -> SubmitReply {
+        let accepted = self.journal.accept(new_turn(&sub)).await;
         match accepted {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
@@ -339,18 +323,7 @@ impl Engine {
     /// so a resend gets the same answer without being judged again, then delivered.
     pub async fn refuse(self: &Arc<Self>, sub: Submission, failure: Failure) -> SubmitReply {
         let id = sub.input.request_id.clone();
-        let accepted = self
-            .journal
-            .accept(NewTurn {
-                request_id: id.clone(),
-                conversation_id: sub.input.conversation_id.clone(),
-                protocol: sub.protocol.clone(),
-                route: sub.route.clone(),
-                input: serde_json::to_value(&sub.input).unwrap_or_default(),
-                accepted_at: now_secs(),
-                conversation_meta: sub.conversation_meta.clone(),
-            })
-            .await;
+        let accepted = self.journal.accept(new_turn(&sub)).await;
         let outcome = Outcome::Failure(failure.clone());
         let wire = sub.front.encode_outcome(&outcome);
         match accepted {
@@ -647,6 +620,19 @@ impl Engine {
         if let Some(next) = next {
             self.start(next);
         }
+    }
+}
+
+/// What the journal records of a submission.
+fn new_turn(sub: &Submission) -> NewTurn {
+    NewTurn {
+        request_id: sub.input.request_id.clone(),
+        conversation_id: sub.input.conversation_id.clone(),
+        protocol: sub.protocol.clone(),
+        route: sub.route.clone(),
+        input: serde_json::to_value(&sub.input).unwrap_or_default(),
+        accepted_at: now_secs(),
+        conversation_meta: sub.conversation_meta.clone(),
     }
 }
 

@@ -230,18 +230,17 @@ impl Worker {
     }
 
     async fn handle_discovery(&self, req: async_nats::service::Request) {
-        if let Err(e) = wire::decode_discovery(&req.message.payload) {
-            let _ = req
-                .respond(Err(async_nats::service::error::Error {
-                    status: e.to_string(),
-                    code: nats::STATUS_INVALID as usize,
-                }))
-                .await;
-            return;
-        }
         let header = match wire::decode_discovery(&req.message.payload) {
             Ok(d) => d.header,
-            Err(_) => return,
+            Err(e) => {
+                let _ = req
+                    .respond(Err(async_nats::service::error::Error {
+                        status: e.to_string(),
+                        code: nats::STATUS_INVALID as usize,
+                    }))
+                    .await;
+                return;
+            }
         };
         let card = self.engine.agent().card();
         let mut c = wire::AgentCard::new(self.config.identity.clone(), card.version.clone());
