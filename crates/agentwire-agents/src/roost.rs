@@ -103,6 +103,14 @@ async fn turn(
     input: TurnInput,
     ctx: TurnContext,
 ) -> Result<Outcome, ClientError> {
+    if input.message.starts_with('/') {
+        // A reply starting with `/` is a command to the job (`/stop`, `/model`); a remote peer's prompt is
+        // not one.
+        return Ok(fail(
+            FailureCode::UnsupportedFeature,
+            "a prompt starting with / would be a command to the roost job; not taken",
+        ));
+    }
     let mut c = Controller::connect(&socket).await?;
     c.call("subscribe", json!({})).await?;
     let rid = request_id(input.request_id.as_str());
@@ -111,14 +119,17 @@ async fn turn(
         .unwrap_or_else(|p| p.into_inner())
         .get(&input.conversation_id)
         .cloned();
-    let job = match known {
+    // Only rows newer than this turn's reply (more reports than when it was saved) can end the turn: the
+    // job's row still shows the previous turn's `done` until its agent reports again.
+    let (job, mut since) = match known {
         Some(job) => {
-            c.call(
-                "reply",
-                json!({ "id": job, "text": input.message, "requestId": rid }),
-            )
-            .await?;
-            job
+            let r = c
+                .call(
+                    "reply",
+                    json!({ "id": job, "text": input.message, "requestId": rid }),
+                )
+                .await?;
+            (job, r["reports"].as_u64().unwrap_or(0))
         }
         None => {
             let r = c
@@ -131,7 +142,7 @@ async fn turn(
             jobs.lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(input.conversation_id.clone(), job.clone());
-            job
+            (job, r["reports"].as_u64().unwrap_or(0))
         }
     };
     let mut last_summary = None::<String>;
@@ -148,7 +159,8 @@ async fn turn(
                     .remove(&input.conversation_id);
                 return Ok(fail(FailureCode::AgentFailed, "the job was removed"));
             }
-            let settled = row["pending"] == 0;
+            // Settled: this turn's replies are acked and the agent has reported since they were sent.
+            let settled = row["pending"] == 0 && row["reports"].as_u64().unwrap_or(0) > since;
             let summary = row["summary"].as_str().map(String::from);
             match row["state"].as_str().unwrap_or("") {
                 "working" | "starting" if summary.is_some() && summary != last_summary => {
@@ -237,7 +249,8 @@ async fn turn(
                         }
                         Asked::Cancelled => return Ok(fail(FailureCode::Cancelled, "cancelled")),
                     };
-                    c.call("reply", json!({ "id": job, "text": text })).await?;
+                    let r = c.call("reply", json!({ "id": job, "text": text })).await?;
+                    since = r["reports"].as_u64().unwrap_or(since);
                 }
                 "stopped" | "exited" => {
                     jobs.lock()

@@ -29,6 +29,24 @@ fn config(url: &str, identity: &str) -> WorkerConfig {
     }
 }
 
+/// Waits until the worker answers discovery on a caller's own connection (a freshly started worker's
+/// subscriptions are live on the server, as another connection sees them).
+async fn wait_ready(c: &Caller) {
+    for _ in 0..100 {
+        let set = c
+            .send(
+                agentwire_fisk::wire::nats::discovery_subject(&c.identity),
+                &header("discovery.request", "ready"),
+            )
+            .await;
+        if set.first().is_some_and(|m| m.service_error.is_none()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the worker never answered discovery");
+}
+
 async fn worker(dir: &Path, config: WorkerConfig) -> Arc<Worker> {
     let journal = Arc::new(Journal::open(&dir.join("journal.sqlite")).unwrap());
     let engine = Engine::new(journal, Arc::new(DemoAgent));
@@ -104,8 +122,17 @@ async fn a_prompt_streams_a_numbered_reply_set_and_follow_ups_continue_the_conve
     assert_eq!(code(&set3), "unknown_conversation");
     check_set(&set3, &r3);
 
-    // The same request id again is answered from the journal, not run again.
-    let again = c.prompt(&r, "calc 6 * 7", json!({})).await;
+    // The same request id again, with the conversation's token, is answered from the journal, not run
+    // again; without the token it is somebody else's answer and is refused.
+    let stranger = c.prompt(&r, "calc 6 * 7", json!({})).await;
+    assert_eq!(code(&stranger), "duplicate_request");
+    assert!(
+        stranger.iter().all(|m| m.json["text"] != "42"),
+        "no answer leaks"
+    );
+    let again = c
+        .prompt(&r, "calc 6 * 7", json!({ "conversation_token": t }))
+        .await;
     let l = check_set(&again, &r);
     assert_eq!(l.json["text"], "42");
     assert_eq!(
@@ -499,12 +526,15 @@ async fn a_restarted_worker_continues_the_conversation_and_does_not_rerun_finish
     let gone = c.prompt(&tag("p"), "quick x", json!({})).await;
     assert_eq!(gone[0].service_error.as_ref().unwrap().0, "503");
     let _w2 = worker(dir.path(), config(&nats.url, "w9")).await;
+    wait_ready(&c).await;
     let r2 = tag("p");
     let next = c
         .prompt(&r2, "hello", json!({ "conversation_token": t }))
         .await;
     assert_eq!(check_set(&next, &r2).json["text"], "You said: hello");
-    let again = c.prompt(&r, "calc 3*3", json!({})).await;
+    let again = c
+        .prompt(&r, "calc 3*3", json!({ "conversation_token": t }))
+        .await;
     assert_eq!(again.len(), 2, "answered from the journal: {again:#?}");
     assert_eq!(check_set(&again, &r).json["text"], "9");
 }
@@ -521,6 +551,7 @@ async fn a_changed_configuration_refuses_the_turn_unless_forced() {
     let mut changed = config(&nats.url, "w10");
     changed.system_prompt = "you are someone else".into();
     let _w2 = worker(dir.path(), changed).await;
+    wait_ready(&c).await;
     let refused = c
         .prompt(&tag("p"), "quick two", json!({ "conversation_token": t }))
         .await;

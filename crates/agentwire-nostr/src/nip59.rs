@@ -96,7 +96,12 @@ pub fn unwrap(crypto: &Crypto, gift: &Event) -> Result<Message, Nip59Error> {
     }
     let opened = UnwrappedGift::from_gift_wrap(crypto.keys(), gift)
         .map_err(|e| Nip59Error::Unwrap(e.to_string()))?;
-    Ok(Message::rumor(opened.rumor))
+    let mut rumor = opened.rumor;
+    // The rumor's `id` field is the sender's claim; the run is named by the id its content hashes to, so
+    // no one can take over another prompt's run id.
+    rumor.id = None;
+    rumor.ensure_id();
+    Ok(Message::rumor(rumor))
 }
 
 #[cfg(test)]

@@ -81,6 +81,9 @@ pub struct Job {
     /// Output read from its terminal, for a job whose agent does not speak the protocol (its row until it
     /// reports).
     pub output: Option<String>,
+    /// Reports taken so far: a row newer than a reply shows a larger number.
+    #[serde(default)]
+    pub reports: u64,
 }
 
 /// One entry of the event feed.
@@ -211,6 +214,7 @@ impl Supervisor {
                 life: Life::Running,
                 pid: None,
                 output: None,
+                reports: 0,
             },
         );
         Ok(&self.jobs[&id])
@@ -298,6 +302,7 @@ impl Supervisor {
         }
         let state = format!("{:?}", report.state).to_lowercase();
         job.report = Some(report);
+        job.reports += 1;
         if changed {
             self.event(at, id, "state", state);
         }

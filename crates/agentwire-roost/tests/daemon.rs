@@ -218,7 +218,11 @@ async fn an_agent_reports_takes_numbered_replies_acks_them_and_survives_a_daemon
             json!({"id": id, "text": "also the README", "mode": "steer", "requestId": "r-1"}),
         )
         .await;
-    assert_eq!(saved, json!({"saved": true, "seq": 2}));
+    assert_eq!(
+        (saved["saved"].clone(), saved["seq"].clone()),
+        (json!(true), json!(2))
+    );
+    assert_eq!(saved["reports"], 1, "the reports the job has made so far");
     let d = agent.deliver().await;
     assert_eq!(
         (d["seq"].clone(), d["mode"].clone()),

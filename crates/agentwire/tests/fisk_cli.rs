@@ -219,7 +219,7 @@ async fn a_run_cut_off_by_kill_9_ends_canceled_and_the_conversation_goes_on() {
         }
     };
     // The same request again: answered from the journal, not run again.
-    let again = call("cut1", "sleep 5000", None).await;
+    let again = call("cut1", "sleep 5000", Some(token.clone())).await;
     assert_eq!(again.len(), 2, "{again:#?}");
     assert_eq!(again[1].json["code"], "canceled");
     // The conversation takes its next turn.

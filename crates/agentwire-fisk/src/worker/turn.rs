@@ -145,6 +145,17 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
                 format!("a run with request {tag:?} is already in flight here"),
             ));
         }
+        SubmitReply::DuplicateStored(stored) if stored.conversation_id != conversation => {
+            // The tag ran before in another conversation (or the resend carries no token): its answer is
+            // that conversation's, and only its token holder may read it.
+            set.send(Reply::Ack(Ack::refused("duplicate request")));
+            set.finish(mapping::refusal(
+                FailureCode::DuplicateRequest,
+                format!(
+                    "request {tag:?} already ran in another conversation; use a new request tag"
+                ),
+            ));
+        }
         SubmitReply::DuplicateStored(stored) => {
             // The request id ran before: answer from the journal, not by running it again.
             set.send(Reply::Ack(Ack::accepted().with_conversation_token(token)));

@@ -71,9 +71,13 @@ impl Daemon {
         let store = Store::open(&config.data_dir.join("roost.sqlite"))?;
         let sup = store.load()?;
         if let Some(dir) = config.socket.parent() {
-            std::fs::create_dir_all(dir).map_err(sock_err)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(sock_err)?;
+            // Only a directory made here is made owner-only: an existing one (say /tmp or $HOME) is the
+            // user's, and the socket itself is 0600 either way.
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(sock_err)?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(sock_err)?;
+            }
         }
         if config.socket.exists() {
             // A live daemon answers on it: do not take its socket away.

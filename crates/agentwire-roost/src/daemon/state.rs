@@ -106,6 +106,7 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "capabilities": job.capabilities,
         "connected": connected,
         "pending": job.pending.len(),
+        "reports": job.reports,
     })
 }
 
@@ -307,7 +308,7 @@ impl Shared {
         self.start_process(&mut st, &id);
         self.push_row(&st, &id);
         let job = &st.sup.jobs[&id];
-        Ok(json!({ "id": job.id, "name": job.name }))
+        Ok(json!({ "id": job.id, "name": job.name, "reports": job.reports }))
     }
 
     fn start_process(&self, st: &mut State, id: &str) {
@@ -384,7 +385,8 @@ impl Shared {
                     }
                 }
                 self.push_row(&st, id);
-                Ok(json!({ "saved": true, "seq": seq }))
+                let reports = st.sup.jobs.get(id).map_or(0, |j| j.reports);
+                Ok(json!({ "saved": true, "seq": seq, "reports": reports }))
             }
         }
     }
