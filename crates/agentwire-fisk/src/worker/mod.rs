@@ -81,6 +81,10 @@ pub struct Worker {
     running: Mutex<Running>,
     idle: Notify,
     service: tokio::sync::Mutex<Option<async_nats::service::Service>>,
+    /// Tells the endpoint loops to unsubscribe and end.
+    stop: tokio::sync::watch::Sender<bool>,
+    /// Each endpoint loop's end, after its unsubscribe.
+    stopped: tokio::sync::Mutex<Vec<tokio::sync::oneshot::Receiver<()>>>,
 }
 
 impl Worker {
@@ -141,6 +145,9 @@ impl Worker {
             .flush()
             .await
             .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (tasks_done, tasks_stopped) = tokio::sync::oneshot::channel();
+        let (discovery_done, discovery_stopped) = tokio::sync::oneshot::channel();
         let worker = Arc::new(Worker {
             client,
             config,
@@ -149,19 +156,43 @@ impl Worker {
             running: Mutex::new(Running::default()),
             idle: Notify::new(),
             service: tokio::sync::Mutex::new(Some(service)),
+            stop,
+            stopped: tokio::sync::Mutex::new(vec![tasks_stopped, discovery_stopped]),
         });
-        let w = worker.clone();
+        let (w, mut halt) = (worker.clone(), stop_rx.clone());
         tokio::spawn(async move {
-            while let Some(req) = tasks.next().await {
-                let w = w.clone();
-                tokio::spawn(async move { w.handle_task(req).await });
+            loop {
+                tokio::select! {
+                    req = tasks.next() => match req {
+                        Some(req) => {
+                            let w = w.clone();
+                            tokio::spawn(async move { w.handle_task(req).await });
+                        }
+                        None => break,
+                    },
+                    _ = halt.changed() => {
+                        let _ = tasks.stop().await;
+                        break;
+                    }
+                }
             }
+            let _ = tasks_done.send(());
         });
-        let w = worker.clone();
+        let (w, mut halt) = (worker.clone(), stop_rx);
         tokio::spawn(async move {
-            while let Some(req) = discovery.next().await {
-                w.handle_discovery(req).await;
+            loop {
+                tokio::select! {
+                    req = discovery.next() => match req {
+                        Some(req) => w.handle_discovery(req).await,
+                        None => break,
+                    },
+                    _ = halt.changed() => {
+                        let _ = discovery.stop().await;
+                        break;
+                    }
+                }
             }
+            let _ = discovery_done.send(());
         });
         Ok(worker)
     }
@@ -197,6 +228,12 @@ impl Worker {
     /// next request. Returns how many runs were still in flight.
     pub async fn shutdown(&self, grace: Duration) -> usize {
         let left = self.drain(grace).await;
+        // Unsubscribe the endpoints and wait for it, so that once this returns (after the flush below) the
+        // server routes no request here.
+        self.stop.send_replace(true);
+        for stopped in self.stopped.lock().await.drain(..) {
+            let _ = stopped.await;
+        }
         if let Some(service) = self.service.lock().await.take() {
             if let Err(e) = service.stop().await {
                 tracing::warn!(error = %e, "could not stop the fisk-ai service cleanly");

@@ -77,13 +77,18 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     let (stop_tx, stop_rx) = watch::channel(false);
     let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
     let (elicits_gone_tx, elicits_gone) = oneshot::channel::<()>();
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (releasing, released_tag, released_flag) = (worker.clone(), tag.clone(), released.clone());
     let before_final: BeforeFinal = Box::new(move || {
         Box::pin(async move {
             stop_tx.send_replace(true);
             let _ = cancels_gone.await;
             let _ = elicits_gone.await;
             // The UNSUBs go out on the same connection before the final message, so the server has dropped
-            // the subscriptions when the caller sees the terminal.
+            // the subscriptions when the caller sees the terminal; and the slot and the request tag are free
+            // by then, so a caller that sends again at once is not told the tag is still in flight.
+            releasing.release(&released_tag);
+            released_flag.store(true, std::sync::atomic::Ordering::SeqCst);
         })
     });
     let (set, done) = ReplySet::start_with(
@@ -173,7 +178,10 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         }
     }
     let _ = done.await;
-    worker.release(&tag);
+    // Released before the final message; here only if the set ended without one (its queue closed).
+    if !released.load(std::sync::atomic::Ordering::SeqCst) {
+        worker.release(&tag);
+    }
 }
 
 async fn serve_cancels(
