@@ -224,13 +224,11 @@ impl Journal {
     /// The journal's record of a request id.
     pub fn lookup(&self, id: &RequestId) -> Result<Option<StoredTurn>, StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
-        conn.query_row(
-            &format!("SELECT {COLUMNS} FROM turns WHERE request_id = ?1"),
-            [id.as_str()],
-            row_to_turn,
-        )
-        .optional()?
-        .transpose()
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM turns WHERE request_id = ?1"
+        ))?;
+        let found = stmt.query_row([id.as_str()], row_to_turn).optional()?;
+        found.transpose()
     }
 
     /// Turns of a protocol that were accepted but have no outcome: after a restart, the ones a crash cut off.
@@ -254,7 +252,7 @@ impl Journal {
     ) -> Result<Vec<(StoredTurn, Option<serde_json::Value>)>, StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
         let cols: Vec<String> = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect();
-        let mut stmt = conn.prepare(&format!(
+        let mut stmt = conn.prepare_cached(&format!(
             "SELECT {}, x.events FROM turns t LEFT JOIN transcripts x ON x.request_id = t.request_id
              WHERE t.conversation_id = ?1 ORDER BY t.accepted_at, t.rowid",
             cols.join(", ")
@@ -304,11 +302,8 @@ impl Journal {
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
         let meta: Option<String> = conn
-            .query_row(
-                "SELECT meta FROM conversations WHERE conversation_id = ?1",
-                [conversation.as_str()],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT meta FROM conversations WHERE conversation_id = ?1")?
+            .query_row([conversation.as_str()], |r| r.get(0))
             .optional()?;
         meta.map(|m| serde_json::from_str(&m))
             .transpose()
@@ -318,11 +313,9 @@ impl Journal {
     /// Number of journaled turns of a conversation (ended or not).
     pub fn conversation_turns(&self, conversation: &ConversationId) -> Result<u64, StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
-        let n: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM turns WHERE conversation_id = ?1",
-            [conversation.as_str()],
-            |r| r.get(0),
-        )?;
+        let n: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM turns WHERE conversation_id = ?1")?
+            .query_row([conversation.as_str()], |r| r.get(0))?;
         Ok(n.max(0) as u64)
     }
 }

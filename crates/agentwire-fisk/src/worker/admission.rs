@@ -153,15 +153,8 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         None => (random_token(), true),
     };
     let conversation = conversation::conversation_id(&token);
-    let fingerprint = worker.fingerprint();
-    let tools: Vec<String> = worker
-        .engine
-        .agent()
-        .card()
-        .tools
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let fingerprint = worker.profile.fingerprint.clone();
+    let tools = worker.profile.tools.clone();
     let (mut meta, mut meta_changed) = if new {
         (
             ConversationMeta {
@@ -238,9 +231,14 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         meta.max_tokens = lowered;
         meta_changed = true;
     }
-    let record = match record(worker, &conversation) {
-        Ok(r) => r,
-        Err(p) => return *p,
+    // A conversation minted just now has no turns: no journal read on the path to a new prompt's ack.
+    let record = if new {
+        vec![]
+    } else {
+        match record(worker, &conversation) {
+            Ok(r) => r,
+            Err(p) => return *p,
+        }
     };
     let total = conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
     let limit = allowance(worker.config.max_tokens, meta.max_tokens, None);
@@ -273,7 +271,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     let parked_input: Option<TurnInput> =
         last.and_then(|t| serde_json::from_value(t.input.clone()).ok());
     let id = request_id(&header.request);
-    let model = worker.engine.agent().card().default_model;
+    let model = worker.profile.model.clone();
     let (message, resume, stream, replay) = match task {
         TaskRequest::Prompt(p) => {
             if parked

@@ -65,6 +65,13 @@ pub enum WorkerError {
     Nats(String),
 }
 
+/// The parts of the agent's card that every turn's admission reads.
+struct AgentProfile {
+    fingerprint: Fingerprint,
+    tools: Vec<String>,
+    model: String,
+}
+
 #[derive(Default)]
 struct Running {
     /// Turns in flight (by `request` tag), each holding a slot.
@@ -78,6 +85,9 @@ pub struct Worker {
     config: WorkerConfig,
     me: Identity,
     engine: Arc<Engine>,
+    /// What admission needs of the agent's card, taken once at start: a card describes the agent as
+    /// configured, and building it per request cost more than the rest of admission.
+    profile: AgentProfile,
     running: Mutex<Running>,
     idle: Notify,
     service: tokio::sync::Mutex<Option<async_nats::service::Service>>,
@@ -148,11 +158,23 @@ impl Worker {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (tasks_done, tasks_stopped) = tokio::sync::oneshot::channel();
         let (discovery_done, discovery_stopped) = tokio::sync::oneshot::channel();
+        let card = engine.agent().card();
+        let profile = AgentProfile {
+            fingerprint: Fingerprint {
+                model: card.default_model.clone(),
+                system_prompt: config.system_prompt.clone(),
+                thinking: String::new(),
+                effort: String::new(),
+            },
+            tools: card.tools.into_iter().map(|t| t.name).collect(),
+            model: card.default_model,
+        };
         let worker = Arc::new(Worker {
             client,
             config,
             me,
             engine,
+            profile,
             running: Mutex::new(Running::default()),
             idle: Notify::new(),
             service: tokio::sync::Mutex::new(Some(service)),
@@ -245,17 +267,6 @@ impl Worker {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The fingerprint of the worker's configuration.
-    fn fingerprint(&self) -> Fingerprint {
-        let card = self.engine.agent().card();
-        Fingerprint {
-            model: card.default_model,
-            system_prompt: self.config.system_prompt.clone(),
-            thinking: String::new(),
-            effort: String::new(),
-        }
     }
 
     fn release(&self, request: &str) {
