@@ -191,17 +191,28 @@ fn main() {
         agent.call("hello", json!({"protocol": 1, "capabilities": ["report", "replies"]})).await;
         let mut echo = Conn::open(&echo_path).await;
         let (mut r_times, mut e_times) = (Vec::new(), Vec::new());
-        for n in 0..(samples + 1000) {
-            let body = report(&jobs[0], &tokens[0], n);
-            let t = Instant::now();
-            agent.call("report", body.clone()).await;
-            let r = t.elapsed();
-            let t = Instant::now();
-            let mut l = json!({"id": n, "op": "report", "args": body}).to_string();
+        // The client does the same work on both sides: the line is encoded before the clock starts and the
+        // answer read as a line (and checked after it stops); so the difference is what the daemon adds.
+        let line = |n: usize| {
+            let mut l = json!({"id": n, "op": "report", "args": report(&jobs[0], &tokens[0], n)})
+                .to_string();
             l.push('\n');
+            l
+        };
+        for n in 0..(samples + 1000) {
+            let l = line(n);
+            let t = Instant::now();
+            agent.w.write_all(l.as_bytes()).await.unwrap();
+            let answer = agent.lines.next_line().await.unwrap().unwrap();
+            let r = t.elapsed();
+            let answer: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(answer["ok"], true, "{answer}");
+            let l = line(n);
+            let t = Instant::now();
             echo.w.write_all(l.as_bytes()).await.unwrap();
-            echo.lines.next_line().await.unwrap();
+            let echoed = echo.lines.next_line().await.unwrap().unwrap();
             let e = t.elapsed();
+            assert_eq!(echoed.len() + 1, l.len());
             if n >= 1000 { r_times.push(r); e_times.push(e); }
         }
         let (r50, e50) = (pct(r_times.clone(), 0.5), pct(e_times.clone(), 0.5));

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod client;
 pub mod daemon;
+mod field;
 pub mod profile;
 pub mod report;
 pub mod store;

@@ -1,8 +1,9 @@
 //! An agent's `report`: a full snapshot of its row, validated against the spec's fields and bounds. Pure.
 
+use crate::field::Field;
 use crate::wire::{fold_name, Refusal};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Longest `summary` (the row's text).
 pub const MAX_SUMMARY_CHARS: usize = 500;
@@ -37,6 +38,16 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// The state on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Working => "working",
+            JobState::Blocked => "blocked",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+        }
+    }
+
     fn parse(s: &str) -> Option<JobState> {
         Some(match s {
             "working" => JobState::Working,
@@ -82,19 +93,55 @@ pub struct Report {
     pub agent_items: bool,
 }
 
-fn text(o: &Map<String, Value>, key: &str, max: usize) -> Result<Option<String>, Refusal> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.clone())),
-        Some(Value::String(_)) => Err(Refusal::bad(format!(
+/// A report as read off the wire, before validation: every field takes any JSON, so that a wrong type is
+/// refused by [`ReportFields::validate`] with the field's name whichever way the report was read (from the
+/// line directly on the hot path, or from a JSON tree).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct ReportFields<'a> {
+    #[serde(borrow)]
+    state: Field<'a>,
+    #[serde(borrow)]
+    status: Field<'a>,
+    #[serde(borrow)]
+    waiting_for: Field<'a>,
+    #[serde(borrow)]
+    summary: Field<'a>,
+    #[serde(borrow)]
+    question: Field<'a>,
+    #[serde(borrow)]
+    choices: Field<'a>,
+    #[serde(borrow)]
+    tool: Field<'a>,
+    #[serde(borrow)]
+    error: Field<'a>,
+    #[serde(borrow)]
+    name: Field<'a>,
+    #[serde(borrow)]
+    model: Field<'a>,
+    #[serde(borrow)]
+    thinking: Field<'a>,
+    #[serde(borrow)]
+    context: Field<'a>,
+    #[serde(borrow)]
+    usage: Field<'a>,
+    #[serde(borrow)]
+    agent_items: Field<'a>,
+}
+
+fn text(key: &str, f: &Field<'_>, max: usize) -> Result<Option<String>, Refusal> {
+    match f {
+        Field::Null => Ok(None),
+        Field::Str(s) if s.chars().count() <= max => Ok(Some(s.to_string())),
+        Field::Str(_) => Err(Refusal::bad(format!(
             "report.{key} is longer than {max} characters"
         ))),
-        Some(_) => Err(Refusal::bad(format!("report.{key} is a string"))),
+        _ => Err(Refusal::bad(format!("report.{key} is a string"))),
     }
 }
 
-fn one_of(o: &Map<String, Value>, key: &str, allowed: &[&str]) -> Result<Option<String>, Refusal> {
-    match text(o, key, 64)? {
+fn one_of(key: &str, f: &Field<'_>, allowed: &[&str]) -> Result<Option<String>, Refusal> {
+    match text(key, f, 64)? {
         None => Ok(None),
         Some(s) if allowed.contains(&s.as_str()) => Ok(Some(s)),
         Some(s) => Err(Refusal::bad(format!(
@@ -103,23 +150,28 @@ fn one_of(o: &Map<String, Value>, key: &str, allowed: &[&str]) -> Result<Option<
     }
 }
 
-impl Report {
-    /// Validates a report object.
-    pub fn parse(v: &Value) -> Result<Report, Refusal> {
-        let Value::Object(o) = v else {
-            return Err(Refusal::bad("`report` is an object"));
-        };
-        let state = match o.get("state") {
-            Some(Value::String(s)) => JobState::parse(s).ok_or_else(|| {
+fn object(key: &str, f: Field<'_>) -> Result<Option<Value>, Refusal> {
+    match f {
+        Field::Null => Ok(None),
+        Field::Object(o) => Ok(Some(Value::Object(o))),
+        _ => Err(Refusal::bad(format!("report.{key} is an object"))),
+    }
+}
+
+impl ReportFields<'_> {
+    /// Checks every field against the spec's kinds and bounds.
+    pub(crate) fn validate(self) -> Result<Report, Refusal> {
+        let state = match &self.state {
+            Field::Str(s) => JobState::parse(s).ok_or_else(|| {
                 Refusal::bad(format!(
                     "report.state {s:?} is not one of working, blocked, done, failed"
                 ))
             })?,
             _ => return Err(Refusal::bad("report.state is required")),
         };
-        let choices = match o.get("choices") {
-            None | Some(Value::Null) => vec![],
-            Some(Value::Array(a)) => {
+        let choices = match &self.choices {
+            Field::Null => vec![],
+            Field::Array(a) => {
                 if a.len() > MAX_CHOICES {
                     return Err(Refusal::bad(format!(
                         "report.choices has {} entries; at most {MAX_CHOICES}",
@@ -128,39 +180,48 @@ impl Report {
                 }
                 a.iter()
                     .map(|c| match c {
-                        Value::String(s) if s.chars().count() <= MAX_CHOICE_CHARS => Ok(s.clone()),
-                        Value::String(_) => Err(Refusal::bad(format!(
+                        Field::Str(s) if s.chars().count() <= MAX_CHOICE_CHARS => Ok(s.to_string()),
+                        Field::Str(_) => Err(Refusal::bad(format!(
                             "a report choice is longer than {MAX_CHOICE_CHARS} characters"
                         ))),
                         _ => Err(Refusal::bad("report.choices are strings")),
                     })
                     .collect::<Result<_, _>>()?
             }
-            Some(_) => return Err(Refusal::bad("report.choices is an array")),
-        };
-        let object = |key: &str| -> Result<Option<Value>, Refusal> {
-            match o.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v @ Value::Object(_)) => Ok(Some(v.clone())),
-                Some(_) => Err(Refusal::bad(format!("report.{key} is an object"))),
-            }
+            _ => return Err(Refusal::bad("report.choices is an array")),
         };
         Ok(Report {
             state,
-            status: one_of(o, "status", &["busy", "waiting", "idle"])?,
-            waiting_for: one_of(o, "waitingFor", &["question", "dialog", "first-prompt"])?,
-            summary: text(o, "summary", MAX_SUMMARY_CHARS)?,
-            question: text(o, "question", MAX_QUESTION_CHARS)?,
+            status: one_of("status", &self.status, &["busy", "waiting", "idle"])?,
+            waiting_for: one_of(
+                "waitingFor",
+                &self.waiting_for,
+                &["question", "dialog", "first-prompt"],
+            )?,
+            summary: text("summary", &self.summary, MAX_SUMMARY_CHARS)?,
+            question: text("question", &self.question, MAX_QUESTION_CHARS)?,
             choices,
-            tool: text(o, "tool", MAX_TOOL_CHARS)?,
-            error: text(o, "error", MAX_ERROR_CHARS)?,
-            name: text(o, "name", MAX_NAME_CHARS)?.map(|n| fold_name(&n)),
-            model: text(o, "model", MAX_MODEL_CHARS)?,
-            thinking: text(o, "thinking", MAX_MODEL_CHARS)?,
-            context: object("context")?,
-            usage: object("usage")?,
-            agent_items: matches!(o.get("agentItems"), Some(Value::Bool(true))),
+            tool: text("tool", &self.tool, MAX_TOOL_CHARS)?,
+            error: text("error", &self.error, MAX_ERROR_CHARS)?,
+            name: text("name", &self.name, MAX_NAME_CHARS)?.map(|n| fold_name(&n)),
+            model: text("model", &self.model, MAX_MODEL_CHARS)?,
+            thinking: text("thinking", &self.thinking, MAX_MODEL_CHARS)?,
+            context: object("context", self.context)?,
+            usage: object("usage", self.usage)?,
+            agent_items: self.agent_items == Field::Bool(true),
         })
+    }
+}
+
+impl Report {
+    /// Validates a report object.
+    pub fn parse(v: &Value) -> Result<Report, Refusal> {
+        if !v.is_object() {
+            return Err(Refusal::bad("`report` is an object"));
+        }
+        ReportFields::deserialize(v)
+            .map_err(|e| Refusal::bad(format!("report: {e}")))?
+            .validate()
     }
 }
 

@@ -300,11 +300,11 @@ impl Supervisor {
                 job.name = n.clone();
             }
         }
-        let state = format!("{:?}", report.state).to_lowercase();
+        let state = report.state;
         job.report = Some(report);
         job.reports += 1;
         if changed {
-            self.event(at, id, "state", state);
+            self.event(at, id, "state", state.as_str().to_string());
         }
         Ok(changed)
     }

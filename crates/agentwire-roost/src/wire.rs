@@ -2,14 +2,19 @@
 //! `{"id", "ok": true, "result"}` or `{"id", "ok": false, "error", "code"}`, and unasked events
 //! `{"event": ...}`. Unknown fields are ignored. Pure.
 
-use serde::Serialize;
+use crate::field::Field;
+use crate::report::{Report, ReportFields};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// The longest request line: a longer one ends the connection (the spec's 4 MiB).
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// Most connections the daemon holds (the spec's number).
 pub const MAX_CONNECTIONS: usize = 1024;
-/// Most requests in flight on one connection; past it the connection is not read until some are answered.
+/// Most requests in flight on one connection (the spec's bound); past it the connection is not read until
+/// some are answered. This daemon holds itself well inside it: it reads a connection's next request only
+/// after answering the last, so one is in flight and the rest wait, unread, in the socket.
 pub const MAX_IN_FLIGHT: usize = 256;
 /// Answers and events a client may leave unread before it is dropped (the spec's 16 MiB).
 pub const MAX_UNREAD_BYTES: usize = 16 * 1024 * 1024;
@@ -136,6 +141,61 @@ pub fn parse_request(line: &[u8]) -> Result<Request, BadLine> {
         Some(_) => return Err(bad(id, "`args` is an object")),
     };
     Ok(Request { id, op, args })
+}
+
+/// A `report` request read straight off its line, without a JSON tree: the hot path, taken by every
+/// report of every agent.
+#[derive(Debug)]
+pub struct ReportRequest<'a> {
+    /// The request's id.
+    pub id: Value,
+    /// `args.id`: the job.
+    pub job: Cow<'a, str>,
+    /// `args.token`.
+    pub token: Cow<'a, str>,
+    /// `args.report`, validated.
+    pub report: Result<Report, Refusal>,
+}
+
+#[derive(Deserialize)]
+struct ReportLine<'a> {
+    #[serde(default)]
+    id: Value,
+    #[serde(borrow, default)]
+    op: Field<'a>,
+    #[serde(borrow, default)]
+    args: Option<ReportArgs<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ReportArgs<'a> {
+    #[serde(borrow, default)]
+    id: Field<'a>,
+    #[serde(borrow, default)]
+    token: Field<'a>,
+    #[serde(borrow, default)]
+    report: Option<ReportFields<'a>>,
+}
+
+/// Reads `line` as a well-formed `report` request. `None` when it is anything else (another op, or a
+/// line whose refusal [`parse_request`] and the op's own checks word): such a line takes the general
+/// path, so both paths answer every line alike.
+pub fn parse_report_line(line: &[u8]) -> Option<ReportRequest<'_>> {
+    let l: ReportLine<'_> = serde_json::from_slice(line).ok()?;
+    if !(l.id.is_number() || l.id.is_string()) || l.op != Field::Str(Cow::Borrowed("report")) {
+        return None;
+    }
+    let args = l.args?;
+    let (Field::Str(job), Field::Str(token), Some(report)) = (args.id, args.token, args.report)
+    else {
+        return None;
+    };
+    Some(ReportRequest {
+        id: l.id,
+        job,
+        token,
+        report: report.validate(),
+    })
 }
 
 /// A success response line (with its `\n`).
@@ -289,7 +349,116 @@ mod tests {
         assert!(check_request_id("a b").is_err());
     }
 
+    /// What the general path makes of a line that is a report: the id, the job and token, the report.
+    fn general_report(line: &[u8]) -> Option<(Value, String, String, Result<Report, Refusal>)> {
+        let r = parse_request(line).ok()?;
+        if r.op != "report" {
+            return None;
+        }
+        let job = r.args.req_str("id").ok()?.to_string();
+        let token = r.args.req_str("token").ok()?.to_string();
+        let report = Report::parse(r.args.get("report").unwrap_or(&Value::Null));
+        Some((r.id, job, token, report))
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i32>().prop_map(Value::from),
+            prop_oneof![
+                Just("working".to_string()),
+                Just("blocked".to_string()),
+                Just("busy".to_string()),
+                Just("question".to_string()),
+                Just("report".to_string()),
+                ".{0,8}",
+                "\\PC{0,3}\n\"",
+            ]
+            .prop_map(Value::String),
+        ];
+        leaf.prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(("[a-z]{1,3}", inner), 0..3)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn report_key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("state"),
+            Just("status"),
+            Just("waitingFor"),
+            Just("summary"),
+            Just("question"),
+            Just("choices"),
+            Just("tool"),
+            Just("error"),
+            Just("name"),
+            Just("model"),
+            Just("thinking"),
+            Just("context"),
+            Just("usage"),
+            Just("agentItems"),
+            Just("other"),
+        ]
+        .prop_map(String::from)
+    }
+
+    #[test]
+    fn the_report_fast_path_takes_a_plain_report_and_its_escapes() {
+        let line = br#"{"id":7,"op":"report","args":{"id":"j1","token":"t\u0031","report":{"state":"working","summary":"a\nb","x":[1]}}}"#;
+        let fast = parse_report_line(line).unwrap();
+        assert_eq!(
+            (fast.id, &*fast.job, &*fast.token),
+            (Value::from(7), "j1", "t1")
+        );
+        assert_eq!(fast.report.unwrap().summary.as_deref(), Some("a\nb"));
+        for other in [
+            &br#"{"id":7,"op":"ack","args":{"id":"j1","token":"t","seq":1}}"#[..],
+            br#"{"id":7,"op":"report","args":{"id":"j1","token":"t","report":"no"}}"#,
+            br#"{"id":[7],"op":"report","args":{"id":"j1","token":"t","report":{}}}"#,
+            br#"{"id":7,"op":"report","args":{"id":"j1","token":"t","report":{"state":"done","state":"x"}}}"#,
+        ] {
+            assert!(parse_report_line(other).is_none(), "{}", String::from_utf8_lossy(other));
+        }
+    }
+
     proptest! {
+        /// The fast path answers a line exactly as the general path would, or leaves it to that path.
+        #[test]
+        fn the_report_fast_path_agrees_with_the_general_path(
+            id in prop_oneof![Just(Value::from(1)), Just(Value::from("a")), Just(Value::Null), Just(Value::from(1.5))],
+            job in prop_oneof![Just(Value::from("j1")), Just(Value::Null), Just(Value::from(3))],
+            fields in proptest::collection::vec((report_key(), any_json()), 0..6),
+            report_is_object in proptest::bool::weighted(0.9),
+        ) {
+            let report = if report_is_object {
+                Value::Object(fields.into_iter().collect())
+            } else {
+                Value::from("working")
+            };
+            let line = serde_json::json!({"id": id, "op": "report",
+                "args": {"id": job, "token": "t", "report": report}}).to_string();
+            let general = general_report(line.as_bytes());
+            match parse_report_line(line.as_bytes()) {
+                Some(fast) => {
+                    let (gid, gjob, gtoken, greport) = general.expect("the general path reads it too");
+                    prop_assert_eq!(fast.id, gid);
+                    prop_assert_eq!(fast.job.to_string(), gjob);
+                    prop_assert_eq!(fast.token.to_string(), gtoken);
+                    prop_assert_eq!(fast.report, greport);
+                }
+                None => {
+                    // Left to the general path: only lines the fast path must not word itself.
+                    let plain = id.is_number() || id.is_string();
+                    prop_assert!(!(plain && job.is_string() && report_is_object), "{}", line);
+                }
+            }
+        }
+
         #[test]
         fn any_bytes_parse_or_refuse_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = parse_request(&bytes);

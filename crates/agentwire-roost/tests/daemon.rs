@@ -376,6 +376,62 @@ async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_sent_past_the_in_flight_bound_wait_and_are_all_answered_in_order() {
+    use agentwire_roost::wire::MAX_IN_FLIGHT;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let c = Client::connect(&cfg.socket).await;
+    let (mut reader, mut writer) = (c.reader, c.writer);
+    // Three times the bound in one burst, malformed requests and refused ones among them, sent while
+    // nothing is read: the daemon reads no further than it answers, so the burst waits in the socket.
+    let total = 3 * MAX_IN_FLIGHT as u64;
+    let mut burst = String::new();
+    for id in 1..=total {
+        let line = match id % 100 {
+            50 => json!({"id": id, "op": "ack", "args": {"id": "nope", "token": "t", "seq": 1}}),
+            99 => json!({"id": id, "op": 7}),
+            _ => json!({"id": id, "op": "rows", "args": {}}),
+        };
+        burst.push_str(&line.to_string());
+        burst.push('\n');
+    }
+    let sending = tokio::spawn(async move {
+        writer.write_all(burst.as_bytes()).await.unwrap();
+        writer
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut answered = 0;
+    for id in 1..=total {
+        let mut l = String::new();
+        tokio::time::timeout(Duration::from_secs(10), reader.read_line(&mut l))
+            .await
+            .expect("an answer for every request")
+            .unwrap();
+        let v: Value = serde_json::from_str(&l).unwrap();
+        assert_eq!(v["id"], id, "answers come in request order");
+        let expected = match id % 100 {
+            50 => json!("not_found"),
+            99 => json!("bad_request"),
+            _ => Value::Null,
+        };
+        assert_eq!(v["code"], expected, "{v}");
+        answered += 1;
+    }
+    assert_eq!(answered, total);
+    // The connection goes on serving after the burst.
+    let writer = sending.await.unwrap();
+    let mut c = Client {
+        reader,
+        writer,
+        next: total,
+        events: vec![],
+    };
+    assert_eq!(c.ok("rows", json!({})).await["rows"], json!([]));
+    daemon.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());

@@ -8,9 +8,12 @@ use crate::wire::{
     self, err_line, ok_line, parse_request, Args, ErrorCode, Refusal, MAX_LINE_BYTES,
 };
 use serde_json::{json, Value};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, Notify};
 
@@ -66,6 +69,30 @@ async fn read_line(r: &mut BufReader<tokio::net::unix::OwnedReadHalf>, buf: &mut
     }
 }
 
+/// Writes a whole line; `false` when the connection is to end instead (it failed, its client left too
+/// much unread, or the daemon stops).
+async fn send<K: Future, S: Future>(
+    write: &mut OwnedWriteHalf,
+    bytes: &[u8],
+    killed: Pin<&mut K>,
+    stopped: Pin<&mut S>,
+) -> bool {
+    // Most lines fit in the socket's buffer at once: written without building a future.
+    let n = match write.try_write(bytes) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(_) => return false,
+    };
+    if n == bytes.len() {
+        return true;
+    }
+    tokio::select! {
+        w = write.write_all(&bytes[n..]) => w.is_ok(),
+        _ = killed => false,
+        _ = stopped => false,
+    }
+}
+
 /// Serves one connection until it closes.
 pub(super) async fn serve(
     shared: Arc<Shared>,
@@ -91,23 +118,23 @@ pub(super) async fn serve(
     let mut buf = Vec::new();
     let mut session = false;
     let mut capabilities: Vec<String> = Vec::new();
+    // Made once: a Notified made per request costs a lock to register and another to drop.
+    let killed = kill.notified();
+    let stopped = stop.changed();
+    tokio::pin!(killed, stopped);
     // One task reads requests, writes their answers directly (no hop to another task on the hot path),
     // and writes the events other tasks queue for this connection.
     loop {
         let line = tokio::select! {
             biased;
-            _ = kill.notified() => {
+            _ = &mut killed => {
                 tracing::warn!(conn, "dropped a roost client that left too much unread");
                 break;
             }
-            _ = stop.changed() => break,
+            _ = &mut stopped => break,
             Some(event) = rx.recv() => {
                 // A client that stops reading blocks this write; past the unread limit it is dropped.
-                let written = tokio::select! {
-                    w = write.write_all(event.as_bytes()) => w.is_ok(),
-                    _ = kill.notified() => false,
-                };
-                if !written {
+                if !send(&mut write, event.as_bytes(), killed.as_mut(), stopped.as_mut()).await {
                     break;
                 }
                 queued.fetch_sub(event.len(), Ordering::SeqCst);
@@ -126,27 +153,44 @@ pub(super) async fn serve(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let answer = match parse_request(&line) {
-            Ok(req) => match handle(
+        let answer = if let Some(r) = wire::parse_report_line(&line) {
+            match report(
                 &shared,
                 conn,
-                is_owner,
                 &mut session,
-                &mut capabilities,
-                &req.op,
-                &req.args,
+                &capabilities,
+                &r.job,
+                &r.token,
+                r.report,
             ) {
-                Ok(v) => ok_line(&req.id, &v),
-                Err(r) => err_line(&req.id, &r),
-            },
-            Err(bad) => err_line(&bad.id, &bad.refusal),
+                Ok(v) => ok_line(&r.id, &v),
+                Err(e) => err_line(&r.id, &e),
+            }
+        } else {
+            match parse_request(&line) {
+                Ok(req) => match handle(
+                    &shared,
+                    conn,
+                    is_owner,
+                    &mut session,
+                    &mut capabilities,
+                    &req.op,
+                    &req.args,
+                ) {
+                    Ok(v) => ok_line(&req.id, &v),
+                    Err(r) => err_line(&req.id, &r),
+                },
+                Err(bad) => err_line(&bad.id, &bad.refusal),
+            }
         };
-        let written = tokio::select! {
-            w = write.write_all(answer.as_bytes()) => w.is_ok(),
-            _ = kill.notified() => false,
-            _ = stop.changed() => false,
-        };
-        if !written {
+        if !send(
+            &mut write,
+            answer.as_bytes(),
+            killed.as_mut(),
+            stopped.as_mut(),
+        )
+        .await
+        {
             break;
         }
     }
@@ -197,8 +241,8 @@ fn handle(
             *session = true;
             let id = args.req_str("id")?;
             let token = args.req_str("token")?;
-            let report = Report::parse(args.get("report").unwrap_or(&Value::Null))?;
-            shared.report(conn, id, token, report, capabilities)
+            let parsed = Report::parse(args.get("report").unwrap_or(&Value::Null));
+            report(shared, conn, session, capabilities, id, token, parsed)
         }
         "ack" => {
             let id = args.req_str("id")?;
@@ -213,4 +257,19 @@ fn handle(
         "events" => shared.events(args),
         other => Err(Refusal::bad(format!("unknown op {other:?}"))),
     }
+}
+
+/// `report`, however the line was read: the connection is a session from now on (even when the report
+/// is refused, as before any check).
+fn report(
+    shared: &Shared,
+    conn: u64,
+    session: &mut bool,
+    capabilities: &[String],
+    job: &str,
+    token: &str,
+    report: Result<Report, Refusal>,
+) -> Result<Value, Refusal> {
+    *session = true;
+    shared.report(conn, job, token, report?, capabilities)
 }

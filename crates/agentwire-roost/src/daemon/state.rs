@@ -226,11 +226,15 @@ impl Shared {
         let mut st = self.lock();
         st.sup.report(id, token, report, now())?;
         if let Some(job) = st.sup.jobs.get_mut(id) {
-            if !capabilities.is_empty() {
+            if !capabilities.is_empty() && job.capabilities != capabilities {
                 job.capabilities = capabilities.to_vec();
             }
         }
-        let previous = st.job_conn.insert(id.to_string(), conn);
+        // The same connection reporting again (the usual case) changes nothing here.
+        let previous = match st.job_conn.get_mut(id) {
+            Some(c) => Some(std::mem::replace(c, conn)),
+            None => st.job_conn.insert(id.to_string(), conn),
+        };
         if previous != Some(conn) {
             // A new reporting connection: every reply not yet acked is sent again.
             let lines: Vec<String> = st.sup.jobs[id]
