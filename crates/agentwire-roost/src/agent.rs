@@ -129,8 +129,10 @@ impl RoostAgent {
         }
     }
 
-    /// Sends a full report (`state` and the row's fields; what is left out is null).
-    pub fn report(&self, report: Value) {
+    /// Sends a full report (`state` and the row's fields; what is left out is null). Text over the
+    /// spec's bounds is cut to fit (ending in `…`), so that a long summary never gets the report refused.
+    pub fn report(&self, mut report: Value) {
+        clip_report(&mut report);
         *self.shared.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         self.shared.reported.notify_one();
         let tx = self
@@ -312,5 +314,66 @@ async fn reply_loop(
                 a,
             ));
         }
+    }
+}
+
+/// Cuts a report's text fields to the spec's bounds (as the Python and TypeScript clients do).
+fn clip_report(report: &mut Value) {
+    use crate::report::{
+        MAX_CHOICES, MAX_CHOICE_CHARS, MAX_ERROR_CHARS, MAX_MODEL_CHARS, MAX_NAME_CHARS,
+        MAX_QUESTION_CHARS, MAX_SUMMARY_CHARS, MAX_TOOL_CHARS,
+    };
+    fn clip(v: &mut Value, max: usize) {
+        if let Value::String(s) = v {
+            if s.chars().count() > max {
+                let mut cut: String = s.chars().take(max - 1).collect();
+                cut.push('\u{2026}');
+                *s = cut;
+            }
+        }
+    }
+    let Some(o) = report.as_object_mut() else {
+        return;
+    };
+    for (key, max) in [
+        ("summary", MAX_SUMMARY_CHARS),
+        ("question", MAX_QUESTION_CHARS),
+        ("tool", MAX_TOOL_CHARS),
+        ("error", MAX_ERROR_CHARS),
+        ("name", MAX_NAME_CHARS),
+        ("model", MAX_MODEL_CHARS),
+        ("thinking", MAX_MODEL_CHARS),
+    ] {
+        if let Some(v) = o.get_mut(key) {
+            clip(v, max);
+        }
+    }
+    if let Some(Value::Array(choices)) = o.get_mut("choices") {
+        choices.truncate(MAX_CHOICES);
+        for c in choices {
+            clip(c, MAX_CHOICE_CHARS);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Report;
+
+    #[test]
+    fn an_over_long_report_is_cut_to_fit_and_then_accepted() {
+        let mut r = json!({
+            "state": "done", "summary": "é".repeat(900), "error": null,
+            "choices": vec!["x".repeat(300); 25], "tool": "t".repeat(101),
+        });
+        assert!(Report::parse(&r).is_err());
+        clip_report(&mut r);
+        let parsed = Report::parse(&r).expect("fits once cut");
+        let summary = parsed.summary.unwrap();
+        assert_eq!(summary.chars().count(), 500);
+        assert!(summary.ends_with('\u{2026}'));
+        assert_eq!(parsed.choices.len(), 20);
+        assert_eq!(parsed.tool.unwrap().chars().count(), 100);
     }
 }
