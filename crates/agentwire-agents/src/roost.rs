@@ -45,6 +45,21 @@ fn fail(code: FailureCode, message: impl Into<String>) -> Outcome {
     Outcome::Failure(Failure::new(code, message))
 }
 
+/// An answer as the job's reply text.
+fn answer_text(answer: &Answer) -> String {
+    match answer {
+        Answer::Select { value } | Answer::Input { value } => value.clone(),
+        Answer::Confirm { confirmed } => if *confirmed { "yes" } else { "no" }.into(),
+        Answer::Approve { choice } => if *choice == ApproveChoice::No {
+            "no"
+        } else {
+            "yes"
+        }
+        .into(),
+        Answer::NoOperator => "no operator is available".into(),
+    }
+}
+
 /// A roost `requestId` from a turn's request id (1-64 of `A-Z a-z 0-9 _ . : -`).
 fn request_id(id: &str) -> String {
     let cleaned: String = id
@@ -121,8 +136,27 @@ async fn turn(
         .cloned();
     // Only rows newer than this turn's reply (more reports than when it was saved) can end the turn: the
     // job's row still shows the previous turn's `done` until its agent reports again.
-    let (job, mut since) = match known {
-        Some(job) => {
+    // A turn resumed with the answer to the question the job asked (its call deferred): the answer is
+    // that job's next reply. The job is named in the checkpoint, so this holds across a restart too.
+    let resumed = input.resume.as_ref().and_then(|r| {
+        let job = r.checkpoint.get("job")?.as_str()?.to_string();
+        let answer = r.answers.first()?;
+        Some((job, answer_text(&answer.answer)))
+    });
+    let (job, mut since) = match (resumed, known) {
+        (Some((job, text)), _) => {
+            let r = c
+                .call(
+                    "reply",
+                    json!({ "id": job, "text": text, "requestId": rid }),
+                )
+                .await?;
+            jobs.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(input.conversation_id.clone(), job.clone());
+            (job, r["reports"].as_u64().unwrap_or(0))
+        }
+        (None, Some(job)) => {
             let r = c
                 .call(
                     "reply",
@@ -131,7 +165,7 @@ async fn turn(
                 .await?;
             (job, r["reports"].as_u64().unwrap_or(0))
         }
-        None => {
+        (None, None) => {
             let r = c
                 .call(
                     "dispatch",
@@ -223,21 +257,17 @@ async fn turn(
                             options: choices,
                         }
                     };
+                    let call_id = format!("{job}-{rid}");
                     let asked = ctx
                         .asker
                         .ask(Question {
                             tool: "roost".into(),
-                            call_id: format!("{job}-{rid}"),
+                            call_id: call_id.clone(),
                             kind,
                         })
                         .await;
                     let text = match asked {
-                        Asked::Answered(Answer::Select { value } | Answer::Input { value }) => value,
-                        Asked::Answered(Answer::Confirm { confirmed }) => if confirmed { "yes" } else { "no" }.into(),
-                        Asked::Answered(Answer::Approve { choice }) => {
-                            if choice == ApproveChoice::No { "no" } else { "yes" }.into()
-                        }
-                        Asked::Answered(Answer::NoOperator) => "no operator is available".into(),
+                        Asked::Answered(answer) => answer_text(&answer),
                         Asked::Unavailable => {
                             return Ok(fail(
                                 FailureCode::UnsupportedFeature,
@@ -245,7 +275,15 @@ async fn turn(
                             ))
                         }
                         Asked::Unanswered => {
-                            return Ok(fail(FailureCode::Deferred, format!("nobody answered: {question}")))
+                            // The job keeps waiting; an answer sent later (a resume carrying it) becomes
+                            // its next reply.
+                            return Ok(Outcome::Failure(
+                                Failure::new(
+                                    FailureCode::Deferred,
+                                    format!("waiting for an answer to call {call_id}: {question}"),
+                                )
+                                .with_checkpoint(json!({ "call_id": call_id, "job": job })),
+                            ));
                         }
                         Asked::Cancelled => return Ok(fail(FailureCode::Cancelled, "cancelled")),
                     };

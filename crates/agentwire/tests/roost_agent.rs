@@ -128,3 +128,100 @@ async fn a_jobs_question_reaches_a_fisk_ai_caller_and_the_answer_is_its_next_rep
     assert_eq!(last.kind(), "result", "{:?}", last.json);
     assert_eq!(last.json["text"], "echo: green");
 }
+
+/// Sends one raw fisk-ai request and collects its whole reply set.
+async fn reply_set(nats: &async_nats::Client, body: serde_json::Value) -> Vec<serde_json::Value> {
+    use futures_util::StreamExt;
+    let inbox = nats.new_inbox();
+    let mut sub = nats.subscribe(inbox.clone()).await.unwrap();
+    nats.publish_with_reply("choria.fisk-ai.task.rj", inbox, body.to_string().into())
+        .await
+        .unwrap();
+    let mut set = Vec::new();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), sub.next())
+            .await
+            .expect("the reply set goes on")
+            .unwrap();
+        set.push(serde_json::from_slice(&m.payload).unwrap());
+        let last = m
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.get("Fisk-AI-Stream-Final").is_some());
+        if last {
+            return set;
+        }
+    }
+}
+
+fn request(kind: &str, request: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "protocol": format!("io.choria.fisk-ai.v1.request.{kind}"),
+        "id": format!("m-{request}"), "request": request, "conversation": "c1", "sequence": 0,
+        "time": "2026-11-30T00:00:00Z", "sender": {"name": "tester"},
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_question_nobody_answers_defers_the_call_and_a_later_answer_is_its_next_reply() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = setup(dir.path());
+    let _d = Daemon::start(
+        dir.path(),
+        &[
+            "--config",
+            &cfg,
+            "--agent",
+            "roost:py",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "rj",
+            "--nats-elicit",
+            "--nats-request-timeout",
+            "1",
+        ],
+    );
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    // The caller never answers: the question's window closes and the call is deferred.
+    let set = reply_set(
+        &client,
+        request(
+            "prompt",
+            "rq-ask",
+            serde_json::json!({"prompt": "ask colour?"}),
+        ),
+    )
+    .await;
+    let question = set
+        .iter()
+        .find(|m| m["protocol"] == "io.choria.fisk-ai.v1.elicit.request.select")
+        .expect("the job's question was asked");
+    let call = question["tool_use_id"].as_str().unwrap().to_string();
+    let last = set.last().unwrap();
+    assert_eq!(last["code"], "deferred", "{last}");
+    assert!(
+        last["error"].as_str().unwrap().contains(&call),
+        "ids in the text: {last}"
+    );
+    let token = set[0]["conversation_token"].as_str().unwrap().to_string();
+    // The answer, sent later, is the job's next reply, and the turn ends with what the job made of it.
+    let set = reply_set(
+        &client,
+        request(
+            "answer",
+            "rq-answer",
+            serde_json::json!({"conversation_token": token, "answer": {
+                "tool_use_id": call, "kind": "select", "answer": "value", "value": "green"}}),
+        ),
+    )
+    .await;
+    let last = set.last().unwrap();
+    assert_eq!(last["protocol"], "io.choria.fisk-ai.v1.result", "{set:#?}");
+    assert_eq!(last["text"], "echo: green");
+}
