@@ -1,7 +1,8 @@
 //! The fisk-ai worker's benchmark (`cargo bench -p agentwire-fisk --bench fisk`): against a real
 //! nats-server on loopback, (a) the median request-to-ack latency of a prompt divided by a raw NATS
 //! request/reply round trip on the same server, and (b) runs per second with 50 concurrent callers and 64
-//! worker slots, with the process's peak RSS. Results print as text and one JSON line.
+//! worker slots, with the process's peak RSS; and, for reading (a), the cost of one durable write on the same
+//! disk, which every ack waits for. Results print as text and one JSON line.
 //!
 //! Flags (after `--`): `--samples N` (default 2000), `--callers N` (50), `--workers N` (64),
 //! `--seconds N` (10).
@@ -56,6 +57,27 @@ fn vm(key: &str) -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+/// `n` durable 4 KiB writes (overwriting a file's allocated blocks, then `fdatasync`), each timed: the least
+/// a journal commit can cost on this disk.
+fn durable_writes(dir: &std::path::Path, n: usize) -> Vec<Duration> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("durable-write-probe");
+    let f = std::fs::File::create(&path).unwrap();
+    f.write_all_at(&[7u8; 16 * 4096], 0).unwrap();
+    f.sync_all().unwrap();
+    let block = [9u8; 4096];
+    let times = (0..n)
+        .map(|i| {
+            let t = Instant::now();
+            f.write_all_at(&block, (i % 16) as u64 * 4096).unwrap();
+            f.sync_data().unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let _ = std::fs::remove_file(&path);
+    times
 }
 
 /// Sends one prompt and waits for its ack; returns the latency. Reads the rest of the set when `full`.
@@ -150,6 +172,7 @@ fn main() {
         }
         let (raw50, raw90, raw99) = median(raw);
         let (ack50, ack90, ack99) = median(acks);
+        let (sync50, _, _) = median(durable_writes(dir.path(), 1000));
 
         // (b) Throughput: callers in a closed loop, each a conversation of its own per prompt.
         let done = Arc::new(AtomicU64::new(0));
@@ -177,6 +200,11 @@ fn main() {
         println!("raw NATS request/reply: median {raw50:?}  p90 {raw90:?}  p99 {raw99:?}");
         println!("request -> ack:         median {ack50:?}  p90 {ack90:?}  p99 {ack99:?}");
         println!("ratio of medians: {ratio:.2} (target <= 1.3)");
+        let floor = (raw50 + sync50).as_secs_f64() / raw50.as_secs_f64();
+        println!(
+            "one durable 4 KiB write (write + fdatasync) in the journal's directory: median {sync50:?}; \
+             an ack that waits for it cannot beat (raw + that) / raw = {floor:.2}"
+        );
         println!("runs/s with {callers} callers: {per_sec:.0} ({runs} runs)");
         println!("peak RSS (whole benchmark process: worker, NATS clients, callers): {} KiB", vm("VmHWM:"));
         println!(
@@ -184,6 +212,7 @@ fn main() {
             serde_json::json!({
                 "raw_rtt_median_us": raw50.as_micros(), "ack_median_us": ack50.as_micros(),
                 "ack_p99_us": ack99.as_micros(), "ratio": ratio, "runs_per_sec": per_sec,
+                "durable_write_median_us": sync50.as_micros(), "floor_ratio": floor,
                 "callers": callers, "workers": workers, "peak_rss_kib": vm("VmHWM:"),
             })
         );

@@ -92,6 +92,19 @@ fn config(dir: &Path) -> DaemonConfig {
             protocol: true,
         },
     );
+    // An agent that ignores SIGTERM (its shell and the sleeps it starts alike).
+    profiles.insert(
+        "stubborn".to_string(),
+        Profile {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "trap '' TERM; env > env.txt; echo $$ > pid; while :; do sleep 1; done".into(),
+            ],
+            task: TaskMode::Type,
+            protocol: true,
+        },
+    );
     profiles.insert(
         "term".to_string(),
         Profile {
@@ -570,5 +583,102 @@ async fn stopped_respawned_and_removed_jobs_leave_no_zombies() {
     }
     assert_eq!(zombies, 0, "stopped processes are reaped");
     ctl.ok("rm", json!({"id": a})).await;
+    daemon.shutdown();
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_ignores_sigterm_is_killed_after_the_grace_and_a_respawn_gets_a_new_token() {
+    use agentwire_roost::daemon::STOP_GRACE;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let id = ctl
+        .ok("dispatch", json!({"profile": "stubborn", "task": "x"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env = job_env(&cfg.data_dir, &id).await;
+    let pid_file = cfg.data_dir.join("jobs").join(&id).join("pid");
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let mut old = read_pid();
+    for _ in 0..100 {
+        if !old.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        old = read_pid();
+    }
+    let old_token = env["ROOST_JOB_TOKEN"].clone();
+    ctl.ok("respawn", json!({"id": id})).await;
+    // The old token no longer speaks for the job.
+    let mut agent = Client::connect(&cfg.socket).await;
+    assert_eq!(
+        agent
+            .code(
+                "report",
+                json!({"id": id, "token": old_token, "report": {"state": "working"}})
+            )
+            .await,
+        "unauthorized"
+    );
+    let mut new = read_pid();
+    for _ in 0..200 {
+        if !new.is_empty() && new != old {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        new = read_pid();
+    }
+    assert_ne!(new, old, "respawn started a new process");
+    let new_env = job_env(&cfg.data_dir, &id).await;
+    assert_ne!(new_env["ROOST_JOB_TOKEN"], old_token);
+    // SIGTERM alone does not end it ...
+    tokio::time::sleep(STOP_GRACE / 2).await;
+    daemon.flush();
+    assert!(running(&old), "the old process ignores SIGTERM");
+    // ... past the grace, SIGKILL does.
+    let mut gone = false;
+    for _ in 0..100 {
+        daemon.flush();
+        if !running(&old) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the stopped process was killed after {STOP_GRACE:?}");
+    assert!(running(&new), "the respawned process runs on");
+    ctl.ok("rm", json!({"id": id})).await;
+    let mut gone = false;
+    for _ in 0..100 {
+        daemon.flush();
+        if !running(&new) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone,
+        "a removed job's process is killed after the grace too"
+    );
     daemon.shutdown();
 }

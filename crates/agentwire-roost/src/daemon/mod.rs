@@ -23,6 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixListener;
 
+/// How long a stopped job's process group has after SIGTERM before it is sent SIGKILL: an agent that saves
+/// its state on SIGTERM gets the time to, and one that ignores it cannot outlive its stop (or run beside the
+/// process a `respawn` starts).
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often lazily written rows are flushed and running jobs are checked on.
 pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 

@@ -80,12 +80,27 @@ pub fn terminate(pid: u32) {
     }
 }
 
-/// The last non-empty line of a job's output: a terminal agent's row.
+/// Kills a job's process group (SIGKILL): for one that outlived its SIGTERM.
+pub fn kill(pid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// How much of the end of a job's output is read for its row: a line longer than this shows its end.
+const OUTPUT_TAIL_BYTES: u64 = 4096;
+
+/// The last non-empty line of a job's output: a terminal agent's row. Only the tail is read; a
+/// long-running agent's log can be large, and this runs every second.
 pub fn last_line(dir: &Path) -> Option<String> {
-    let text = std::fs::read(dir.join(OUTPUT_FILE)).ok()?;
-    // Only the tail matters; a long-running agent's log can be large.
-    let tail = &text[text.len().saturating_sub(4096)..];
-    String::from_utf8_lossy(tail)
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(dir.join(OUTPUT_FILE)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(OUTPUT_TAIL_BYTES)))
+        .ok()?;
+    let mut tail = Vec::with_capacity(OUTPUT_TAIL_BYTES as usize);
+    f.take(OUTPUT_TAIL_BYTES).read_to_end(&mut tail).ok()?;
+    String::from_utf8_lossy(&tail)
         .lines()
         .rev()
         .map(str::trim)

@@ -37,6 +37,28 @@ impl Outbox {
     }
 }
 
+/// A stopped job's process, until it is gone.
+pub(super) struct Stopping {
+    /// Its pid (the leader of its process group).
+    pid: u32,
+    /// The daemon's handle, to reap it; none for a job re-adopted after a restart (not the daemon's child).
+    child: Option<std::process::Child>,
+    /// When it was sent SIGTERM.
+    since: std::time::Instant,
+    /// Whether SIGKILL was sent.
+    killed: bool,
+}
+
+impl Stopping {
+    /// Whether it is gone (reaped, when it was the daemon's child).
+    fn gone(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => !matches!(c.try_wait(), Ok(None)),
+            None => !process::alive(self.pid),
+        }
+    }
+}
+
 pub(super) struct State {
     pub(super) sup: Supervisor,
     /// The connection that reported for each job (replies go on it).
@@ -47,8 +69,8 @@ pub(super) struct State {
     pub(super) dirty: HashSet<String>,
     /// Children this daemon started (to reap them).
     pub(super) children: HashMap<String, std::process::Child>,
-    /// Children stopped (by `stop`, `rm`, `respawn`) and not yet reaped.
-    pub(super) stopping: Vec<std::process::Child>,
+    /// Processes stopped (by `stop`, `rm`, `respawn`) and not yet gone.
+    pub(super) stopping: Vec<Stopping>,
     pub(super) next_conn: u64,
     /// The newest feed event written to the store.
     pub(super) written_event: u64,
@@ -396,18 +418,28 @@ impl Shared {
     }
 
     fn stop_job(&self, st: &mut State, id: &str) {
-        // Its process is reaped once it has gone, so it leaves no zombie behind.
-        if let Some(child) = st.children.remove(id) {
-            st.stopping.push(child);
-        }
+        // Its process is reaped once it has gone, so it leaves no zombie behind; past the grace it is
+        // killed.
+        let child = st.children.remove(id);
+        let mut stopping = None;
         if let Some(job) = st.sup.jobs.get_mut(id) {
             if job.life == Life::Running {
                 if let Some(pid) = job.pid {
                     process::terminate(pid);
+                    stopping = Some(pid);
                 }
             }
             job.life = Life::Stopped;
             job.pid = None;
+        }
+        let pid = stopping.or(child.as_ref().map(std::process::Child::id));
+        if let Some(pid) = pid {
+            st.stopping.push(Stopping {
+                pid,
+                child,
+                since: std::time::Instant::now(),
+                killed: false,
+            });
         }
     }
 
@@ -433,6 +465,10 @@ impl Shared {
             }
             _ => {
                 self.stop_job(&mut st, id);
+                // A new token: whatever is left of the old process cannot speak for the job any more.
+                if let Some(job) = st.sup.jobs.get_mut(id) {
+                    job.token = random_hex(16);
+                }
                 st.sup.event(at, id, "respawn", "started again");
                 self.start_process(&mut st, id);
                 self.persist(&mut st, &[id], &[], None)?;
@@ -514,8 +550,17 @@ impl Shared {
     pub(super) fn housekeeping(&self) {
         let mut st = self.lock();
         let at = now();
-        st.stopping
-            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        st.stopping.retain_mut(|p| {
+            if p.gone() {
+                return false;
+            }
+            if !p.killed && p.since.elapsed() >= super::STOP_GRACE {
+                tracing::warn!(pid = p.pid, "a stopped job ignored SIGTERM; killing it");
+                process::kill(p.pid);
+                p.killed = true;
+            }
+            true
+        });
         let mut exited = Vec::new();
         for (id, child) in st.children.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {
