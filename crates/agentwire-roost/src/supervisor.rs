@@ -78,6 +78,10 @@ pub struct Job {
     pub life: Life,
     /// Its process id, while it runs.
     pub pid: Option<u32>,
+    /// That process's identity beyond the pid (the boot and the start time), so that after a
+    /// restart a pid reused by another process is not taken for the job's. None in stores written before it.
+    #[serde(default)]
+    pub pid_identity: Option<String>,
     /// Output read from its terminal, for a job whose agent does not speak the protocol (its row until it
     /// reports).
     pub output: Option<String>,
@@ -213,6 +217,7 @@ impl Supervisor {
                 reply_ids: VecDeque::new(),
                 life: Life::Running,
                 pid: None,
+                pid_identity: None,
                 output: None,
                 reports: 0,
             },

@@ -73,6 +73,22 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// A process's identity beyond its pid: the boot it runs in and its start time (clock ticks since boot).
+/// A pid is reused once its process is gone, and a job's pid stored before a reboot names nothing of it.
+pub fn identity(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (in parentheses): state is the first, start time the 20th.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let start = rest.split_whitespace().nth(19)?;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(format!("{}:{start}", boot.trim()))
+}
+
+/// Whether a job's process is alive: `pid` runs and, when its identity was recorded, is still that process.
+pub fn job_alive(pid: u32, recorded: Option<&str>) -> bool {
+    alive(pid) && recorded.is_none_or(|r| identity(pid).as_deref() == Some(r))
+}
+
 /// Asks a job's process group to stop (SIGTERM).
 pub fn terminate(pid: u32) {
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
@@ -106,4 +122,24 @@ pub fn last_line(dir: &Path) -> Option<String> {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(|l| l.chars().take(crate::report::MAX_SUMMARY_CHARS).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_known_by_its_identity_not_its_pid_alone() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let id = identity(pid).expect("a live process has an identity");
+        assert_eq!(identity(pid).as_deref(), Some(id.as_str()), "stable");
+        assert!(job_alive(pid, Some(&id)));
+        assert!(job_alive(pid, None), "no recorded identity: the pid alone");
+        // Another process's identity (as after a reboot or pid reuse) is not this one.
+        assert!(!job_alive(pid, Some("another-boot:12345")));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!job_alive(pid, Some(&id)));
+    }
 }

@@ -41,6 +41,8 @@ impl Outbox {
 pub(super) struct Stopping {
     /// Its pid (the leader of its process group).
     pid: u32,
+    /// Its identity, when recorded: a re-adopted job's pid is only signalled while it is still that process.
+    identity: Option<String>,
     /// The daemon's handle, to reap it; none for a job re-adopted after a restart (not the daemon's child).
     child: Option<std::process::Child>,
     /// When it was sent SIGTERM.
@@ -54,7 +56,7 @@ impl Stopping {
     fn gone(&mut self) -> bool {
         match &mut self.child {
             Some(c) => !matches!(c.try_wait(), Ok(None)),
-            None => !process::alive(self.pid),
+            None => !process::job_alive(self.pid, self.identity.as_deref()),
         }
     }
 }
@@ -355,8 +357,10 @@ impl Shared {
             Ok(child) => {
                 let pid = child.id();
                 st.children.insert(id.to_string(), child);
+                let identity = process::identity(pid);
                 if let Some(j) = st.sup.jobs.get_mut(id) {
                     j.pid = Some(pid);
+                    j.pid_identity = identity;
                     j.life = Life::Running;
                 }
                 st.dirty.insert(id.to_string());
@@ -425,17 +429,23 @@ impl Shared {
         if let Some(job) = st.sup.jobs.get_mut(id) {
             if job.life == Life::Running {
                 if let Some(pid) = job.pid {
-                    process::terminate(pid);
-                    stopping = Some(pid);
+                    // A child of this daemon is its own until reaped; a re-adopted pid only while it is
+                    // still the job's process.
+                    if child.is_some() || process::job_alive(pid, job.pid_identity.as_deref()) {
+                        process::terminate(pid);
+                        stopping = Some((pid, job.pid_identity.clone()));
+                    }
                 }
             }
             job.life = Life::Stopped;
             job.pid = None;
+            job.pid_identity = None;
         }
-        let pid = stopping.or(child.as_ref().map(std::process::Child::id));
-        if let Some(pid) = pid {
+        let stopping = stopping.or_else(|| child.as_ref().map(|c| (c.id(), None::<String>)));
+        if let Some((pid, identity)) = stopping {
             st.stopping.push(Stopping {
                 pid,
+                identity,
                 child,
                 since: std::time::Instant::now(),
                 killed: false,
@@ -533,10 +543,14 @@ impl Shared {
         let ids: Vec<String> = st.sup.jobs.keys().cloned().collect();
         for id in ids {
             let job = &st.sup.jobs[&id];
-            if job.life == Life::Running && !job.pid.is_some_and(process::alive) {
+            let alive = job
+                .pid
+                .is_some_and(|p| process::job_alive(p, job.pid_identity.as_deref()));
+            if job.life == Life::Running && !alive {
                 if let Some(j) = st.sup.jobs.get_mut(&id) {
                     j.life = Life::Exited;
                     j.pid = None;
+                    j.pid_identity = None;
                 }
                 st.sup
                     .event(at, &id, "exit", "exited while the daemon was down");
@@ -573,6 +587,7 @@ impl Shared {
                 if j.life == Life::Running {
                     j.life = Life::Exited;
                     j.pid = None;
+                    j.pid_identity = None;
                     st.sup.event(at, id, "exit", status.clone());
                 }
             }
@@ -583,13 +598,17 @@ impl Shared {
             .jobs
             .values()
             .filter(|j| j.life == Life::Running && !st.children.contains_key(&j.id))
-            .filter(|j| !j.pid.is_some_and(process::alive))
+            .filter(|j| {
+                !j.pid
+                    .is_some_and(|p| process::job_alive(p, j.pid_identity.as_deref()))
+            })
             .map(|j| j.id.clone())
             .collect();
         for id in adopted {
             if let Some(j) = st.sup.jobs.get_mut(&id) {
                 j.life = Life::Exited;
                 j.pid = None;
+                j.pid_identity = None;
             }
             st.sup.event(at, &id, "exit", "exited");
             st.dirty.insert(id);
