@@ -70,7 +70,10 @@ pub struct Job {
     pub capabilities: Vec<String>,
     /// The next reply's number.
     pub next_seq: u64,
-    /// Replies not yet acked, in order.
+    /// Replies not yet acked, in order. Stored in rows of their own (see [`crate::store`]), so that an ack or
+    /// a report does not write every waiting reply's text again; read from the job's record too, where a
+    /// store written before that kept them.
+    #[serde(default, skip_serializing)]
     pub pending: VecDeque<Pending>,
     /// The last request ids its replies were taken under.
     pub reply_ids: VecDeque<String>,
