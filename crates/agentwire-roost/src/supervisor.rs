@@ -132,7 +132,48 @@ pub struct Supervisor {
     pub next_event: u64,
 }
 
+/// What one job looked like before a change, to put back when the change could not be made durable: the
+/// controller is told it failed, so nothing of it may stay.
+#[derive(Debug)]
+pub struct Undo {
+    id: String,
+    job: Option<Job>,
+    dispatch_ids: Vec<String>,
+    next_event: u64,
+}
+
 impl Supervisor {
+    /// Marks the state of job `id` (which may not exist yet) and of the feed, for [`restore`](Self::restore).
+    pub fn undo_point(&self, id: &str) -> Undo {
+        Undo {
+            id: id.to_string(),
+            job: self.jobs.get(id).cloned(),
+            dispatch_ids: self
+                .dispatch_ids
+                .iter()
+                .filter(|(_, j)| *j == id)
+                .map(|(r, _)| r.clone())
+                .collect(),
+            next_event: self.next_event,
+        }
+    }
+
+    /// Puts job `undo.id` and the feed back as they were at [`undo_point`](Self::undo_point).
+    pub fn restore(&mut self, undo: Undo) {
+        match undo.job {
+            Some(job) => {
+                self.jobs.insert(undo.id.clone(), job);
+            }
+            None => {
+                self.jobs.remove(&undo.id);
+            }
+        }
+        self.dispatch_ids
+            .retain(|r, j| *j != undo.id || undo.dispatch_ids.contains(r));
+        self.events.retain(|e| e.seq <= undo.next_event);
+        self.next_event = undo.next_event;
+    }
+
     /// Records a feed event.
     pub fn event(&mut self, at: u64, id: &str, what: &str, text: impl Into<String>) {
         self.next_event += 1;
@@ -346,6 +387,38 @@ mod tests {
         )
         .unwrap();
         s
+    }
+
+    #[test]
+    fn a_change_that_could_not_be_saved_is_undone_whole() {
+        let mut s = sup();
+        let before_job = s.jobs["j1"].clone();
+        let before_events = s.events.clone();
+        let undo = s.undo_point("j1");
+        assert_eq!(
+            s.reply("j1", "r1", None, Some("q-1"), true, 2),
+            Ok(Replied::Saved(1))
+        );
+        s.restore(undo);
+        assert_eq!(
+            s.jobs["j1"], before_job,
+            "the reply, its seq and its id are gone"
+        );
+        assert_eq!(s.events, before_events);
+        assert_eq!(
+            s.reply("j1", "r1", None, Some("q-1"), true, 3),
+            Ok(Replied::Saved(1)),
+            "the same seq and request id are free again"
+        );
+        // A dispatch undone leaves no job, no dispatch id and no feed event.
+        let undo = s.undo_point("j2");
+        let next = s.next_event;
+        s.add("j2".into(), "t2".into(), "p", None, None, Some("d2"), 4)
+            .unwrap();
+        s.restore(undo);
+        assert!(!s.jobs.contains_key("j2") && s.dispatched("d2").is_none());
+        assert_eq!(s.next_event, next);
+        assert!(s.dispatched("d1").is_some(), "other jobs' ids stay");
     }
 
     #[test]

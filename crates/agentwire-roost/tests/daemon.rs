@@ -682,3 +682,45 @@ async fn a_job_that_ignores_sigterm_is_killed_after_the_grace_and_a_respawn_gets
     );
     daemon.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_reply_to_a_job_that_ended_since_starts_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let id = ctl
+        .ok("dispatch", json!({"profile": "agent", "task": "t"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    job_env(&cfg.data_dir, &id).await;
+    let state = |rows: &Value| rows["rows"][0]["state"].as_str().unwrap().to_string();
+    ctl.ok("stop", json!({"id": id})).await;
+    assert_eq!(state(&ctl.ok("rows", json!({})).await), "stopped");
+    // A reply starts the stopped job; it is stopped again before its agent takes the reply.
+    let first = ctl
+        .ok(
+            "reply",
+            json!({"id": id, "text": "go on", "requestId": "r-1"}),
+        )
+        .await;
+    assert_eq!(first["saved"], true);
+    assert_ne!(state(&ctl.ok("rows", json!({})).await), "stopped");
+    ctl.ok("stop", json!({"id": id})).await;
+    // The controller did not see the answer and sends the reply again: it is not saved twice, and the
+    // job that holds it runs again so that it reaches an agent.
+    let again = ctl
+        .ok(
+            "reply",
+            json!({"id": id, "text": "go on", "requestId": "r-1"}),
+        )
+        .await;
+    assert_eq!(again["duplicate"], true);
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_ne!(state(&rows), "stopped", "{rows}");
+    assert_eq!(rows["rows"][0]["pending"], 2, "the task and the one reply");
+    ctl.ok("rm", json!({"id": id})).await;
+    daemon.shutdown();
+}

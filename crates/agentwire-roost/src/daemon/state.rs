@@ -282,9 +282,13 @@ impl Shared {
     /// `ack`.
     pub(super) fn ack(&self, id: &str, token: &str, seq: u64) -> Result<Value, Refusal> {
         let mut st = self.lock();
+        let undo = st.sup.undo_point(id);
         let cleared = st.sup.ack(id, token, seq)?;
         if cleared > 0 {
-            self.persist(&mut st, &[id], &[], None)?;
+            if let Err(e) = self.persist(&mut st, &[id], &[], None) {
+                st.sup.restore(undo);
+                return Err(e);
+            }
             self.push_row(&st, id);
         }
         Ok(json!({}))
@@ -314,6 +318,7 @@ impl Shared {
         let id = random_hex(6);
         let token = random_hex(16);
         let at = now();
+        let undo = st.sup.undo_point(&id);
         st.sup.add(
             id.clone(),
             token,
@@ -327,12 +332,15 @@ impl Shared {
             // The first task is reply 1.
             st.sup.reply(&id, t, None, None, true, at)?;
         }
-        self.persist(
+        if let Err(e) = self.persist(
             &mut st,
             &[&id],
             &[],
             request_id.map(|r| (r.to_string(), id.clone())),
-        )?;
+        ) {
+            st.sup.restore(undo);
+            return Err(e);
+        }
         self.start_process(&mut st, &id);
         self.push_row(&st, &id);
         let job = &st.sup.jobs[&id];
@@ -392,8 +400,24 @@ impl Shared {
         let request_id = args.opt_str("requestId")?;
         let mut st = self.lock();
         let connected = st.job_conn.contains_key(id);
+        let undo = st.sup.undo_point(id);
         match st.sup.reply(id, text, mode, request_id, connected, now())? {
-            Replied::Duplicate => Ok(json!({ "duplicate": true, "saved": true })),
+            Replied::Duplicate => {
+                // Taken before; if its job has ended since (or a crash came between saving the reply and
+                // starting the job), it is started so the reply reaches an agent.
+                let ended = st
+                    .sup
+                    .jobs
+                    .get(id)
+                    .is_some_and(|j| j.life != Life::Running && !j.pending.is_empty());
+                if ended {
+                    st.sup.event(now(), id, "respawn", "started for a reply");
+                    self.start_process(&mut st, id);
+                    self.persist(&mut st, &[id], &[], None)?;
+                    self.push_row(&st, id);
+                }
+                Ok(json!({ "duplicate": true, "saved": true }))
+            }
             Replied::Stop => {
                 self.stop_job(&mut st, id);
                 self.persist(&mut st, &[id], &[], None)?;
@@ -401,7 +425,10 @@ impl Shared {
                 Ok(json!({ "saved": true, "stopped": true }))
             }
             Replied::Saved(seq) => {
-                self.persist(&mut st, &[id], &[], None)?;
+                if let Err(e) = self.persist(&mut st, &[id], &[], None) {
+                    st.sup.restore(undo);
+                    return Err(e);
+                }
                 if st.sup.jobs.get(id).is_some_and(|j| j.life != Life::Running) {
                     // A reply to a job that ended starts it again: the reply waits for its agent.
                     st.sup.event(now(), id, "respawn", "started for a reply");
