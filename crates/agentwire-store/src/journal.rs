@@ -274,6 +274,51 @@ impl Journal {
         Ok(out)
     }
 
+    /// A conversation's turns in the order they were accepted, without their transcripts: what deciding
+    /// on the next turn needs, read without the conversation's whole text.
+    pub fn conversation_history(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Vec<StoredTurn>, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM turns WHERE conversation_id = ?1 ORDER BY accepted_at, rowid"
+        ))?;
+        let rows = stmt.query_map([conversation.as_str()], row_to_turn)?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(r??);
+        }
+        Ok(out)
+    }
+
+    /// What a conversation has used: every ended turn's outcome (their tokens) and the number of tool calls
+    /// in its kept transcripts, counted inside SQLite so that no transcript is read into memory.
+    pub fn conversation_usage(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<(Vec<Outcome>, u64), StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT t.outcome, (SELECT COUNT(*) FROM json_each(x.events)
+                                WHERE json_extract(json_each.value, '$.type') = 'tool_call')
+             FROM turns t LEFT JOIN transcripts x ON x.request_id = t.request_id
+             WHERE t.conversation_id = ?1 AND t.outcome IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([conversation.as_str()], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })?;
+        let (mut outcomes, mut tool_calls) = (Vec::new(), 0u64);
+        for r in rows {
+            let (outcome, calls) = r?;
+            outcomes.push(
+                serde_json::from_str(&outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            );
+            tool_calls += calls.max(0) as u64;
+        }
+        Ok((outcomes, tool_calls))
+    }
+
     /// Durably sets a conversation's protocol-specific state (a fisk-ai fingerprint and approvals, ...).
     pub async fn put_conversation_meta(
         &self,

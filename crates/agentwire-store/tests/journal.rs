@@ -203,3 +203,63 @@ async fn a_new_turn_can_set_its_conversation_meta_in_the_same_write() {
         Some(serde_json::json!({"fingerprint": "a"}))
     );
 }
+
+#[tokio::test]
+async fn a_conversations_history_and_usage_read_without_its_transcripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&dir.path().join("j.sqlite")).unwrap();
+    let conv = ConversationId::new("c").unwrap();
+    for n in 0..3 {
+        j.accept(turn(n)).await.unwrap();
+    }
+    let spent = |input, output| Usage {
+        input_tokens: input,
+        output_tokens: output,
+    };
+    let with_usage = |text: &str, u| match ok(text) {
+        Outcome::Result(r) => Outcome::Result(TurnResult { usage: u, ..r }),
+        o => o,
+    };
+    let events = serde_json::json!([
+        {"type": "tool_call", "id": "1"}, {"type": "text", "text": "x"}, {"type": "tool_call", "id": "2"}
+    ]);
+    j.finish_with_transcript(
+        &turn(0).request_id,
+        &with_usage("a", spent(10, 5)),
+        None,
+        Some(events),
+        300,
+    )
+    .await
+    .unwrap();
+    let failed =
+        Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop").with_usage(spent(1, 2)));
+    j.finish_with_transcript(
+        &turn(1).request_id,
+        &failed,
+        None,
+        Some(serde_json::json!([{"type": "tool_call", "id": "3"}])),
+        301,
+    )
+    .await
+    .unwrap();
+    let history = j.conversation_history(&conv).unwrap();
+    let ids: Vec<_> = history.iter().map(|t| t.request_id.to_string()).collect();
+    assert_eq!(
+        ids,
+        ["nipxx:0", "nipxx:1", "nipxx:2"],
+        "every turn, in order"
+    );
+    assert_eq!(history[2].outcome, None, "the running one too");
+    let (outcomes, tool_calls) = j.conversation_usage(&conv).unwrap();
+    assert_eq!(
+        outcomes,
+        vec![with_usage("a", spent(10, 5)), failed],
+        "ended turns only"
+    );
+    assert_eq!(tool_calls, 3);
+    let (none, zero) = j
+        .conversation_usage(&ConversationId::new("none").unwrap())
+        .unwrap();
+    assert!(none.is_empty() && zero == 0);
+}

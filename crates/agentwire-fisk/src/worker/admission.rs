@@ -231,13 +231,29 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         meta.max_tokens = lowered;
         meta_changed = true;
     }
-    // A conversation minted just now has no turns: no journal read on the path to a new prompt's ack.
+    // A conversation minted just now has no turns: no journal read on the path to a new prompt's ack. The
+    // transcripts are read only for a replay; deciding on the turn needs the turns alone.
+    let wants_replay = match task {
+        TaskRequest::Prompt(p) => p.replay.is_some(),
+        TaskRequest::Answer(a) => a.replay.is_some(),
+        _ => false,
+    };
     let record = if new {
         vec![]
-    } else {
+    } else if wants_replay {
         match record(worker, &conversation) {
             Ok(r) => r,
             Err(p) => return *p,
+        }
+    } else {
+        match worker.engine.journal().conversation_history(&conversation) {
+            Ok(turns) => turns.into_iter().map(|t| (t, None)).collect(),
+            Err(e) => {
+                return refused(
+                    FailureCode::Internal,
+                    format!("the journal could not be read: {e}"),
+                )
+            }
         }
     };
     let total = conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));

@@ -207,11 +207,7 @@ impl TurnFront for FiskFront {
             self.flush_text(&mut st);
         }
         // The journal holds this outcome now, so the conversation's usage includes it.
-        let usage = self
-            .journal
-            .conversation_record(&self.setup.conversation)
-            .map(|record| mapping::conversation_usage(&record))
-            .unwrap_or_default();
+        let usage = mapping::journaled_usage(&self.journal, &self.setup.conversation);
         self.set.finish(mapping::terminal(outcome, usage));
     }
 

@@ -164,10 +164,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         SubmitReply::DuplicateStored(stored) => {
             // The request id ran before: answer from the journal, not by running it again.
             set.send(Reply::Ack(Ack::accepted().with_conversation_token(token)));
-            let record = journal
-                .conversation_record(&stored.conversation_id)
-                .unwrap_or_default();
-            let usage = mapping::conversation_usage(&record);
+            let usage = mapping::journaled_usage(&journal, &stored.conversation_id);
             match &stored.outcome {
                 Some(o) => set.finish(mapping::terminal(o, usage)),
                 None => set.finish(mapping::refusal(
