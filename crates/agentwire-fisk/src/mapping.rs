@@ -21,10 +21,7 @@ pub fn trim_terminal_text(text: &str, max: usize) -> String {
         return text.to_string();
     }
     const NOTE: &str = "\n[truncated: the whole answer is in the worker's journal]";
-    let mut end = max.saturating_sub(NOTE.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(max.saturating_sub(NOTE.len()));
     format!("{}{NOTE}", &text[..end])
 }
 

@@ -70,14 +70,7 @@ pub(crate) fn event(subscription_id: &SubscriptionId, event_json: &str) -> Strin
 
 /// `text` cut to at most [`MAX_MESSAGE_TEXT`] bytes, on a character boundary.
 pub(crate) fn truncate(text: &str) -> &str {
-    if text.len() <= MAX_MESSAGE_TEXT {
-        return text;
-    }
-    let mut end = MAX_MESSAGE_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(MAX_MESSAGE_TEXT)]
 }
 
 #[cfg(test)]

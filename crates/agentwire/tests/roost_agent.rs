@@ -54,6 +54,24 @@ fn setup(dir: &Path) -> String {
     cfg.to_str().unwrap().to_string()
 }
 
+/// The daemon with the roost job as its agent, serving fisk-ai as identity `rj` with questions on.
+fn fisk_daemon(dir: &Path, nats: &NatsServer, extra: &[&str]) -> Daemon {
+    let cfg = setup(dir);
+    let mut args = vec![
+        "--config",
+        &cfg,
+        "--agent",
+        "roost:py",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "rj",
+        "--nats-elicit",
+    ];
+    args.extend_from_slice(extra);
+    Daemon::start(dir, &args)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nipxx_prompts_are_served_by_a_roost_job_one_job_per_session() {
     let dir = tempfile::tempdir().unwrap();
@@ -86,23 +104,8 @@ async fn nipxx_prompts_are_served_by_a_roost_job_one_job_per_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobs_question_reaches_a_fisk_ai_caller_and_the_answer_is_its_next_reply() {
-    let nats = NatsServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = setup(dir.path());
-    let _d = Daemon::start(
-        dir.path(),
-        &[
-            "--config",
-            &cfg,
-            "--agent",
-            "roost:py",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "rj",
-            "--nats-elicit",
-        ],
-    );
+    let (nats, dir) = (NatsServer::start(), tempfile::tempdir().unwrap());
+    let _d = fisk_daemon(dir.path(), &nats, &[]);
     let caller = Caller::connect(&nats.url, "tester").await.unwrap();
     let mut asked = None;
     let set = caller
@@ -168,25 +171,8 @@ fn request(kind: &str, request: &str, extra: serde_json::Value) -> serde_json::V
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobs_question_nobody_answers_defers_the_call_and_a_later_answer_is_its_next_reply() {
-    let nats = NatsServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = setup(dir.path());
-    let _d = Daemon::start(
-        dir.path(),
-        &[
-            "--config",
-            &cfg,
-            "--agent",
-            "roost:py",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "rj",
-            "--nats-elicit",
-            "--nats-request-timeout",
-            "1",
-        ],
-    );
+    let (nats, dir) = (NatsServer::start(), tempfile::tempdir().unwrap());
+    let _d = fisk_daemon(dir.path(), &nats, &["--nats-request-timeout", "1"]);
     let client = async_nats::connect(&nats.url).await.unwrap();
     // The caller never answers: the question's window closes and the call is deferred.
     let set = reply_set(

@@ -34,15 +34,7 @@ pub(crate) const MAX_ELICIT_VALUE_CHARS: usize = 4096;
 
 /// `text` cut to at most [`MAX_BLOCK_TEXT_BYTES`] bytes, on a character boundary (never inside one).
 pub fn trim_block_text(text: &str) -> &str {
-    if text.len() <= MAX_BLOCK_TEXT_BYTES {
-        return text;
-    }
-    let mut end = MAX_BLOCK_TEXT_BYTES;
-    // A UTF-8 character is at most 4 bytes, so this steps back at most 3 times.
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(MAX_BLOCK_TEXT_BYTES)]
 }
 
 #[cfg(test)]

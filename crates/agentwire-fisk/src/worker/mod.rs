@@ -150,11 +150,8 @@ impl Worker {
             .add(nats::discovery_subject(&config.identity))
             .await
             .map_err(|e| WorkerError::Nats(e.to_string()))?;
-        // The subscriptions reach the server before anyone is told the worker is up.
-        client
-            .flush()
-            .await
-            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+        // The subscriptions are live at the server before anyone is told the worker is up.
+        server_sync(&client).await.map_err(WorkerError::Nats)?;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (tasks_done, tasks_stopped) = tokio::sync::oneshot::channel();
         let (discovery_done, discovery_stopped) = tokio::sync::oneshot::channel();
@@ -250,8 +247,8 @@ impl Worker {
     /// next request. Returns how many runs were still in flight.
     pub async fn shutdown(&self, grace: Duration) -> usize {
         let left = self.drain(grace).await;
-        // Unsubscribe the endpoints and wait for it, so that once this returns (after the flush below) the
-        // server routes no request here.
+        // Unsubscribe the endpoints and wait until the server has applied it, so that once this returns
+        // the server routes no request here.
         self.stop.send_replace(true);
         for stopped in self.stopped.lock().await.drain(..) {
             let _ = stopped.await;
@@ -261,7 +258,9 @@ impl Worker {
                 tracing::warn!(error = %e, "could not stop the fisk-ai service cleanly");
             }
         }
-        let _ = self.client.flush().await;
+        if let Err(e) = server_sync(&self.client).await {
+            tracing::warn!(error = %e, "could not confirm that the server dropped the worker's subscriptions");
+        }
         left
     }
 
@@ -363,6 +362,32 @@ impl Worker {
             Plan::Read(read) => admission::read(&self, inbox, *read).await,
             Plan::Run(run) => turn::run(self.clone(), inbox, *run).await,
         }
+    }
+}
+
+/// How long a round trip to the server may take before start or shutdown stop waiting for it.
+const SERVER_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits until the server has applied everything this connection sent so far. A message to ourselves comes
+/// back only after the server processed the subscriptions and unsubscriptions sent before it; a flush only
+/// writes them to the socket, and another connection's request may still reach the server first.
+async fn server_sync(client: &async_nats::Client) -> Result<(), String> {
+    let inbox = client.new_inbox();
+    let mut sub = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .publish(inbox, Vec::new().into())
+        .await
+        .map_err(|e| e.to_string())?;
+    client.flush().await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(SERVER_SYNC_TIMEOUT, sub.next()).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("the connection closed".into()),
+        Err(_) => Err(format!(
+            "no answer from the server in {SERVER_SYNC_TIMEOUT:?}"
+        )),
     }
 }
 
