@@ -48,7 +48,8 @@ cargo test --workspace --locked 2>&1 | tee /tmp/agentwire-cargo-test.log
 say "NIP-44 conformance vectors"
 if [ -n "$AGENTWIRE_CONFORMANCE_DIR" ] && [ -f "$AGENTWIRE_CONFORMANCE_DIR/nip44/nip44.vectors.json" ]; then
   echo "using $AGENTWIRE_CONFORMANCE_DIR"
-  cargo test -p agentwire-nostr --test nip44_vectors --locked -- --nocapture
+  # --workspace keeps the workspace's feature set, so nothing is built again for this step.
+  cargo test --workspace --test nip44_vectors --locked -- --nocapture
 else
   echo "conformance data not found (no ../shared/conformance and no AGENTWIRE_CONFORMANCE_DIR): NIP-44 vectors NOT checked"
 fi
@@ -56,7 +57,7 @@ fi
 say "fisk-ai v1 schemas"
 if [ -n "$AGENTWIRE_CONFORMANCE_DIR" ] && [ -d "$AGENTWIRE_CONFORMANCE_DIR/fisk-ai-v1" ]; then
   echo "using $AGENTWIRE_CONFORMANCE_DIR"
-  cargo test -p agentwire-fisk --test schemas --locked -- --nocapture
+  cargo test --workspace --test schemas --locked -- --nocapture
 else
   echo "conformance data not found: fisk-ai v1 schemas NOT checked"
 fi
