@@ -26,6 +26,13 @@ fn cli(args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// `agentwire ask --nats URL --identity cli1 ARGS...`.
+fn ask(nats: &str, args: &[&str], stdin: &str) -> Output {
+    let mut all = vec!["ask", "--nats", nats, "--identity", "cli1"];
+    all.extend_from_slice(args);
+    cli(&all, stdin)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -41,18 +48,7 @@ fn ask_follow_up_read_and_discover_over_nats() {
     assert_eq!(d.ready["nats"]["url"], nats.url.as_str());
     assert_eq!(d.ready["nats"]["identity"], "cli1");
 
-    let out = cli(
-        &[
-            "ask",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "cli1",
-            "calc",
-            "2+3",
-        ],
-        "",
-    );
+    let out = ask(&nats.url, &["calc", "2+3"], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "5");
     let err = text(&out.stderr);
@@ -63,20 +59,7 @@ fn ask_follow_up_read_and_discover_over_nats() {
         .expect("the token is printed")
         .to_string();
 
-    let out = cli(
-        &[
-            "ask",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "cli1",
-            "--conversation",
-            &token,
-            "and",
-            "then",
-        ],
-        "",
-    );
+    let out = ask(&nats.url, &["--conversation", &token, "and", "then"], "");
     assert_eq!(text(&out.stdout).trim(), "You said: and then");
 
     let out = cli(
@@ -97,47 +80,14 @@ fn ask_follow_up_read_and_discover_over_nats() {
     assert_eq!(card["tools"][0]["name"], "calculator");
 
     // A question answered at the terminal.
-    let out = cli(
-        &[
-            "ask",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "cli1",
-            "ask",
-            "pick | red | green",
-        ],
-        "2\n",
-    );
+    let out = ask(&nats.url, &["ask", "pick | red | green"], "2\n");
     assert_eq!(text(&out.stdout).trim(), "green", "{}", text(&out.stderr));
     // Nobody at the terminal (end of input) is no_operator.
-    let out = cli(
-        &[
-            "ask",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "cli1",
-            "confirm",
-            "sure?",
-        ],
-        "",
-    );
+    let out = ask(&nats.url, &["confirm", "sure?"], "");
     assert_eq!(text(&out.stdout).trim(), "no operator");
 
     // Failures exit 2 with the code.
-    let out = cli(
-        &[
-            "ask",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "cli1",
-            "fail",
-            "oops",
-        ],
-        "",
-    );
+    let out = ask(&nats.url, &["fail", "oops"], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("error failed: oops"),
