@@ -137,24 +137,31 @@ async fn turn(
     // Only rows newer than this turn's reply (more reports than when it was saved) can end the turn: the
     // job's row still shows the previous turn's `done` until its agent reports again.
     // A turn resumed with the answer to the question the job asked (its call deferred): the answer is
-    // that job's next reply. The job is named in the checkpoint, so this holds across a restart too.
+    // that job's next reply. Resumed without one, it goes back to the same job, which asks again. The job
+    // is named in the checkpoint, so this holds across a restart too.
     let resumed = input.resume.as_ref().and_then(|r| {
         let job = r.checkpoint.get("job")?.as_str()?.to_string();
-        let answer = r.answers.first()?;
-        Some((job, answer_text(&answer.answer)))
+        let answer = r.answers.first().map(|a| answer_text(&a.answer));
+        Some((job, answer))
     });
     let (job, mut since) = match (resumed, known) {
-        (Some((job, text)), _) => {
-            let r = c
-                .call(
-                    "reply",
-                    json!({ "id": job, "text": text, "requestId": rid }),
-                )
-                .await?;
+        (Some((job, answer)), _) => {
             jobs.lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(input.conversation_id.clone(), job.clone());
-            (job, r["reports"].as_u64().unwrap_or(0))
+            match answer {
+                Some(text) => {
+                    let r = c
+                        .call(
+                            "reply",
+                            json!({ "id": job, "text": text, "requestId": rid }),
+                        )
+                        .await?;
+                    (job, r["reports"].as_u64().unwrap_or(0))
+                }
+                // Nothing sent: the job's row as it stands (blocked on its question) counts.
+                None => (job, 0),
+            }
         }
         (None, Some(job)) => {
             let r = c

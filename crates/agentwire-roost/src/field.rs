@@ -85,6 +85,27 @@ impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
     }
 }
 
+/// A `T` read only from a JSON object. A derived struct also takes an array of its fields in order, which
+/// the general path refuses; this keeps the hot path to what that path accepts.
+pub(crate) struct ObjectOnly<T>(pub(crate) T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ObjectOnly<T>, D::Error> {
+        struct Only<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Only<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Only(std::marker::PhantomData))
+            .map(ObjectOnly)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +124,21 @@ mod tests {
             Field::Array(vec![Field::Number, Field::Str("a".into())])
         );
         assert!(matches!(&v[7], Field::Object(o) if o["k"] == 1));
+    }
+
+    #[test]
+    fn an_object_only_struct_refuses_an_array_of_its_fields() {
+        #[derive(serde::Deserialize)]
+        struct Two {
+            a: u8,
+        }
+        let ok: ObjectOnly<Two> = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert_eq!(ok.0.a, 1);
+        assert!(
+            serde_json::from_str::<Two>("[1]").is_ok(),
+            "what a derived struct alone takes"
+        );
+        assert!(serde_json::from_str::<ObjectOnly<Two>>("[1]").is_err());
     }
 
     #[test]

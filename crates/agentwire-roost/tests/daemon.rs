@@ -92,6 +92,15 @@ fn config(dir: &Path) -> DaemonConfig {
             protocol: true,
         },
     );
+    // An agent that exits at once.
+    profiles.insert(
+        "brief".to_string(),
+        Profile {
+            command: vec!["sh".into(), "-c".into(), "exit 0".into()],
+            task: TaskMode::Type,
+            protocol: true,
+        },
+    );
     // An agent that ignores SIGTERM (its shell and the sleeps it starts alike).
     profiles.insert(
         "stubborn".to_string(),
@@ -683,23 +692,46 @@ async fn a_job_that_ignores_sigterm_is_killed_after_the_grace_and_a_respawn_gets
     daemon.shutdown();
 }
 
+/// The state of the only job, after the daemon's housekeeping has looked at its process.
+async fn only_state(daemon: &Daemon, c: &mut Client) -> String {
+    daemon.flush();
+    c.ok("rows", json!({})).await["rows"][0]["state"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resent_reply_to_a_job_that_ended_since_starts_it_again() {
+async fn a_resent_reply_to_a_job_that_exited_since_starts_it_again_but_a_stopped_one_stays_stopped()
+{
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());
     let daemon = Daemon::start(cfg.clone()).await.unwrap();
     let mut ctl = Client::connect(&cfg.socket).await;
     let id = ctl
-        .ok("dispatch", json!({"profile": "agent", "task": "t"}))
+        .ok("dispatch", json!({"profile": "brief", "task": "t"}))
         .await["id"]
         .as_str()
         .unwrap()
         .to_string();
-    job_env(&cfg.data_dir, &id).await;
-    let state = |rows: &Value| rows["rows"][0]["state"].as_str().unwrap().to_string();
-    ctl.ok("stop", json!({"id": id})).await;
-    assert_eq!(state(&ctl.ok("rows", json!({})).await), "stopped");
-    // A reply starts the stopped job; it is stopped again before its agent takes the reply.
+    let mut exited = false;
+    for _ in 0..100 {
+        if only_state(&daemon, &mut ctl).await == "exited" {
+            exited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(exited, "the brief job exits by itself");
+    let respawns = |events: &Value| {
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["what"] == "respawn")
+            .count()
+    };
+    // A reply starts the exited job; it exits again before any agent takes the reply.
     let first = ctl
         .ok(
             "reply",
@@ -707,8 +739,16 @@ async fn a_resent_reply_to_a_job_that_ended_since_starts_it_again() {
         )
         .await;
     assert_eq!(first["saved"], true);
-    assert_ne!(state(&ctl.ok("rows", json!({})).await), "stopped");
-    ctl.ok("stop", json!({"id": id})).await;
+    assert_eq!(respawns(&ctl.ok("events", json!({"id": id})).await), 1);
+    let mut exited = false;
+    for _ in 0..100 {
+        if only_state(&daemon, &mut ctl).await == "exited" {
+            exited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(exited);
     // The controller did not see the answer and sends the reply again: it is not saved twice, and the
     // job that holds it runs again so that it reaches an agent.
     let again = ctl
@@ -718,9 +758,23 @@ async fn a_resent_reply_to_a_job_that_ended_since_starts_it_again() {
         )
         .await;
     assert_eq!(again["duplicate"], true);
+    assert_eq!(respawns(&ctl.ok("events", json!({"id": id})).await), 2);
     let rows = ctl.ok("rows", json!({})).await;
-    assert_ne!(state(&rows), "stopped", "{rows}");
-    assert_eq!(rows["rows"][0]["pending"], 2, "the task and the one reply");
+    assert_eq!(
+        rows["rows"][0]["pending"], 2,
+        "the task and the one reply: {rows}"
+    );
+    // A job a user stopped is not started by a resend.
+    ctl.ok("stop", json!({"id": id})).await;
+    let again = ctl
+        .ok(
+            "reply",
+            json!({"id": id, "text": "go on", "requestId": "r-1"}),
+        )
+        .await;
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(respawns(&ctl.ok("events", json!({"id": id})).await), 2);
+    assert_eq!(only_state(&daemon, &mut ctl).await, "stopped");
     ctl.ok("rm", json!({"id": id})).await;
     daemon.shutdown();
 }

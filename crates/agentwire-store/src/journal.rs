@@ -300,8 +300,12 @@ impl Journal {
     ) -> Result<(Vec<Outcome>, u64), StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
         let mut stmt = conn.prepare_cached(
-            "SELECT t.outcome, (SELECT COUNT(*) FROM json_each(x.events)
-                                WHERE json_extract(json_each.value, '$.type') = 'tool_call')
+            "SELECT t.outcome,
+                    CASE WHEN json_valid(x.events) AND json_type(x.events) = 'array' THEN
+                        (SELECT COUNT(*) FROM json_each(x.events)
+                         WHERE json_each.type = 'object'
+                           AND json_extract(json_each.value, '$.type') = 'tool_call')
+                    ELSE 0 END
              FROM turns t LEFT JOIN transcripts x ON x.request_id = t.request_id
              WHERE t.conversation_id = ?1 AND t.outcome IS NOT NULL",
         )?;

@@ -262,4 +262,16 @@ async fn a_conversations_history_and_usage_read_without_its_transcripts() {
         .conversation_usage(&ConversationId::new("none").unwrap())
         .unwrap();
     assert!(none.is_empty() && zero == 0);
+    // Transcripts of other shapes count what they hold and spoil nothing else.
+    for (n, events) in [
+        (3, serde_json::json!({"type": "tool_call"})),
+        (4, serde_json::json!(["x", 1, {"type": "tool_call"}])),
+    ] {
+        j.accept(turn(n)).await.unwrap();
+        j.finish_with_transcript(&turn(n).request_id, &ok("c"), None, Some(events), 302)
+            .await
+            .unwrap();
+    }
+    let (outcomes, tool_calls) = j.conversation_usage(&conv).unwrap();
+    assert_eq!((outcomes.len(), tool_calls), (4, 4));
 }

@@ -196,6 +196,23 @@ async fn a_jobs_question_nobody_answers_defers_the_call_and_a_later_answer_is_it
         "ids in the text: {last}"
     );
     let token = set[0]["conversation_token"].as_str().unwrap().to_string();
+    // A resume without an answer goes back to the same job, which asks its question again.
+    let set = reply_set(
+        &client,
+        request(
+            "resume",
+            "rq-resume",
+            serde_json::json!({"conversation_token": token}),
+        ),
+    )
+    .await;
+    let again = set
+        .iter()
+        .find(|m| m["protocol"] == "io.choria.fisk-ai.v1.elicit.request.select")
+        .unwrap_or_else(|| panic!("the question is asked again: {set:#?}"));
+    assert_eq!(again["options"], serde_json::json!(["red", "green"]));
+    let call = again["tool_use_id"].as_str().unwrap().to_string();
+    assert_eq!(set.last().unwrap()["code"], "deferred");
     // The answer, sent later, is the job's next reply, and the turn ends with what the job made of it.
     let set = reply_set(
         &client,

@@ -150,8 +150,11 @@ impl Worker {
             .add(nats::discovery_subject(&config.identity))
             .await
             .map_err(|e| WorkerError::Nats(e.to_string()))?;
-        // The subscriptions are live at the server before anyone is told the worker is up.
-        server_sync(&client).await.map_err(WorkerError::Nats)?;
+        // The subscriptions are live at the server before anyone is told the worker is up. A server that
+        // does not echo (a worker account without rights on its own inboxes) only loses that promise.
+        if let Err(e) = server_sync(&client).await {
+            tracing::warn!(error = %e, "could not confirm the worker's subscriptions with the server");
+        }
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (tasks_done, tasks_stopped) = tokio::sync::oneshot::channel();
         let (discovery_done, discovery_stopped) = tokio::sync::oneshot::channel();
@@ -365,30 +368,34 @@ impl Worker {
     }
 }
 
-/// How long a round trip to the server may take before start or shutdown stop waiting for it.
-const SERVER_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long start and shutdown wait for a round trip to the server: one takes well under a millisecond on
+/// a healthy connection, and a server that is away (async-nats reconnecting) must not hold a shutdown.
+const SERVER_SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Waits until the server has applied everything this connection sent so far. A message to ourselves comes
 /// back only after the server processed the subscriptions and unsubscriptions sent before it; a flush only
 /// writes them to the socket, and another connection's request may still reach the server first.
 async fn server_sync(client: &async_nats::Client) -> Result<(), String> {
-    let inbox = client.new_inbox();
-    let mut sub = client
-        .subscribe(inbox.clone())
+    let echo = async {
+        let inbox = client.new_inbox();
+        let mut sub = client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        client
+            .publish(inbox, Vec::new().into())
+            .await
+            .map_err(|e| e.to_string())?;
+        client.flush().await.map_err(|e| e.to_string())?;
+        sub.next()
+            .await
+            .map(|_| ())
+            .ok_or_else(|| "the connection closed".to_string())
+    };
+    // Every step is bounded: while async-nats reconnects, even a flush waits.
+    tokio::time::timeout(SERVER_SYNC_TIMEOUT, echo)
         .await
-        .map_err(|e| e.to_string())?;
-    client
-        .publish(inbox, Vec::new().into())
-        .await
-        .map_err(|e| e.to_string())?;
-    client.flush().await.map_err(|e| e.to_string())?;
-    match tokio::time::timeout(SERVER_SYNC_TIMEOUT, sub.next()).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err("the connection closed".into()),
-        Err(_) => Err(format!(
-            "no answer from the server in {SERVER_SYNC_TIMEOUT:?}"
-        )),
-    }
+        .map_err(|_| format!("no answer from the server in {SERVER_SYNC_TIMEOUT:?}"))?
 }
 
 /// A fresh message id (a KSUID).

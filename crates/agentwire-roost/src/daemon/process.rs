@@ -89,6 +89,12 @@ pub fn job_alive(pid: u32, recorded: Option<&str>) -> bool {
     alive(pid) && recorded.is_none_or(|r| identity(pid).as_deref() == Some(r))
 }
 
+/// Whether any process of the group led by `pid` is still there.
+pub fn group_alive(pid: u32) -> bool {
+    rustix::process::Pid::from_raw(pid as i32)
+        .is_some_and(|p| rustix::process::test_kill_process_group(p).is_ok())
+}
+
 /// Asks a job's process group to stop (SIGTERM).
 pub fn terminate(pid: u32) {
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {

@@ -6,7 +6,7 @@ use super::process::{self, JobEnv};
 use super::DaemonConfig;
 use crate::report::Report;
 use crate::store::Store;
-use crate::supervisor::{Job, Life, Replied, ReplyMode, Supervisor};
+use crate::supervisor::{Job, Life, Pending, Replied, ReplyMode, Supervisor};
 use crate::wire::{event_line, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -52,12 +52,14 @@ pub(super) struct Stopping {
 }
 
 impl Stopping {
-    /// Whether it is gone (reaped, when it was the daemon's child).
+    /// Whether it is gone: the leader (reaped, when it was the daemon's child) and every other process of
+    /// its group, which may ignore SIGTERM after the leader has exited.
     fn gone(&mut self) -> bool {
-        match &mut self.child {
+        let leader_gone = match &mut self.child {
             Some(c) => !matches!(c.try_wait(), Ok(None)),
             None => !process::job_alive(self.pid, self.identity.as_deref()),
-        }
+        };
+        leader_gone && !process::group_alive(self.pid)
     }
 }
 
@@ -171,6 +173,15 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Writes job `id` now if it can; else it is marked dirty and written at the next tick. For a change
+    /// made after what the answer acknowledges was already durable.
+    fn mark_written_later(&self, st: &mut State, id: &str) {
+        if let Err(e) = self.persist(st, &[id], &[], None) {
+            tracing::warn!(job = id, error = %e, "could not write a job; trying again at the next tick");
+            st.dirty.insert(id.to_string());
+        }
+    }
+
     /// Writes jobs durably (and their new feed events).
     fn persist(
         &self,
@@ -282,11 +293,27 @@ impl Shared {
     /// `ack`.
     pub(super) fn ack(&self, id: &str, token: &str, seq: u64) -> Result<Value, Refusal> {
         let mut st = self.lock();
-        let undo = st.sup.undo_point(id);
-        let cleared = st.sup.ack(id, token, seq)?;
-        if cleared > 0 {
+        // What the ack clears, kept to put back if the write fails (not the whole job: its pending
+        // replies may hold megabytes, and acks are frequent).
+        let cleared: Vec<Pending> = st
+            .sup
+            .jobs
+            .get(id)
+            .map(|j| {
+                j.pending
+                    .iter()
+                    .take_while(|p| p.seq <= seq)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        if st.sup.ack(id, token, seq)? > 0 {
             if let Err(e) = self.persist(&mut st, &[id], &[], None) {
-                st.sup.restore(undo);
+                if let Some(job) = st.sup.jobs.get_mut(id) {
+                    for p in cleared.into_iter().rev() {
+                        job.pending.push_front(p);
+                    }
+                }
                 return Err(e);
             }
             self.push_row(&st, id);
@@ -403,17 +430,18 @@ impl Shared {
         let undo = st.sup.undo_point(id);
         match st.sup.reply(id, text, mode, request_id, connected, now())? {
             Replied::Duplicate => {
-                // Taken before; if its job has ended since (or a crash came between saving the reply and
-                // starting the job), it is started so the reply reaches an agent.
-                let ended = st
+                // Taken before. If its job has exited since, by itself, with the reply still waiting (a
+                // crash came between saving the reply and starting the job, say), it is started so the
+                // reply reaches an agent; a job a user stopped stays stopped.
+                let exited = st
                     .sup
                     .jobs
                     .get(id)
-                    .is_some_and(|j| j.life != Life::Running && !j.pending.is_empty());
-                if ended {
+                    .is_some_and(|j| j.life == Life::Exited && !j.pending.is_empty());
+                if exited {
                     st.sup.event(now(), id, "respawn", "started for a reply");
                     self.start_process(&mut st, id);
-                    self.persist(&mut st, &[id], &[], None)?;
+                    self.mark_written_later(&mut st, id);
                     self.push_row(&st, id);
                 }
                 Ok(json!({ "duplicate": true, "saved": true }))
@@ -433,7 +461,8 @@ impl Shared {
                     // A reply to a job that ended starts it again: the reply waits for its agent.
                     st.sup.event(now(), id, "respawn", "started for a reply");
                     self.start_process(&mut st, id);
-                    self.persist(&mut st, &[id], &[], None)?;
+                    // The reply is saved and answered as saved whatever happens to this write.
+                    self.mark_written_later(&mut st, id);
                 }
                 if let Some(c) = st.job_conn.get(id) {
                     if let (Some(o), Some(p)) = (st.outboxes.get(c), st.sup.jobs[id].pending.back())
@@ -452,6 +481,9 @@ impl Shared {
         // Its process is reaped once it has gone, so it leaves no zombie behind; past the grace it is
         // killed.
         let child = st.children.remove(id);
+        // The stopped process's connection no longer speaks for the job: replies wait for the next agent
+        // to report (after a respawn, with the new token), and `/` commands are refused meanwhile.
+        st.job_conn.remove(id);
         let mut stopping = None;
         if let Some(job) = st.sup.jobs.get_mut(id) {
             if job.life == Life::Running {
@@ -667,7 +699,8 @@ impl Shared {
         if !dirty.is_empty() {
             let refs: Vec<&str> = dirty.iter().map(String::as_str).collect();
             if let Err(e) = self.persist(&mut st, &refs, &[], None) {
-                tracing::warn!(error = %e, "could not write rows");
+                tracing::warn!(error = %e, "could not write rows; trying again at the next tick");
+                st.dirty.extend(dirty.iter().cloned());
             }
             for id in &dirty {
                 self.push_row(&st, id);
