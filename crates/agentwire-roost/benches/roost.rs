@@ -200,19 +200,24 @@ fn main() {
             l
         };
         for n in 0..(samples + 1000) {
-            let l = line(n);
-            let t = Instant::now();
-            agent.w.write_all(l.as_bytes()).await.unwrap();
-            let answer = agent.lines.next_line().await.unwrap().unwrap();
-            let r = t.elapsed();
-            let answer: Value = serde_json::from_str(&answer).unwrap();
-            assert_eq!(answer["ok"], true, "{answer}");
-            let l = line(n);
-            let t = Instant::now();
-            echo.w.write_all(l.as_bytes()).await.unwrap();
-            let echoed = echo.lines.next_line().await.unwrap().unwrap();
-            let e = t.elapsed();
-            assert_eq!(echoed.len() + 1, l.len());
+            // Each pair runs in either order, half the time each: neither side always follows the other.
+            let (mut r, mut e) = (Duration::ZERO, Duration::ZERO);
+            for side in [n % 2, 1 - n % 2] {
+                let l = line(n);
+                let t = Instant::now();
+                if side == 0 {
+                    agent.w.write_all(l.as_bytes()).await.unwrap();
+                    let answer = agent.lines.next_line().await.unwrap().unwrap();
+                    r = t.elapsed();
+                    let answer: Value = serde_json::from_str(&answer).unwrap();
+                    assert_eq!(answer["ok"], true, "{answer}");
+                } else {
+                    echo.w.write_all(l.as_bytes()).await.unwrap();
+                    let echoed = echo.lines.next_line().await.unwrap().unwrap();
+                    e = t.elapsed();
+                    assert_eq!(echoed.len() + 1, l.len());
+                }
+            }
             if n >= 1000 { r_times.push(r); e_times.push(e); }
         }
         let (r50, e50) = (pct(r_times.clone(), 0.5), pct(e_times.clone(), 0.5));
@@ -239,19 +244,33 @@ fn main() {
         let hwm = status_kib(pid, "VmHWM:");
         let _ = echo_child.kill();
         let _ = echo_child.wait();
-        (r50, pct(r_times, 0.99), e50, pct(e_times, 0.99), connected, before, rss, hwm)
+        // The same ratio over five consecutive stretches of the run: how steady the machine was.
+        let stretch = (r_times.len() / 5).max(1);
+        let stretches: Vec<f64> = r_times
+            .chunks(stretch)
+            .zip(e_times.chunks(stretch))
+            .map(|(r, e)| {
+                pct(r.to_vec(), 0.5).as_secs_f64() / pct(e.to_vec(), 0.5).as_secs_f64()
+            })
+            .collect();
+        (r50, pct(r_times, 0.99), e50, pct(e_times, 0.99), connected, before, rss, hwm, stretches)
     });
-    let (r50, r99, e50, e99, connected, before, rss, hwm) = result;
+    let (r50, r99, e50, e99, connected, before, rss, hwm, stretches) = result;
     let ratio = r50.as_secs_f64() / e50.as_secs_f64();
     println!("roost supervisor benchmark ({samples} samples, {agents} agents)");
     println!("report round trip:        median {r50:?}  p99 {r99:?}");
     println!("raw JSON-lines echo:      median {e50:?}  p99 {e99:?}");
     println!("ratio of medians: {ratio:.2} (target <= 1.3)");
+    let spread: Vec<String> = stretches.iter().map(|r| format!("{r:.2}")).collect();
+    println!(
+        "the same ratio over five stretches of the run: {}",
+        spread.join(" ")
+    );
     println!("agents connected at once: {connected}; daemon RSS {rss} KiB (before them {before} KiB, peak {hwm} KiB)");
     println!(
         "{}",
         json!({"report_median_us": r50.as_secs_f64() * 1e6, "echo_median_us": e50.as_secs_f64() * 1e6,
-        "ratio": ratio, "agents_connected": connected, "daemon_rss_kib": rss, "daemon_rss_before_kib": before, "daemon_peak_kib": hwm})
+        "ratio": ratio, "ratio_by_stretch": stretches, "agents_connected": connected, "daemon_rss_kib": rss, "daemon_rss_before_kib": before, "daemon_peak_kib": hwm})
     );
     let _ = child.kill();
     let _ = child.wait();

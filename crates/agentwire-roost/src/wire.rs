@@ -185,11 +185,20 @@ const MAX_FAST_PATH_BRACKETS: usize = 64;
 /// checking all that the general path checks of them: their UTF-8, their `\u` escapes, their depth. A line
 /// that could hold any of those goes the general way, as does one that is not an object.
 fn plain_object_line(line: &[u8]) -> bool {
-    let starts_as_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    starts_as_object
-        && std::str::from_utf8(line).is_ok()
-        && !line.windows(2).any(|w| w == b"\\u")
-        && line.iter().filter(|b| matches!(b, b'[' | b'{')).count() < MAX_FAST_PATH_BRACKETS
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{')
+        || std::str::from_utf8(line).is_err()
+    {
+        return false;
+    }
+    let mut brackets = 0;
+    for (i, b) in line.iter().enumerate() {
+        match b {
+            b'[' | b'{' => brackets += 1,
+            b'\\' if line.get(i + 1) == Some(&b'u') => return false,
+            _ => {}
+        }
+    }
+    brackets < MAX_FAST_PATH_BRACKETS
 }
 
 /// Reads `line` as a well-formed `report` request. `None` when it is anything else (another op, or a
