@@ -137,17 +137,38 @@ pub struct Supervisor {
 #[derive(Debug)]
 pub struct Undo {
     id: String,
+    /// The job without its pending replies (which may hold megabytes): those are put back by length, as
+    /// the changes undone only ever append to them.
     job: Option<Job>,
+    pending: usize,
     dispatch_ids: Vec<String>,
     next_event: u64,
 }
 
 impl Supervisor {
-    /// Marks the state of job `id` (which may not exist yet) and of the feed, for [`restore`](Self::restore).
+    /// Marks the state of job `id` (which may not exist yet) and of the feed, for [`restore`](Self::restore)
+    /// after a change that only appends to the job's pending replies (a reply, a dispatch).
     pub fn undo_point(&self, id: &str) -> Undo {
         Undo {
             id: id.to_string(),
-            job: self.jobs.get(id).cloned(),
+            job: self.jobs.get(id).map(|j| Job {
+                id: j.id.clone(),
+                token: j.token.clone(),
+                name: j.name.clone(),
+                profile: j.profile.clone(),
+                task: j.task.clone(),
+                report: j.report.clone(),
+                capabilities: j.capabilities.clone(),
+                next_seq: j.next_seq,
+                pending: VecDeque::new(),
+                reply_ids: j.reply_ids.clone(),
+                life: j.life,
+                pid: j.pid,
+                pid_identity: j.pid_identity.clone(),
+                output: j.output.clone(),
+                reports: j.reports,
+            }),
+            pending: self.jobs.get(id).map_or(0, |j| j.pending.len()),
             dispatch_ids: self
                 .dispatch_ids
                 .iter()
@@ -161,7 +182,11 @@ impl Supervisor {
     /// Puts job `undo.id` and the feed back as they were at [`undo_point`](Self::undo_point).
     pub fn restore(&mut self, undo: Undo) {
         match undo.job {
-            Some(job) => {
+            Some(mut job) => {
+                if let Some(now) = self.jobs.get_mut(&undo.id) {
+                    now.pending.truncate(undo.pending);
+                    job.pending = std::mem::take(&mut now.pending);
+                }
                 self.jobs.insert(undo.id.clone(), job);
             }
             None => {
@@ -392,22 +417,26 @@ mod tests {
     #[test]
     fn a_change_that_could_not_be_saved_is_undone_whole() {
         let mut s = sup();
+        assert_eq!(
+            s.reply("j1", "r0", None, None, true, 1),
+            Ok(Replied::Saved(1))
+        );
         let before_job = s.jobs["j1"].clone();
         let before_events = s.events.clone();
         let undo = s.undo_point("j1");
         assert_eq!(
             s.reply("j1", "r1", None, Some("q-1"), true, 2),
-            Ok(Replied::Saved(1))
+            Ok(Replied::Saved(2))
         );
         s.restore(undo);
         assert_eq!(
             s.jobs["j1"], before_job,
-            "the reply, its seq and its id are gone"
+            "the reply, its seq and its id are gone; the one before stays"
         );
         assert_eq!(s.events, before_events);
         assert_eq!(
             s.reply("j1", "r1", None, Some("q-1"), true, 3),
-            Ok(Replied::Saved(1)),
+            Ok(Replied::Saved(2)),
             "the same seq and request id are free again"
         );
         // A dispatch undone leaves no job, no dispatch id and no feed event.
