@@ -135,16 +135,19 @@ impl RoostAgent {
         clip_report(&mut report);
         *self.shared.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         self.shared.reported.notify_one();
-        let tx = self
-            .shared
-            .conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(tx) = tx {
+        if let Some(tx) = self.connection() {
             let (reply, _) = oneshot::channel();
             let _ = tx.send((self.report_request(report), reply));
         }
+    }
+
+    /// The live connection's request queue, if connected.
+    fn connection(&self) -> Option<Outgoing> {
+        self.shared
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn report_request(&self, report: Value) -> Value {
@@ -173,13 +176,7 @@ impl RoostAgent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let tx = self
-            .shared
-            .conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let (Some(r), Some(tx)) = (latest, tx) {
+        if let (Some(r), Some(tx)) = (latest, self.connection()) {
             let (reply, answer) = oneshot::channel();
             if tx.send((self.report_request(r), reply)).is_ok() {
                 let _ = tokio::time::timeout(Duration::from_secs(2), answer).await;

@@ -77,6 +77,24 @@ impl Client {
     }
 }
 
+/// A daemon in a new temp dir (kept alive by the first value) and a controller's connection to it.
+async fn started() -> (tempfile::TempDir, DaemonConfig, Daemon, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let ctl = Client::connect(&cfg.socket).await;
+    (dir, cfg, daemon, ctl)
+}
+
+/// Dispatches a job of `profile` with `task`; its id.
+async fn dispatch(ctl: &mut Client, profile: &str, task: &str) -> String {
+    ctl.ok("dispatch", json!({"profile": profile, "task": task}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn config(dir: &Path) -> DaemonConfig {
     let mut profiles = HashMap::new();
     // A "protocol" agent played by the test: the process only records its environment and waits.
@@ -337,10 +355,7 @@ async fn an_agent_reports_takes_numbered_replies_acks_them_and_survives_a_daemon
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_agent_gets_its_task_in_argv_and_its_output_is_its_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, _cfg, daemon, mut ctl) = started().await;
     let sub = ctl.ok("subscribe", json!({})).await;
     assert_eq!(sub["rows"], json!([]));
     let job = ctl
@@ -539,22 +554,9 @@ async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_respawned_and_removed_jobs_leave_no_zombies() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
-    let a = ctl
-        .ok("dispatch", json!({"profile": "agent", "task": "a"}))
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let b = ctl
-        .ok("dispatch", json!({"profile": "agent", "task": "b"}))
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_dir, cfg, daemon, mut ctl) = started().await;
+    let a = dispatch(&mut ctl, "agent", "a").await;
+    let b = dispatch(&mut ctl, "agent", "b").await;
     job_env(&cfg.data_dir, &a).await;
     job_env(&cfg.data_dir, &b).await;
     let pid_of = |id: &str| -> String {
@@ -609,16 +611,8 @@ fn running(pid: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_ignores_sigterm_is_killed_after_the_grace_and_a_respawn_gets_a_new_token() {
     use agentwire_roost::daemon::STOP_GRACE;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
-    let id = ctl
-        .ok("dispatch", json!({"profile": "stubborn", "task": "x"}))
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_dir, cfg, daemon, mut ctl) = started().await;
+    let id = dispatch(&mut ctl, "stubborn", "x").await;
     let env = job_env(&cfg.data_dir, &id).await;
     let pid_file = cfg.data_dir.join("jobs").join(&id).join("pid");
     let read_pid = || {
@@ -704,16 +698,8 @@ async fn only_state(daemon: &Daemon, c: &mut Client) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_reply_to_a_job_that_exited_since_starts_it_again_but_a_stopped_one_stays_stopped()
 {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
-    let id = ctl
-        .ok("dispatch", json!({"profile": "brief", "task": "t"}))
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_dir, _cfg, daemon, mut ctl) = started().await;
+    let id = dispatch(&mut ctl, "brief", "t").await;
     let mut exited = false;
     for _ in 0..100 {
         if only_state(&daemon, &mut ctl).await == "exited" {

@@ -283,12 +283,7 @@ impl Worker {
         let header = match wire::decode_discovery(&req.message.payload) {
             Ok(d) => d.header,
             Err(e) => {
-                let _ = req
-                    .respond(Err(async_nats::service::error::Error {
-                        status: e.to_string(),
-                        code: nats::STATUS_INVALID as usize,
-                    }))
-                    .await;
+                refuse_invalid(&req, &e).await;
                 return;
             }
         };
@@ -337,12 +332,7 @@ impl Worker {
         let task = match wire::decode_task(&req.message.payload) {
             Ok(t) => t,
             Err(e) => {
-                let _ = req
-                    .respond(Err(async_nats::service::error::Error {
-                        status: e.to_string(),
-                        code: nats::STATUS_INVALID as usize,
-                    }))
-                    .await;
+                refuse_invalid(&req, &e).await;
                 return;
             }
         };
@@ -352,12 +342,7 @@ impl Worker {
         };
         match admission::plan(&self, &task).await {
             Plan::Invalid(e) => {
-                let _ = req
-                    .respond(Err(async_nats::service::error::Error {
-                        status: e.to_string(),
-                        code: nats::STATUS_INVALID as usize,
-                    }))
-                    .await;
+                refuse_invalid(&req, &e).await;
             }
             Plan::Refuse { code, message } => {
                 admission::refuse(&self, inbox, task.header().clone(), code, message).await;
@@ -396,6 +381,17 @@ async fn server_sync(client: &async_nats::Client) -> Result<(), String> {
     tokio::time::timeout(SERVER_SYNC_TIMEOUT, echo)
         .await
         .map_err(|_| format!("no answer from the server in {SERVER_SYNC_TIMEOUT:?}"))?
+}
+
+/// Refuses a request that failed validation, before any ack: a NATS service error with code 400 naming
+/// what failed.
+async fn refuse_invalid(req: &async_nats::service::Request, e: &wire::WireError) {
+    let _ = req
+        .respond(Err(async_nats::service::error::Error {
+            status: e.to_string(),
+            code: nats::STATUS_INVALID as usize,
+        }))
+        .await;
 }
 
 /// A fresh message id (a KSUID).
