@@ -171,9 +171,7 @@ async fn job_env(data: &Path, id: &str) -> HashMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_reports_takes_numbered_replies_acks_them_and_survives_a_daemon_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let (_dir, cfg, daemon, _) = started().await;
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&cfg.socket), 0o600);
@@ -384,9 +382,7 @@ async fn a_terminal_agent_gets_its_task_in_argv_and_its_output_is_its_row() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let (_dir, cfg, daemon, _) = started().await;
     let mut c = Client::connect(&cfg.socket).await;
     c.writer.write_all(b"not json\n").await.unwrap();
     let v = c.line().await.unwrap();
@@ -415,9 +411,7 @@ async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_sent_past_the_in_flight_bound_wait_and_are_all_answered_in_order() {
     use agentwire_roost::wire::MAX_IN_FLIGHT;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let (_dir, cfg, daemon, _) = started().await;
     let c = Client::connect(&cfg.socket).await;
     let (mut reader, mut writer) = (c.reader, c.writer);
     // Three times the bound in one burst, malformed requests and refused ones among them, sent while
@@ -470,9 +464,7 @@ async fn requests_sent_past_the_in_flight_bound_wait_and_are_all_answered_in_ord
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let (_dir, cfg, daemon, _) = started().await;
     let mut held = Vec::new();
     for _ in 0..agentwire_roost::wire::MAX_CONNECTIONS {
         let mut c = Client::connect(&cfg.socket).await;

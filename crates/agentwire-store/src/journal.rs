@@ -233,11 +233,16 @@ impl Journal {
 
     /// Turns of a protocol that were accepted but have no outcome: after a restart, the ones a crash cut off.
     pub fn interrupted(&self, protocol: &str) -> Result<Vec<StoredTurn>, StoreError> {
+        self.turns_where("outcome IS NULL AND protocol = ?1", protocol)
+    }
+
+    /// The turns matching `clause` (with `?1` bound to `param`), in the order they were accepted.
+    fn turns_where(&self, clause: &str, param: &str) -> Result<Vec<StoredTurn>, StoreError> {
         let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM turns WHERE outcome IS NULL AND protocol = ?1 ORDER BY accepted_at, rowid"
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM turns WHERE {clause} ORDER BY accepted_at, rowid"
         ))?;
-        let rows = stmt.query_map([protocol], row_to_turn)?;
+        let rows = stmt.query_map([param], row_to_turn)?;
         let mut out = Vec::new();
         for r in rows {
             out.push(r??);
@@ -280,16 +285,7 @@ impl Journal {
         &self,
         conversation: &ConversationId,
     ) -> Result<Vec<StoredTurn>, StoreError> {
-        let conn = self.reader.lock().map_err(|_| StoreError::WriterGone)?;
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM turns WHERE conversation_id = ?1 ORDER BY accepted_at, rowid"
-        ))?;
-        let rows = stmt.query_map([conversation.as_str()], row_to_turn)?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.push(r??);
-        }
-        Ok(out)
+        self.turns_where("conversation_id = ?1", conversation.as_str())
     }
 
     /// What a conversation has used: every ended turn's outcome (their tokens) and the number of tool calls
