@@ -486,12 +486,18 @@ class PromptsChannel(FiskTest):
         # (c) the conversation read back between replay markers.
         r3 = tag("read")
         set3 = await self.task(message("request.read", r3, conversation_token=token, replay=200))
-        end = self.check_set(set3, r3, ends=("event.status",))
+        result = self.check_set(set3, r3)
+        # A read ends as a turn does: a result with no text after replay_end.
+        self.assertEqual(result.protocol, PREFIX + "result", set3)
+        self.assertEqual(result.json["stop_reason"], "end_turn", set3)
+        self.assertEqual(result.json.get("text", ""), "", set3)
+        end = set3[-2]
         self.assertEqual(set3[1].protocol, PREFIX + "event.status", set3)
         self.assertEqual(set3[1].json["block"].get("phase"), "replay_start", set3)
         self.assertEqual(end.protocol, PREFIX + "event.status", set3)
         self.assertEqual(end.json["block"].get("phase"), "replay_end", set3)
-        blocks = set3[2:-1]
+        self.assertEqual(result.json["usage"], end.json["block"]["usage"], set3)
+        blocks = set3[2:-2]
         self.assertEqual(end.json["block"].get("count"), len(blocks), set3)
         self.assertIs(end.json["block"].get("truncated", False), False, set3)
         self.assertGreater(end.json["block"]["usage"]["input_tokens"], 0, end)

@@ -20,3 +20,12 @@ pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,
 };
+
+/// The wall clock in Unix seconds (0 before 1970): the one place the daemon reads it for journal and wire
+/// timestamps. Pure code takes `now` as an argument instead.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

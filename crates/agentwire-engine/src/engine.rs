@@ -1,16 +1,21 @@
 //! The async driver around the turn book: journal first, then act; one task per running turn.
 
 use crate::agent::{Agent, AskQuestion, Asker, TurnContext, TurnInput, EVENT_QUEUE_DEPTH};
+use crate::health::Health;
 use agentwire_core::{
     Answer, Asked, CancelDecision, ConversationId, Failure, FailureCode, Finished, Journaled,
     Outcome, Question, RequestId, Submitted, TurnBook, TurnEvent,
 };
-use agentwire_store::{Accepted, Journal, NewTurn, StoreError, StoredTurn};
+use agentwire_store::{
+    Accepted, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn, LOCAL_OWNER,
+};
 use futures_util::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+
+use agentwire_core::now_secs;
 
 /// Most events of one turn kept for its transcript. A turn that streams more keeps its first ones and a
 /// marker: the transcript is for reading a conversation back, and the outcome holds the full answer.
@@ -113,6 +118,12 @@ pub enum SubmitReply {
     /// Under an exclusive policy, another turn of the conversation lives. Nothing was journaled or sent:
     /// the front answers it.
     ConversationBusy,
+    /// The journal cannot be written, so the turn was not taken: nothing was journaled or sent, and the
+    /// front decides (NIP-XX leaves the prompt on the relay for later; fisk-ai refuses it). The text says
+    /// why, for logs.
+    JournalUnavailable(String),
+    /// The engine is draining for a shutdown and takes no new turns. Nothing was journaled or sent.
+    Draining,
 }
 
 /// The answer to [`Engine::cancel`].
@@ -146,29 +157,40 @@ struct OpenQuestion {
 struct State {
     book: TurnBook,
     live: HashMap<RequestId, LiveTurn>,
+    draining: bool,
 }
 
 /// The engine. Cheap to share (`Arc`).
 pub struct Engine {
     state: Mutex<State>,
-    journal: Arc<Journal>,
+    journal: Arc<dyn Journal>,
     agent: Arc<dyn Agent>,
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    /// The instance name recorded with each turn: recovery ends only this owner's.
+    owner: String,
+    health: Health,
+    /// Told whenever a live turn ends, for [`Engine::drain`].
+    ended: tokio::sync::Notify,
 }
 
 impl Engine {
-    /// An engine over a journal and an agent.
-    pub fn new(journal: Arc<Journal>, agent: Arc<dyn Agent>) -> Arc<Engine> {
+    /// An engine over a journal and an agent, owning the turns it journals as [`LOCAL_OWNER`].
+    pub fn new(journal: Arc<dyn Journal>, agent: Arc<dyn Agent>) -> Arc<Engine> {
+        Self::with_owner(journal, agent, LOCAL_OWNER)
+    }
+
+    /// An engine whose turns are journaled as `owner`'s (an instance's name on a shared journal).
+    pub fn with_owner(
+        journal: Arc<dyn Journal>,
+        agent: Arc<dyn Agent>,
+        owner: impl Into<String>,
+    ) -> Arc<Engine> {
         Arc::new(Engine {
             state: Mutex::new(State::default()),
             journal,
             agent,
+            owner: owner.into(),
+            health: Health::default(),
+            ended: tokio::sync::Notify::new(),
         })
     }
 
@@ -177,9 +199,161 @@ impl Engine {
         &self.agent
     }
 
-    /// The journal.
-    pub fn journal(&self) -> &Arc<Journal> {
-        &self.journal
+    /// Whether the journal can be written now: while it cannot, the engine takes no new turns and holds
+    /// decided outcomes back until they are durable.
+    pub fn journal_writable(&self) -> bool {
+        self.health.writable()
+    }
+
+    /// Watches [`journal_writable`](Self::journal_writable) as it changes.
+    pub fn watch_journal_writable(&self) -> watch::Receiver<bool> {
+        self.health.watch()
+    }
+
+    /// Whether the engine is draining for a shutdown.
+    pub fn draining(&self) -> bool {
+        self.lock().draining
+    }
+
+    /// The journal's record of a request id.
+    pub async fn lookup(&self, id: &RequestId) -> Result<Option<StoredTurn>, StoreError> {
+        self.journal.lookup(id.clone()).await
+    }
+
+    /// A conversation's journaled turns, oldest first; their transcripts only when asked for.
+    pub async fn conversation(
+        &self,
+        conversation: &ConversationId,
+        transcripts: bool,
+    ) -> Result<ConversationView, StoreError> {
+        self.journal
+            .conversation(conversation.clone(), transcripts)
+            .await
+    }
+
+    /// A conversation's protocol-specific state, if any was set.
+    pub async fn conversation_meta(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        self.journal.conversation_meta(conversation.clone()).await
+    }
+
+    /// Durably sets a conversation's protocol-specific state.
+    pub async fn put_conversation_meta(
+        &self,
+        conversation: &ConversationId,
+        protocol: &str,
+        meta: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let r = self
+            .journal
+            .put_conversation_meta(
+                conversation.clone(),
+                protocol.to_string(),
+                meta.clone(),
+                now_secs(),
+            )
+            .await;
+        self.note_write(&r);
+        r
+    }
+
+    /// Stops the journal (no write commits any more): for tests that simulate a crash in-process.
+    pub fn halt_journal(&self) {
+        self.journal.halt();
+    }
+
+    /// Records how a write went: a failure that says the journal cannot write marks it unwritable (and
+    /// starts probing it); a success marks it writable.
+    fn note_write<T>(&self, r: &Result<T, StoreError>) {
+        match r {
+            Ok(_) => {
+                self.health.set_writable(true);
+            }
+            Err(e) if e.is_unwritable() => {
+                if self.health.set_writable(false) {
+                    tracing::error!(error = %e, "the journal cannot be written: taking no new turns until it can");
+                    self.spawn_probe();
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Probes the journal with backoff until a write succeeds again.
+    fn spawn_probe(&self) {
+        let journal = self.journal.clone();
+        let health = self.health.clone();
+        tokio::spawn(async move {
+            let mut delay = crate::health::RETRY_FIRST;
+            while !health.writable() {
+                tokio::time::sleep(delay).await;
+                match journal.probe().await {
+                    Ok(()) => {
+                        tracing::info!("the journal can be written again");
+                        health.set_writable(true);
+                    }
+                    Err(e) => tracing::debug!(error = %e, "the journal still cannot be written"),
+                }
+                delay = (delay * 2).min(crate::health::RETRY_MAX);
+            }
+        });
+    }
+
+    /// Journals an outcome, retrying with backoff until it is durable, and returns what to deliver: this
+    /// outcome and wire form, or the one the journal already holds (the first outcome wins, and the wire
+    /// must never contradict the journal).
+    async fn finish_durably(&self, finish: Finish) -> (Outcome, Option<String>) {
+        let mut delay = crate::health::RETRY_FIRST;
+        loop {
+            let r = self.journal.finish(finish.clone()).await;
+            self.note_write(&r);
+            match r {
+                Ok(()) => return (finish.outcome, finish.wire),
+                Err(StoreError::AlreadyEnded(_)) => {
+                    match self.journal.lookup(finish.request_id.clone()).await {
+                        Ok(Some(StoredTurn {
+                            outcome: Some(o),
+                            wire,
+                            ..
+                        })) => return (o, wire),
+                        Ok(_) => return (finish.outcome, finish.wire),
+                        Err(e) => {
+                            tracing::warn!(request = %finish.request_id, error = %e, "could not read a journaled outcome; retrying")
+                        }
+                    }
+                }
+                Err(e) if e.is_unwritable() => {
+                    tracing::warn!(request = %finish.request_id, error = %e, retry_in = ?delay, "the outcome is not durable yet; holding it back");
+                }
+                Err(e) => {
+                    // The journal refuses this outcome for good (it never knew the turn): nothing a restart
+                    // could contradict, so it goes out.
+                    tracing::error!(request = %finish.request_id, error = %e, "journal refused an outcome");
+                    return (finish.outcome, finish.wire);
+                }
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(crate::health::RETRY_MAX);
+        }
+    }
+
+    /// Stops taking new turns and waits until every live turn has ended or `grace` has passed. Returns
+    /// how many turns were still live at the end.
+    pub async fn drain(&self, grace: Duration) -> usize {
+        self.lock().draining = true;
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.ended.notified();
+            let live = self.lock().book.live();
+            if live == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.lock().book.live();
+            }
+        }
     }
 
     /// Number of live (pending, queued, running or ending) turns.
@@ -215,8 +389,16 @@ impl Engine {
         let id = sub.input.request_id.clone();
         let conv = sub.input.conversation_id.clone();
         let (cancel_tx, _) = watch::channel(false);
+        if !self.health.writable() {
+            return Box::pin(async {
+                SubmitReply::JournalUnavailable("the journal cannot be written".into())
+            });
+        }
         {
             let mut st = self.lock();
+            if st.draining {
+                return Box::pin(async { SubmitReply::Draining });
+            }
             let submitted = if sub.policy.exclusive {
                 st.book.submit_exclusive(id.clone(), conv.clone())
             } else {
@@ -260,7 +442,8 @@ impl Engine {
     }
 
     async fn journal_and_start(self: Arc<Self>, sub: Submission, id: RequestId) -> SubmitReply {
-        let accepted = self.journal.accept(new_turn(&sub)).await;
+        let accepted = self.journal.accept(self.new_turn(&sub)).await;
+        self.note_write(&accepted);
         match accepted {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
@@ -275,28 +458,19 @@ impl Engine {
                 return SubmitReply::DuplicateStored(stored);
             }
             Err(e) => {
+                // Not journaled, so not taken: nothing goes on the wire (an answer now could be contradicted
+                // by the same request served later), and the front decides what its peer is told.
                 tracing::error!(request = %id, error = %e, "journal refused a turn");
-                // Not journaled, so not acknowledged: answer it, but it is not in the journal to resend.
-                let f = Failure::new(
-                    FailureCode::Internal,
-                    "the journal could not record the turn",
-                )
-                .retry_after(5);
-                let decided = self.lock().book.finish(&id) == Finished::Decided;
-                if decided {
-                    let wire = sub.front.encode_outcome(&Outcome::Failure(f.clone()));
-                    sub.front
-                        .deliver_outcome(&Outcome::Failure(f.clone()), wire.as_deref());
-                    let next = {
-                        let mut st = self.lock();
-                        st.live.remove(&id);
-                        st.book.ended(&id)
-                    };
-                    if let Some(next) = next {
-                        self.start(next);
-                    }
+                let next = {
+                    let mut st = self.lock();
+                    st.live.remove(&id);
+                    st.book.forget(&id)
+                };
+                self.ended.notify_waiters();
+                if let Some(next) = next {
+                    self.start(next);
                 }
-                return SubmitReply::Refused(f);
+                return SubmitReply::JournalUnavailable(e.to_string());
             }
         }
         let next = self.lock().book.journaled(&id);
@@ -322,25 +496,28 @@ impl Engine {
     /// Refuses a request before it runs (bad input, policy): the refusal is journaled under the request id,
     /// so a resend gets the same answer without being judged again, then delivered.
     pub async fn refuse(self: &Arc<Self>, sub: Submission, failure: Failure) -> SubmitReply {
-        let id = sub.input.request_id.clone();
-        let accepted = self.journal.accept(new_turn(&sub)).await;
-        let outcome = Outcome::Failure(failure.clone());
-        let wire = sub.front.encode_outcome(&outcome);
-        match accepted {
-            Ok(Accepted::Existing(stored)) => return SubmitReply::DuplicateStored(stored),
-            Ok(Accepted::New) => {
-                if let Err(e) = self
-                    .journal
-                    .finish(&id, &outcome, wire.clone(), now_secs())
-                    .await
-                {
-                    tracing::error!(request = %id, error = %e, "journal refused a refusal");
-                }
-            }
-            Err(e) => tracing::error!(request = %id, error = %e, "journal refused a refusal"),
+        if !self.health.writable() {
+            return SubmitReply::JournalUnavailable("the journal cannot be written".into());
         }
-        sub.front.deliver_outcome(&outcome, wire.as_deref());
-        SubmitReply::Refused(failure)
+        let id = sub.input.request_id.clone();
+        let accepted = self.journal.accept(self.new_turn(&sub)).await;
+        self.note_write(&accepted);
+        match accepted {
+            Ok(Accepted::Existing(stored)) => SubmitReply::DuplicateStored(stored),
+            Ok(Accepted::New) => {
+                let outcome = Outcome::Failure(failure.clone());
+                let wire = sub.front.encode_outcome(&outcome);
+                let (outcome, wire) = self
+                    .finish_durably(Finish::new(id, outcome, now_secs()).wire(wire))
+                    .await;
+                sub.front.deliver_outcome(&outcome, wire.as_deref());
+                SubmitReply::Refused(failure)
+            }
+            Err(e) => {
+                tracing::error!(request = %id, error = %e, "journal refused a refusal");
+                SubmitReply::JournalUnavailable(e.to_string())
+            }
+        }
     }
 
     /// Cancels a turn on behalf of `requester`. Idempotent; a no-op after the outcome.
@@ -382,18 +559,16 @@ impl Engine {
         }
     }
 
-    /// After a restart: ends every turn of `protocol` that a crash cut off, through the front `make_front`
-    /// builds from the journaled route. Returns how many were ended.
-    pub async fn recover<F>(
-        self: &Arc<Self>,
-        protocol: &str,
-        make_front: F,
-    ) -> Result<usize, StoreError>
+    /// After a restart: ends every turn of this engine's owner that a crash cut off, whatever its protocol,
+    /// through the front `make_front` builds from the journaled turn (none: the outcome is journaled and a
+    /// resend is answered from it). Returns how many were ended. An outcome the journal cannot take yet is
+    /// retried in the background and delivered once it is durable.
+    pub async fn recover<F>(self: &Arc<Self>, make_front: F) -> Result<usize, StoreError>
     where
         F: Fn(&StoredTurn) -> Option<Arc<dyn TurnFront>>,
     {
-        let turns = self.journal.interrupted(protocol)?;
-        let mut n = 0;
+        let turns = self.journal.interrupted(self.owner.clone()).await?;
+        let n = turns.len();
         for t in turns {
             let outcome = Outcome::Failure(
                 Failure::new(
@@ -404,18 +579,19 @@ impl Engine {
             );
             let front = make_front(&t);
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
-            match self
-                .journal
-                .finish(&t.request_id, &outcome, wire.clone(), now_secs())
-                .await
-            {
-                Ok(()) | Err(StoreError::AlreadyEnded(_)) => {}
-                Err(e) => return Err(e),
+            let this = self.clone();
+            let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
+            let ended = async move {
+                let (outcome, wire) = this.finish_durably(finish).await;
+                if let Some(f) = front {
+                    f.deliver_outcome(&outcome, wire.as_deref());
+                }
+            };
+            if self.health.writable() {
+                ended.await;
+            } else {
+                tokio::spawn(ended);
             }
-            if let Some(f) = front {
-                f.deliver_outcome(&outcome, wire.as_deref());
-            }
-            n += 1;
         }
         Ok(n)
     }
@@ -535,7 +711,11 @@ impl Engine {
         // Under a parking policy the agent sees the cancel and ends the turn itself.
         let mut watch_cancel = !policy.park_on_cancel;
         let mut transcript = policy.keep_transcript.then(Vec::new);
+        let mut tool_calls = 0u64;
         let mut pass = |ev: TurnEvent| {
+            if matches!(ev, TurnEvent::ToolCall { .. }) {
+                tool_calls += 1;
+            }
             if let Some(t) = transcript.as_mut() {
                 if t.len() < MAX_TRANSCRIPT_EVENTS {
                     t.push(ev.clone());
@@ -571,12 +751,12 @@ impl Engine {
                 }
             }
         };
-        self.record(&id, outcome, transcript).await;
+        self.record(&id, outcome, transcript, tool_calls).await;
     }
 
     /// Decides, journals and delivers a turn's one outcome, then starts its conversation's next turn.
     async fn record_and_deliver(self: &Arc<Self>, id: &RequestId, outcome: Outcome) {
-        self.record(id, outcome, None).await
+        self.record(id, outcome, None, 0).await
     }
 
     async fn record(
@@ -584,10 +764,11 @@ impl Engine {
         id: &RequestId,
         outcome: Outcome,
         transcript: Option<Vec<TurnEvent>>,
+        tool_calls: u64,
     ) {
         let front = {
             let mut st = self.lock();
-            let State { book, live } = &mut *st;
+            let State { book, live, .. } = &mut *st;
             let Some(turn) = live.get_mut(id) else { return };
             // The book decides the one outcome; `EndNow` and `EndCancelled` decide it inside the book, so the
             // caller that follows them finds `AlreadyEnding` with nobody delivering yet and takes it.
@@ -603,36 +784,42 @@ impl Engine {
             turn.front.clone()
         };
         let wire = front.encode_outcome(&outcome);
-        let transcript = transcript.map(|t| serde_json::to_value(t).unwrap_or_default());
-        if let Err(e) = self
-            .journal
-            .finish_with_transcript(id, &outcome, wire.clone(), transcript, now_secs())
-            .await
-        {
-            tracing::error!(request = %id, error = %e, "journal refused an outcome");
-        }
+        let finish = Finish {
+            request_id: id.clone(),
+            outcome,
+            wire,
+            transcript: transcript.map(|t| serde_json::to_value(t).unwrap_or_default()),
+            tool_calls,
+            ended_at: now_secs(),
+        };
+        // Delivered only once durable: a terminal the journal lacks would be contradicted after a restart.
+        let (outcome, wire) = self.finish_durably(finish).await;
         front.deliver_outcome(&outcome, wire.as_deref());
         let next = {
             let mut st = self.lock();
             st.live.remove(id);
             st.book.ended(id)
         };
+        self.ended.notify_waiters();
         if let Some(next) = next {
             self.start(next);
         }
     }
 }
 
-/// What the journal records of a submission.
-fn new_turn(sub: &Submission) -> NewTurn {
-    NewTurn {
-        request_id: sub.input.request_id.clone(),
-        conversation_id: sub.input.conversation_id.clone(),
-        protocol: sub.protocol.clone(),
-        route: sub.route.clone(),
-        input: serde_json::to_value(&sub.input).unwrap_or_default(),
-        accepted_at: now_secs(),
-        conversation_meta: sub.conversation_meta.clone(),
+impl Engine {
+    /// What the journal records of a submission.
+    fn new_turn(&self, sub: &Submission) -> NewTurn {
+        NewTurn {
+            request_id: sub.input.request_id.clone(),
+            conversation_id: sub.input.conversation_id.clone(),
+            protocol: sub.protocol.clone(),
+            owner: self.owner.clone(),
+            route: sub.route.clone(),
+            input: serde_json::to_value(&sub.input).unwrap_or_default(),
+            accepted_at: now_secs(),
+            conversation_meta: sub.conversation_meta.clone(),
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod agent;
 mod engine;
+mod health;
 
 pub use agent::{
     Agent, AgentCard, AskQuestion, Asker, CancelSignal, Resume, ToolSpec, TurnContext, TurnInput,
@@ -18,3 +19,4 @@ pub use engine::{
     AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,
     INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
 };
+pub use health::{RETRY_FIRST, RETRY_MAX};

@@ -9,7 +9,7 @@ use agentwire_engine::{
     Agent, AgentCard, AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply,
     TurnContext, TurnFront, TurnInput, TurnPolicy,
 };
-use agentwire_store::Journal;
+use agentwire_store::SqliteJournal;
 use futures_util::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -174,7 +174,7 @@ const FISK_LIKE: TurnPolicy = TurnPolicy {
 };
 
 fn engine(dir: &tempfile::TempDir) -> Arc<Engine> {
-    let journal = Journal::open(&dir.path().join("j.sqlite")).unwrap();
+    let journal = SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap();
     Engine::new(Arc::new(journal), Arc::new(TestAgent))
 }
 
@@ -199,8 +199,8 @@ async fn an_exclusive_conversation_refuses_a_second_turn_and_parks_on_cancel() {
         "the front answers a busy refusal itself"
     );
     assert!(e
-        .journal()
         .lookup(&RequestId::new("t:2").unwrap())
+        .await
         .unwrap()
         .is_none());
     // Another conversation is free.
@@ -227,12 +227,13 @@ async fn an_exclusive_conversation_refuses_a_second_turn_and_parks_on_cancel() {
     }
     // The transcript was journaled with the outcome.
     let record = e
-        .journal()
-        .conversation_record(&ConversationId::new("c").unwrap())
-        .unwrap();
+        .conversation(&ConversationId::new("c").unwrap(), true)
+        .await
+        .unwrap()
+        .turns;
     assert_eq!(record.len(), 1);
     assert_eq!(
-        record[0].1,
+        record[0].transcript,
         Some(serde_json::json!([{"type": "text", "text": "working"}]))
     );
     // Now the conversation takes its next turn.
@@ -330,4 +331,169 @@ async fn a_panicking_agent_ends_its_turn_crashed_and_the_engine_serves_on() {
     let g = Front::asking();
     e.submit(sub("t:2", "c", "hi", g.clone(), FISK_LIKE)).await;
     assert_eq!(g.outcome().await, done("ok"));
+}
+
+fn faulty_engine(dir: &tempfile::TempDir) -> (Arc<Engine>, Arc<agentwire_store::FaultyJournal>) {
+    let inner = SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap();
+    let faulty = agentwire_store::FaultyJournal::new(Arc::new(inner));
+    (Engine::new(faulty.clone(), Arc::new(TestAgent)), faulty)
+}
+
+#[tokio::test]
+async fn a_failed_finish_holds_the_outcome_back_until_it_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, faulty) = faulty_engine(&dir);
+    let front = Arc::new(Front::default());
+    assert_eq!(
+        e.submit(sub("t:1", "c", "wait", front.clone(), FISK_LIKE))
+            .await,
+        SubmitReply::Accepted { queued: false }
+    );
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    faulty.fail_writes(true);
+    e.cancel(&RequestId::new("t:1").unwrap(), "r").await;
+    // The agent parks at its next boundary, but the outcome cannot be journaled: nothing is said.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(front.outcomes.lock().unwrap().is_empty(), "not durable yet");
+    assert!(
+        !e.journal_writable(),
+        "health says the journal cannot write"
+    );
+    // No new turn is taken meanwhile, and nothing is said to its front either.
+    let refused = Arc::new(Front::default());
+    assert!(matches!(
+        e.submit(sub("t:2", "d", "hi", refused.clone(), FISK_LIKE))
+            .await,
+        SubmitReply::JournalUnavailable(_)
+    ));
+    assert!(refused.outcomes.lock().unwrap().is_empty());
+    faulty.fail_writes(false);
+    match front.outcome().await {
+        Outcome::Failure(f) => assert_eq!(f.code, FailureCode::Suspended),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(front.outcomes.lock().unwrap().len(), 1, "exactly one");
+    assert!(e.journal_writable());
+    let stored = e.lookup(&RequestId::new("t:1").unwrap()).await.unwrap();
+    assert!(
+        stored.unwrap().outcome.is_some(),
+        "journaled before it was sent"
+    );
+    // And turns are taken again.
+    let later = Arc::new(Front::default());
+    assert_eq!(
+        e.submit(sub("t:3", "d", "hi", later.clone(), FISK_LIKE))
+            .await,
+        SubmitReply::Accepted { queued: false }
+    );
+    assert_eq!(later.outcome().await, done("ok"));
+}
+
+#[tokio::test]
+async fn a_failed_accept_says_nothing_and_the_journal_is_probed_until_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, faulty) = faulty_engine(&dir);
+    faulty.fail_writes(true);
+    let front = Arc::new(Front::default());
+    assert!(matches!(
+        e.submit(sub("t:1", "c", "hi", front.clone(), TurnPolicy::default()))
+            .await,
+        SubmitReply::JournalUnavailable(_)
+    ));
+    // A refusal is a journaled answer too, so it is not given either.
+    let refused = e
+        .refuse(
+            sub("t:2", "c", "hi", front.clone(), TurnPolicy::default()),
+            Failure::new(FailureCode::InvalidSchema, "bad"),
+        )
+        .await;
+    assert!(matches!(refused, SubmitReply::JournalUnavailable(_)));
+    assert!(front.outcomes.lock().unwrap().is_empty());
+    assert_eq!(e.live_turns(), 0, "nothing is held");
+    let mut writable = e.watch_journal_writable();
+    assert!(!*writable.borrow());
+    faulty.fail_writes(false);
+    tokio::time::timeout(agentwire_engine::RETRY_MAX * 2, writable.wait_for(|w| *w))
+        .await
+        .expect("the probe notices within its longest backoff")
+        .unwrap();
+    // The same request is served now, once.
+    assert_eq!(
+        e.submit(sub("t:1", "c", "hi", front.clone(), TurnPolicy::default()))
+            .await,
+        SubmitReply::Accepted { queued: false }
+    );
+    assert_eq!(front.outcome().await, done("ok"));
+}
+
+#[tokio::test]
+async fn a_crash_while_an_outcome_waits_for_the_disk_ends_the_turn_once_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, faulty) = faulty_engine(&dir);
+    let front = Arc::new(Front::default());
+    e.submit(sub("t:1", "c", "wait", front.clone(), FISK_LIKE))
+        .await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    faulty.fail_writes(true);
+    e.cancel(&RequestId::new("t:1").unwrap(), "r").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The crash: the journal stops for good, and the disk is fine again for the next process.
+    e.halt_journal();
+    faulty.fail_writes(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(front.outcomes.lock().unwrap().is_empty());
+    let journal = Arc::new(SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap());
+    let e2 = Engine::new(journal, Arc::new(TestAgent));
+    let recovered = Arc::new(Front::default());
+    let r = recovered.clone();
+    assert_eq!(
+        e2.recover(move |_| Some(r.clone() as Arc<dyn TurnFront>))
+            .await
+            .unwrap(),
+        1
+    );
+    match recovered.outcome().await {
+        Outcome::Failure(f) => assert_eq!(f.code, FailureCode::Interrupted),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        front.outcomes.lock().unwrap().is_empty(),
+        "one terminal in all"
+    );
+}
+
+#[tokio::test]
+async fn drain_waits_for_running_turns_and_refuses_new_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let front = Front::asking();
+    e.submit(sub("t:1", "c", "ask", front.clone(), FISK_LIKE))
+        .await;
+    front.wait_asked(1).await;
+    let draining = {
+        let e = e.clone();
+        tokio::spawn(async move { e.drain(Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(e.draining());
+    assert_eq!(
+        e.submit(sub("t:2", "d", "hi", Arc::new(Front::default()), FISK_LIKE))
+            .await,
+        SubmitReply::Draining
+    );
+    assert!(!draining.is_finished(), "the running turn holds the drain");
+    e.answer(
+        &RequestId::new("t:1").unwrap(),
+        "q1",
+        Answer::Select { value: "b".into() },
+    );
+    assert_eq!(draining.await.unwrap(), 0, "nothing left live");
+    assert_eq!(front.outcome().await, done("b"));
+    // A drain whose grace ends first says how many were left.
+    let stuck = Front::asking();
+    let e3 = engine(&tempfile::tempdir().unwrap());
+    e3.submit(sub("t:9", "c", "ask", stuck.clone(), FISK_LIKE))
+        .await;
+    stuck.wait_asked(1).await;
+    assert_eq!(e3.drain(Duration::from_millis(100)).await, 1);
 }

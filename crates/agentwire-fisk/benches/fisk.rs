@@ -11,7 +11,7 @@ use agentwire_agents::DemoAgent;
 use agentwire_engine::Engine;
 use agentwire_fisk::wire::nats;
 use agentwire_fisk::worker::{Worker, WorkerConfig};
-use agentwire_store::Journal;
+use agentwire_store::SqliteJournal;
 use agentwire_testkit::NatsServer;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,7 +121,7 @@ fn main() {
     rt.block_on(async move {
         let nats_server = NatsServer::start();
         let dir = tempfile::tempdir().unwrap();
-        let journal = Arc::new(Journal::open(&dir.path().join("journal.sqlite")).unwrap());
+        let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
         let engine = Engine::new(journal, Arc::new(DemoAgent));
         let identity = "bench";
         let _worker = Worker::start(

@@ -71,46 +71,24 @@ pub fn usage(u: Usage) -> wire::Usage {
     }
 }
 
-/// What a whole conversation consumed, from its journal: tokens from the outcomes, tool calls counted in
-/// the transcripts.
-pub fn conversation_usage(
-    record: &[(agentwire_store::StoredTurn, Option<serde_json::Value>)],
-) -> wire::Usage {
-    let tool_calls = record
+/// What a whole conversation consumed, from its journal: tokens from the outcomes and the tool calls, both
+/// kept with each turn when it ended.
+pub fn conversation_usage(record: &[agentwire_store::ConversationTurn]) -> wire::Usage {
+    let (tokens, tool_calls) = record
         .iter()
-        .filter_map(|(_, x)| x.as_ref()?.as_array())
-        .flatten()
-        .filter(|e| e.get("type").and_then(serde_json::Value::as_str) == Some("tool_call"))
-        .count() as u64;
-    usage_of(
-        record.iter().filter_map(|(t, _)| t.outcome.as_ref()),
-        tool_calls,
-    )
+        .map(|t| &t.turn)
+        .filter(|t| t.outcome.is_some())
+        .fold((Usage::default(), 0u64), |(u, n), t| {
+            (u.plus(t.usage()), n.saturating_add(t.tool_calls))
+        });
+    usage_with(tokens, tool_calls)
 }
 
-/// A conversation's usage from its turns' outcomes and its tool calls (as
-/// [`agentwire_store::Journal::conversation_usage`] reads them).
-pub fn usage_of<'a>(
-    outcomes: impl IntoIterator<Item = &'a Outcome>,
-    tool_calls: u64,
-) -> wire::Usage {
+/// The wire usage of a conversation that spent `tokens` in `tool_calls` tool calls.
+pub fn usage_with(tokens: Usage, tool_calls: u64) -> wire::Usage {
     wire::Usage {
         tool_calls,
-        ..usage(crate::conversation::total_usage(outcomes))
-    }
-}
-
-/// A conversation's usage read from the journal (no transcript read into memory); zero if it cannot be read.
-pub fn journaled_usage(
-    journal: &agentwire_store::Journal,
-    conversation: &agentwire_core::ConversationId,
-) -> wire::Usage {
-    match journal.conversation_usage(conversation) {
-        Ok((outcomes, tool_calls)) => usage_of(&outcomes, tool_calls),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read a conversation's usage");
-            wire::Usage::default()
-        }
+        ..usage(tokens)
     }
 }
 

@@ -8,7 +8,7 @@ mod caller;
 use agentwire_agents::DemoAgent;
 use agentwire_engine::Engine;
 use agentwire_fisk::worker::{Worker, WorkerConfig};
-use agentwire_store::Journal;
+use agentwire_store::SqliteJournal;
 use agentwire_testkit::NatsServer;
 use caller::{check_set, code, header, tag, token, with, Caller};
 use serde_json::json;
@@ -48,7 +48,7 @@ async fn wait_ready(c: &Caller) {
 }
 
 async fn worker(dir: &Path, config: WorkerConfig) -> Arc<Worker> {
-    let journal = Arc::new(Journal::open(&dir.join("journal.sqlite")).unwrap());
+    let journal = Arc::new(SqliteJournal::open(&dir.join("journal.sqlite")).unwrap());
     let engine = Engine::new(journal, Arc::new(DemoAgent));
     Worker::start(config, engine).await.expect("worker starts")
 }
@@ -299,10 +299,15 @@ async fn read_replays_whole_turns_between_markers() {
             json!({ "conversation_token": t, "replay": 200 }),
         ))
         .await;
-    let last = check_set(&read, &r);
+    let result = check_set(&read, &r);
+    // The set ends as a turn does: a result with no text, end_turn and the conversation's usage.
+    assert_eq!(result.protocol(), "io.choria.fisk-ai.v1.result");
+    assert_eq!(result.json["stop_reason"], "end_turn");
+    assert_eq!(result.json["text"], "");
+    let last = &read[read.len() - 2];
     assert_eq!(read[1].json["block"]["phase"], "replay_start");
     assert_eq!(last.json["block"]["phase"], "replay_end");
-    let blocks = &read[2..read.len() - 1];
+    let blocks = &read[2..read.len() - 2];
     assert_eq!(last.json["block"]["count"], blocks.len() as u64);
     assert_eq!(last.json["block"]["truncated"], false);
     assert!(
@@ -311,6 +316,7 @@ async fn read_replays_whole_turns_between_markers() {
             .unwrap()
             > 0
     );
+    assert_eq!(result.json["usage"], last.json["block"]["usage"]);
     let prompts: Vec<_> = blocks
         .iter()
         .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.prompt")
@@ -325,9 +331,13 @@ async fn read_replays_whole_turns_between_markers() {
             json!({ "conversation_token": t, "replay": 1 }),
         ))
         .await;
-    let end = check_set(&short, &r2);
+    assert_eq!(
+        check_set(&short, &r2).protocol(),
+        "io.choria.fisk-ai.v1.result"
+    );
+    let end = &short[short.len() - 2];
     assert_eq!(end.json["block"]["truncated"], true);
-    let replayed = &short[2..short.len() - 1];
+    let replayed = &short[2..short.len() - 2];
     assert_eq!(replayed[0].json["block"]["text"], "hello there");
     assert!(replayed.len() > 1, "rounded outwards to the whole turn");
 }
@@ -707,7 +717,7 @@ impl agentwire_engine::Agent for Buggy {
 async fn a_panic_in_a_run_is_crashed_and_the_worker_keeps_serving() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let journal = Arc::new(Journal::open(&dir.path().join("journal.sqlite")).unwrap());
+    let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
     let engine = Engine::new(journal, Arc::new(Buggy(DemoAgent)));
     let _w = Worker::start(config(&nats.url, "w13"), engine)
         .await
@@ -753,4 +763,71 @@ async fn cancel_and_answers_reach_only_the_instance_running_the_request() {
         let set = run.finish().await;
         assert_eq!(check_set(&set, &r).json["text"], "x");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_cannot_write_refuses_runs_and_a_run_it_finished_waits_for_the_disk() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let inner = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
+    let faulty = agentwire_store::FaultyJournal::new(inner);
+    let engine = Engine::new(faulty.clone(), Arc::new(DemoAgent));
+    let _w = Worker::start(config(&nats.url, "w20"), engine.clone())
+        .await
+        .unwrap();
+    let c = Caller::connect(&nats.url, "w20").await;
+
+    // The disk fails: a new run is refused with an ack saying so and `capacity` (retry, or elsewhere).
+    faulty.fail_writes(true);
+    // The first refused write marks the journal unwritable; from then on runs are refused at once.
+    let r = tag("p");
+    let set = c.prompt(&r, "hello", json!({})).await;
+    check_set(&set, &r);
+    assert_eq!(set[0].json["accepted"], false, "{:?}", set[0].json);
+    assert_eq!(code(&set), "capacity");
+    assert!(!engine.journal_writable());
+
+    // The disk writes again: the probe notices, and the same request runs.
+    faulty.fail_writes(false);
+    let mut writable = engine.watch_journal_writable();
+    tokio::time::timeout(Duration::from_secs(10), writable.wait_for(|w| *w))
+        .await
+        .unwrap()
+        .unwrap();
+    let set = c.prompt(&r, "calc 2 * 3", json!({})).await;
+    let last = check_set(&set, &r);
+    assert_eq!(set[0].json["accepted"], true);
+    assert_eq!(last.json["text"], "6");
+
+    // A run that ends while the disk fails sends its terminal only once the outcome is journaled.
+    let r = tag("p");
+    let slow = {
+        let c = Caller::connect(&nats.url, "w20").await;
+        let r = r.clone();
+        tokio::spawn(async move { c.prompt(&r, "sleep 300", json!({})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    faulty.fail_writes(true);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        !slow.is_finished(),
+        "no terminal while the outcome is not durable"
+    );
+    faulty.fail_writes(false);
+    let set = tokio::time::timeout(Duration::from_secs(10), slow)
+        .await
+        .unwrap()
+        .unwrap();
+    let last = check_set(&set, &r);
+    assert_eq!(last.protocol(), "io.choria.fisk-ai.v1.result");
+    assert_eq!(last.json["text"], "slept 300 ms");
+    // A resend (in its conversation) is answered from the journal with the same outcome.
+    let again = c
+        .prompt(
+            &r,
+            "sleep 300",
+            json!({ "conversation_token": token(&set) }),
+        )
+        .await;
+    assert_eq!(check_set(&again, &r).json["text"], "slept 300 ms");
 }

@@ -1,12 +1,75 @@
-//! The embedded journal: every accepted turn and its outcome, kept in SQLite in the data directory.
+//! The journal of turns: every accepted turn and its one outcome, behind one trait that every backend
+//! implements and one conformance suite ([`conformance`]) that every backend passes.
 //!
-//! Writes go through one writer thread that commits everything waiting in one transaction (group commit)
-//! with `synchronous=FULL` in WAL mode, so an acknowledged write survives a crash and thousands of turns a
-//! second still fit. Reads use their own connection. The engine writes a turn here *before* it acknowledges
-//! the turn on the wire, and the outcome *before* it sends it, so on restart nothing finished runs again and
-//! every interrupted turn can be given a defined end.
+//! The engine writes a turn here *before* it acknowledges the turn on the wire, and the outcome *before*
+//! it sends it, so on restart nothing finished runs again and every interrupted turn can be given a defined
+//! end. Fronts never talk to the journal: they ask the engine.
+//!
+//! - [`SqliteJournal`]: the embedded journal in the data directory. Writes go through one writer thread
+//!   that commits everything waiting in one transaction (group commit) with `synchronous=FULL` in WAL
+//!   mode; reads run on tokio's blocking pool, never on a runtime thread.
+//! - [`FaultyJournal`]: a wrapper that fails writes on demand, for tests of what a failing disk does.
 
-mod journal;
+pub mod conformance;
+mod faults;
+mod model;
+mod sqlite;
 mod writer;
 
-pub use journal::{Accepted, Journal, NewTurn, StoreError, StoredTurn};
+pub use faults::{FaultyJournal, FAULT_MESSAGE};
+pub use model::{
+    Accepted, ConversationTurn, ConversationView, Finish, NewTurn, StoreError, StoredTurn,
+    LOCAL_OWNER,
+};
+pub use sqlite::SqliteJournal;
+
+use agentwire_core::{ConversationId, RequestId};
+use futures_util::future::BoxFuture;
+
+/// A journal backend. Every method is async: reads and writes may wait on a disk or a network, never on a
+/// runtime thread. Object safe (`Arc<dyn Journal>`).
+pub trait Journal: Send + Sync + 'static {
+    /// Journals a new turn durably (insert-if-absent), or returns the journal's record of a request id it
+    /// knows (a resend, not run again).
+    fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>>;
+
+    /// Journals a turn's one outcome durably: the first outcome wins, a second is
+    /// [`StoreError::AlreadyEnded`] and changes nothing.
+    fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The journal's record of a request id.
+    fn lookup(&self, id: RequestId) -> BoxFuture<'_, Result<Option<StoredTurn>, StoreError>>;
+
+    /// A conversation's turns in the order they were accepted; their transcripts only when asked for.
+    fn conversation(
+        &self,
+        conversation: ConversationId,
+        transcripts: bool,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>>;
+
+    /// A conversation's protocol-specific state, if any was set.
+    fn conversation_meta(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<Option<serde_json::Value>, StoreError>>;
+
+    /// Durably sets a conversation's protocol-specific state (a fisk-ai fingerprint and approvals, ...).
+    fn put_conversation_meta(
+        &self,
+        conversation: ConversationId,
+        protocol: String,
+        meta: serde_json::Value,
+        updated_at: u64,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Turns of `owner` that were accepted but have no outcome, every protocol's, in the order they were
+    /// accepted: after a restart, the ones a crash cut off.
+    fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>>;
+
+    /// One durable write that changes no turn: succeeds once the journal can write again.
+    fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Stops the journal: when this returns, no write commits any more (writes in flight or sent later fail
+    /// with [`StoreError::WriterGone`]). What a crash does to a process, for tests that simulate one.
+    fn halt(&self);
+}

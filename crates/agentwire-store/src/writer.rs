@@ -1,7 +1,7 @@
 //! The journal's writer thread: batches pending writes into one durable transaction.
 
-use crate::journal::{row_to_turn, Accepted, NewTurn, StoreError};
-use agentwire_core::{Outcome, RequestId};
+use crate::model::{Accepted, Finish, NewTurn, StoreError};
+use crate::sqlite::{row_to_turn, COLUMNS};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::sync::{mpsc, Arc, Mutex};
 use tokio::sync::oneshot;
@@ -12,14 +12,7 @@ pub(crate) const MAX_WRITES_PER_COMMIT: usize = 1024;
 
 pub(crate) enum Write {
     Accept(NewTurn, oneshot::Sender<Result<Accepted, StoreError>>),
-    Finish {
-        id: RequestId,
-        outcome: Outcome,
-        wire: Option<String>,
-        transcript: Option<String>,
-        ended_at: u64,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    },
+    Finish(Finish, oneshot::Sender<Result<(), StoreError>>),
     PutMeta {
         conversation: String,
         protocol: String,
@@ -27,6 +20,8 @@ pub(crate) enum Write {
         updated_at: u64,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
+    /// A write that changes no turn: is the journal writable?
+    Probe(oneshot::Sender<Result<(), StoreError>>),
 }
 
 /// Held by the writer for each commit; `true` once the journal is halted, after which nothing commits.
@@ -68,22 +63,14 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
     for w in batch {
         let r = match &w {
             Write::Accept(t, _) => accept(&tx, t).map(Some),
-            Write::Finish {
-                id,
-                outcome,
-                wire,
-                transcript,
-                ended_at,
-                ..
-            } => finish(
-                &tx,
-                id,
-                outcome,
-                wire.as_deref(),
-                transcript.as_deref(),
-                *ended_at,
-            )
-            .map(|_| None),
+            Write::Finish(f, _) => finish(&tx, f).map(|_| None),
+            Write::Probe(_) => tx
+                .prepare_cached(
+                    "INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT(id) DO UPDATE SET at = at + 1",
+                )
+                .and_then(|mut stmt| stmt.execute([]))
+                .map(|_| None)
+                .map_err(StoreError::from),
             Write::PutMeta {
                 conversation,
                 protocol,
@@ -111,7 +98,12 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                     (Write::Accept(_, reply), Ok(Some(a))) => {
                         let _ = reply.send(Ok(a));
                     }
-                    (Write::Finish { reply, .. } | Write::PutMeta { reply, .. }, Ok(_)) => {
+                    (
+                        Write::Finish(_, reply)
+                        | Write::Probe(reply)
+                        | Write::PutMeta { reply, .. },
+                        Ok(_),
+                    ) => {
                         let _ = reply.send(Ok(()));
                     }
                     (w, Err(e)) => fail(w, e),
@@ -133,7 +125,7 @@ fn fail(w: Write, e: StoreError) {
         Write::Accept(_, reply) => {
             let _ = reply.send(Err(e));
         }
-        Write::Finish { reply, .. } | Write::PutMeta { reply, .. } => {
+        Write::Finish(_, reply) | Write::Probe(reply) | Write::PutMeta { reply, .. } => {
             let _ = reply.send(Err(e));
         }
     }
@@ -144,8 +136,8 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
     // turn takes twice (accept, then finish) before anything goes on the wire.
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(request_id) DO NOTHING",
+            "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at, owner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(request_id) DO NOTHING",
         )?
         .execute(params![
             t.request_id.as_str(),
@@ -153,7 +145,8 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
             t.protocol,
             t.route.to_string(),
             t.input.to_string(),
-            t.accepted_at as i64
+            t.accepted_at as i64,
+            t.owner,
         ])?;
     if inserted == 1 {
         if let Some(meta) = &t.conversation_meta {
@@ -173,10 +166,7 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
     }
     let existing = conn
         .query_row(
-            &format!(
-                "SELECT {} FROM turns WHERE request_id = ?1",
-                crate::journal::COLUMNS
-            ),
+            &format!("SELECT {COLUMNS} FROM turns WHERE request_id = ?1"),
             [t.request_id.as_str()],
             row_to_turn,
         )
@@ -185,39 +175,38 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
     Ok(Accepted::Existing(Box::new(existing?)))
 }
 
-fn finish(
-    conn: &Connection,
-    id: &RequestId,
-    outcome: &Outcome,
-    wire: Option<&str>,
-    transcript: Option<&str>,
-    ended_at: u64,
-) -> Result<(), StoreError> {
-    let json = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+fn finish(conn: &Connection, f: &Finish) -> Result<(), StoreError> {
+    let id = f.request_id.as_str();
+    let json = serde_json::to_string(&f.outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     // Only the first outcome sticks: the engine decides one, and a journal that already holds one keeps it.
     let n = conn
         .prepare_cached(
-            "UPDATE turns SET outcome = ?2, wire = ?3, ended_at = ?4 WHERE request_id = ?1 AND outcome IS NULL",
+            "UPDATE turns SET outcome = ?2, wire = ?3, ended_at = ?4, tool_calls = ?5
+             WHERE request_id = ?1 AND outcome IS NULL",
         )?
-        .execute(params![id.as_str(), json, wire, ended_at as i64])?;
+        .execute(params![
+            id,
+            json,
+            f.wire.as_deref(),
+            f.ended_at as i64,
+            f.tool_calls.min(i64::MAX as u64) as i64
+        ])?;
     if n == 0 {
         let exists: Option<i64> = conn
-            .query_row(
-                "SELECT 1 FROM turns WHERE request_id = ?1",
-                [id.as_str()],
-                |r| r.get(0),
-            )
+            .query_row("SELECT 1 FROM turns WHERE request_id = ?1", [id], |r| {
+                r.get(0)
+            })
             .optional()?;
         if exists.is_none() {
             return Err(StoreError::UnknownTurn(id.to_string()));
         }
         return Err(StoreError::AlreadyEnded(id.to_string()));
     }
-    if let Some(t) = transcript {
+    if let Some(t) = &f.transcript {
         conn.prepare_cached(
             "INSERT OR IGNORE INTO transcripts (request_id, events) VALUES (?1, ?2)",
         )?
-        .execute(params![id.as_str(), t])?;
+        .execute(params![id, t.to_string()])?;
     }
     Ok(())
 }

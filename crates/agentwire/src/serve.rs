@@ -3,13 +3,13 @@
 use crate::config::{self, FileConfig};
 use crate::keys;
 use agentwire_agents::{DemoAgent, RoostJobAgent};
-use agentwire_engine::{Agent, Engine};
+use agentwire_engine::{Agent, Engine, TurnFront};
 use agentwire_fisk::worker::{Worker, WorkerConfig};
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::nipxx::policy::RateLimit;
 use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
 use agentwire_relay::RelayConfig;
-use agentwire_store::Journal;
+use agentwire_store::SqliteJournal;
 use clap::Args;
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -118,7 +118,7 @@ fn make_agent(
     }
 }
 
-/// How long a shutdown waits for in-flight fisk-ai runs: long enough for a demo or a short model turn, short
+/// How long a shutdown waits for running turns: long enough for a demo or a short model turn, short
 /// enough that a service manager's stop does not hang (systemd's default is 90 s).
 const DRAIN_GRACE: Duration = Duration::from_secs(60);
 
@@ -186,7 +186,7 @@ pub(crate) async fn run(
     }
     relays.extend(external);
     let journal =
-        Arc::new(Journal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
+        Arc::new(SqliteJournal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
@@ -254,7 +254,7 @@ pub(crate) async fn run(
         .backlog_horizon_secs
         .or(file.nipxx.backlog_horizon_secs)
         .unwrap_or(config::DEFAULT_BACKLOG_HORIZON_SECS);
-    let _runtime = Runtime::start(
+    let runtime = Runtime::start(
         RuntimeConfig {
             relays: relays.clone(),
             allow,
@@ -266,9 +266,26 @@ pub(crate) async fn run(
             verified_relays: embedded.iter().map(|r| r.url()).collect(),
         },
         crypto,
-        engine,
+        engine.clone(),
     )
     .await;
+    // One recovery pass for every protocol's turns a crash cut off, whichever fronts are on now: a NIP-XX
+    // run's client is told on the relay; a fisk-ai caller's inbox is gone, so its turn is ended in the
+    // journal and a resend is answered from there.
+    let recovered = engine
+        .recover(|t| match t.protocol.as_str() {
+            agentwire_nostr::runtime::PROTOCOL => runtime.recovery_front(t),
+            agentwire_fisk::worker::PROTOCOL => {
+                Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
+            }
+            _ => None,
+        })
+        .await;
+    match recovered {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(turns = n, "ended turns interrupted by the last shutdown"),
+        Err(e) => tracing::error!(error = %e, "could not recover interrupted turns"),
+    }
     let pk = agent_keys.public_key();
     let mut ready = serde_json::json!({
         "ready": true,
@@ -287,15 +304,20 @@ pub(crate) async fn run(
     tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;
     tracing::info!("shutting down");
-    if let Some(w) = &fisk {
-        // In-flight fisk-ai runs finish; new ones are refused with `draining`.
-        let left = w.shutdown(DRAIN_GRACE).await;
-        if left > 0 {
-            tracing::warn!(
-                runs = left,
-                "fisk-ai runs still in flight after the drain grace"
-            );
+    // Every front drains: running turns finish within the grace; new fisk-ai requests get `draining`, and
+    // a new NIP-XX prompt is left on the relay, where the backlog horizon serves it after the restart.
+    let fisk_drained = async {
+        match &fisk {
+            Some(w) => w.shutdown(DRAIN_GRACE).await,
+            None => 0,
         }
+    };
+    let (fisk_left, left) = tokio::join!(fisk_drained, engine.drain(DRAIN_GRACE));
+    if left > 0 || fisk_left > 0 {
+        tracing::warn!(
+            turns = left.max(fisk_left),
+            "turns still running after the drain grace"
+        );
     }
     roost.shutdown();
     if let Some(r) = embedded {

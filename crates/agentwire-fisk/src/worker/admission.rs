@@ -11,7 +11,7 @@ use crate::mapping;
 use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
 use agentwire_core::{CallAnswer, ConversationId, FailureCode, Outcome, TurnEvent, Usage};
 use agentwire_engine::{Resume, TurnInput};
-use agentwire_store::StoredTurn;
+use agentwire_store::{ConversationTurn, ConversationView};
 
 /// What to do with a request.
 pub(super) enum Plan {
@@ -61,26 +61,20 @@ fn random_token() -> String {
     mint_token(bytes)
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 fn used(u: Usage) -> u64 {
     u.input_tokens.saturating_add(u.output_tokens)
 }
 
-/// The conversation's turns, or a refusal.
-fn record(
+/// The conversation's turns (with their transcripts when asked for), or a refusal.
+async fn record(
     worker: &Worker,
     conversation: &ConversationId,
-) -> Result<Vec<(StoredTurn, Option<serde_json::Value>)>, Box<Plan>> {
+    transcripts: bool,
+) -> Result<ConversationView, Box<Plan>> {
     worker
         .engine
-        .journal()
-        .conversation_record(conversation)
+        .conversation(conversation, transcripts)
+        .await
         .map_err(|e| {
             Box::new(refused(
                 FailureCode::Internal,
@@ -96,7 +90,7 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
             return refused(FailureCode::Draining, "the worker is shutting down");
         }
         let conversation = conversation::conversation_id(&r.conversation_token);
-        return match worker.engine.journal().conversation_meta(&conversation) {
+        return match worker.engine.conversation_meta(&conversation).await {
             Ok(Some(_)) => Plan::Read(Box::new(ReadPlan {
                 header: r.header.clone(),
                 token: r.conversation_token.clone(),
@@ -166,7 +160,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             true,
         )
     } else {
-        match worker.engine.journal().conversation_meta(&conversation) {
+        match worker.engine.conversation_meta(&conversation).await {
             Ok(Some(m)) => match serde_json::from_value::<ConversationMeta>(m) {
                 Ok(m) => (m, false),
                 Err(e) => {
@@ -239,24 +233,14 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         _ => false,
     };
     let record = if new {
-        vec![]
-    } else if wants_replay {
-        match record(worker, &conversation) {
+        ConversationView::default()
+    } else {
+        match record(worker, &conversation, wants_replay).await {
             Ok(r) => r,
             Err(p) => return *p,
         }
-    } else {
-        match worker.engine.journal().conversation_history(&conversation) {
-            Ok(turns) => turns.into_iter().map(|t| (t, None)).collect(),
-            Err(e) => {
-                return refused(
-                    FailureCode::Internal,
-                    format!("the journal could not be read: {e}"),
-                )
-            }
-        }
     };
-    let total = conversation::total_usage(record.iter().filter_map(|(t, _)| t.outcome.as_ref()));
+    let (total, tool_calls) = record.usage();
     let limit = allowance(worker.config.max_tokens, meta.max_tokens, None);
     if let Some(limit) = limit {
         if used(total) >= limit {
@@ -266,8 +250,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
                 let value = serde_json::to_value(&meta).unwrap_or_default();
                 if let Err(e) = worker
                     .engine
-                    .journal()
-                    .put_conversation_meta(&conversation, super::PROTOCOL, &value, now_secs())
+                    .put_conversation_meta(&conversation, super::PROTOCOL, &value)
                     .await
                 {
                     tracing::warn!(error = %e, "could not record a lowered allowance");
@@ -282,7 +265,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             );
         }
     }
-    let last = record.last().map(|(t, _)| t);
+    let last = record.last();
     let parked = conversation::parked(last.and_then(|t| t.outcome.as_ref()));
     let parked_input: Option<TurnInput> =
         last.and_then(|t| serde_json::from_value(t.input.clone()).ok());
@@ -331,8 +314,8 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
                 );
             }
             let call = &a.answer.tool_use_id;
-            let answered_before = record.iter().any(|(t, _)| {
-                serde_json::from_value::<TurnInput>(t.input.clone())
+            let answered_before = record.turns.iter().any(|t| {
+                serde_json::from_value::<TurnInput>(t.turn.input.clone())
                     .ok()
                     .and_then(|i| i.resume)
                     .is_some_and(|r| r.answers.iter().any(|x| &x.call_id == call))
@@ -367,12 +350,11 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         _ => return refused(FailureCode::Internal, "not a turn"),
     };
     let replay = match replay {
-        Some(n) => replay_replies(&record, n),
+        Some(n) => replay_replies(&record.turns, n),
         None => vec![],
     };
     let setup = TurnSetup {
         request_id: id.clone(),
-        conversation: conversation.clone(),
         token,
         stream,
         elicit: worker.config.elicit,
@@ -380,6 +362,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         approvals: meta.approvals.clone(),
         max_tokens: limit,
         replay,
+        prior_usage: (total, tool_calls),
     };
     Plan::Run(Box::new(RunPlan {
         header,
@@ -413,13 +396,14 @@ pub(super) async fn refuse(
 
 /// The replay of a conversation: `replay` blocks at most (capped at [`wire::REPLAY_CAP`]) counted from the
 /// end and rounded outwards to whole turns, between `replay_start` and `replay_end`.
-pub(super) fn replay_replies(
-    record: &[(StoredTurn, Option<serde_json::Value>)],
-    replay: u64,
-) -> Vec<Reply> {
+pub(super) fn replay_replies(record: &[ConversationTurn], replay: u64) -> Vec<Reply> {
     let want = replay.clamp(1, wire::REPLAY_CAP) as usize;
     let mut turns: Vec<Vec<Block>> = Vec::new();
-    for (t, transcript) in record {
+    for ConversationTurn {
+        turn: t,
+        transcript,
+    } in record
+    {
         let Some(outcome) = &t.outcome else { continue };
         let input: Option<TurnInput> = serde_json::from_value(t.input.clone()).ok();
         let prompt = input
@@ -467,9 +451,9 @@ pub(super) fn replay_replies(
     out
 }
 
-/// Answers a `request.read`: the ack, then the replay, the last block closing the set.
+/// Answers a `request.read`: the ack, then the replay between its markers, then a `result` closing the set.
 pub(super) async fn read(worker: &Worker, inbox: async_nats::Subject, plan: ReadPlan) {
-    let record = match record(worker, &plan.conversation) {
+    let record = match record(worker, &plan.conversation, true).await {
         Ok(r) => r,
         Err(p) => match *p {
             Plan::Refuse { code, message } => {
@@ -482,13 +466,13 @@ pub(super) async fn read(worker: &Worker, inbox: async_nats::Subject, plan: Read
     set.send(Reply::Ack(
         Ack::accepted().with_conversation_token(plan.token),
     ));
-    let mut replies = replay_replies(&record, plan.replay);
-    let last = replies.pop();
-    for r in replies {
+    for r in replay_replies(&record.turns, plan.replay) {
         set.send(r);
     }
-    if let Some(r) = last {
-        set.finish(r);
-    }
+    // A read ends as a turn does, with a `result`: no text, `end_turn`, the conversation's usage.
+    let (tokens, tool_calls) = record.usage();
+    let mut end = wire::TurnResult::new(wire::StopReason::EndTurn, String::new());
+    end.usage = Some(mapping::usage_with(tokens, tool_calls));
+    set.finish(Reply::Result(end));
     let _ = done.await;
 }

@@ -5,12 +5,10 @@ use super::replyset::{ksuid, ReplySet};
 use crate::mapping;
 use crate::wire::{self, Ack, Block, Reply};
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, ConversationId, Outcome, Question, QuestionKind, RequestId,
-    TurnEvent,
+    Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, RequestId, TurnEvent, Usage,
 };
 use agentwire_engine::{Engine, FrontAsk, TurnFront};
-use agentwire_store::Journal;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -32,12 +30,13 @@ struct State {
     held_text: Option<(String, Instant)>,
     iteration: u64,
     question: Option<OpenQuestion>,
+    /// Tool calls this turn made so far.
+    tool_calls: u64,
 }
 
 /// What a front needs to know about its turn.
 pub(crate) struct TurnSetup {
     pub(crate) request_id: RequestId,
-    pub(crate) conversation: ConversationId,
     pub(crate) token: String,
     pub(crate) stream: bool,
     pub(crate) elicit: bool,
@@ -46,34 +45,31 @@ pub(crate) struct TurnSetup {
     pub(crate) max_tokens: Option<u64>,
     /// Blocks to send right after the ack (a prompt's `replay`).
     pub(crate) replay: Vec<Reply>,
+    /// What the conversation's earlier turns spent and their tool calls, read at admission (the
+    /// conversation runs one turn at a time, so nothing else adds to it meanwhile).
+    pub(crate) prior_usage: (Usage, u64),
 }
 
 /// The front of one fisk-ai turn.
 pub(crate) struct FiskFront {
     set: ReplySet,
     setup: TurnSetup,
-    journal: Arc<Journal>,
     engine: Weak<Engine>,
     state: Mutex<State>,
 }
 
 impl FiskFront {
-    pub(crate) fn new(
-        set: ReplySet,
-        setup: TurnSetup,
-        journal: Arc<Journal>,
-        engine: Weak<Engine>,
-    ) -> Self {
+    pub(crate) fn new(set: ReplySet, setup: TurnSetup, engine: Weak<Engine>) -> Self {
         FiskFront {
             set,
             setup,
-            journal,
             engine,
             state: Mutex::new(State {
                 acked: false,
                 held_text: None,
                 iteration: 0,
                 question: None,
+                tool_calls: 0,
             }),
         }
     }
@@ -157,8 +153,10 @@ impl TurnFront for FiskFront {
             return;
         }
         self.flush_text(&mut st);
-        if matches!(event, TurnEvent::Status { .. }) {
-            st.iteration += 1;
+        match event {
+            TurnEvent::Status { .. } => st.iteration += 1,
+            TurnEvent::ToolCall { .. } => st.tool_calls += 1,
+            _ => {}
         }
         if self.setup.stream {
             self.set
@@ -206,8 +204,16 @@ impl TurnFront for FiskFront {
         } else {
             self.flush_text(&mut st);
         }
-        // The journal holds this outcome now, so the conversation's usage includes it.
-        let usage = mapping::journaled_usage(&self.journal, &self.setup.conversation);
+        // The conversation's usage, this turn's included.
+        let (before, calls_before) = self.setup.prior_usage;
+        let spent = match outcome {
+            Outcome::Result(r) => r.usage,
+            Outcome::Failure(f) => f.usage,
+        };
+        let usage = mapping::usage_with(
+            before.plus(spent),
+            calls_before.saturating_add(st.tool_calls),
+        );
         self.set.finish(mapping::terminal(outcome, usage));
     }
 
@@ -273,7 +279,7 @@ impl TurnFront for FiskFront {
 
 /// A front for turns recovered after a restart: their callers' inboxes are gone, so nothing is sent; the
 /// journal gets the outcome, and a resend of the request is answered from it.
-pub(crate) struct SilentFront;
+pub struct SilentFront;
 
 impl TurnFront for SilentFront {
     fn accepted(&self, _queued: bool) {}

@@ -7,13 +7,13 @@ mod front;
 mod replyset;
 mod turn;
 
-pub use front::TEXT_COALESCE_WINDOW;
+pub use front::{SilentFront, TEXT_COALESCE_WINDOW};
 
 use crate::conversation::Fingerprint;
 use crate::wire::{self, nats, Identity, Reply};
 use admission::Plan;
 use agentwire_core::RequestId;
-use agentwire_engine::{Engine, TurnFront};
+use agentwire_engine::Engine;
 use async_nats::service::ServiceExt;
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -98,7 +98,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Connects, ends turns a crash cut off, and starts serving.
+    /// Connects and starts serving. (Turns a crash cut off are ended by the engine's recovery pass, with
+    /// [`SilentFront`] for this protocol.)
     pub async fn start(
         config: WorkerConfig,
         engine: Arc<Engine>,
@@ -118,19 +119,6 @@ impl Worker {
             .connect(config.url.as_str())
             .await
             .map_err(|e| WorkerError::Nats(e.to_string()))?;
-        match engine
-            .recover(PROTOCOL, |_| {
-                Some(Arc::new(front::SilentFront) as Arc<dyn TurnFront>)
-            })
-            .await
-        {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                runs = n,
-                "ended fisk-ai runs interrupted by the last shutdown"
-            ),
-            Err(e) => tracing::error!(error = %e, "could not recover interrupted fisk-ai runs"),
-        }
         let service = client
             .service_builder()
             .description("agentwire fisk-ai worker")

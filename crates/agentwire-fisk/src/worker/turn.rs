@@ -12,7 +12,6 @@ use agentwire_core::{Answer, ApproveChoice, ConversationId, FailureCode, Request
 use agentwire_engine::{AnswerReply, Submission, SubmitReply, TurnPolicy};
 use futures_util::StreamExt;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, watch};
 
 /// How fisk-ai wants its turns handled: refuse a second turn of a busy conversation, park on cancel, and
@@ -27,17 +26,9 @@ pub(crate) const FISK_POLICY: TurnPolicy = TurnPolicy {
 /// authorised by reaching the subject, as the spec says.
 const REQUESTER: &str = "fisk";
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Runs an admitted turn to the end of its reply set.
 pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: RunPlan) {
     let tag = plan.header.request.clone();
-    let journal = worker.engine.journal().clone();
     let conversation = plan.input.conversation_id.clone();
     let identity = worker.config.identity.clone();
     let subs = async {
@@ -101,7 +92,6 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     let front = Arc::new(FiskFront::new(
         set.clone(),
         plan.setup,
-        journal.clone(),
         Arc::downgrade(&worker.engine),
     ));
     let meta_record = plan
@@ -143,6 +133,24 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
                 "a turn of this conversation is running here; wait for its terminal message",
             ));
         }
+        SubmitReply::JournalUnavailable(why) => {
+            // Not journaled, so not taken: the caller may send it again here or to another instance.
+            tracing::warn!(request = %tag, error = %why, "refused a run: the journal cannot be written");
+            set.send(Reply::Ack(Ack::refused(
+                "the worker cannot record runs now",
+            )));
+            set.finish(mapping::refusal(
+                FailureCode::Capacity,
+                "the worker cannot record runs now (its journal cannot be written); retry, or ask another instance",
+            ));
+        }
+        SubmitReply::Draining => {
+            set.send(Reply::Ack(Ack::refused("draining")));
+            set.finish(mapping::refusal(
+                FailureCode::Draining,
+                "the worker is shutting down and takes no new runs",
+            ));
+        }
         SubmitReply::DuplicateLive => {
             set.send(Reply::Ack(Ack::refused("duplicate request")));
             set.finish(mapping::refusal(
@@ -164,7 +172,20 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         SubmitReply::DuplicateStored(stored) => {
             // The request id ran before: answer from the journal, not by running it again.
             set.send(Reply::Ack(Ack::accepted().with_conversation_token(token)));
-            let usage = mapping::journaled_usage(&journal, &stored.conversation_id);
+            let usage = match worker
+                .engine
+                .conversation(&stored.conversation_id, false)
+                .await
+            {
+                Ok(view) => {
+                    let (tokens, calls) = view.usage();
+                    mapping::usage_with(tokens, calls)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read a conversation's usage");
+                    crate::wire::Usage::default()
+                }
+            };
             match &stored.outcome {
                 Some(o) => set.finish(mapping::terminal(o, usage)),
                 None => set.finish(mapping::refusal(
@@ -307,13 +328,7 @@ async fn serve_elicits(
                             };
                             if let Err(e) = worker
                                 .engine
-                                .journal()
-                                .put_conversation_meta(
-                                    &conversation,
-                                    PROTOCOL,
-                                    &updated,
-                                    now_secs(),
-                                )
+                                .put_conversation_meta(&conversation, PROTOCOL, &updated)
                                 .await
                             {
                                 tracing::warn!(error = %e, "could not record a standing approval");

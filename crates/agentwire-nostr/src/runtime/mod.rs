@@ -14,6 +14,7 @@ use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
 use agentwire_engine::{
     AgentCard, Engine, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
+use agentwire_store::StoredTurn;
 use nostr::prelude::{Event, EventBuilder, Filter, Kind, PublicKey, Tag, Timestamp};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,9 @@ pub struct Runtime {
     serve_since: Timestamp,
     /// Indexes (in `relays`) of relays whose events are verified already.
     verified: Vec<bool>,
+    /// The oldest prompt the journal could not take (Unix seconds), while the runtime waits for it to
+    /// write again and asks the relays for the prompts since then.
+    deferred_since: Mutex<Option<u64>>,
 }
 
 fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
@@ -69,7 +73,8 @@ fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
 }
 
 impl Runtime {
-    /// Connects to the relays, ends turns a crash cut off, publishes ai.info, and starts serving prompts.
+    /// Connects to the relays, publishes ai.info, and starts serving prompts. (Turns a crash cut off are
+    /// ended by the engine's recovery pass, with fronts from [`recovery_front`](Self::recovery_front).)
     pub async fn start(
         config: RuntimeConfig,
         crypto: Arc<Crypto>,
@@ -120,60 +125,16 @@ impl Runtime {
                 .iter()
                 .map(|u| config.verified_relays.contains(u))
                 .collect(),
+            deferred_since: Mutex::new(None),
         });
         for r in rt.relays.iter() {
             if !r.wait_connected(Duration::from_secs(5)).await {
                 tracing::warn!(relay = r.url(), "relay not reachable yet; will keep trying");
             }
         }
-        let (crypto, relays) = (rt.crypto.clone(), rt.relays.clone());
-        match rt
-            .engine
-            .recover(PROTOCOL, |t| {
-                let route: Route = serde_json::from_value(t.route.clone()).ok()?;
-                NipxxFront::from_route(crypto.clone(), relays.clone(), &route)
-                    .map(|f| Arc::new(f) as Arc<dyn TurnFront>)
-            })
-            .await
-        {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                runs = n,
-                "ended runs interrupted by the last shutdown with INTERNAL_ERROR"
-            ),
-            Err(e) => tracing::error!(error = %e, "could not recover interrupted runs"),
-        }
         rt.publish_info(&rt.card).await;
-        let me = rt.crypto.public_key();
         for r in rt.relays.iter() {
-            r.subscribe(
-                "prompts",
-                vec![Filter::new()
-                    .kind(Kind::Custom(kinds::PROMPT))
-                    .pubkey(me)
-                    .since(serve_since)],
-            );
-            r.subscribe(
-                "cancels",
-                vec![Filter::new()
-                    .kind(Kind::Custom(kinds::CANCEL))
-                    .pubkey(me)
-                    .since(Timestamp::now())],
-            );
-            if rt.nip59 {
-                // A wrap's created_at is up to two days before it was sent; the rumor's real time is checked
-                // against the horizon once it is unwrapped.
-                let wraps_since = serve_since
-                    .as_secs()
-                    .saturating_sub(crate::nip59::MAX_TIMESTAMP_TWEAK.as_secs());
-                r.subscribe(
-                    "wraps",
-                    vec![Filter::new()
-                        .kind(Kind::Custom(kinds::GIFT_WRAP))
-                        .pubkey(me)
-                        .since(Timestamp::from(wraps_since))],
-                );
-            }
+            rt.subscribe_prompts(r, serve_since, Timestamp::now());
         }
         let this = rt.clone();
         match single {
@@ -203,6 +164,92 @@ impl Runtime {
     /// The relays this runtime uses.
     pub fn relays(&self) -> &Arc<Vec<RelayConn>> {
         &self.relays
+    }
+
+    /// The front that ends a journaled NIP-XX turn a crash cut off: rebuilt from its route.
+    pub fn recovery_front(&self, turn: &StoredTurn) -> Option<Arc<dyn TurnFront>> {
+        let route: Route = serde_json::from_value(turn.route.clone()).ok()?;
+        NipxxFront::from_route(self.crypto.clone(), self.relays.clone(), &route)
+            .map(|f| Arc::new(f) as Arc<dyn TurnFront>)
+    }
+
+    /// Opens (or replaces) the prompt, cancel and gift-wrap subscriptions on `relay`, for prompts created
+    /// since `prompts_since` and cancels since `cancels_since`.
+    fn subscribe_prompts(
+        &self,
+        relay: &RelayConn,
+        prompts_since: Timestamp,
+        cancels_since: Timestamp,
+    ) {
+        let me = self.crypto.public_key();
+        relay.subscribe(
+            "prompts",
+            vec![Filter::new()
+                .kind(Kind::Custom(kinds::PROMPT))
+                .pubkey(me)
+                .since(prompts_since)],
+        );
+        relay.subscribe(
+            "cancels",
+            vec![Filter::new()
+                .kind(Kind::Custom(kinds::CANCEL))
+                .pubkey(me)
+                .since(cancels_since)],
+        );
+        if self.nip59 {
+            // A wrap's created_at is up to two days before it was sent; the rumor's real time is checked
+            // against the horizon once it is unwrapped.
+            let wraps_since = prompts_since
+                .as_secs()
+                .saturating_sub(crate::nip59::MAX_TIMESTAMP_TWEAK.as_secs());
+            relay.subscribe(
+                "wraps",
+                vec![Filter::new()
+                    .kind(Kind::Custom(kinds::GIFT_WRAP))
+                    .pubkey(me)
+                    .since(Timestamp::from(wraps_since))],
+            );
+        }
+    }
+
+    /// A prompt the journal could not take: it stays unanswered on the relay. The first one starts a
+    /// watch that, once the journal writes again, asks the relays for every prompt since the oldest such
+    /// one, so they are served without a restart (prompts served meanwhile are answered from the journal).
+    fn defer_prompt(self: &Arc<Self>, created_at: u64) {
+        let first = {
+            let mut d = self
+                .deferred_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let first = d.is_none();
+            *d = Some(d.map_or(created_at, |t| t.min(created_at)));
+            first
+        };
+        if !first {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut writable = this.engine.watch_journal_writable();
+            if writable.wait_for(|w| *w).await.is_err() {
+                return;
+            }
+            let since = this
+                .deferred_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(since) = since {
+                let since = Timestamp::from(since.max(this.serve_since.as_secs()));
+                tracing::info!(
+                    since = since.as_secs(),
+                    "the journal writes again; serving the prompts it could not take"
+                );
+                for r in this.relays.iter() {
+                    this.subscribe_prompts(r, since, Timestamp::now());
+                }
+            }
+        });
     }
 
     /// The ai.info content for the agent's card.
@@ -405,6 +452,8 @@ impl Runtime {
         };
         let engine = self.engine.clone();
         let relays = self.relays.clone();
+        let created_at = event.created_at.as_secs();
+        let this = self.clone();
         let fut = match refusal {
             None => engine.submit(sub),
             Some(f) => {
@@ -413,16 +462,27 @@ impl Runtime {
             }
         };
         tokio::spawn(async move {
-            if let SubmitReply::DuplicateStored(stored) = fut.await {
-                // A resend of a finished run: send the journaled terminal again, byte for byte (relays and
-                // clients dedupe it by id).
-                if let Some(ev) = stored
-                    .wire
-                    .as_deref()
-                    .and_then(|w| Event::from_json(w).ok())
-                {
-                    deliver_terminal(relays, ev);
+            match fut.await {
+                SubmitReply::DuplicateStored(stored) => {
+                    // A resend of a finished run: send the journaled terminal again, byte for byte (relays
+                    // and clients dedupe it by id).
+                    if let Some(ev) = stored
+                        .wire
+                        .as_deref()
+                        .and_then(|w| Event::from_json(w).ok())
+                    {
+                        deliver_terminal(relays, ev);
+                    }
                 }
+                // Not journaled: any answer now could be contradicted when the prompt is served later, so
+                // none is given; it is served from the relay once the journal writes again.
+                SubmitReply::JournalUnavailable(_) => this.defer_prompt(created_at),
+                // Shutting down: left on the relay, where the backlog horizon serves it after the restart.
+                SubmitReply::Draining => {}
+                SubmitReply::Accepted { .. }
+                | SubmitReply::DuplicateLive
+                | SubmitReply::Refused(_)
+                | SubmitReply::ConversationBusy => {}
             }
         });
     }

@@ -1,0 +1,278 @@
+//! The journal conformance suite: what every [`Journal`] implementation must do, as async checks that
+//! panic on the first broken promise. Each backend's tests call [`run_all`] with a way to make a fresh,
+//! empty store; a backend passes when every check does.
+//!
+//! A check gets an [`Opener`]: calling it opens the store (again), as a daemon does after a restart, so
+//! durability across a reopen is checked too.
+
+use crate::{Accepted, Finish, Journal, NewTurn, StoreError, LOCAL_OWNER};
+use agentwire_core::{ConversationId, Failure, FailureCode, Outcome, RequestId, TurnResult, Usage};
+use std::sync::Arc;
+
+/// Opens one store; calling it again opens the same store anew (a restart).
+pub type Opener = Arc<dyn Fn() -> Arc<dyn Journal> + Send + Sync>;
+
+/// Runs every check, each on a fresh store from `fresh`.
+pub async fn run_all(fresh: impl Fn() -> Opener) {
+    accept_is_insert_if_absent_and_the_first_outcome_wins(fresh()).await;
+    interrupted_turns_are_an_owners_and_survive_a_reopen(fresh()).await;
+    concurrent_accepts_of_one_id_give_exactly_one_new(fresh()).await;
+    a_conversation_reads_back_in_order_with_meta_across_a_reopen(fresh()).await;
+    usage_and_tool_calls_are_kept_at_finish(fresh()).await;
+    a_new_turn_sets_its_conversation_meta_in_the_same_write(fresh()).await;
+    a_halted_journal_commits_nothing_more(fresh()).await;
+    a_probe_succeeds_on_a_writable_journal(fresh()).await;
+}
+
+/// A turn numbered `n` of conversation `c`.
+pub fn turn(n: u32) -> NewTurn {
+    NewTurn {
+        request_id: RequestId::new(format!("nipxx:{n}")).expect("valid id"),
+        conversation_id: ConversationId::new("c").expect("valid id"),
+        protocol: "nipxx".into(),
+        owner: LOCAL_OWNER.into(),
+        route: serde_json::json!({"client": "abc"}),
+        input: serde_json::json!({"message": format!("m{n}")}),
+        accepted_at: 100 + n as u64,
+        conversation_meta: None,
+    }
+}
+
+/// A result with `text` and `usage`.
+pub fn result(text: &str, usage: Usage) -> Outcome {
+    Outcome::Result(TurnResult {
+        text: text.into(),
+        usage,
+        stop_reason: "stop".into(),
+    })
+}
+
+fn ok(text: &str) -> Outcome {
+    result(text, Usage::default())
+}
+
+fn conv() -> ConversationId {
+    ConversationId::new("c").expect("valid id")
+}
+
+/// Accept is insert-if-absent; finish keeps the first outcome and refuses a second or an unknown turn.
+pub async fn accept_is_insert_if_absent_and_the_first_outcome_wins(open: Opener) {
+    let j = open();
+    assert_eq!(j.accept(turn(1)).await.unwrap(), Accepted::New);
+    match j.accept(turn(1)).await.unwrap() {
+        Accepted::Existing(t) => assert!(t.outcome.is_none()),
+        other => panic!("expected existing, got {other:?}"),
+    }
+    let id = turn(1).request_id;
+    j.finish(Finish::new(id.clone(), ok("a"), 200).wire(Some("wire".into())))
+        .await
+        .unwrap();
+    assert_eq!(
+        j.finish(Finish::new(id.clone(), ok("b"), 201)).await,
+        Err(StoreError::AlreadyEnded(id.to_string()))
+    );
+    let t = j.lookup(id.clone()).await.unwrap().unwrap();
+    assert_eq!(t.outcome, Some(ok("a")));
+    assert_eq!(t.wire.as_deref(), Some("wire"));
+    match j.accept(turn(1)).await.unwrap() {
+        Accepted::Existing(t) => assert_eq!(t.outcome, Some(ok("a")), "a resend finds the outcome"),
+        other => panic!("expected existing, got {other:?}"),
+    }
+    let unknown = RequestId::new("nipxx:none").unwrap();
+    assert_eq!(
+        j.finish(Finish::new(unknown.clone(), ok("x"), 1)).await,
+        Err(StoreError::UnknownTurn(unknown.to_string()))
+    );
+    assert_eq!(j.lookup(unknown).await.unwrap(), None);
+}
+
+/// Turns without an outcome are listed for their owner, every protocol's, in acceptance order, after a
+/// reopen too; another owner's are not.
+pub async fn interrupted_turns_are_an_owners_and_survive_a_reopen(open: Opener) {
+    {
+        let j = open();
+        for n in 0..5 {
+            let mut t = turn(n);
+            if n == 4 {
+                t.protocol = "fisk".into();
+            }
+            j.accept(t).await.unwrap();
+        }
+        let mut other = turn(9);
+        other.owner = "host-b".into();
+        j.accept(other).await.unwrap();
+        j.finish(Finish::new(turn(1).request_id, ok("done"), 300))
+            .await
+            .unwrap();
+        let f = Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop"));
+        j.finish(Finish::new(turn(3).request_id, f, 300))
+            .await
+            .unwrap();
+    }
+    let j = open();
+    let ids: Vec<String> = j
+        .interrupted(LOCAL_OWNER.into())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.request_id.to_string())
+        .collect();
+    assert_eq!(ids, vec!["nipxx:0", "nipxx:2", "nipxx:4"]);
+    let theirs = j.interrupted("host-b".into()).await.unwrap();
+    assert_eq!(theirs.len(), 1);
+    assert_eq!(theirs[0].owner, "host-b");
+    assert!(j.interrupted("nobody".into()).await.unwrap().is_empty());
+}
+
+/// Of 32 concurrent accepts of one request id, exactly one is new.
+pub async fn concurrent_accepts_of_one_id_give_exactly_one_new(open: Opener) {
+    let j = open();
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let j = j.clone();
+        tasks.push(tokio::spawn(
+            async move { j.accept(turn(7)).await.unwrap() },
+        ));
+    }
+    let mut new = 0;
+    for t in tasks {
+        if t.await.unwrap() == Accepted::New {
+            new += 1;
+        }
+    }
+    assert_eq!(new, 1);
+}
+
+/// A conversation reads back in order, its transcripts only when asked for and only the first outcome's;
+/// its meta is the last one put; all of it across a reopen.
+pub async fn a_conversation_reads_back_in_order_with_meta_across_a_reopen(open: Opener) {
+    {
+        let j = open();
+        for n in 0..3 {
+            j.accept(turn(n)).await.unwrap();
+        }
+        let mut first = Finish::new(turn(0).request_id, ok("a"), 300);
+        first.transcript = Some(serde_json::json!([{"type": "text", "text": "hi"}]));
+        j.finish(first).await.unwrap();
+        j.finish(Finish::new(turn(1).request_id, ok("b"), 301))
+            .await
+            .unwrap();
+        // A second outcome keeps neither its outcome nor its transcript.
+        let mut again = Finish::new(turn(0).request_id, ok("z"), 302);
+        again.transcript = Some(serde_json::json!([{"type": "text", "text": "other"}]));
+        assert!(j.finish(again).await.is_err());
+        assert_eq!(j.conversation_meta(conv()).await.unwrap(), None);
+        for v in 1..=2 {
+            j.put_conversation_meta(conv(), "fisk".into(), serde_json::json!({ "v": v }), v)
+                .await
+                .unwrap();
+        }
+    }
+    let j = open();
+    let view = j.conversation(conv(), true).await.unwrap();
+    let ids: Vec<_> = view
+        .turns
+        .iter()
+        .map(|t| t.turn.request_id.to_string())
+        .collect();
+    assert_eq!(ids, vec!["nipxx:0", "nipxx:1", "nipxx:2"]);
+    assert_eq!(
+        view.turns[0].transcript,
+        Some(serde_json::json!([{"type": "text", "text": "hi"}]))
+    );
+    assert_eq!(view.turns[0].turn.outcome, Some(ok("a")));
+    assert_eq!(view.turns[1].transcript, None);
+    assert_eq!(view.turns[2].turn.outcome, None, "the running one too");
+    let bare = j.conversation(conv(), false).await.unwrap();
+    assert_eq!(bare.turns.len(), 3);
+    assert!(
+        bare.turns.iter().all(|t| t.transcript.is_none()),
+        "no transcripts unless asked for"
+    );
+    assert_eq!(
+        j.conversation_meta(conv()).await.unwrap(),
+        Some(serde_json::json!({"v": 2}))
+    );
+    let none = ConversationId::new("none").unwrap();
+    assert!(j
+        .conversation(none.clone(), true)
+        .await
+        .unwrap()
+        .turns
+        .is_empty());
+    assert_eq!(j.conversation_meta(none).await.unwrap(), None);
+}
+
+/// A conversation's usage and tool calls are the sums of its ended turns', kept at finish.
+pub async fn usage_and_tool_calls_are_kept_at_finish(open: Opener) {
+    let j = open();
+    for n in 0..3 {
+        j.accept(turn(n)).await.unwrap();
+    }
+    let spent = |input, output| Usage {
+        input_tokens: input,
+        output_tokens: output,
+    };
+    let mut a = Finish::new(turn(0).request_id, result("a", spent(10, 5)), 300);
+    a.tool_calls = 2;
+    j.finish(a).await.unwrap();
+    let failed =
+        Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop").with_usage(spent(1, 2)));
+    let mut b = Finish::new(turn(1).request_id, failed, 301);
+    b.tool_calls = 1;
+    j.finish(b).await.unwrap();
+    let view = j.conversation(conv(), false).await.unwrap();
+    assert_eq!(view.usage(), (spent(11, 7), 3));
+    assert_eq!(view.turns[0].turn.tool_calls, 2);
+    assert_eq!(view.turns[2].turn.tool_calls, 0, "not ended");
+}
+
+/// A new turn's conversation meta is set in the accept; a resend does not touch it.
+pub async fn a_new_turn_sets_its_conversation_meta_in_the_same_write(open: Opener) {
+    let j = open();
+    let mut t = turn(1);
+    t.conversation_meta = Some(serde_json::json!({"fingerprint": "a"}));
+    assert_eq!(j.accept(t.clone()).await.unwrap(), Accepted::New);
+    assert_eq!(
+        j.conversation_meta(conv()).await.unwrap(),
+        Some(serde_json::json!({"fingerprint": "a"}))
+    );
+    t.conversation_meta = Some(serde_json::json!({"fingerprint": "b"}));
+    assert!(matches!(j.accept(t).await.unwrap(), Accepted::Existing(_)));
+    assert_eq!(
+        j.conversation_meta(conv()).await.unwrap(),
+        Some(serde_json::json!({"fingerprint": "a"}))
+    );
+}
+
+/// After `halt`, nothing commits; a reopen sees what committed before.
+pub async fn a_halted_journal_commits_nothing_more(open: Opener) {
+    let j = open();
+    j.accept(turn(1)).await.unwrap();
+    j.halt();
+    assert!(j.accept(turn(2)).await.is_err());
+    assert!(j
+        .finish(Finish::new(turn(1).request_id, ok("a"), 1))
+        .await
+        .is_err());
+    let reopened = open();
+    assert!(reopened.lookup(turn(1).request_id).await.unwrap().is_some());
+    assert!(reopened.lookup(turn(2).request_id).await.unwrap().is_none());
+    assert_eq!(
+        reopened
+            .interrupted(LOCAL_OWNER.into())
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "turn 1 has no outcome"
+    );
+}
+
+/// A probe is a durable write that changes no turn.
+pub async fn a_probe_succeeds_on_a_writable_journal(open: Opener) {
+    let j = open();
+    j.probe().await.unwrap();
+    j.probe().await.unwrap();
+    assert!(j.interrupted(LOCAL_OWNER.into()).await.unwrap().is_empty());
+}

@@ -1,0 +1,113 @@
+//! A journal wrapper that fails writes on demand: what a full or failing disk does, for tests of the
+//! engine's promises under it. Reads pass through.
+
+use crate::{Accepted, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn};
+use agentwire_core::{ConversationId, RequestId};
+use futures_util::future::BoxFuture;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Wraps a journal; while [`fail_writes`](Self::fail_writes) is on, every write fails with
+/// [`StoreError::Sqlite`] without reaching the inner journal.
+pub struct FaultyJournal {
+    inner: Arc<dyn Journal>,
+    failing: AtomicBool,
+    refused: AtomicU64,
+}
+
+/// The error a failing write returns: what SQLite says on a full disk.
+pub const FAULT_MESSAGE: &str = "database or disk is full (injected)";
+
+impl FaultyJournal {
+    /// Wraps `inner`, writing normally until told otherwise.
+    pub fn new(inner: Arc<dyn Journal>) -> Arc<FaultyJournal> {
+        Arc::new(FaultyJournal {
+            inner,
+            failing: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    /// Fails every write from now on (`true`), or writes again (`false`).
+    pub fn fail_writes(&self, on: bool) {
+        self.failing.store(on, Ordering::SeqCst);
+    }
+
+    /// How many writes were refused so far.
+    pub fn refused_writes(&self) -> u64 {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::Sqlite(FAULT_MESSAGE.into()));
+        }
+        Ok(())
+    }
+}
+
+impl Journal for FaultyJournal {
+    fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.accept(turn).await
+        })
+    }
+
+    fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.finish(finish).await
+        })
+    }
+
+    fn lookup(&self, id: RequestId) -> BoxFuture<'_, Result<Option<StoredTurn>, StoreError>> {
+        self.inner.lookup(id)
+    }
+
+    fn conversation(
+        &self,
+        conversation: ConversationId,
+        transcripts: bool,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        self.inner.conversation(conversation, transcripts)
+    }
+
+    fn conversation_meta(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<Option<serde_json::Value>, StoreError>> {
+        self.inner.conversation_meta(conversation)
+    }
+
+    fn put_conversation_meta(
+        &self,
+        conversation: ConversationId,
+        protocol: String,
+        meta: serde_json::Value,
+        updated_at: u64,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner
+                .put_conversation_meta(conversation, protocol, meta, updated_at)
+                .await
+        })
+    }
+
+    fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        self.inner.interrupted(owner)
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.probe().await
+        })
+    }
+
+    fn halt(&self) {
+        self.inner.halt()
+    }
+}

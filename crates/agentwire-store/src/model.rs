@@ -1,0 +1,179 @@
+//! What the journal stores and answers: the records every journal implementation shares, and its error.
+
+use agentwire_core::{ConversationId, Outcome, RequestId, Usage};
+
+/// The owner recorded for turns of a journal that one daemon has to itself (the embedded SQLite journal).
+/// A shared journal records each instance's own name, so recovery ends only its own turns.
+pub const LOCAL_OWNER: &str = "local";
+
+/// Errors at the journal's boundary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The storage refused an operation (a full disk, an I/O error, a locked database).
+    #[error("journal database error: {0}")]
+    Sqlite(String),
+    /// A row could not be decoded.
+    #[error("journal row is corrupt: {0}")]
+    Corrupt(String),
+    /// An outcome was written for a turn the journal never accepted.
+    #[error("no turn {0} in the journal")]
+    UnknownTurn(String),
+    /// An outcome was written for a turn that already has one.
+    #[error("turn {0} already has an outcome")]
+    AlreadyEnded(String),
+    /// The writer is gone (the journal was halted or its thread stopped).
+    #[error("journal writer stopped")]
+    WriterGone,
+}
+
+impl StoreError {
+    /// Whether the error is about the journal's ability to write (worth retrying once it can again), rather
+    /// than about the request (an unknown turn, a second outcome).
+    pub fn is_unwritable(&self) -> bool {
+        matches!(self, StoreError::Sqlite(_) | StoreError::WriterGone)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e.to_string())
+    }
+}
+
+/// A turn to journal on acceptance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTurn {
+    /// The request id (protocol-prefixed).
+    pub request_id: RequestId,
+    /// The conversation it belongs to.
+    pub conversation_id: ConversationId,
+    /// Which protocol front accepted it (`nipxx`, ...).
+    pub protocol: String,
+    /// The instance that runs it ([`LOCAL_OWNER`] for an embedded journal): recovery ends only its own.
+    pub owner: String,
+    /// Where to send its outcome (protocol-specific), kept so an interrupted turn can be answered after a restart.
+    pub route: serde_json::Value,
+    /// The turn's input (message, model, ...).
+    pub input: serde_json::Value,
+    /// Unix seconds of acceptance.
+    pub accepted_at: u64,
+    /// The conversation's protocol-specific state to set in the same transaction, if it changed (a new
+    /// fisk-ai conversation's fingerprint): one durable write instead of two before the ack.
+    pub conversation_meta: Option<serde_json::Value>,
+}
+
+/// A turn's one outcome, to journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    /// The turn.
+    pub request_id: RequestId,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// The outcome as sent on the wire (e.g. the signed terminal event), for byte-identical resends.
+    pub wire: Option<String>,
+    /// The turn's events (a JSON array), kept for reading the conversation back.
+    pub transcript: Option<serde_json::Value>,
+    /// How many tool calls the turn made (counted by the engine from its events).
+    pub tool_calls: u64,
+    /// Unix seconds of the end.
+    pub ended_at: u64,
+}
+
+impl Finish {
+    /// An outcome with nothing else to keep (no wire form, transcript or tool calls).
+    pub fn new(request_id: RequestId, outcome: Outcome, ended_at: u64) -> Finish {
+        Finish {
+            request_id,
+            outcome,
+            wire: None,
+            transcript: None,
+            tool_calls: 0,
+            ended_at,
+        }
+    }
+
+    /// With the wire form of the outcome.
+    pub fn wire(mut self, wire: Option<String>) -> Finish {
+        self.wire = wire;
+        self
+    }
+}
+
+/// A turn as the journal holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTurn {
+    /// The request id.
+    pub request_id: RequestId,
+    /// The conversation.
+    pub conversation_id: ConversationId,
+    /// The protocol front.
+    pub protocol: String,
+    /// The instance that ran it.
+    pub owner: String,
+    /// Where its outcome goes.
+    pub route: serde_json::Value,
+    /// Its input.
+    pub input: serde_json::Value,
+    /// Unix seconds of acceptance.
+    pub accepted_at: u64,
+    /// Its outcome, once decided and journaled.
+    pub outcome: Option<Outcome>,
+    /// The outcome as sent on the wire (e.g. the signed terminal event), for byte-identical resends.
+    pub wire: Option<String>,
+    /// Tool calls the turn made (0 until it ends).
+    pub tool_calls: u64,
+}
+
+impl StoredTurn {
+    /// The tokens the turn spent (zero until it ends).
+    pub fn usage(&self) -> Usage {
+        match &self.outcome {
+            Some(Outcome::Result(r)) => r.usage,
+            Some(Outcome::Failure(f)) => f.usage,
+            None => Usage::default(),
+        }
+    }
+}
+
+/// One turn of a conversation read back, with its transcript when one was asked for and kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationTurn {
+    /// The turn.
+    pub turn: StoredTurn,
+    /// Its events (a JSON array), if asked for and kept.
+    pub transcript: Option<serde_json::Value>,
+}
+
+/// A conversation's turns in the order they were accepted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConversationView {
+    /// The turns, oldest first.
+    pub turns: Vec<ConversationTurn>,
+}
+
+impl ConversationView {
+    /// What the conversation's ended turns spent, and how many tool calls they made.
+    pub fn usage(&self) -> (Usage, u64) {
+        self.turns
+            .iter()
+            .map(|t| &t.turn)
+            .filter(|t| t.outcome.is_some())
+            .fold((Usage::default(), 0u64), |(u, n), t| {
+                (u.plus(t.usage()), n.saturating_add(t.tool_calls))
+            })
+    }
+
+    /// The last turn, if any.
+    pub fn last(&self) -> Option<&StoredTurn> {
+        self.turns.last().map(|t| &t.turn)
+    }
+}
+
+/// The answer to [`Journal::accept`](crate::Journal::accept).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// The turn is new and now journaled.
+    New,
+    /// The journal knew this request id: a resend, answered from here and not run again.
+    Existing(Box<StoredTurn>),
+}

@@ -1,0 +1,309 @@
+//! The embedded journal: SQLite in the data directory (WAL, `synchronous=FULL`), one writer thread with
+//! group commit, reads on tokio's blocking pool.
+
+use crate::model::{
+    Accepted, ConversationTurn, ConversationView, Finish, NewTurn, StoreError, StoredTurn,
+    LOCAL_OWNER,
+};
+use crate::writer::{self, Write};
+use crate::Journal;
+use agentwire_core::{ConversationId, RequestId};
+use futures_util::future::BoxFuture;
+use rusqlite::{Connection, OptionalExtension, Row};
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+use tokio::sync::oneshot;
+
+pub(crate) const COLUMNS: &str =
+    "request_id, conversation_id, protocol, route, input, accepted_at, outcome, wire, owner, tool_calls";
+
+pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, StoreError>> {
+    let get = |i: usize| r.get::<_, String>(i);
+    let (rid, cid, protocol, route, input) = (get(0)?, get(1)?, get(2)?, get(3)?, get(4)?);
+    let accepted_at: i64 = r.get(5)?;
+    let outcome: Option<String> = r.get(6)?;
+    let wire: Option<String> = r.get(7)?;
+    let owner: String = r.get(8)?;
+    let tool_calls: i64 = r.get(9)?;
+    Ok((|| {
+        let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
+        Ok(StoredTurn {
+            request_id: RequestId::new(rid).map_err(|e| corrupt(&e))?,
+            conversation_id: ConversationId::new(cid).map_err(|e| corrupt(&e))?,
+            protocol,
+            owner,
+            route: serde_json::from_str(&route).map_err(|e| corrupt(&e))?,
+            input: serde_json::from_str(&input).map_err(|e| corrupt(&e))?,
+            accepted_at: accepted_at.max(0) as u64,
+            outcome: outcome
+                .map(|o| serde_json::from_str(&o))
+                .transpose()
+                .map_err(|e| corrupt(&e))?,
+            wire,
+            tool_calls: tool_calls.max(0) as u64,
+        })
+    })())
+}
+
+/// The SQLite journal.
+pub struct SqliteJournal {
+    writes: mpsc::Sender<Write>,
+    reader: Arc<Mutex<Connection>>,
+    gate: writer::Gate,
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
+/// Creates the tables, and brings a journal written by an earlier version up to this one.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS turns (
+            request_id TEXT PRIMARY KEY,
+            conversation_id TEXT NOT NULL,
+            protocol TEXT NOT NULL,
+            route TEXT NOT NULL,
+            input TEXT NOT NULL,
+            accepted_at INTEGER NOT NULL,
+            outcome TEXT,
+            wire TEXT,
+            ended_at INTEGER
+        );
+        CREATE INDEX IF NOT EXISTS turns_by_conversation ON turns(conversation_id);
+        CREATE TABLE IF NOT EXISTS transcripts (
+            request_id TEXT PRIMARY KEY,
+            events TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS conversations (
+            conversation_id TEXT PRIMARY KEY,
+            protocol TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS probe (
+            id INTEGER PRIMARY KEY,
+            at INTEGER NOT NULL
+        );",
+    )?;
+    let has = |column: &str| -> Result<bool, StoreError> {
+        let n: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('turns') WHERE name = ?1",
+            [column],
+            |r| r.get(0),
+        )?;
+        Ok(n > 0)
+    };
+    if !has("owner")? {
+        // Journals from before owners were all one daemon's own.
+        conn.execute(
+            &format!("ALTER TABLE turns ADD COLUMN owner TEXT NOT NULL DEFAULT '{LOCAL_OWNER}'"),
+            [],
+        )?;
+    }
+    if !has("tool_calls")? {
+        conn.execute(
+            "ALTER TABLE turns ADD COLUMN tool_calls INTEGER NOT NULL DEFAULT 0",
+            [],
+        )?;
+        // Journals from before the column counted tool calls from their transcripts when read (events of
+        // type `tool_call`, the format they were written in); counted once here instead.
+        conn.execute(
+            "UPDATE turns SET tool_calls = (
+                SELECT COUNT(*) FROM transcripts x, json_each(x.events)
+                WHERE x.request_id = turns.request_id AND json_valid(x.events)
+                  AND json_type(x.events) = 'array' AND json_each.type = 'object'
+                  AND json_extract(json_each.value, '$.type') = 'tool_call')
+             WHERE outcome IS NOT NULL",
+            [],
+        )?;
+    }
+    conn.execute_batch(
+        "DROP INDEX IF EXISTS turns_live;
+         CREATE INDEX IF NOT EXISTS turns_open ON turns(owner) WHERE outcome IS NULL;",
+    )?;
+    Ok(())
+}
+
+impl SqliteJournal {
+    /// Opens (or creates) the journal at `path`.
+    pub fn open(path: &Path) -> Result<SqliteJournal, StoreError> {
+        let conn = open_conn(path)?;
+        migrate(&conn)?;
+        let reader = open_conn(path)?;
+        let (tx, rx) = mpsc::channel();
+        let gate = writer::Gate::default();
+        let writer_gate = gate.clone();
+        std::thread::Builder::new()
+            .name("journal-writer".into())
+            .spawn(move || writer::run(conn, rx, writer_gate))
+            .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
+        Ok(SqliteJournal {
+            writes: tx,
+            reader: Arc::new(Mutex::new(reader)),
+            gate,
+        })
+    }
+
+    /// Sends a write to the writer thread and waits for its durable commit.
+    async fn write<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Write,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.writes
+            .send(make(tx))
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Runs a read on the blocking pool with the reader connection.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().map_err(|_| StoreError::WriterGone)?;
+            f(&conn)
+        })
+        .await
+        .map_err(|e| StoreError::Sqlite(format!("journal read task failed: {e}")))?
+    }
+}
+
+/// The turns matching `clause` (with `?1` bound to `param`), in the order they were accepted.
+fn turns_where(
+    conn: &Connection,
+    clause: &str,
+    param: &str,
+) -> Result<Vec<StoredTurn>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM turns WHERE {clause} ORDER BY accepted_at, rowid"
+    ))?;
+    let rows = stmt.query_map([param], row_to_turn)?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(r??);
+    }
+    Ok(out)
+}
+
+fn conversation_with_transcripts(
+    conn: &Connection,
+    conversation: &str,
+) -> Result<ConversationView, StoreError> {
+    let cols: Vec<String> = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect();
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {}, x.events FROM turns t LEFT JOIN transcripts x ON x.request_id = t.request_id
+         WHERE t.conversation_id = ?1 ORDER BY t.accepted_at, t.rowid",
+        cols.join(", ")
+    ))?;
+    let rows = stmt.query_map([conversation], |r| {
+        let turn = row_to_turn(r)?;
+        let events: Option<String> = r.get(10)?;
+        Ok((turn, events))
+    })?;
+    let mut turns = Vec::new();
+    for r in rows {
+        let (turn, events) = r?;
+        let transcript = events
+            .map(|e| serde_json::from_str(&e))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        turns.push(ConversationTurn {
+            turn: turn?,
+            transcript,
+        });
+    }
+    Ok(ConversationView { turns })
+}
+
+impl Journal for SqliteJournal {
+    fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
+        Box::pin(self.write(|reply| Write::Accept(turn, reply)))
+    }
+
+    fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(|reply| Write::Finish(finish, reply)))
+    }
+
+    fn lookup(&self, id: RequestId) -> BoxFuture<'_, Result<Option<StoredTurn>, StoreError>> {
+        Box::pin(self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM turns WHERE request_id = ?1"
+            ))?;
+            let found = stmt.query_row([id.as_str()], row_to_turn).optional()?;
+            found.transpose()
+        }))
+    }
+
+    fn conversation(
+        &self,
+        conversation: ConversationId,
+        transcripts: bool,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        Box::pin(self.read(move |conn| {
+            if transcripts {
+                return conversation_with_transcripts(conn, conversation.as_str());
+            }
+            let turns = turns_where(conn, "conversation_id = ?1", conversation.as_str())?;
+            Ok(ConversationView {
+                turns: turns
+                    .into_iter()
+                    .map(|turn| ConversationTurn {
+                        turn,
+                        transcript: None,
+                    })
+                    .collect(),
+            })
+        }))
+    }
+
+    fn conversation_meta(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<Option<serde_json::Value>, StoreError>> {
+        Box::pin(self.read(move |conn| {
+            let meta: Option<String> = conn
+                .prepare_cached("SELECT meta FROM conversations WHERE conversation_id = ?1")?
+                .query_row([conversation.as_str()], |r| r.get(0))
+                .optional()?;
+            meta.map(|m| serde_json::from_str(&m))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))
+        }))
+    }
+
+    fn put_conversation_meta(
+        &self,
+        conversation: ConversationId,
+        protocol: String,
+        meta: serde_json::Value,
+        updated_at: u64,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(move |reply| Write::PutMeta {
+            conversation: conversation.to_string(),
+            protocol,
+            meta: meta.to_string(),
+            updated_at,
+            reply,
+        }))
+    }
+
+    fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        Box::pin(self.read(move |conn| turns_where(conn, "outcome IS NULL AND owner = ?1", &owner)))
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(Write::Probe))
+    }
+
+    fn halt(&self) {
+        *self.gate.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+}
