@@ -36,5 +36,6 @@
 pub mod client;
 pub mod conversation;
 pub mod mapping;
+pub mod stream;
 pub mod wire;
 pub mod worker;

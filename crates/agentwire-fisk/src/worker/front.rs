@@ -3,7 +3,7 @@
 
 use super::replyset::{ksuid, ReplySet};
 use crate::mapping;
-use crate::wire::{self, Ack, Block, Reply};
+use crate::wire::{self, Ack, Reply};
 use agentwire_core::{
     Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, RequestId, TurnEvent, Usage,
 };
@@ -11,10 +11,6 @@ use agentwire_engine::{Engine, FrontAsk, TurnFront};
 use std::sync::{Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// Text fragments that arrive within this long of the first one are sent as one `event.text` block: a
-/// block is a piece of prose, not a token, and fewer, larger blocks are what fisk-ai callers render.
-pub const TEXT_COALESCE_WINDOW: Duration = Duration::from_millis(200);
 
 /// The question a turn waits on.
 pub(crate) struct OpenQuestion {
@@ -27,7 +23,6 @@ pub(crate) struct OpenQuestion {
 
 struct State {
     acked: bool,
-    held_text: Option<(String, Instant)>,
     iteration: u64,
     question: Option<OpenQuestion>,
     /// Tool calls this turn made so far.
@@ -66,7 +61,6 @@ impl FiskFront {
             engine,
             state: Mutex::new(State {
                 acked: false,
-                held_text: None,
                 iteration: 0,
                 question: None,
                 tool_calls: 0,
@@ -76,18 +70,6 @@ impl FiskFront {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Sends held text as a non-final block.
-    fn flush_text(&self, st: &mut State) {
-        if let Some((text, _)) = st.held_text.take() {
-            if self.setup.stream {
-                self.set.send(Reply::Event(Block::text(
-                    wire::trim_block_text(&text),
-                    false,
-                )));
-            }
-        }
     }
 
     /// The open question's id, kind and tool, if `question_id` names it.
@@ -139,29 +121,14 @@ impl TurnFront for FiskFront {
 
     fn event(&self, event: TurnEvent) {
         let mut st = self.lock();
-        if let TurnEvent::Text { text } = &event {
-            let now = Instant::now();
-            match st.held_text.as_mut() {
-                Some((held, since)) if now.duration_since(*since) < TEXT_COALESCE_WINDOW => {
-                    held.push_str(text);
-                }
-                _ => {
-                    self.flush_text(&mut st);
-                    st.held_text = Some((text.clone(), now));
-                }
-            }
-            return;
-        }
-        self.flush_text(&mut st);
-        match event {
+        match &event {
+            // Coalesced into blocks by the reply stream.
+            TurnEvent::Text { text } => return self.set.text(text.clone()),
             TurnEvent::Status { .. } => st.iteration += 1,
             TurnEvent::ToolCall { .. } => st.tool_calls += 1,
             _ => {}
         }
-        if self.setup.stream {
-            self.set
-                .send(Reply::Event(mapping::block(&event, st.iteration)));
-        }
+        self.set.event(mapping::block(&event, st.iteration));
     }
 
     fn encode_outcome(&self, _outcome: &Outcome) -> Option<String> {
@@ -183,27 +150,6 @@ impl TurnFront for FiskFront {
             };
             self.set.send(Reply::Ack(Ack::refused(reason)));
         }
-        if let (Outcome::Result(r), true) = (outcome, self.setup.stream) {
-            // Exactly one final text block, and it is the answer.
-            match st.held_text.take() {
-                Some((text, _)) if text == r.text => {
-                    self.set.send(Reply::Event(Block::text(
-                        wire::trim_block_text(&text),
-                        true,
-                    )));
-                }
-                held => {
-                    st.held_text = held;
-                    self.flush_text(&mut st);
-                    self.set.send(Reply::Event(Block::text(
-                        wire::trim_block_text(&r.text),
-                        true,
-                    )));
-                }
-            }
-        } else {
-            self.flush_text(&mut st);
-        }
         // The conversation's usage, this turn's included.
         let (before, calls_before) = self.setup.prior_usage;
         let spent = match outcome {
@@ -214,7 +160,12 @@ impl TurnFront for FiskFront {
             before.plus(spent),
             calls_before.saturating_add(st.tool_calls),
         );
-        self.set.finish(mapping::terminal(outcome, usage));
+        let terminal = mapping::terminal(outcome, usage);
+        match outcome {
+            // Exactly one final text block, and it is the answer.
+            Outcome::Result(r) => self.set.answer(r.text.clone(), terminal),
+            Outcome::Failure(_) => self.set.finish(terminal),
+        }
     }
 
     fn ask(&self, question: &Question) -> FrontAsk {
@@ -229,7 +180,6 @@ impl TurnFront for FiskFront {
             }));
         }
         let mut st = self.lock();
-        self.flush_text(&mut st);
         let id = ksuid().to_string();
         let wait_ms = self.setup.window.as_millis() as u64;
         self.set.send(Reply::Question(wire::Question {

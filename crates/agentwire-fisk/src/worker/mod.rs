@@ -7,7 +7,8 @@ mod front;
 mod replyset;
 mod turn;
 
-pub use front::{SilentFront, TEXT_COALESCE_WINDOW};
+pub use crate::stream::TEXT_COALESCE_WINDOW;
+pub use front::SilentFront;
 
 use crate::conversation::Fingerprint;
 use crate::wire::{self, nats, Identity, Reply};

@@ -1,10 +1,12 @@
-//! One request's reply set on the wire: every message numbered by `sequence` from 1 without gaps, sent in
-//! order to the request's inbox, the last one carrying `Fisk-AI-Stream-Final`. A task per reply set drains
-//! a queue, so the engine's callbacks (which must not block) only enqueue.
+//! One request's reply set on the wire: the driver of a [`ReplyStream`] (numbering, text coalescing),
+//! publishing what it says in order to the request's inbox, the last message with `Fisk-AI-Stream-Final`,
+//! and waking at its `poll_timeout` so held text goes out while the agent pauses. A task per reply set
+//! drains a queue, so the engine's callbacks (which must not block) only enqueue.
 
-use crate::wire::{self, nats, Header, Identity, Ksuid, Reply};
+use crate::stream::ReplyStream;
+use crate::wire::{self, nats, Block, Header, Identity, Ksuid, Reply};
 use async_nats::HeaderMap;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 
 /// Work to do before a reply set's final message is published.
@@ -15,6 +17,9 @@ pub(crate) type BeforeFinal =
 #[derive(Debug)]
 enum Out {
     Message(Reply),
+    Event(Block),
+    Text(String),
+    Answer(String, Reply),
     Final(Reply),
 }
 
@@ -78,50 +83,70 @@ impl ReplySet {
         request: Header,
         me: Identity,
     ) -> (ReplySet, oneshot::Receiver<()>) {
-        Self::start_with(client, inbox, request, me, None)
+        Self::start_with(client, inbox, request, me, true, None)
     }
 
-    /// Like [`start`](Self::start), running `before_final` just before the final message goes out (to
-    /// unsubscribe a turn's cancel and elicit subjects first, so a caller that has the terminal finds
-    /// nobody there).
+    /// Like [`start`](Self::start), streaming text and events only when `stream`, and running
+    /// `before_final` just before the final message goes out (to unsubscribe a turn's cancel and elicit
+    /// subjects first, so a caller that has the terminal finds nobody there).
     pub(crate) fn start_with(
         client: async_nats::Client,
         inbox: async_nats::Subject,
         request: Header,
         me: Identity,
+        stream: bool,
         mut before_final: Option<BeforeFinal>,
     ) -> (ReplySet, oneshot::Receiver<()>) {
         let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
         let (done_tx, done_rx) = oneshot::channel();
         tokio::spawn(async move {
-            let mut sequence = 1u64;
-            while let Some(out) = rx.recv().await {
-                let (reply, last) = match out {
-                    Out::Message(r) => (r, false),
-                    Out::Final(r) => (r, true),
+            let mut replies = ReplyStream::new(stream);
+            'set: loop {
+                let wake = replies.poll_timeout();
+                let input = tokio::select! {
+                    out = rx.recv() => match out {
+                        Some(out) => Some(out),
+                        None => break 'set,
+                    },
+                    _ = sleep_until(wake), if wake.is_some() => None,
                 };
-                if last {
-                    if let Some(hook) = before_final.take() {
-                        hook().await;
+                let now = Instant::now();
+                match input {
+                    Some(Out::Message(r)) => replies.handle_reply(r),
+                    Some(Out::Event(b)) => replies.handle_event(b),
+                    Some(Out::Text(t)) => replies.handle_text(&t, now),
+                    Some(Out::Answer(text, r)) => replies.handle_answer(&text, r),
+                    Some(Out::Final(r)) => replies.handle_final(r),
+                    None => replies.handle_timeout(now),
+                }
+                while let Some(out) = replies.poll_transmit() {
+                    if out.last {
+                        if let Some(hook) = before_final.take() {
+                            hook().await;
+                        }
                     }
-                }
-                let header =
-                    Header::reply_to(&request, me.clone(), sequence, ksuid(), SystemTime::now());
-                let bytes = wire::encode_reply(&header, &reply);
-                let mut headers = HeaderMap::new();
-                if last {
-                    headers.insert(nats::HEADER_STREAM_FINAL, "true");
-                }
-                if let Err(e) = client
-                    .publish_with_headers(inbox.clone(), headers, bytes.into())
-                    .await
-                {
-                    tracing::warn!(request = %request.request, error = %e, "could not publish to the reply inbox");
-                }
-                sequence += 1;
-                if last {
-                    let _ = client.flush().await;
-                    break;
+                    let header = Header::reply_to(
+                        &request,
+                        me.clone(),
+                        out.sequence,
+                        ksuid(),
+                        SystemTime::now(),
+                    );
+                    let bytes = wire::encode_reply(&header, &out.reply);
+                    let mut headers = HeaderMap::new();
+                    if out.last {
+                        headers.insert(nats::HEADER_STREAM_FINAL, "true");
+                    }
+                    if let Err(e) = client
+                        .publish_with_headers(inbox.clone(), headers, bytes.into())
+                        .await
+                    {
+                        tracing::warn!(request = %request.request, error = %e, "could not publish to the reply inbox");
+                    }
+                    if out.last {
+                        let _ = client.flush().await;
+                        break 'set;
+                    }
                 }
             }
             let _ = done_tx.send(());
@@ -134,8 +159,31 @@ impl ReplySet {
         let _ = self.tx.send(Out::Message(reply));
     }
 
+    /// Queues an event block (sent only when the set streams).
+    pub(crate) fn event(&self, block: Block) {
+        let _ = self.tx.send(Out::Event(block));
+    }
+
+    /// Queues a fragment of streamed text (coalesced into blocks).
+    pub(crate) fn text(&self, text: String) {
+        let _ = self.tx.send(Out::Text(text));
+    }
+
+    /// Queues the answer (its one final text block) and the terminal that ends the set.
+    pub(crate) fn answer(&self, text: String, terminal: Reply) {
+        let _ = self.tx.send(Out::Answer(text, terminal));
+    }
+
     /// Queues the last message; nothing after it is sent.
     pub(crate) fn finish(&self, reply: Reply) {
         let _ = self.tx.send(Out::Final(reply));
+    }
+}
+
+/// Sleeps until `at` (forever when there is nothing to wait for).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -87,6 +87,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         inbox,
         plan.header.clone(),
         worker.me.clone(),
+        plan.setup.stream,
         Some(before_final),
     );
     let front = Arc::new(FiskFront::new(
