@@ -3,9 +3,11 @@
 //! Everything here is pure: it parses, validates and builds, and does no I/O. Spec:
 //! `shared/specs/nip-xx-ai-agent-messages.md`.
 
+pub mod admission;
 pub mod codes;
 pub mod envelope;
 pub mod kinds;
+pub mod mapping;
 pub mod message;
 pub mod payload;
 pub mod policy;

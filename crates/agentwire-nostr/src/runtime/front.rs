@@ -3,15 +3,12 @@
 
 use crate::crypto::Crypto;
 use crate::nip59;
-use crate::nipxx::payload::{
-    DeltaPayload, ErrorPayload, ResponsePayload, StatusPayload, ToolCallPayload, Usage,
-};
-use crate::nipxx::{kinds, tags, ErrorCode};
+use crate::nipxx::mapping::{self, RunMessage};
+use crate::nipxx::tags;
 use crate::relay_conn::RelayConn;
-use agentwire_core::{Outcome, StatusState, TurnEvent};
+use agentwire_core::{now_secs, Outcome, TurnEvent};
 use agentwire_engine::TurnFront;
-use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey, Tag};
-use std::sync::atomic::{AtomicU64, Ordering};
+use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,13 +38,10 @@ pub struct NipxxFront {
     prompt: EventId,
     session: String,
     wrapped: bool,
-    seq: AtomicU64,
+    /// The next delta's `seq`.
+    seq: std::sync::Mutex<u64>,
     /// The terminal event `encode_outcome` built, until `deliver_outcome` sends it.
     encoded: std::sync::Mutex<Option<Event>>,
-}
-
-fn now() -> u64 {
-    nostr::prelude::Timestamp::now().as_secs()
 }
 
 impl NipxxFront {
@@ -67,7 +61,7 @@ impl NipxxFront {
             prompt,
             session,
             wrapped,
-            seq: AtomicU64::new(0),
+            seq: std::sync::Mutex::new(0),
             encoded: std::sync::Mutex::new(None),
         }
     }
@@ -90,8 +84,13 @@ impl NipxxFront {
         ))
     }
 
-    fn build(&self, kind: u16, payload: &str, extra: Vec<Tag>) -> Option<Event> {
-        let content = match self.crypto.encrypt(&self.client, payload) {
+    fn build(&self, m: RunMessage) -> Option<Event> {
+        let RunMessage {
+            kind,
+            payload,
+            hints: extra,
+        } = m;
+        let content = match self.crypto.encrypt(&self.client, &payload) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(prompt = %self.prompt, error = %e, "cannot encrypt a run event");
@@ -114,8 +113,8 @@ impl NipxxFront {
         }
     }
 
-    fn send(&self, kind: u16, payload: &str, extra: Vec<Tag>) {
-        if let Some(ev) = self.build(kind, payload, extra) {
+    fn send(&self, m: RunMessage) {
+        if let Some(ev) = self.build(m) {
             for r in self.relays.iter() {
                 r.send(&ev);
             }
@@ -123,56 +122,14 @@ impl NipxxFront {
     }
 
     fn terminal(&self, outcome: &Outcome) -> Option<Event> {
-        match outcome {
-            Outcome::Result(r) => {
-                let p = ResponsePayload {
-                    text: r.text.clone(),
-                    timestamp: Some(now()),
-                    usage: Some(Usage {
-                        input_tokens: r.usage.input_tokens,
-                        output_tokens: r.usage.output_tokens,
-                    }),
-                };
-                let json = p.to_json();
-                let built = if json.len() > crate::crypto::MAX_NIP44_PLAINTEXT_BYTES {
-                    None
-                } else {
-                    self.build(kinds::RESPONSE, &json, vec![])
-                };
-                built.or_else(|| {
-                    let holder = if self.wrapped {
-                        "one NIP-44 message inside a NIP-59 seal (about 28,600 bytes of response JSON)"
-                    } else {
-                        "one NIP-44 message (65,535 bytes of JSON)"
-                    };
-                    let e = ErrorPayload {
-                        code: ErrorCode::InternalError,
-                        message: format!(
-                            "the response of {} bytes exceeds what {holder} holds",
-                            r.text.len()
-                        ),
-                        retry_after: None,
-                        details: None,
-                    };
-                    self.build(kinds::ERROR, &e.to_json(), vec![])
-                })
-            }
-            Outcome::Failure(f) => {
-                let e = ErrorPayload {
-                    code: ErrorCode::from(&f.code),
-                    message: if f.message.is_empty() {
-                        "failed".into()
-                    } else {
-                        f.message.clone()
-                    },
-                    retry_after: f.retry_after.filter(|s| *s >= 1),
-                    details: Some(serde_json::json!({
-                        "usage": { "input_tokens": f.usage.input_tokens, "output_tokens": f.usage.output_tokens }
-                    })),
-                };
-                self.build(kinds::ERROR, &e.to_json(), vec![])
-            }
-        }
+        let m = mapping::terminal(outcome, now_secs());
+        let fits = m.payload.len() <= crate::crypto::MAX_NIP44_PLAINTEXT_BYTES;
+        let built = if fits { self.build(m) } else { None };
+        built.or_else(|| match outcome {
+            // Too large for one message (or for a seal): say so instead.
+            Outcome::Result(r) => self.build(mapping::oversized(r.text.len(), self.wrapped)),
+            Outcome::Failure(_) => None,
+        })
     }
 }
 
@@ -180,90 +137,16 @@ impl TurnFront for NipxxFront {
     fn accepted(&self, queued: bool) {
         // The agent's own first event acknowledges a run that starts at once; a queued run says so.
         if queued {
-            let p = StatusPayload {
-                state: "thinking".into(),
-                progress: Some(0),
-                info: Some("queued behind an earlier run of this session".into()),
-            };
-            self.send(kinds::STATUS, &p.to_json(), vec![]);
+            self.send(mapping::queued());
         }
     }
 
     fn event(&self, event: TurnEvent) {
-        match event {
-            TurnEvent::Status {
-                state,
-                progress,
-                info,
-            } => {
-                let state = match state {
-                    StatusState::Thinking => "thinking",
-                    StatusState::ToolUse => "tool_use",
-                    StatusState::Done => "done",
-                };
-                let p = StatusPayload {
-                    state: state.into(),
-                    progress: progress.map(u64::from),
-                    info,
-                };
-                self.send(kinds::STATUS, &p.to_json(), vec![]);
-            }
-            TurnEvent::Text { text } => {
-                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-                let p = DeltaPayload {
-                    text,
-                    seq: Some(seq),
-                    timestamp: Some(now()),
-                };
-                self.send(kinds::DELTA, &p.to_json(), vec![]);
-            }
-            TurnEvent::Thinking { text } | TurnEvent::Warning { text } => {
-                let p = StatusPayload {
-                    state: "thinking".into(),
-                    progress: None,
-                    info: Some(text),
-                };
-                self.send(kinds::STATUS, &p.to_json(), vec![]);
-            }
-            TurnEvent::ToolCall {
-                name, arguments, ..
-            } => {
-                let p = ToolCallPayload {
-                    name: Some(name.clone()),
-                    phase: Some("start".into()),
-                    // The privacy-first profile discloses no tool arguments or output.
-                    arguments: Some(arguments).filter(|a| a.is_object() && !self.wrapped),
-                    output: None,
-                    success: None,
-                    duration_ms: None,
-                    text: None,
-                };
-                let hints = vec![Tag::custom("tool", [name]), Tag::custom("phase", ["start"])];
-                self.send(kinds::TOOL_CALL, &p.to_json(), hints);
-            }
-            TurnEvent::ToolResult {
-                name,
-                output,
-                success,
-                duration_ms,
-                ..
-            } => {
-                let p = ToolCallPayload {
-                    name: Some(name.clone()),
-                    phase: Some("result".into()),
-                    arguments: None,
-                    output: Some(output).filter(|o| o.is_object() && !self.wrapped),
-                    success: Some(success),
-                    duration_ms: Some(duration_ms),
-                    text: None,
-                };
-                let hints = vec![
-                    Tag::custom("tool", [name]),
-                    Tag::custom("phase", ["result"]),
-                ];
-                self.send(kinds::TOOL_CALL, &p.to_json(), hints);
-            }
-        }
+        let m = {
+            let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
+            mapping::event(event, &mut seq, self.wrapped, now_secs())
+        };
+        self.send(m);
     }
 
     fn encode_outcome(&self, outcome: &Outcome) -> Option<String> {

@@ -5,10 +5,11 @@ mod front;
 
 pub use front::{deliver_terminal, NipxxFront, Route, TERMINAL_RETRY_DELAYS};
 
-use crate::crypto::{Crypto, Nip44Error};
-use crate::nipxx::payload::{CancelPayload, InfoPayload, PromptPayload};
+use crate::crypto::Crypto;
+use crate::nipxx::admission::{self, Offer};
+use crate::nipxx::payload::{CancelPayload, InfoPayload};
 use crate::nipxx::policy::{RateLimit, SenderPolicy};
-use crate::nipxx::{kinds, tags, ErrorCode, Message, Violation};
+use crate::nipxx::{kinds, tags, Message, Violation};
 use crate::relay_conn::{Incoming, RelayConn};
 use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
 use agentwire_engine::{
@@ -23,8 +24,7 @@ use tokio::sync::mpsc;
 
 /// The protocol name under which NIP-XX turns are journaled.
 pub const PROTOCOL: &str = "nipxx";
-/// The tool schema version this runtime speaks.
-pub const TOOL_SCHEMA_VERSION: u64 = 1;
+pub use crate::nipxx::admission::TOOL_SCHEMA_VERSION;
 /// How often the agent's card is checked for changes (and ai.info republished if it changed).
 pub const INFO_REFRESH: Duration = Duration::from_secs(60);
 
@@ -386,16 +386,26 @@ impl Runtime {
     fn handle_prompt(self: &Arc<Self>, event: Message) {
         let me = self.crypto.public_key();
         let client = event.author;
-        let session_guess = tags::default_session(&client);
         let request_id = match RequestId::new(format!("{PROTOCOL}:{}", event.id.to_hex())) {
             Ok(id) => id,
             Err(_) => return,
         };
-        let checked = self.check_prompt(&event, &me);
-        let session = match &checked {
-            Ok((_, s)) => s.clone(),
-            // A refused prompt is still answered in its own session, whatever else was wrong with it.
-            Err(_) => tags::session(&event).unwrap_or(session_guess),
+        let offer = Offer {
+            models: &self.card.models,
+            default_model: &self.card.default_model,
+            max_prompt_bytes: self.card.max_prompt_bytes,
+        };
+        let admitted = admission::admit(
+            &event,
+            &me,
+            &mut self.policy.lock().unwrap_or_else(|p| p.into_inner()),
+            |from, content| self.crypto.decrypt(from, content),
+            offer,
+            Timestamp::now().as_secs() as f64,
+        );
+        let session = match &admitted {
+            Ok(a) => a.session.clone(),
+            Err(r) => r.session.clone(),
         };
         let conversation = ConversationId::new(format!("{PROTOCOL}:{}:{session}", client.to_hex()))
             .unwrap_or_else(|_| {
@@ -416,21 +426,13 @@ impl Runtime {
             session,
             event.wrapped,
         ));
-        let (message, model, thinking, refusal) = match checked {
-            Ok((p, _)) => match self.negotiate(&p) {
-                Ok(model) => (p.message, model, p.thinking, None),
-                Err(v) => (
-                    p.message,
-                    String::new(),
-                    None,
-                    Some(violation_failure(&v, None)),
-                ),
-            },
-            Err((v, retry)) => (
-                String::new(),
+        let (message, model, thinking, refusal) = match admitted {
+            Ok(a) => (a.payload.message, a.model, a.payload.thinking, None),
+            Err(r) => (
+                r.message,
                 String::new(),
                 None,
-                Some(violation_failure(&v, retry)),
+                Some(violation_failure(&r.violation, r.retry_after)),
             ),
         };
         let sub = Submission {
@@ -487,67 +489,6 @@ impl Runtime {
         });
     }
 
-    /// Policy, tags, decryption and schema, in that order.
-    fn check_prompt(
-        &self,
-        event: &Message,
-        me: &PublicKey,
-    ) -> Result<(PromptPayload, String), (Violation, Option<u64>)> {
-        let now = Timestamp::now().as_secs() as f64;
-        self.policy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .admit(&event.author, now)?;
-        let t = tags::prompt_tags(event, me).map_err(|v| (v, None))?;
-        let plain = self
-            .crypto
-            .decrypt(&event.author, &event.content)
-            .map_err(|e| (decrypt_violation(e), None))?;
-        let p = PromptPayload::parse(&plain).map_err(|v| (v, None))?;
-        if p.message.len() > self.card.max_prompt_bytes {
-            return Err((
-                Violation::new(
-                    ErrorCode::InvalidSchema,
-                    format!(
-                        "message is {} bytes; this agent takes at most {} (max_prompt_bytes)",
-                        p.message.len(),
-                        self.card.max_prompt_bytes
-                    ),
-                ),
-                None,
-            ));
-        }
-        Ok((p, t.session))
-    }
-
-    /// Picks the model (requested, then fallbacks, then the default) and checks the tool schema version.
-    fn negotiate(&self, p: &PromptPayload) -> Result<String, Violation> {
-        if let Some(v) = p.tool_schema_version {
-            if v != TOOL_SCHEMA_VERSION {
-                return Err(Violation::new(
-                    ErrorCode::UnsupportedSchemaVersion,
-                    format!("tool_schema_version {v} is not supported; this agent speaks {TOOL_SCHEMA_VERSION}"),
-                ));
-            }
-        }
-        match &p.model {
-            None => Ok(self.card.default_model.clone()),
-            Some(m) => std::iter::once(m)
-                .chain(p.fallback_models.iter())
-                .find(|m| self.card.models.contains(m))
-                .cloned()
-                .ok_or_else(|| {
-                    Violation::new(
-                        ErrorCode::UnsupportedModel,
-                        format!(
-                            "model {m:?} is not offered; supported: {:?}",
-                            self.card.models
-                        ),
-                    )
-                }),
-        }
-    }
-
     fn handle_cancel(self: &Arc<Self>, event: Message) {
         let me = self.crypto.public_key();
         let t = match tags::cancel_tags(&event, &me) {
@@ -577,15 +518,5 @@ impl Runtime {
         tokio::spawn(async move {
             engine.cancel(&id, &requester).await;
         });
-    }
-}
-
-fn decrypt_violation(e: Nip44Error) -> Violation {
-    match e {
-        Nip44Error::NotNip44 => Violation::new(
-            ErrorCode::UnsupportedEncryption,
-            "content is not a NIP-44 v2 payload",
-        ),
-        other => Violation::new(ErrorCode::ParseError, other.to_string()),
     }
 }

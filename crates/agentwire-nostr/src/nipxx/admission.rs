@@ -1,0 +1,222 @@
+//! Admission of one prompt, as the spec orders it: sender policy, tags, NIP-44 decryption, the payload
+//! schema and the prompt's size, then model and tool-schema negotiation. Pure: the clock comes in as
+//! `now`, decryption as a function, and what the agent offers as an [`Offer`].
+
+use super::payload::PromptPayload;
+use super::policy::SenderPolicy;
+use super::{tags, ErrorCode, Message, Violation};
+use crate::crypto::Nip44Error;
+use nostr::prelude::PublicKey;
+
+/// The tool schema version this agent speaks.
+pub const TOOL_SCHEMA_VERSION: u64 = 1;
+
+/// What the agent offers, from its card.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer<'a> {
+    /// Models it runs.
+    pub models: &'a [String],
+    /// The model used when a prompt names none.
+    pub default_model: &'a str,
+    /// Largest prompt message it takes, in bytes.
+    pub max_prompt_bytes: usize,
+}
+
+/// A prompt that passed every rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    /// Its decrypted payload.
+    pub payload: PromptPayload,
+    /// Its session.
+    pub session: String,
+    /// The model it runs on.
+    pub model: String,
+}
+
+/// A prompt refused: the rule it broke, a retry hint (RATE_LIMIT), and the session its error goes to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    /// The rule and its code.
+    pub violation: Violation,
+    /// Seconds after which a retry may pass.
+    pub retry_after: Option<u64>,
+    /// The session the refusal is answered in (the prompt's own, whatever else was wrong with it).
+    pub session: String,
+    /// The message, when the payload decrypted and parsed (for the journal).
+    pub message: String,
+}
+
+/// Admits `event`, addressed to `me`, at `now` (Unix seconds).
+pub fn admit(
+    event: &Message,
+    me: &PublicKey,
+    policy: &mut SenderPolicy,
+    decrypt: impl FnOnce(&PublicKey, &str) -> Result<String, Nip44Error>,
+    offer: Offer<'_>,
+    now: f64,
+) -> Result<Admitted, Refused> {
+    let fallback_session =
+        || tags::session(event).unwrap_or_else(|_| tags::default_session(&event.author));
+    let refuse = |violation: Violation, retry_after: Option<u64>, message: String| Refused {
+        violation,
+        retry_after,
+        session: fallback_session(),
+        message,
+    };
+    policy
+        .admit(&event.author, now)
+        .map_err(|(v, retry)| refuse(v, retry, String::new()))?;
+    let t = tags::prompt_tags(event, me).map_err(|v| refuse(v, None, String::new()))?;
+    let plain = decrypt(&event.author, &event.content)
+        .map_err(|e| refuse(decrypt_violation(e), None, String::new()))?;
+    let p = PromptPayload::parse(&plain).map_err(|v| refuse(v, None, String::new()))?;
+    let with_session = |violation: Violation, message: String| Refused {
+        violation,
+        retry_after: None,
+        session: t.session.clone(),
+        message,
+    };
+    if p.message.len() > offer.max_prompt_bytes {
+        return Err(with_session(
+            Violation::new(
+                ErrorCode::InvalidSchema,
+                format!(
+                    "message is {} bytes; this agent takes at most {} (max_prompt_bytes)",
+                    p.message.len(),
+                    offer.max_prompt_bytes
+                ),
+            ),
+            String::new(),
+        ));
+    }
+    match negotiate(&p, offer) {
+        Ok(model) => Ok(Admitted {
+            payload: p,
+            session: t.session,
+            model,
+        }),
+        Err(v) => {
+            let message = p.message.clone();
+            Err(with_session(v, message))
+        }
+    }
+}
+
+/// Picks the model (requested, then fallbacks, then the default) and checks the tool schema version.
+pub fn negotiate(p: &PromptPayload, offer: Offer<'_>) -> Result<String, Violation> {
+    if let Some(v) = p.tool_schema_version {
+        if v != TOOL_SCHEMA_VERSION {
+            return Err(Violation::new(
+                ErrorCode::UnsupportedSchemaVersion,
+                format!("tool_schema_version {v} is not supported; this agent speaks {TOOL_SCHEMA_VERSION}"),
+            ));
+        }
+    }
+    match &p.model {
+        None => Ok(offer.default_model.to_string()),
+        Some(m) => std::iter::once(m)
+            .chain(p.fallback_models.iter())
+            .find(|m| offer.models.contains(m))
+            .cloned()
+            .ok_or_else(|| {
+                Violation::new(
+                    ErrorCode::UnsupportedModel,
+                    format!("model {m:?} is not offered; supported: {:?}", offer.models),
+                )
+            }),
+    }
+}
+
+fn decrypt_violation(e: Nip44Error) -> Violation {
+    match e {
+        Nip44Error::NotNip44 => Violation::new(
+            ErrorCode::UnsupportedEncryption,
+            "content is not a NIP-44 v2 payload",
+        ),
+        other => Violation::new(ErrorCode::ParseError, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::Crypto;
+    use crate::nipxx::kinds;
+    use crate::nipxx::policy::RateLimit;
+    use nostr::prelude::{EventBuilder, Keys, Kind, Tag};
+    use std::collections::HashSet;
+
+    fn prompt(client: &Crypto, agent: &PublicKey, json: &str) -> Message {
+        let content = client.encrypt(agent, json).unwrap();
+        let ev = client.sign(
+            EventBuilder::new(Kind::Custom(kinds::PROMPT), content).tags([
+                Tag::public_key(*agent),
+                Tag::custom("encryption", [tags::SENT_ENCRYPTION]),
+                Tag::custom("s", ["s1"]),
+            ]),
+        );
+        Message::signed(ev)
+    }
+
+    fn offer(models: &[String]) -> Offer<'_> {
+        Offer {
+            models,
+            default_model: "m1",
+            max_prompt_bytes: 10,
+        }
+    }
+
+    fn policy(block: HashSet<PublicKey>) -> SenderPolicy {
+        SenderPolicy::new(
+            None,
+            block,
+            RateLimit {
+                per_second: 1.0,
+                burst: 1.0,
+            },
+        )
+    }
+
+    #[test]
+    fn a_blocked_sender_is_refused_before_anything_is_decrypted() {
+        let (agent, client) = (Crypto::new(Keys::generate()), Crypto::new(Keys::generate()));
+        let me = agent.public_key();
+        let m = prompt(&client, &me, r#"{"ver":1,"message":"hi"}"#);
+        let mut p = policy([client.public_key()].into());
+        let models = vec!["m1".to_string()];
+        let r = admit(
+            &m,
+            &me,
+            &mut p,
+            |_, _| panic!("decrypted"),
+            offer(&models),
+            0.0,
+        );
+        let r = r.unwrap_err();
+        assert_eq!(r.violation.code, ErrorCode::BlockedSender);
+        assert_eq!(r.session, "s1", "answered in the prompt's own session");
+    }
+
+    #[test]
+    fn rules_apply_in_order_with_the_clock_passed_in() {
+        let (agent, client) = (Crypto::new(Keys::generate()), Crypto::new(Keys::generate()));
+        let me = agent.public_key();
+        let models = vec!["m1".to_string()];
+        let mut p = policy(HashSet::new());
+        let decrypt = |from: &PublicKey, c: &str| agent.decrypt(from, c);
+        let ok = prompt(&client, &me, r#"{"ver":1,"message":"hi"}"#);
+        let a = admit(&ok, &me, &mut p, decrypt, offer(&models), 100.0).unwrap();
+        assert_eq!((a.model.as_str(), a.session.as_str()), ("m1", "s1"));
+        // The burst of one is spent at t=100; a second later it has refilled.
+        let again = admit(&ok, &me, &mut p, decrypt, offer(&models), 100.0).unwrap_err();
+        assert_eq!(again.violation.code, ErrorCode::RateLimit);
+        assert!(again.retry_after.is_some());
+        let long = prompt(&client, &me, r#"{"ver":1,"message":"far too long"}"#);
+        let r = admit(&long, &me, &mut p, decrypt, offer(&models), 101.0).unwrap_err();
+        assert_eq!(r.violation.code, ErrorCode::InvalidSchema);
+        let other = prompt(&client, &me, r#"{"ver":1,"message":"hi","model":"x"}"#);
+        let r = admit(&other, &me, &mut p, decrypt, offer(&models), 102.0).unwrap_err();
+        assert_eq!(r.violation.code, ErrorCode::UnsupportedModel);
+        assert_eq!(r.message, "hi", "the message is kept for the journal");
+    }
+}

@@ -1,0 +1,235 @@
+//! The one mapping of a turn's events and outcome onto NIP-XX run messages: which kind, which payload,
+//! which hint tags. Pure: the clock comes in as `now`; signing, encryption and sending are the driver's.
+
+use super::payload::{
+    DeltaPayload, ErrorPayload, ResponsePayload, StatusPayload, ToolCallPayload, Usage,
+};
+use super::{kinds, ErrorCode};
+use agentwire_core::{Outcome, StatusState, TurnEvent};
+use nostr::prelude::Tag;
+
+/// One run message before it is encrypted and signed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunMessage {
+    /// Its kind (25800 status, 25801 delta, ...).
+    pub kind: u16,
+    /// The payload JSON (the plaintext of the NIP-44 content).
+    pub payload: String,
+    /// Hint tags beside the run's own (`tool`, `phase`).
+    pub hints: Vec<Tag>,
+}
+
+fn status(state: &str, progress: Option<u64>, info: Option<String>) -> RunMessage {
+    let p = StatusPayload {
+        state: state.into(),
+        progress,
+        info,
+    };
+    RunMessage {
+        kind: kinds::STATUS,
+        payload: p.to_json(),
+        hints: vec![],
+    }
+}
+
+/// The status a run sends when it waits behind an earlier run of its session.
+pub fn queued() -> RunMessage {
+    status(
+        "thinking",
+        Some(0),
+        Some("queued behind an earlier run of this session".into()),
+    )
+}
+
+/// The message of one event. `next_seq` numbers deltas from 0 and moves on with each; `private` (the
+/// privacy-first profile) leaves tool arguments and output out.
+pub fn event(event: TurnEvent, next_seq: &mut u64, private: bool, now: u64) -> RunMessage {
+    match event {
+        TurnEvent::Status {
+            state,
+            progress,
+            info,
+        } => {
+            let state = match state {
+                StatusState::Thinking => "thinking",
+                StatusState::ToolUse => "tool_use",
+                StatusState::Done => "done",
+            };
+            status(state, progress.map(u64::from), info)
+        }
+        TurnEvent::Text { text } => {
+            let seq = *next_seq;
+            *next_seq += 1;
+            let p = DeltaPayload {
+                text,
+                seq: Some(seq),
+                timestamp: Some(now),
+            };
+            RunMessage {
+                kind: kinds::DELTA,
+                payload: p.to_json(),
+                hints: vec![],
+            }
+        }
+        TurnEvent::Thinking { text } | TurnEvent::Warning { text } => {
+            status("thinking", None, Some(text))
+        }
+        TurnEvent::ToolCall {
+            name, arguments, ..
+        } => {
+            let p = ToolCallPayload {
+                name: Some(name.clone()),
+                phase: Some("start".into()),
+                arguments: Some(arguments).filter(|a| a.is_object() && !private),
+                output: None,
+                success: None,
+                duration_ms: None,
+                text: None,
+            };
+            RunMessage {
+                kind: kinds::TOOL_CALL,
+                payload: p.to_json(),
+                hints: vec![Tag::custom("tool", [name]), Tag::custom("phase", ["start"])],
+            }
+        }
+        TurnEvent::ToolResult {
+            name,
+            output,
+            success,
+            duration_ms,
+            ..
+        } => {
+            let p = ToolCallPayload {
+                name: Some(name.clone()),
+                phase: Some("result".into()),
+                arguments: None,
+                output: Some(output).filter(|o| o.is_object() && !private),
+                success: Some(success),
+                duration_ms: Some(duration_ms),
+                text: None,
+            };
+            RunMessage {
+                kind: kinds::TOOL_CALL,
+                payload: p.to_json(),
+                hints: vec![
+                    Tag::custom("tool", [name]),
+                    Tag::custom("phase", ["result"]),
+                ],
+            }
+        }
+    }
+}
+
+/// The terminal message of an outcome: an ai.response or an ai.error with its code.
+pub fn terminal(outcome: &Outcome, now: u64) -> RunMessage {
+    match outcome {
+        Outcome::Result(r) => {
+            let p = ResponsePayload {
+                text: r.text.clone(),
+                timestamp: Some(now),
+                usage: Some(Usage {
+                    input_tokens: r.usage.input_tokens,
+                    output_tokens: r.usage.output_tokens,
+                }),
+            };
+            RunMessage {
+                kind: kinds::RESPONSE,
+                payload: p.to_json(),
+                hints: vec![],
+            }
+        }
+        Outcome::Failure(f) => {
+            let e = ErrorPayload {
+                code: ErrorCode::from(&f.code),
+                message: if f.message.is_empty() {
+                    "failed".into()
+                } else {
+                    f.message.clone()
+                },
+                retry_after: f.retry_after.filter(|s| *s >= 1),
+                details: Some(serde_json::json!({
+                    "usage": { "input_tokens": f.usage.input_tokens, "output_tokens": f.usage.output_tokens }
+                })),
+            };
+            RunMessage {
+                kind: kinds::ERROR,
+                payload: e.to_json(),
+                hints: vec![],
+            }
+        }
+    }
+}
+
+/// The ai.error sent instead of a response of `text_len` bytes that does not fit one message.
+pub fn oversized(text_len: usize, wrapped: bool) -> RunMessage {
+    let holder = if wrapped {
+        "one NIP-44 message inside a NIP-59 seal (about 28,600 bytes of response JSON)"
+    } else {
+        "one NIP-44 message (65,535 bytes of JSON)"
+    };
+    let e = ErrorPayload {
+        code: ErrorCode::InternalError,
+        message: format!("the response of {text_len} bytes exceeds what {holder} holds"),
+        retry_after: None,
+        details: None,
+    };
+    RunMessage {
+        kind: kinds::ERROR,
+        payload: e.to_json(),
+        hints: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::{Failure, FailureCode};
+
+    #[test]
+    fn deltas_are_numbered_from_zero_and_other_events_do_not_count() {
+        let mut seq = 0;
+        let a = event(TurnEvent::Text { text: "a".into() }, &mut seq, false, 7);
+        let s = event(
+            TurnEvent::Thinking { text: "hm".into() },
+            &mut seq,
+            false,
+            7,
+        );
+        let b = event(TurnEvent::Text { text: "b".into() }, &mut seq, false, 7);
+        assert_eq!(
+            (a.kind, s.kind, b.kind),
+            (kinds::DELTA, kinds::STATUS, kinds::DELTA)
+        );
+        assert!(a.payload.contains(r#""seq":0"#) && b.payload.contains(r#""seq":1"#));
+        assert_eq!(seq, 2);
+    }
+
+    #[test]
+    fn the_private_profile_discloses_no_tool_arguments_or_output() {
+        let call = || TurnEvent::ToolCall {
+            call_id: "c".into(),
+            name: "calculator".into(),
+            arguments: serde_json::json!({"expression": "1+1"}),
+        };
+        let mut seq = 0;
+        let open = event(call(), &mut seq, false, 1);
+        let private = event(call(), &mut seq, true, 1);
+        assert!(open.payload.contains("expression"));
+        assert!(!private.payload.contains("expression"));
+        assert_eq!(private.hints.len(), 2, "tool and phase hints stay");
+    }
+
+    #[test]
+    fn a_failure_keeps_its_code_and_a_retry_hint_of_at_least_a_second() {
+        let f = Failure::new(FailureCode::RateLimited, "slow down").retry_after(0);
+        let m = terminal(&Outcome::Failure(f), 1);
+        assert_eq!(m.kind, kinds::ERROR);
+        assert!(m.payload.contains("RATE_LIMIT"));
+        assert!(!m.payload.contains("retry_after"), "0 is no hint");
+        let m = terminal(
+            &Outcome::Failure(Failure::new(FailureCode::Internal, "").retry_after(5)),
+            1,
+        );
+        assert!(m.payload.contains(r#""retry_after":5"#) && m.payload.contains("failed"));
+    }
+}
