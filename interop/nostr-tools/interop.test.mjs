@@ -72,8 +72,8 @@ class Daemon {
       throw new Error(`agentwire binary not found at ${BIN}: run \`cargo build -p agentwire\` or set AGENTWIRE_BIN`)
     }
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentwire-interop-'))
-    // --nip59: the privacy-first profile is on beside the default one, so both are tested here.
-    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0', '--nip59',
+    // The default profile takes plain and gift-wrapped (NIP-59) prompts alike, so both are tested here.
+    const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0',
       '--roost-socket', path.join(dataDir, 'roost.sock')]
     const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
     const d = new Daemon(child, dataDir)
@@ -457,7 +457,7 @@ test('ai.info (31340) advertises nip44 and the calculator', () => withConn(async
   assert.equal(content.ver, 1, info.content)
   assert.ok(Array.isArray(content.encryption) && content.encryption.includes('nip44'), info.content)
   assert.ok(Array.isArray(content.tool_names) && content.tool_names.includes('calculator'), info.content)
-  assert.equal(content.supports_nip59, true, `the daemon runs with --nip59: ${info.content}`)
+  assert.equal(content.supports_nip59, true, `the daemon takes gift wraps by default: ${info.content}`)
 }))
 
 test('prompt -> streamed deltas -> ai.response', () => withConn(async (conn) => {

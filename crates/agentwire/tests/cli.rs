@@ -26,7 +26,8 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn ask_prints_the_answer_and_exits_by_outcome() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &["--nip59"]);
+    // The default profile takes plain and gift-wrapped prompts alike.
+    let d = Daemon::start(dir.path(), &[]);
     let out = agentwire(&d, &["ask", "--relay", &d.relay, "hello", "world"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "You said: hello world");

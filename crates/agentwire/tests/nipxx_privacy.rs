@@ -26,7 +26,8 @@ fn wrapped_cancel(c: &Client, prompt: &EventId, session: &str) -> nostr::prelude
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrapped_prompts_are_answered_wrapped_and_disclose_nothing_to_the_relay() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &["--nip59"]);
+    // The default profile takes gift-wrapped prompts too.
+    let d = Daemon::start(dir.path(), &[]);
     let mut c = Client::new(&d.relay, d.agent).await;
     c.watch_wraps();
 
@@ -151,22 +152,124 @@ async fn a_rewrapped_resend_is_not_run_again_and_a_wrapped_cancel_ends_the_run()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_profile_wraps_are_ignored_and_ai_info_says_so() {
+async fn each_run_is_answered_in_its_prompts_form_and_privacy_first_refuses_plain_prompts() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
     let mut c = Client::new(&d.relay, d.agent).await;
     c.watch_wraps();
-    let (info_conn, mut info_rx) = agentwire_nostr::client::connect(&d.relay).await.unwrap();
-    let info = agentwire_nostr::client::info(&info_conn, &mut info_rx, &d.agent)
-        .await
-        .unwrap()
-        .expect("ai.info");
-    let v: serde_json::Value = serde_json::from_str(&info.content).unwrap();
-    assert_eq!(v["supports_nip59"], false);
-    let (id, gift) = c.wrapped_prompt("hello", None);
+    let plain = c.ask("quick in the open").await;
+    assert_eq!(plain.text(), "in the open");
+    assert!(plain
+        .raw
+        .iter()
+        .all(|e| e.kind.as_u16() != kinds::GIFT_WRAP));
+    let (id, gift) = c.wrapped_prompt("quick wrapped", None);
+    c.publish(&gift).await;
+    let wrapped = c
+        .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
+        .await;
+    assert_eq!(wrapped.text(), "wrapped");
+    assert!(wrapped
+        .raw
+        .iter()
+        .all(|e| e.kind.as_u16() == kinds::GIFT_WRAP));
+    drop(d);
+
+    // --nip59, privacy-first: a plain prompt is refused, a wrapped one served.
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &["--nip59"]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    c.watch_wraps();
+    let refused = c.ask("quick in the open").await;
+    assert_eq!(refused.error_code(), "UNSUPPORTED_FEATURE");
+    let (id, gift) = c.wrapped_prompt("quick wrapped", None);
     c.publish(&gift).await;
     let run = c
-        .collect(&id, Duration::from_millis(1500), Duration::ZERO)
+        .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
         .await;
-    assert!(run.events.is_empty(), "no answer to a wrap without --nip59");
+    assert_eq!(run.text(), "wrapped");
+}
+
+/// Gift wraps from throwaway keys: valid wraps of valid prompts, each a real sender as far as anyone can
+/// tell before opening it.
+fn throwaway_wraps(agent: &nostr::prelude::PublicKey, n: usize) -> Vec<nostr::prelude::Event> {
+    (0..n)
+        .map(|i| {
+            let who = agentwire_nostr::crypto::Crypto::new(nostr::prelude::Keys::generate());
+            let content = who
+                .encrypt(
+                    agent,
+                    &format!(r#"{{"ver":1,"message":"quick flood {i}"}}"#),
+                )
+                .unwrap();
+            let rumor = nip59::rumor(
+                &who,
+                nostr::prelude::EventBuilder::new(
+                    nostr::prelude::Kind::Custom(kinds::PROMPT),
+                    content,
+                )
+                .tags([
+                    nostr::prelude::Tag::public_key(*agent),
+                    nostr::prelude::Tag::custom("encryption", ["nip44"]),
+                ]),
+            );
+            nip59::wrap(&who, agent, rumor).unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_gift_wraps_does_not_starve_real_prompts() {
+    use agentwire_nostr::nipxx::budget::{UNWRAPS_PER_SECOND_PER_RELAY, UNWRAP_BURST_PER_RELAY};
+    const FLOOD: usize = 3000;
+    const FLOODERS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    c.watch_wraps();
+    let wraps = throwaway_wraps(&d.agent, FLOOD);
+    // Many connections, each within the relay's per-connection event rate.
+    let mut flooders = Vec::new();
+    for chunk in wraps.chunks(FLOOD / FLOODERS) {
+        let (conn, _rx) = agentwire_nostr::relay_conn::RelayConn::connect(&d.relay);
+        assert!(conn.wait_connected(Duration::from_secs(5)).await);
+        let chunk = chunk.to_vec();
+        flooders.push(tokio::spawn(async move {
+            for ev in chunk {
+                conn.send(&ev);
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            drop(conn);
+        }));
+    }
+    let started = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A real prompt in the middle of the flood, plain and wrapped, is answered promptly.
+    let real = c.ask("quick real").await;
+    assert_eq!(real.text(), "real");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "answered {:?} into the flood",
+        started.elapsed()
+    );
+    for f in flooders {
+        f.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64() + 1.0;
+    drop(d);
+    // The agent opened no more wraps than its budget allows (each opened wrap here is a turn).
+    let journal = rusqlite::Connection::open(dir.path().join("journal.sqlite")).unwrap();
+    let turns: i64 = journal
+        .query_row(
+            "SELECT COUNT(*) FROM turns WHERE input LIKE '%flood%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let allowed = UNWRAP_BURST_PER_RELAY + UNWRAPS_PER_SECOND_PER_RELAY * elapsed;
+    assert!(turns > 0, "some wraps were served");
+    assert!(
+        (turns as f64) <= allowed,
+        "{turns} wraps opened in {elapsed:.1} s; the budget allows {allowed:.0}"
+    );
 }

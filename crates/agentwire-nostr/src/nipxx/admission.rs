@@ -20,6 +20,8 @@ pub struct Offer<'a> {
     pub default_model: &'a str,
     /// Largest prompt message it takes, in bytes.
     pub max_prompt_bytes: usize,
+    /// The privacy-first profile: only gift-wrapped prompts are taken.
+    pub wrapped_only: bool,
 }
 
 /// A prompt that passed every rule.
@@ -66,6 +68,16 @@ pub fn admit(
     policy
         .admit(&event.author, now)
         .map_err(|(v, retry)| refuse(v, retry, String::new()))?;
+    if offer.wrapped_only && !event.wrapped {
+        return Err(refuse(
+            Violation::new(
+                ErrorCode::UnsupportedFeature,
+                "this agent takes only NIP-59 gift-wrapped prompts (the privacy-first profile)",
+            ),
+            None,
+            String::new(),
+        ));
+    }
     let t = tags::prompt_tags(event, me).map_err(|v| refuse(v, None, String::new()))?;
     let plain = decrypt(&event.author, &event.content)
         .map_err(|e| refuse(decrypt_violation(e), None, String::new()))?;
@@ -163,6 +175,7 @@ mod tests {
             models,
             default_model: "m1",
             max_prompt_bytes: 10,
+            wrapped_only: false,
         }
     }
 
@@ -218,5 +231,12 @@ mod tests {
         let r = admit(&other, &me, &mut p, decrypt, offer(&models), 102.0).unwrap_err();
         assert_eq!(r.violation.code, ErrorCode::UnsupportedModel);
         assert_eq!(r.message, "hi", "the message is kept for the journal");
+        // The privacy-first profile refuses a plain prompt.
+        let strict = Offer {
+            wrapped_only: true,
+            ..offer(&models)
+        };
+        let r = admit(&ok, &me, &mut p, decrypt, strict, 200.0).unwrap_err();
+        assert_eq!(r.violation.code, ErrorCode::UnsupportedFeature);
     }
 }

@@ -4,6 +4,7 @@
 //! `shared/specs/nip-xx-ai-agent-messages.md`.
 
 pub mod admission;
+pub mod budget;
 pub mod codes;
 pub mod envelope;
 pub mod kinds;

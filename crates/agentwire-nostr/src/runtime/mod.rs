@@ -7,6 +7,7 @@ pub use front::{deliver_terminal, NipxxFront, Route, TERMINAL_RETRY_DELAYS};
 
 use crate::crypto::Crypto;
 use crate::nipxx::admission::{self, Offer};
+use crate::nipxx::budget::UnwrapBudget;
 use crate::nipxx::payload::{CancelPayload, InfoPayload};
 use crate::nipxx::policy::{RateLimit, SenderPolicy};
 use crate::nipxx::{kinds, tags, Message, Violation};
@@ -41,8 +42,9 @@ pub struct RuntimeConfig {
     pub rate: RateLimit,
     /// Stored prompts younger than this that arrived while the agent was down are served on start.
     pub backlog_horizon: Duration,
-    /// The privacy-first profile: also take NIP-59 gift-wrapped prompts and cancels, and answer a wrapped
-    /// prompt with wrapped events.
+    /// The privacy-first profile: take only NIP-59 gift-wrapped prompts (a plain one is refused with
+    /// UNSUPPORTED_FEATURE). Off, both forms are taken. Either way each run is answered in the form its
+    /// prompt came in.
     pub nip59: bool,
     /// Relays (by URL) that run in this process and have checked every event's id and signature before
     /// passing it on (the embedded relay): their events are not checked a second time.
@@ -56,7 +58,10 @@ pub struct Runtime {
     relays: Arc<Vec<RelayConn>>,
     policy: Mutex<SenderPolicy>,
     card: AgentCard,
-    nip59: bool,
+    /// Privacy-first: plain prompts are refused.
+    privacy_first: bool,
+    /// How much gift-wrap unwrapping each relay connection and the runtime may spend.
+    unwraps: Mutex<UnwrapBudget>,
     /// Prompts older than this are not served (the backlog horizon, fixed at start).
     serve_since: Timestamp,
     /// Indexes (in `relays`) of relays whose events are verified already.
@@ -118,7 +123,8 @@ impl Runtime {
                 config.rate,
             )),
             card,
-            nip59: config.nip59,
+            privacy_first: config.nip59,
+            unwraps: Mutex::new(UnwrapBudget::new(config.relays.len())),
             serve_since,
             verified: config
                 .relays
@@ -196,7 +202,7 @@ impl Runtime {
                 .pubkey(me)
                 .since(cancels_since)],
         );
-        if self.nip59 {
+        {
             // A wrap's created_at is up to two days before it was sent; the rumor's real time is checked
             // against the horizon once it is unwrapped.
             let wraps_since = prompts_since
@@ -253,7 +259,7 @@ impl Runtime {
     }
 
     /// The ai.info content for the agent's card.
-    pub fn info(card: &AgentCard, nip59: bool) -> InfoPayload {
+    pub fn info(card: &AgentCard) -> InfoPayload {
         let mut schemas = serde_json::Map::new();
         for t in &card.tools {
             schemas.insert(
@@ -268,7 +274,8 @@ impl Runtime {
         }
         InfoPayload {
             supports_streaming: true,
-            supports_nip59: nip59,
+            // Gift-wrapped prompts are always taken.
+            supports_nip59: true,
             dvm_compatible: false,
             encryption: vec!["nip44".into()],
             supported_models: card.models.clone(),
@@ -282,7 +289,7 @@ impl Runtime {
     }
 
     fn info_event(&self, card: &AgentCard) -> Event {
-        let content = Self::info(card, self.nip59).to_json();
+        let content = Self::info(card).to_json();
         self.crypto.sign(
             EventBuilder::new(Kind::Custom(kinds::INFO), content)
                 .tags([Tag::identifier(kinds::INFO_D)]),
@@ -334,7 +341,7 @@ impl Runtime {
         let verified = self.verified.first().copied().unwrap_or(false);
         while let Some(m) = rx.recv().await {
             if let Incoming::Event { event, .. } = m {
-                self.handle_checked(*event, verified);
+                self.handle_checked(*event, 0, verified);
             }
         }
     }
@@ -343,7 +350,7 @@ impl Runtime {
         while let Some((i, m)) = rx.recv().await {
             if let Incoming::Event { event, .. } = m {
                 let verified = self.verified.get(i).copied().unwrap_or(false);
-                self.handle_checked(*event, verified);
+                self.handle_checked(*event, i, verified);
             }
         }
     }
@@ -351,16 +358,28 @@ impl Runtime {
     /// Handles one event from a relay. Never panics on bad input; every refusal the spec names is answered
     /// with an ai.error to the (verified) author.
     pub fn handle(self: &Arc<Self>, event: Event) {
-        self.handle_checked(event, false)
+        self.handle_checked(event, 0, false)
     }
 
-    /// Like [`handle`](Self::handle); `verified`: the event's id and signature were checked already by a
-    /// relay in this process.
-    fn handle_checked(self: &Arc<Self>, event: Event, verified: bool) {
+    /// Like [`handle`](Self::handle), for an event from relay `relay`; `verified`: the event's id and
+    /// signature were checked already by a relay in this process.
+    fn handle_checked(self: &Arc<Self>, event: Event, relay: usize, verified: bool) {
         let message = if event.kind.as_u16() == kinds::GIFT_WRAP {
-            if !self.nip59 {
+            let now = Timestamp::now().as_secs() as f64;
+            let mut budget = self.unwraps.lock().unwrap_or_else(|p| p.into_inner());
+            if !budget.take(relay, now) {
+                let dropped = budget.dropped();
+                drop(budget);
+                // Logged now and then, not per wrap: a flood must not become a flood of log lines.
+                if dropped.is_power_of_two() {
+                    tracing::warn!(
+                        dropped,
+                        "gift wraps past the unwrap budget were dropped unopened"
+                    );
+                }
                 return;
             }
+            drop(budget);
             // Unwrapping verifies the wrap and the seal and checks the rumor's author.
             match crate::nip59::unwrap(&self.crypto, &event) {
                 Ok(m) => m,
@@ -394,6 +413,7 @@ impl Runtime {
             models: &self.card.models,
             default_model: &self.card.default_model,
             max_prompt_bytes: self.card.max_prompt_bytes,
+            wrapped_only: self.privacy_first,
         };
         let admitted = admission::admit(
             &event,
