@@ -37,11 +37,14 @@ pub struct TurnPolicy {
 /// How a front took a question.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrontAsk {
-    /// Sent to the requester under this id; the answer comes through [`Engine::answer`] (or the window
-    /// closes through [`Engine::question_expired`]).
+    /// Sent to the requester under this id; the answer comes through [`Engine::answer`]. With a window,
+    /// the engine closes the question when it ends unanswered ([`Engine::extend_question`] moves it; a
+    /// front may also close it itself with [`Engine::question_expired`]).
     Sent {
         /// The question's id on the wire.
         question_id: String,
+        /// How long the question stays open without an answer.
+        window: Option<Duration>,
     },
     /// Settled without asking (a standing approval, an operator-less worker).
     Settled(Asked),
@@ -81,6 +84,9 @@ pub trait TurnFront: Send + Sync + 'static {
     }
     /// The question is settled (answered, expired or cancelled): stop holding it open.
     fn question_closed(&self, _question_id: &str) {}
+    /// The request id ran before (a resend): answer it from the journal's record, which is not run again.
+    /// The record may have no outcome yet (a turn a crash cut off, which recovery ends). Must not block.
+    fn replay(&self, _stored: &StoredTurn) {}
 }
 
 /// A validated request, ready for the engine.
@@ -111,7 +117,8 @@ pub enum SubmitReply {
     },
     /// The request id is live already: a resend, not run again.
     DuplicateLive,
-    /// The journal has this request id: a resend, answered from the journal.
+    /// The journal has this request id: a resend, answered from the journal through
+    /// [`TurnFront::replay`].
     DuplicateStored(Box<StoredTurn>),
     /// Refused before acceptance; the failure was journaled and delivered through the front.
     Refused(Failure),
@@ -151,6 +158,9 @@ struct OpenQuestion {
     id: String,
     question: Question,
     reply: oneshot::Sender<Asked>,
+    /// When the window closes, moved by [`Engine::extend_question`]; dropped with the question, which
+    /// ends its timer.
+    deadline: Option<watch::Sender<tokio::time::Instant>>,
 }
 
 #[derive(Default)]
@@ -455,6 +465,7 @@ impl Engine {
                 if let Some(next) = next {
                     self.start(next);
                 }
+                sub.front.replay(&stored);
                 return SubmitReply::DuplicateStored(stored);
             }
             Err(e) => {
@@ -503,7 +514,10 @@ impl Engine {
         let accepted = self.journal.accept(self.new_turn(&sub)).await;
         self.note_write(&accepted);
         match accepted {
-            Ok(Accepted::Existing(stored)) => SubmitReply::DuplicateStored(stored),
+            Ok(Accepted::Existing(stored)) => {
+                sub.front.replay(&stored);
+                SubmitReply::DuplicateStored(stored)
+            }
             Ok(Accepted::New) => {
                 let outcome = Outcome::Failure(failure.clone());
                 let wire = sub.front.encode_outcome(&outcome);
@@ -637,6 +651,47 @@ impl Engine {
         true
     }
 
+    /// Restarts the window of the question turn `id` waits on, from now (fisk-ai `elicit.waiting`).
+    /// Returns whether that question is open.
+    pub fn extend_question(&self, id: &RequestId, question_id: &str, window: Duration) -> bool {
+        let st = self.lock();
+        match st.live.get(id).and_then(|t| t.question.as_ref()) {
+            Some(q) if q.id == question_id => {
+                if let Some(d) = &q.deadline {
+                    d.send_replace(tokio::time::Instant::now() + window);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Closes the question at its deadline unless it is moved first; ends when the question does.
+    fn watch_window(
+        self: &Arc<Self>,
+        id: RequestId,
+        question_id: String,
+        mut deadline: watch::Receiver<tokio::time::Instant>,
+    ) {
+        let engine = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let at = *deadline.borrow_and_update();
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {
+                        if *deadline.borrow() == at {
+                            if let Some(e) = engine.upgrade() {
+                                e.question_expired(&id, &question_id);
+                            }
+                            return;
+                        }
+                    }
+                    changed = deadline.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+    }
+
     /// Whether turn `id` waits on question `question_id`.
     pub fn is_waiting_on(&self, id: &RequestId, question_id: &str) -> bool {
         let st = self.lock();
@@ -646,7 +701,11 @@ impl Engine {
             .is_some_and(|q| q.id == question_id)
     }
 
-    fn open_question(&self, id: &RequestId, question: Question) -> BoxFuture<'static, Asked> {
+    fn open_question(
+        self: &Arc<Self>,
+        id: &RequestId,
+        question: Question,
+    ) -> BoxFuture<'static, Asked> {
         let mut st = self.lock();
         let Some(t) = st.live.get_mut(id) else {
             return Box::pin(async { Asked::Cancelled });
@@ -661,13 +720,26 @@ impl Engine {
         match t.front.ask(&question) {
             FrontAsk::Unavailable => Box::pin(async { Asked::Unavailable }),
             FrontAsk::Settled(a) => Box::pin(async move { a }),
-            FrontAsk::Sent { question_id } => {
+            FrontAsk::Sent {
+                question_id,
+                window,
+            } => {
                 let (tx, rx) = oneshot::channel();
+                let deadline = window.map(|w| watch::channel(tokio::time::Instant::now() + w));
+                let (deadline_tx, deadline_rx) = match deadline {
+                    Some((tx, rx)) => (Some(tx), Some(rx)),
+                    None => (None, None),
+                };
                 t.question = Some(OpenQuestion {
-                    id: question_id,
+                    id: question_id.clone(),
                     question,
                     reply: tx,
+                    deadline: deadline_tx,
                 });
+                drop(st);
+                if let Some(rx) = deadline_rx {
+                    self.watch_window(id.clone(), question_id, rx);
+                }
                 Box::pin(async move { rx.await.unwrap_or(Asked::Cancelled) })
             }
         }

@@ -91,6 +91,8 @@ struct Front {
     asked: Mutex<Vec<Question>>,
     closed: Mutex<Vec<String>>,
     can_ask: bool,
+    /// The window questions are asked with (none: open until answered).
+    window: Option<Duration>,
     ended: Notify,
 }
 
@@ -112,6 +114,7 @@ impl TurnFront for Front {
         asked.push(q.clone());
         FrontAsk::Sent {
             question_id: format!("q{}", asked.len()),
+            window: self.window,
         }
     }
     fn question_closed(&self, id: &str) {
@@ -496,4 +499,42 @@ async fn drain_waits_for_running_turns_and_refuses_new_ones() {
         .await;
     stuck.wait_asked(1).await;
     assert_eq!(e3.drain(Duration::from_millis(100)).await, 1);
+}
+
+#[tokio::test]
+async fn the_engine_closes_a_question_at_its_window_unless_it_is_extended() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let front = Arc::new(Front {
+        can_ask: true,
+        window: Some(Duration::from_millis(300)),
+        ..Front::default()
+    });
+    let id = RequestId::new("t:1").unwrap();
+    e.submit(sub("t:1", "c", "ask", front.clone(), FISK_LIKE))
+        .await;
+    front.wait_asked(1).await;
+    // Held open twice (an elicit.waiting each time), past the first window.
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(e.extend_question(&id, "q1", Duration::from_millis(300)));
+    }
+    assert!(
+        e.is_waiting_on(&id, "q1"),
+        "still open past its first window"
+    );
+    assert!(
+        !e.extend_question(&id, "q9", Duration::from_secs(1)),
+        "no such question"
+    );
+    // Then nobody answers: the window closes and the agent hears so.
+    match front.outcome().await {
+        Outcome::Result(r) => assert_eq!(r.text, "Unanswered"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(front.closed.lock().unwrap().as_slice(), ["q1"]);
+    assert!(
+        !e.extend_question(&id, "q1", Duration::from_secs(1)),
+        "closed"
+    );
 }

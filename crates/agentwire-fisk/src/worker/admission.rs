@@ -355,6 +355,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     };
     let setup = TurnSetup {
         request_id: id.clone(),
+        conversation: conversation.clone(),
         token,
         stream,
         elicit: worker.config.elicit,

@@ -5,20 +5,19 @@ use super::replyset::{ksuid, ReplySet};
 use crate::mapping;
 use crate::wire::{self, Ack, Reply};
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, RequestId, TurnEvent, Usage,
+    Answer, ApproveChoice, Asked, ConversationId, FailureCode, Outcome, Question, QuestionKind,
+    RequestId, TurnEvent, Usage,
 };
 use agentwire_engine::{Engine, FrontAsk, TurnFront};
+use agentwire_store::StoredTurn;
 use std::sync::{Mutex, Weak};
-use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use std::time::Duration;
 
 /// The question a turn waits on.
 pub(crate) struct OpenQuestion {
     pub(crate) id: String,
     pub(crate) kind: QuestionKind,
     pub(crate) tool: String,
-    /// When the window closes; an `elicit.waiting` moves it.
-    pub(crate) deadline: watch::Sender<Instant>,
 }
 
 struct State {
@@ -32,6 +31,7 @@ struct State {
 /// What a front needs to know about its turn.
 pub(crate) struct TurnSetup {
     pub(crate) request_id: RequestId,
+    pub(crate) conversation: ConversationId,
     pub(crate) token: String,
     pub(crate) stream: bool,
     pub(crate) elicit: bool,
@@ -83,14 +83,10 @@ impl FiskFront {
 
     /// Restarts the open question's window (an `elicit.waiting`). Returns whether it was open.
     pub(crate) fn hold_open(&self, question_id: &str) -> bool {
-        let st = self.lock();
-        match &st.question {
-            Some(q) if q.id == question_id => {
-                q.deadline.send_replace(Instant::now() + self.setup.window);
-                true
-            }
-            _ => false,
-        }
+        // The engine keeps the window.
+        self.engine.upgrade().is_some_and(|e| {
+            e.extend_question(&self.setup.request_id, question_id, self.setup.window)
+        })
     }
 
     /// The request id this front serves.
@@ -108,6 +104,33 @@ impl FiskFront {
 }
 
 impl TurnFront for FiskFront {
+    fn replay(&self, stored: &StoredTurn) {
+        let mut st = self.lock();
+        st.acked = true;
+        if stored.conversation_id != self.setup.conversation {
+            // The tag ran before in another conversation (or the resend carries no token): its answer is
+            // that conversation's, and only its token holder may read it.
+            self.set.send(Reply::Ack(Ack::refused("duplicate request")));
+            return self.set.finish(mapping::refusal(
+                FailureCode::DuplicateRequest,
+                "the request already ran in another conversation; use a new request tag",
+            ));
+        }
+        // Answered from the journal, not run again. The conversation's usage read at admission holds this
+        // turn already.
+        self.set.send(self.ack());
+        let (tokens, calls) = self.setup.prior_usage;
+        match &stored.outcome {
+            Some(o) => self
+                .set
+                .finish(mapping::terminal(o, mapping::usage_with(tokens, calls))),
+            None => self.set.finish(mapping::refusal(
+                FailureCode::DuplicateRequest,
+                "a run with this request is already in flight",
+            )),
+        }
+    }
+
     fn accepted(&self, _queued: bool) {
         let mut st = self.lock();
         if !st.acked {
@@ -188,40 +211,21 @@ impl TurnFront for FiskFront {
             wait_ms: Some(wait_ms),
             ask: mapping::ask(&question.kind),
         }));
-        let (deadline, mut watch) = watch::channel(Instant::now() + self.setup.window);
         st.question = Some(OpenQuestion {
             id: id.clone(),
             kind: question.kind.clone(),
             tool: question.tool.clone(),
-            deadline,
         });
-        // The window: closes at the deadline unless an `elicit.waiting` moved it; ends with the question.
-        let engine = self.engine.clone();
-        let request = self.setup.request_id.clone();
-        let qid = id.clone();
-        tokio::spawn(async move {
-            loop {
-                let at = *watch.borrow_and_update();
-                tokio::select! {
-                    _ = tokio::time::sleep_until(at.into()) => {
-                        if *watch.borrow() == at {
-                            if let Some(e) = engine.upgrade() {
-                                e.question_expired(&request, &qid);
-                            }
-                            return;
-                        }
-                    }
-                    changed = watch.changed() => if changed.is_err() { return },
-                }
-            }
-        });
-        FrontAsk::Sent { question_id: id }
+        // The window is the engine's: it closes the question unless an `elicit.waiting` moves it.
+        FrontAsk::Sent {
+            question_id: id,
+            window: Some(self.setup.window),
+        }
     }
 
     fn question_closed(&self, question_id: &str) {
         let mut st = self.lock();
         if st.question.as_ref().is_some_and(|q| q.id == question_id) {
-            // Dropping the deadline sender ends the window task.
             st.question = None;
         }
     }

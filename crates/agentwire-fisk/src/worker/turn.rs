@@ -63,7 +63,6 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
             return;
         }
     };
-    let token = plan.setup.token.clone();
     let request_id = plan.setup.request_id.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
@@ -159,42 +158,8 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
                 format!("a run with request {tag:?} is already in flight here"),
             ));
         }
-        SubmitReply::DuplicateStored(stored) if stored.conversation_id != conversation => {
-            // The tag ran before in another conversation (or the resend carries no token): its answer is
-            // that conversation's, and only its token holder may read it.
-            set.send(Reply::Ack(Ack::refused("duplicate request")));
-            set.finish(mapping::refusal(
-                FailureCode::DuplicateRequest,
-                format!(
-                    "request {tag:?} already ran in another conversation; use a new request tag"
-                ),
-            ));
-        }
-        SubmitReply::DuplicateStored(stored) => {
-            // The request id ran before: answer from the journal, not by running it again.
-            set.send(Reply::Ack(Ack::accepted().with_conversation_token(token)));
-            let usage = match worker
-                .engine
-                .conversation(&stored.conversation_id, false)
-                .await
-            {
-                Ok(view) => {
-                    let (tokens, calls) = view.usage();
-                    mapping::usage_with(tokens, calls)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not read a conversation's usage");
-                    crate::wire::Usage::default()
-                }
-            };
-            match &stored.outcome {
-                Some(o) => set.finish(mapping::terminal(o, usage)),
-                None => set.finish(mapping::refusal(
-                    FailureCode::DuplicateRequest,
-                    format!("a run with request {tag:?} is already in flight"),
-                )),
-            }
-        }
+        // The front answered a resend from the journal.
+        SubmitReply::DuplicateStored(_) => {}
     }
     let _ = done.await;
     // Released before the final message; here only if the set ended without one (its queue closed).

@@ -8,6 +8,7 @@ use crate::nipxx::tags;
 use crate::relay_conn::RelayConn;
 use agentwire_core::{now_secs, Outcome, TurnEvent};
 use agentwire_engine::TurnFront;
+use agentwire_store::StoredTurn;
 use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey};
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,6 +135,18 @@ impl NipxxFront {
 }
 
 impl TurnFront for NipxxFront {
+    fn replay(&self, stored: &StoredTurn) {
+        // A resend of a finished run: the journaled terminal again, byte for byte (relays and clients
+        // dedupe it by id).
+        if let Some(ev) = stored
+            .wire
+            .as_deref()
+            .and_then(|w| Event::from_json(w).ok())
+        {
+            deliver_terminal(self.relays.clone(), ev);
+        }
+    }
+
     fn accepted(&self, queued: bool) {
         // The agent's own first event acknowledges a run that starts at once; a queued run says so.
         if queued {

@@ -473,7 +473,6 @@ impl Runtime {
             conversation_meta: None,
         };
         let engine = self.engine.clone();
-        let relays = self.relays.clone();
         let created_at = event.created_at.as_secs();
         let this = self.clone();
         let fut = match refusal {
@@ -485,23 +484,14 @@ impl Runtime {
         };
         tokio::spawn(async move {
             match fut.await {
-                SubmitReply::DuplicateStored(stored) => {
-                    // A resend of a finished run: send the journaled terminal again, byte for byte (relays
-                    // and clients dedupe it by id).
-                    if let Some(ev) = stored
-                        .wire
-                        .as_deref()
-                        .and_then(|w| Event::from_json(w).ok())
-                    {
-                        deliver_terminal(relays, ev);
-                    }
-                }
                 // Not journaled: any answer now could be contradicted when the prompt is served later, so
                 // none is given; it is served from the relay once the journal writes again.
                 SubmitReply::JournalUnavailable(_) => this.defer_prompt(created_at),
                 // Shutting down: left on the relay, where the backlog horizon serves it after the restart.
                 SubmitReply::Draining => {}
+                // A resend of a finished run was answered by the front's replay.
                 SubmitReply::Accepted { .. }
+                | SubmitReply::DuplicateStored(_)
                 | SubmitReply::DuplicateLive
                 | SubmitReply::Refused(_)
                 | SubmitReply::ConversationBusy => {}
