@@ -105,6 +105,8 @@ pub struct Submission {
     pub policy: TurnPolicy,
     /// The conversation's protocol state to journal with the turn, in the same write.
     pub conversation_meta: Option<serde_json::Value>,
+    /// The capacity slot taken for it ([`Engine::take_slot`]), kept until the turn ends.
+    pub slot: Option<crate::Slot>,
 }
 
 /// The answer to [`Engine::submit`].
@@ -152,6 +154,8 @@ struct LiveTurn {
     policy: TurnPolicy,
     /// The question the turn waits on, if any (one at a time).
     question: Option<OpenQuestion>,
+    /// Its capacity slot, freed when the turn leaves the live table.
+    _slot: Option<crate::Slot>,
 }
 
 struct OpenQuestion {
@@ -178,6 +182,7 @@ pub struct Engine {
     /// The instance name recorded with each turn: recovery ends only this owner's.
     owner: String,
     health: Health,
+    slots: crate::slots::Slots,
     /// Told whenever a live turn ends, for [`Engine::drain`].
     ended: tokio::sync::Notify,
 }
@@ -200,6 +205,7 @@ impl Engine {
             agent,
             owner: owner.into(),
             health: Health::default(),
+            slots: Default::default(),
             ended: tokio::sync::Notify::new(),
         })
     }
@@ -218,6 +224,37 @@ impl Engine {
     /// Watches [`journal_writable`](Self::journal_writable) as it changes.
     pub fn watch_journal_writable(&self) -> watch::Receiver<bool> {
         self.health.watch()
+    }
+
+    /// The first step of admitting a request of a protocol with `slots` runs at a time: refuses it while
+    /// draining, at capacity, or when its request id is in flight (in that order), else takes a slot
+    /// for it. Hand the slot to [`submit`](Self::submit) in the [`Submission`]; dropping it instead (a
+    /// refusal) frees it.
+    ///
+    /// With `exclusive`, a conversation with a live turn is refused too (after the others), as fisk-ai
+    /// orders its refusals; [`submit`](Self::submit) checks it again atomically under the same policy.
+    pub fn take_slot(
+        &self,
+        protocol: &str,
+        slots: usize,
+        request: &RequestId,
+        exclusive: Option<&ConversationId>,
+    ) -> Result<crate::Slot, crate::SlotRefusal> {
+        let st = self.lock();
+        if st.draining {
+            return Err(crate::SlotRefusal::Draining);
+        }
+        let live = st.live.contains_key(request);
+        let slot = crate::slots::take(&self.slots, protocol, slots, request, live)?;
+        if exclusive.is_some_and(|c| st.book.is_busy(c)) {
+            return Err(crate::SlotRefusal::ConversationBusy);
+        }
+        Ok(slot)
+    }
+
+    /// How many capacity slots of `protocol` are taken.
+    pub fn slots_in_use(&self, protocol: &str) -> usize {
+        crate::slots::in_use(&self.slots, protocol)
     }
 
     /// Whether the engine is draining for a shutdown.
@@ -395,7 +432,7 @@ impl Engine {
     ///
     /// The turn is registered (and a live duplicate recognised) before this returns, so a cancel handled
     /// after this call finds it even while the returned future is still journaling it.
-    pub fn submit(self: &Arc<Self>, sub: Submission) -> BoxFuture<'static, SubmitReply> {
+    pub fn submit(self: &Arc<Self>, mut sub: Submission) -> BoxFuture<'static, SubmitReply> {
         let id = sub.input.request_id.clone();
         let conv = sub.input.conversation_id.clone();
         let (cancel_tx, _) = watch::channel(false);
@@ -444,6 +481,7 @@ impl Engine {
                     delivering: false,
                     policy: sub.policy,
                     question: None,
+                    _slot: sub.slot.take(),
                 },
             );
         }
@@ -866,13 +904,15 @@ impl Engine {
         };
         // Delivered only once durable: a terminal the journal lacks would be contradicted after a restart.
         let (outcome, wire) = self.finish_durably(finish).await;
-        front.deliver_outcome(&outcome, wire.as_deref());
+        // The turn leaves the live table (and frees its slot) before its terminal goes out, so a caller
+        // that resends at once is answered from the journal rather than told the request is in flight.
         let next = {
             let mut st = self.lock();
             st.live.remove(id);
             st.book.ended(id)
         };
         self.ended.notify_waiters();
+        front.deliver_outcome(&outcome, wire.as_deref());
         if let Some(next) = next {
             self.start(next);
         }

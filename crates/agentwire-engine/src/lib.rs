@@ -10,6 +10,7 @@
 mod agent;
 mod engine;
 mod health;
+mod slots;
 
 pub use agent::{
     Agent, AgentCard, AskQuestion, Asker, CancelSignal, Resume, ToolSpec, TurnContext, TurnInput,
@@ -20,3 +21,4 @@ pub use engine::{
     INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
 };
 pub use health::{RETRY_FIRST, RETRY_MAX};
+pub use slots::{Slot, SlotRefusal};

@@ -88,6 +88,7 @@ fn submission(n: usize, conv: usize, ms: u64, front: Arc<CountingFront>) -> Subm
         front,
         policy: TurnPolicy::default(),
         conversation_meta: None,
+        slot: None,
     }
 }
 

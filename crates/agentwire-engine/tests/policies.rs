@@ -167,6 +167,7 @@ fn sub(id: &str, conv: &str, msg: &str, front: Arc<Front>, policy: TurnPolicy) -
         front,
         policy,
         conversation_meta: None,
+        slot: None,
     }
 }
 

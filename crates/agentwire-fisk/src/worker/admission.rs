@@ -10,7 +10,7 @@ use crate::conversation::{self, allowance, mint_token, ConversationMeta, TOKEN_B
 use crate::mapping;
 use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
 use agentwire_core::{CallAnswer, ConversationId, FailureCode, Outcome, TurnEvent, Usage};
-use agentwire_engine::{Resume, TurnInput};
+use agentwire_engine::{Resume, Slot, SlotRefusal, TurnInput};
 use agentwire_store::{ConversationTurn, ConversationView};
 
 /// What to do with a request.
@@ -46,6 +46,8 @@ pub(super) struct RunPlan {
     pub(super) meta: ConversationMeta,
     /// The meta changed (a new conversation, a forced drift, a lowered budget): journal it first.
     pub(super) meta_changed: bool,
+    /// The worker slot taken for it, kept by the engine until the turn ends.
+    pub(super) slot: Option<Slot>,
 }
 
 fn refused(code: FailureCode, message: impl Into<String>) -> Plan {
@@ -83,10 +85,10 @@ async fn record(
         })
 }
 
-/// Decides what to do with `task`. A `Run` holds a worker slot, released when its reply set ends.
+/// Decides what to do with `task`. A `Run` holds a worker slot (the engine's), freed when its turn ends.
 pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     if let TaskRequest::Read(r) = task {
-        if worker.lock().draining {
+        if worker.engine.draining() {
             return refused(FailureCode::Draining, "the worker is shutting down");
         }
         let conversation = conversation::conversation_id(&r.conversation_token);
@@ -109,36 +111,49 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     }
     let header = task.header().clone();
     let tag = header.request.clone();
-    {
-        let mut running = worker.lock();
-        if running.draining {
+    // The spec's order: draining, capacity, duplicate_request, conversation_busy; the slot is taken
+    // before any read, so concurrent requests cannot overbook.
+    let busy = task.conversation_token().map(conversation::conversation_id);
+    let slot = match worker.engine.take_slot(
+        super::PROTOCOL,
+        worker.config.workers,
+        &request_id(&tag),
+        busy.as_ref(),
+    ) {
+        Ok(slot) => slot,
+        Err(SlotRefusal::Draining) => {
             return refused(
                 FailureCode::Draining,
                 "the worker is shutting down and takes no new runs",
-            );
+            )
         }
-        if running.turns.len() >= worker.config.workers {
+        Err(SlotRefusal::Capacity { slots }) => {
             return refused(
                 FailureCode::Capacity,
-                format!(
-                    "every worker slot ({}) is busy; retry, or ask another instance",
-                    worker.config.workers
-                ),
-            );
+                format!("every worker slot ({slots}) is busy; retry, or ask another instance"),
+            )
         }
-        if running.turns.contains_key(&tag) {
+        Err(SlotRefusal::Duplicate) => {
             return refused(
                 FailureCode::DuplicateRequest,
                 format!("a run with request {tag:?} is already in flight here"),
-            );
+            )
         }
-        running.turns.insert(tag.clone(), request_id(&tag));
+        Err(SlotRefusal::ConversationBusy) => {
+            return refused(
+                FailureCode::ConversationBusy,
+                "a turn of this conversation is running here; wait for its terminal message",
+            )
+        }
+    };
+    match plan_turn(worker, task, header).await {
+        Plan::Run(mut run) => {
+            run.slot = Some(slot);
+            Plan::Run(run)
+        }
+        // Refused: dropping the slot frees it.
+        other => other,
     }
-    let plan = plan_turn(worker, task, header).await;
-    if !matches!(plan, Plan::Run(_)) {
-        worker.release(&tag);
-    }
-    plan
 }
 
 async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan {
@@ -182,12 +197,6 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             }
         }
     };
-    if worker.engine.conversation_busy(&conversation) {
-        return refused(
-            FailureCode::ConversationBusy,
-            "a turn of this conversation is running here; wait for its terminal message",
-        );
-    }
     let force = match task {
         TaskRequest::Prompt(p) => p.force,
         TaskRequest::Resume(r) => r.force,
@@ -378,6 +387,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         setup,
         meta,
         meta_changed,
+        slot: None,
     }))
 }
 

@@ -17,10 +17,8 @@ use agentwire_core::RequestId;
 use agentwire_engine::Engine;
 use async_nats::service::ServiceExt;
 use futures_util::StreamExt;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 
 /// The protocol name under which fisk-ai turns are journaled.
 pub const PROTOCOL: &str = "fisk";
@@ -73,13 +71,6 @@ struct AgentProfile {
     model: String,
 }
 
-#[derive(Default)]
-struct Running {
-    /// Turns in flight (by `request` tag), each holding a slot.
-    turns: HashMap<String, RequestId>,
-    draining: bool,
-}
-
 /// A running worker.
 pub struct Worker {
     client: async_nats::Client,
@@ -89,8 +80,6 @@ pub struct Worker {
     /// What admission needs of the agent's card, taken once at start: a card describes the agent as
     /// configured, and building it per request cost more than the rest of admission.
     profile: AgentProfile,
-    running: Mutex<Running>,
-    idle: Notify,
     service: tokio::sync::Mutex<Option<async_nats::service::Service>>,
     /// Tells the endpoint loops to unsubscribe and end.
     stop: tokio::sync::watch::Sender<bool>,
@@ -164,8 +153,6 @@ impl Worker {
             me,
             engine,
             profile,
-            running: Mutex::new(Running::default()),
-            idle: Notify::new(),
             service: tokio::sync::Mutex::new(Some(service)),
             stop,
             stopped: tokio::sync::Mutex::new(vec![tasks_stopped, discovery_stopped]),
@@ -219,20 +206,10 @@ impl Worker {
     }
 
     /// Stops taking new runs (they are refused with `draining`) and waits for those in flight to finish,
-    /// up to `grace`. Returns how many were still running when it gave up.
+    /// up to `grace`. The engine drains, so its other fronts take no new turns either. Returns how many
+    /// turns were still running when it gave up.
     pub async fn drain(&self, grace: Duration) -> usize {
-        self.lock().draining = true;
-        let deadline = tokio::time::Instant::now() + grace;
-        loop {
-            let notified = self.idle.notified();
-            let left = self.lock().turns.len();
-            if left == 0 {
-                return 0;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.lock().turns.len();
-            }
-        }
+        self.engine.drain(grace).await
     }
 
     /// Drains (see [`drain`](Self::drain)) and then leaves the queue group: another instance takes the
@@ -254,18 +231,6 @@ impl Worker {
             tracing::warn!(error = %e, "could not confirm that the server dropped the worker's subscriptions");
         }
         left
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn release(&self, request: &str) {
-        let mut r = self.lock();
-        r.turns.remove(request);
-        if r.turns.is_empty() {
-            self.idle.notify_waiters();
-        }
     }
 
     async fn handle_discovery(&self, req: async_nats::service::Request) {

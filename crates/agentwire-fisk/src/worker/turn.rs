@@ -1,5 +1,5 @@
 //! One accepted fisk-ai turn on the wire: the conversation's record first, the cancel and elicit
-//! subscriptions before the ack, the engine runs it, and the slot is released when the reply set ends.
+//! subscriptions before the ack, the engine runs it (and frees its worker slot when it ends).
 
 use super::admission::RunPlan;
 use super::front::FiskFront;
@@ -59,7 +59,6 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
                 format!("could not subscribe for cancels and answers: {e}"),
             )
             .await;
-            worker.release(&tag);
             return;
         }
     };
@@ -67,18 +66,14 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     let (stop_tx, stop_rx) = watch::channel(false);
     let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
     let (elicits_gone_tx, elicits_gone) = oneshot::channel::<()>();
-    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (releasing, released_tag, released_flag) = (worker.clone(), tag.clone(), released.clone());
     let before_final: BeforeFinal = Box::new(move || {
         Box::pin(async move {
             stop_tx.send_replace(true);
             let _ = cancels_gone.await;
             let _ = elicits_gone.await;
             // The UNSUBs go out on the same connection before the final message, so the server has dropped
-            // the subscriptions when the caller sees the terminal; and the slot and the request tag are free
-            // by then, so a caller that sends again at once is not told the tag is still in flight.
-            releasing.release(&released_tag);
-            released_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            // the subscriptions when the caller sees the terminal. (The slot and the request tag are free
+            // by then too: the engine frees them before it hands the outcome to the front.)
         })
     });
     let (set, done) = ReplySet::start_with(
@@ -123,6 +118,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         policy: FISK_POLICY,
         // A new or changed conversation record is journaled with the turn: one durable write before the ack.
         conversation_meta: meta_record,
+        slot: plan.slot,
     };
     match worker.engine.submit(sub).await {
         SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}
@@ -162,10 +158,6 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         SubmitReply::DuplicateStored(_) => {}
     }
     let _ = done.await;
-    // Released before the final message; here only if the set ended without one (its queue closed).
-    if !released.load(std::sync::atomic::Ordering::SeqCst) {
-        worker.release(&tag);
-    }
 }
 
 async fn serve_cancels(

@@ -471,6 +471,8 @@ impl Runtime {
             // NIP-XX queues a session's runs, drops a cancelled run at once, and has no read-back.
             policy: TurnPolicy::default(),
             conversation_meta: None,
+            // NIP-XX has no slots: a session's runs queue instead.
+            slot: None,
         };
         let engine = self.engine.clone();
         let created_at = event.created_at.as_secs();
