@@ -17,6 +17,46 @@ use std::time::Duration;
 /// spec's "after 1 s and 3 s".
 pub const TERMINAL_RETRY_DELAYS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
 
+/// Terminal events still being published (with their retries), so that a shutdown can wait for them
+/// after the engine has drained.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    in_flight: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+impl Outbox {
+    /// Waits until no terminal is being published, up to `grace`. Returns how many still were.
+    pub async fn flush(&self, grace: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.idle.notified();
+            let n = self.in_flight.load(std::sync::atomic::Ordering::SeqCst);
+            if n == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.in_flight.load(std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn start(&self) {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn done(&self) {
+        if self
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.idle.notify_waiters();
+        }
+    }
+}
+
 /// Where a run's events go; journaled as the turn's route.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Route {
@@ -35,6 +75,7 @@ pub struct Route {
 pub struct NipxxFront {
     crypto: Arc<Crypto>,
     relays: Arc<Vec<RelayConn>>,
+    outbox: Arc<Outbox>,
     client: PublicKey,
     prompt: EventId,
     session: String,
@@ -50,6 +91,7 @@ impl NipxxFront {
     pub fn new(
         crypto: Arc<Crypto>,
         relays: Arc<Vec<RelayConn>>,
+        outbox: Arc<Outbox>,
         client: PublicKey,
         prompt: EventId,
         session: String,
@@ -58,6 +100,7 @@ impl NipxxFront {
         NipxxFront {
             crypto,
             relays,
+            outbox,
             client,
             prompt,
             session,
@@ -71,6 +114,7 @@ impl NipxxFront {
     pub fn from_route(
         crypto: Arc<Crypto>,
         relays: Arc<Vec<RelayConn>>,
+        outbox: Arc<Outbox>,
         route: &Route,
     ) -> Option<Self> {
         let client = PublicKey::from_hex(&route.client).ok()?;
@@ -78,6 +122,7 @@ impl NipxxFront {
         Some(Self::new(
             crypto,
             relays,
+            outbox,
             client,
             prompt,
             route.session.clone(),
@@ -143,7 +188,7 @@ impl TurnFront for NipxxFront {
             .as_deref()
             .and_then(|w| Event::from_json(w).ok())
         {
-            deliver_terminal(self.relays.clone(), ev);
+            deliver_terminal(&self.outbox, self.relays.clone(), ev);
         }
     }
 
@@ -187,36 +232,43 @@ impl TurnFront for NipxxFront {
                 None => return,
             },
         };
-        deliver_terminal(self.relays.clone(), event);
+        deliver_terminal(&self.outbox, self.relays.clone(), event);
     }
 }
 
 /// Publishes a terminal event to every relay, sending it again after 1 s and 3 s to a relay that refuses it
-/// or does not answer.
-pub fn deliver_terminal(relays: Arc<Vec<RelayConn>>, event: Event) {
+/// or does not answer; `outbox` counts it until then.
+pub fn deliver_terminal(outbox: &Arc<Outbox>, relays: Arc<Vec<RelayConn>>, event: Event) {
     for relay in relays.iter() {
         let relay = relay.clone();
         let event = event.clone();
+        let outbox = outbox.clone();
+        outbox.start();
         tokio::spawn(async move {
-            let mut delays = TERMINAL_RETRY_DELAYS.iter();
-            loop {
-                match relay.publish(&event).await {
-                    Ok(ok) if ok.accepted => return,
-                    Ok(ok) => {
-                        tracing::warn!(relay = relay.url(), event = %event.id, message = %ok.message, "relay refused a terminal event")
-                    }
-                    Err(e) => {
-                        tracing::warn!(relay = relay.url(), event = %event.id, error = %e, "terminal event not confirmed")
-                    }
-                }
-                match delays.next() {
-                    Some(d) => tokio::time::sleep(*d).await,
-                    None => {
-                        tracing::error!(relay = relay.url(), event = %event.id, "giving up on a terminal event after retries");
-                        return;
-                    }
-                }
-            }
+            deliver_to(&relay, &event).await;
+            outbox.done();
         });
+    }
+}
+
+async fn deliver_to(relay: &RelayConn, event: &Event) {
+    let mut delays = TERMINAL_RETRY_DELAYS.iter();
+    loop {
+        match relay.publish(event).await {
+            Ok(ok) if ok.accepted => return,
+            Ok(ok) => {
+                tracing::warn!(relay = relay.url(), event = %event.id, message = %ok.message, "relay refused a terminal event")
+            }
+            Err(e) => {
+                tracing::warn!(relay = relay.url(), event = %event.id, error = %e, "terminal event not confirmed")
+            }
+        }
+        match delays.next() {
+            Some(d) => tokio::time::sleep(*d).await,
+            None => {
+                tracing::error!(relay = relay.url(), event = %event.id, "giving up on a terminal event after retries");
+                return;
+            }
+        }
     }
 }

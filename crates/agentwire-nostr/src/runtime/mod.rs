@@ -3,7 +3,7 @@
 
 mod front;
 
-pub use front::{deliver_terminal, NipxxFront, Route, TERMINAL_RETRY_DELAYS};
+pub use front::{deliver_terminal, NipxxFront, Outbox, Route, TERMINAL_RETRY_DELAYS};
 
 use crate::crypto::Crypto;
 use crate::nipxx::admission::{self, Offer};
@@ -62,6 +62,8 @@ pub struct Runtime {
     privacy_first: bool,
     /// How much gift-wrap unwrapping each relay connection and the runtime may spend.
     unwraps: Mutex<UnwrapBudget>,
+    /// Terminals being published, for a shutdown to wait on.
+    outbox: Arc<Outbox>,
     /// Prompts older than this are not served (the backlog horizon, fixed at start).
     serve_since: Timestamp,
     /// Indexes (in `relays`) of relays whose events are verified already.
@@ -125,6 +127,7 @@ impl Runtime {
             card,
             privacy_first: config.nip59,
             unwraps: Mutex::new(UnwrapBudget::new(config.relays.len())),
+            outbox: Arc::default(),
             serve_since,
             verified: config
                 .relays
@@ -172,11 +175,22 @@ impl Runtime {
         &self.relays
     }
 
+    /// After the engine has drained: waits until the terminals still being published are out (or have
+    /// used their retries), up to `grace`. Returns how many were left.
+    pub async fn flush(&self, grace: Duration) -> usize {
+        self.outbox.flush(grace).await
+    }
+
     /// The front that ends a journaled NIP-XX turn a crash cut off: rebuilt from its route.
     pub fn recovery_front(&self, turn: &StoredTurn) -> Option<Arc<dyn TurnFront>> {
         let route: Route = serde_json::from_value(turn.route.clone()).ok()?;
-        NipxxFront::from_route(self.crypto.clone(), self.relays.clone(), &route)
-            .map(|f| Arc::new(f) as Arc<dyn TurnFront>)
+        NipxxFront::from_route(
+            self.crypto.clone(),
+            self.relays.clone(),
+            self.outbox.clone(),
+            &route,
+        )
+        .map(|f| Arc::new(f) as Arc<dyn TurnFront>)
     }
 
     /// Opens (or replaces) the prompt, cancel and gift-wrap subscriptions on `relay`, for prompts created
@@ -441,6 +455,7 @@ impl Runtime {
         let front = Arc::new(NipxxFront::new(
             self.crypto.clone(),
             self.relays.clone(),
+            self.outbox.clone(),
             client,
             event.id,
             session,
