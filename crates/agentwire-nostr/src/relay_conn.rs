@@ -1,15 +1,26 @@
 //! A client connection to one relay: publish with OK, subscribe, and reconnect with the subscriptions
 //! restored. Used by the agent runtime and by the CLI client. Speaks `ws://` and `wss://` (TLS: [`tls`]).
+//!
+//! A subscription the relay closes (`CLOSED`, e.g. `error: too slow` when a burst overflowed its live queue)
+//! is opened again after a backoff, and every subscription is opened again after a reconnect; either way with
+//! a `since` that covers the gap, from the newest event delivered on it (`subscriptions`). So a connection
+//! never stays deaf: the owner still hears of each `CLOSED`, and may get a few events twice.
 
+mod subscriptions;
 pub mod tls;
 
+pub use subscriptions::{
+    catch_up, CATCH_UP_SLACK, RESUBSCRIBE_INITIAL_DELAY, RESUBSCRIBE_MAX_DELAY,
+};
 pub use tls::{RelayTls, TlsError};
 
+use subscriptions::Subscriptions;
+
 use futures_util::{SinkExt, StreamExt};
-use nostr::prelude::{ClientMessage, Event, EventId, Filter, RelayMessage, SubscriptionId};
+use nostr::prelude::{ClientMessage, Event, EventId, Filter, RelayMessage, Timestamp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::http::uri::{InvalidUri, Uri};
 use tokio_tungstenite::tungstenite::Message;
@@ -120,7 +131,8 @@ pub enum Incoming {
     },
     /// End of stored events on `sub`.
     Eose(String),
-    /// The relay closed `sub`.
+    /// The relay closed `sub`. The connection opens it again by itself (after a backoff, from where it left
+    /// off); this only tells the owner.
     Closed {
         /// The subscription id.
         sub: String,
@@ -131,6 +143,8 @@ pub enum Incoming {
 
 enum Cmd {
     Send(String),
+    Subscribe(String, Vec<Filter>),
+    Unsubscribe(String),
 }
 
 type Pending = Arc<Mutex<HashMap<EventId, oneshot::Sender<OkReply>>>>;
@@ -141,7 +155,6 @@ pub struct RelayConn {
     url: String,
     cmds: mpsc::UnboundedSender<Cmd>,
     pending: Pending,
-    subs: Arc<Mutex<HashMap<String, Vec<Filter>>>>,
     connected: watch::Receiver<bool>,
 }
 
@@ -167,14 +180,13 @@ impl RelayConn {
             url: url.to_string(),
             cmds: cmd_tx,
             pending: Arc::default(),
-            subs: Arc::default(),
             connected: conn_rx,
         };
         let task = Driver {
             url: url.to_string(),
             tls,
             pending: conn.pending.clone(),
-            subs: conn.subs.clone(),
+            subs: Subscriptions::default(),
             incoming: in_tx,
             connected: conn_tx,
         };
@@ -200,25 +212,15 @@ impl RelayConn {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// Opens (or replaces) subscription `id`; it is restored after a reconnect.
+    /// Opens (or replaces) subscription `id`. It is opened again, from where it left off, after the relay
+    /// closes it and after a reconnect, until [`unsubscribe`](Self::unsubscribe).
     pub fn subscribe(&self, id: &str, filters: Vec<Filter>) {
-        self.subs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), filters.clone());
-        let msg = ClientMessage::req(SubscriptionId::new(id), filters).as_json();
-        let _ = self.cmds.send(Cmd::Send(msg));
+        let _ = self.cmds.send(Cmd::Subscribe(id.to_string(), filters));
     }
 
     /// Closes subscription `id`.
     pub fn unsubscribe(&self, id: &str) {
-        self.subs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        let _ = self.cmds.send(Cmd::Send(
-            ClientMessage::close(SubscriptionId::new(id)).as_json(),
-        ));
+        let _ = self.cmds.send(Cmd::Unsubscribe(id.to_string()));
     }
 
     /// Publishes an event and waits for the relay's OK.
@@ -260,7 +262,9 @@ struct Driver {
     url: String,
     tls: Option<RelayTls>,
     pending: Pending,
-    subs: Arc<Mutex<HashMap<String, Vec<Filter>>>>,
+    /// Owned by the driver: the owner's subscribe and unsubscribe come in as commands, in order with its
+    /// publishes.
+    subs: Subscriptions,
     incoming: mpsc::Sender<Incoming>,
     connected: watch::Sender<bool>,
 }
@@ -280,7 +284,7 @@ impl Driver {
         }
     }
 
-    async fn run(self, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+    async fn run(mut self, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
         let connector = match self.connector() {
             Ok(c) => c,
             Err(e) => {
@@ -311,18 +315,10 @@ impl Driver {
                     reported_tls_failure = None;
                     tracing::debug!(relay = %self.url, "connected");
                     let (mut sink, mut stream) = ws.split();
-                    // Restore subscriptions first, so nothing published after this is missed.
-                    let restore: Vec<String> = self
-                        .subs
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .iter()
-                        .map(|(id, f)| {
-                            ClientMessage::req(SubscriptionId::new(id), f.clone()).as_json()
-                        })
-                        .collect();
+                    // Restore subscriptions first, so nothing published after this is missed; each asks from
+                    // where it left off, so what was published while disconnected comes as stored events.
                     let mut ok = true;
-                    for m in restore {
+                    for m in self.subs.restore() {
                         if sink.send(Message::text(m)).await.is_err() {
                             ok = false;
                         }
@@ -330,21 +326,35 @@ impl Driver {
                     if ok {
                         let _ = self.connected.send(true);
                         loop {
-                            tokio::select! {
+                            let retry = self.subs.next_retry();
+                            let to_send = tokio::select! {
                                 cmd = cmds.recv() => match cmd {
-                                    Some(Cmd::Send(m)) => {
-                                        if sink.send(Message::text(m)).await.is_err() { break }
-                                    }
+                                    Some(Cmd::Send(m)) => vec![m],
+                                    // Recorded first, so a failed send is still restored on reconnect.
+                                    Some(Cmd::Subscribe(id, filters)) => vec![self.subs.open(&id, filters)],
+                                    Some(Cmd::Unsubscribe(id)) => vec![self.subs.close(&id)],
                                     None => { let _ = sink.close().await; return }
                                 },
+                                () = retry_at(retry) => self.subs.due(Instant::now()),
                                 msg = stream.next() => match msg {
                                     Some(Ok(Message::Text(t))) => {
                                         if !self.handle(t.as_str()).await { return }
+                                        Vec::new()
                                     }
-                                    Some(Ok(Message::Ping(p))) => { let _ = sink.send(Message::Pong(p)).await; }
+                                    Some(Ok(Message::Ping(p))) => { let _ = sink.send(Message::Pong(p)).await; Vec::new() }
                                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
-                                    Some(Ok(_)) => {}
+                                    Some(Ok(_)) => Vec::new(),
                                 },
+                            };
+                            let mut sent = true;
+                            for m in to_send {
+                                if sink.send(Message::text(m)).await.is_err() {
+                                    sent = false;
+                                    break;
+                                }
+                            }
+                            if !sent {
+                                break;
                             }
                         }
                     }
@@ -376,7 +386,7 @@ impl Driver {
     }
 
     /// Handles one relay message; false when the owner has gone away.
-    async fn handle(&self, text: &str) -> bool {
+    async fn handle(&mut self, text: &str) -> bool {
         let msg = match RelayMessage::from_json(text) {
             Ok(m) => m,
             Err(e) => {
@@ -412,16 +422,32 @@ impl Driver {
             RelayMessage::Event {
                 subscription_id,
                 event,
-            } => Incoming::Event {
-                sub: subscription_id.to_string(),
-                event: Box::new(event.into_owned()),
-            },
+            } => {
+                let sub = subscription_id.to_string();
+                self.subs.on_event(&sub, event.created_at, Timestamp::now());
+                Incoming::Event {
+                    sub,
+                    event: Box::new(event.into_owned()),
+                }
+            }
             RelayMessage::EndOfStoredEvents(sub) => Incoming::Eose(sub.to_string()),
             RelayMessage::Closed {
                 subscription_id,
                 message,
             } => {
-                tracing::warn!(relay = %self.url, sub = %subscription_id, %message, "relay closed a subscription");
+                match self
+                    .subs
+                    .on_closed(subscription_id.as_str(), Instant::now())
+                {
+                    Some(retry_in) => tracing::warn!(
+                        relay = %self.url, sub = %subscription_id, %message, ?retry_in,
+                        "relay closed a subscription; subscribing again"
+                    ),
+                    None => tracing::debug!(
+                        relay = %self.url, sub = %subscription_id, %message,
+                        "relay closed a subscription we no longer hold"
+                    ),
+                }
                 Incoming::Closed {
                     sub: subscription_id.to_string(),
                     message: message.into_owned(),
@@ -434,6 +460,14 @@ impl Driver {
             _ => return true,
         };
         self.incoming.send(incoming).await.is_ok()
+    }
+}
+
+/// Resolves at `at`, or never without one.
+async fn retry_at(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
     }
 }
 

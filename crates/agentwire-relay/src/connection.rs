@@ -1,5 +1,6 @@
 //! The tokio driver of one TCP connection: NIP-11 over HTTP or a WebSocket pumping a
-//! [`Session`]. All protocol decisions are in `session` and `http`; this file only moves bytes.
+//! [`Session`]. All protocol decisions are in `session` and `http`; this file only moves bytes,
+//! and waits where `fanout` says a publisher waits for an exempt connection.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +9,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, StreamExt};
-use nostr::event::EventId;
 use nostr::message::SubscriptionId;
 use nostr::types::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,6 +21,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::error::RelayError;
+use crate::fanout::{Peers, Registration};
 use crate::http::{self, Route};
 use crate::limits::{
     HANDSHAKE_TIMEOUT, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_HTTP_HEAD_BYTES,
@@ -28,8 +29,8 @@ use crate::limits::{
     SEND_TIMEOUT,
 };
 use crate::server::Shared;
-use crate::session::{Command, Published, Session};
-use crate::storage_threads::{InsertReply, WriteOp};
+use crate::session::{Command, Published, QueueDelivery, Session};
+use crate::storage_threads::{Committed, WriteOp};
 use crate::store::StoredEvent;
 
 /// What peeking at a new connection found.
@@ -142,7 +143,7 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|&stop| stop).await;
 }
 
-type PendingWrite = BoxFuture<'static, (EventId, InsertReply)>;
+type PendingWrite = BoxFuture<'static, (Arc<Published>, Committed)>;
 type PendingQuery = BoxFuture<'static, (SubscriptionId, u64, Result<Vec<StoredEvent>, RelayError>)>;
 
 /// Why a connection ends.
@@ -157,7 +158,10 @@ struct Connection {
     ws: WebSocketStream<TcpStream>,
     session: Session,
     shared: Arc<Shared>,
-    live: broadcast::Receiver<Arc<Published>>,
+    /// The shared ring; `None` once an exempt connection has read the ring's part.
+    live: Option<broadcast::Receiver<Arc<Published>>>,
+    /// This connection's own live queue, once it is exempt.
+    exempt: Option<Registration>,
     pending_writes: FuturesUnordered<PendingWrite>,
     pending_queries: FuturesUnordered<PendingQuery>,
 }
@@ -171,7 +175,8 @@ impl Connection {
                 Arc::clone(&shared.unlimited_authors),
                 Instant::now(),
             ),
-            live: shared.live.subscribe(),
+            live: Some(shared.fanout.subscribe()),
+            exempt: None,
             shared,
             pending_writes: FuturesUnordered::new(),
             pending_queries: FuturesUnordered::new(),
@@ -189,11 +194,16 @@ impl Connection {
                     let _ = timeout(Duration::from_secs(1), self.ws.close(Some(frame))).await;
                     Err(End::Done)
                 }
-                Some((id, outcome)) = self.pending_writes.next(),
+                Some((published, committed)) = self.pending_writes.next(),
                     if !self.pending_writes.is_empty() =>
                 {
-                    let frame = self.session.handle_stored(id, outcome);
-                    self.send(vec![frame]).await
+                    // Handed to the exempt connections before the OK: a publisher that outruns
+                    // the agent waits here, and reads no more from its socket meanwhile.
+                    let live = self.fan_out(&published, committed.exempt).await;
+                    let mut frames =
+                        vec![self.session.handle_stored(published.event.id, committed.outcome)];
+                    frames.extend(live);
+                    self.send(frames).await
                 }
                 Some((sub, generation, result)) = self.pending_queries.next(),
                     if !self.pending_queries.is_empty() =>
@@ -202,14 +212,22 @@ impl Connection {
                     self.send(frames).await
                 }
                 message = self.ws.next(), if self.may_read() => self.on_message(message).await,
-                live = self.live.recv() => {
+                live = recv_ring(&mut self.live) => {
                     let frames = match live {
-                        Ok(published) => self.session.handle_live(&published),
+                        Ok(published) => self.session.handle_ring(&published),
                         Err(broadcast::error::RecvError::Lagged(missed)) => {
                             self.session.handle_lagged(missed)
                         }
                         Err(broadcast::error::RecvError::Closed) => break End::Done,
                     };
+                    if !self.session.reads_ring() {
+                        // An exempt connection has read the ring's part; the queue brings the rest.
+                        self.live = None;
+                    }
+                    self.send(frames).await
+                }
+                Some((published, missed)) = recv_queue(&mut self.exempt) => {
+                    let frames = self.session.handle_queued(&published, missed);
                     self.send(frames).await
                 }
             };
@@ -217,6 +235,9 @@ impl Connection {
                 break end;
             }
         };
+        // Unregistered first, so that publishers waiting on this connection's queue stop at once.
+        self.exempt = None;
+        self.finish_pending_writes().await;
         if let End::Oversized = end {
             let notice = self.session.handle_oversized();
             let _ = self.send(vec![notice]).await;
@@ -227,6 +248,45 @@ impl Connection {
             let _ = timeout(SEND_TIMEOUT, self.ws.close(Some(frame))).await;
             linger(self.ws.get_mut()).await;
         }
+    }
+
+    /// Hands the events this connection stored but had not handed on yet to the exempt
+    /// connections, after it ended: they are committed, and the agent must get them all the same.
+    /// Bounded by the writer, which answers every insert, and by each hand-over's timeout.
+    async fn finish_pending_writes(&mut self) {
+        while let Some((published, committed)) = self.pending_writes.next().await {
+            let _ = self.fan_out(&published, committed.exempt).await;
+        }
+    }
+
+    /// Hands a published live event to the exempt connections' queues as the session says: the
+    /// frames for this connection's own subscriptions when it is exempt itself, waiting on the
+    /// others' queues.
+    async fn fan_out(&mut self, published: &Arc<Published>, peers: Option<Peers>) -> Vec<String> {
+        let mut frames = Vec::new();
+        for peer in peers.iter().flat_map(|p| p.iter()) {
+            let own = self
+                .exempt
+                .as_ref()
+                .is_some_and(|e| e.peer.id() == peer.id());
+            match self.session.queue_delivery(own, peer.is_behind()) {
+                QueueDelivery::Inline => frames.extend(self.session.handle_live(published)),
+                QueueDelivery::Wait => peer.deliver(Arc::clone(published), true).await,
+                QueueDelivery::TryOnly => peer.try_deliver(Arc::clone(published)),
+            }
+        }
+        frames
+    }
+
+    /// This connection just became exempt: its live events move from the ring to its own queue.
+    fn register_exempt(&mut self) {
+        let Some(ring) = &self.live else { return };
+        let registration = self.shared.fanout.register(ring);
+        self.session.handle_registered(registration.backlog);
+        if !self.session.reads_ring() {
+            self.live = None;
+        }
+        self.exempt = Some(registration);
     }
 
     /// Whether to read the next client message: not while too much of its earlier work waits.
@@ -258,14 +318,18 @@ impl Connection {
         for command in commands {
             match command {
                 Command::Send(frame) => frames.push(frame),
+                Command::Exempt => self.register_exempt(),
                 Command::Broadcast(published) => {
-                    // No receivers is fine: nobody is subscribed.
-                    let _ = self.shared.live.send(published);
+                    let peers = self.shared.fanout.publish([&published]);
+                    frames.extend(self.fan_out(&published, peers).await);
                 }
                 Command::Store(published) => {
                     let id = published.event.id;
                     let (reply, answer) = oneshot::channel();
-                    let op = WriteOp::Insert { published, reply };
+                    let op = WriteOp::Insert {
+                        published: Arc::clone(&published),
+                        reply,
+                    };
                     if self.shared.writer.send(op).await.is_err() {
                         frames.push(crate::wire::ok(
                             id,
@@ -275,10 +339,13 @@ impl Connection {
                         continue;
                     }
                     self.pending_writes.push(Box::pin(async move {
-                        let outcome = answer.await.unwrap_or_else(|_| {
-                            Err(RelayError::Internal("the writer thread stopped".to_owned()))
+                        let committed = answer.await.unwrap_or_else(|_| Committed {
+                            outcome: Err(RelayError::Internal(
+                                "the writer thread stopped".to_owned(),
+                            )),
+                            exempt: None,
                         });
-                        (id, outcome)
+                        (published, committed)
                     }));
                 }
                 Command::Query(request) => {
@@ -310,5 +377,27 @@ impl Connection {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(End::Done),
         }
+    }
+}
+
+/// The next event of the ring; never resolves without one.
+async fn recv_ring(
+    ring: &mut Option<broadcast::Receiver<Arc<Published>>>,
+) -> Result<Arc<Published>, broadcast::error::RecvError> {
+    match ring {
+        Some(ring) => ring.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next event of an exempt connection's own queue, with the number of events missed since
+/// the last one; never resolves for an ordinary connection.
+async fn recv_queue(exempt: &mut Option<Registration>) -> Option<(Arc<Published>, u64)> {
+    match exempt {
+        Some(registration) => {
+            let published = registration.queue.recv().await?;
+            Some((published, registration.peer.take_missed()))
+        }
+        None => std::future::pending().await,
     }
 }

@@ -32,12 +32,22 @@
 //!
 //! The protocol decisions do no I/O: [`kind`], `rate` (token bucket), `filter_sql`, `wire`,
 //! `http` and `session` take time as an argument. The drivers (`server`, `connection`,
-//! `storage_threads`) only move bytes and run the [`store`].
+//! `storage_threads`, `fanout`) only move bytes and run the [`store`].
+//!
+//! # Slow subscribers
+//!
+//! Live events reach ordinary connections through a shared ring of [`limits::LIVE_QUEUE_CAPACITY`];
+//! one that falls further behind has its subscriptions closed (`CLOSED "error: too slow"`) rather
+//! than slowing anybody down. The connection of an unlimited author (the operator's agent) is
+//! exempt: its live events come through a bounded queue of its own, and publishers wait while it is
+//! full (up to [`limits::EXEMPT_QUEUE_TIMEOUT`]), so a burst addressed to the agent slows its
+//! senders down instead of making the agent lose events.
 
 #![warn(missing_docs)]
 
 mod connection;
 mod error;
+mod fanout;
 mod filter_sql;
 mod http;
 pub mod kind;

@@ -66,8 +66,27 @@ pub const DEFAULT_MAX_SUBSCRIPTION_ID_LEN: usize = 64;
 ///
 /// This is the capacity of the live fan-out ring. A connection that falls further behind loses
 /// its live subscriptions (each gets `CLOSED`) instead of slowing the publishers; at the largest
-/// event size the ring holds at most 128 MiB, in practice a few hundred KiB.
+/// event size the ring holds at most 128 MiB, in practice a few hundred KiB. An exempt connection
+/// (the operator's agent) does not read the ring: see [`EXEMPT_QUEUE_CAPACITY`].
 pub const LIVE_QUEUE_CAPACITY: usize = 1024;
+
+/// How many live events may wait in the queue of one exempt connection (the operator's agent, see
+/// `RelayConfig::unlimited_authors`) before publishers wait for room: 1,024.
+///
+/// An exempt connection does not read the shared ring: every live event reaches it through this queue, and a
+/// publisher whose event finds it full waits (up to [`EXEMPT_QUEUE_TIMEOUT`]), so a burst slows its publishers
+/// down instead of making the agent lose events. The same size as the ring: enough for an agent busy with a
+/// burst to keep pulling without publishers waiting on every event, and a bounded memory cost like the ring's.
+pub const EXEMPT_QUEUE_CAPACITY: usize = 1024;
+
+/// How long a publisher waits for room in an exempt connection's queue before giving up on it: 5 s.
+///
+/// An agent drains its queue at thousands of events per second, so a wait this long means it is stuck (it
+/// stopped reading its socket, or is gone without a close). Then the old behaviour applies: the event is
+/// counted as missed and the exempt connection's subscriptions are closed as too slow (the agent subscribes
+/// again from where it left off), and publishers stop waiting on it until it has caught up. Well below
+/// [`SEND_TIMEOUT`], so a stuck agent holds a publisher for less time than a stuck socket would.
+pub const EXEMPT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The read buffer of each WebSocket connection: 8 KiB.
 ///

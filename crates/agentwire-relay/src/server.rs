@@ -11,18 +11,17 @@ use std::time::Duration;
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::MissedTickBehavior;
 
 use crate::connection;
 use crate::error::RelayError;
+use crate::fanout::Fanout;
 use crate::http::information_document;
 use crate::limits::{
-    RelayLimits, LIVE_QUEUE_CAPACITY, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE,
-    WRITE_QUEUE_CAPACITY,
+    RelayLimits, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE, WRITE_QUEUE_CAPACITY,
 };
-use crate::session::Published;
 use crate::storage_threads::{spawn_writer, ReadPool, WriteOp};
 use crate::store::EventStore;
 
@@ -38,7 +37,9 @@ pub struct RelayConfig {
     /// The relay's name in its NIP-11 document.
     pub name: String,
     /// Authors whose verified events do not count toward
-    /// [`RelayLimits::max_events_per_second_per_connection`] (the operator's own agents).
+    /// [`RelayLimits::max_events_per_second_per_connection`] (the operator's own agents). A
+    /// connection that sent one is exempt: it never loses live events for being slow, publishers
+    /// wait for it instead (up to [`EXEMPT_QUEUE_TIMEOUT`](crate::limits::EXEMPT_QUEUE_TIMEOUT)).
     pub unlimited_authors: HashSet<PublicKey>,
 }
 
@@ -62,7 +63,8 @@ pub(crate) struct Shared {
     pub(crate) unlimited_authors: Arc<HashSet<PublicKey>>,
     pub(crate) writer: mpsc::Sender<WriteOp>,
     pub(crate) readers: Arc<ReadPool>,
-    pub(crate) live: broadcast::Sender<Arc<Published>>,
+    /// The live fan-out: the ring, and the queues of exempt connections.
+    pub(crate) fanout: Arc<Fanout>,
     /// The NIP-11 document, built once.
     pub(crate) document: String,
     pub(crate) name: String,
@@ -99,15 +101,15 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         })?;
     let local_addr = listener.local_addr()?;
 
-    let (live, _) = broadcast::channel(LIVE_QUEUE_CAPACITY);
+    let fanout = Fanout::new();
     let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
-    let writer = spawn_writer(store, writer_rx, live.clone())?;
+    let writer = spawn_writer(store, writer_rx, Arc::clone(&fanout))?;
     let shared = Arc::new(Shared {
         limits: config.limits,
         unlimited_authors: Arc::new(config.unlimited_authors),
         writer: writer_tx,
         readers: ReadPool::new(config.db_path),
-        live,
+        fanout,
         document: information_document(&config.name, &config.limits),
         name: config.name,
     });

@@ -1,9 +1,16 @@
 //! The sans-IO half of one client connection: what each client message means and what to send.
 //!
 //! The connection driver feeds in client text (`handle_text`), store outcomes
-//! (`handle_stored`), query results (`handle_query_result`) and live events (`handle_live`,
-//! `handle_lagged`), passing the time in, and carries out the returned [`Command`]s in order.
+//! (`handle_stored`), query results (`handle_query_result`) and live events (`handle_ring`,
+//! `handle_lagged` for the shared ring; `handle_queued` and `handle_live` for an exempt
+//! connection's own queue), passing the time in, and carries out the returned [`Command`]s in order.
 //! Nothing here does I/O or reads a clock.
+//!
+//! Once a connection is exempt (it proved to be the operator's agent) its live events move from the
+//! shared ring, which drops what a slow reader misses, to a queue of its own that publishers wait on
+//! (`fanout`). The session counts the ring events that precede the move (`handle_registered`), so
+//! that each event is delivered once, and tells a publisher how to hand an event to an exempt
+//! connection (`queue_delivery`).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -53,6 +60,37 @@ pub(crate) enum Command {
     Broadcast(Arc<Published>),
     /// Run the query; feed the result to [`Session::handle_query_result`].
     Query(QueryRequest),
+    /// The connection just became exempt: register its own live queue (before carrying out the
+    /// commands that follow) and feed the ring backlog to [`Session::handle_registered`].
+    Exempt,
+}
+
+/// How a publishing connection hands a live event to an exempt connection's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueDelivery {
+    /// The queue is the publisher's own: deliver the event on this connection now. A connection
+    /// never waits on its own queue, which only it empties.
+    Inline,
+    /// Wait for room, up to `EXEMPT_QUEUE_TIMEOUT`: the publisher slows down instead of the agent
+    /// losing the event.
+    Wait,
+    /// Queue it only if there is room now. For exempt publishers (two agent connections waiting on
+    /// each other's queue would stall both until the timeout, and the agent's own output is not what
+    /// needs slowing down) and for a queue that already missed events (its connection is told to
+    /// subscribe again anyway; waiting on it again would only hold up every publisher).
+    TryOnly,
+}
+
+/// Where this connection's live events come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    /// The shared ring: everything a slow reader misses is dropped.
+    Ring,
+    /// Exempt, moving to its own queue: this many more ring events were sent before the move and
+    /// are read from the ring; every later event comes through the queue.
+    Handoff(u64),
+    /// Exempt: every live event comes through its own queue; the ring is not read.
+    Queue,
 }
 
 #[derive(Debug)]
@@ -73,6 +111,7 @@ pub(crate) struct Session {
     /// connection is theirs and exempt from the event rate, also for events signed by other keys (the
     /// one-time keys of NIP-59 gift wraps an agent sends in the privacy-first profile).
     exempt: bool,
+    feed: Feed,
     subscriptions: HashMap<SubscriptionId, Subscription>,
     next_generation: u64,
 }
@@ -97,6 +136,7 @@ impl Session {
             limits,
             unlimited_authors,
             exempt: false,
+            feed: Feed::Ring,
             subscriptions: HashMap::new(),
             next_generation: 0,
         }
@@ -117,7 +157,14 @@ impl Session {
         wall: Timestamp,
     ) -> Vec<Command> {
         match ClientMessage::from_json(text) {
-            Ok(ClientMessage::Event(event)) => self.handle_event(event.into_owned(), now, wall),
+            Ok(ClientMessage::Event(event)) => {
+                let was_exempt = self.exempt;
+                let mut commands = self.handle_event(event.into_owned(), now, wall);
+                if self.exempt && !was_exempt {
+                    commands.insert(0, Command::Exempt);
+                }
+                commands
+            }
             Ok(ClientMessage::Req {
                 subscription_id,
                 filters,
@@ -239,7 +286,64 @@ impl Session {
         frames
     }
 
-    /// A new event from the live fan-out: an `EVENT` frame for each live subscription it matches.
+    /// The driver registered this (exempt) connection's own queue; `backlog` ring events were sent
+    /// before it and are still to be read from the ring.
+    pub(crate) fn handle_registered(&mut self, backlog: u64) {
+        self.feed = if backlog == 0 {
+            Feed::Queue
+        } else {
+            Feed::Handoff(backlog)
+        };
+    }
+
+    /// Whether the driver must (still) read the shared ring: false once an exempt connection has
+    /// read the ring's part, when it drops its ring receiver.
+    pub(crate) fn reads_ring(&self) -> bool {
+        self.feed != Feed::Queue
+    }
+
+    /// How to hand a live event to an exempt connection's queue, from this connection (the
+    /// publisher). `own_queue`: the queue is this connection's; `behind`: it already missed events.
+    pub(crate) fn queue_delivery(&self, own_queue: bool, behind: bool) -> QueueDelivery {
+        if own_queue {
+            QueueDelivery::Inline
+        } else if self.exempt || behind {
+            QueueDelivery::TryOnly
+        } else {
+            QueueDelivery::Wait
+        }
+    }
+
+    /// An event from the shared ring: delivered like [`handle_live`](Self::handle_live), except
+    /// that an exempt connection delivers only the ring events sent before its queue existed.
+    pub(crate) fn handle_ring(&mut self, published: &Arc<Published>) -> Vec<String> {
+        match self.feed {
+            Feed::Ring => self.handle_live(published),
+            Feed::Handoff(left) => {
+                self.feed = if left <= 1 {
+                    Feed::Queue
+                } else {
+                    Feed::Handoff(left - 1)
+                };
+                self.handle_live(published)
+            }
+            // The queue brings this one.
+            Feed::Queue => Vec::new(),
+        }
+    }
+
+    /// An event from this exempt connection's own queue; `missed` events could not be queued since
+    /// the last one, which closes every subscription as too slow after this event.
+    pub(crate) fn handle_queued(&mut self, published: &Arc<Published>, missed: u64) -> Vec<String> {
+        let mut frames = self.handle_live(published);
+        if missed > 0 {
+            frames.extend(self.close_lagged(missed));
+        }
+        frames
+    }
+
+    /// A live event to deliver on this connection: an `EVENT` frame for each live subscription it
+    /// matches.
     pub(crate) fn handle_live(&mut self, published: &Arc<Published>) -> Vec<String> {
         let mut frames = Vec::new();
         let mut overflowed = Vec::new();
@@ -269,9 +373,31 @@ impl Session {
         frames
     }
 
-    /// The connection fell behind the live fan-out and `missed` events are lost: every
-    /// subscription is closed so the client knows to subscribe again (with `since`).
+    /// The connection fell `missed` events behind the shared ring and they are lost: every
+    /// subscription is closed so the client knows to subscribe again (with `since`). For an exempt
+    /// connection only the lost events sent before its queue existed count; the queue brings the rest.
     pub(crate) fn handle_lagged(&mut self, missed: u64) -> Vec<String> {
+        let lost = match self.feed {
+            Feed::Ring => missed,
+            Feed::Handoff(left) => {
+                let lost = missed.min(left);
+                self.feed = if lost == left {
+                    Feed::Queue
+                } else {
+                    Feed::Handoff(left - lost)
+                };
+                lost
+            }
+            Feed::Queue => 0,
+        };
+        if lost == 0 {
+            return Vec::new();
+        }
+        self.close_lagged(lost)
+    }
+
+    /// Closes every subscription because `missed` live events were lost.
+    fn close_lagged(&mut self, missed: u64) -> Vec<String> {
         let message = format!(
             "error: too slow: {missed} live events were dropped for this connection; subscribe again"
         );

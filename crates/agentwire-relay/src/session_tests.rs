@@ -12,7 +12,7 @@ use nostr::message::{ClientMessage, RelayMessage, SubscriptionId};
 use nostr::types::Timestamp;
 use proptest::prelude::*;
 
-use super::{Command, Published, QueryRequest, Session};
+use super::{Command, Published, QueryRequest, QueueDelivery, Session};
 use crate::limits::RelayLimits;
 use crate::store::{InsertOutcome, StoredEvent};
 
@@ -227,7 +227,13 @@ fn a_connection_that_proved_an_unlimited_author_is_exempt_for_any_key() {
     let e = event(&Keys::generate(), 1059, vec![]);
     let (ok, message) = only_ok(&s.handle_text(&event_msg(&e), now, wall()));
     assert!(!ok && message.starts_with("rate-limited:"), "{message}");
-    // The operator's own signed event makes the connection theirs: one-time keys then pass too.
+    // The operator's own signed event makes the connection theirs (the driver is told once, before
+    // the event is stored): one-time keys then pass too.
+    let info = event(&operator, 31340, vec![]);
+    assert!(matches!(
+        &s.handle_text(&event_msg(&info), now, wall())[..],
+        [Command::Exempt, Command::Store(_)]
+    ));
     let info = event(&operator, 31340, vec![]);
     assert!(matches!(
         &s.handle_text(&event_msg(&info), now, wall())[..],
@@ -261,10 +267,11 @@ fn rate_limit_spares_unlimited_authors() {
     let e = event(&stranger, 1, vec![]);
     let (ok, message) = only_ok(&s.handle_text(&event_msg(&e), now, wall()));
     assert!(!ok && message.starts_with("rate-limited:"), "{message}");
-    for _ in 0..20 {
+    for i in 0..20 {
         let e = event(&operator, 25801, vec![]);
         let commands = s.handle_text(&event_msg(&e), now, wall());
-        assert!(matches!(&commands[0], Command::Broadcast(_)));
+        let first = usize::from(i == 0);
+        assert!(matches!(&commands[first], Command::Broadcast(_)));
     }
     // A second later the stranger may publish again.
     let later = now + Duration::from_secs(1);
@@ -434,6 +441,119 @@ fn lagging_closes_every_subscription() {
     assert_eq!(s.subscription_count(), 0);
 }
 
+/// A session of the operator's agent with one live subscription to kind 1, made exempt.
+fn exempt_session() -> (Session, Keys) {
+    let operator = Keys::generate();
+    let (mut s, now) = session_with(RelayLimits::default(), &[&operator]);
+    let q = only_query(s.handle_text(
+        &req_msg("a", vec![Filter::new().kind(Kind::from_u16(1))]),
+        now,
+        wall(),
+    ));
+    s.handle_query_result(&q.subscription_id, q.generation, Ok(vec![]));
+    let info = event(&operator, 31340, vec![]);
+    let commands = s.handle_text(&event_msg(&info), now, wall());
+    assert!(matches!(commands[0], Command::Exempt), "{commands:?}");
+    (s, operator)
+}
+
+fn live_event() -> Arc<Published> {
+    published(&event(&Keys::generate(), 1, vec![]))
+}
+
+#[test]
+fn an_exempt_connection_reads_the_ring_backlog_then_only_its_queue() {
+    let (mut s, _) = exempt_session();
+    assert!(s.reads_ring());
+    // Two ring events were sent before its queue existed: those come from the ring.
+    s.handle_registered(2);
+    assert_eq!(s.handle_ring(&live_event()).len(), 1);
+    assert!(s.reads_ring());
+    assert_eq!(s.handle_ring(&live_event()).len(), 1);
+    assert!(!s.reads_ring(), "the ring's part is done");
+    // A later ring copy is not delivered: the queue brings it, once.
+    let later = live_event();
+    assert!(s.handle_ring(&later).is_empty());
+    assert_eq!(
+        parse(&s.handle_queued(&later, 0)),
+        vec![RelayMessage::event(
+            SubscriptionId::new("a"),
+            later.event.clone()
+        )]
+    );
+    assert_eq!(s.subscription_count(), 1);
+}
+
+#[test]
+fn with_no_ring_backlog_an_exempt_connection_stops_reading_the_ring_at_once() {
+    let (mut s, _) = exempt_session();
+    s.handle_registered(0);
+    assert!(!s.reads_ring());
+    // A lag of the ring it no longer reads loses nothing.
+    assert!(s.handle_lagged(5000).is_empty());
+    assert_eq!(s.subscription_count(), 1);
+}
+
+#[test]
+fn a_ring_lag_during_the_handoff_counts_only_the_backlog() {
+    let (mut s, _) = exempt_session();
+    s.handle_registered(5);
+    assert_eq!(s.handle_ring(&live_event()).len(), 1);
+    // Of ten events lost, four preceded the queue: those are the ones this connection lost.
+    let frames = parse(&s.handle_lagged(10));
+    assert!(
+        frames.iter().any(
+            |m| matches!(m, RelayMessage::Closed { message, .. } if message.contains(" 4 live events"))
+        ),
+        "{frames:?}"
+    );
+    assert!(!s.reads_ring());
+    assert_eq!(s.subscription_count(), 0);
+
+    // A smaller lag leaves the rest of the backlog to read.
+    let (mut s, _) = exempt_session();
+    s.handle_registered(5);
+    assert_eq!(s.handle_lagged(2).len(), 2, "CLOSED and NOTICE");
+    assert!(s.reads_ring());
+    for _ in 0..3 {
+        assert!(s.reads_ring());
+        s.handle_ring(&live_event());
+    }
+    assert!(!s.reads_ring());
+}
+
+#[test]
+fn events_the_queue_missed_close_every_subscription_as_too_slow() {
+    let (mut s, _) = exempt_session();
+    s.handle_registered(0);
+    let e = live_event();
+    let frames = parse(&s.handle_queued(&e, 3));
+    assert_eq!(
+        frames[0],
+        RelayMessage::event(SubscriptionId::new("a"), e.event.clone())
+    );
+    assert!(
+        matches!(&frames[1], RelayMessage::Closed { message, .. }
+            if message.starts_with("error: too slow: 3 live events")),
+        "{frames:?}"
+    );
+    assert_eq!(s.subscription_count(), 0);
+}
+
+#[test]
+fn a_publisher_waits_on_an_exempt_queue_only_when_that_cannot_deadlock() {
+    let (ordinary, _) = session();
+    assert_eq!(ordinary.queue_delivery(false, false), QueueDelivery::Wait);
+    // A queue that already missed events is not waited on again.
+    assert_eq!(ordinary.queue_delivery(false, true), QueueDelivery::TryOnly);
+    let (exempt, _) = exempt_session();
+    // Never on one's own queue: delivered on the spot.
+    assert_eq!(exempt.queue_delivery(true, false), QueueDelivery::Inline);
+    assert_eq!(exempt.queue_delivery(true, true), QueueDelivery::Inline);
+    // Never from one exempt connection on another's.
+    assert_eq!(exempt.queue_delivery(false, false), QueueDelivery::TryOnly);
+}
+
 /// A valid `EVENT` message to mutate.
 fn sample_event_message() -> String {
     event_msg(&event(
@@ -503,6 +623,7 @@ fn check_answer(s: &mut Session, text: &str) {
                 assert!(p.event.verify().is_ok(), "only verified events are stored");
             }
             Command::Query(_) => {}
+            Command::Exempt => panic!("junk never makes a connection exempt"),
         }
     }
 }

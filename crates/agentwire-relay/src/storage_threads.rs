@@ -2,9 +2,11 @@
 //! read connections that run queries on blocking threads.
 //!
 //! The writer drains every pending insert into one transaction (`synchronous=FULL`), commits,
-//! then hands each new event to the live fan-out and answers each insert through its oneshot.
+//! then hands each new event to the live fan-out's ring and answers each insert through its
+//! oneshot, with the exempt connections the publisher must still hand the event to (`fanout`).
 //! So an `OK true` is only ever sent for a committed event, and live subscribers only ever see
-//! committed stored events.
+//! committed stored events. The writer never waits on a subscriber: the waiting for an exempt
+//! connection's queue is done by the publisher's connection task.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,9 +15,10 @@ use std::thread::JoinHandle;
 use nostr::event::Event;
 use nostr::filter::Filter;
 use nostr::types::Timestamp;
-use tokio::sync::{broadcast, mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::error::RelayError;
+use crate::fanout::{Fanout, Peers};
 use crate::limits::{MAX_CONCURRENT_QUERIES, MAX_WRITE_BATCH};
 use crate::session::Published;
 use crate::store::{EventStore, InsertOutcome, StoredEvent};
@@ -23,13 +26,22 @@ use crate::store::{EventStore, InsertOutcome, StoredEvent};
 /// The answer to one insert.
 pub(crate) type InsertReply = Result<InsertOutcome, RelayError>;
 
+/// What the writer answers for one insert.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    pub(crate) outcome: InsertReply,
+    /// For a new event: the exempt connections it was published to, which the publisher hands it
+    /// to. `None` when it is not new or no connection is exempt.
+    pub(crate) exempt: Option<Peers>,
+}
+
 /// Work for the writer thread.
 #[derive(Debug)]
 pub(crate) enum WriteOp {
     /// Store an event and answer on `reply` once committed.
     Insert {
         published: Arc<Published>,
-        reply: oneshot::Sender<InsertReply>,
+        reply: oneshot::Sender<Committed>,
     },
     /// Delete events that expired before this time.
     Purge(Timestamp),
@@ -40,20 +52,16 @@ pub(crate) enum WriteOp {
 pub(crate) fn spawn_writer(
     store: EventStore,
     ops: mpsc::Receiver<WriteOp>,
-    live: broadcast::Sender<Arc<Published>>,
+    fanout: Arc<Fanout>,
 ) -> Result<JoinHandle<()>, RelayError> {
     std::thread::Builder::new()
         .name("agentwire-relay-writer".to_owned())
-        .spawn(move || run_writer(store, ops, live))
+        .spawn(move || run_writer(store, ops, fanout))
         .map_err(|e| RelayError::Internal(format!("cannot start the writer thread: {e}")))
 }
 
-fn run_writer(
-    mut store: EventStore,
-    mut ops: mpsc::Receiver<WriteOp>,
-    live: broadcast::Sender<Arc<Published>>,
-) {
-    let mut inserts: Vec<(Arc<Published>, oneshot::Sender<InsertReply>)> =
+fn run_writer(mut store: EventStore, mut ops: mpsc::Receiver<WriteOp>, fanout: Arc<Fanout>) {
+    let mut inserts: Vec<(Arc<Published>, oneshot::Sender<Committed>)> =
         Vec::with_capacity(MAX_WRITE_BATCH);
     let mut purge: Option<Timestamp> = None;
     while let Some(first) = ops.blocking_recv() {
@@ -68,7 +76,7 @@ fn run_writer(
             }
         }
         if !inserts.is_empty() {
-            commit_batch(&mut store, &mut inserts, &live);
+            commit_batch(&mut store, &mut inserts, &fanout);
         }
         if let Some(now) = purge.take() {
             match store.purge_expired(now) {
@@ -82,8 +90,8 @@ fn run_writer(
 
 fn commit_batch(
     store: &mut EventStore,
-    inserts: &mut Vec<(Arc<Published>, oneshot::Sender<InsertReply>)>,
-    live: &broadcast::Sender<Arc<Published>>,
+    inserts: &mut Vec<(Arc<Published>, oneshot::Sender<Committed>)>,
+    fanout: &Fanout,
 ) {
     let batch: Vec<(&Event, &str)> = inserts
         .iter()
@@ -106,13 +114,32 @@ fn commit_batch(
         }
     };
     drop(batch);
+    let is_new = |outcome: &InsertReply| matches!(outcome, Ok(o) if o.is_new());
+    // One ring send per new event, all under one lock of the fan-out.
+    let peers = fanout.publish(
+        inserts
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, outcome)| is_new(outcome))
+            .map(|((published, _), _)| published),
+    );
     for ((published, reply), outcome) in inserts.drain(..).zip(outcomes) {
-        if matches!(outcome, Ok(o) if o.is_new()) {
-            // No receivers is fine: nobody is subscribed.
-            let _ = live.send(Arc::clone(&published));
+        let exempt = if is_new(&outcome) {
+            peers.clone()
+        } else {
+            None
+        };
+        // The connection may be gone; the event is stored all the same, and handed to the exempt
+        // connections here as far as their queues have room (the writer never waits).
+        if let Err(Committed {
+            exempt: Some(peers),
+            ..
+        }) = reply.send(Committed { outcome, exempt })
+        {
+            for peer in peers.iter() {
+                peer.try_deliver(Arc::clone(&published));
+            }
         }
-        // The connection may be gone; the event is stored all the same.
-        let _ = reply.send(outcome);
     }
 }
 
