@@ -2,7 +2,9 @@
 //! nats-server on loopback, (a) the median request-to-ack latency of a prompt divided by a raw NATS
 //! request/reply round trip on the same server, and (b) runs per second with 50 concurrent callers and 64
 //! worker slots, with the process's peak RSS; and, for reading (a), the cost of one durable write on the same
-//! disk, which every ack waits for. Results print as text and one JSON line.
+//! disk, which every ack waits for, both as a raw write and as one journal commit of the same size (the
+//! target: ack median <= 1.3 x (raw round trip + one journal commit)). Results print as text and one JSON
+//! line.
 //!
 //! Flags (after `--`): `--samples N` (default 2000), `--callers N` (50), `--workers N` (64),
 //! `--seconds N` (10).
@@ -77,6 +79,32 @@ fn durable_writes(dir: &std::path::Path, n: usize) -> Vec<Duration> {
         })
         .collect();
     let _ = std::fs::remove_file(&path);
+    times
+}
+
+/// `n` journal commits of a turn the size of a benchmark prompt's, one at a time through a journal of its
+/// own on the same disk: what the ack waits for, measured alone.
+async fn journal_commits(dir: &std::path::Path, n: usize) -> Vec<Duration> {
+    use agentwire_store::{Journal, NewTurn, LOCAL_OWNER};
+    let journal = SqliteJournal::open(&dir.join("commit-probe.sqlite")).unwrap();
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let turn = NewTurn {
+            request_id: agentwire_core::RequestId::new(format!("fisk:probe{i}")).unwrap(),
+            conversation_id: agentwire_core::ConversationId::new(format!("fisk:{i:064}")).unwrap(),
+            protocol: "fisk".into(),
+            owner: LOCAL_OWNER.into(),
+            route: serde_json::json!({ "request": format!("probe{i}") }),
+            input: serde_json::json!({"request_id": format!("fisk:probe{i}"), "message": "quick hi", "model": "demo"}),
+            accepted_at: 0,
+            conversation_meta: Some(
+                serde_json::json!({"fingerprint": {"model": "demo"}, "tools": ["calculator", "shell"]}),
+            ),
+        };
+        let t = Instant::now();
+        journal.accept(turn).await.unwrap();
+        times.push(t.elapsed());
+    }
     times
 }
 
@@ -173,6 +201,7 @@ fn main() {
         let (raw50, raw90, raw99) = median(raw);
         let (ack50, ack90, ack99) = median(acks);
         let (sync50, _, _) = median(durable_writes(dir.path(), 1000));
+        let (commit50, _, _) = median(journal_commits(dir.path(), 1000).await);
 
         // (b) Throughput: callers in a closed loop, each a conversation of its own per prompt.
         let done = Arc::new(AtomicU64::new(0));
@@ -205,6 +234,11 @@ fn main() {
             "one durable 4 KiB write (write + fdatasync) in the journal's directory: median {sync50:?}; \
              an ack that waits for it cannot beat (raw + that) / raw = {floor:.2}"
         );
+        let vs_floor = ack50.as_secs_f64() / (raw50 + commit50).as_secs_f64();
+        println!(
+            "one journal commit of a new conversation's first turn (SqliteJournal::accept): median {commit50:?}; \
+             ack / (raw + commit) = {vs_floor:.2} (target <= 1.3)"
+        );
         println!("runs/s with {callers} callers: {per_sec:.0} ({runs} runs)");
         println!("peak RSS (whole benchmark process: worker, NATS clients, callers): {} KiB", vm("VmHWM:"));
         println!(
@@ -213,6 +247,7 @@ fn main() {
                 "raw_rtt_median_us": raw50.as_micros(), "ack_median_us": ack50.as_micros(),
                 "ack_p99_us": ack99.as_micros(), "ratio": ratio, "runs_per_sec": per_sec,
                 "durable_write_median_us": sync50.as_micros(), "floor_ratio": floor,
+                "journal_commit_median_us": commit50.as_micros(), "ack_vs_rtt_plus_commit": vs_floor,
                 "callers": callers, "workers": workers, "peak_rss_kib": vm("VmHWM:"),
             })
         );
