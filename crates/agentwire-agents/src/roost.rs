@@ -3,6 +3,14 @@
 //! turn: `working` becomes status (summary, tool), `blocked` waiting for a question becomes a question to
 //! the person where the protocol can ask (its answer is the next reply), `done` ends the turn with the
 //! summary, `failed` with its error.
+//!
+//! Which job serves a conversation is kept where the job lives: the job is dispatched with the
+//! conversation id as its `conversation` label, in the job's own durable record in the roost store, and
+//! each turn asks the daemon for it (`conversation {profile, conversation}`, answered from memory). So a
+//! restart of the daemon between two turns reaches the same job, the mapping goes with the job when it is
+//! removed, and there is no second copy here to drift from it. A job that can take no more turns
+//! ([`takes_turns`]: stopped, ended without an answer, failed, removed) is left behind, and the
+//! conversation's next turn dispatches a new one, which is found from then on.
 
 use agentwire_core::{
     Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
@@ -11,10 +19,8 @@ use agentwire_core::{
 use agentwire_engine::{Agent, AgentCard, TurnContext, TurnInput};
 use agentwire_roost::client::{ClientError, Controller};
 use futures_util::future::BoxFuture;
-use serde_json::json;
-use std::collections::HashMap;
+use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long a turn waits for its job to finish: long-running agents are the point of roost, so this is
@@ -27,7 +33,6 @@ const MAX_PROMPT_BYTES: usize = 1024 * 1024;
 pub struct RoostJobAgent {
     socket: PathBuf,
     profile: String,
-    jobs: Arc<Mutex<HashMap<ConversationId, String>>>,
 }
 
 impl RoostJobAgent {
@@ -36,9 +41,36 @@ impl RoostJobAgent {
         RoostJobAgent {
             socket,
             profile: profile.into(),
-            jobs: Arc::default(),
         }
     }
+}
+
+/// Whether the job whose row this is can take a conversation's next turn (as a reply). A stopped job (by
+/// a person or a cancelled turn), one that ended without an answer, a failed one and a removed one cannot:
+/// the turn goes to a new job. One that ended after its answer (`done`) can: a reply starts it again.
+fn takes_turns(row: &Value) -> bool {
+    row.is_object()
+        && row["removed"] != true
+        && !matches!(row["state"].as_str(), Some("stopped" | "exited" | "failed"))
+}
+
+/// The job serving `conversation`, if it can take its next turn.
+async fn conversation_job(
+    c: &mut Controller,
+    profile: &str,
+    conversation: &ConversationId,
+) -> Result<Option<String>, ClientError> {
+    let found = c
+        .call(
+            "conversation",
+            json!({ "profile": profile, "conversation": conversation.as_str() }),
+        )
+        .await?;
+    let row = &found["job"];
+    Ok(row["id"]
+        .as_str()
+        .filter(|_| takes_turns(row))
+        .map(String::from))
 }
 
 fn fail(code: FailureCode, message: impl Into<String>) -> Outcome {
@@ -94,11 +126,9 @@ impl Agent for RoostJobAgent {
     }
 
     fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
-        let (socket, profile, jobs) =
-            (self.socket.clone(), self.profile.clone(), self.jobs.clone());
+        let (socket, profile) = (self.socket.clone(), self.profile.clone());
         Box::pin(async move {
-            match tokio::time::timeout(ROOST_TURN_TIMEOUT, turn(socket, profile, jobs, input, ctx))
-                .await
+            match tokio::time::timeout(ROOST_TURN_TIMEOUT, turn(socket, profile, input, ctx)).await
             {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => fail(
@@ -114,7 +144,6 @@ impl Agent for RoostJobAgent {
 async fn turn(
     socket: PathBuf,
     profile: String,
-    jobs: Arc<Mutex<HashMap<ConversationId, String>>>,
     input: TurnInput,
     ctx: TurnContext,
 ) -> Result<Outcome, ClientError> {
@@ -129,11 +158,6 @@ async fn turn(
     let mut c = Controller::connect(&socket).await?;
     c.call("subscribe", json!({})).await?;
     let rid = request_id(input.request_id.as_str());
-    let known = jobs
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&input.conversation_id)
-        .cloned();
     // Only rows newer than this turn's reply (more reports than when it was saved) can end the turn: the
     // job's row still shows the previous turn's `done` until its agent reports again.
     // A turn resumed with the answer to the question the job asked (its call deferred): the answer is
@@ -144,11 +168,12 @@ async fn turn(
         let answer = r.answers.first().map(|a| answer_text(&a.answer));
         Some((job, answer))
     });
+    let known = match resumed {
+        Some(_) => None,
+        None => conversation_job(&mut c, &profile, &input.conversation_id).await?,
+    };
     let (job, mut since) = match (resumed, known) {
         (Some((job, answer)), _) => {
-            jobs.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(input.conversation_id.clone(), job.clone());
             match answer {
                 Some(text) => {
                     let r = c
@@ -176,13 +201,11 @@ async fn turn(
             let r = c
                 .call(
                     "dispatch",
-                    json!({ "profile": profile, "task": input.message, "requestId": rid }),
+                    json!({ "profile": profile, "task": input.message, "requestId": rid,
+                        "conversation": input.conversation_id.as_str() }),
                 )
                 .await?;
             let job = r["id"].as_str().unwrap_or_default().to_string();
-            jobs.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(input.conversation_id.clone(), job.clone());
             (job, r["reports"].as_u64().unwrap_or(0))
         }
     };
@@ -195,9 +218,6 @@ async fn turn(
     loop {
         for row in rows.drain(..).filter(|r| r["id"] == job.as_str()) {
             if row["removed"] == true {
-                jobs.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&input.conversation_id);
                 return Ok(fail(FailureCode::AgentFailed, "the job was removed"));
             }
             // Settled: this turn's replies are acked and the agent has reported since they were sent.
@@ -228,9 +248,6 @@ async fn turn(
                     }))
                 }
                 "failed" => {
-                    jobs.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&input.conversation_id);
                     return Ok(fail(
                         FailureCode::AgentFailed,
                         row["error"]
@@ -298,9 +315,6 @@ async fn turn(
                     since = r["reports"].as_u64().unwrap_or(since);
                 }
                 "stopped" | "exited" => {
-                    jobs.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&input.conversation_id);
                     return Ok(fail(
                         FailureCode::AgentFailed,
                         "the job ended without an answer",
@@ -310,11 +324,9 @@ async fn turn(
             }
         }
         if *ctx.cancel.borrow() {
-            // Under a parking protocol: the job stops here; the conversation's next turn starts a new one.
+            // Under a parking protocol: the job stops here; the conversation's next turn starts a new one
+            // (a stopped job takes no more turns).
             let _ = c.call("reply", json!({ "id": job, "text": "/stop" })).await;
-            jobs.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&input.conversation_id);
             return Ok(fail(FailureCode::Cancelled, "cancelled"));
         }
         let event = tokio::time::timeout(Duration::from_millis(500), c.next_event()).await;
@@ -323,5 +335,29 @@ async fn turn(
             Ok(Ok(_)) | Err(_) => {}
             Ok(Err(e)) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_takes_the_next_turn_unless_it_was_stopped_ended_unanswered_failed_or_removed() {
+        for state in ["starting", "working", "blocked", "done"] {
+            assert!(takes_turns(&json!({"id": "j", "state": state})), "{state}");
+        }
+        for state in ["stopped", "exited", "failed"] {
+            assert!(!takes_turns(&json!({"id": "j", "state": state})), "{state}");
+        }
+        assert!(!takes_turns(&json!({"id": "j", "removed": true})));
+        assert!(!takes_turns(&Value::Null), "no job");
+    }
+
+    #[test]
+    fn request_ids_keep_their_last_64_allowed_characters() {
+        assert_eq!(request_id("nipxx:ab cd"), "nipxx:ab_cd");
+        let long = format!("x{}", "y".repeat(70));
+        assert_eq!(request_id(&long), "y".repeat(64));
     }
 }

@@ -2,11 +2,14 @@
 //! and talks to them over a unix socket, one JSON object per line.
 //!
 //! [`wire`] parses and builds the lines; [`report`] validates an agent's report against the spec's fields
-//! and bounds; [`supervisor`] holds jobs, replies, acks and the feed. All three are pure.
+//! and bounds; [`supervisor`] holds jobs, replies, acks, the conversations jobs serve and the feed;
+//! [`escalation`] decides what becomes of a stop's SIGKILL across a restart. All four are pure; [`store`]
+//! keeps them durable and [`daemon`] drives them.
 
 pub mod agent;
 pub mod client;
 pub mod daemon;
+pub mod escalation;
 mod field;
 pub mod profile;
 pub mod report;

@@ -1,10 +1,16 @@
-//! The supervisor's durable record: jobs (with their reply ids and seq counters), their pending replies
-//! (a row each), the dispatch request ids and the feed, in SQLite in the data dir.
+//! The supervisor's durable record: jobs (with their reply ids, seq counters and the conversation each
+//! serves), their pending replies (a row each), the dispatch request ids, the feed, and the pending stop
+//! escalations, in SQLite in the data dir.
 //!
-//! What is acknowledged to a controller (a saved reply, a dispatch, an ack that clears replies) is
-//! written with `synchronous=FULL` before the answer. A report only changes a row, which the agent sends
-//! again after any reconnect, so rows are written lazily (marked dirty, flushed within a second).
+//! What is acknowledged to a controller (a saved reply, a dispatch, an ack that clears replies, a stop
+//! and its escalation) is written with `synchronous=FULL` before the answer. A report only changes a row,
+//! which the agent sends again after any reconnect, so rows are written lazily (marked dirty, flushed
+//! within a second).
+//!
+//! A store written by an earlier version opens as it is: tables it lacks are created empty, and fields a
+//! job record lacks take their defaults.
 
+use crate::escalation::Escalation;
 use crate::supervisor::{FeedEvent, Job, Pending, Supervisor};
 use rusqlite::{params, Connection};
 use std::path::Path;
@@ -26,6 +32,15 @@ impl From<serde_json::Error> for StoreError {
     }
 }
 
+/// Stop escalations to journal and to forget, written in the same transaction as the rest.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Escalations<'a> {
+    /// New ones (a process just sent SIGTERM).
+    pub armed: &'a [Escalation],
+    /// Done or moot ones (the process is gone, or the pid is another process's now).
+    pub done: &'a [Escalation],
+}
+
 /// The store.
 pub struct Store {
     conn: Connection,
@@ -42,7 +57,12 @@ impl Store {
              CREATE TABLE IF NOT EXISTS dispatch_ids (request_id TEXT PRIMARY KEY, job_id TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, event TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS pending (job_id TEXT NOT NULL, seq INTEGER NOT NULL,
-                 reply TEXT NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;",
+                 reply TEXT NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;
+             -- Keyed by the process, not the job: a removed job's process is still escalated, and a
+             -- respawned job's old process has an escalation of its own beside the new one.
+             CREATE TABLE IF NOT EXISTS escalations (pid INTEGER NOT NULL, identity TEXT NOT NULL,
+                 job_id TEXT NOT NULL, deadline_ms INTEGER NOT NULL,
+                 PRIMARY KEY (pid, identity)) WITHOUT ROWID;",
         )?;
         Ok(Store { conn })
     }
@@ -90,18 +110,55 @@ impl Store {
         events.reverse();
         sup.next_event = events.last().map_or(0, |e| e.seq);
         sup.events = events.into();
+        sup.index_conversations();
         Ok(sup)
     }
 
-    /// Writes jobs (and forgets `removed` ones), dispatch ids and new feed events in one transaction.
+    /// The pending stop escalations, as last written.
+    pub fn escalations(&self) -> Result<Vec<Escalation>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT job_id, pid, identity, deadline_ms FROM escalations ORDER BY deadline_ms",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Escalation {
+                job: r.get(0)?,
+                pid: r.get(1)?,
+                identity: r.get(2)?,
+                deadline_ms: r.get::<_, i64>(3)?.max(0) as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Writes jobs (and forgets `removed` ones), dispatch ids, new feed events and stop escalations in one
+    /// transaction.
     pub fn write(
         &mut self,
         jobs: &[&Job],
         removed: &[String],
         dispatch: &[(String, String)],
         events: &[&FeedEvent],
+        escalations: Escalations<'_>,
     ) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
+        // Forgotten before the new ones are added: a pid reused at once has a record of its own (another
+        // identity), which this never deletes.
+        for e in escalations.done {
+            tx.prepare_cached("DELETE FROM escalations WHERE pid = ?1 AND identity = ?2")?
+                .execute(params![e.pid, e.identity])?;
+        }
+        for e in escalations.armed {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO escalations (pid, identity, job_id, deadline_ms)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                e.pid,
+                e.identity,
+                e.job,
+                e.deadline_ms.min(i64::MAX as u64) as i64
+            ])?;
+        }
         for job in jobs {
             tx.prepare_cached(
                 "INSERT INTO jobs (id, job) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET job = ?2",
@@ -172,7 +229,9 @@ mod tests {
             sup.reply("j1", &format!("r{n}"), None, None, false, 2)
                 .unwrap();
         }
-        store.write(&[&sup.jobs["j1"]], &[], &[], &[]).unwrap();
+        store
+            .write(&[&sup.jobs["j1"]], &[], &[], &[], Escalations::default())
+            .unwrap();
         let seqs = |s: &Supervisor| {
             s.jobs["j1"]
                 .pending
@@ -192,12 +251,16 @@ mod tests {
         assert!(!record.contains("r2"), "{record}");
         sup.ack("j1", "t", 2).unwrap();
         sup.reply("j1", "r4", None, None, false, 3).unwrap();
-        store.write(&[&sup.jobs["j1"]], &[], &[], &[]).unwrap();
+        store
+            .write(&[&sup.jobs["j1"]], &[], &[], &[], Escalations::default())
+            .unwrap();
         let loaded = Store::open(&path).unwrap().load().unwrap();
         assert_eq!(seqs(&loaded), [3, 4]);
         assert_eq!(loaded.jobs["j1"].pending[1].text, "r4");
         sup.ack("j1", "t", 4).unwrap();
-        store.write(&[&sup.jobs["j1"]], &[], &[], &[]).unwrap();
+        store
+            .write(&[&sup.jobs["j1"]], &[], &[], &[], Escalations::default())
+            .unwrap();
         assert!(seqs(&Store::open(&path).unwrap().load().unwrap()).is_empty());
         // A store written before the pending rows kept them in the job's record: they still load, and the
         // next write moves them into rows.
@@ -212,10 +275,14 @@ mod tests {
             .unwrap();
         let mut loaded = Store::open(&path).unwrap().load().unwrap();
         assert_eq!(seqs(&loaded), [5]);
-        store.write(&[&loaded.jobs["j1"]], &[], &[], &[]).unwrap();
+        store
+            .write(&[&loaded.jobs["j1"]], &[], &[], &[], Escalations::default())
+            .unwrap();
         assert_eq!(seqs(&Store::open(&path).unwrap().load().unwrap()), [5]);
         loaded.jobs.remove("j1");
-        store.write(&[], &["j1".into()], &[], &[]).unwrap();
+        store
+            .write(&[], &["j1".into()], &[], &[], Escalations::default())
+            .unwrap();
         let n: i64 = store
             .conn
             .query_row("SELECT COUNT(*) FROM pending", [], |r| r.get(0))
@@ -251,6 +318,7 @@ mod tests {
                     &[],
                     &[("d-1".into(), "j1".into())],
                     &events,
+                    Escalations::default(),
                 )
                 .unwrap();
         }
@@ -274,5 +342,150 @@ mod tests {
             3,
             "the feed's cursor continues"
         );
+    }
+
+    #[test]
+    fn escalations_are_journaled_forgotten_by_process_and_kept_past_their_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roost.sqlite");
+        let mut store = Store::open(&path).unwrap();
+        let a = Escalation::new("j1", 100, "boot:1", 1_000);
+        let b = Escalation::new("j2", 200, "boot:2", 2_000);
+        store
+            .write(
+                &[],
+                &[],
+                &[],
+                &[],
+                Escalations {
+                    armed: &[a.clone(), b.clone()],
+                    done: &[],
+                },
+            )
+            .unwrap();
+        // Removing a job leaves its process's escalation.
+        store
+            .write(&[], &["j1".into()], &[], &[], Escalations::default())
+            .unwrap();
+        assert_eq!(
+            Store::open(&path).unwrap().escalations().unwrap(),
+            [a.clone(), b.clone()]
+        );
+        // The pid reused by another process: its record stands beside the old one, and forgetting the
+        // old one leaves it.
+        let reused = Escalation::new("j3", 100, "boot:9", 3_000);
+        store
+            .write(
+                &[],
+                &[],
+                &[],
+                &[],
+                Escalations {
+                    armed: std::slice::from_ref(&reused),
+                    done: std::slice::from_ref(&a),
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            Store::open(&path).unwrap().escalations().unwrap(),
+            [b.clone(), reused.clone()]
+        );
+        store
+            .write(
+                &[],
+                &[],
+                &[],
+                &[],
+                Escalations {
+                    armed: &[],
+                    done: &[b, reused],
+                },
+            )
+            .unwrap();
+        assert!(Store::open(&path)
+            .unwrap()
+            .escalations()
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn a_jobs_conversation_survives_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roost.sqlite");
+        let mut store = Store::open(&path).unwrap();
+        let mut sup = Supervisor::default();
+        sup.add("j1".into(), "t".into(), "p", None, None, None, 1)
+            .unwrap();
+        sup.serve_conversation("j1", "nipxx:abc");
+        sup.add("j2".into(), "t".into(), "p", None, None, None, 2)
+            .unwrap();
+        store
+            .write(
+                &[&sup.jobs["j1"], &sup.jobs["j2"]],
+                &[],
+                &[],
+                &[],
+                Escalations::default(),
+            )
+            .unwrap();
+        let loaded = Store::open(&path).unwrap().load().unwrap();
+        assert_eq!(
+            loaded
+                .conversation_job("p", "nipxx:abc")
+                .map(|j| j.id.as_str()),
+            Some("j1")
+        );
+        assert_eq!(loaded.jobs["j2"].conversation, None);
+    }
+
+    #[test]
+    fn a_store_written_by_the_version_before_opens_and_takes_the_new_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roost.sqlite");
+        {
+            // The previous version's schema, and a job record as it wrote it (no conversation, no
+            // dispatch cursor).
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE jobs (id TEXT PRIMARY KEY, job TEXT NOT NULL);
+                 CREATE TABLE dispatch_ids (request_id TEXT PRIMARY KEY, job_id TEXT NOT NULL);
+                 CREATE TABLE events (seq INTEGER PRIMARY KEY, event TEXT NOT NULL);
+                 CREATE TABLE pending (job_id TEXT NOT NULL, seq INTEGER NOT NULL,
+                     reply TEXT NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;",
+            )
+            .unwrap();
+            let old = serde_json::json!({"id": "j1", "token": "t", "name": "n", "profile": "p",
+                "task": null, "report": null, "capabilities": [], "next_seq": 2, "reply_ids": [],
+                "life": "running", "pid": 4242, "pid_identity": "boot:1", "output": null, "reports": 3});
+            conn.execute(
+                "INSERT INTO jobs (id, job) VALUES ('j1', ?1)",
+                [old.to_string()],
+            )
+            .unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        let mut sup = store.load().unwrap();
+        let job = &sup.jobs["j1"];
+        assert_eq!((job.conversation.as_deref(), job.reports), (None, 3));
+        assert!(store.escalations().unwrap().is_empty());
+        // The new records are written to it and read back.
+        sup.serve_conversation("j1", "c:1");
+        let e = Escalation::new("j1", 4242, "boot:1", 5);
+        store
+            .write(
+                &[&sup.jobs["j1"]],
+                &[],
+                &[],
+                &[],
+                Escalations {
+                    armed: std::slice::from_ref(&e),
+                    done: &[],
+                },
+            )
+            .unwrap();
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.escalations().unwrap(), [e]);
+        assert!(store.load().unwrap().conversation_job("p", "c:1").is_some());
     }
 }

@@ -1,6 +1,6 @@
 //! The supervisor's state: jobs, their rows, their numbered replies waiting for an ack, the request ids
-//! they were taken under, and the event feed. Pure: the daemon drives it, persists what it says to, and
-//! puts its effects on the wire.
+//! they were taken under, the conversations they serve, and the event feed. Pure: the daemon drives it,
+//! persists what it says to, and puts its effects on the wire.
 
 use crate::report::Report;
 use crate::wire::{check_request_id, fold_name, ErrorCode, Refusal};
@@ -91,6 +91,14 @@ pub struct Job {
     /// Reports taken so far: a row newer than a reply shows a larger number.
     #[serde(default)]
     pub reports: u64,
+    /// The conversation it was dispatched for (agentwire's roost-backed agent: a conversation's turns are
+    /// one job's replies). Kept in the job's own record, so that it lives and goes with the job and a
+    /// restart finds the conversation's job again; none for other jobs and in stores written before it.
+    #[serde(default)]
+    pub conversation: Option<String>,
+    /// The feed cursor of its `start` event: orders the jobs of one conversation (the newest serves it).
+    #[serde(default)]
+    pub dispatched: u64,
 }
 
 /// One entry of the event feed.
@@ -130,6 +138,12 @@ pub struct Supervisor {
     pub events: VecDeque<FeedEvent>,
     /// The next feed cursor.
     pub next_event: u64,
+    /// Each conversation's jobs, oldest dispatch first: an index over [`Job::conversation`], rebuilt from
+    /// the jobs on load ([`index_conversations`](Self::index_conversations)), so a lookup costs a hash
+    /// and not a scan of every job (a conversation's job is looked up on each of its turns, and jobs are
+    /// only removed by hand, so they add up).
+    #[serde(skip)]
+    conversations: HashMap<String, Vec<String>>,
 }
 
 /// What one job looked like before a change, to put back when the change could not be made durable: the
@@ -167,6 +181,8 @@ impl Supervisor {
                 pid_identity: j.pid_identity.clone(),
                 output: j.output.clone(),
                 reports: j.reports,
+                conversation: j.conversation.clone(),
+                dispatched: j.dispatched,
             }),
             pending: self.jobs.get(id).map_or(0, |j| j.pending.len()),
             dispatch_ids: self
@@ -190,7 +206,9 @@ impl Supervisor {
                 self.jobs.insert(undo.id.clone(), job);
             }
             None => {
-                self.jobs.remove(&undo.id);
+                if let Some(job) = self.jobs.remove(&undo.id) {
+                    self.unindex(&job);
+                }
             }
         }
         self.dispatch_ids
@@ -289,9 +307,75 @@ impl Supervisor {
                 pid_identity: None,
                 output: None,
                 reports: 0,
+                conversation: None,
+                dispatched: self.next_event,
             },
         );
         Ok(&self.jobs[&id])
+    }
+
+    /// Marks job `id` as the one serving `conversation` (checked with
+    /// [`check_conversation`](crate::wire::check_conversation) by the caller): from now on it is what
+    /// [`conversation_job`](Self::conversation_job) finds, until a newer job is dispatched for it.
+    pub fn serve_conversation(&mut self, id: &str, conversation: &str) {
+        if let Some(job) = self.jobs.get_mut(id) {
+            job.conversation = Some(conversation.to_string());
+            let ids = self
+                .conversations
+                .entry(conversation.to_string())
+                .or_default();
+            ids.retain(|j| j != id);
+            ids.push(id.to_string());
+        }
+    }
+
+    /// The job of `profile` dispatched last for `conversation`, whatever its state (the caller decides
+    /// whether it can take the conversation's next turn).
+    pub fn conversation_job(&self, profile: &str, conversation: &str) -> Option<&Job> {
+        self.conversations
+            .get(conversation)?
+            .iter()
+            .rev()
+            .filter_map(|id| self.jobs.get(id))
+            .find(|j| j.profile == profile && j.conversation.as_deref() == Some(conversation))
+    }
+
+    /// Rebuilds the conversation index from the jobs (after they are loaded).
+    pub fn index_conversations(&mut self) {
+        let mut labelled: Vec<(&str, u64, &str)> = self
+            .jobs
+            .values()
+            .filter_map(|j| Some((j.conversation.as_deref()?, j.dispatched, j.id.as_str())))
+            .collect();
+        labelled.sort_unstable();
+        let mut index: HashMap<String, Vec<String>> = HashMap::new();
+        for (conversation, _, id) in labelled {
+            index
+                .entry(conversation.to_string())
+                .or_default()
+                .push(id.to_string());
+        }
+        self.conversations = index;
+    }
+
+    /// Removes job `id` with its dispatch ids and its place in the conversation index.
+    pub fn remove(&mut self, id: &str) -> Option<Job> {
+        let job = self.jobs.remove(id)?;
+        self.dispatch_ids.retain(|_, j| j != id);
+        self.unindex(&job);
+        Some(job)
+    }
+
+    fn unindex(&mut self, job: &Job) {
+        let Some(conversation) = &job.conversation else {
+            return;
+        };
+        if let Some(ids) = self.conversations.get_mut(conversation) {
+            ids.retain(|j| *j != job.id);
+            if ids.is_empty() {
+                self.conversations.remove(conversation);
+            }
+        }
     }
 
     /// A reply to job `id`. `connected`: its agent has a reporting connection now.
@@ -448,6 +532,56 @@ mod tests {
         assert!(!s.jobs.contains_key("j2") && s.dispatched("d2").is_none());
         assert_eq!(s.next_event, next);
         assert!(s.dispatched("d1").is_some(), "other jobs' ids stay");
+    }
+
+    #[test]
+    fn a_conversation_finds_its_newest_job_of_the_profile_and_loses_it_with_the_job() {
+        let mut s = sup();
+        let found = |s: &Supervisor, p: &str| s.conversation_job(p, "c:1").map(|j| j.id.clone());
+        assert_eq!(
+            found(&s, "p"),
+            None,
+            "a job dispatched without one serves none"
+        );
+        s.serve_conversation("j1", "c:1");
+        s.add("j2".into(), "t2".into(), "p", None, None, None, 2)
+            .unwrap();
+        s.serve_conversation("j2", "c:1");
+        s.add("j3".into(), "t3".into(), "q", None, None, None, 3)
+            .unwrap();
+        s.serve_conversation("j3", "c:1");
+        assert_eq!(
+            found(&s, "p").as_deref(),
+            Some("j2"),
+            "the newest of the profile"
+        );
+        assert_eq!(found(&s, "q").as_deref(), Some("j3"));
+        assert_eq!(s.conversation_job("p", "c:2"), None);
+        // Rebuilt from the jobs alone (as after a load), in dispatch order whatever the map's order.
+        let mut loaded = Supervisor {
+            jobs: s.jobs.clone(),
+            ..Supervisor::default()
+        };
+        loaded.index_conversations();
+        assert_eq!(
+            loaded.conversation_job("p", "c:1").map(|j| j.id.as_str()),
+            Some("j2")
+        );
+        // A dispatch undone leaves the one before it serving.
+        let undo = s.undo_point("j4");
+        s.add("j4".into(), "t4".into(), "p", None, None, None, 4)
+            .unwrap();
+        s.serve_conversation("j4", "c:1");
+        assert_eq!(found(&s, "p").as_deref(), Some("j4"));
+        s.restore(undo);
+        assert_eq!(found(&s, "p").as_deref(), Some("j2"));
+        // A removed job serves nothing; the one before it is found again.
+        assert!(s.remove("j2").is_some());
+        assert_eq!(found(&s, "p").as_deref(), Some("j1"));
+        assert!(s.remove("j1").is_some());
+        assert_eq!(found(&s, "p"), None);
+        assert!(s.dispatched("d1").is_none(), "its dispatch ids go with it");
+        assert!(s.remove("j1").is_none());
     }
 
     #[test]

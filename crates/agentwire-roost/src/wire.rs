@@ -320,6 +320,27 @@ pub fn check_request_id(id: &str) -> Result<(), Refusal> {
     }
 }
 
+/// Longest conversation label a job is dispatched with: agentwire's conversation ids are at most 256 bytes
+/// (`agentwire_core::MAX_ID_LEN`), and a label is kept with its job and shown in its row.
+pub const MAX_CONVERSATION_BYTES: usize = 256;
+
+/// A `conversation` label: 1-256 bytes without control characters or whitespace (it is shown in a row, on
+/// one line, and compared as it is).
+pub fn check_conversation(conversation: &str) -> Result<(), Refusal> {
+    let ok = !conversation.is_empty()
+        && conversation.len() <= MAX_CONVERSATION_BYTES
+        && !conversation
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace());
+    if ok {
+        Ok(())
+    } else {
+        Err(Refusal::bad(format!(
+            "`conversation` is 1-{MAX_CONVERSATION_BYTES} bytes without control characters or spaces"
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +396,19 @@ mod tests {
         assert!(check_request_id("").is_err());
         assert!(check_request_id(&"x".repeat(65)).is_err());
         assert!(check_request_id("a b").is_err());
+        assert!(check_conversation("nipxx:ab12:s-1").is_ok());
+        assert!(check_conversation(&"x".repeat(MAX_CONVERSATION_BYTES)).is_ok());
+        for bad in [
+            String::new(),
+            "x".repeat(MAX_CONVERSATION_BYTES + 1),
+            "a b".into(),
+            "a\nb".into(),
+        ] {
+            assert_eq!(
+                check_conversation(&bad).unwrap_err().code,
+                ErrorCode::BadRequest
+            );
+        }
     }
 
     /// What the general path makes of a line that is a report: the id, the job and token, the report.

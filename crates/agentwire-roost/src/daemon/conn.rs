@@ -25,8 +25,9 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// What the daemon offers in `hello`.
 const CAPABILITIES: [&str; 2] = ["replies", "steer"];
 /// The controller's ops: refused on a session's connection.
-const CONTROLLER_OPS: [&str; 8] = [
+const CONTROLLER_OPS: [&str; 9] = [
     "dispatch",
+    "conversation",
     "reply",
     "stop",
     "rm",
@@ -282,6 +283,7 @@ fn handle(
             shared.ack(id, token, args.req_u64("seq")?)
         }
         "dispatch" => shared.dispatch(args),
+        "conversation" => shared.conversation(args),
         "reply" => shared.reply(args),
         "stop" | "rm" | "respawn" => shared.lifecycle(op, args.req_str("id")?),
         "rows" => Ok(shared.rows()),

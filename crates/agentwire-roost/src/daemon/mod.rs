@@ -1,12 +1,20 @@
 //! The roost daemon: a unix stream socket (owner-only, in an owner-only directory), one JSON object per
 //! line, requests on one connection answered in order. Agents `hello`, `report` and `ack`; controllers
-//! `dispatch`, `reply`, `stop`, `rm`, `respawn`, `rows`, `subscribe` and `events`. Jobs and their replies
-//! are kept in the [`Store`](crate::store::Store) and survive a restart (and `kill -9`); running jobs are
-//! re-adopted and reconnect.
+//! `dispatch`, `reply`, `stop`, `rm`, `respawn`, `rows`, `subscribe` and `events`, and agentwire's own
+//! `conversation` (below). Jobs and their replies are kept in the [`Store`](crate::store::Store) and
+//! survive a restart (and `kill -9`); running jobs are re-adopted and reconnect, and a stop's pending
+//! SIGKILL is re-armed.
+//!
+//! agentwire's extension: `dispatch` takes an optional `conversation` (1-256 bytes, no spaces), kept with
+//! the job, and `conversation {profile, conversation}` answers `{job}`: the row of the job of that
+//! profile dispatched last for it (null when there is none), whatever its state. agentwire's roost-backed
+//! agent serves a conversation's turns as one job's replies and finds that job with it after a restart.
 
 mod conn;
+mod housekeeping;
 pub mod process;
 mod state;
+mod stopping;
 
 pub use conn::PROTOCOL_VERSION;
 pub use state::row;
@@ -23,10 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixListener;
 
-/// How long a stopped job's process group has after SIGTERM before it is sent SIGKILL: an agent that saves
-/// its state on SIGTERM gets the time to, and one that ignores it cannot outlive its stop (or run beside the
-/// process a `respawn` starts).
-pub const STOP_GRACE: Duration = Duration::from_secs(5);
+pub use crate::escalation::STOP_GRACE;
 /// How often lazily written rows are flushed and running jobs are checked on.
 pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -74,6 +79,7 @@ impl Daemon {
         std::fs::create_dir_all(&config.data_dir).map_err(sock_err)?;
         let store = Store::open(&config.data_dir.join("roost.sqlite"))?;
         let sup = store.load()?;
+        let escalations = store.escalations()?;
         if let Some(dir) = config.socket.parent() {
             // Only a directory made here is made owner-only: an existing one (say /tmp or $HOME) is the
             // user's, and the socket itself is 0600 either way.
@@ -98,6 +104,7 @@ impl Daemon {
         std::fs::set_permissions(&config.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(sock_err)?;
         let shared = Shared::new(config.clone(), store, sup);
+        shared.rearm(escalations);
         shared.readopt();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let s = shared.clone();
@@ -149,7 +156,8 @@ impl Daemon {
     }
 
     /// Stops serving: the socket is closed, connections end, rows are written. Jobs keep running (a new
-    /// daemon re-adopts them).
+    /// daemon re-adopts them), and so do stopped ones inside their grace (a new daemon kills them at their
+    /// deadline).
     pub fn shutdown(&self) {
         self.shared.housekeeping();
         self.stop.send_replace(true);

@@ -1,11 +1,13 @@
-//! The daemon's shared state: the supervisor, which connection speaks for which job, the subscribers, and
-//! the store. Every op takes the lock, changes the supervisor, writes what must be durable before it
-//! answers, and queues lines for connections (which never block it).
+//! The daemon's shared state: the supervisor, which connection speaks for which job, the subscribers, the
+//! stopped processes, and the store. Every op takes the lock, changes the supervisor, writes what must be
+//! durable before it answers, and queues lines for connections (which never block it).
 
 use super::process::{self, JobEnv};
+use super::stopping::Stopping;
 use super::DaemonConfig;
+use crate::escalation::Escalation;
 use crate::report::Report;
-use crate::store::Store;
+use crate::store::{Escalations, Store};
 use crate::supervisor::{Job, Life, Pending, Replied, ReplyMode, Supervisor};
 use crate::wire::{event_line, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
@@ -37,32 +39,6 @@ impl Outbox {
     }
 }
 
-/// A stopped job's process, until it is gone.
-pub(super) struct Stopping {
-    /// Its pid (the leader of its process group).
-    pid: u32,
-    /// Its identity, when recorded: a re-adopted job's pid is only signalled while it is still that process.
-    identity: Option<String>,
-    /// The daemon's handle, to reap it; none for a job re-adopted after a restart (not the daemon's child).
-    child: Option<std::process::Child>,
-    /// When it was sent SIGTERM.
-    since: std::time::Instant,
-    /// Whether SIGKILL was sent.
-    killed: bool,
-}
-
-impl Stopping {
-    /// Whether it is gone: the leader (reaped, when it was the daemon's child) and every other process of
-    /// its group, which may ignore SIGTERM after the leader has exited.
-    fn gone(&mut self) -> bool {
-        let leader_gone = match &mut self.child {
-            Some(c) => !matches!(c.try_wait(), Ok(None)),
-            None => !process::job_alive(self.pid, self.identity.as_deref()),
-        };
-        leader_gone && !process::group_alive(self.pid)
-    }
-}
-
 pub(super) struct State {
     pub(super) sup: Supervisor,
     /// The connection that reported for each job (replies go on it).
@@ -75,6 +51,10 @@ pub(super) struct State {
     pub(super) children: HashMap<String, std::process::Child>,
     /// Processes stopped (by `stop`, `rm`, `respawn`) and not yet gone.
     pub(super) stopping: Vec<Stopping>,
+    /// Stop escalations to journal at the next write.
+    pub(super) to_journal: Vec<Escalation>,
+    /// Stop escalations done or moot, to forget at the next write.
+    pub(super) to_forget: Vec<Escalation>,
     pub(super) next_conn: u64,
     /// The newest feed event written to the store.
     pub(super) written_event: u64,
@@ -86,10 +66,18 @@ pub(super) struct Shared {
     store: Mutex<Store>,
 }
 
-fn now() -> u64 {
+pub(super) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Unix milliseconds: a stop's deadline must mean the same to the next daemon.
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
 
@@ -133,6 +121,7 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "connected": connected,
         "pending": job.pending.len(),
         "reports": job.reports,
+        "conversation": job.conversation,
     })
 }
 
@@ -162,6 +151,8 @@ impl Shared {
                 dirty: HashSet::new(),
                 children: HashMap::new(),
                 stopping: Vec::new(),
+                to_journal: Vec::new(),
+                to_forget: Vec::new(),
                 next_conn: 1,
                 written_event: 0,
             }),
@@ -182,8 +173,9 @@ impl Shared {
         }
     }
 
-    /// Writes jobs durably (and their new feed events).
-    fn persist(
+    /// Writes jobs durably (and their new feed events, and the stop escalations armed or done since the
+    /// last write).
+    pub(super) fn persist(
         &self,
         st: &mut State,
         jobs: &[&str],
@@ -198,16 +190,22 @@ impl Shared {
             .filter(|e| e.seq > st.written_event)
             .collect();
         let dispatch: Vec<(String, String)> = dispatch.into_iter().collect();
+        let escalations = Escalations {
+            armed: &st.to_journal,
+            done: &st.to_forget,
+        };
         self.store
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .write(&list, removed, &dispatch, &events)
+            .write(&list, removed, &dispatch, &events, escalations)
             .map_err(|e| Refusal::new(ErrorCode::Busy, format!("could not save: {e}")))?;
         st.written_event = st.sup.next_event;
+        st.to_journal.clear();
+        st.to_forget.clear();
         Ok(())
     }
 
-    fn push_row(&self, st: &State, job_id: &str) {
+    pub(super) fn push_row(&self, st: &State, job_id: &str) {
         if st.subscribers.is_empty() {
             return;
         }
@@ -328,6 +326,10 @@ impl Shared {
         let task = args.opt_str("task")?.map(String::from);
         let name = args.opt_str("name")?;
         let request_id = args.opt_str("requestId")?;
+        let conversation = args.opt_str("conversation")?;
+        if let Some(c) = conversation {
+            crate::wire::check_conversation(c)?;
+        }
         let mut st = self.lock();
         if let Some(r) = request_id {
             if let Some(job) = st.sup.dispatched(r) {
@@ -355,6 +357,11 @@ impl Shared {
             request_id,
             at,
         )?;
+        if let Some(c) = conversation {
+            // In the job's own record, written below with it: the conversation's job is found again
+            // after a restart, and goes with the job when it is removed.
+            st.sup.serve_conversation(&id, c);
+        }
         if let (crate::profile::TaskMode::Type, Some(t)) = (profile.task, &task) {
             // The first task is reply 1.
             st.sup.reply(&id, t, None, None, true, at)?;
@@ -411,6 +418,21 @@ impl Shared {
                 st.dirty.insert(id.to_string());
             }
         }
+    }
+
+    /// `conversation {profile, conversation}`: the row of the job of `profile` dispatched last for the
+    /// conversation, or null. From memory (the supervisor's index), so it costs a hash and no disk.
+    pub(super) fn conversation(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
+        use crate::wire::Args;
+        let profile = args.req_str("profile")?;
+        let conversation = args.req_str("conversation")?;
+        crate::wire::check_conversation(conversation)?;
+        let st = self.lock();
+        let job = st
+            .sup
+            .conversation_job(profile, conversation)
+            .map(|j| row(j, st.job_conn.contains_key(&j.id)));
+        Ok(json!({ "job": job }))
     }
 
     /// `reply`.
@@ -477,6 +499,10 @@ impl Shared {
         }
     }
 
+    /// SIGTERM to the job's process group, and its escalation (SIGKILL past the grace) armed and queued
+    /// for the journal; the caller's write makes it durable before the op is answered. A crash between the
+    /// signal and that write loses the escalation, but then the stop was not answered either, and the job's
+    /// record still shows it running (re-adopted by the next daemon, to be stopped again).
     fn stop_job(&self, st: &mut State, id: &str) {
         // Its process is reaped once it has gone, so it leaves no zombie behind; past the grace it is
         // killed.
@@ -502,13 +528,12 @@ impl Shared {
         }
         let stopping = stopping.or_else(|| child.as_ref().map(|c| (c.id(), None::<String>)));
         if let Some((pid, identity)) = stopping {
-            st.stopping.push(Stopping {
-                pid,
-                identity,
-                child,
-                since: std::time::Instant::now(),
-                killed: false,
-            });
+            // A process recorded without an identity (a store from before it, or /proc unreadable) is
+            // read now: it is the one just signalled, or the daemon's own child, not yet reaped.
+            let identity = identity.or_else(|| process::identity(pid));
+            let p = Stopping::new(id, pid, identity, child, now_ms());
+            st.to_journal.extend(p.record());
+            st.stopping.push(p);
         }
     }
 
@@ -525,8 +550,7 @@ impl Shared {
             }
             "rm" => {
                 self.stop_job(&mut st, id);
-                st.sup.jobs.remove(id);
-                st.sup.dispatch_ids.retain(|_, j| j != id);
+                st.sup.remove(id);
                 st.job_conn.remove(id);
                 st.children.remove(id);
                 st.sup.event(at, id, "rm", "removed");
@@ -592,119 +616,5 @@ impl Shared {
             .last()
             .map_or(after.unwrap_or(st.sup.next_event), |e| e.seq);
         Ok(json!({ "events": list, "cursor": cursor }))
-    }
-
-    /// After a restart: jobs whose process still runs are kept (their agents reconnect); the others
-    /// exited while the daemon was away.
-    pub(super) fn readopt(&self) {
-        let mut st = self.lock();
-        let at = now();
-        let ids: Vec<String> = st.sup.jobs.keys().cloned().collect();
-        for id in ids {
-            let job = &st.sup.jobs[&id];
-            let alive = job
-                .pid
-                .is_some_and(|p| process::job_alive(p, job.pid_identity.as_deref()));
-            if job.life == Life::Running && !alive {
-                if let Some(j) = st.sup.jobs.get_mut(&id) {
-                    j.life = Life::Exited;
-                    j.pid = None;
-                    j.pid_identity = None;
-                }
-                st.sup
-                    .event(at, &id, "exit", "exited while the daemon was down");
-                st.dirty.insert(id);
-            }
-        }
-        st.sup.event(at, "", "restart", "the daemon started");
-    }
-
-    /// Reaps exited children, checks re-adopted jobs, reads terminal agents' rows, and writes dirty rows.
-    pub(super) fn housekeeping(&self) {
-        let mut st = self.lock();
-        let at = now();
-        st.stopping.retain_mut(|p| {
-            if p.gone() {
-                return false;
-            }
-            if !p.killed && p.since.elapsed() >= super::STOP_GRACE {
-                tracing::warn!(pid = p.pid, "a stopped job ignored SIGTERM; killing it");
-                process::kill(p.pid);
-                p.killed = true;
-            }
-            true
-        });
-        let mut exited = Vec::new();
-        for (id, child) in st.children.iter_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                exited.push((id.clone(), status.to_string()));
-            }
-        }
-        for (id, status) in &exited {
-            st.children.remove(id);
-            if let Some(j) = st.sup.jobs.get_mut(id) {
-                if j.life == Life::Running {
-                    j.life = Life::Exited;
-                    j.pid = None;
-                    j.pid_identity = None;
-                    st.sup.event(at, id, "exit", status.clone());
-                }
-            }
-            st.dirty.insert(id.clone());
-        }
-        let adopted: Vec<String> = st
-            .sup
-            .jobs
-            .values()
-            .filter(|j| j.life == Life::Running && !st.children.contains_key(&j.id))
-            .filter(|j| {
-                !j.pid
-                    .is_some_and(|p| process::job_alive(p, j.pid_identity.as_deref()))
-            })
-            .map(|j| j.id.clone())
-            .collect();
-        for id in adopted {
-            if let Some(j) = st.sup.jobs.get_mut(&id) {
-                j.life = Life::Exited;
-                j.pid = None;
-                j.pid_identity = None;
-            }
-            st.sup.event(at, &id, "exit", "exited");
-            st.dirty.insert(id);
-        }
-        // Terminal agents: their output is their row until they report.
-        let terminal: Vec<String> = st
-            .sup
-            .jobs
-            .values()
-            .filter(|j| j.report.is_none())
-            .filter(|j| {
-                self.config
-                    .profiles
-                    .get(&j.profile)
-                    .is_some_and(|p| !p.protocol)
-            })
-            .map(|j| j.id.clone())
-            .collect();
-        for id in terminal {
-            let line = process::last_line(&self.config.data_dir.join("jobs").join(&id));
-            if let Some(j) = st.sup.jobs.get_mut(&id) {
-                if j.output != line {
-                    j.output = line;
-                    st.dirty.insert(id.clone());
-                }
-            }
-        }
-        let dirty: Vec<String> = st.dirty.drain().collect();
-        if !dirty.is_empty() {
-            let refs: Vec<&str> = dirty.iter().map(String::as_str).collect();
-            if let Err(e) = self.persist(&mut st, &refs, &[], None) {
-                tracing::warn!(error = %e, "could not write rows; trying again at the next tick");
-                st.dirty.extend(dirty.iter().cloned());
-            }
-            for id in &dirty {
-                self.push_row(&st, id);
-            }
-        }
     }
 }
