@@ -10,6 +10,7 @@
 mod agent;
 mod engine;
 mod health;
+mod lifecycle;
 mod slots;
 
 pub use agent::{
@@ -21,4 +22,5 @@ pub use engine::{
     INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
 };
 pub use health::{RETRY_FIRST, RETRY_MAX};
+pub use lifecycle::Front;
 pub use slots::{Slot, SlotRefusal};

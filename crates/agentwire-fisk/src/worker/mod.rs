@@ -216,6 +216,12 @@ impl Worker {
     /// next request. Returns how many runs were still in flight.
     pub async fn shutdown(&self, grace: Duration) -> usize {
         let left = self.drain(grace).await;
+        self.leave().await;
+        left
+    }
+
+    /// Leaves the queue group: unsubscribes the endpoints and waits until the server has applied it.
+    async fn leave(&self) {
         // Unsubscribe the endpoints and wait until the server has applied it, so that once this returns
         // the server routes no request here.
         self.stop.send_replace(true);
@@ -230,7 +236,6 @@ impl Worker {
         if let Err(e) = server_sync(&self.client).await {
             tracing::warn!(error = %e, "could not confirm that the server dropped the worker's subscriptions");
         }
-        left
     }
 
     async fn handle_discovery(&self, req: async_nats::service::Request) {
@@ -354,6 +359,31 @@ pub fn message_id() -> String {
 }
 
 /// The request id under which a fisk-ai `request` tag is journaled.
+impl agentwire_engine::Front for Worker {
+    fn protocol(&self) -> &'static str {
+        PROTOCOL
+    }
+
+    fn recovery_front(
+        &self,
+        _turn: &agentwire_store::StoredTurn,
+    ) -> Option<Arc<dyn agentwire_engine::TurnFront>> {
+        // The caller's inbox is gone with the crash: the outcome is journaled, and a resend is answered
+        // from there.
+        Some(Arc::new(SilentFront))
+    }
+
+    fn drain(&self, _grace: Duration) -> futures_util::future::BoxFuture<'_, usize> {
+        // A reply set's final message is published before its turn's slot is free, so nothing is left
+        // going out once the engine has drained.
+        Box::pin(async { 0 })
+    }
+
+    fn stop(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(self.leave())
+    }
+}
+
 pub(crate) fn request_id(request: &str) -> RequestId {
     RequestId::new(format!("{PROTOCOL}:{request}")).expect("a 64-character tag makes a valid id")
 }

@@ -73,6 +73,25 @@ pub struct Runtime {
     deferred_since: Mutex<Option<u64>>,
 }
 
+impl agentwire_engine::Front for Runtime {
+    fn protocol(&self) -> &'static str {
+        PROTOCOL
+    }
+
+    fn recovery_front(&self, turn: &StoredTurn) -> Option<Arc<dyn TurnFront>> {
+        Runtime::recovery_front(self, turn)
+    }
+
+    fn drain(&self, grace: Duration) -> futures_util::future::BoxFuture<'_, usize> {
+        Box::pin(self.flush(grace))
+    }
+
+    fn stop(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        // The relay connections end with the process; prompts left on the relays are the next start's.
+        Box::pin(async {})
+    }
+}
+
 fn violation_failure(v: &Violation, retry_after: Option<u64>) -> Failure {
     let mut f = Failure::new(FailureCode::from(&v.code), v.message.clone());
     f.retry_after = retry_after;
