@@ -1,13 +1,24 @@
-//! Configuration: a TOML file (`--config`) whose keys flags can override.
+//! Configuration: the `serve` flags, the TOML file (`--config`) and the defaults, resolved in one place
+//! into the [`Resolved`] configuration that `serve` runs with and `config` prints.
+//!
+//! - [`file`]: the file's shape and reading it;
+//! - [`flags`]: the `serve` flags;
+//! - [`resolve`]: flags over file over defaults, checked (pure);
+//! - [`error`]: why a configuration cannot be used, naming the flag or key.
+
+mod error;
+mod file;
+mod flags;
+mod resolve;
+
+pub(crate) use error::ConfigError;
+pub(crate) use file::{load, FileConfig};
+pub(crate) use flags::ServeFlags;
+pub(crate) use resolve::{AgentKind, Resolved, Sources};
 
 use agentwire_nostr::relay_conn::RelayTls;
-use agentwire_relay::RelayLimits;
-use serde::Deserialize;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// The default address of the embedded relay.
-pub(crate) const DEFAULT_RELAY_LISTEN: &str = "127.0.0.1:7777";
 /// The default relay clients talk to.
 pub(crate) const DEFAULT_RELAY_URL: &str = "ws://127.0.0.1:7777";
 /// Prompts stored while the agent was down are served on start if younger than this (one hour): old enough
@@ -18,126 +29,48 @@ pub(crate) const DEFAULT_RATE_PER_SECOND: f64 = 50.0;
 /// Default burst of prompts per sender.
 pub(crate) const DEFAULT_RATE_BURST: f64 = 100.0;
 
-/// The whole configuration file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct FileConfig {
-    /// The data directory.
-    pub(crate) data_dir: Option<PathBuf>,
-    /// `serve` settings.
-    pub(crate) serve: ServeFile,
-    /// NIP-XX runtime settings.
-    pub(crate) nipxx: NipxxFile,
-    /// Embedded relay settings.
-    pub(crate) relay: RelayFile,
-    /// fisk-ai on NATS.
-    pub(crate) nats: NatsFile,
-    /// The roost supervisor.
-    pub(crate) roost: RoostFile,
-    /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
-    pub(crate) agents: std::collections::HashMap<String, AgentFile>,
+/// What the defaults read from the process, read once so that resolution itself is pure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Environment {
+    /// The data directory when neither `--data-dir` nor `data_dir` names one.
+    pub(crate) data_dir: PathBuf,
+    /// `$XDG_RUNTIME_DIR`, when set and not empty.
+    pub(crate) runtime_dir: Option<PathBuf>,
 }
 
-/// `[agents.<name>]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AgentFile {
-    /// `demo` or `roost`.
-    pub(crate) kind: String,
-    /// For `roost`: the profile whose jobs serve the turns.
-    pub(crate) profile: Option<String>,
-}
+impl Environment {
+    /// This process's: `$XDG_DATA_HOME/agentwire` (or the platform's equivalent) and `$XDG_RUNTIME_DIR`.
+    pub(crate) fn from_process() -> Self {
+        Environment {
+            data_dir: dirs::data_dir()
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join("agentwire"),
+            runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from),
+        }
+    }
 
-/// `[roost]`: the roost supervisor.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct RoostFile {
-    /// The socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
-    pub(crate) socket: Option<PathBuf>,
-    /// A roost.json whose `agentProfiles` are read too.
-    pub(crate) config: Option<PathBuf>,
-    /// `[roost.profiles.<name>]`.
-    pub(crate) profiles: std::collections::HashMap<String, agentwire_roost::profile::Profile>,
-}
-
-/// The default roost socket: under `$XDG_RUNTIME_DIR` (per user, owner-only, cleared at logout), else in the
-/// data dir.
-pub(crate) fn default_roost_socket(data_dir: &Path) -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d).join("agentwire").join("roost.sock"),
-        _ => data_dir.join("run").join("roost.sock"),
+    /// The default roost socket: under `$XDG_RUNTIME_DIR` (per user, owner-only, cleared at logout), else
+    /// in the data dir.
+    pub(crate) fn default_roost_socket(&self, data_dir: &Path) -> PathBuf {
+        match &self.runtime_dir {
+            Some(d) => d.join("agentwire").join("roost.sock"),
+            None => data_dir.join("run").join("roost.sock"),
+        }
     }
 }
 
-/// `[nats]`: the fisk-ai worker.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct NatsFile {
-    /// The NATS server URL; the worker runs when set.
-    pub(crate) url: Option<String>,
-    /// The fisk-ai identity.
-    pub(crate) identity: Option<String>,
-    /// Runs at a time.
-    pub(crate) workers: Option<usize>,
-    /// Questions on.
-    pub(crate) elicit: Option<bool>,
-    /// The question window in seconds.
-    pub(crate) request_timeout_secs: Option<u64>,
-    /// The system prompt (part of a conversation's fingerprint).
-    pub(crate) system_prompt: Option<String>,
-    /// The token allowance per conversation.
-    pub(crate) max_tokens: Option<u64>,
-    /// This instance's name (`sender.instance`).
-    pub(crate) instance: Option<String>,
+/// The data directory: `--data-dir`, else the file's `data_dir`, else the environment's default.
+pub(crate) fn data_dir(flag: Option<&Path>, file: &FileConfig, env: &Environment) -> PathBuf {
+    flag.map(Path::to_path_buf)
+        .or_else(|| file.data_dir.clone())
+        .unwrap_or_else(|| env.data_dir.clone())
 }
 
-/// `[serve]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct ServeFile {
-    /// The embedded relay's address.
-    pub(crate) relay_listen: Option<SocketAddr>,
-    /// External relays to use.
-    pub(crate) relays: Vec<String>,
-    /// The agent to serve.
-    pub(crate) agent: Option<String>,
-    /// A PEM file of extra CA certificates trusted for `wss://` relays, besides Mozilla's roots.
-    pub(crate) relay_ca_file: Option<PathBuf>,
-}
-
-/// `[nipxx]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct NipxxFile {
-    /// Only these senders (hex or npub) may prompt.
-    pub(crate) allow: Option<Vec<String>>,
-    /// These senders are refused.
-    pub(crate) block: Vec<String>,
-    /// Sustained prompts per second per sender.
-    pub(crate) rate_per_second: Option<f64>,
-    /// Burst per sender.
-    pub(crate) rate_burst: Option<f64>,
-    /// Backlog horizon in seconds.
-    pub(crate) backlog_horizon_secs: Option<u64>,
-    /// The privacy-first profile (NIP-59 gift wrap in and out).
-    pub(crate) nip59: Option<bool>,
-}
-
-/// `[relay]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct RelayFile {
-    /// The relay's name in its NIP-11 document.
-    pub(crate) name: Option<String>,
-    /// The relay's limits.
-    pub(crate) limits: RelayLimits,
-}
-
-/// Reads a config file.
-pub(crate) fn load(path: &Path) -> Result<FileConfig, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+/// The configuration in force: `sources` resolved, reading the roost.json they name.
+pub(crate) fn in_force(sources: Sources<'_>) -> Result<Resolved, ConfigError> {
+    resolve::resolve(sources, file::read_roost_json)
 }
 
 /// Checks a relay URL (`ws://` or `wss://` with a host); also the `--relay` flags' value parser.
@@ -161,11 +94,4 @@ pub(crate) fn install_relay_ca_file(ca_file: Option<&Path>) -> Result<(), String
     );
     tls.install_default()
         .map_err(|_| "the relay TLS configuration was already set".to_string())
-}
-
-/// The default data directory: `$XDG_DATA_HOME/agentwire` (or the platform's equivalent).
-pub(crate) fn default_data_dir() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("agentwire")
 }

@@ -1,7 +1,6 @@
 //! `agentwire jobs`: the roost supervisor's controller on the command line (dispatch, ls, reply, stop, rm,
 //! respawn, events).
 
-use crate::config;
 use agentwire_roost::client::Controller;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
@@ -81,11 +80,9 @@ enum JobsCommand {
     },
 }
 
-/// Runs `jobs`.
-pub(crate) async fn run(args: JobsArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
-    let socket = args
-        .socket
-        .unwrap_or_else(|| config::default_roost_socket(&data_dir));
+/// Runs `jobs` against `--socket`, else `configured` (the supervisor's socket as `serve` resolves it).
+pub(crate) async fn run(args: JobsArgs, configured: PathBuf) -> Result<ExitCode, String> {
+    let socket = args.socket.unwrap_or(configured);
     let mut c = Controller::connect(&socket)
         .await
         .map_err(|e| e.to_string())?;

@@ -1,5 +1,5 @@
 //! `agentwire`: the daemon (`serve`) and the command-line client (`ask`, `cancel`, `info` over NIP-XX;
-//! `ask --nats`, `read`, `discover` over fisk-ai).
+//! `ask --nats`, `read`, `discover` over fisk-ai; `jobs` for roost; `config` to see the configuration in force).
 
 mod ask;
 mod config;
@@ -7,6 +7,7 @@ mod fisk_cli;
 mod jobs;
 mod keys;
 mod serve;
+mod show_config;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -32,7 +33,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the daemon: the embedded relay and the agent behind NIP-XX.
-    Serve(serve::ServeArgs),
+    Serve(config::ServeFlags),
+    /// Print the configuration `serve` would run with (flags over --config over defaults), as TOML.
+    Config(show_config::ConfigArgs),
     /// Prompt an agent over NIP-XX and stream the answer.
     Ask(ask::AskArgs),
     /// Cancel a run you started.
@@ -55,48 +58,60 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a log file or a journal gets no escape sequences.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let file = match &cli.config {
-        Some(p) => match config::load(p) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("agentwire: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        None => config::FileConfig::default(),
-    };
-    let data_dir = cli
-        .data_dir
-        .clone()
-        .or(file.data_dir.clone())
-        .unwrap_or_else(config::default_data_dir);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("agentwire: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let result = rt.block_on(async move {
-        match cli.command {
-            Command::Serve(a) => serve::run(a, file, data_dir).await,
-            Command::Ask(a) => ask::ask(a, data_dir).await,
-            Command::Cancel(a) => ask::cancel(a, data_dir).await,
-            Command::Info(a) => ask::info(a, data_dir).await,
-            Command::Read(a) => fisk_cli::read(a).await,
-            Command::Discover(a) => fisk_cli::discover(a).await,
-            Command::Jobs(a) => jobs::run(a, data_dir).await,
-        }
-    });
-    match result {
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("agentwire: {e}");
             ExitCode::from(1)
         }
     }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    let Cli {
+        config: config_file,
+        data_dir: data_dir_flag,
+        command,
+        ..
+    } = cli;
+    let file = match &config_file {
+        Some(p) => config::load(p).map_err(|e| e.to_string())?,
+        None => config::FileConfig::default(),
+    };
+    let env = config::Environment::from_process();
+    // What `serve` runs with, and what `config` prints: resolved in one place, before anything starts.
+    let in_force = |flags: &config::ServeFlags| {
+        config::in_force(config::Sources {
+            data_dir: data_dir_flag.as_deref(),
+            flags,
+            file: &file,
+            env: &env,
+        })
+        .map_err(|e| e.to_string())
+    };
+    let data_dir = config::data_dir(data_dir_flag.as_deref(), &file, &env);
+    let roost_socket = file
+        .roost
+        .socket
+        .clone()
+        .unwrap_or_else(|| env.default_roost_socket(&data_dir));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        match command {
+            Command::Serve(flags) => serve::run(in_force(&flags)?).await,
+            Command::Config(a) => show_config::run(a.json, &in_force(&a.serve)?),
+            Command::Ask(a) => ask::ask(a, data_dir).await,
+            Command::Cancel(a) => ask::cancel(a, data_dir).await,
+            Command::Info(a) => ask::info(a, data_dir).await,
+            Command::Read(a) => fisk_cli::read(a).await,
+            Command::Discover(a) => fisk_cli::discover(a).await,
+            Command::Jobs(a) => jobs::run(a, roost_socket).await,
+        }
+    })
 }

@@ -1,120 +1,31 @@
-//! `agentwire serve`: the embedded relay, the journal, the engine and the NIP-XX runtime, wired together.
+//! `agentwire serve`: the embedded relay, the journal, the engine, the NIP-XX runtime, the fisk-ai worker and
+//! the roost supervisor, wired together from the one resolved configuration ([`crate::config::Resolved`]).
 
-use crate::config::{self, FileConfig};
+use crate::config::{AgentKind, Resolved};
 use crate::keys;
 use agentwire_agents::{DemoAgent, RoostJobAgent};
-use agentwire_engine::{Agent, Engine, TurnFront};
-use agentwire_fisk::worker::{Worker, WorkerConfig};
+use agentwire_engine::{Agent, Engine, Front, TurnFront};
+use agentwire_fisk::worker::Worker;
 use agentwire_nostr::crypto::Crypto;
-use agentwire_nostr::nipxx::policy::RateLimit;
 use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
-use agentwire_relay::RelayConfig;
 use agentwire_store::SqliteJournal;
-use clap::Args;
-use std::collections::HashSet;
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `serve` flags.
-#[derive(Debug, Args)]
-pub(crate) struct ServeArgs {
-    /// Address of the embedded relay (default 127.0.0.1:7777; port 0 picks a free one).
-    #[arg(long)]
-    relay_listen: Option<SocketAddr>,
-    /// Use this external relay (repeatable). With it the embedded relay is off unless --relay-listen is given.
-    #[arg(long = "relay", value_parser = config::relay_url)]
-    relays: Vec<String>,
-    /// A PEM file of CA certificates to trust for wss:// relays, besides Mozilla's roots.
-    #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
-    relay_ca_file: Option<PathBuf>,
-    /// The agent to serve (`demo`).
-    #[arg(long)]
-    agent: Option<String>,
-    /// Only these senders may prompt (hex or npub; repeatable).
-    #[arg(long)]
-    allow: Vec<String>,
-    /// Refuse these senders (hex or npub; repeatable).
-    #[arg(long)]
-    block: Vec<String>,
-    /// Sustained prompts per second per sender.
-    #[arg(long)]
-    rate_per_second: Option<f64>,
-    /// Burst of prompts per sender.
-    #[arg(long)]
-    rate_burst: Option<f64>,
-    /// Serve stored prompts younger than this many seconds that arrived while the agent was down.
-    #[arg(long)]
-    backlog_horizon_secs: Option<u64>,
-    /// Privacy-first profile: also take NIP-59 gift-wrapped prompts and answer them wrapped
-    /// (ai.info then says `supports_nip59`).
-    #[arg(long)]
-    nip59: bool,
-    /// Serve the agent as a fisk-ai worker on this NATS server (needs --identity).
-    #[arg(long)]
-    nats: Option<String>,
-    /// The fisk-ai identity: subjects `choria.fisk-ai.*.<identity>` and the queue group.
-    #[arg(long)]
-    identity: Option<String>,
-    /// fisk-ai runs at a time; past it requests are refused with `capacity` (default 1).
-    #[arg(long)]
-    nats_workers: Option<usize>,
-    /// Put the agent's questions to fisk-ai callers (elicit); off refuses approval-gated tools.
-    #[arg(long)]
-    nats_elicit: bool,
-    /// Seconds a fisk-ai question is held open (`request_timeout`, default 120).
-    #[arg(long)]
-    nats_request_timeout: Option<u64>,
-    /// The roost supervisor's socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
-    #[arg(long)]
-    roost_socket: Option<PathBuf>,
-    /// A roost.json whose `agentProfiles` the supervisor runs (besides `[roost.profiles]`).
-    #[arg(long)]
-    roost_config: Option<PathBuf>,
-}
+/// The journal of turns and outcomes, in the data directory.
+const JOURNAL_FILE: &str = "journal.sqlite";
+/// The agent's key, in the data directory.
+const AGENT_KEY_FILE: &str = "agent.key";
 
-fn parse_keys(list: &[String]) -> Result<HashSet<nostr::prelude::PublicKey>, String> {
-    list.iter().map(|s| keys::parse_public_key(s)).collect()
-}
-
-/// The agent named `name`: `demo`, `roost:<profile>`, or an `[agents.<name>]` entry.
-fn make_agent(
-    name: &str,
-    file: &FileConfig,
-    profiles: &std::collections::HashMap<String, agentwire_roost::profile::Profile>,
-    roost_socket: &std::path::Path,
-) -> Result<Arc<dyn Agent>, String> {
-    let roost = |profile: &str| -> Result<Arc<dyn Agent>, String> {
-        if !profiles.contains_key(profile) {
-            return Err(format!(
-                "agent {name:?} runs the roost profile {profile:?}, which is not configured ([roost.profiles.{profile}] or --roost-config)"
-            ));
+/// The agent that serves the turns: its kind was settled and its roost profile checked by resolution.
+fn make_agent(kind: &AgentKind, roost_socket: &Path) -> Arc<dyn Agent> {
+    match kind {
+        AgentKind::Demo => Arc::new(DemoAgent),
+        AgentKind::Roost { profile } => {
+            Arc::new(RoostJobAgent::new(roost_socket.to_path_buf(), profile))
         }
-        Ok(Arc::new(RoostJobAgent::new(
-            roost_socket.to_path_buf(),
-            profile,
-        )))
-    };
-    if let Some(profile) = name.strip_prefix("roost:") {
-        return roost(profile);
-    }
-    if let Some(a) = file.agents.get(name) {
-        return match (a.kind.as_str(), a.profile.as_deref()) {
-            ("roost", Some(profile)) => roost(profile),
-            ("roost", None) => Err(format!("[agents.{name}] of kind roost needs a profile")),
-            ("demo", _) => Ok(Arc::new(DemoAgent)),
-            (k, _) => Err(format!(
-                "[agents.{name}] has an unknown kind {k:?}; kinds: demo, roost"
-            )),
-        };
-    }
-    match name {
-        "demo" => Ok(Arc::new(DemoAgent)),
-        other => Err(format!(
-            "unknown agent {other:?}; available: demo, roost:<profile>, or an [agents.<name>] entry"
-        )),
     }
 }
 
@@ -122,63 +33,34 @@ fn make_agent(
 /// enough that a service manager's stop does not hang (systemd's default is 90 s).
 const DRAIN_GRACE: Duration = Duration::from_secs(60);
 
-/// Runs the daemon until SIGINT or SIGTERM.
-pub(crate) async fn run(
-    args: ServeArgs,
-    file: FileConfig,
-    data_dir: PathBuf,
-) -> Result<ExitCode, String> {
+/// Runs the daemon with `config` until SIGINT or SIGTERM.
+pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
+    let Resolved {
+        data_dir,
+        agent,
+        relay,
+        relays: external,
+        relay_ca_file,
+        nipxx,
+        nats,
+        roost,
+    } = config;
     keys::ensure_data_dir(&data_dir)?;
-    let agent_keys = keys::load_or_create(&data_dir, "agent.key")?;
-    let agent_name = args
-        .agent
-        .or(file.serve.agent.clone())
-        .unwrap_or_else(|| "demo".into());
-    let mut profiles = file.roost.profiles.clone();
-    if let Some(path) = args.roost_config.as_ref().or(file.roost.config.as_ref()) {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let more = agentwire_roost::profile::from_roost_json(&text)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        profiles.extend(more);
-    }
-    agentwire_roost::profile::check(&profiles).map_err(|e| e.to_string())?;
-    let roost_socket = args
-        .roost_socket
-        .clone()
-        .or(file.roost.socket.clone())
-        .unwrap_or_else(|| config::default_roost_socket(&data_dir));
-    let agent = make_agent(&agent_name, &file, &profiles, &roost_socket)?;
-    let external: Vec<String> = if args.relays.is_empty() {
-        file.serve.relays.clone()
-    } else {
-        args.relays.clone()
-    };
-    for url in &external {
-        config::relay_url(url)?;
-    }
-    config::install_relay_ca_file(
-        args.relay_ca_file
-            .as_deref()
-            .or(file.serve.relay_ca_file.as_deref()),
-    )?;
-    let listen = args.relay_listen.or(file.serve.relay_listen);
-    let embedded = if external.is_empty() || listen.is_some() {
-        let addr =
-            listen.unwrap_or_else(|| config::DEFAULT_RELAY_LISTEN.parse().expect("valid default"));
-        let mut rc = RelayConfig::new(addr, data_dir.join("relay.sqlite"));
-        rc.limits = file.relay.limits;
-        if let Some(n) = file.relay.name.clone() {
-            rc.name = n;
+    let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
+    let agent_name = agent.name;
+    let roost_socket = roost.socket;
+    let agent = make_agent(&agent.kind, &roost_socket);
+    crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
+    let embedded = match relay {
+        Some(mut rc) => {
+            rc.unlimited_authors.insert(agent_keys.public_key());
+            Some(
+                agentwire_relay::start(rc)
+                    .await
+                    .map_err(|e| format!("embedded relay: {e}"))?,
+            )
         }
-        rc.unlimited_authors.insert(agent_keys.public_key());
-        Some(
-            agentwire_relay::start(rc)
-                .await
-                .map_err(|e| format!("embedded relay: {e}"))?,
-        )
-    } else {
-        None
+        None => None,
     };
     let mut relays = Vec::new();
     if let Some(r) = &embedded {
@@ -186,82 +68,32 @@ pub(crate) async fn run(
     }
     relays.extend(external);
     let journal =
-        Arc::new(SqliteJournal::open(&data_dir.join("journal.sqlite")).map_err(|e| e.to_string())?);
+        Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
         data_dir: data_dir.join("roost"),
-        profiles,
+        profiles: roost.profiles,
     })
     .await
     .map_err(|e| e.to_string())?;
-    let nats_url = args.nats.clone().or(file.nats.url.clone());
-    let fisk = match nats_url {
+    let fisk = match nats {
         None => None,
-        Some(url) => {
-            let identity = args
-                .identity
-                .clone()
-                .or(file.nats.identity.clone())
-                .ok_or("--nats needs --identity NAME (or [nats] identity)")?;
-            let config = WorkerConfig {
-                url,
-                identity,
-                workers: args
-                    .nats_workers
-                    .or(file.nats.workers)
-                    .unwrap_or(agentwire_fisk::worker::DEFAULT_WORKERS),
-                elicit: args.nats_elicit || file.nats.elicit.unwrap_or(false),
-                request_timeout: args
-                    .nats_request_timeout
-                    .or(file.nats.request_timeout_secs)
-                    .map(Duration::from_secs)
-                    .unwrap_or(agentwire_fisk::worker::DEFAULT_REQUEST_TIMEOUT),
-                system_prompt: file.nats.system_prompt.clone().unwrap_or_default(),
-                max_tokens: file.nats.max_tokens,
-                instance: file.nats.instance.clone(),
-            };
-            Some(
-                Worker::start(config, engine.clone())
-                    .await
-                    .map_err(|e| format!("fisk-ai worker: {e}"))?,
-            )
-        }
+        Some(worker) => Some(
+            Worker::start(worker, engine.clone())
+                .await
+                .map_err(|e| format!("fisk-ai worker: {e}"))?,
+        ),
     };
     let crypto = Arc::new(Crypto::new(agent_keys.clone()));
-    let allow = args.allow.clone();
-    let allow = if !allow.is_empty() {
-        Some(parse_keys(&allow)?)
-    } else {
-        file.nipxx.allow.as_deref().map(parse_keys).transpose()?
-    };
-    let block = if !args.block.is_empty() {
-        parse_keys(&args.block)?
-    } else {
-        parse_keys(&file.nipxx.block)?
-    };
-    let rate = RateLimit {
-        per_second: args
-            .rate_per_second
-            .or(file.nipxx.rate_per_second)
-            .unwrap_or(config::DEFAULT_RATE_PER_SECOND),
-        burst: args
-            .rate_burst
-            .or(file.nipxx.rate_burst)
-            .unwrap_or(config::DEFAULT_RATE_BURST),
-    };
-    let horizon = args
-        .backlog_horizon_secs
-        .or(file.nipxx.backlog_horizon_secs)
-        .unwrap_or(config::DEFAULT_BACKLOG_HORIZON_SECS);
     let runtime = Runtime::start(
         RuntimeConfig {
             relays: relays.clone(),
-            allow,
-            block,
-            rate,
-            backlog_horizon: Duration::from_secs(horizon),
-            nip59: args.nip59 || file.nipxx.nip59.unwrap_or(false),
+            allow: nipxx.allow.map(|a| a.into_iter().collect()),
+            block: nipxx.block.into_iter().collect(),
+            rate: nipxx.rate,
+            backlog_horizon: nipxx.backlog_horizon,
+            nip59: nipxx.nip59,
             // The embedded relay checks ids and signatures before it stores or sends an event.
             verified_relays: embedded.iter().map(|r| r.url()).collect(),
         },
@@ -269,16 +101,22 @@ pub(crate) async fn run(
         engine.clone(),
     )
     .await;
+    let mut fronts: Vec<Arc<dyn Front>> = vec![runtime.clone()];
+    if let Some(w) = &fisk {
+        fronts.push(w.clone());
+    }
     // One recovery pass for every protocol's turns a crash cut off, whichever fronts are on now: a NIP-XX
     // run's client is told on the relay; a fisk-ai caller's inbox is gone, so its turn is ended in the
-    // journal and a resend is answered from there.
+    // journal and a resend is answered from there (also when the daemon runs without --nats now).
     let recovered = engine
         .recover(|t| match t.protocol.as_str() {
-            agentwire_nostr::runtime::PROTOCOL => runtime.recovery_front(t),
-            agentwire_fisk::worker::PROTOCOL => {
+            agentwire_fisk::worker::PROTOCOL if fisk.is_none() => {
                 Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
             }
-            _ => None,
+            _ => fronts
+                .iter()
+                .find(|f| f.protocol() == t.protocol)
+                .and_then(|f| f.recovery_front(t)),
         })
         .await;
     match recovered {
@@ -304,20 +142,13 @@ pub(crate) async fn run(
     tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;
     tracing::info!("shutting down");
-    // Every front drains: running turns finish within the grace; new fisk-ai requests get `draining`, and
-    // a new NIP-XX prompt is left on the relay, where the backlog horizon serves it after the restart.
-    let fisk_drained = async {
-        match &fisk {
-            Some(w) => w.shutdown(DRAIN_GRACE).await,
-            None => 0,
-        }
-    };
-    let (fisk_left, left) = tokio::join!(fisk_drained, engine.drain(DRAIN_GRACE));
-    if left > 0 || fisk_left > 0 {
-        tracing::warn!(
-            turns = left.max(fisk_left),
-            "turns still running after the drain grace"
-        );
+    // Every front drains through the engine: running turns finish within the grace; new fisk-ai requests
+    // get `draining`, and a new NIP-XX prompt is left on the relay, where the backlog horizon serves it
+    // after the restart. Then each front sends what it still has (NIP-XX terminals and their retries) and
+    // leaves the wire.
+    let left = engine.shut_down(&fronts, DRAIN_GRACE).await;
+    if left > 0 {
+        tracing::warn!(turns = left, "turns still running after the drain grace");
     }
     roost.shutdown();
     if let Some(r) = embedded {

@@ -113,3 +113,63 @@ async fn after_its_relay_comes_back_empty_the_agent_reannounces_and_serves_again
     let mut c = Client::new(&relay.relay, agent.agent).await;
     assert_eq!(c.ask("quick back again").await.text(), "back again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_running_runs_and_leaves_new_prompts_for_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay_dir = tempfile::tempdir().unwrap();
+    let relay = Daemon::start(relay_dir.path(), &[]);
+    let mut agent = Daemon::start(dir.path(), &["--relay", &relay.relay]);
+    let mut c = Client::new(&relay.relay, agent.agent).await;
+    let long = c.prompt_event("sleep 1500", None);
+    c.watch(&long.id);
+    c.publish(&long).await;
+    let started = c
+        .collect(&long.id, Duration::from_millis(400), Duration::ZERO)
+        .await;
+    assert!(!started.events.is_empty(), "the run started");
+
+    // SIGTERM: the daemon drains.
+    let pid = agent.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A prompt that arrives while it drains is left on the relay, unanswered.
+    let late = c.prompt_event("quick after the restart", None);
+    c.watch(&late.id);
+    c.publish(&late).await;
+    // The running run finishes within the grace, with its real answer.
+    let done = c
+        .collect(
+            &long.id,
+            Duration::from_secs(10),
+            Duration::from_millis(200),
+        )
+        .await;
+    assert_eq!(done.text(), "slept 1500 ms");
+    let status = agent.child.wait().unwrap();
+    assert!(status.success(), "a clean exit after the drain: {status:?}");
+    let unanswered = c
+        .collect(&late.id, Duration::from_millis(300), Duration::ZERO)
+        .await;
+    assert_eq!(unanswered.terminals, 0, "answered while draining");
+
+    // The next start serves it from the relay's backlog, once, and does not run the finished one again.
+    let _agent = Daemon::start(dir.path(), &["--relay", &relay.relay]);
+    let served = c
+        .collect(
+            &late.id,
+            Duration::from_secs(10),
+            Duration::from_millis(300),
+        )
+        .await;
+    assert_eq!(served.text(), "after the restart");
+    assert_eq!(served.terminals, 1);
+    let again = c
+        .collect(&long.id, Duration::from_millis(500), Duration::ZERO)
+        .await;
+    assert_eq!(again.terminals, 0, "the drained run is not ended again");
+}

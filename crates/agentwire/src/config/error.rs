@@ -1,0 +1,119 @@
+//! Why the configuration could not be settled: one error for the configuration boundary, each variant
+//! naming the flag or file key the bad value came from.
+
+use std::path::PathBuf;
+
+/// Where a value came from, as the user wrote it: a flag (`--rate-burst`) or a file key
+/// (`[nipxx] rate_burst`).
+pub(crate) type Setting = &'static str;
+
+/// A configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum ConfigError {
+    /// A file (the config file, a roost.json) could not be read.
+    #[error("cannot read {}: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// A file is not of the expected shape: not TOML (or JSON), an unknown key, a value of the wrong type.
+    /// The reason names the key and its line.
+    #[error("{}: {reason}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's reason.
+        reason: String,
+    },
+    /// A relay that is not a `ws://` or `wss://` URL with a host.
+    #[error("{setting}: {url:?} is not a relay URL: {reason}")]
+    RelayUrl {
+        /// Where it came from.
+        setting: Setting,
+        /// The value.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A sender key that is neither 64 hex nor an npub.
+    #[error("{setting}: {value:?} is not a public key (64 hex or npub1...)")]
+    PublicKey {
+        /// Where it came from.
+        setting: Setting,
+        /// The value.
+        value: String,
+    },
+    /// A number below its minimum, or not finite.
+    #[error("{setting} must be a finite number of at least {min}, not {value}")]
+    Number {
+        /// Where it came from.
+        setting: Setting,
+        /// The value.
+        value: f64,
+        /// The least value allowed.
+        min: f64,
+    },
+    /// fisk-ai worker slots out of range.
+    #[error("{setting} must be 1 to {max}, not {value}")]
+    Workers {
+        /// Where it came from.
+        setting: Setting,
+        /// The value.
+        value: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// A fisk-ai identity or instance name that cannot be part of a subject.
+    #[error("{setting}: {value:?} must be letters, digits, '-' and '_'")]
+    Identity {
+        /// Where it came from.
+        setting: Setting,
+        /// The value.
+        value: String,
+    },
+    /// The fisk-ai worker is on but has no identity.
+    #[error("--nats needs --identity NAME (or [nats] identity)")]
+    MissingIdentity,
+    /// An agent name that is not built in and has no `[agents.<name>]` entry.
+    #[error(
+        "{setting}: unknown agent {name:?}; available: demo, roost:<profile>, or an [agents.<name>] entry"
+    )]
+    UnknownAgent {
+        /// Where it came from.
+        setting: Setting,
+        /// The name.
+        name: String,
+    },
+    /// An `[agents.<name>]` entry of a kind that does not exist.
+    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: demo, roost")]
+    UnknownAgentKind {
+        /// The entry.
+        name: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// An `[agents.<name>]` entry of kind `roost` without a profile.
+    #[error("[agents.{name}] of kind roost needs a profile")]
+    AgentProfile {
+        /// The entry.
+        name: String,
+    },
+    /// The agent runs a roost profile that neither `[roost.profiles]` nor the roost.json defines.
+    #[error(
+        "agent {agent:?} runs the roost profile {profile:?}, which is not configured ([roost.profiles.{profile}] or --roost-config)"
+    )]
+    UnknownProfile {
+        /// The agent's name.
+        agent: String,
+        /// The profile.
+        profile: String,
+    },
+    /// A roost profile that cannot run (an empty command).
+    #[error("roost profiles: {0}")]
+    Profile(String),
+    /// The embedded relay's limits contradict each other or are zero.
+    #[error("[relay.limits]: {0}")]
+    RelayLimits(String),
+}

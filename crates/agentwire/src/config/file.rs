@@ -1,0 +1,145 @@
+//! The configuration file's shape (`--config FILE`, TOML): every key optional, unknown keys refused.
+//!
+//! Only the shape and the reading live here; which value is in force is decided in [`super::resolve`].
+
+use super::ConfigError;
+use agentwire_relay::RelayLimits;
+use agentwire_roost::profile::Profile;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole configuration file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    /// The data directory.
+    pub(crate) data_dir: Option<PathBuf>,
+    /// `serve` settings.
+    pub(crate) serve: ServeFile,
+    /// NIP-XX runtime settings.
+    pub(crate) nipxx: NipxxFile,
+    /// Embedded relay settings.
+    pub(crate) relay: RelayFile,
+    /// fisk-ai on NATS.
+    pub(crate) nats: NatsFile,
+    /// The roost supervisor.
+    pub(crate) roost: RoostFile,
+    /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
+    pub(crate) agents: HashMap<String, AgentFile>,
+}
+
+/// `[agents.<name>]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentFile {
+    /// `demo` or `roost`.
+    pub(crate) kind: String,
+    /// For `roost`: the profile whose jobs serve the turns.
+    pub(crate) profile: Option<String>,
+}
+
+/// `[roost]`: the roost supervisor.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RoostFile {
+    /// The socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
+    pub(crate) socket: Option<PathBuf>,
+    /// A roost.json whose `agentProfiles` are read too.
+    pub(crate) config: Option<PathBuf>,
+    /// `[roost.profiles.<name>]`.
+    pub(crate) profiles: HashMap<String, Profile>,
+}
+
+/// `[nats]`: the fisk-ai worker.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct NatsFile {
+    /// The NATS server URL; the worker runs when set.
+    pub(crate) url: Option<String>,
+    /// The fisk-ai identity.
+    pub(crate) identity: Option<String>,
+    /// Runs at a time.
+    pub(crate) workers: Option<usize>,
+    /// Questions on.
+    pub(crate) elicit: Option<bool>,
+    /// The question window in seconds.
+    pub(crate) request_timeout_secs: Option<u64>,
+    /// The system prompt (part of a conversation's fingerprint).
+    pub(crate) system_prompt: Option<String>,
+    /// The token allowance per conversation.
+    pub(crate) max_tokens: Option<u64>,
+    /// This instance's name (`sender.instance`).
+    pub(crate) instance: Option<String>,
+}
+
+/// `[serve]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ServeFile {
+    /// The embedded relay's address.
+    pub(crate) relay_listen: Option<SocketAddr>,
+    /// External relays to use.
+    pub(crate) relays: Vec<String>,
+    /// The agent to serve.
+    pub(crate) agent: Option<String>,
+    /// A PEM file of extra CA certificates trusted for `wss://` relays, besides Mozilla's roots.
+    pub(crate) relay_ca_file: Option<PathBuf>,
+}
+
+/// `[nipxx]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct NipxxFile {
+    /// Only these senders (hex or npub) may prompt.
+    pub(crate) allow: Option<Vec<String>>,
+    /// These senders are refused.
+    pub(crate) block: Vec<String>,
+    /// Sustained prompts per second per sender.
+    pub(crate) rate_per_second: Option<f64>,
+    /// Burst per sender.
+    pub(crate) rate_burst: Option<f64>,
+    /// Backlog horizon in seconds.
+    pub(crate) backlog_horizon_secs: Option<u64>,
+    /// The privacy-first profile (NIP-59 gift wrap in and out).
+    pub(crate) nip59: Option<bool>,
+}
+
+/// `[relay]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RelayFile {
+    /// The relay's name in its NIP-11 document.
+    pub(crate) name: Option<String>,
+    /// The relay's limits.
+    pub(crate) limits: RelayLimits,
+}
+
+/// Parses a config file's text; `path` only names it in the error (whose reason names the key and line).
+pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string().trim_end().to_string(),
+    })
+}
+
+/// Reads a config file.
+pub(crate) fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+    parse(path, &read(path)?)
+}
+
+/// The `agentProfiles` of a roost.json (`--roost-config`, `[roost] config`).
+pub(crate) fn read_roost_json(path: &Path) -> Result<HashMap<String, Profile>, ConfigError> {
+    agentwire_roost::profile::from_roost_json(&read(path)?).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,426 @@
+//! Resolution: each `serve` flag over its config-file key over its default, into one checked [`Resolved`].
+//!
+//! Pure: the file comes in parsed, what the defaults read from the process (the data and runtime
+//! directories) comes in as an [`Environment`], and the one file the configuration names and resolution
+//! must read (a roost.json) is read by a function the caller passes. The rules:
+//! - a flag beats its file key, which beats the default;
+//! - a list flag (`--relay`, `--allow`, `--block`) given at all replaces the file's list;
+//! - a switch (`--nip59`, `--nats-elicit`) can only turn its feature on;
+//! - a bad value is refused with a [`ConfigError`] naming the flag or the key it came from;
+//! - what is not in force is not checked: `[nats]` keys without a NATS URL, `[relay]` with the embedded
+//!   relay off.
+
+use super::error::{ConfigError, Setting};
+use super::file::FileConfig;
+use super::flags::ServeFlags;
+use super::{
+    Environment, DEFAULT_BACKLOG_HORIZON_SECS, DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND,
+};
+use agentwire_fisk::wire::Identity;
+use agentwire_fisk::worker::{WorkerConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS};
+use agentwire_nostr::nipxx::policy::RateLimit;
+use agentwire_relay::{RelayConfig, RelayError};
+use agentwire_roost::profile::Profile;
+use nostr::prelude::PublicKey;
+use std::collections::{BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The agent served when neither `--agent` nor `[serve] agent` names one: the offline demo agent, so that a
+/// bare `agentwire serve` answers without any model or service.
+pub(crate) const DEFAULT_AGENT: &str = "demo";
+/// The embedded relay's default address: loopback, so a bare `serve` is not reachable from the network.
+pub(crate) const DEFAULT_RELAY_LISTEN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7777);
+/// The least sustained prompt rate: zero means a sender's burst, once spent, never refills; below zero
+/// means nothing.
+pub(crate) const MIN_RATE_PER_SECOND: f64 = 0.0;
+/// The least burst: a bucket that cannot hold one prompt would refuse every sender.
+pub(crate) const MIN_RATE_BURST: f64 = 1.0;
+/// The embedded relay's events, in the data directory.
+pub(crate) const RELAY_DB_FILE: &str = "relay.sqlite";
+
+/// What resolution reads besides the roost.json.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sources<'a> {
+    /// `--data-dir` (or `AGENTWIRE_DATA_DIR`).
+    pub(crate) data_dir: Option<&'a Path>,
+    /// The `serve` flags.
+    pub(crate) flags: &'a ServeFlags,
+    /// The parsed `--config` file (all defaults without one).
+    pub(crate) file: &'a FileConfig,
+    /// The process's environment, for the defaults that depend on it.
+    pub(crate) env: &'a Environment,
+}
+
+/// What an agent's turns run on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AgentKind {
+    /// The offline demo agent.
+    Demo,
+    /// Jobs of a roost profile.
+    Roost {
+        /// The profile.
+        profile: String,
+    },
+}
+
+/// The agent served, under the name it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentChoice {
+    /// As given: `demo`, `roost:<profile>` or an `[agents.<name>]` entry.
+    pub(crate) name: String,
+    /// What it runs on.
+    pub(crate) kind: AgentKind,
+    /// Whether the name is an `[agents.<name>]` entry.
+    pub(crate) entry: bool,
+}
+
+/// The NIP-XX runtime's sender policy and profile.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Nipxx {
+    /// Only these senders may prompt, when set.
+    pub(crate) allow: Option<BTreeSet<PublicKey>>,
+    /// These senders are refused.
+    pub(crate) block: BTreeSet<PublicKey>,
+    /// The per-sender prompt rate.
+    pub(crate) rate: RateLimit,
+    /// Stored prompts younger than this are served after a restart.
+    pub(crate) backlog_horizon: Duration,
+    /// The privacy-first profile (NIP-59 gift wrap in and out).
+    pub(crate) nip59: bool,
+}
+
+/// The roost supervisor.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Roost {
+    /// Its socket.
+    pub(crate) socket: PathBuf,
+    /// The roost.json whose profiles were read, if any.
+    pub(crate) config: Option<PathBuf>,
+    /// `[roost.profiles]` and the roost.json's `agentProfiles` (which win on a shared name).
+    pub(crate) profiles: HashMap<String, Profile>,
+}
+
+/// The configuration `serve` runs with, every value settled and checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    /// Keys, journal, relay events, roost jobs.
+    pub(crate) data_dir: PathBuf,
+    /// The agent behind every front.
+    pub(crate) agent: AgentChoice,
+    /// The embedded relay, when on: without external relays, or with `relay_listen` given.
+    pub(crate) relay: Option<RelayConfig>,
+    /// External relays.
+    pub(crate) relays: Vec<String>,
+    /// Extra CAs for `wss://` relays.
+    pub(crate) relay_ca_file: Option<PathBuf>,
+    /// The NIP-XX runtime.
+    pub(crate) nipxx: Nipxx,
+    /// The fisk-ai worker, when a NATS URL is given.
+    pub(crate) nats: Option<WorkerConfig>,
+    /// The roost supervisor (always on).
+    pub(crate) roost: Roost,
+}
+
+/// Resolves `sources`; `read_roost_json` gives the profiles of the roost.json the configuration names.
+pub(crate) fn resolve(
+    sources: Sources<'_>,
+    read_roost_json: impl FnOnce(&Path) -> Result<HashMap<String, Profile>, ConfigError>,
+) -> Result<Resolved, ConfigError> {
+    let Sources {
+        data_dir,
+        flags,
+        file,
+        env,
+    } = sources;
+    let data_dir = super::data_dir(data_dir, file, env);
+    let agent = agent(flags, file)?;
+    let relays = external_relays(flags, file)?;
+    let listen = flags.relay_listen.or(file.serve.relay_listen);
+    let relay = if relays.is_empty() || listen.is_some() {
+        Some(embedded_relay(
+            listen.unwrap_or(DEFAULT_RELAY_LISTEN),
+            &data_dir,
+            file,
+        )?)
+    } else {
+        None
+    };
+    let (config, profiles) = roost_profiles(flags, file, &agent, read_roost_json)?;
+    let roost = Roost {
+        socket: flags
+            .roost_socket
+            .clone()
+            .or_else(|| file.roost.socket.clone())
+            .unwrap_or_else(|| env.default_roost_socket(&data_dir)),
+        config,
+        profiles,
+    };
+    Ok(Resolved {
+        agent,
+        relay,
+        relays,
+        relay_ca_file: flags
+            .relay_ca_file
+            .clone()
+            .or_else(|| file.serve.relay_ca_file.clone()),
+        nipxx: nipxx(flags, file)?,
+        nats: nats(flags, file)?,
+        roost,
+        data_dir,
+    })
+}
+
+/// The roost.json in force and the profiles: `[roost.profiles]` and the roost.json's, checked, with the
+/// agent's profile among them.
+fn roost_profiles(
+    flags: &ServeFlags,
+    file: &FileConfig,
+    agent: &AgentChoice,
+    read_roost_json: impl FnOnce(&Path) -> Result<HashMap<String, Profile>, ConfigError>,
+) -> Result<(Option<PathBuf>, HashMap<String, Profile>), ConfigError> {
+    let config = flags
+        .roost_config
+        .clone()
+        .or_else(|| file.roost.config.clone());
+    let mut profiles = file.roost.profiles.clone();
+    if let Some(path) = &config {
+        profiles.extend(read_roost_json(path)?);
+    }
+    agentwire_roost::profile::check(&profiles).map_err(|e| ConfigError::Profile(e.to_string()))?;
+    if let AgentKind::Roost { profile } = &agent.kind {
+        if !profiles.contains_key(profile) {
+            return Err(ConfigError::UnknownProfile {
+                agent: agent.name.clone(),
+                profile: profile.clone(),
+            });
+        }
+    }
+    Ok((config, profiles))
+}
+
+/// The flag's value if given, else the file key's, with the name of whichever was used; else the default.
+fn pick<T>(
+    flag: Option<T>,
+    flag_name: Setting,
+    key: Option<T>,
+    key_name: Setting,
+    default: T,
+) -> (T, Setting) {
+    match (flag, key) {
+        (Some(v), _) => (v, flag_name),
+        (None, Some(v)) => (v, key_name),
+        (None, None) => (default, "the default"),
+    }
+}
+
+fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigError> {
+    let (name, setting) = pick(
+        flags.agent.clone(),
+        "--agent",
+        file.serve.agent.clone(),
+        "[serve] agent",
+        DEFAULT_AGENT.to_string(),
+    );
+    let roost = |profile: &str| AgentKind::Roost {
+        profile: profile.to_string(),
+    };
+    if let Some(profile) = name.strip_prefix("roost:") {
+        let kind = roost(profile);
+        return Ok(AgentChoice {
+            name,
+            kind,
+            entry: false,
+        });
+    }
+    if let Some(entry) = file.agents.get(&name) {
+        let kind = match (entry.kind.as_str(), entry.profile.as_deref()) {
+            ("roost", Some(profile)) => roost(profile),
+            ("roost", None) => return Err(ConfigError::AgentProfile { name }),
+            ("demo", _) => AgentKind::Demo,
+            (other, _) => {
+                return Err(ConfigError::UnknownAgentKind {
+                    name,
+                    kind: other.to_string(),
+                })
+            }
+        };
+        return Ok(AgentChoice {
+            name,
+            kind,
+            entry: true,
+        });
+    }
+    if name == "demo" {
+        return Ok(AgentChoice {
+            name,
+            kind: AgentKind::Demo,
+            entry: false,
+        });
+    }
+    Err(ConfigError::UnknownAgent { setting, name })
+}
+
+fn external_relays(flags: &ServeFlags, file: &FileConfig) -> Result<Vec<String>, ConfigError> {
+    let (urls, setting) = if flags.relays.is_empty() {
+        (&file.serve.relays, "[serve] relays")
+    } else {
+        (&flags.relays, "--relay")
+    };
+    for url in urls {
+        agentwire_nostr::relay_conn::check_relay_url(url).map_err(|e| ConfigError::RelayUrl {
+            setting,
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(urls.clone())
+}
+
+fn embedded_relay(
+    listen: SocketAddr,
+    data_dir: &Path,
+    file: &FileConfig,
+) -> Result<RelayConfig, ConfigError> {
+    let mut relay = RelayConfig::new(listen, data_dir.join(RELAY_DB_FILE));
+    relay.limits = file.relay.limits;
+    relay.limits.validate().map_err(|e| {
+        ConfigError::RelayLimits(match e {
+            RelayError::InvalidLimits(reason) => reason,
+            other => other.to_string(),
+        })
+    })?;
+    if let Some(name) = &file.relay.name {
+        relay.name = name.clone();
+    }
+    Ok(relay)
+}
+
+fn public_keys(list: &[String], setting: Setting) -> Result<BTreeSet<PublicKey>, ConfigError> {
+    list.iter()
+        .map(|s| {
+            PublicKey::parse(s).map_err(|_| ConfigError::PublicKey {
+                setting,
+                value: s.clone(),
+            })
+        })
+        .collect()
+}
+
+fn at_least(value: f64, min: f64, setting: Setting) -> Result<f64, ConfigError> {
+    if value.is_finite() && value >= min {
+        Ok(value)
+    } else {
+        Err(ConfigError::Number {
+            setting,
+            value,
+            min,
+        })
+    }
+}
+
+fn nipxx(flags: &ServeFlags, file: &FileConfig) -> Result<Nipxx, ConfigError> {
+    let allow = if !flags.allow.is_empty() {
+        Some(public_keys(&flags.allow, "--allow")?)
+    } else {
+        file.nipxx
+            .allow
+            .as_deref()
+            .map(|list| public_keys(list, "[nipxx] allow"))
+            .transpose()?
+    };
+    let block = if !flags.block.is_empty() {
+        public_keys(&flags.block, "--block")?
+    } else {
+        public_keys(&file.nipxx.block, "[nipxx] block")?
+    };
+    let (per_second, setting) = pick(
+        flags.rate_per_second,
+        "--rate-per-second",
+        file.nipxx.rate_per_second,
+        "[nipxx] rate_per_second",
+        DEFAULT_RATE_PER_SECOND,
+    );
+    let per_second = at_least(per_second, MIN_RATE_PER_SECOND, setting)?;
+    let (burst, setting) = pick(
+        flags.rate_burst,
+        "--rate-burst",
+        file.nipxx.rate_burst,
+        "[nipxx] rate_burst",
+        DEFAULT_RATE_BURST,
+    );
+    let burst = at_least(burst, MIN_RATE_BURST, setting)?;
+    let (horizon, _) = pick(
+        flags.backlog_horizon_secs,
+        "--backlog-horizon-secs",
+        file.nipxx.backlog_horizon_secs,
+        "[nipxx] backlog_horizon_secs",
+        DEFAULT_BACKLOG_HORIZON_SECS,
+    );
+    Ok(Nipxx {
+        allow,
+        block,
+        rate: RateLimit { per_second, burst },
+        backlog_horizon: Duration::from_secs(horizon),
+        nip59: flags.nip59 || file.nipxx.nip59.unwrap_or(false),
+    })
+}
+
+fn nats(flags: &ServeFlags, file: &FileConfig) -> Result<Option<WorkerConfig>, ConfigError> {
+    let Some(url) = flags.nats.clone().or_else(|| file.nats.url.clone()) else {
+        return Ok(None);
+    };
+    let (identity, setting) = match (flags.identity.clone(), file.nats.identity.clone()) {
+        (Some(i), _) => (i, "--identity"),
+        (None, Some(i)) => (i, "[nats] identity"),
+        (None, None) => return Err(ConfigError::MissingIdentity),
+    };
+    let me = Identity::new(identity.clone()).map_err(|_| ConfigError::Identity {
+        setting,
+        value: identity.clone(),
+    })?;
+    if let Some(instance) = &file.nats.instance {
+        me.with_instance(instance.clone())
+            .map_err(|_| ConfigError::Identity {
+                setting: "[nats] instance",
+                value: instance.clone(),
+            })?;
+    }
+    let (workers, setting) = pick(
+        flags.nats_workers,
+        "--nats-workers",
+        file.nats.workers,
+        "[nats] workers",
+        DEFAULT_WORKERS,
+    );
+    if workers == 0 || workers > MAX_WORKERS {
+        return Err(ConfigError::Workers {
+            setting,
+            value: workers,
+            max: MAX_WORKERS,
+        });
+    }
+    let (request_timeout, _) = pick(
+        flags.nats_request_timeout.map(Duration::from_secs),
+        "--nats-request-timeout",
+        file.nats.request_timeout_secs.map(Duration::from_secs),
+        "[nats] request_timeout_secs",
+        DEFAULT_REQUEST_TIMEOUT,
+    );
+    Ok(Some(WorkerConfig {
+        url,
+        identity,
+        workers,
+        elicit: flags.nats_elicit || file.nats.elicit.unwrap_or(false),
+        request_timeout,
+        system_prompt: file.nats.system_prompt.clone().unwrap_or_default(),
+        max_tokens: file.nats.max_tokens,
+        instance: file.nats.instance.clone(),
+    }))
+}
+
+#[cfg(test)]
+#[path = "resolve_tests.rs"]
+mod tests;

@@ -1,0 +1,587 @@
+//! The resolution rules, one at a time: flag over file over default, list flags, switches, and a typed error
+//! naming the flag or key for every bad value.
+
+use super::*;
+use crate::config::file;
+use agentwire_roost::profile::TaskMode;
+use clap::Parser;
+use nostr::prelude::{Keys, ToBech32};
+use std::path::Path;
+
+/// `serve`'s flags as a user types them.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    flags: ServeFlags,
+}
+
+fn flags(args: &[&str]) -> ServeFlags {
+    Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        .flags
+}
+
+fn file(toml: &str) -> FileConfig {
+    file::parse(Path::new("test.toml"), toml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn env() -> Environment {
+    Environment {
+        data_dir: PathBuf::from("/home/me/.local/share/agentwire"),
+        runtime_dir: Some(PathBuf::from("/run/user/1000")),
+    }
+}
+
+fn no_roost_json(path: &Path) -> Result<HashMap<String, Profile>, ConfigError> {
+    panic!("no roost.json is named, yet {} was read", path.display())
+}
+
+fn try_resolve(args: &[&str], toml: &str) -> Result<Resolved, ConfigError> {
+    let (flags, file, env) = (flags(args), file(toml), env());
+    resolve(
+        Sources {
+            data_dir: None,
+            flags: &flags,
+            file: &file,
+            env: &env,
+        },
+        no_roost_json,
+    )
+}
+
+fn resolved(args: &[&str], toml: &str) -> Resolved {
+    try_resolve(args, toml).unwrap_or_else(|e| panic!("{args:?} over {toml:?}: {e}"))
+}
+
+fn error(args: &[&str], toml: &str) -> ConfigError {
+    match try_resolve(args, toml) {
+        Ok(r) => panic!("{args:?} over {toml:?} resolved to {r:?}"),
+        Err(e) => e,
+    }
+}
+
+fn key() -> PublicKey {
+    Keys::generate().public_key()
+}
+
+fn profile(command: &str) -> Profile {
+    Profile {
+        command: vec![command.to_string()],
+        task: TaskMode::Type,
+        protocol: true,
+    }
+}
+
+#[test]
+fn without_flags_or_file_everything_is_the_default() {
+    let r = resolved(&[], "");
+    assert_eq!(r.data_dir, env().data_dir);
+    assert_eq!(
+        r.agent,
+        AgentChoice {
+            name: "demo".into(),
+            kind: AgentKind::Demo,
+            entry: false
+        }
+    );
+    let relay = r.relay.expect("the embedded relay is on by default");
+    assert_eq!(relay.listen, DEFAULT_RELAY_LISTEN);
+    assert_eq!(relay.listen.to_string(), "127.0.0.1:7777");
+    assert_eq!(relay.db_path, env().data_dir.join("relay.sqlite"));
+    assert_eq!(relay.name, "agentwire");
+    assert_eq!(relay.limits, agentwire_relay::RelayLimits::default());
+    assert!(r.relays.is_empty());
+    assert_eq!(r.relay_ca_file, None);
+    assert_eq!(
+        r.nipxx,
+        Nipxx {
+            allow: None,
+            block: BTreeSet::new(),
+            rate: RateLimit {
+                per_second: 50.0,
+                burst: 100.0
+            },
+            backlog_horizon: Duration::from_secs(3600),
+            nip59: false,
+        }
+    );
+    assert!(r.nats.is_none());
+    assert_eq!(
+        r.roost,
+        Roost {
+            socket: PathBuf::from("/run/user/1000/agentwire/roost.sock"),
+            config: None,
+            profiles: HashMap::new(),
+        }
+    );
+}
+
+#[test]
+fn without_a_runtime_dir_the_roost_socket_is_in_the_data_dir() {
+    let (flags, file, env) = (
+        flags(&[]),
+        file("data_dir = \"/srv/aw\""),
+        Environment {
+            runtime_dir: None,
+            ..env()
+        },
+    );
+    let sources = Sources {
+        data_dir: None,
+        flags: &flags,
+        file: &file,
+        env: &env,
+    };
+    let r = resolve(sources, no_roost_json).unwrap();
+    assert_eq!(r.roost.socket, PathBuf::from("/srv/aw/run/roost.sock"));
+}
+
+#[test]
+fn the_data_dir_is_the_flag_then_the_file_then_the_environment() {
+    let (flags, file, env) = (flags(&[]), file("data_dir = \"/srv/aw\""), env());
+    let mut sources = Sources {
+        data_dir: Some(Path::new("/flag")),
+        flags: &flags,
+        file: &file,
+        env: &env,
+    };
+    let r = resolve(sources, no_roost_json).unwrap();
+    assert_eq!(r.data_dir, PathBuf::from("/flag"));
+    assert_eq!(
+        r.relay.unwrap().db_path,
+        PathBuf::from("/flag/relay.sqlite")
+    );
+    sources.data_dir = None;
+    assert_eq!(
+        resolve(sources, no_roost_json).unwrap().data_dir,
+        PathBuf::from("/srv/aw")
+    );
+    assert_eq!(resolved(&[], "").data_dir, env.data_dir);
+}
+
+const FILE: &str = r#"
+[serve]
+relay_listen = "0.0.0.0:8000"
+relay_ca_file = "/etc/ca.pem"
+agent = "roost:mine"
+
+[nipxx]
+rate_per_second = 5.0
+rate_burst = 7.0
+backlog_horizon_secs = 60
+nip59 = true
+
+[nats]
+url = "nats://file:4222"
+identity = "from-file"
+workers = 3
+elicit = true
+request_timeout_secs = 30
+system_prompt = "be brief"
+max_tokens = 500
+instance = "host-a"
+
+[roost]
+socket = "/file/roost.sock"
+[roost.profiles.mine]
+command = ["python3", "agent.py"]
+protocol = true
+[roost.profiles.other]
+command = ["other"]
+
+[relay]
+name = "file relay"
+[relay.limits]
+max_connections = 9
+"#;
+
+#[test]
+fn the_file_beats_the_defaults() {
+    let r = resolved(&[], FILE);
+    assert_eq!(
+        r.agent.kind,
+        AgentKind::Roost {
+            profile: "mine".into()
+        }
+    );
+    let relay = r.relay.unwrap();
+    assert_eq!(relay.listen.to_string(), "0.0.0.0:8000");
+    assert_eq!(relay.name, "file relay");
+    assert_eq!(relay.limits.max_connections, 9);
+    assert_eq!(
+        relay.limits.max_event_bytes,
+        agentwire_relay::RelayLimits::default().max_event_bytes,
+        "a limit the file does not name keeps its default"
+    );
+    assert_eq!(r.relay_ca_file, Some(PathBuf::from("/etc/ca.pem")));
+    assert_eq!(r.nipxx.rate.per_second, 5.0);
+    assert_eq!(r.nipxx.rate.burst, 7.0);
+    assert_eq!(r.nipxx.backlog_horizon, Duration::from_secs(60));
+    assert!(r.nipxx.nip59);
+    let nats = r.nats.expect("the worker is on with [nats] url");
+    assert_eq!(nats.url, "nats://file:4222");
+    assert_eq!(nats.identity, "from-file");
+    assert_eq!(nats.workers, 3);
+    assert!(nats.elicit);
+    assert_eq!(nats.request_timeout, Duration::from_secs(30));
+    assert_eq!(nats.system_prompt, "be brief");
+    assert_eq!(nats.max_tokens, Some(500));
+    assert_eq!(nats.instance.as_deref(), Some("host-a"));
+    assert_eq!(r.roost.socket, PathBuf::from("/file/roost.sock"));
+    assert_eq!(r.roost.profiles.len(), 2);
+}
+
+#[test]
+fn a_flag_beats_the_file() {
+    let r = resolved(
+        &[
+            "--relay-listen",
+            "127.0.0.1:0",
+            "--relay-ca-file",
+            "/flag/ca.pem",
+            "--agent",
+            "roost:other",
+            "--rate-per-second",
+            "0.5",
+            "--rate-burst",
+            "2",
+            "--backlog-horizon-secs",
+            "0",
+            "--nats",
+            "nats://flag:4222",
+            "--identity",
+            "from-flag",
+            "--nats-workers",
+            "8",
+            "--nats-request-timeout",
+            "5",
+            "--roost-socket",
+            "/flag/roost.sock",
+        ],
+        FILE,
+    );
+    assert_eq!(
+        r.agent.kind,
+        AgentKind::Roost {
+            profile: "other".into()
+        }
+    );
+    assert_eq!(r.relay.unwrap().listen.to_string(), "127.0.0.1:0");
+    assert_eq!(r.relay_ca_file, Some(PathBuf::from("/flag/ca.pem")));
+    assert_eq!(r.nipxx.rate.per_second, 0.5);
+    assert_eq!(r.nipxx.rate.burst, 2.0);
+    assert_eq!(r.nipxx.backlog_horizon, Duration::ZERO);
+    let nats = r.nats.unwrap();
+    assert_eq!(nats.url, "nats://flag:4222");
+    assert_eq!(nats.identity, "from-flag");
+    assert_eq!(nats.workers, 8);
+    assert_eq!(nats.request_timeout, Duration::from_secs(5));
+    assert_eq!(
+        nats.max_tokens,
+        Some(500),
+        "a key without a flag still comes from the file"
+    );
+    assert_eq!(r.roost.socket, PathBuf::from("/flag/roost.sock"));
+}
+
+#[test]
+fn a_switch_only_turns_its_feature_on() {
+    assert!(resolved(&["--nip59"], "").nipxx.nip59);
+    assert!(resolved(&[], "[nipxx]\nnip59 = true").nipxx.nip59);
+    assert!(!resolved(&[], "[nipxx]\nnip59 = false").nipxx.nip59);
+    let nats = "[nats]\nurl = \"nats://x\"\nidentity = \"i\"\n";
+    assert!(!resolved(&[], nats).nats.unwrap().elicit);
+    assert!(resolved(&["--nats-elicit"], nats).nats.unwrap().elicit);
+    assert!(
+        resolved(&[], &format!("{nats}elicit = true"))
+            .nats
+            .unwrap()
+            .elicit
+    );
+}
+
+#[test]
+fn relay_flags_replace_the_files_relays_and_turn_the_embedded_relay_off() {
+    let toml = "[serve]\nrelays = [\"wss://file.example\"]";
+    let r = resolved(&[], toml);
+    assert_eq!(r.relays, ["wss://file.example"]);
+    assert!(
+        r.relay.is_none(),
+        "external relays turn the embedded one off"
+    );
+    let r = resolved(
+        &["--relay", "ws://a.example", "--relay", "wss://b.example"],
+        toml,
+    );
+    assert_eq!(r.relays, ["ws://a.example", "wss://b.example"]);
+    assert!(r.relay.is_none());
+    let r = resolved(
+        &["--relay", "ws://a.example", "--relay-listen", "127.0.0.1:0"],
+        toml,
+    );
+    assert_eq!(r.relays, ["ws://a.example"]);
+    assert!(
+        r.relay.is_some(),
+        "relay_listen keeps the embedded relay on"
+    );
+    let r = resolved(
+        &[],
+        "[serve]\nrelays = [\"wss://file.example\"]\nrelay_listen = \"127.0.0.1:1\"",
+    );
+    assert_eq!(r.relay.unwrap().listen.to_string(), "127.0.0.1:1");
+}
+
+#[test]
+fn allow_and_block_flags_replace_the_files_lists() {
+    let (a, b, c) = (key(), key(), key());
+    let toml = format!(
+        "[nipxx]\nallow = [\"{}\"]\nblock = [\"{}\"]",
+        a.to_bech32().unwrap(),
+        b.to_hex()
+    );
+    let r = resolved(&[], &toml);
+    assert_eq!(r.nipxx.allow, Some(BTreeSet::from([a])));
+    assert_eq!(r.nipxx.block, BTreeSet::from([b]));
+    let r = resolved(
+        &[
+            "--allow",
+            &c.to_hex(),
+            "--allow",
+            &b.to_hex(),
+            "--block",
+            &c.to_hex(),
+        ],
+        &toml,
+    );
+    assert_eq!(r.nipxx.allow, Some(BTreeSet::from([b, c])));
+    assert_eq!(r.nipxx.block, BTreeSet::from([c]));
+    assert_eq!(
+        resolved(&[], "[nipxx]\nallow = []").nipxx.allow,
+        Some(BTreeSet::new()),
+        "an empty allow list in the file allows nobody, as before"
+    );
+}
+
+#[test]
+fn an_agents_entry_names_the_agent() {
+    let toml = "[agents.helper]\nkind = \"roost\"\nprofile = \"mine\"\n\
+                [agents.plain]\nkind = \"demo\"\n\
+                [roost.profiles.mine]\ncommand = [\"a\"]";
+    let r = resolved(&["--agent", "helper"], toml);
+    assert_eq!(
+        r.agent,
+        AgentChoice {
+            name: "helper".into(),
+            kind: AgentKind::Roost {
+                profile: "mine".into()
+            },
+            entry: true
+        }
+    );
+    let r = resolved(&[], &format!("[serve]\nagent = \"plain\"\n{toml}"));
+    assert_eq!(r.agent.kind, AgentKind::Demo);
+    assert!(r.agent.entry);
+}
+
+#[test]
+fn a_roost_json_adds_profiles_and_wins_on_a_shared_name() {
+    let (flags, file, env) = (
+        flags(&["--roost-config", "/r/roost.json", "--agent", "roost:json"]),
+        file("[roost.profiles.mine]\ncommand = [\"file\"]\n[roost.profiles.kept]\ncommand = [\"kept\"]"),
+        env(),
+    );
+    let sources = Sources {
+        data_dir: None,
+        flags: &flags,
+        file: &file,
+        env: &env,
+    };
+    let r = resolve(sources, |path| {
+        assert_eq!(path, Path::new("/r/roost.json"));
+        Ok(HashMap::from([
+            ("mine".to_string(), profile("json-mine")),
+            ("json".to_string(), profile("json")),
+        ]))
+    })
+    .unwrap();
+    assert_eq!(r.roost.config, Some(PathBuf::from("/r/roost.json")));
+    assert_eq!(r.roost.profiles["mine"].command, ["json-mine"]);
+    assert_eq!(r.roost.profiles["kept"].command, ["kept"]);
+    assert_eq!(r.roost.profiles["json"].command, ["json"]);
+
+    let failing = resolve(sources, |path| {
+        Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            reason: "gone".into(),
+        })
+    });
+    assert_eq!(
+        failing.unwrap_err().to_string(),
+        "cannot read /r/roost.json: gone"
+    );
+}
+
+#[test]
+fn bad_values_name_their_flag_or_key() {
+    let pk = key().to_hex();
+    let cases: Vec<(Vec<&str>, String, &str)> = vec![
+        (
+            vec![],
+            "[serve]\nrelays = [\"http://x\"]".into(),
+            "[serve] relays: \"http://x\" is not a relay URL",
+        ),
+        (
+            vec!["--allow", "nope"],
+            String::new(),
+            "--allow: \"nope\" is not a public key",
+        ),
+        (
+            vec![],
+            "[nipxx]\nallow = [\"nope\"]".into(),
+            "[nipxx] allow: \"nope\"",
+        ),
+        (
+            vec!["--block", &pk, "--block", "x"],
+            String::new(),
+            "--block: \"x\"",
+        ),
+        (
+            vec![],
+            "[nipxx]\nblock = [\"x\"]".into(),
+            "[nipxx] block: \"x\"",
+        ),
+        (
+            vec!["--rate-per-second=-1"],
+            String::new(),
+            "--rate-per-second must be a finite number of at least 0, not -1",
+        ),
+        (
+            vec![],
+            "[nipxx]\nrate_per_second = nan".into(),
+            "[nipxx] rate_per_second must be a finite number",
+        ),
+        (
+            vec!["--rate-burst", "0.5"],
+            String::new(),
+            "--rate-burst must be a finite number of at least 1, not 0.5",
+        ),
+        (
+            vec![],
+            "[nipxx]\nrate_burst = inf".into(),
+            "[nipxx] rate_burst must be a finite number",
+        ),
+        (
+            vec!["--agent", "gpt"],
+            String::new(),
+            "--agent: unknown agent \"gpt\"",
+        ),
+        (
+            vec![],
+            "[serve]\nagent = \"gpt\"".into(),
+            "[serve] agent: unknown agent \"gpt\"",
+        ),
+        (
+            vec!["--agent", "x"],
+            "[agents.x]\nkind = \"llm\"".into(),
+            "[agents.x] kind: unknown kind \"llm\"",
+        ),
+        (
+            vec!["--agent", "x"],
+            "[agents.x]\nkind = \"roost\"".into(),
+            "[agents.x] of kind roost needs a profile",
+        ),
+        (
+            vec!["--agent", "roost:none"],
+            String::new(),
+            "runs the roost profile \"none\", which is not configured",
+        ),
+        (
+            vec![],
+            "[roost.profiles.empty]\ncommand = []".into(),
+            "roost profiles: profile \"empty\" has an empty command",
+        ),
+        (
+            vec![],
+            "[relay.limits]\nmax_connections = 0".into(),
+            "[relay.limits]: max_connections must be at least 1",
+        ),
+        (
+            vec!["--nats", "nats://x"],
+            String::new(),
+            "--nats needs --identity NAME (or [nats] identity)",
+        ),
+        (
+            vec!["--nats", "nats://x", "--identity", "a.b"],
+            String::new(),
+            "--identity: \"a.b\" must be letters, digits, '-' and '_'",
+        ),
+        (
+            vec![],
+            "[nats]\nurl = \"nats://x\"\nidentity = \"a b\"".into(),
+            "[nats] identity: \"a b\"",
+        ),
+        (
+            vec![],
+            "[nats]\nurl = \"nats://x\"\nidentity = \"a\"\ninstance = \"h.1\"".into(),
+            "[nats] instance: \"h.1\"",
+        ),
+        (
+            vec![
+                "--nats",
+                "nats://x",
+                "--identity",
+                "a",
+                "--nats-workers",
+                "0",
+            ],
+            String::new(),
+            "--nats-workers must be 1 to 4096, not 0",
+        ),
+        (
+            vec![],
+            "[nats]\nurl = \"nats://x\"\nidentity = \"a\"\nworkers = 5000".into(),
+            "[nats] workers must be 1 to 4096, not 5000",
+        ),
+    ];
+    for (args, toml, expected) in cases {
+        let message = error(&args, &toml).to_string();
+        assert!(
+            message.contains(expected),
+            "{args:?} over {toml:?}: {message:?} does not say {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn what_is_not_in_force_is_not_checked() {
+    let r = resolved(
+        &["--relay", "ws://a.example"],
+        "[relay.limits]\nmax_connections = 0\n[nats]\nworkers = 0\nidentity = \"a.b\"",
+    );
+    assert!(r.relay.is_none() && r.nats.is_none());
+}
+
+#[test]
+fn the_file_refuses_unknown_keys_and_wrong_types_naming_them() {
+    for (toml, expected) in [
+        ("[nipxx]\nrate_burts = 3", "rate_burts"),
+        ("[serve]\nrelay_listen = \"nowhere\"", "relay_listen"),
+        (
+            "[nipxx]\nbacklog_horizon_secs = \"soon\"",
+            "backlog_horizon_secs",
+        ),
+        ("colour = true", "colour"),
+    ] {
+        match file::parse(Path::new("/etc/aw.toml"), toml) {
+            Ok(_) => panic!("{toml:?} parsed"),
+            Err(e @ ConfigError::Parse { .. }) => {
+                let message = e.to_string();
+                assert!(
+                    message.starts_with("/etc/aw.toml: ") && message.contains(expected),
+                    "{toml:?}: {message}"
+                );
+            }
+            Err(other) => panic!("{toml:?}: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! `agentwire config`: prints the configuration in force, as TOML (or JSON with `--json`), in the config
+//! file's own keys, so that what it prints can be read back with `--config`.
+//!
+//! Only what is in force is printed: no `[nats]` when the fisk-ai worker is off, no `[relay]` when the
+//! embedded relay is off, only the `[agents.<name>]` entry being served. Nothing secret is printed: key
+//! files are named by path only, and the one thing that can carry a credential, a URL's user-info
+//! (`nats://user:password@host`), is printed as [`REDACTED`].
+
+use crate::config::{AgentKind, Resolved, ServeFlags};
+use agentwire_nostr::relay_conn::RelayTls;
+use agentwire_relay::RelayLimits;
+use agentwire_roost::profile::{Profile, TaskMode};
+use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// What stands in the output for a value that is set but secret.
+pub(crate) const REDACTED: &str = "<set>";
+
+/// `config` flags: the `serve` flags, whose effect it shows, and the output format.
+#[derive(Debug, Args)]
+pub(crate) struct ConfigArgs {
+    #[command(flatten)]
+    pub(crate) serve: ServeFlags,
+    /// Print JSON instead of TOML.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Prints `config`; a CA file that `serve` could not load fails here as it would there.
+pub(crate) fn run(json: bool, config: &Resolved) -> Result<ExitCode, String> {
+    if let Some(path) = &config.relay_ca_file {
+        RelayTls::new(Some(path)).map_err(|e| e.to_string())?;
+    }
+    print!("{}", render(config, json)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The configuration as TOML (with a heading comment) or as pretty JSON, ending in a newline.
+pub(crate) fn render(config: &Resolved, json: bool) -> Result<String, String> {
+    let view = View::of(config);
+    if json {
+        serde_json::to_string_pretty(&view)
+            .map(|s| s + "\n")
+            .map_err(|e| format!("cannot print the configuration: {e}"))
+    } else {
+        toml::to_string(&view)
+            .map(|s| format!("# agentwire: the configuration in force (flags over --config over defaults)\n{s}"))
+            .map_err(|e| format!("cannot print the configuration: {e}"))
+    }
+}
+
+/// A URL (or a comma-separated list of them, as NATS takes) with any user-info replaced by [`REDACTED`].
+pub(crate) fn redact_url(urls: &str) -> String {
+    urls.split(',')
+        .map(|url| {
+            let Some((scheme, rest)) = url.split_once("://") else {
+                return url.to_string();
+            };
+            let authority = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..authority].rfind('@') {
+                Some(at) => format!("{scheme}://{REDACTED}{}", &rest[at..]),
+                None => url.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+// The printed shape: the file's keys, plain values before tables (as TOML needs).
+
+#[derive(Serialize)]
+struct View<'a> {
+    data_dir: &'a Path,
+    serve: ServeView<'a>,
+    nipxx: NipxxView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nats: Option<NatsView<'a>>,
+    roost: RoostView<'a>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    agents: BTreeMap<&'a str, AgentView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relay: Option<RelayView<'a>>,
+}
+
+#[derive(Serialize)]
+struct ServeView<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relay_listen: Option<SocketAddr>,
+    relays: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relay_ca_file: Option<&'a Path>,
+    agent: &'a str,
+}
+
+#[derive(Serialize)]
+struct NipxxView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allow: Option<Vec<String>>,
+    block: Vec<String>,
+    rate_per_second: f64,
+    rate_burst: f64,
+    backlog_horizon_secs: u64,
+    nip59: bool,
+}
+
+#[derive(Serialize)]
+struct NatsView<'a> {
+    url: String,
+    identity: &'a str,
+    workers: usize,
+    elicit: bool,
+    request_timeout_secs: u64,
+    system_prompt: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct RoostView<'a> {
+    socket: &'a Path,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<&'a Path>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    profiles: BTreeMap<&'a str, ProfileView<'a>>,
+}
+
+#[derive(Serialize)]
+struct ProfileView<'a> {
+    command: &'a [String],
+    task: &'static str,
+    protocol: bool,
+}
+
+#[derive(Serialize)]
+struct AgentView<'a> {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct RelayView<'a> {
+    name: &'a str,
+    limits: RelayLimits,
+}
+
+impl<'a> View<'a> {
+    fn of(c: &'a Resolved) -> Self {
+        let hex = |keys: &std::collections::BTreeSet<nostr::prelude::PublicKey>| {
+            keys.iter().map(|k| k.to_hex()).collect::<Vec<_>>()
+        };
+        let mut agents = BTreeMap::new();
+        if c.agent.entry {
+            let (kind, profile) = match &c.agent.kind {
+                AgentKind::Demo => ("demo", None),
+                AgentKind::Roost { profile } => ("roost", Some(profile.as_str())),
+            };
+            agents.insert(c.agent.name.as_str(), AgentView { kind, profile });
+        }
+        View {
+            data_dir: &c.data_dir,
+            serve: ServeView {
+                relay_listen: c.relay.as_ref().map(|r| r.listen),
+                relays: c.relays.iter().map(|u| redact_url(u)).collect(),
+                relay_ca_file: c.relay_ca_file.as_deref(),
+                agent: &c.agent.name,
+            },
+            nipxx: NipxxView {
+                allow: c.nipxx.allow.as_ref().map(hex),
+                block: hex(&c.nipxx.block),
+                rate_per_second: c.nipxx.rate.per_second,
+                rate_burst: c.nipxx.rate.burst,
+                backlog_horizon_secs: c.nipxx.backlog_horizon.as_secs(),
+                nip59: c.nipxx.nip59,
+            },
+            nats: c.nats.as_ref().map(|n| NatsView {
+                url: redact_url(&n.url),
+                identity: &n.identity,
+                workers: n.workers,
+                elicit: n.elicit,
+                request_timeout_secs: n.request_timeout.as_secs(),
+                system_prompt: &n.system_prompt,
+                max_tokens: n.max_tokens,
+                instance: n.instance.as_deref(),
+            }),
+            roost: RoostView {
+                socket: &c.roost.socket,
+                config: c.roost.config.as_deref(),
+                profiles: c
+                    .roost
+                    .profiles
+                    .iter()
+                    .map(|(name, p)| (name.as_str(), ProfileView::of(p)))
+                    .collect(),
+            },
+            agents,
+            relay: c.relay.as_ref().map(|r| RelayView {
+                name: &r.name,
+                limits: r.limits,
+            }),
+        }
+    }
+}
+
+impl<'a> ProfileView<'a> {
+    fn of(p: &'a Profile) -> Self {
+        ProfileView {
+            command: &p.command,
+            task: match p.task {
+                TaskMode::Type => "type",
+                TaskMode::Argv => "argv",
+            },
+            protocol: p.protocol,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_in_a_url_is_redacted() {
+        assert_eq!(
+            redact_url("nats://alice:s3cret@nats.example:4222"),
+            "nats://<set>@nats.example:4222"
+        );
+        assert_eq!(redact_url("nats://tok@host"), "nats://<set>@host");
+        assert_eq!(
+            redact_url("nats://a:b@one:4222,nats://c:d@two:4222"),
+            "nats://<set>@one:4222,nats://<set>@two:4222"
+        );
+        assert_eq!(
+            redact_url("wss://relay.example/path?x=a@b"),
+            "wss://relay.example/path?x=a@b"
+        );
+        assert_eq!(redact_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+    }
+}

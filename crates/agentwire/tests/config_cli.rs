@@ -1,0 +1,302 @@
+//! What `agentwire` tells its user about itself, run as a user runs it: `agentwire config` prints the
+//! configuration in force (flag over file over default, nothing secret, readable back with `--config`) and
+//! refuses a bad key or value by name; and logs written to a file carry no colour codes.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long the daemon may take to log that it is serving.
+const LOG_WAIT: Duration = Duration::from_secs(10);
+
+/// The binary with an environment of our own: no config or data dir inherited from the caller.
+fn agentwire(runtime_dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_agentwire"));
+    c.env_remove("AGENTWIRE_CONFIG")
+        .env_remove("AGENTWIRE_DATA_DIR")
+        .env_remove("AGENTWIRE_RELAY_CA_FILE")
+        .env_remove("RUST_LOG")
+        .env("XDG_RUNTIME_DIR", runtime_dir);
+    c
+}
+
+fn run(runtime_dir: &Path, args: &[&str]) -> Output {
+    agentwire(runtime_dir)
+        .args(args)
+        .output()
+        .expect("agentwire runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A public key in hex (the one from NIP-19's examples).
+const BLOCKED: &str = "3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d";
+
+#[test]
+fn config_prints_flag_over_file_over_default_and_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentwire.toml");
+    let file_data_dir = dir.path().join("from-file");
+    std::fs::write(
+        &file,
+        format!(
+            r#"data_dir = "{}"
+
+[serve]
+relays = ["wss://file.example"]
+
+[nipxx]
+rate_per_second = 5.0
+rate_burst = 7.0
+block = ["{BLOCKED}"]
+
+[nats]
+url = "nats://alice:s3cret@nats.example:4222"
+identity = "from-file"
+workers = 3
+"#,
+            file_data_dir.display()
+        ),
+    )
+    .unwrap();
+    let flag_data_dir = dir.path().join("from-flag");
+    let out = run(
+        dir.path(),
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "config",
+            "--json",
+            "--data-dir",
+            flag_data_dir.to_str().unwrap(),
+            "--rate-burst",
+            "9",
+            "--relay",
+            "ws://flag.example",
+            "--identity",
+            "from-flag",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        !printed.contains("s3cret"),
+        "a secret was printed: {printed}"
+    );
+    assert!(
+        !printed.contains("alice"),
+        "a user name was printed: {printed}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&printed).unwrap();
+
+    // A flag beats the file.
+    assert_eq!(v["data_dir"], flag_data_dir.to_str().unwrap());
+    assert_eq!(v["nipxx"]["rate_burst"], 9.0);
+    assert_eq!(
+        v["serve"]["relays"],
+        serde_json::json!(["ws://flag.example"])
+    );
+    assert_eq!(v["nats"]["identity"], "from-flag");
+    // The file beats the default.
+    assert_eq!(v["nipxx"]["rate_per_second"], 5.0);
+    assert_eq!(v["nipxx"]["block"], serde_json::json!([BLOCKED]));
+    assert_eq!(v["nats"]["workers"], 3);
+    assert_eq!(v["nats"]["url"], "nats://<set>@nats.example:4222");
+    // The defaults fill the rest.
+    assert_eq!(v["nipxx"]["backlog_horizon_secs"], 3600);
+    assert_eq!(v["nipxx"]["nip59"], false);
+    assert_eq!(v["nats"]["request_timeout_secs"], 120);
+    assert_eq!(v["serve"]["agent"], "demo");
+    assert_eq!(
+        v["roost"]["socket"],
+        dir.path().join("agentwire/roost.sock").to_str().unwrap()
+    );
+    // An external relay turns the embedded one off: no listen address, no [relay].
+    assert!(v["serve"].get("relay_listen").is_none(), "{v}");
+    assert!(v.get("relay").is_none(), "{v}");
+    assert!(!flag_data_dir.exists(), "config creates nothing");
+
+    // Without flags the file is in force, and the default relay settings with the embedded relay.
+    let out = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let toml: toml::Value = toml::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(toml["data_dir"].as_str(), file_data_dir.to_str());
+    assert_eq!(toml["nipxx"]["rate_burst"].as_float(), Some(7.0));
+    assert_eq!(toml["nats"]["identity"].as_str(), Some("from-file"));
+    let out = run(dir.path(), &["config", "--relay-listen", "127.0.0.1:0"]);
+    let toml: toml::Value = toml::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(toml["serve"]["relay_listen"].as_str(), Some("127.0.0.1:0"));
+    assert_eq!(toml["relay"]["name"].as_str(), Some("agentwire"));
+    assert_eq!(
+        toml["relay"]["limits"]["max_connections"].as_integer(),
+        Some(512)
+    );
+    assert!(
+        toml.get("nats").is_none(),
+        "the worker is off without a URL"
+    );
+}
+
+#[test]
+fn what_config_prints_reads_back_as_the_same_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let roost_json = dir.path().join("roost.json");
+    std::fs::write(
+        &roost_json,
+        r#"{"agentProfiles":{"mine":{"command":["python3","agent.py"],"task":"argv"}}}"#,
+    )
+    .unwrap();
+    let first = run(
+        dir.path(),
+        &[
+            "config",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--relay-listen",
+            "127.0.0.1:0",
+            "--relay",
+            "wss://relay.example",
+            "--allow",
+            BLOCKED,
+            "--nip59",
+            "--nats",
+            "nats://127.0.0.1:4222",
+            "--identity",
+            "demo",
+            "--nats-elicit",
+            "--roost-config",
+            roost_json.to_str().unwrap(),
+            "--agent",
+            "roost:mine",
+        ],
+    );
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let saved = dir.path().join("in-force.toml");
+    std::fs::write(&saved, &first.stdout).unwrap();
+    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout), text(&first.stdout));
+    let toml: toml::Value = toml::from_str(&text(&first.stdout)).unwrap();
+    assert_eq!(
+        toml["roost"]["profiles"]["mine"]["task"].as_str(),
+        Some("argv")
+    );
+}
+
+#[test]
+fn a_bad_key_or_value_fails_by_name_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[nipxx]\nrate_burts = 3\n").unwrap();
+    let out = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(file.to_str().unwrap()) && err.contains("unknown field `rate_burts`"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+
+    std::fs::write(&file, "[nipxx]\nrate_burst = 0.5\n").unwrap();
+    let out = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("[nipxx] rate_burst must be a finite number of at least 1, not 0.5"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run(dir.path(), &["config", "--allow", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(r#"--allow: "nope" is not a public key"#),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // `serve` refuses the same way, before it creates its data directory.
+    let data_dir = dir.path().join("never");
+    let out = run(
+        dir.path(),
+        &[
+            "serve",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--agent",
+            "gpt",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(r#"--agent: unknown agent "gpt""#),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!data_dir.exists());
+}
+
+/// Kills the daemon however the test ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn logs_to_a_file_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agentwire.log");
+    let data_dir = dir.path().join("data");
+    let roost = dir.path().join("roost.sock");
+    let child = agentwire(dir.path())
+        .args([
+            "serve",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--roost-socket",
+            roost.to_str().unwrap(),
+            // An external relay nobody listens on, beside the embedded relay on a free port.
+            "--relay",
+            "ws://127.0.0.1:1",
+            "--relay-listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(File::create(&log).unwrap())
+        .spawn()
+        .expect("agentwire starts");
+    let mut daemon = Killed(child);
+    let mut ready = String::new();
+    BufReader::new(daemon.0.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert!(ready.contains(r#""ready":true"#), "{ready:?}");
+    let started = Instant::now();
+    let logged = loop {
+        let logged = std::fs::read_to_string(&log).unwrap();
+        if logged.contains("serving") || started.elapsed() > LOG_WAIT {
+            break logged;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(logged.contains("INFO"), "nothing was logged: {logged:?}");
+    assert!(logged.contains("serving"), "{logged:?}");
+    assert!(
+        logged.contains("WARN") && logged.contains("relay not reachable yet"),
+        "the unreachable relay was not warned about: {logged:?}"
+    );
+    assert!(
+        !logged.contains("\x1b["),
+        "colour codes in a log file: {logged:?}"
+    );
+}
