@@ -20,7 +20,9 @@
 //! and end suspended with a checkpoint; a resumed turn carries on from it (`sleep` sleeps what was left).
 
 use crate::calc::evaluate;
-use agentwire_core::{Failure, FailureCode, Outcome, StatusState, TurnEvent, TurnResult, Usage};
+use agentwire_core::{
+    Failure, FailureCode, Outcome, Refusal, StatusState, TurnEvent, TurnFailure, TurnResult, Usage,
+};
 use agentwire_engine::{Agent, AgentCard, ToolSpec, TurnContext, TurnInput};
 use futures_util::future::BoxFuture;
 use std::time::{Duration, Instant};
@@ -60,7 +62,7 @@ fn reply(input: &TurnInput, text: String) -> Outcome {
     })
 }
 
-fn failure(input: &TurnInput, code: FailureCode, message: String) -> Outcome {
+fn failure(input: &TurnInput, code: impl Into<FailureCode>, message: String) -> Outcome {
     let mut f = Failure::new(code, message);
     f.usage.input_tokens = words(&input.message);
     Outcome::Failure(f)
@@ -69,7 +71,7 @@ fn failure(input: &TurnInput, code: FailureCode, message: String) -> Outcome {
 /// A turn parked where a resume can pick it up.
 fn parked(
     input: &TurnInput,
-    code: FailureCode,
+    code: impl Into<FailureCode>,
     message: String,
     checkpoint: serde_json::Value,
 ) -> Outcome {
@@ -151,7 +153,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
             } else {
                 rest
             };
-            failure(&input, FailureCode::AgentFailed, text.to_string())
+            failure(&input, TurnFailure::AgentFailed, text.to_string())
         }
         "big" => match rest.parse::<usize>() {
             Ok(n) if n <= DEMO_MAX_BIG_BYTES => {
@@ -170,7 +172,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
             }
             _ => failure(
                 &input,
-                FailureCode::InvalidSchema,
+                Refusal::InvalidSchema,
                 format!("big takes a byte count from 0 to {DEMO_MAX_BIG_BYTES}"),
             ),
         },
@@ -198,7 +200,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                         let slept = already + start.elapsed().as_millis() as u64;
                         return parked(
                             &input,
-                            FailureCode::Suspended,
+                            TurnFailure::Suspended,
                             format!("suspended after {slept} of {ms} ms"),
                             serde_json::json!({ "slept_ms": slept }),
                         );
@@ -217,7 +219,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
             }
             _ => failure(
                 &input,
-                FailureCode::InvalidSchema,
+                Refusal::InvalidSchema,
                 format!("sleep takes milliseconds from 0 to {DEMO_MAX_SLEEP_MS}"),
             ),
         },
@@ -264,7 +266,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                         duration_ms,
                     })
                     .await;
-                    failure(&input, FailureCode::ToolError, format!("calculator: {e}"))
+                    failure(&input, TurnFailure::ToolError, format!("calculator: {e}"))
                 }
             }
         }

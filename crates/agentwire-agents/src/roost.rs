@@ -14,7 +14,7 @@
 
 use agentwire_core::{
     Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
-    QuestionKind, StatusState, TurnEvent, TurnResult, Usage,
+    QuestionKind, StatusState, TurnEvent, TurnFailure, TurnResult, Usage,
 };
 use agentwire_engine::{Agent, AgentCard, TurnContext, TurnInput};
 use agentwire_roost::client::{ClientError, Controller};
@@ -73,7 +73,7 @@ async fn conversation_job(
         .map(String::from))
 }
 
-fn fail(code: FailureCode, message: impl Into<String>) -> Outcome {
+fn fail(code: impl Into<FailureCode>, message: impl Into<String>) -> Outcome {
     Outcome::Failure(Failure::new(code, message))
 }
 
@@ -132,10 +132,10 @@ impl Agent for RoostJobAgent {
             {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => fail(
-                    FailureCode::ModelUnavailable,
+                    TurnFailure::ModelUnavailable,
                     format!("the roost supervisor: {e}"),
                 ),
-                Err(_) => fail(FailureCode::AgentFailed, "the job did not finish in time"),
+                Err(_) => fail(TurnFailure::AgentFailed, "the job did not finish in time"),
             }
         })
     }
@@ -151,7 +151,7 @@ async fn turn(
         // A reply starting with `/` is a command to the job (`/stop`, `/model`); a remote peer's prompt is
         // not one.
         return Ok(fail(
-            FailureCode::UnsupportedFeature,
+            TurnFailure::UnsupportedFeature,
             "a prompt starting with / would be a command to the roost job; not taken",
         ));
     }
@@ -218,7 +218,7 @@ async fn turn(
     loop {
         for row in rows.drain(..).filter(|r| r["id"] == job.as_str()) {
             if row["removed"] == true {
-                return Ok(fail(FailureCode::AgentFailed, "the job was removed"));
+                return Ok(fail(TurnFailure::AgentFailed, "the job was removed"));
             }
             // Settled: this turn's replies are acked and the agent has reported since they were sent.
             let settled = row["pending"] == 0 && row["reports"].as_u64().unwrap_or(0) > since;
@@ -249,7 +249,7 @@ async fn turn(
                 }
                 "failed" => {
                     return Ok(fail(
-                        FailureCode::AgentFailed,
+                        TurnFailure::AgentFailed,
                         row["error"]
                             .as_str()
                             .unwrap_or("the job failed")
@@ -294,7 +294,7 @@ async fn turn(
                         Asked::Answered(answer) => answer_text(&answer),
                         Asked::Unavailable => {
                             return Ok(fail(
-                                FailureCode::UnsupportedFeature,
+                                TurnFailure::UnsupportedFeature,
                                 format!("the job asks a question this protocol cannot put to a person: {question}"),
                             ))
                         }
@@ -303,20 +303,20 @@ async fn turn(
                             // its next reply.
                             return Ok(Outcome::Failure(
                                 Failure::new(
-                                    FailureCode::Deferred,
+                                    TurnFailure::Deferred,
                                     format!("waiting for an answer to call {call_id}: {question}"),
                                 )
                                 .with_checkpoint(json!({ "call_id": call_id, "job": job })),
                             ));
                         }
-                        Asked::Cancelled => return Ok(fail(FailureCode::Cancelled, "cancelled")),
+                        Asked::Cancelled => return Ok(fail(TurnFailure::Cancelled, "cancelled")),
                     };
                     let r = c.call("reply", json!({ "id": job, "text": text })).await?;
                     since = r["reports"].as_u64().unwrap_or(since);
                 }
                 "stopped" | "exited" => {
                     return Ok(fail(
-                        FailureCode::AgentFailed,
+                        TurnFailure::AgentFailed,
                         "the job ended without an answer",
                     ));
                 }
@@ -327,7 +327,7 @@ async fn turn(
             // Under a parking protocol: the job stops here; the conversation's next turn starts a new one
             // (a stopped job takes no more turns).
             let _ = c.call("reply", json!({ "id": job, "text": "/stop" })).await;
-            return Ok(fail(FailureCode::Cancelled, "cancelled"));
+            return Ok(fail(TurnFailure::Cancelled, "cancelled"));
         }
         let event = tokio::time::timeout(Duration::from_millis(500), c.next_event()).await;
         match event {

@@ -14,7 +14,9 @@ mod turnbook;
 
 pub use event::{StatusState, TurnEvent};
 pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
-pub use outcome::{Failure, FailureCode, Outcome, TurnResult, Usage};
+pub use outcome::{
+    Failure, FailureCode, Outcome, Refusal, TurnFailure, TurnResult, Usage, REFUSALS, TURN_FAILURES,
+};
 pub use question::{Answer, ApproveChoice, Asked, CallAnswer, Question, QuestionKind};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,

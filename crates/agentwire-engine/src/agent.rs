@@ -118,7 +118,7 @@ pub struct TurnContext {
     /// Where the turn's events go, in order.
     pub events: mpsc::Sender<TurnEvent>,
     /// Set when the requester cancels. Under a parking protocol (fisk-ai) the agent should stop at its next
-    /// boundary and end [`FailureCode::Suspended`](agentwire_core::FailureCode::Suspended) with a checkpoint;
+    /// boundary and end [`TurnFailure::Suspended`](agentwire_core::TurnFailure::Suspended) with a checkpoint;
     /// otherwise the engine drops the turn's future itself.
     pub cancel: CancelSignal,
     /// Asks a person a question.

@@ -3,8 +3,8 @@
 use crate::agent::{Agent, AskQuestion, Asker, TurnContext, TurnInput, EVENT_QUEUE_DEPTH};
 use crate::health::Health;
 use agentwire_core::{
-    Answer, Asked, CancelDecision, ConversationId, Failure, FailureCode, Finished, Journaled,
-    Outcome, Question, RequestId, Submitted, TurnBook, TurnEvent,
+    Answer, Asked, CancelDecision, ConversationId, Failure, Finished, Journaled, Outcome, Question,
+    Refusal, RequestId, Submitted, TurnBook, TurnEvent, TurnFailure,
 };
 use agentwire_store::{
     Accepted, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn, LOCAL_OWNER,
@@ -460,7 +460,7 @@ impl Engine {
                 Submitted::ConversationFull => {
                     drop(st);
                     let f = Failure::new(
-                        FailureCode::SessionLimit,
+                        Refusal::SessionLimit,
                         format!(
                             "conversation has {} turns waiting; wait for them to end",
                             agentwire_core::MAX_QUEUED_TURNS_PER_CONVERSATION
@@ -534,7 +534,7 @@ impl Engine {
                 SubmitReply::Accepted { queued: true }
             }
             Journaled::EndCancelled => {
-                let f = Failure::new(FailureCode::Cancelled, "cancelled before it started");
+                let f = Failure::new(TurnFailure::Cancelled, "cancelled before it started");
                 self.record_and_deliver(&id, Outcome::Failure(f)).await;
                 SubmitReply::Accepted { queued: false }
             }
@@ -603,7 +603,7 @@ impl Engine {
         match decision {
             CancelDecision::SignalAgent | CancelDecision::Deferred => CancelReply::Cancelling,
             CancelDecision::EndNow => {
-                let f = Failure::new(FailureCode::Cancelled, "cancelled while queued");
+                let f = Failure::new(TurnFailure::Cancelled, "cancelled while queued");
                 self.record_and_deliver(id, Outcome::Failure(f)).await;
                 CancelReply::Cancelling
             }
@@ -624,7 +624,7 @@ impl Engine {
         for t in turns {
             let outcome = Outcome::Failure(
                 Failure::new(
-                    FailureCode::Interrupted,
+                    TurnFailure::Interrupted,
                     "the agent restarted while this run was in progress",
                 )
                 .retry_after(INTERRUPTED_RETRY_AFTER_SECS),
@@ -800,7 +800,7 @@ impl Engine {
             )
         };
         if *cancel_rx.borrow() {
-            let f = Failure::new(FailureCode::Cancelled, "cancelled");
+            let f = Failure::new(TurnFailure::Cancelled, "cancelled");
             self.record_and_deliver(&id, Outcome::Failure(f)).await;
             return;
         }
@@ -841,7 +841,7 @@ impl Engine {
                         watch_cancel = false;
                     } else if *cancel_rx.borrow() {
                         handle.abort();
-                        break Outcome::Failure(Failure::new(FailureCode::Cancelled, "cancelled by the requester"));
+                        break Outcome::Failure(Failure::new(TurnFailure::Cancelled, "cancelled by the requester"));
                     }
                 }
                 ev = ev_rx.recv(), if events_open => match ev {
@@ -855,7 +855,7 @@ impl Engine {
                         Ok(o) => normalise(o),
                         Err(e) => {
                             tracing::error!(request = %id, error = %e, "agent task failed");
-                            Outcome::Failure(Failure::new(FailureCode::Crashed, "the agent crashed while running this turn"))
+                            Outcome::Failure(Failure::new(TurnFailure::Crashed, "the agent crashed while running this turn"))
                         }
                     };
                 }
@@ -939,7 +939,7 @@ fn normalise(o: Outcome) -> Outcome {
     match o {
         Outcome::Result(r) if r.text.is_empty() => Outcome::Failure(
             Failure::new(
-                FailureCode::EmptyResponse,
+                TurnFailure::EmptyResponse,
                 "the agent produced no response text",
             )
             .with_usage(r.usage),

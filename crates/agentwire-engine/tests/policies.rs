@@ -2,8 +2,8 @@
 //! park-on-cancel, transcripts, questions answered / expired / cancelled, and a panicking agent.
 
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
-    QuestionKind, RequestId, TurnEvent, TurnResult, Usage,
+    Answer, ApproveChoice, Asked, ConversationId, Failure, Outcome, Question, QuestionKind,
+    Refusal, RequestId, TurnEvent, TurnFailure, TurnResult, Usage,
 };
 use agentwire_engine::{
     Agent, AgentCard, AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply,
@@ -55,7 +55,7 @@ impl Agent for TestAgent {
                 "wait" => loop {
                     if *ctx.cancel.borrow() {
                         return Outcome::Failure(
-                            Failure::new(FailureCode::Suspended, "parked")
+                            Failure::new(TurnFailure::Suspended, "parked")
                                 .with_checkpoint(serde_json::json!({"at": 1})),
                         );
                     }
@@ -222,7 +222,7 @@ async fn an_exclusive_conversation_refuses_a_second_turn_and_parks_on_cancel() {
         Outcome::Failure(f) => {
             assert_eq!(
                 f.code,
-                FailureCode::Suspended,
+                TurnFailure::Suspended,
                 "the agent parked, not the engine"
             );
             assert_eq!(f.checkpoint, Some(serde_json::json!({"at": 1})));
@@ -329,7 +329,7 @@ async fn a_panicking_agent_ends_its_turn_crashed_and_the_engine_serves_on() {
     e.submit(sub("t:1", "c", "panic", f.clone(), FISK_LIKE))
         .await;
     match f.outcome().await {
-        Outcome::Failure(f) => assert_eq!(f.code, FailureCode::Crashed),
+        Outcome::Failure(f) => assert_eq!(f.code, TurnFailure::Crashed),
         other => panic!("{other:?}"),
     }
     let g = Front::asking();
@@ -373,7 +373,7 @@ async fn a_failed_finish_holds_the_outcome_back_until_it_is_durable() {
     assert!(refused.outcomes.lock().unwrap().is_empty());
     faulty.fail_writes(false);
     match front.outcome().await {
-        Outcome::Failure(f) => assert_eq!(f.code, FailureCode::Suspended),
+        Outcome::Failure(f) => assert_eq!(f.code, TurnFailure::Suspended),
         other => panic!("{other:?}"),
     }
     assert_eq!(front.outcomes.lock().unwrap().len(), 1, "exactly one");
@@ -408,7 +408,7 @@ async fn a_failed_accept_says_nothing_and_the_journal_is_probed_until_it_writes(
     let refused = e
         .refuse(
             sub("t:2", "c", "hi", front.clone(), TurnPolicy::default()),
-            Failure::new(FailureCode::InvalidSchema, "bad"),
+            Failure::new(Refusal::InvalidSchema, "bad"),
         )
         .await;
     assert!(matches!(refused, SubmitReply::JournalUnavailable(_)));
@@ -457,7 +457,7 @@ async fn a_crash_while_an_outcome_waits_for_the_disk_ends_the_turn_once_after_th
         1
     );
     match recovered.outcome().await {
-        Outcome::Failure(f) => assert_eq!(f.code, FailureCode::Interrupted),
+        Outcome::Failure(f) => assert_eq!(f.code, TurnFailure::Interrupted),
         other => panic!("{other:?}"),
     }
     assert!(

@@ -5,7 +5,7 @@
 //! logged: the journal knows a conversation by `fisk:` plus a SHA-256 of its token, and a request's token
 //! finds its conversation by hashing it again.
 
-use agentwire_core::{ConversationId, FailureCode, Outcome, Usage};
+use agentwire_core::{ConversationId, FailureCode, Outcome, TurnFailure, Usage};
 use serde::{Deserialize, Serialize};
 
 /// Random bytes in a conversation token: 144 bits, above the 128 the issue asks for.
@@ -100,8 +100,10 @@ pub struct Parked {
 pub fn parked(last: Option<&Outcome>) -> Option<Parked> {
     match last {
         Some(Outcome::Failure(f))
-            if matches!(f.code, FailureCode::Suspended | FailureCode::Deferred)
-                || f.code == FailureCode::Cancelled =>
+            if matches!(
+                f.code,
+                FailureCode::Turn(TurnFailure::Suspended | TurnFailure::Deferred)
+            ) || f.code == TurnFailure::Cancelled =>
         {
             let checkpoint = f.checkpoint.clone().unwrap_or(serde_json::Value::Null);
             let call_id = checkpoint
@@ -177,11 +179,11 @@ mod tests {
                 usage: u(1, 2),
                 stop_reason: "stop".into(),
             }),
-            Outcome::Failure(Failure::new(FailureCode::Suspended, "x").with_usage(u(3, 4))),
+            Outcome::Failure(Failure::new(TurnFailure::Suspended, "x").with_usage(u(3, 4))),
         ];
         assert_eq!(total_usage(&outcomes), u(4, 6));
         let p = parked(outcomes.last()).unwrap();
-        assert_eq!(p.code, FailureCode::Suspended);
+        assert_eq!(p.code, TurnFailure::Suspended);
         assert_eq!(parked(outcomes.first()), None);
     }
 }

@@ -6,7 +6,8 @@ use crate::wire::{
     self, Ask, Block, Decision, ElicitAnswer, ElicitChoice, ErrorCode, Reply, StopReason, TurnError,
 };
 use agentwire_core::{
-    Answer, ApproveChoice, FailureCode, Outcome, QuestionKind, StatusState, TurnEvent, Usage,
+    Answer, ApproveChoice, FailureCode, Outcome, QuestionKind, Refusal, StatusState, TurnEvent,
+    TurnFailure, Usage,
 };
 
 /// The most bytes of answer text a `result` carries (and of message an `error` carries): with the header,
@@ -28,37 +29,56 @@ pub fn trim_terminal_text(text: &str, max: usize) -> String {
 /// The fisk-ai code of a core failure.
 pub fn error_code(code: &FailureCode) -> ErrorCode {
     match code {
-        // Every cancel on this channel comes from the caller, and a caller's cancel parks the run.
-        FailureCode::Cancelled | FailureCode::Suspended => ErrorCode::Suspended,
-        FailureCode::Deferred => ErrorCode::Deferred,
-        FailureCode::Capacity => ErrorCode::Capacity,
-        FailureCode::Draining => ErrorCode::Draining,
-        FailureCode::DuplicateRequest => ErrorCode::DuplicateRequest,
-        FailureCode::ConversationBusy => ErrorCode::ConversationBusy,
-        FailureCode::UnknownConversation => ErrorCode::UnknownConversation,
-        FailureCode::TurnNotTaken => ErrorCode::TurnNotTaken,
-        FailureCode::ConfigDrift => ErrorCode::ConfigDrift,
-        FailureCode::BudgetExhausted => ErrorCode::BudgetExhausted,
-        FailureCode::UnknownCall => ErrorCode::UnknownCall,
-        FailureCode::AlreadyAnswered => ErrorCode::AlreadyAnswered,
-        FailureCode::AnswerTooLarge => ErrorCode::AnswerTooLarge,
-        FailureCode::ProviderBusy | FailureCode::RateLimited => ErrorCode::ProviderBusy,
-        FailureCode::ProviderRefused | FailureCode::ModelUnavailable => ErrorCode::ProviderRefused,
-        FailureCode::ContextExceeded => ErrorCode::ContextExceeded,
-        FailureCode::Crashed => ErrorCode::Crashed,
-        // Cut off by a restart of the worker, not by the caller.
-        FailureCode::Interrupted => ErrorCode::Canceled,
-        FailureCode::Unauthorized
-        | FailureCode::Blocked
-        | FailureCode::UnsupportedModel
-        | FailureCode::UnsupportedSchemaVersion
-        | FailureCode::UnsupportedEncryption
-        | FailureCode::UnsupportedFeature
-        | FailureCode::ParseError
-        | FailureCode::InvalidSchema
-        | FailureCode::SessionLimit => ErrorCode::Rejected,
+        FailureCode::Turn(t) => turn_code(*t),
+        FailureCode::Refused(r) => refusal_code(*r),
         FailureCode::Unknown(s) => ErrorCode::parse(s),
-        _ => ErrorCode::Failed,
+    }
+}
+
+/// The fisk-ai code of a turn's failure. Exhaustive: a new failure does not compile until it is mapped.
+fn turn_code(t: TurnFailure) -> ErrorCode {
+    match t {
+        // Every cancel on this channel comes from the caller, and a caller's cancel parks the run.
+        TurnFailure::Cancelled | TurnFailure::Suspended => ErrorCode::Suspended,
+        TurnFailure::Deferred => ErrorCode::Deferred,
+        TurnFailure::ProviderBusy => ErrorCode::ProviderBusy,
+        TurnFailure::ProviderRefused | TurnFailure::ModelUnavailable => ErrorCode::ProviderRefused,
+        TurnFailure::ContextExceeded => ErrorCode::ContextExceeded,
+        TurnFailure::Crashed => ErrorCode::Crashed,
+        // Cut off by a restart of the worker, not by the caller.
+        TurnFailure::Interrupted => ErrorCode::Canceled,
+        TurnFailure::UnsupportedFeature
+        | TurnFailure::EmptyResponse
+        | TurnFailure::ToolError
+        | TurnFailure::AgentFailed
+        | TurnFailure::Internal => ErrorCode::Failed,
+    }
+}
+
+/// The fisk-ai code of a refusal. Exhaustive: a new refusal does not compile until it is mapped.
+fn refusal_code(r: Refusal) -> ErrorCode {
+    match r {
+        Refusal::Capacity => ErrorCode::Capacity,
+        Refusal::Draining => ErrorCode::Draining,
+        Refusal::DuplicateRequest => ErrorCode::DuplicateRequest,
+        Refusal::ConversationBusy => ErrorCode::ConversationBusy,
+        Refusal::UnknownConversation => ErrorCode::UnknownConversation,
+        Refusal::TurnNotTaken => ErrorCode::TurnNotTaken,
+        Refusal::ConfigDrift => ErrorCode::ConfigDrift,
+        Refusal::BudgetExhausted => ErrorCode::BudgetExhausted,
+        Refusal::UnknownCall => ErrorCode::UnknownCall,
+        Refusal::AlreadyAnswered => ErrorCode::AlreadyAnswered,
+        Refusal::AnswerTooLarge => ErrorCode::AnswerTooLarge,
+        Refusal::RateLimited => ErrorCode::ProviderBusy,
+        Refusal::Unauthorized
+        | Refusal::Blocked
+        | Refusal::UnsupportedModel
+        | Refusal::UnsupportedSchemaVersion
+        | Refusal::UnsupportedEncryption
+        | Refusal::UnsupportedFeature
+        | Refusal::ParseError
+        | Refusal::InvalidSchema
+        | Refusal::SessionLimit => ErrorCode::Rejected,
     }
 }
 
@@ -121,8 +141,8 @@ pub fn terminal(outcome: &Outcome, conversation: wire::Usage) -> Reply {
 }
 
 /// A refusal before the run: code and message, no usage.
-pub fn refusal(code: FailureCode, message: impl Into<String>) -> Reply {
-    Reply::Error(TurnError::new(error_code(&code), message))
+pub fn refusal(code: impl Into<FailureCode>, message: impl Into<String>) -> Reply {
+    Reply::Error(TurnError::new(error_code(&code.into()), message))
 }
 
 /// The block of one event (text is sent by the caller of this, which knows which text is final).
@@ -266,14 +286,46 @@ mod tests {
 
     #[test]
     fn every_core_failure_has_a_fisk_code_and_cancel_parks() {
-        assert_eq!(error_code(&FailureCode::Cancelled), ErrorCode::Suspended);
-        assert_eq!(error_code(&FailureCode::Deferred), ErrorCode::Deferred);
-        assert_eq!(error_code(&FailureCode::Crashed), ErrorCode::Crashed);
-        assert_eq!(error_code(&FailureCode::AgentFailed), ErrorCode::Failed);
-        assert_eq!(error_code(&FailureCode::Interrupted), ErrorCode::Canceled);
+        assert_eq!(
+            error_code(&TurnFailure::Cancelled.into()),
+            ErrorCode::Suspended
+        );
+        assert_eq!(
+            error_code(&TurnFailure::Deferred.into()),
+            ErrorCode::Deferred
+        );
+        assert_eq!(error_code(&TurnFailure::Crashed.into()), ErrorCode::Crashed);
+        assert_eq!(
+            error_code(&TurnFailure::AgentFailed.into()),
+            ErrorCode::Failed
+        );
+        assert_eq!(
+            error_code(&TurnFailure::Interrupted.into()),
+            ErrorCode::Canceled
+        );
         assert_eq!(
             error_code(&FailureCode::Unknown("provider_busy".into())),
             ErrorCode::ProviderBusy
+        );
+    }
+
+    #[test]
+    fn every_core_code_maps_to_a_fisk_code_of_the_spec() {
+        let known = |c: &ErrorCode| !matches!(ErrorCode::parse(c.as_str()), ErrorCode::Unknown(_));
+        for t in agentwire_core::TURN_FAILURES {
+            assert!(known(&error_code(&t.into())), "{t:?}");
+        }
+        for r in agentwire_core::REFUSALS {
+            let c = error_code(&r.into());
+            assert!(known(&c), "{r:?}");
+            assert!(
+                !matches!(c, ErrorCode::Failed | ErrorCode::Crashed),
+                "a refusal is not a run that failed: {r:?}"
+            );
+        }
+        assert_eq!(
+            error_code(&FailureCode::Unknown("new_code".into())).as_str(),
+            "new_code"
         );
     }
 
@@ -295,7 +347,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let f = Outcome::Failure(Failure::new(FailureCode::Suspended, "parked"));
+        let f = Outcome::Failure(Failure::new(TurnFailure::Suspended, "parked"));
         match terminal(&f, usage(total)) {
             Reply::Error(e) => assert_eq!(e.code, ErrorCode::Suspended),
             other => panic!("{other:?}"),

@@ -6,7 +6,7 @@
 //! durability across a reopen is checked too.
 
 use crate::{Accepted, Finish, Journal, NewTurn, StoreError, LOCAL_OWNER};
-use agentwire_core::{ConversationId, Failure, FailureCode, Outcome, RequestId, TurnResult, Usage};
+use agentwire_core::{ConversationId, Failure, Outcome, RequestId, TurnFailure, TurnResult, Usage};
 use std::sync::Arc;
 
 /// Opens one store; calling it again opens the same store anew (a restart).
@@ -104,7 +104,7 @@ pub async fn interrupted_turns_are_an_owners_and_survive_a_reopen(open: Opener) 
         j.finish(Finish::new(turn(1).request_id, ok("done"), 300))
             .await
             .unwrap();
-        let f = Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop"));
+        let f = Outcome::Failure(Failure::new(TurnFailure::Cancelled, "stop"));
         j.finish(Finish::new(turn(3).request_id, f, 300))
             .await
             .unwrap();
@@ -217,7 +217,7 @@ pub async fn usage_and_tool_calls_are_kept_at_finish(open: Opener) {
     a.tool_calls = 2;
     j.finish(a).await.unwrap();
     let failed =
-        Outcome::Failure(Failure::new(FailureCode::Cancelled, "stop").with_usage(spent(1, 2)));
+        Outcome::Failure(Failure::new(TurnFailure::Cancelled, "stop").with_usage(spent(1, 2)));
     let mut b = Finish::new(turn(1).request_id, failed, 301);
     b.tool_calls = 1;
     j.finish(b).await.unwrap();

@@ -7,7 +7,7 @@
 
 use super::{failure, parked, reply, DEMO_SHELL_TOOL};
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, FailureCode, Outcome, Question, QuestionKind, TurnEvent,
+    Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, Refusal, TurnEvent, TurnFailure,
 };
 use agentwire_engine::{TurnContext, TurnInput};
 use std::time::Instant;
@@ -82,7 +82,7 @@ fn question(word: &str, rest: &str) -> Result<(&'static str, QuestionKind), Stri
 pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnContext) -> Outcome {
     let (tool, kind) = match question(word, rest) {
         Ok(q) => q,
-        Err(e) => return failure(input, FailureCode::InvalidSchema, e),
+        Err(e) => return failure(input, Refusal::InvalidSchema, e),
     };
     let call_id = call_id(input);
     let arguments = match &kind {
@@ -141,7 +141,7 @@ pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnCon
             (other, _) => {
                 return failure(
                     input,
-                    FailureCode::Internal,
+                    TurnFailure::Internal,
                     format!("an answer of the wrong kind reached {word}: {other:?}"),
                 )
             }
@@ -156,14 +156,14 @@ pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnCon
         Asked::Unavailable => {
             return failure(
                 input,
-                FailureCode::UnsupportedFeature,
+                TurnFailure::UnsupportedFeature,
                 "this protocol cannot put questions to a person".into(),
             )
         }
         Asked::Unanswered if is_approval => {
             return parked(
                 input,
-                FailureCode::Suspended,
+                TurnFailure::Suspended,
                 format!("nobody approved {rest:?} in time; the command did not run"),
                 serde_json::json!({ "call_id": call_id }),
             )
@@ -171,7 +171,7 @@ pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnCon
         Asked::Unanswered => {
             return parked(
                 input,
-                FailureCode::Deferred,
+                TurnFailure::Deferred,
                 format!("waiting for an answer to call {call_id}"),
                 serde_json::json!({ "call_id": call_id }),
             )
@@ -179,7 +179,7 @@ pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnCon
         Asked::Cancelled => {
             return parked(
                 input,
-                FailureCode::Suspended,
+                TurnFailure::Suspended,
                 format!("cancelled while waiting for an answer to call {call_id}"),
                 serde_json::json!({ "call_id": call_id }),
             )

@@ -9,7 +9,9 @@ use super::{request_id, Worker};
 use crate::conversation::{self, allowance, mint_token, ConversationMeta, TOKEN_BYTES};
 use crate::mapping;
 use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
-use agentwire_core::{CallAnswer, ConversationId, FailureCode, Outcome, TurnEvent, Usage};
+use agentwire_core::{
+    CallAnswer, ConversationId, FailureCode, Outcome, Refusal, TurnEvent, TurnFailure, Usage,
+};
 use agentwire_engine::{Resume, Slot, SlotRefusal, TurnInput};
 use agentwire_store::{ConversationTurn, ConversationView};
 
@@ -50,9 +52,9 @@ pub(super) struct RunPlan {
     pub(super) slot: Option<Slot>,
 }
 
-fn refused(code: FailureCode, message: impl Into<String>) -> Plan {
+fn refused(code: impl Into<FailureCode>, message: impl Into<String>) -> Plan {
     Plan::Refuse {
-        code,
+        code: code.into(),
         message: message.into(),
     }
 }
@@ -79,7 +81,7 @@ async fn record(
         .await
         .map_err(|e| {
             Box::new(refused(
-                FailureCode::Internal,
+                TurnFailure::Internal,
                 format!("the journal could not be read: {e}"),
             ))
         })
@@ -89,7 +91,7 @@ async fn record(
 pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     if let TaskRequest::Read(r) = task {
         if worker.engine.draining() {
-            return refused(FailureCode::Draining, "the worker is shutting down");
+            return refused(Refusal::Draining, "the worker is shutting down");
         }
         let conversation = conversation::conversation_id(&r.conversation_token);
         return match worker.engine.conversation_meta(&conversation).await {
@@ -100,11 +102,11 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
                 replay: r.replay,
             })),
             Ok(None) => refused(
-                FailureCode::UnknownConversation,
+                Refusal::UnknownConversation,
                 "the conversation_token names no conversation here; send the prompt without one",
             ),
             Err(e) => refused(
-                FailureCode::Internal,
+                TurnFailure::Internal,
                 format!("the journal could not be read: {e}"),
             ),
         };
@@ -123,25 +125,25 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
         Ok(slot) => slot,
         Err(SlotRefusal::Draining) => {
             return refused(
-                FailureCode::Draining,
+                Refusal::Draining,
                 "the worker is shutting down and takes no new runs",
             )
         }
         Err(SlotRefusal::Capacity { slots }) => {
             return refused(
-                FailureCode::Capacity,
+                Refusal::Capacity,
                 format!("every worker slot ({slots}) is busy; retry, or ask another instance"),
             )
         }
         Err(SlotRefusal::Duplicate) => {
             return refused(
-                FailureCode::DuplicateRequest,
+                Refusal::DuplicateRequest,
                 format!("a run with request {tag:?} is already in flight here"),
             )
         }
         Err(SlotRefusal::ConversationBusy) => {
             return refused(
-                FailureCode::ConversationBusy,
+                Refusal::ConversationBusy,
                 "a turn of this conversation is running here; wait for its terminal message",
             )
         }
@@ -180,18 +182,18 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
                 Ok(m) => (m, false),
                 Err(e) => {
                     return refused(
-                        FailureCode::Internal,
+                        TurnFailure::Internal,
                         format!("the conversation's record is unreadable: {e}"),
                     )
                 }
             },
             Ok(None) => return refused(
-                FailureCode::UnknownConversation,
+                Refusal::UnknownConversation,
                 "the conversation_token names no conversation here; send the prompt without one",
             ),
             Err(e) => {
                 return refused(
-                    FailureCode::Internal,
+                    TurnFailure::Internal,
                     format!("the journal could not be read: {e}"),
                 )
             }
@@ -206,7 +208,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     if !drift.is_empty() {
         if !force {
             return refused(
-                FailureCode::ConfigDrift,
+                Refusal::ConfigDrift,
                 format!(
                     "the agent's configuration changed since the conversation started: {}; start a new conversation or send again with force",
                     drift.join(", ")
@@ -266,7 +268,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
                 }
             }
             return refused(
-                FailureCode::BudgetExhausted,
+                Refusal::BudgetExhausted,
                 format!(
                     "the conversation has used {} of its {limit} tokens and is finished; send a prompt without a conversation_token to start a new one",
                     used(total)
@@ -284,10 +286,10 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         TaskRequest::Prompt(p) => {
             if parked
                 .as_ref()
-                .is_some_and(|p| p.code == FailureCode::Deferred)
+                .is_some_and(|p| p.code == TurnFailure::Deferred)
             {
                 return refused(
-                    FailureCode::TurnNotTaken,
+                    Refusal::TurnNotTaken,
                     "the conversation waits on a deferred call; answer it first",
                 );
             }
@@ -300,7 +302,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         TaskRequest::Resume(r) => {
             let (Some(parked), Some(input)) = (parked, parked_input) else {
                 return refused(
-                    FailureCode::TurnNotTaken,
+                    Refusal::TurnNotTaken,
                     "nothing to resume: the conversation's last turn finished; send a prompt",
                 );
             };
@@ -318,7 +320,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             let size = a.answer.value.as_ref().map_or(0, String::len);
             if size > wire::MAX_ANSWER_BYTES {
                 return refused(
-                    FailureCode::AnswerTooLarge,
+                    Refusal::AnswerTooLarge,
                     format!("the answer is {size} bytes; the limit is 256KB"),
                 );
             }
@@ -331,19 +333,19 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             });
             if answered_before {
                 return refused(
-                    FailureCode::AlreadyAnswered,
+                    Refusal::AlreadyAnswered,
                     format!("call {call} already has an answer"),
                 );
             }
             let (Some(parked), Some(input)) = (parked, parked_input) else {
                 return refused(
-                    FailureCode::UnknownCall,
+                    Refusal::UnknownCall,
                     format!("no call {call} is waiting for an answer"),
                 );
             };
             if parked.call_id.as_deref() != Some(call.as_str()) {
                 return refused(
-                    FailureCode::UnknownCall,
+                    Refusal::UnknownCall,
                     format!("no call {call} is waiting for an answer"),
                 );
             }
@@ -356,7 +358,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             };
             (input.message, Some(resume), a.stream, a.replay)
         }
-        _ => return refused(FailureCode::Internal, "not a turn"),
+        _ => return refused(TurnFailure::Internal, "not a turn"),
     };
     let replay = match replay {
         Some(n) => replay_replies(&record.turns, n),
@@ -396,7 +398,7 @@ pub(super) async fn refuse(
     worker: &Worker,
     inbox: async_nats::Subject,
     header: Header,
-    code: FailureCode,
+    code: impl Into<FailureCode>,
     message: String,
 ) {
     let (set, done) = ReplySet::start(worker.client.clone(), inbox, header, worker.me.clone());

@@ -5,7 +5,7 @@ use super::replyset::{ksuid, ReplySet};
 use crate::mapping;
 use crate::wire::{self, Ack, Reply};
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, ConversationId, FailureCode, Outcome, Question, QuestionKind,
+    Answer, ApproveChoice, Asked, ConversationId, Outcome, Question, QuestionKind, Refusal,
     RequestId, TurnEvent, Usage,
 };
 use agentwire_engine::{Engine, FrontAsk, TurnFront};
@@ -112,7 +112,7 @@ impl TurnFront for FiskFront {
             // that conversation's, and only its token holder may read it.
             self.set.send(Reply::Ack(Ack::refused("duplicate request")));
             return self.set.finish(mapping::refusal(
-                FailureCode::DuplicateRequest,
+                Refusal::DuplicateRequest,
                 "the request already ran in another conversation; use a new request tag",
             ));
         }
@@ -125,7 +125,7 @@ impl TurnFront for FiskFront {
                 .set
                 .finish(mapping::terminal(o, mapping::usage_with(tokens, calls))),
             None => self.set.finish(mapping::refusal(
-                FailureCode::DuplicateRequest,
+                Refusal::DuplicateRequest,
                 "a run with this request is already in flight",
             )),
         }

@@ -281,7 +281,7 @@ impl Worker {
                     &self,
                     inbox,
                     header,
-                    agentwire_core::FailureCode::AnswerTooLarge,
+                    agentwire_core::Refusal::AnswerTooLarge,
                     format!("the answer is over {} KB", wire::MAX_ANSWER_BYTES / 1024),
                 )
                 .await;

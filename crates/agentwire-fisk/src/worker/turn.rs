@@ -8,7 +8,7 @@ use super::{Worker, PROTOCOL};
 use crate::conversation::ConversationMeta;
 use crate::mapping;
 use crate::wire::{self, nats, Ack, Reply};
-use agentwire_core::{Answer, ApproveChoice, ConversationId, FailureCode, RequestId};
+use agentwire_core::{Answer, ApproveChoice, ConversationId, Refusal, RequestId, TurnFailure};
 use agentwire_engine::{AnswerReply, Submission, SubmitReply, TurnPolicy};
 use futures_util::StreamExt;
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
                 &worker,
                 inbox,
                 plan.header,
-                FailureCode::Internal,
+                TurnFailure::Internal,
                 format!("could not subscribe for cancels and answers: {e}"),
             )
             .await;
@@ -125,7 +125,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         SubmitReply::ConversationBusy => {
             set.send(Reply::Ack(Ack::refused("the conversation is busy")));
             set.finish(mapping::refusal(
-                FailureCode::ConversationBusy,
+                Refusal::ConversationBusy,
                 "a turn of this conversation is running here; wait for its terminal message",
             ));
         }
@@ -136,21 +136,21 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
                 "the worker cannot record runs now",
             )));
             set.finish(mapping::refusal(
-                FailureCode::Capacity,
+                Refusal::Capacity,
                 "the worker cannot record runs now (its journal cannot be written); retry, or ask another instance",
             ));
         }
         SubmitReply::Draining => {
             set.send(Reply::Ack(Ack::refused("draining")));
             set.finish(mapping::refusal(
-                FailureCode::Draining,
+                Refusal::Draining,
                 "the worker is shutting down and takes no new runs",
             ));
         }
         SubmitReply::DuplicateLive => {
             set.send(Reply::Ack(Ack::refused("duplicate request")));
             set.finish(mapping::refusal(
-                FailureCode::DuplicateRequest,
+                Refusal::DuplicateRequest,
                 format!("a run with request {tag:?} is already in flight here"),
             ));
         }

@@ -1,6 +1,6 @@
 //! NIP-XX error codes and their one mapping to and from the engine's canonical failure codes.
 
-use agentwire_core::FailureCode;
+use agentwire_core::{FailureCode, Refusal, TurnFailure};
 use std::fmt;
 
 /// An `ai.error` code. Codes this version does not know survive as [`ErrorCode::Unknown`].
@@ -87,66 +87,85 @@ impl fmt::Display for ErrorCode {
 impl From<&FailureCode> for ErrorCode {
     fn from(c: &FailureCode) -> ErrorCode {
         match c {
-            FailureCode::Cancelled => ErrorCode::Cancelled,
-            FailureCode::RateLimited => ErrorCode::RateLimit,
-            FailureCode::Unauthorized => ErrorCode::Unauthorized,
-            FailureCode::Blocked => ErrorCode::BlockedSender,
-            FailureCode::UnsupportedModel => ErrorCode::UnsupportedModel,
-            FailureCode::UnsupportedSchemaVersion => ErrorCode::UnsupportedSchemaVersion,
-            FailureCode::UnsupportedEncryption => ErrorCode::UnsupportedEncryption,
-            FailureCode::UnsupportedFeature => ErrorCode::UnsupportedFeature,
-            FailureCode::ParseError => ErrorCode::ParseError,
-            FailureCode::InvalidSchema => ErrorCode::InvalidSchema,
-            FailureCode::SessionLimit => ErrorCode::SessionLimit,
-            FailureCode::EmptyResponse => ErrorCode::EmptyResponse,
-            FailureCode::ToolError => ErrorCode::ToolError,
-            FailureCode::ModelUnavailable => ErrorCode::ModelUnavailable,
-            FailureCode::Capacity | FailureCode::ProviderBusy => ErrorCode::RateLimit,
-            FailureCode::ConversationBusy => ErrorCode::SessionLimit,
-            FailureCode::ProviderRefused => ErrorCode::ModelUnavailable,
-            // A NIP-XX run is never parked: a cancel is CANCELLED, and there is no way to answer later.
-            FailureCode::Suspended | FailureCode::Deferred => ErrorCode::Cancelled,
-            FailureCode::Interrupted
-            | FailureCode::AgentFailed
-            | FailureCode::Internal
-            | FailureCode::Crashed
-            | FailureCode::Draining
-            | FailureCode::DuplicateRequest
-            | FailureCode::UnknownConversation
-            | FailureCode::TurnNotTaken
-            | FailureCode::ConfigDrift
-            | FailureCode::BudgetExhausted
-            | FailureCode::UnknownCall
-            | FailureCode::AlreadyAnswered
-            | FailureCode::AnswerTooLarge
-            // A run cut off by a restart cannot continue its stream: the spec's nearest code, with retry_after.
-            | FailureCode::ContextExceeded => {
-                ErrorCode::InternalError
-            }
+            FailureCode::Turn(t) => ErrorCode::from(*t),
+            FailureCode::Refused(r) => ErrorCode::from(*r),
             FailureCode::Unknown(s) => ErrorCode::Unknown(s.clone()),
-            _ => ErrorCode::InternalError,
         }
     }
 }
 
+impl From<TurnFailure> for ErrorCode {
+    fn from(t: TurnFailure) -> ErrorCode {
+        // Exhaustive: a new failure does not compile until it is mapped here.
+        match t {
+            TurnFailure::Cancelled => ErrorCode::Cancelled,
+            TurnFailure::UnsupportedFeature => ErrorCode::UnsupportedFeature,
+            TurnFailure::EmptyResponse => ErrorCode::EmptyResponse,
+            TurnFailure::ToolError => ErrorCode::ToolError,
+            TurnFailure::ModelUnavailable | TurnFailure::ProviderRefused => {
+                ErrorCode::ModelUnavailable
+            }
+            TurnFailure::ProviderBusy => ErrorCode::RateLimit,
+            // A NIP-XX run is never parked: a cancel is CANCELLED, and there is no way to answer later.
+            TurnFailure::Suspended | TurnFailure::Deferred => ErrorCode::Cancelled,
+            // A run cut off by a restart cannot continue its stream: the spec's nearest code, with
+            // retry_after.
+            TurnFailure::Interrupted
+            | TurnFailure::AgentFailed
+            | TurnFailure::Internal
+            | TurnFailure::Crashed
+            | TurnFailure::ContextExceeded => ErrorCode::InternalError,
+        }
+    }
+}
+
+impl From<Refusal> for ErrorCode {
+    fn from(r: Refusal) -> ErrorCode {
+        // Exhaustive: a new refusal does not compile until it is mapped here.
+        match r {
+            Refusal::RateLimited | Refusal::Capacity => ErrorCode::RateLimit,
+            Refusal::Unauthorized => ErrorCode::Unauthorized,
+            Refusal::Blocked => ErrorCode::BlockedSender,
+            Refusal::UnsupportedModel => ErrorCode::UnsupportedModel,
+            Refusal::UnsupportedSchemaVersion => ErrorCode::UnsupportedSchemaVersion,
+            Refusal::UnsupportedEncryption => ErrorCode::UnsupportedEncryption,
+            Refusal::UnsupportedFeature => ErrorCode::UnsupportedFeature,
+            Refusal::ParseError => ErrorCode::ParseError,
+            Refusal::InvalidSchema => ErrorCode::InvalidSchema,
+            Refusal::SessionLimit | Refusal::ConversationBusy => ErrorCode::SessionLimit,
+            // fisk-ai's own refusals; a NIP-XX front never makes them.
+            Refusal::Draining
+            | Refusal::DuplicateRequest
+            | Refusal::UnknownConversation
+            | Refusal::TurnNotTaken
+            | Refusal::ConfigDrift
+            | Refusal::BudgetExhausted
+            | Refusal::UnknownCall
+            | Refusal::AlreadyAnswered
+            | Refusal::AnswerTooLarge => ErrorCode::InternalError,
+        }
+    }
+}
+
+/// The core code of a NIP-XX refusal (a prompt that broke a rule of the spec).
 impl From<&ErrorCode> for FailureCode {
     fn from(c: &ErrorCode) -> FailureCode {
         match c {
-            ErrorCode::Cancelled => FailureCode::Cancelled,
-            ErrorCode::RateLimit => FailureCode::RateLimited,
-            ErrorCode::Unauthorized => FailureCode::Unauthorized,
-            ErrorCode::BlockedSender => FailureCode::Blocked,
-            ErrorCode::UnsupportedModel => FailureCode::UnsupportedModel,
-            ErrorCode::UnsupportedSchemaVersion => FailureCode::UnsupportedSchemaVersion,
-            ErrorCode::UnsupportedEncryption => FailureCode::UnsupportedEncryption,
-            ErrorCode::UnsupportedFeature => FailureCode::UnsupportedFeature,
-            ErrorCode::ParseError => FailureCode::ParseError,
-            ErrorCode::InvalidSchema | ErrorCode::InvalidSequence => FailureCode::InvalidSchema,
-            ErrorCode::SessionLimit => FailureCode::SessionLimit,
-            ErrorCode::EmptyResponse => FailureCode::EmptyResponse,
-            ErrorCode::ToolError => FailureCode::ToolError,
-            ErrorCode::ModelUnavailable => FailureCode::ModelUnavailable,
-            ErrorCode::InternalError => FailureCode::Internal,
+            ErrorCode::Cancelled => TurnFailure::Cancelled.into(),
+            ErrorCode::RateLimit => Refusal::RateLimited.into(),
+            ErrorCode::Unauthorized => Refusal::Unauthorized.into(),
+            ErrorCode::BlockedSender => Refusal::Blocked.into(),
+            ErrorCode::UnsupportedModel => Refusal::UnsupportedModel.into(),
+            ErrorCode::UnsupportedSchemaVersion => Refusal::UnsupportedSchemaVersion.into(),
+            ErrorCode::UnsupportedEncryption => Refusal::UnsupportedEncryption.into(),
+            ErrorCode::UnsupportedFeature => Refusal::UnsupportedFeature.into(),
+            ErrorCode::ParseError => Refusal::ParseError.into(),
+            ErrorCode::InvalidSchema | ErrorCode::InvalidSequence => Refusal::InvalidSchema.into(),
+            ErrorCode::SessionLimit => Refusal::SessionLimit.into(),
+            ErrorCode::EmptyResponse => TurnFailure::EmptyResponse.into(),
+            ErrorCode::ToolError => TurnFailure::ToolError.into(),
+            ErrorCode::ModelUnavailable => TurnFailure::ModelUnavailable.into(),
+            ErrorCode::InternalError => TurnFailure::Internal.into(),
             ErrorCode::Unknown(s) => FailureCode::Unknown(s.clone()),
         }
     }
@@ -164,5 +183,27 @@ mod tests {
         }
         assert_eq!(ErrorCode::parse("NEW_CODE").as_str(), "NEW_CODE");
         assert!(!ErrorCode::parse("NEW_CODE").is_known());
+    }
+
+    #[test]
+    fn every_core_code_maps_to_a_code_of_the_spec_and_refusals_come_back() {
+        for t in agentwire_core::TURN_FAILURES {
+            assert!(ErrorCode::from(&FailureCode::from(t)).is_known(), "{t:?}");
+        }
+        for r in agentwire_core::REFUSALS {
+            let code = ErrorCode::from(&FailureCode::from(r));
+            assert!(code.is_known(), "{r:?}");
+        }
+        // Every code of the spec has a core meaning, and the spec's refusals read back as refusals.
+        for (c, _) in TABLE.iter() {
+            let core = FailureCode::from(c);
+            assert!(!matches!(core, FailureCode::Unknown(_)), "{c:?}");
+            let back = ErrorCode::from(&core);
+            if *c != ErrorCode::InvalidSequence {
+                assert_eq!(&back, c, "{c:?} -> {core:?} -> {back:?}");
+            }
+        }
+        let unknown = FailureCode::from(&ErrorCode::parse("NEW_CODE"));
+        assert_eq!(ErrorCode::from(&unknown).as_str(), "NEW_CODE");
     }
 }

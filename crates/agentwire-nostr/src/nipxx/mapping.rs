@@ -183,7 +183,7 @@ pub fn oversized(text_len: usize, wrapped: bool) -> RunMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentwire_core::{Failure, FailureCode};
+    use agentwire_core::{Failure, Refusal, TurnFailure};
 
     #[test]
     fn deltas_are_numbered_from_zero_and_other_events_do_not_count() {
@@ -221,13 +221,13 @@ mod tests {
 
     #[test]
     fn a_failure_keeps_its_code_and_a_retry_hint_of_at_least_a_second() {
-        let f = Failure::new(FailureCode::RateLimited, "slow down").retry_after(0);
+        let f = Failure::new(Refusal::RateLimited, "slow down").retry_after(0);
         let m = terminal(&Outcome::Failure(f), 1);
         assert_eq!(m.kind, kinds::ERROR);
         assert!(m.payload.contains("RATE_LIMIT"));
         assert!(!m.payload.contains("retry_after"), "0 is no hint");
         let m = terminal(
-            &Outcome::Failure(Failure::new(FailureCode::Internal, "").retry_after(5)),
+            &Outcome::Failure(Failure::new(TurnFailure::Internal, "").retry_after(5)),
             1,
         );
         assert!(m.payload.contains(r#""retry_after":5"#) && m.payload.contains("failed"));
