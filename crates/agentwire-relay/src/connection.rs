@@ -80,7 +80,12 @@ pub(crate) async fn serve(
         Ok(Ok(Peeked::TooLarge)) => return answer(stream, 0, &http::head_too_large()).await,
         Ok(Ok(Peeked::Closed)) | Ok(Err(_)) | Err(_) => return,
     };
-    match http::route(&head, &shared.document, &shared.name) {
+    match http::route(
+        &head,
+        &shared.document,
+        &shared.name,
+        shared.health.as_ref(),
+    ) {
         Route::Respond(response) => answer(stream, head.len(), &response).await,
         Route::WebSocket => {
             let config = WebSocketConfig::default()

@@ -25,13 +25,18 @@ pub(crate) fn head_len(buf: &[u8]) -> Option<usize> {
 }
 
 /// Decides what to do with a request whose complete head is `head`. `document` is the NIP-11
-/// document, `name` the relay name for the text page.
-pub(crate) fn route(head: &[u8], document: &str, name: &str) -> Route {
+/// document, `name` the relay name for the text page, `health` the owner's check for `/health`.
+pub(crate) fn route(
+    head: &[u8],
+    document: &str,
+    name: &str,
+    health: Option<&crate::HealthCheck>,
+) -> Route {
     let text = String::from_utf8_lossy(head);
     let mut lines = text.split("\r\n");
     let request_line = lines.next().unwrap_or_default();
     let mut parts = request_line.split_ascii_whitespace();
-    let (Some(method), Some(_target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
     else {
         return Route::Respond(bad_request());
     };
@@ -56,6 +61,32 @@ pub(crate) fn route(head: &[u8], document: &str, name: &str) -> Route {
         return Route::WebSocket;
     }
     let head_only = method == "HEAD";
+    if matches!(method, "GET" | "HEAD") && target.split('?').next() == Some("/health") {
+        return Route::Respond(match health {
+            Some(check) => {
+                let report = check.report();
+                let status = if report.ok {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                response(
+                    status,
+                    Some("application/json"),
+                    &report.body,
+                    &[("Cache-Control", "no-store")],
+                    head_only,
+                )
+            }
+            None => response(
+                "404 Not Found",
+                Some("text/plain; charset=utf-8"),
+                "no health check here\n",
+                &[],
+                head_only,
+            ),
+        });
+    }
     match method {
         "OPTIONS" => Route::Respond(response(
             "204 No Content",
@@ -196,13 +227,13 @@ mod tests {
     #[test]
     fn websocket_upgrade_wins() {
         let head = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nAccept: application/nostr+json\r\n\r\n";
-        assert_eq!(route(head, "{}", "n"), Route::WebSocket);
+        assert_eq!(route(head, "{}", "n", None), Route::WebSocket);
     }
 
     #[test]
     fn nip11_document_with_cors() {
         let head = b"GET / HTTP/1.1\r\nhost: x\r\naccept: application/nostr+json\r\n\r\n";
-        let text = body(&route(head, "{\"name\":\"n\"}", "n"));
+        let text = body(&route(head, "{\"name\":\"n\"}", "n", None));
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains("Access-Control-Allow-Origin: *\r\n"));
         assert!(text.contains("Content-Type: application/nostr+json\r\n"));
@@ -211,13 +242,13 @@ mod tests {
 
     #[test]
     fn plain_get_gets_text_and_junk_gets_400() {
-        let text = body(&route(b"GET / HTTP/1.1\r\n\r\n", "{}", "relay-x"));
+        let text = body(&route(b"GET / HTTP/1.1\r\n\r\n", "{}", "relay-x", None));
         assert!(text.contains("text/plain") && text.contains("relay-x"));
-        let text = body(&route(b"\x16\x03\x01 garbage\r\n\r\n", "{}", "n"));
+        let text = body(&route(b"\x16\x03\x01 garbage\r\n\r\n", "{}", "n", None));
         assert!(text.starts_with("HTTP/1.1 400"), "{text}");
-        let text = body(&route(b"POST / HTTP/1.1\r\n\r\n", "{}", "n"));
+        let text = body(&route(b"POST / HTTP/1.1\r\n\r\n", "{}", "n", None));
         assert!(text.starts_with("HTTP/1.1 405"), "{text}");
-        let text = body(&route(b"OPTIONS / HTTP/1.1\r\n\r\n", "{}", "n"));
+        let text = body(&route(b"OPTIONS / HTTP/1.1\r\n\r\n", "{}", "n", None));
         assert!(text.starts_with("HTTP/1.1 204") && text.contains("Allow-Methods"));
     }
 
@@ -228,5 +259,29 @@ mod tests {
         assert_eq!(doc["software"], "agentwire");
         assert_eq!(doc["supported_nips"], json!([1, 11, 40]));
         assert_eq!(doc["limitation"]["max_subid_length"], 64);
+    }
+
+    #[test]
+    fn health_answers_what_the_owner_says_with_its_status() {
+        use crate::{HealthCheck, HealthReport};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let ok = Arc::new(AtomicBool::new(true));
+        let seen = ok.clone();
+        let check = HealthCheck::new(move || HealthReport {
+            ok: seen.load(Ordering::SeqCst),
+            body: r#"{"journal_writable":true}"#.into(),
+        });
+        let get = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+        let text = body(&route(get, "{}", "n", Some(&check)));
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        assert!(
+            text.contains("application/json") && text.ends_with(r#"{"journal_writable":true}"#)
+        );
+        ok.store(false, Ordering::SeqCst);
+        let text = body(&route(get, "{}", "n", Some(&check)));
+        assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+        let text = body(&route(get, "{}", "n", None));
+        assert!(text.starts_with("HTTP/1.1 404"), "{text}");
     }
 }

@@ -49,6 +49,7 @@ mod connection;
 mod error;
 mod fanout;
 mod filter_sql;
+mod health;
 mod http;
 pub mod kind;
 pub mod limits;
@@ -60,5 +61,6 @@ pub mod store;
 mod wire;
 
 pub use error::RelayError;
+pub use health::{HealthCheck, HealthReport};
 pub use limits::RelayLimits;
 pub use server::{start, RelayConfig, RelayHandle};

@@ -41,6 +41,8 @@ pub struct RelayConfig {
     /// connection that sent one is exempt: it never loses live events for being slow, publishers
     /// wait for it instead (up to [`EXEMPT_QUEUE_TIMEOUT`](crate::limits::EXEMPT_QUEUE_TIMEOUT)).
     pub unlimited_authors: HashSet<PublicKey>,
+    /// What `GET /health` answers (none: `404`).
+    pub health: Option<crate::HealthCheck>,
 }
 
 impl RelayConfig {
@@ -52,6 +54,7 @@ impl RelayConfig {
             limits: RelayLimits::default(),
             name: "agentwire".to_owned(),
             unlimited_authors: HashSet::new(),
+            health: None,
         }
     }
 }
@@ -68,6 +71,7 @@ pub(crate) struct Shared {
     /// The NIP-11 document, built once.
     pub(crate) document: String,
     pub(crate) name: String,
+    pub(crate) health: Option<crate::HealthCheck>,
 }
 
 /// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
@@ -112,6 +116,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         fanout,
         document: information_document(&config.name, &config.limits),
         name: config.name,
+        health: config.health,
     });
     let (shutdown, shutdown_rx) = watch::channel(false);
     let server = tokio::spawn(accept_loop(listener, shared, shutdown_rx));

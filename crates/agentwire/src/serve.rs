@@ -51,9 +51,13 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let roost_socket = roost.socket;
     let agent = make_agent(&agent.kind, &roost_socket);
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
+    let journal =
+        Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);
+    let engine = Engine::new(journal, agent);
     let embedded = match relay {
         Some(mut rc) => {
             rc.unlimited_authors.insert(agent_keys.public_key());
+            rc.health = Some(health_check(&engine));
             Some(
                 agentwire_relay::start(rc)
                     .await
@@ -67,9 +71,6 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         relays.push(r.url());
     }
     relays.extend(external);
-    let journal =
-        Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);
-    let engine = Engine::new(journal, agent);
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
         data_dir: data_dir.join("roost"),
@@ -155,6 +156,32 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         r.shutdown().await;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `GET /health` on the embedded relay's port: `200` while the engine takes turns, `503` while its journal
+/// cannot be written or it is draining for a shutdown, with the facts as JSON.
+fn health_check(engine: &Arc<Engine>) -> agentwire_relay::HealthCheck {
+    let engine = Arc::downgrade(engine);
+    agentwire_relay::HealthCheck::new(move || {
+        let Some(e) = engine.upgrade() else {
+            return agentwire_relay::HealthReport {
+                ok: false,
+                body: r#"{"ok":false,"stopping":true}"#.into(),
+            };
+        };
+        let (writable, draining) = (e.journal_writable(), e.draining());
+        let ok = writable && !draining;
+        agentwire_relay::HealthReport {
+            ok,
+            body: serde_json::json!({
+                "ok": ok,
+                "journal_writable": writable,
+                "draining": draining,
+                "live_turns": e.live_turns(),
+            })
+            .to_string(),
+        }
+    })
 }
 
 async fn wait_for_signal() {

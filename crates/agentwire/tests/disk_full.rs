@@ -58,6 +58,24 @@ impl Drop for Tmpfs {
     }
 }
 
+/// `GET /health` on a relay's port: the status code and the body.
+fn health(relay: &str) -> (u16, String) {
+    use std::io::Read;
+    let addr = relay.trim_start_matches("ws://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_delays_terminals_and_never_doubles_them() {
     let Some(fs) = Tmpfs::mount() else {
@@ -68,13 +86,18 @@ async fn a_full_disk_delays_terminals_and_never_doubles_them() {
     let relay = Daemon::start(relay_dir.path(), &[]);
     let data = fs.path().join("agent");
     let sock = relay_dir.path().join("agent-roost.sock");
+    // The agent has an embedded relay of its own too, for its `GET /health`.
     let args = [
         "--relay",
         relay.relay.as_str(),
+        "--relay-listen",
+        "127.0.0.1:0",
         "--roost-socket",
         sock.to_str().unwrap(),
     ];
     let mut agent = Daemon::start(&data, &args);
+    let own_relay = agent.relay.clone();
+    assert_eq!(health(&own_relay).0, 200);
     let mut c = Client::new(&relay.relay, agent.agent).await;
     assert_eq!(c.ask("quick before").await.text(), "before");
 
@@ -130,6 +153,7 @@ async fn a_full_disk_delays_terminals_and_never_doubles_them() {
         .await;
     assert_eq!(served.text(), "after the fault");
     assert_eq!(served.terminals, 1);
+    assert_eq!(health(&own_relay).0, 200, "healthy again");
 
     // A crash and a restart: nothing is ended twice or run again.
     agent.kill();
