@@ -179,3 +179,56 @@ async fn a_run_cut_off_by_kill_9_ends_canceled_and_the_conversation_goes_on() {
         "You said: hello after the crash"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fisk_run_cut_off_by_a_crash_is_ended_even_when_the_daemon_restarts_without_nats() {
+    use agentwire_fisk::client::{Caller, PromptCall, Received};
+    use std::time::Duration;
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(
+        dir.path(),
+        &["--nats", nats.url.as_str(), "--identity", "crash2"],
+    );
+    let caller = Caller::connect(&nats.url, "tester").await.unwrap();
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = acked.clone();
+    let cut = tokio::spawn(async move {
+        caller
+            .prompt(
+                PromptCall {
+                    identity: "crash2",
+                    request: "cut2",
+                    prompt: "sleep 5000",
+                    token: None,
+                    timeout: Duration::from_secs(2),
+                },
+                move |m: &Received| {
+                    if m.json["accepted"] == true {
+                        seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                },
+                Box::new(|_| Box::pin(async { agentwire_fisk::client::Reply::NoOperator })),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    d.kill();
+    let _ = cut.await;
+    assert!(
+        acked.load(std::sync::atomic::Ordering::SeqCst),
+        "acked before the kill"
+    );
+    // The next start has no fisk-ai front, and still ends the turn (one recovery pass for every protocol).
+    let _d2 = Daemon::start(dir.path(), &[]);
+    let journal = rusqlite::Connection::open(dir.path().join("journal.sqlite")).unwrap();
+    let outcome: Option<String> = journal
+        .query_row(
+            "SELECT outcome FROM turns WHERE request_id = 'fisk:cut2'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let outcome = outcome.expect("ended by the recovery pass");
+    assert!(outcome.contains(r#""code":"interrupted""#), "{outcome}");
+}
