@@ -183,6 +183,9 @@ pub struct Engine {
     owner: String,
     health: Health,
     slots: crate::slots::Slots,
+    /// Outcomes decided and journaled whose turn has left the live table but which are not yet handed to
+    /// their front: a drain waits for them too.
+    delivering: std::sync::atomic::AtomicUsize,
     /// Told whenever a live turn ends, for [`Engine::drain`].
     ended: tokio::sync::Notify,
 }
@@ -206,6 +209,7 @@ impl Engine {
             owner: owner.into(),
             health: Health::default(),
             slots: Default::default(),
+            delivering: std::sync::atomic::AtomicUsize::new(0),
             ended: tokio::sync::Notify::new(),
         })
     }
@@ -352,20 +356,27 @@ impl Engine {
     /// outcome and wire form, or the one the journal already holds (the first outcome wins, and the wire
     /// must never contradict the journal).
     async fn finish_durably(&self, finish: Finish) -> (Outcome, Option<String>) {
+        let (outcome, wire, _) = self.finish_durably_or_found(finish).await;
+        (outcome, wire)
+    }
+
+    /// Like [`finish_durably`](Self::finish_durably); also says whether the outcome is this one (`true`)
+    /// or one the journal held already (`false`: somebody else decided and delivered it).
+    async fn finish_durably_or_found(&self, finish: Finish) -> (Outcome, Option<String>, bool) {
         let mut delay = crate::health::RETRY_FIRST;
         loop {
             let r = self.journal.finish(finish.clone()).await;
             self.note_write(&r);
             match r {
-                Ok(()) => return (finish.outcome, finish.wire),
+                Ok(()) => return (finish.outcome, finish.wire, true),
                 Err(StoreError::AlreadyEnded(_)) => {
                     match self.journal.lookup(finish.request_id.clone()).await {
                         Ok(Some(StoredTurn {
                             outcome: Some(o),
                             wire,
                             ..
-                        })) => return (o, wire),
-                        Ok(_) => return (finish.outcome, finish.wire),
+                        })) => return (o, wire, false),
+                        Ok(_) => return (finish.outcome, finish.wire, true),
                         Err(e) => {
                             tracing::warn!(request = %finish.request_id, error = %e, "could not read a journaled outcome; retrying")
                         }
@@ -378,7 +389,7 @@ impl Engine {
                     // The journal refuses this outcome for good (it never knew the turn): nothing a restart
                     // could contradict, so it goes out.
                     tracing::error!(request = %finish.request_id, error = %e, "journal refused an outcome");
-                    return (finish.outcome, finish.wire);
+                    return (finish.outcome, finish.wire, true);
                 }
             }
             tokio::time::sleep(delay).await;
@@ -391,14 +402,17 @@ impl Engine {
     pub async fn drain(&self, grace: Duration) -> usize {
         self.lock().draining = true;
         let deadline = tokio::time::Instant::now() + grace;
+        let left = || {
+            let live = self.lock().book.live();
+            live + self.delivering.load(std::sync::atomic::Ordering::SeqCst)
+        };
         loop {
             let notified = self.ended.notified();
-            let live = self.lock().book.live();
-            if live == 0 {
+            if left() == 0 {
                 return 0;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.lock().book.live();
+                return left();
             }
         }
     }
@@ -500,6 +514,7 @@ impl Engine {
                     st.live.remove(&id);
                     st.book.forget(&id)
                 };
+                self.ended.notify_waiters();
                 if let Some(next) = next {
                     self.start(next);
                 }
@@ -620,6 +635,14 @@ impl Engine {
         F: Fn(&StoredTurn) -> Option<Arc<dyn TurnFront>>,
     {
         let turns = self.journal.interrupted(self.owner.clone()).await?;
+        // The fronts may be serving already: a turn this process has taken is live, not interrupted.
+        let turns: Vec<StoredTurn> = {
+            let st = self.lock();
+            turns
+                .into_iter()
+                .filter(|t| !st.live.contains_key(&t.request_id))
+                .collect()
+        };
         let n = turns.len();
         for t in turns {
             let outcome = Outcome::Failure(
@@ -634,8 +657,9 @@ impl Engine {
             let this = self.clone();
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
             let ended = async move {
-                let (outcome, wire) = this.finish_durably(finish).await;
-                if let Some(f) = front {
+                let (outcome, wire, ours) = this.finish_durably_or_found(finish).await;
+                // A turn that ended meanwhile was told its outcome by its own front.
+                if let (Some(f), true) = (front, ours) {
                     f.deliver_outcome(&outcome, wire.as_deref());
                 }
             };
@@ -908,11 +932,15 @@ impl Engine {
         // that resends at once is answered from the journal rather than told the request is in flight.
         let next = {
             let mut st = self.lock();
+            self.delivering
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             st.live.remove(id);
             st.book.ended(id)
         };
-        self.ended.notify_waiters();
         front.deliver_outcome(&outcome, wire.as_deref());
+        self.delivering
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.ended.notify_waiters();
         if let Some(next) = next {
             self.start(next);
         }

@@ -539,3 +539,28 @@ async fn the_engine_closes_a_question_at_its_window_unless_it_is_extended() {
         "closed"
     );
 }
+
+#[tokio::test]
+async fn a_recovery_pass_while_fronts_serve_leaves_live_turns_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let front = Front::asking();
+    e.submit(sub("t:1", "c", "ask", front.clone(), FISK_LIKE))
+        .await;
+    front.wait_asked(1).await;
+    let recovered = Arc::new(Front::default());
+    let r = recovered.clone();
+    let n = e
+        .recover(move |_| Some(r.clone() as Arc<dyn TurnFront>))
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "a live turn is not interrupted");
+    e.answer(
+        &RequestId::new("t:1").unwrap(),
+        "q1",
+        Answer::Select { value: "a".into() },
+    );
+    assert_eq!(front.outcome().await, done("a"));
+    assert!(recovered.outcomes.lock().unwrap().is_empty());
+    assert_eq!(front.outcomes.lock().unwrap().len(), 1, "one terminal");
+}

@@ -60,8 +60,16 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Creates the tables, and brings a journal written by an earlier version up to this one.
+/// Creates the tables, and brings a journal written by an earlier version up to this one, in one
+/// transaction (a crash half way leaves the journal as it was).
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let tx = conn.unchecked_transaction()?;
+    migrate_in(&tx)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn migrate_in(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS turns (
             request_id TEXT PRIMARY KEY,

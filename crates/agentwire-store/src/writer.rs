@@ -60,7 +60,23 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
         }
     };
     let mut results = Vec::with_capacity(batch.len());
+    // Each write in a savepoint of its own: a write that fails part way (a turn row in, its conversation
+    // row refused) leaves nothing behind. If SQLite gave up the whole transaction (a full disk, an I/O
+    // error), nothing of the batch is durable and every write of it fails.
+    let mut broken: Option<StoreError> = None;
     for w in batch {
+        if let Some(e) = &broken {
+            results.push((w, Err(e.clone())));
+            continue;
+        }
+        if let Err(e) = tx
+            .prepare_cached("SAVEPOINT one_write")
+            .and_then(|mut st| st.execute([]))
+        {
+            broken = Some(StoreError::from(e));
+            results.push((w, Err(broken.clone().expect("set above"))));
+            continue;
+        }
         let r = match &w {
             Write::Accept(t, _) => accept(&tx, t).map(Some),
             Write::Finish(f, _) => finish(&tx, f).map(|_| None),
@@ -89,7 +105,36 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                 .map(|_| None)
                 .map_err(StoreError::from),
         };
+        let r = match r {
+            Ok(v) => match tx
+                .prepare_cached("RELEASE one_write")
+                .and_then(|mut st| st.execute([]))
+            {
+                Ok(_) => Ok(v),
+                Err(e) => Err(StoreError::from(e)),
+            },
+            Err(e) => {
+                if !tx.is_autocommit() {
+                    let _ = tx.execute_batch("ROLLBACK TO one_write; RELEASE one_write");
+                }
+                Err(e)
+            }
+        };
+        if tx.is_autocommit() {
+            // The transaction is gone: what the batch wrote so far was rolled back with it.
+            let e = match &r {
+                Err(e) => e.clone(),
+                Ok(_) => StoreError::Sqlite("the journal's transaction was rolled back".into()),
+            };
+            broken = Some(e);
+        }
         results.push((w, r));
+    }
+    if let Some(e) = broken {
+        for (w, _) in results {
+            fail(w, e.clone());
+        }
+        return;
     }
     match tx.commit() {
         Ok(()) => {

@@ -118,16 +118,21 @@ impl TurnFront for FiskFront {
         }
         // Answered from the journal, not run again. The conversation's usage read at admission holds this
         // turn already.
-        self.set.send(self.ack());
         let (tokens, calls) = self.setup.prior_usage;
         match &stored.outcome {
-            Some(o) => self
-                .set
-                .finish(mapping::terminal(o, mapping::usage_with(tokens, calls))),
-            None => self.set.finish(mapping::refusal(
-                Refusal::DuplicateRequest,
-                "a run with this request is already in flight",
-            )),
+            Some(o) => {
+                self.set.send(self.ack());
+                self.set
+                    .finish(mapping::terminal(o, mapping::usage_with(tokens, calls)))
+            }
+            None => {
+                // Journaled without an outcome yet (a crash cut it off; recovery ends it): refused.
+                self.set.send(Reply::Ack(Ack::refused("duplicate request")));
+                self.set.finish(mapping::refusal(
+                    Refusal::DuplicateRequest,
+                    "a run with this request is already in flight",
+                ))
+            }
         }
     }
 

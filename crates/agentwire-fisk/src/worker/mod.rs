@@ -81,6 +81,8 @@ pub struct Worker {
     /// configured, and building it per request cost more than the rest of admission.
     profile: AgentProfile,
     service: tokio::sync::Mutex<Option<async_nats::service::Service>>,
+    /// Requests being answered (their reply sets not yet ended), for a shutdown to wait on.
+    open_sets: Arc<OpenSets>,
     /// Tells the endpoint loops to unsubscribe and end.
     stop: tokio::sync::watch::Sender<bool>,
     /// Each endpoint loop's end, after its unsubscribe.
@@ -154,6 +156,7 @@ impl Worker {
             engine,
             profile,
             service: tokio::sync::Mutex::new(Some(service)),
+            open_sets: Arc::default(),
             stop,
             stopped: tokio::sync::Mutex::new(vec![tasks_stopped, discovery_stopped]),
         });
@@ -216,6 +219,7 @@ impl Worker {
     /// next request. Returns how many runs were still in flight.
     pub async fn shutdown(&self, grace: Duration) -> usize {
         let left = self.drain(grace).await;
+        self.open_sets.wait_idle(grace).await;
         self.leave().await;
         left
     }
@@ -273,6 +277,7 @@ impl Worker {
     }
 
     async fn handle_task(self: Arc<Self>, req: async_nats::service::Request) {
+        let _open = OpenSets::enter(&self.open_sets);
         if let Some(header) = oversized_answer(&req.message.payload) {
             // Refused after an ack like any admission refusal, not as a malformed message: the size is
             // what is wrong, and sending the same answer again reaches the same reply.
@@ -373,14 +378,53 @@ impl agentwire_engine::Front for Worker {
         Some(Arc::new(SilentFront))
     }
 
-    fn drain(&self, _grace: Duration) -> futures_util::future::BoxFuture<'_, usize> {
-        // A reply set's final message is published before its turn's slot is free, so nothing is left
-        // going out once the engine has drained.
-        Box::pin(async { 0 })
+    fn drain(&self, grace: Duration) -> futures_util::future::BoxFuture<'_, usize> {
+        // A turn's final message is published by its reply set after the engine is done with the turn.
+        Box::pin(self.open_sets.wait_idle(grace))
     }
 
     fn stop(&self) -> futures_util::future::BoxFuture<'_, ()> {
         Box::pin(self.leave())
+    }
+}
+
+/// How many requests are being answered, and a wake-up when none is.
+#[derive(Default)]
+struct OpenSets {
+    n: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// One request being answered; leaves its count when dropped.
+struct OpenSet(Arc<OpenSets>);
+
+impl OpenSets {
+    fn enter(this: &Arc<OpenSets>) -> OpenSet {
+        this.n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        OpenSet(this.clone())
+    }
+
+    /// Waits until no request is being answered, up to `grace`; returns how many still were.
+    async fn wait_idle(&self, grace: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.idle.notified();
+            let n = self.n.load(std::sync::atomic::Ordering::SeqCst);
+            if n == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.n.load(std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+impl Drop for OpenSet {
+    fn drop(&mut self) {
+        if self.0.n.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 

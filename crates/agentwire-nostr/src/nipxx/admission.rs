@@ -48,11 +48,12 @@ pub struct Refused {
     pub message: String,
 }
 
-/// Admits `event`, addressed to `me`, at `now` (Unix seconds).
+/// Admits `event`, addressed to `me`, at `now` (Unix seconds). `policy`: the sender policy (allow, block,
+/// rate) to apply; none for a prompt it was applied to already.
 pub fn admit(
     event: &Message,
     me: &PublicKey,
-    policy: &mut SenderPolicy,
+    policy: Option<&mut SenderPolicy>,
     decrypt: impl FnOnce(&PublicKey, &str) -> Result<String, Nip44Error>,
     offer: Offer<'_>,
     now: f64,
@@ -65,9 +66,11 @@ pub fn admit(
         session: fallback_session(),
         message,
     };
-    policy
-        .admit(&event.author, now)
-        .map_err(|(v, retry)| refuse(v, retry, String::new()))?;
+    if let Some(policy) = policy {
+        policy
+            .admit(&event.author, now)
+            .map_err(|(v, retry)| refuse(v, retry, String::new()))?;
+    }
     if offer.wrapped_only && !event.wrapped {
         return Err(refuse(
             Violation::new(
@@ -200,7 +203,7 @@ mod tests {
         let r = admit(
             &m,
             &me,
-            &mut p,
+            Some(&mut p),
             |_, _| panic!("decrypted"),
             offer(&models),
             0.0,
@@ -218,17 +221,17 @@ mod tests {
         let mut p = policy(HashSet::new());
         let decrypt = |from: &PublicKey, c: &str| agent.decrypt(from, c);
         let ok = prompt(&client, &me, r#"{"ver":1,"message":"hi"}"#);
-        let a = admit(&ok, &me, &mut p, decrypt, offer(&models), 100.0).unwrap();
+        let a = admit(&ok, &me, Some(&mut p), decrypt, offer(&models), 100.0).unwrap();
         assert_eq!((a.model.as_str(), a.session.as_str()), ("m1", "s1"));
         // The burst of one is spent at t=100; a second later it has refilled.
-        let again = admit(&ok, &me, &mut p, decrypt, offer(&models), 100.0).unwrap_err();
+        let again = admit(&ok, &me, Some(&mut p), decrypt, offer(&models), 100.0).unwrap_err();
         assert_eq!(again.violation.code, ErrorCode::RateLimit);
         assert!(again.retry_after.is_some());
         let long = prompt(&client, &me, r#"{"ver":1,"message":"far too long"}"#);
-        let r = admit(&long, &me, &mut p, decrypt, offer(&models), 101.0).unwrap_err();
+        let r = admit(&long, &me, Some(&mut p), decrypt, offer(&models), 101.0).unwrap_err();
         assert_eq!(r.violation.code, ErrorCode::InvalidSchema);
         let other = prompt(&client, &me, r#"{"ver":1,"message":"hi","model":"x"}"#);
-        let r = admit(&other, &me, &mut p, decrypt, offer(&models), 102.0).unwrap_err();
+        let r = admit(&other, &me, Some(&mut p), decrypt, offer(&models), 102.0).unwrap_err();
         assert_eq!(r.violation.code, ErrorCode::UnsupportedModel);
         assert_eq!(r.message, "hi", "the message is kept for the journal");
         // The privacy-first profile refuses a plain prompt.
@@ -236,7 +239,7 @@ mod tests {
             wrapped_only: true,
             ..offer(&models)
         };
-        let r = admit(&ok, &me, &mut p, decrypt, strict, 200.0).unwrap_err();
+        let r = admit(&ok, &me, Some(&mut p), decrypt, strict, 200.0).unwrap_err();
         assert_eq!(r.violation.code, ErrorCode::UnsupportedFeature);
     }
 }

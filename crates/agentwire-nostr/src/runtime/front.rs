@@ -221,9 +221,10 @@ impl TurnFront for NipxxFront {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        // The engine hands back what `encode_outcome` returned, so the kept event is that wire form.
+        // The engine hands back what `encode_outcome` returned, so the kept event is that wire form; when
+        // the journal held another outcome already, its wire form goes out instead.
         let event = match kept
-            .filter(|_| wire.is_some())
+            .filter(|k| wire.is_some_and(|w| w.contains(&k.id.to_hex())))
             .or_else(|| wire.and_then(|w| Event::from_json(w).ok()))
         {
             Some(e) => e,

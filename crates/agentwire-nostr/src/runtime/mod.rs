@@ -26,6 +26,21 @@ use tokio::sync::mpsc;
 /// The protocol name under which NIP-XX turns are journaled.
 pub const PROTOCOL: &str = "nipxx";
 pub use crate::nipxx::admission::TOOL_SCHEMA_VERSION;
+
+/// Prompts held in memory while the journal cannot write, to serve once it can without a restart. Each is a
+/// verified event within the relay's size limit (a prompt is usually well under 1 KiB); past this many,
+/// the relays are asked again for the prompts since the oldest one not held.
+pub const MAX_DEFERRED_PROMPTS: usize = 256;
+
+/// What waits for the journal to write again.
+#[derive(Default)]
+struct Deferred {
+    prompts: Vec<Message>,
+    /// The oldest prompt (Unix seconds) that did not fit.
+    overflow_since: Option<u64>,
+    /// A task waits for the journal.
+    watching: bool,
+}
 /// How often the agent's card is checked for changes (and ai.info republished if it changed).
 pub const INFO_REFRESH: Duration = Duration::from_secs(60);
 
@@ -68,9 +83,8 @@ pub struct Runtime {
     serve_since: Timestamp,
     /// Indexes (in `relays`) of relays whose events are verified already.
     verified: Vec<bool>,
-    /// The oldest prompt the journal could not take (Unix seconds), while the runtime waits for it to
-    /// write again and asks the relays for the prompts since then.
-    deferred_since: Mutex<Option<u64>>,
+    /// Prompts the journal could not take, served once it writes again.
+    deferred: Mutex<Deferred>,
 }
 
 impl agentwire_engine::Front for Runtime {
@@ -153,7 +167,7 @@ impl Runtime {
                 .iter()
                 .map(|u| config.verified_relays.contains(u))
                 .collect(),
-            deferred_since: Mutex::new(None),
+            deferred: Mutex::new(Deferred::default()),
         });
         for r in rt.relays.iter() {
             if !r.wait_connected(Duration::from_secs(5)).await {
@@ -251,20 +265,26 @@ impl Runtime {
         }
     }
 
-    /// A prompt the journal could not take: it stays unanswered on the relay. The first one starts a
-    /// watch that, once the journal writes again, asks the relays for every prompt since the oldest such
-    /// one, so they are served without a restart (prompts served meanwhile are answered from the journal).
-    fn defer_prompt(self: &Arc<Self>, created_at: u64) {
-        let first = {
-            let mut d = self
-                .deferred_since
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let first = d.is_none();
-            *d = Some(d.map_or(created_at, |t| t.min(created_at)));
-            first
+    /// A prompt the journal could not take: it gets no answer now. It is held (verified and admitted
+    /// already) and submitted again once the journal writes, without a restart; past
+    /// [`MAX_DEFERRED_PROMPTS`] the relays are asked again for the prompts since the oldest one not held.
+    fn defer_prompt(self: &Arc<Self>, event: Message) {
+        if self.engine.journal_writable() {
+            // Refused for a reason other than the disk (a corrupt record): holding it would loop.
+            tracing::error!(event = %event.id, "the journal refused a prompt; it is not served");
+            return;
+        }
+        let start_watch = {
+            let mut d = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+            if d.prompts.len() < MAX_DEFERRED_PROMPTS {
+                d.prompts.push(event);
+            } else {
+                let at = event.created_at.as_secs();
+                d.overflow_since = Some(d.overflow_since.map_or(at, |t| t.min(at)));
+            }
+            !std::mem::replace(&mut d.watching, true)
         };
-        if !first {
+        if !start_watch {
             return;
         }
         let this = self.clone();
@@ -273,17 +293,21 @@ impl Runtime {
             if writable.wait_for(|w| *w).await.is_err() {
                 return;
             }
-            let since = this
-                .deferred_since
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
-            if let Some(since) = since {
+            let (prompts, overflow_since) = {
+                let mut d = this.deferred.lock().unwrap_or_else(|p| p.into_inner());
+                d.watching = false;
+                (std::mem::take(&mut d.prompts), d.overflow_since.take())
+            };
+            tracing::info!(
+                prompts = prompts.len(),
+                "the journal writes again; serving the prompts it could not take"
+            );
+            for p in prompts {
+                // Admitted once already: not counted against the sender's rate again.
+                this.submit_prompt(p, false);
+            }
+            if let Some(since) = overflow_since {
                 let since = Timestamp::from(since.max(this.serve_since.as_secs()));
-                tracing::info!(
-                    since = since.as_secs(),
-                    "the journal writes again; serving the prompts it could not take"
-                );
                 for r in this.relays.iter() {
                     this.subscribe_prompts(r, since, Timestamp::now());
                 }
@@ -436,6 +460,12 @@ impl Runtime {
     }
 
     fn handle_prompt(self: &Arc<Self>, event: Message) {
+        self.submit_prompt(event, true)
+    }
+
+    /// Admits and submits a prompt; `rate`: count it against its sender's rate (not for a prompt held
+    /// while the journal could not write, which was counted when it arrived).
+    fn submit_prompt(self: &Arc<Self>, event: Message, rate: bool) {
         let me = self.crypto.public_key();
         let client = event.author;
         let request_id = match RequestId::new(format!("{PROTOCOL}:{}", event.id.to_hex())) {
@@ -448,14 +478,17 @@ impl Runtime {
             max_prompt_bytes: self.card.max_prompt_bytes,
             wrapped_only: self.privacy_first,
         };
-        let admitted = admission::admit(
-            &event,
-            &me,
-            &mut self.policy.lock().unwrap_or_else(|p| p.into_inner()),
-            |from, content| self.crypto.decrypt(from, content),
-            offer,
-            Timestamp::now().as_secs() as f64,
-        );
+        let admitted = {
+            let mut policy = self.policy.lock().unwrap_or_else(|p| p.into_inner());
+            admission::admit(
+                &event,
+                &me,
+                rate.then_some(&mut *policy),
+                |from, content| self.crypto.decrypt(from, content),
+                offer,
+                Timestamp::now().as_secs() as f64,
+            )
+        };
         let session = match &admitted {
             Ok(a) => a.session.clone(),
             Err(r) => r.session.clone(),
@@ -509,8 +542,9 @@ impl Runtime {
             slot: None,
         };
         let engine = self.engine.clone();
-        let created_at = event.created_at.as_secs();
         let this = self.clone();
+        // Kept in case the journal cannot take it (held until it can).
+        let held = event;
         let fut = match refusal {
             None => engine.submit(sub),
             Some(f) => {
@@ -522,7 +556,7 @@ impl Runtime {
             match fut.await {
                 // Not journaled: any answer now could be contradicted when the prompt is served later, so
                 // none is given; it is served from the relay once the journal writes again.
-                SubmitReply::JournalUnavailable(_) => this.defer_prompt(created_at),
+                SubmitReply::JournalUnavailable(_) => this.defer_prompt(held),
                 // Shutting down: left on the relay, where the backlog horizon serves it after the restart.
                 SubmitReply::Draining => {}
                 // A resend of a finished run was answered by the front's replay.
