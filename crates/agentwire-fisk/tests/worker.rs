@@ -444,6 +444,13 @@ async fn questions_are_asked_answered_held_open_and_answered_after_the_run() {
         .task(&answer(&tag("a"), &call, json!({"value": "Bob"})))
         .await;
     assert_eq!(code(&twice), "already_answered");
+    // The same answer request again is a resend: its stored result, not a refusal.
+    let resent = c.task(&answer(&ra, &call, json!({"value": "Ada"}))).await;
+    assert_eq!(
+        check_set(&resent, &ra).json["text"],
+        "Ada",
+        "a resend is answered from the journal: {resent:#?}"
+    );
     // An answer that does not fit its kind is a 400.
     let misfit = c
         .task(&with(

@@ -199,6 +199,52 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             }
         }
     };
+    // A conversation minted just now has no turns: no journal read on the path to a new prompt's ack. The
+    // transcripts are read only for a replay; deciding on the turn needs the turns alone.
+    let wants_replay = match task {
+        TaskRequest::Prompt(p) => p.replay.is_some(),
+        TaskRequest::Answer(a) => a.replay.is_some(),
+        _ => false,
+    };
+    let record = if new {
+        ConversationView::default()
+    } else {
+        match record(worker, &conversation, wants_replay).await {
+            Ok(r) => r,
+            Err(p) => return *p,
+        }
+    };
+    let id = request_id(&header.request);
+    if let Some(stored) = record.turns.iter().find(|t| t.turn.request_id == id) {
+        // A resend of a request of this conversation: the engine answers it from the journal
+        // (`TurnFront::replay`), whatever the conversation's rules would say of it now.
+        let Ok(input) = serde_json::from_value::<TurnInput>(stored.turn.input.clone()) else {
+            return refused(
+                TurnFailure::Internal,
+                "the journaled turn of this request is unreadable",
+            );
+        };
+        let (total, tool_calls) = record.usage();
+        return Plan::Run(Box::new(RunPlan {
+            header,
+            setup: TurnSetup {
+                request_id: id,
+                conversation,
+                token,
+                stream: streams(task),
+                elicit: worker.config.elicit,
+                window: worker.config.request_timeout,
+                approvals: meta.approvals.clone(),
+                max_tokens: allowance(worker.config.max_tokens, meta.max_tokens, None),
+                replay: vec![],
+                prior_usage: (total, tool_calls),
+            },
+            input,
+            meta,
+            meta_changed: false,
+            slot: None,
+        }));
+    }
     let force = match task {
         TaskRequest::Prompt(p) => p.force,
         TaskRequest::Resume(r) => r.force,
@@ -236,21 +282,6 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         meta.max_tokens = lowered;
         meta_changed = true;
     }
-    // A conversation minted just now has no turns: no journal read on the path to a new prompt's ack. The
-    // transcripts are read only for a replay; deciding on the turn needs the turns alone.
-    let wants_replay = match task {
-        TaskRequest::Prompt(p) => p.replay.is_some(),
-        TaskRequest::Answer(a) => a.replay.is_some(),
-        _ => false,
-    };
-    let record = if new {
-        ConversationView::default()
-    } else {
-        match record(worker, &conversation, wants_replay).await {
-            Ok(r) => r,
-            Err(p) => return *p,
-        }
-    };
     let (total, tool_calls) = record.usage();
     let limit = allowance(worker.config.max_tokens, meta.max_tokens, None);
     if let Some(limit) = limit {
@@ -280,7 +311,6 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     let parked = conversation::parked(last.and_then(|t| t.outcome.as_ref()));
     let parked_input: Option<TurnInput> =
         last.and_then(|t| serde_json::from_value(t.input.clone()).ok());
-    let id = request_id(&header.request);
     let model = worker.profile.model.clone();
     let (message, resume, stream, replay) = match task {
         TaskRequest::Prompt(p) => {
@@ -391,6 +421,16 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         meta_changed,
         slot: None,
     }))
+}
+
+/// Whether the request streams its text and events.
+fn streams(task: &TaskRequest) -> bool {
+    match task {
+        TaskRequest::Prompt(p) => p.stream,
+        TaskRequest::Answer(a) => a.stream,
+        TaskRequest::Resume(r) => r.stream,
+        _ => true,
+    }
 }
 
 /// Sends a refusal: an ack with `accepted: false` and the reason, then the error that closes the set.
