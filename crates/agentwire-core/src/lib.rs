@@ -26,8 +26,14 @@ pub use turnbook::{
 /// The wall clock in Unix seconds (0 before 1970): the one place the daemon reads it for journal and wire
 /// timestamps. Pure code takes `now` as an argument instead.
 pub fn now_secs() -> u64 {
+    now_ms() / 1000
+}
+
+/// The wall clock in Unix milliseconds (0 before 1970), for deadlines another process must read the same
+/// way (a roost stop's SIGKILL deadline).
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64)
         .unwrap_or(0)
 }

@@ -14,7 +14,6 @@ use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, Notify};
 
 /// A connection's outbound side.
@@ -66,20 +65,9 @@ pub(super) struct Shared {
     store: Mutex<Store>,
 }
 
-pub(super) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Unix milliseconds: a stop's deadline must mean the same to the next daemon.
-pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub(super) use agentwire_core::now_ms;
+pub(super) use agentwire_core::now_secs as now;
 
 fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
