@@ -654,20 +654,36 @@ impl Engine {
             );
             let front = make_front(&t);
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
-            let this = self.clone();
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
-            let ended = async move {
+            if self.health.writable() {
+                // One try here; a journal that cannot take it is retried in the background, so a failing
+                // disk never holds the daemon's start.
+                let r = self.journal.finish(finish.clone()).await;
+                self.note_write(&r);
+                match r {
+                    Ok(()) => {
+                        if let Some(f) = front {
+                            f.deliver_outcome(&finish.outcome, finish.wire.as_deref());
+                        }
+                        continue;
+                    }
+                    // Ended meanwhile, and told so by its own front.
+                    Err(StoreError::AlreadyEnded(_)) => continue,
+                    Err(e) if e.is_unwritable() => {}
+                    Err(e) => {
+                        tracing::error!(request = %t.request_id, error = %e, "could not end an interrupted turn");
+                        continue;
+                    }
+                }
+            }
+            let this = self.clone();
+            tokio::spawn(async move {
                 let (outcome, wire, ours) = this.finish_durably_or_found(finish).await;
                 // A turn that ended meanwhile was told its outcome by its own front.
                 if let (Some(f), true) = (front, ours) {
                     f.deliver_outcome(&outcome, wire.as_deref());
                 }
-            };
-            if self.health.writable() {
-                ended.await;
-            } else {
-                tokio::spawn(ended);
-            }
+            });
         }
         Ok(n)
     }
