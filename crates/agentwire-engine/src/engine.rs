@@ -503,21 +503,27 @@ impl Engine {
         Box::pin(async move { this.journal_and_start(sub, id).await })
     }
 
+    /// Drops a turn the journal did not take as new (a resend, or a refused write): out of the live table
+    /// and the book, and its conversation's next turn starts.
+    fn forget(self: &Arc<Self>, id: &RequestId) {
+        let next = {
+            let mut st = self.lock();
+            st.live.remove(id);
+            st.book.forget(id)
+        };
+        self.ended.notify_waiters();
+        if let Some(next) = next {
+            self.start(next);
+        }
+    }
+
     async fn journal_and_start(self: Arc<Self>, sub: Submission, id: RequestId) -> SubmitReply {
         let accepted = self.journal.accept(self.new_turn(&sub)).await;
         self.note_write(&accepted);
         match accepted {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
-                let next = {
-                    let mut st = self.lock();
-                    st.live.remove(&id);
-                    st.book.forget(&id)
-                };
-                self.ended.notify_waiters();
-                if let Some(next) = next {
-                    self.start(next);
-                }
+                self.forget(&id);
                 sub.front.replay(&stored);
                 return SubmitReply::DuplicateStored(stored);
             }
@@ -525,15 +531,7 @@ impl Engine {
                 // Not journaled, so not taken: nothing goes on the wire (an answer now could be contradicted
                 // by the same request served later), and the front decides what its peer is told.
                 tracing::error!(request = %id, error = %e, "journal refused a turn");
-                let next = {
-                    let mut st = self.lock();
-                    st.live.remove(&id);
-                    st.book.forget(&id)
-                };
-                self.ended.notify_waiters();
-                if let Some(next) = next {
-                    self.start(next);
-                }
+                self.forget(&id);
                 return SubmitReply::JournalUnavailable(e.to_string());
             }
         }
