@@ -524,7 +524,17 @@ impl Engine {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
                 self.forget(&id);
-                sub.front.replay(&stored);
+                if stored.outcome.is_none() && stored.owner == self.owner {
+                    // A turn of ours that a crash cut off, sent again before the recovery pass reached it
+                    // (which skips turns live here, as this one was for a moment): it ends here, once.
+                    let outcome = interrupted();
+                    let wire = sub.front.encode_outcome(&outcome);
+                    let finish = Finish::new(id, outcome, now_secs()).wire(wire);
+                    let (outcome, wire) = self.finish_durably(finish).await;
+                    sub.front.deliver_outcome(&outcome, wire.as_deref());
+                } else {
+                    sub.front.replay(&stored);
+                }
                 return SubmitReply::DuplicateStored(stored);
             }
             Err(e) => {
@@ -643,13 +653,7 @@ impl Engine {
         };
         let n = turns.len();
         for t in turns {
-            let outcome = Outcome::Failure(
-                Failure::new(
-                    TurnFailure::Interrupted,
-                    "the agent restarted while this run was in progress",
-                )
-                .retry_after(INTERRUPTED_RETRY_AFTER_SECS),
-            );
+            let outcome = interrupted();
             let front = make_front(&t);
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
@@ -975,6 +979,17 @@ impl Engine {
             conversation_meta: sub.conversation_meta.clone(),
         }
     }
+}
+
+/// The outcome of a turn a crash cut off.
+fn interrupted() -> Outcome {
+    Outcome::Failure(
+        Failure::new(
+            TurnFailure::Interrupted,
+            "the agent restarted while this run was in progress",
+        )
+        .retry_after(INTERRUPTED_RETRY_AFTER_SECS),
+    )
 }
 
 fn normalise(o: Outcome) -> Outcome {

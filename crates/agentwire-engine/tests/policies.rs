@@ -564,3 +564,43 @@ async fn a_recovery_pass_while_fronts_serve_leaves_live_turns_alone() {
     assert!(recovered.outcomes.lock().unwrap().is_empty());
     assert_eq!(front.outcomes.lock().unwrap().len(), 1, "one terminal");
 }
+
+#[tokio::test]
+async fn a_cut_off_turn_sent_again_before_the_recovery_pass_ends_once() {
+    use agentwire_store::Journal;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    {
+        // The process before: it journaled the turn and died before it ended.
+        let before = SqliteJournal::open(&path).unwrap();
+        let mut t = agentwire_store::conformance::turn(1);
+        t.request_id = RequestId::new("t:1").unwrap();
+        before.accept(t).await.unwrap();
+    }
+    let e = Engine::new(
+        Arc::new(SqliteJournal::open(&path).unwrap()),
+        Arc::new(TestAgent),
+    );
+    // The relay's backlog brings the prompt again before the recovery pass ran.
+    let front = Arc::new(Front::default());
+    let reply = e
+        .submit(sub("t:1", "c", "hi", front.clone(), TurnPolicy::default()))
+        .await;
+    assert!(
+        matches!(reply, SubmitReply::DuplicateStored(_)),
+        "{reply:?}"
+    );
+    match front.outcome().await {
+        Outcome::Failure(f) => assert_eq!(f.code, TurnFailure::Interrupted),
+        other => panic!("not run again: {other:?}"),
+    }
+    let recovered = Arc::new(Front::default());
+    let r = recovered.clone();
+    let n = e
+        .recover(move |_| Some(r.clone() as Arc<dyn TurnFront>))
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "nothing left to end");
+    assert!(recovered.outcomes.lock().unwrap().is_empty());
+    assert_eq!(front.outcomes.lock().unwrap().len(), 1);
+}
