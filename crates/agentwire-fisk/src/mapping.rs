@@ -91,19 +91,6 @@ pub fn usage(u: Usage) -> wire::Usage {
     }
 }
 
-/// What a whole conversation consumed, from its journal: tokens from the outcomes and the tool calls, both
-/// kept with each turn when it ended.
-pub fn conversation_usage(record: &[agentwire_store::ConversationTurn]) -> wire::Usage {
-    let (tokens, tool_calls) = record
-        .iter()
-        .map(|t| &t.turn)
-        .filter(|t| t.outcome.is_some())
-        .fold((Usage::default(), 0u64), |(u, n), t| {
-            (u.plus(t.usage()), n.saturating_add(t.tool_calls))
-        });
-    usage_with(tokens, tool_calls)
-}
-
 /// The wire usage of a conversation that spent `tokens` in `tool_calls` tool calls.
 pub fn usage_with(tokens: Usage, tool_calls: u64) -> wire::Usage {
     wire::Usage {

@@ -391,7 +391,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         _ => return refused(TurnFailure::Internal, "not a turn"),
     };
     let replay = match replay {
-        Some(n) => replay_replies(&record.turns, n),
+        Some(n) => replay_replies(&record, n),
         None => vec![],
     };
     let setup = TurnSetup {
@@ -449,7 +449,8 @@ pub(super) async fn refuse(
 
 /// The replay of a conversation: `replay` blocks at most (capped at [`wire::REPLAY_CAP`]) counted from the
 /// end and rounded outwards to whole turns, between `replay_start` and `replay_end`.
-pub(super) fn replay_replies(record: &[ConversationTurn], replay: u64) -> Vec<Reply> {
+pub(super) fn replay_replies(view: &ConversationView, replay: u64) -> Vec<Reply> {
+    let record = &view.turns;
     let want = replay.clamp(1, wire::REPLAY_CAP) as usize;
     let mut turns: Vec<Vec<Block>> = Vec::new();
     for ConversationTurn {
@@ -491,7 +492,8 @@ pub(super) fn replay_replies(record: &[ConversationTurn], replay: u64) -> Vec<Re
         taken += turns[first].len();
     }
     let truncated = taken < total_blocks;
-    let usage = mapping::conversation_usage(record);
+    let (tokens, tool_calls) = view.usage();
+    let usage = mapping::usage_with(tokens, tool_calls);
     let mut out = vec![Reply::Event(Block::replay_start())];
     for blocks in turns.into_iter().skip(first) {
         out.extend(blocks.into_iter().map(Reply::Event));
@@ -519,7 +521,7 @@ pub(super) async fn read(worker: &Worker, inbox: async_nats::Subject, plan: Read
     set.send(Reply::Ack(
         Ack::accepted().with_conversation_token(plan.token),
     ));
-    for r in replay_replies(&record.turns, plan.replay) {
+    for r in replay_replies(&record, plan.replay) {
         set.send(r);
     }
     // A read ends as a turn does, with a `result`: no text, `end_turn`, the conversation's usage.
