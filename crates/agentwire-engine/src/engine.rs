@@ -827,7 +827,12 @@ impl Engine {
 
     fn start(self: &Arc<Self>, id: RequestId) {
         let this = self.clone();
-        tokio::spawn(async move { this.run(id).await });
+        tokio::spawn(async move {
+            // A task spawned here takes the runtime's next slot, ahead of the front's task that the
+            // acknowledgement just woke: yielding once lets the acknowledgement go out first.
+            tokio::task::yield_now().await;
+            this.run(id).await
+        });
     }
 
     async fn run(self: Arc<Self>, id: RequestId) {

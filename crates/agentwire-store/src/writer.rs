@@ -62,11 +62,21 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
     let mut results = Vec::with_capacity(batch.len());
     // Each write in a savepoint of its own: a write that fails part way (a turn row in, its conversation
     // row refused) leaves nothing behind. If SQLite gave up the whole transaction (a full disk, an I/O
-    // error), nothing of the batch is durable and every write of it fails.
+    // error), nothing of the batch is durable and every write of it fails. A batch of one needs no
+    // savepoint: the transaction is its write's, and a failed write rolls it back whole.
+    let alone = batch.len() == 1;
     let mut broken: Option<StoreError> = None;
     for w in batch {
         if let Some(e) = &broken {
             results.push((w, Err(e.clone())));
+            continue;
+        }
+        if alone {
+            let r = write(&tx, &w);
+            if let Err(e) = &r {
+                broken = Some(e.clone());
+            }
+            results.push((w, r));
             continue;
         }
         if let Err(e) = tx
@@ -77,34 +87,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
             results.push((w, Err(broken.clone().expect("set above"))));
             continue;
         }
-        let r = match &w {
-            Write::Accept(t, _) => accept(&tx, t).map(Some),
-            Write::Finish(f, _) => finish(&tx, f).map(|_| None),
-            Write::Probe(_) => tx
-                .prepare_cached(
-                    "INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT(id) DO UPDATE SET at = at + 1",
-                )
-                .and_then(|mut stmt| stmt.execute([]))
-                .map(|_| None)
-                .map_err(StoreError::from),
-            Write::PutMeta {
-                conversation,
-                protocol,
-                meta,
-                updated_at,
-                ..
-            } => tx
-                .prepare_cached(
-                    "INSERT INTO conversations (conversation_id, protocol, meta, updated_at)
-                     VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT(conversation_id) DO UPDATE SET meta = ?3, updated_at = ?4",
-                )
-                .and_then(|mut stmt| {
-                    stmt.execute(params![conversation, protocol, meta, *updated_at as i64])
-                })
-                .map(|_| None)
-                .map_err(StoreError::from),
-        };
+        let r = write(&tx, &w);
         let r = match r {
             Ok(v) => match tx
                 .prepare_cached("RELEASE one_write")
@@ -162,6 +145,37 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                 fail(w, StoreError::Sqlite(msg.clone()));
             }
         }
+    }
+}
+
+fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Option<Accepted>, StoreError> {
+    match w {
+        Write::Accept(t, _) => accept(tx, t).map(Some),
+        Write::Finish(f, _) => finish(tx, f).map(|_| None),
+        Write::Probe(_) => tx
+            .prepare_cached(
+                "INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT(id) DO UPDATE SET at = at + 1",
+            )
+            .and_then(|mut stmt| stmt.execute([]))
+            .map(|_| None)
+            .map_err(StoreError::from),
+        Write::PutMeta {
+            conversation,
+            protocol,
+            meta,
+            updated_at,
+            ..
+        } => tx
+            .prepare_cached(
+                "INSERT INTO conversations (conversation_id, protocol, meta, updated_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(conversation_id) DO UPDATE SET meta = ?3, updated_at = ?4",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![conversation, protocol, meta, *updated_at as i64])
+            })
+            .map(|_| None)
+            .map_err(StoreError::from),
     }
 }
 

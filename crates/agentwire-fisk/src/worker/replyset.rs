@@ -83,12 +83,13 @@ impl ReplySet {
         request: Header,
         me: Identity,
     ) -> (ReplySet, oneshot::Receiver<()>) {
-        Self::start_with(client, inbox, request, me, true, None)
+        Self::start_with(client, inbox, request, me, true, None, None)
     }
 
     /// Like [`start`](Self::start), streaming text and events only when `stream`, and running
     /// `before_final` just before the final message goes out (to unsubscribe a turn's cancel and elicit
-    /// subjects first, so a caller that has the terminal finds nobody there).
+    /// subjects first, so a caller that has the terminal finds nobody there). Nothing is published before
+    /// `ready` fires (or its sender is dropped).
     pub(crate) fn start_with(
         client: async_nats::Client,
         inbox: async_nats::Subject,
@@ -96,10 +97,14 @@ impl ReplySet {
         me: Identity,
         stream: bool,
         mut before_final: Option<BeforeFinal>,
+        ready: Option<oneshot::Receiver<()>>,
     ) -> (ReplySet, oneshot::Receiver<()>) {
         let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
         let (done_tx, done_rx) = oneshot::channel();
         tokio::spawn(async move {
+            if let Some(ready) = ready {
+                let _ = ready.await;
+            }
             let mut replies = ReplyStream::new(stream);
             'set: loop {
                 let wake = replies.poll_timeout();

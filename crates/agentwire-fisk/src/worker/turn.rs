@@ -8,7 +8,7 @@ use super::{Worker, PROTOCOL};
 use crate::conversation::ConversationMeta;
 use crate::mapping;
 use crate::wire::{self, nats, Ack, Reply};
-use agentwire_core::{Answer, ApproveChoice, ConversationId, Refusal, RequestId, TurnFailure};
+use agentwire_core::{Answer, ApproveChoice, ConversationId, Refusal, RequestId};
 use agentwire_engine::{AnswerReply, Submission, SubmitReply, TurnPolicy};
 use futures_util::StreamExt;
 use std::sync::{Arc, Mutex};
@@ -31,37 +31,6 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     let tag = plan.header.request.clone();
     let conversation = plan.input.conversation_id.clone();
     let identity = worker.config.identity.clone();
-    let subs = async {
-        let c = worker
-            .client
-            .subscribe(nats::cancel_subject(&identity, &tag))
-            .await
-            .map_err(|e| e.to_string())?;
-        let e = worker
-            .client
-            .subscribe(nats::elicit_subject(&identity, &tag))
-            .await
-            .map_err(|e| e.to_string())?;
-        // No flush needed: the server handles one connection's SUB before the PUB of the ack that follows
-        // it, so the subscriptions are live before the caller can see the ack. (A flush would add a round
-        // trip to every request's ack latency.)
-        Ok::<_, String>((c, e))
-    }
-    .await;
-    let (cancels, elicits) = match subs {
-        Ok(s) => s,
-        Err(e) => {
-            super::admission::refuse(
-                &worker,
-                inbox,
-                plan.header,
-                TurnFailure::Internal,
-                format!("could not subscribe for cancels and answers: {e}"),
-            )
-            .await;
-            return;
-        }
-    };
     let request_id = plan.setup.request_id.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
     let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
@@ -76,6 +45,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
             // by then too: the engine frees them before it hands the outcome to the front.)
         })
     });
+    let (subscribed_tx, subscribed) = oneshot::channel::<()>();
     let (set, done) = ReplySet::start_with(
         worker.client.clone(),
         inbox,
@@ -83,6 +53,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         worker.me.clone(),
         plan.setup.stream,
         Some(before_final),
+        Some(subscribed),
     );
     let front = Arc::new(FiskFront::new(
         set.clone(),
@@ -93,22 +64,50 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         .meta_changed
         .then(|| serde_json::to_value(&plan.meta).unwrap_or_default());
     let meta = Arc::new(Mutex::new(plan.meta));
-    tokio::spawn(serve_cancels(
-        worker.clone(),
-        cancels,
-        request_id.clone(),
-        stop_rx.clone(),
-        cancels_gone_tx,
-    ));
-    tokio::spawn(serve_elicits(
-        worker.clone(),
-        elicits,
-        front.clone(),
-        conversation.clone(),
-        meta,
-        stop_rx,
-        elicits_gone_tx,
-    ));
+    // The cancel and elicit subscriptions are made while the engine journals the turn (the commit is most
+    // of an ack's latency). The reply set publishes nothing, its ack included, until they are sent: the
+    // server handles one connection's SUB before a PUB that follows it, so they are live before the caller
+    // can see the ack. (A flush would add a round trip to every ack.)
+    let subscribe = async {
+        let subs = async {
+            let c = worker
+                .client
+                .subscribe(nats::cancel_subject(&identity, &tag))
+                .await?;
+            let e = worker
+                .client
+                .subscribe(nats::elicit_subject(&identity, &tag))
+                .await?;
+            Ok::<_, async_nats::SubscribeError>((c, e))
+        };
+        match subs.await {
+            Ok((cancels, elicits)) => {
+                tokio::spawn(serve_cancels(
+                    worker.clone(),
+                    cancels,
+                    request_id.clone(),
+                    stop_rx.clone(),
+                    cancels_gone_tx,
+                ));
+                tokio::spawn(serve_elicits(
+                    worker.clone(),
+                    elicits,
+                    front.clone(),
+                    conversation.clone(),
+                    meta,
+                    stop_rx,
+                    elicits_gone_tx,
+                ));
+            }
+            // Only a closed connection refuses a subscription, and then nothing reaches the caller
+            // either: the turn runs to its journaled outcome, which a resend is answered from.
+            Err(e) => tracing::warn!(
+                request = %tag, error = %e,
+                "could not subscribe for cancels and answers; the run goes on without them"
+            ),
+        }
+        let _ = subscribed_tx.send(());
+    };
     let sub = Submission {
         input: plan.input,
         protocol: PROTOCOL.into(),
@@ -120,7 +119,8 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         conversation_meta: meta_record,
         slot: plan.slot,
     };
-    match worker.engine.submit(sub).await {
+    let (submitted, ()) = tokio::join!(worker.engine.submit(sub), subscribe);
+    match submitted {
         SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}
         SubmitReply::ConversationBusy => {
             set.send(Reply::Ack(Ack::refused("the conversation is busy")));
