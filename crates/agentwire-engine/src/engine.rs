@@ -548,8 +548,12 @@ impl Engine {
         let next = self.lock().book.journaled(&id);
         match next {
             Journaled::Start => {
+                // The run is spawned before the front is told and begins after. Spawned after, it would
+                // take the runtime's next slot ahead of the task the front just woke (the one that sends
+                // a fisk-ai ack), and the acknowledgement would wait for the agent.
+                let go = self.start_held(id);
                 sub.front.accepted(false);
-                self.start(id);
+                let _ = go.send(());
                 SubmitReply::Accepted { queued: false }
             }
             Journaled::Queued => {
@@ -827,12 +831,18 @@ impl Engine {
 
     fn start(self: &Arc<Self>, id: RequestId) {
         let this = self.clone();
+        tokio::spawn(async move { this.run(id).await });
+    }
+
+    /// Spawns the run of turn `id`, which begins once the returned sender fires (or is dropped).
+    fn start_held(self: &Arc<Self>, id: RequestId) -> oneshot::Sender<()> {
+        let (go, wait) = oneshot::channel::<()>();
+        let this = self.clone();
         tokio::spawn(async move {
-            // A task spawned here takes the runtime's next slot, ahead of the front's task that the
-            // acknowledgement just woke: yielding once lets the acknowledgement go out first.
-            tokio::task::yield_now().await;
+            let _ = wait.await;
             this.run(id).await
         });
+        go
     }
 
     async fn run(self: Arc<Self>, id: RequestId) {
