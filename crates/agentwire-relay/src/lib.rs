@@ -22,6 +22,14 @@
 //! ([`kind::Retention`]). An `OK true` for a stored event is sent only after its transaction has
 //! committed (`synchronous=FULL`); a single writer thread commits all pending inserts together.
 //!
+//! # Tiny agent questions
+//!
+//! A kind 9 room message with `["request","question"]` and `["tinyagent","1"]` is a question card: one
+//! that breaks a rule of the spec is refused (`OK false`, `invalid:` naming the rule). A kind 1111 reply
+//! naming a stored card as its root must answer it validly (asked key, in time, NIP-22 tags, content fit
+//! for the selection); the first valid answer settles the card, durably in the same transaction, and any
+//! later one is refused with `duplicate:` ([`tinyagent`]).
+//!
 //! # Bounds
 //!
 //! The configurable bounds are [`RelayLimits`] (defaults in the `DEFAULT_*` constants); the
@@ -58,6 +66,7 @@ mod server;
 mod session;
 mod storage_threads;
 pub mod store;
+pub mod tinyagent;
 mod wire;
 
 pub use error::RelayError;

@@ -30,6 +30,7 @@ use crate::kind::Retention;
 use crate::limits::{RelayLimits, LIVE_QUEUE_CAPACITY};
 use crate::rate::TokenBucket;
 use crate::store::{event_json, InsertOutcome, StoredEvent};
+use crate::tinyagent;
 use crate::wire;
 
 /// A verified event on its way to the store and to live subscribers, with its canonical JSON.
@@ -226,6 +227,9 @@ impl Session {
                 wire::ok(id, true, "duplicate: already have this event")
             }
             // Not stored, but nothing the client can fix by resending: report it like a duplicate.
+            Ok(InsertOutcome::Refused(refusal)) => {
+                wire::ok(id, false, &format!("{}: {refusal}", refusal.prefix()))
+            }
             Ok(InsertOutcome::RejectedOlder) => wire::ok(
                 id,
                 true,
@@ -451,6 +455,11 @@ impl Session {
         }
         if event.is_expired_at(wall) {
             return refuse("invalid: event is expired");
+        }
+        if tinyagent::is_question(&event) {
+            if let Err(rule) = tinyagent::question(&event) {
+                return refuse(&format!("invalid: {rule}"));
+            }
         }
         let retention = Retention::of(event.kind);
         let published = Arc::new(Published { event, json });

@@ -97,7 +97,8 @@ fn commit_batch(
         .iter()
         .map(|(p, _)| (&p.event, p.json.as_str()))
         .collect();
-    let outcomes: Vec<InsertReply> = match store.insert_batch_json(&batch) {
+    let now = Timestamp::now();
+    let outcomes: Vec<InsertReply> = match store.insert_batch_json(&batch, now) {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(error) => {
             // The whole transaction was rolled back. Retry one by one so that a single event
@@ -107,8 +108,8 @@ fn commit_batch(
                 .iter()
                 .map(|one| {
                     store
-                        .insert_batch_json(std::slice::from_ref(one))
-                        .map(|o| o[0])
+                        .insert_batch_json(std::slice::from_ref(one), now)
+                        .map(|mut o| o.remove(0))
                 })
                 .collect()
         }

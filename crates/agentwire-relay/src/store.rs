@@ -19,6 +19,7 @@ use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtensio
 use crate::error::RelayError;
 use crate::filter_sql::{filter_to_sql, ts_to_sql};
 use crate::kind::Retention;
+use crate::tinyagent::{self, AnswerRefusal};
 
 /// The schema version this build writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -56,10 +57,15 @@ CREATE TABLE IF NOT EXISTS tags (
     PRIMARY KEY (name, value, event_seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tags_event ON tags(event_seq);
+-- Which answer settled which tiny agent question: the first valid one (tinyagent::check_answer).
+CREATE TABLE IF NOT EXISTS settlements (
+    question BLOB PRIMARY KEY,
+    answer BLOB NOT NULL
+) WITHOUT ROWID;
 ";
 
 /// What happened to an inserted event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InsertOutcome {
     /// Stored; it is new.
     Inserted,
@@ -72,11 +78,14 @@ pub enum InsertOutcome {
     RejectedOlder,
     /// Not stored: its kind is ephemeral.
     NotStored,
+    /// Not stored: a reply to a tiny agent question that does not answer it validly, or answers one
+    /// already settled.
+    Refused(AnswerRefusal),
 }
 
 impl InsertOutcome {
     /// Whether the event is new to live subscribers (it was stored and is current).
-    pub fn is_new(self) -> bool {
+    pub fn is_new(&self) -> bool {
         matches!(self, Self::Inserted | Self::Replaced)
     }
 }
@@ -164,10 +173,12 @@ impl EventStore {
     /// Stores one event in its own transaction. The caller has verified it.
     pub fn insert(&mut self, event: &Event) -> Result<InsertOutcome, RelayError> {
         let json = event_json(event)?;
-        Ok(self.insert_batch_json(&[(event, json.as_str())])?[0])
+        let mut outcomes = self.insert_batch_json(&[(event, json.as_str())], Timestamp::now())?;
+        Ok(outcomes.remove(0))
     }
 
-    /// Stores several events in one transaction (one fsync); outcomes are in input order.
+    /// Stores several events in one transaction (one fsync); outcomes are in input order. An answer to
+    /// a tiny agent question is judged as of now.
     pub fn insert_batch(&mut self, events: &[Event]) -> Result<Vec<InsertOutcome>, RelayError> {
         let jsons = events
             .iter()
@@ -177,18 +188,20 @@ impl EventStore {
             .iter()
             .zip(jsons.iter().map(String::as_str))
             .collect();
-        self.insert_batch_json(&batch)
+        self.insert_batch_json(&batch, Timestamp::now())
     }
 
-    /// Like [`EventStore::insert_batch`], with each event's canonical JSON already made.
+    /// Like [`EventStore::insert_batch`], with each event's canonical JSON already made, and answers to
+    /// tiny agent questions judged as of `now`.
     pub(crate) fn insert_batch_json(
         &mut self,
         batch: &[(&Event, &str)],
+        now: Timestamp,
     ) -> Result<Vec<InsertOutcome>, RelayError> {
         let tx = self.conn.transaction()?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for (event, json) in batch {
-            outcomes.push(insert_in(&tx, event, json)?);
+            outcomes.push(insert_in(&tx, event, json, now)?);
         }
         tx.commit()?;
         Ok(outcomes)
@@ -304,7 +317,12 @@ fn address(event: &Event, retention: Retention) -> Option<String> {
     }
 }
 
-fn insert_in(tx: &Connection, event: &Event, json: &str) -> Result<InsertOutcome, RelayError> {
+fn insert_in(
+    tx: &Connection,
+    event: &Event,
+    json: &str,
+    now: Timestamp,
+) -> Result<InsertOutcome, RelayError> {
     let retention = Retention::of(event.kind);
     if !retention.is_stored() {
         return Ok(InsertOutcome::NotStored);
@@ -315,6 +333,11 @@ fn insert_in(tx: &Connection, event: &Event, json: &str) -> Result<InsertOutcome
         .exists([id])?
     {
         return Ok(InsertOutcome::Duplicate);
+    }
+    if let Some(question) = tinyagent::answered_request(event) {
+        if let Err(refusal) = settle(tx, question, event, now)? {
+            return Ok(InsertOutcome::Refused(refusal));
+        }
     }
     let pubkey = event.pubkey.as_bytes().as_slice();
     let kind = i64::from(event.kind.as_u16());
@@ -363,6 +386,47 @@ fn insert_in(tx: &Connection, event: &Event, json: &str) -> Result<InsertOutcome
     } else {
         InsertOutcome::Inserted
     })
+}
+
+/// A reply naming `question` as its root: when that is a stored native question card, the reply must
+/// answer it validly and first, and then settles it (in the same transaction as the reply's insert).
+/// Replies to anything else are plain comments.
+fn settle(
+    tx: &Connection,
+    question: EventId,
+    answer: &Event,
+    now: Timestamp,
+) -> Result<Result<(), AnswerRefusal>, RelayError> {
+    let key = question.as_bytes().as_slice();
+    let json: Option<String> = tx
+        .prepare_cached("SELECT json FROM events WHERE id = ?1 AND kind = 9")?
+        .query_row([key], |row| row.get(0))
+        .optional()?;
+    let Some(request) = json.and_then(|j| Event::from_json(j).ok()) else {
+        return Ok(Ok(()));
+    };
+    if !tinyagent::is_question(&request) {
+        return Ok(Ok(()));
+    }
+    let Ok(card) = tinyagent::question(&request) else {
+        // Stored before the relay judged questions: a plain message, as its author's client meant
+        // nothing the relay can hold it to.
+        return Ok(Ok(()));
+    };
+    if let Err(refusal) = tinyagent::check_answer(&request, &card, answer, now) {
+        return Ok(Err(refusal));
+    }
+    let settled: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT answer FROM settlements WHERE question = ?1")?
+        .query_row([key], |row| row.get(0))
+        .optional()?;
+    if let Some(by) = settled {
+        let by = EventId::from_slice(&by).map_err(|e| RelayError::Internal(e.to_string()))?;
+        return Ok(Err(AnswerRefusal::Settled(by)));
+    }
+    tx.prepare_cached("INSERT INTO settlements (question, answer) VALUES (?1, ?2)")?
+        .execute(params![key, answer.id.as_bytes().as_slice()])?;
+    Ok(Ok(()))
 }
 
 fn delete_event(tx: &Connection, seq: i64) -> Result<(), RelayError> {

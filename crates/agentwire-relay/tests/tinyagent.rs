@@ -1,0 +1,186 @@
+//! Tiny agent question cards over a real relay connection: malformed cards are refused with the rule they
+//! break, the first valid answer settles a card, later answers and invalid ones are refused saying why,
+//! and settlement survives a restart.
+
+mod common;
+
+use common::{now, signed_at, TestRelay};
+use nostr::event::{Event, Kind, Tag};
+use nostr::filter::Filter;
+use nostr::key::Keys;
+
+fn tag(parts: &[&str]) -> Tag {
+    Tag::parse(parts.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+}
+
+fn question(agent: &Keys, asked: &Keys, extra: &[&[&str]], at: u64) -> Event {
+    let mut tags = vec![
+        tag(&["h", "lab"]),
+        tag(&["p", &asked.public_key().to_hex()]),
+        tag(&["request", "question"]),
+        tag(&["tinyagent", "1"]),
+        tag(&["interaction", "question"]),
+    ];
+    tags.extend(extra.iter().map(|t| tag(t)));
+    signed_at(agent, 9, "Keep going?", tags, at)
+}
+
+fn options() -> Vec<&'static [&'static str]> {
+    vec![
+        &["selection", "single"],
+        &["option", "continue", "Continue playing"],
+        &["option", "stop", "Stop here"],
+    ]
+}
+
+fn answer(by: &Keys, q: &Event, content: &str, at: u64) -> Event {
+    let (id, author) = (q.id.to_hex(), q.pubkey.to_hex());
+    let tags = vec![
+        tag(&["E", &id]),
+        tag(&["e", &id]),
+        tag(&["K", "9"]),
+        tag(&["k", "9"]),
+        tag(&["P", &author]),
+        tag(&["p", &author]),
+        tag(&["h", "lab"]),
+    ];
+    signed_at(by, 1111, content, tags, at)
+}
+
+#[tokio::test]
+async fn malformed_question_cards_are_refused_naming_the_rule() {
+    let relay = TestRelay::start().await;
+    let mut c = relay.client().await;
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let cases: Vec<(Vec<&[&str]>, &str)> = vec![
+        (vec![&["selection", "ranked"]], "unknown selection"),
+        (
+            vec![&["selection", "text"], &["option", "a", "A"]],
+            "selection=text takes no options",
+        ),
+        (
+            vec![&["option", "a", "A"], &["option", "a", "Again"]],
+            "appears twice",
+        ),
+        (
+            vec![&["selection", "text"], &["freeform", "true"]],
+            "freeform=true needs options",
+        ),
+        (
+            vec![&["option", "a", "A"], &["expiration", "tomorrow"]],
+            "not a Unix time",
+        ),
+    ];
+    for (extra, reason) in cases {
+        let q = question(&agent, &asked, &extra, t);
+        let (ok, message) = c.publish(&q).await;
+        assert!(!ok, "{reason}: accepted");
+        assert!(
+            message.starts_with("invalid: ") && message.contains(reason),
+            "{reason}: {message}"
+        );
+    }
+    let interaction = {
+        let mut tags = vec![
+            tag(&["h", "lab"]),
+            tag(&["p", &asked.public_key().to_hex()]),
+            tag(&["request", "question"]),
+            tag(&["tinyagent", "1"]),
+            tag(&["interaction", "poll"]),
+            tag(&["option", "a", "A"]),
+        ];
+        tags.push(tag(&["subject", "x"]));
+        signed_at(&agent, 9, "?", tags, t)
+    };
+    let (ok, message) = c.publish(&interaction).await;
+    assert!(!ok && message.contains("unknown interaction"), "{message}");
+    // Nothing refused was stored; a plain kind 9 without the native tags is just a message.
+    let plain = signed_at(&agent, 9, "approve?", vec![tag(&["h", "lab"])], t);
+    assert_eq!(c.publish(&plain).await, (true, String::new()));
+    let stored = c
+        .query("all", vec![Filter::new().kind(Kind::from_u16(9))])
+        .await;
+    assert_eq!(
+        stored.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![plain.id]
+    );
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_first_valid_answer_settles_and_every_other_is_refused_saying_why() {
+    let relay = TestRelay::start().await;
+    let mut c = relay.client().await;
+    let (agent, asked, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let t = now();
+    let q = question(&agent, &asked, &options(), t);
+    assert_eq!(c.publish(&q).await, (true, String::new()));
+
+    let (ok, message) = c.publish(&answer(&stranger, &q, "stop", t + 1)).await;
+    assert!(!ok && message.starts_with("restricted: "), "{message}");
+    let (ok, message) = c.publish(&answer(&asked, &q, "pause", t + 1)).await;
+    assert!(
+        !ok && message.starts_with("invalid: ") && message.contains("not an option"),
+        "{message}"
+    );
+    let (ok, message) = c.publish(&answer(&asked, &q, "stop", t - 5)).await;
+    assert!(!ok && message.contains("before the question"), "{message}");
+
+    let first = answer(&asked, &q, "stop", t + 2);
+    assert_eq!(c.publish(&first).await, (true, String::new()));
+    let (ok, message) = c.publish(&answer(&asked, &q, "continue", t + 3)).await;
+    assert!(
+        !ok && message.starts_with("duplicate: ") && message.contains(&first.id.to_hex()),
+        "{message}"
+    );
+    // The same answer sent again is the usual duplicate of a stored event.
+    let (ok, message) = c.publish(&first).await;
+    assert!(ok && message.starts_with("duplicate:"), "{message}");
+    let stored = c
+        .query("answers", vec![Filter::new().kind(Kind::from_u16(1111))])
+        .await;
+    assert_eq!(
+        stored.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![first.id]
+    );
+
+    // Settlement is durable: after a restart the question is still settled.
+    drop(c);
+    let relay = relay.restart().await;
+    let mut c = relay.client().await;
+    let (ok, message) = c.publish(&answer(&asked, &q, "continue", t + 4)).await;
+    assert!(!ok && message.starts_with("duplicate: "), "{message}");
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_expired_question_takes_no_answer_and_replies_to_other_events_are_plain_comments() {
+    let relay = TestRelay::start().await;
+    let mut c = relay.client().await;
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let expiry = (t + 30).to_string();
+    let expiration: &[&str] = &["expiration", &expiry];
+    let mut extra = options();
+    extra.push(expiration);
+    let q = question(&agent, &asked, &extra, t);
+    assert_eq!(c.publish(&q).await, (true, String::new()));
+    let (ok, message) = c.publish(&answer(&asked, &q, "stop", t + 30)).await;
+    assert!(!ok && message.contains("expired"), "{message}");
+    assert_eq!(
+        c.publish(&answer(&asked, &q, "stop", t + 29)).await,
+        (true, String::new())
+    );
+
+    // A reply to a plain room message is a comment like any other, whatever it says.
+    let plain = signed_at(&agent, 9, "lunch?", vec![tag(&["h", "lab"])], t);
+    assert_eq!(c.publish(&plain).await, (true, String::new()));
+    let stranger = Keys::generate();
+    assert_eq!(
+        c.publish(&answer(&stranger, &plain, "anything", t + 1))
+            .await,
+        (true, String::new())
+    );
+    relay.handle.shutdown().await;
+}
