@@ -57,6 +57,12 @@ CREATE TABLE IF NOT EXISTS tags (
     PRIMARY KEY (name, value, event_seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tags_event ON tags(event_seq);
+-- Every tiny agent question stored, kept after the question itself expires and is purged, so that a late
+-- answer is still refused rather than taken as a plain comment.
+CREATE TABLE IF NOT EXISTS questions (
+    id BLOB PRIMARY KEY,
+    expires_at INTEGER
+) WITHOUT ROWID;
 -- Which answer settled which tiny agent question: the first valid one (tinyagent::check_answer).
 CREATE TABLE IF NOT EXISTS settlements (
     question BLOB PRIMARY KEY,
@@ -373,6 +379,10 @@ fn insert_in(
         id, pubkey, created_at, kind, address, expires_at, json
     ])?;
     let seq = tx.last_insert_rowid();
+    if tinyagent::is_question(event) {
+        tx.prepare_cached("INSERT OR IGNORE INTO questions (id, expires_at) VALUES (?1, ?2)")?
+            .execute(params![id, expires_at])?;
+    }
     let mut tag_stmt = tx.prepare_cached(
         "INSERT OR IGNORE INTO tags (name, value, event_seq) VALUES (?1, ?2, ?3)",
     )?;
@@ -403,7 +413,17 @@ fn settle(
         .query_row([key], |row| row.get(0))
         .optional()?;
     let Some(request) = json.and_then(|j| Event::from_json(j).ok()) else {
-        return Ok(Ok(()));
+        let expired: Option<Option<i64>> = tx
+            .prepare_cached("SELECT expires_at FROM questions WHERE id = ?1")?
+            .query_row([key], |row| row.get(0))
+            .optional()?;
+        return Ok(match expired {
+            // A question that expired and was purged takes no answer any more.
+            Some(at) => Err(AnswerRefusal::Expired(Timestamp::from_secs(
+                at.unwrap_or(0).max(0) as u64,
+            ))),
+            None => Ok(()),
+        });
     };
     if !tinyagent::is_question(&request) {
         return Ok(Ok(()));

@@ -184,3 +184,29 @@ async fn an_expired_question_takes_no_answer_and_replies_to_other_events_are_pla
     );
     relay.handle.shutdown().await;
 }
+
+#[test]
+fn a_late_answer_to_a_question_purged_after_its_expiry_is_still_refused() {
+    use agentwire_relay::store::{EventStore, InsertOutcome};
+    use agentwire_relay::tinyagent::AnswerRefusal;
+    use nostr::types::Timestamp;
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = EventStore::open(&dir.path().join("relay.sqlite")).unwrap();
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now() - 100;
+    let expiry = (t + 10).to_string();
+    let expiration: &[&str] = &["expiration", &expiry];
+    let mut extra = options();
+    extra.push(expiration);
+    let q = question(&agent, &asked, &extra, t);
+    assert_eq!(store.insert(&q).unwrap(), InsertOutcome::Inserted);
+    assert_eq!(
+        store.purge_expired(Timestamp::from_secs(t + 20)).unwrap(),
+        1
+    );
+    // Dated in time, but the question is gone: the relay still knows it expired.
+    assert_eq!(
+        store.insert(&answer(&asked, &q, "stop", t + 5)).unwrap(),
+        InsertOutcome::Refused(AnswerRefusal::Expired(Timestamp::from_secs(t + 10)))
+    );
+}
