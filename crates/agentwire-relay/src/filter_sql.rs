@@ -55,7 +55,7 @@ pub(crate) fn ts_to_sql(ts: Timestamp) -> i64 {
     i64::try_from(ts.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// Builds the query for `filter`, hiding events that expired before `now`.
+/// Builds the query for `filter`, hiding events expired at `now` (NIP-40: from the expiration second on).
 ///
 /// `Ok(None)` when the filter can match nothing (limit 0, an empty tag list, an impossible time
 /// range), so no query needs to run. The filter's own `limit` is used as is: callers cap it.
@@ -87,7 +87,7 @@ pub(crate) fn filter_to_sql(
     }
 
     let mut sql = String::from(
-        "SELECT seq, id, created_at, json FROM events WHERE (expires_at IS NULL OR expires_at >= ?)",
+        "SELECT seq, id, created_at, json FROM events WHERE (expires_at IS NULL OR expires_at > ?)",
     );
     let mut params = vec![Value::Integer(ts_to_sql(now))];
 
@@ -160,7 +160,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             q.sql,
-            "SELECT seq, id, created_at, json FROM events WHERE (expires_at IS NULL OR expires_at >= ?) ORDER BY created_at DESC, id ASC"
+            "SELECT seq, id, created_at, json FROM events WHERE (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, id ASC"
         );
         assert_eq!(q.params, vec![Value::Integer(5)]);
     }

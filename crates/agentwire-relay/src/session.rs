@@ -453,7 +453,9 @@ impl Session {
         if self.unlimited_authors.contains(&event.pubkey) {
             self.exempt = true;
         }
-        if event.is_expired_at(wall) {
+        // NIP-40: expired from the expiration second itself on (`Event::is_expired_at` says so only
+        // a second later).
+        if event.tags.expiration().is_some_and(|at| at <= wall) {
             return refuse("invalid: event is expired");
         }
         if tinyagent::is_question(&event) {

@@ -177,6 +177,16 @@ fn expired_events_are_refused() {
     let e = event(&Keys::generate(), 1, vec![Tag::expiration(past)]);
     let (ok, message) = only_ok(&s.handle_text(&event_msg(&e), now, wall()));
     assert_eq!((ok, message.as_str()), (false, "invalid: event is expired"));
+    // At the expiration second itself it is expired already; a second before, it is not.
+    let at = Timestamp::from_secs(1_800_000_000);
+    let e = event(&Keys::generate(), 1, vec![Tag::expiration(at)]);
+    let (ok, _) = only_ok(&s.handle_text(&event_msg(&e), now, at));
+    assert!(!ok);
+    let before = Timestamp::from_secs(at.as_secs() - 1);
+    assert!(matches!(
+        s.handle_text(&event_msg(&e), now, before).as_slice(),
+        [Command::Store(_)]
+    ));
 }
 
 #[test]

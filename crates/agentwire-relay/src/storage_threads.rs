@@ -43,7 +43,7 @@ pub(crate) enum WriteOp {
         published: Arc<Published>,
         reply: oneshot::Sender<Committed>,
     },
-    /// Delete events that expired before this time.
+    /// Delete events expired at this time.
     Purge(Timestamp),
 }
 

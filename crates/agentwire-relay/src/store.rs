@@ -214,7 +214,7 @@ impl EventStore {
     }
 
     /// The stored events matching any of `filters` (each with its own `limit`, uncapped),
-    /// excluding those expired before `now`, newest first (by `created_at`, then lowest id).
+    /// excluding those expired at `now`, newest first (by `created_at`, then lowest id).
     pub fn query(&self, filters: &[Filter], now: Timestamp) -> Result<Vec<Event>, RelayError> {
         self.query_json(filters, now)?
             .into_iter()
@@ -261,15 +261,15 @@ impl EventStore {
         Ok(out)
     }
 
-    /// Deletes events whose NIP-40 expiration is before `now`; returns how many.
+    /// Deletes events expired at `now` (their NIP-40 expiration is `now` or earlier); returns how many.
     pub fn purge_expired(&mut self, now: Timestamp) -> Result<usize, RelayError> {
         let now = ts_to_sql(now);
         let tx = self.conn.transaction()?;
         tx.execute(
-            "DELETE FROM tags WHERE event_seq IN (SELECT seq FROM events WHERE expires_at < ?1)",
+            "DELETE FROM tags WHERE event_seq IN (SELECT seq FROM events WHERE expires_at <= ?1)",
             [now],
         )?;
-        let n = tx.execute("DELETE FROM events WHERE expires_at < ?1", [now])?;
+        let n = tx.execute("DELETE FROM events WHERE expires_at <= ?1", [now])?;
         tx.commit()?;
         Ok(n)
     }

@@ -136,19 +136,20 @@ fn expired_events_are_hidden_and_purged() {
         .insert_batch(&[lasting.clone(), brief.clone()])
         .unwrap();
     let before = store
-        .query(&[Filter::new()], Timestamp::from_secs(NOW + 10))
+        .query(&[Filter::new()], Timestamp::from_secs(NOW + 9))
         .unwrap();
     assert_eq!(before.len(), 2);
+    // NIP-40: expired from the expiration second itself on.
     let after = store
-        .query(&[Filter::new()], Timestamp::from_secs(NOW + 11))
+        .query(&[Filter::new()], Timestamp::from_secs(NOW + 10))
         .unwrap();
     assert_eq!(after, vec![lasting.clone()]);
     assert_eq!(
-        store.purge_expired(Timestamp::from_secs(NOW + 10)).unwrap(),
+        store.purge_expired(Timestamp::from_secs(NOW + 9)).unwrap(),
         0
     );
     assert_eq!(
-        store.purge_expired(Timestamp::from_secs(NOW + 11)).unwrap(),
+        store.purge_expired(Timestamp::from_secs(NOW + 10)).unwrap(),
         1
     );
     assert_eq!(store.count().unwrap(), 1);
@@ -322,7 +323,10 @@ proptest! {
         let now = Timestamp::from_secs(NOW + now);
         let got = store.query(&filters, now).unwrap();
 
-        let live: Vec<&Event> = events.iter().filter(|e| !e.is_expired_at(now)).collect();
+        let live: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.tags.expiration().is_none_or(|at| at > now))
+            .collect();
         let mut expected: BTreeSet<Event> = BTreeSet::new();
         for filter in &filters {
             // `Event`'s order is newest first, then lowest id.
