@@ -179,6 +179,7 @@ impl Connection {
                 shared.limits,
                 Arc::clone(&shared.unlimited_authors),
                 Instant::now(),
+                challenge(),
             ),
             live: Some(shared.fanout.subscribe()),
             exempt: None,
@@ -189,6 +190,10 @@ impl Connection {
     }
 
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let greeting = self.session.greeting();
+        if self.send(vec![greeting]).await.is_err() {
+            return;
+        }
         let end = loop {
             let step = tokio::select! {
                 () = stopped(&mut shutdown) => {
@@ -405,4 +410,13 @@ async fn recv_queue(exempt: &mut Option<Registration>) -> Option<(Arc<Published>
         }
         None => std::future::pending().await,
     }
+}
+
+/// A fresh NIP-42 challenge: 16 random bytes, hex.
+fn challenge() -> String {
+    let mut bytes = [0u8; 16];
+    // The OS generator does not fail on the platforms we run on; a zero challenge would still be one
+    // nobody has signed.
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

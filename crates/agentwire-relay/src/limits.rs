@@ -242,6 +242,15 @@ impl RelayLimits {
     }
 }
 
+/// How far an AUTH event's `created_at` may be from the relay's clock (NIP-42 suggests about ten
+/// minutes): enough for a phone's clock, too little to replay an old one (its challenge is per
+/// connection anyway).
+pub const AUTH_MAX_SKEW_SECS: u64 = 600;
+
+/// Most keys one connection may authenticate as (NIP-42 allows several). Each is a signature check and
+/// an entry kept for the connection's life.
+pub const MAX_AUTHED_KEYS_PER_CONNECTION: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nostr::event::{Event, EventId};
+use nostr::event::{Event, EventId, Kind};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
 use nostr::message::{ClientMessage, SubscriptionId};
@@ -27,7 +27,9 @@ use serde_json::Value;
 use crate::error::RelayError;
 use crate::filter_sql::check_filter;
 use crate::kind::Retention;
-use crate::limits::{RelayLimits, LIVE_QUEUE_CAPACITY};
+use crate::limits::{
+    RelayLimits, AUTH_MAX_SKEW_SECS, LIVE_QUEUE_CAPACITY, MAX_AUTHED_KEYS_PER_CONNECTION,
+};
 use crate::rate::TokenBucket;
 use crate::store::{event_json, InsertOutcome, StoredEvent};
 use crate::tinyagent;
@@ -115,6 +117,10 @@ pub(crate) struct Session {
     feed: Feed,
     subscriptions: HashMap<SubscriptionId, Subscription>,
     next_generation: u64,
+    /// This connection's NIP-42 challenge.
+    challenge: String,
+    /// The keys this connection proved it holds (NIP-42).
+    authed: HashSet<PublicKey>,
 }
 
 fn send(frame: String) -> Vec<Command> {
@@ -126,13 +132,17 @@ fn notice(message: &str) -> Vec<Command> {
 }
 
 impl Session {
-    /// A new connection's state as of `now`.
+    /// A new connection's state as of `now`, with its NIP-42 `challenge` (unguessable, one per
+    /// connection).
     pub(crate) fn new(
         limits: RelayLimits,
         unlimited_authors: Arc<HashSet<PublicKey>>,
         now: Instant,
+        challenge: String,
     ) -> Self {
         Self {
+            challenge,
+            authed: HashSet::new(),
             bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
             limits,
             unlimited_authors,
@@ -141,6 +151,11 @@ impl Session {
             subscriptions: HashMap::new(),
             next_generation: 0,
         }
+    }
+
+    /// The first frame to send: the NIP-42 challenge.
+    pub(crate) fn greeting(&self) -> String {
+        wire::auth(&self.challenge)
     }
 
     /// How many subscriptions are open.
@@ -180,11 +195,7 @@ impl Session {
                 subscription_id.into_owned(),
                 "unsupported: COUNT (NIP-45) is not supported",
             ),
-            Ok(ClientMessage::Auth(event)) => send(wire::ok(
-                event.id,
-                false,
-                "unsupported: AUTH (NIP-42) is not supported",
-            )),
+            Ok(ClientMessage::Auth(event)) => self.handle_auth(&event, now, wall),
             Ok(ClientMessage::NegOpen {
                 subscription_id, ..
             })
@@ -197,6 +208,55 @@ impl Session {
             Ok(ClientMessage::NegClose { .. }) => Vec::new(),
             Err(error) => self.diagnose(text, &error),
         }
+    }
+
+    /// A NIP-42 `AUTH`: the connection proves it holds a key by signing its challenge.
+    fn handle_auth(&mut self, event: &Event, now: Instant, wall: Timestamp) -> Vec<Command> {
+        let refuse = |message: &str| send(wire::ok(event.id, false, message));
+        if !self.exempt && !self.bucket.try_take(now) {
+            return refuse(&format!(
+                "rate-limited: at most {} events per second per connection",
+                self.limits.max_events_per_second_per_connection
+            ));
+        }
+        if event.kind != Kind::Authentication {
+            return refuse("invalid: an AUTH event has kind 22242");
+        }
+        if !event.verify_id() {
+            return refuse("invalid: event id does not match the event");
+        }
+        if !event.verify_signature() {
+            return refuse("invalid: bad signature");
+        }
+        if event.created_at.as_secs().abs_diff(wall.as_secs()) > AUTH_MAX_SKEW_SECS {
+            return refuse(&format!(
+                "invalid: created_at is more than {AUTH_MAX_SKEW_SECS} s from the relay's clock"
+            ));
+        }
+        if event.tags.challenge().as_deref() != Some(self.challenge.as_str()) {
+            return refuse("invalid: the challenge tag does not match this connection's challenge");
+        }
+        let relay = event.tags.iter().find(|t| t.kind() == "relay");
+        let relay = relay.and_then(|t| t.content()).unwrap_or_default();
+        if !(relay.starts_with("ws://") || relay.starts_with("wss://")) {
+            return refuse(
+                "invalid: a relay tag with this relay's ws:// or wss:// URL is required",
+            );
+        }
+        if !self.authed.contains(&event.pubkey) {
+            if self.authed.len() >= MAX_AUTHED_KEYS_PER_CONNECTION {
+                return refuse(&format!(
+                    "restricted: at most {MAX_AUTHED_KEYS_PER_CONNECTION} keys per connection"
+                ));
+            }
+            self.authed.insert(event.pubkey);
+        }
+        send(wire::ok(event.id, true, ""))
+    }
+
+    /// Whether this connection authenticated as `key` (NIP-42).
+    pub(crate) fn is_authed(&self, key: &PublicKey) -> bool {
+        self.authed.contains(key)
     }
 
     /// A binary message from the client: Nostr is text only.
@@ -457,6 +517,14 @@ impl Session {
         // a second later).
         if event.tags.expiration().is_some_and(|at| at <= wall) {
             return refuse("invalid: event is expired");
+        }
+        // NIP-70: a protected event only from a connection authenticated as its author.
+        if event.tags.iter().any(|t| t.as_slice() == ["-"]) && !self.is_authed(&event.pubkey) {
+            return refuse(if self.authed.is_empty() {
+                "auth-required: this event is protected (NIP-70); authenticate as its author (NIP-42)"
+            } else {
+                "restricted: this event is protected (NIP-70); only its author may publish it"
+            });
         }
         if tinyagent::is_question(&event) {
             if let Err(rule) = tinyagent::question(&event) {

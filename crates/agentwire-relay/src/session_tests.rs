@@ -19,8 +19,13 @@ use crate::store::{InsertOutcome, StoredEvent};
 fn session_with(limits: RelayLimits, unlimited: &[&Keys]) -> (Session, Instant) {
     let now = Instant::now();
     let set: HashSet<_> = unlimited.iter().map(|k| k.public_key()).collect();
-    (Session::new(limits, Arc::new(set), now), now)
+    (
+        Session::new(limits, Arc::new(set), now, CHALLENGE.to_owned()),
+        now,
+    )
 }
+
+const CHALLENGE: &str = "challenge-for-tests";
 
 fn session() -> (Session, Instant) {
     session_with(RelayLimits::default(), &[])

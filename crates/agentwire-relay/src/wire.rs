@@ -28,6 +28,13 @@ pub(crate) fn ok(event_id: EventId, accepted: bool, message: &str) -> String {
     })
 }
 
+/// `["AUTH", challenge]` (NIP-42).
+pub(crate) fn auth(challenge: &str) -> String {
+    encode(&RelayMessage::Auth {
+        challenge: Cow::Borrowed(challenge),
+    })
+}
+
 /// `["NOTICE", message]`.
 pub(crate) fn notice(message: &str) -> String {
     encode(&RelayMessage::Notice(Cow::Borrowed(message)))

@@ -250,7 +250,10 @@ async fn connections_over_the_limit_get_503() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if let Ok((ws, _)) = tokio_tungstenite::connect_async(relay.url()).await {
-            let mut third = Client { ws };
+            let mut third = Client {
+                ws,
+                challenge: None,
+            };
             assert!(
                 third
                     .publish(&signed(&Keys::generate(), 1, "third", vec![]))

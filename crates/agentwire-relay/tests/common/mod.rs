@@ -100,15 +100,20 @@ pub fn now() -> u64 {
     Timestamp::now().as_secs()
 }
 
-/// A minimal Nostr client over tokio-tungstenite.
+/// A minimal Nostr client over tokio-tungstenite. The relay's NIP-42 challenges are kept, not returned.
 pub struct Client {
     pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// The last `AUTH` challenge the relay sent.
+    pub challenge: Option<String>,
 }
 
 impl Client {
     pub async fn connect(url: &str) -> Self {
         let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-        Self { ws }
+        Self {
+            ws,
+            challenge: None,
+        }
     }
 
     pub async fn send_text(&mut self, text: impl Into<String>) {
@@ -134,11 +139,13 @@ impl Client {
             let next = tokio::time::timeout(wait, self.ws.next()).await.ok()??;
             match next {
                 Ok(Message::Text(text)) => {
-                    return Some(
-                        RelayMessage::from_json(text.as_str()).unwrap_or_else(|e| {
-                            panic!("relay sent an invalid message {text}: {e}")
-                        }),
-                    )
+                    let message = RelayMessage::from_json(text.as_str())
+                        .unwrap_or_else(|e| panic!("relay sent an invalid message {text}: {e}"));
+                    if let RelayMessage::Auth { challenge } = &message {
+                        self.challenge = Some(challenge.to_string());
+                        continue;
+                    }
+                    return Some(message);
                 }
                 Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
                 Ok(Message::Binary(_)) => panic!("relay sent a binary message"),

@@ -1,0 +1,97 @@
+//! NIP-42 authentication and NIP-70 protected events over a real relay connection.
+
+mod common;
+
+use common::{now, signed, signed_at, TestRelay};
+use nostr::event::{Event, Tag};
+use nostr::key::Keys;
+
+fn tag(parts: &[&str]) -> Tag {
+    Tag::parse(parts.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+}
+
+fn auth_event(keys: &Keys, challenge: &str, relay: &str, at: u64) -> Event {
+    signed_at(
+        keys,
+        22242,
+        "",
+        vec![tag(&["relay", relay]), tag(&["challenge", challenge])],
+        at,
+    )
+}
+
+async fn auth(c: &mut common::Client, event: &Event) -> (bool, String) {
+    c.send(nostr::message::ClientMessage::auth(event.clone()))
+        .await;
+    c.ok_for(event.id).await
+}
+
+/// Connects and reads the relay's greeting: its NIP-42 challenge.
+async fn connect(relay: &TestRelay) -> (common::Client, String) {
+    let mut c = relay.client().await;
+    // The challenge comes first; a query's EOSE proves it was read.
+    let _ = c
+        .query("greeting", vec![nostr::filter::Filter::new().limit(0)])
+        .await;
+    let challenge = c.challenge.clone().expect("an AUTH challenge on connect");
+    assert_eq!(challenge.len(), 32, "{challenge}");
+    (c, challenge)
+}
+
+#[tokio::test]
+async fn a_connection_authenticates_by_signing_its_own_challenge() {
+    let relay = TestRelay::start().await;
+    let (mut c, challenge) = connect(&relay).await;
+    let (_other, other_challenge) = connect(&relay).await;
+    assert_ne!(challenge, other_challenge, "a challenge per connection");
+    let keys = Keys::generate();
+    let url = relay.url();
+    let t = now();
+
+    let (ok, m) = auth(&mut c, &auth_event(&keys, &other_challenge, &url, t)).await;
+    assert!(
+        !ok && m.starts_with("invalid:") && m.contains("challenge"),
+        "{m}"
+    );
+    let (ok, m) = auth(&mut c, &auth_event(&keys, &challenge, &url, t - 3600)).await;
+    assert!(!ok && m.contains("600 s"), "{m}");
+    let (ok, m) = auth(&mut c, &auth_event(&keys, &challenge, "https://x", t)).await;
+    assert!(!ok && m.contains("relay tag"), "{m}");
+    let wrong_kind = signed(&keys, 1, "", vec![tag(&["challenge", &challenge])]);
+    let (ok, m) = auth(&mut c, &wrong_kind).await;
+    assert!(!ok && m.contains("22242"), "{m}");
+    assert_eq!(
+        auth(&mut c, &auth_event(&keys, &challenge, &url, t)).await,
+        (true, String::new())
+    );
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_protected_event_is_taken_only_from_its_authenticated_author() {
+    let relay = TestRelay::start().await;
+    let (mut c, challenge) = connect(&relay).await;
+    let (author, someone) = (Keys::generate(), Keys::generate());
+    let protected = signed(&author, 1, "mine only", vec![tag(&["-"])]);
+    let (ok, m) = c.publish(&protected).await;
+    assert!(!ok && m.starts_with("auth-required:"), "{m}");
+    let url = relay.url();
+    assert!(
+        auth(&mut c, &auth_event(&someone, &challenge, &url, now()))
+            .await
+            .0
+    );
+    let (ok, m) = c.publish(&protected).await;
+    assert!(!ok && m.starts_with("restricted:"), "{m}");
+    assert!(
+        auth(&mut c, &auth_event(&author, &challenge, &url, now()))
+            .await
+            .0
+    );
+    assert_eq!(c.publish(&protected).await, (true, String::new()));
+    // An unprotected event needs nobody's authentication.
+    let (mut plain, _) = connect(&relay).await;
+    let open = signed(&someone, 1, "anyone", vec![]);
+    assert_eq!(plain.publish(&open).await, (true, String::new()));
+    relay.handle.shutdown().await;
+}
