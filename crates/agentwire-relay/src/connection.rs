@@ -179,6 +179,7 @@ impl Connection {
                 shared.limits,
                 Arc::clone(&shared.unlimited_authors),
                 Instant::now(),
+                Arc::clone(&shared.rooms),
                 challenge(),
             ),
             live: Some(shared.fanout.subscribe()),

@@ -50,6 +50,9 @@ pub enum RelayError {
     /// The configured limits contradict each other or are zero.
     #[error("invalid relay limits: {0}")]
     InvalidLimits(String),
+    /// The configured rooms are not valid, or there are rooms but no relay key to sign their metadata.
+    #[error("invalid rooms: {0}")]
+    InvalidRooms(String),
     /// A background thread or task of the relay could not be started, or went away.
     #[error("relay internal error: {0}")]
     Internal(String),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle as ThreadHandle;
 use std::time::Duration;
 
-use nostr::key::PublicKey;
+use nostr::key::{Keys, PublicKey};
 use nostr::types::Timestamp;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -22,6 +22,7 @@ use crate::http::information_document;
 use crate::limits::{
     RelayLimits, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE, WRITE_QUEUE_CAPACITY,
 };
+use crate::rooms::{RoomConfig, Rooms};
 use crate::storage_threads::{spawn_writer, ReadPool, WriteOp};
 use crate::store::EventStore;
 
@@ -43,6 +44,12 @@ pub struct RelayConfig {
     pub unlimited_authors: HashSet<PublicKey>,
     /// What `GET /health` answers (none: `404`).
     pub health: Option<crate::HealthCheck>,
+    /// The rooms (NIP-29 groups addressed by `h`).
+    pub rooms: Vec<RoomConfig>,
+    /// Keys that may write in every room (the operator's agent).
+    pub room_writers: HashSet<PublicKey>,
+    /// The relay's own key, which signs room metadata (39000-39002); needed when there are rooms.
+    pub relay_keys: Option<Keys>,
 }
 
 impl RelayConfig {
@@ -55,6 +62,9 @@ impl RelayConfig {
             name: "agentwire".to_owned(),
             unlimited_authors: HashSet::new(),
             health: None,
+            rooms: Vec::new(),
+            room_writers: HashSet::new(),
+            relay_keys: None,
         }
     }
 }
@@ -72,6 +82,7 @@ pub(crate) struct Shared {
     pub(crate) document: String,
     pub(crate) name: String,
     pub(crate) health: Option<crate::HealthCheck>,
+    pub(crate) rooms: Arc<Rooms>,
 }
 
 /// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
@@ -89,10 +100,26 @@ pub struct RelayHandle {
 /// Expired events are purged before the first connection is accepted.
 pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
     config.limits.validate()?;
+    let mut rooms =
+        Rooms::new(&config.rooms).map_err(|e| RelayError::InvalidRooms(e.to_string()))?;
+    for key in &config.room_writers {
+        rooms.add_member_everywhere(*key);
+    }
+    let metadata = match (&config.relay_keys, rooms.is_empty()) {
+        (_, true) => Vec::new(),
+        (Some(keys), false) => rooms.metadata(keys, Timestamp::now()),
+        (None, false) => {
+            return Err(RelayError::InvalidRooms(
+                "rooms need a relay key to sign their metadata".into(),
+            ))
+        }
+    };
     let path = config.db_path.clone();
     let store = tokio::task::spawn_blocking(move || {
         let mut store = EventStore::open(&path)?;
         store.purge_expired(Timestamp::now())?;
+        // The rooms' metadata as configured now (addressable: each replaces the one before).
+        store.insert_batch(&metadata)?;
         Ok::<_, RelayError>(store)
     })
     .await
@@ -117,6 +144,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         document: information_document(&config.name, &config.limits),
         name: config.name,
         health: config.health,
+        rooms: Arc::new(rooms),
     });
     let (shutdown, shutdown_rx) = watch::channel(false);
     let server = tokio::spawn(accept_loop(listener, shared, shutdown_rx));

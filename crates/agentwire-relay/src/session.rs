@@ -31,6 +31,7 @@ use crate::limits::{
     RelayLimits, AUTH_MAX_SKEW_SECS, LIVE_QUEUE_CAPACITY, MAX_AUTHED_KEYS_PER_CONNECTION,
 };
 use crate::rate::TokenBucket;
+use crate::rooms::Rooms;
 use crate::store::{event_json, InsertOutcome, StoredEvent};
 use crate::tinyagent;
 use crate::wire;
@@ -117,6 +118,8 @@ pub(crate) struct Session {
     feed: Feed,
     subscriptions: HashMap<SubscriptionId, Subscription>,
     next_generation: u64,
+    /// The relay's rooms.
+    rooms: Arc<Rooms>,
     /// This connection's NIP-42 challenge.
     challenge: String,
     /// The keys this connection proved it holds (NIP-42).
@@ -138,9 +141,11 @@ impl Session {
         limits: RelayLimits,
         unlimited_authors: Arc<HashSet<PublicKey>>,
         now: Instant,
+        rooms: Arc<Rooms>,
         challenge: String,
     ) -> Self {
         Self {
+            rooms,
             challenge,
             authed: HashSet::new(),
             bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
@@ -525,6 +530,9 @@ impl Session {
             } else {
                 "restricted: this event is protected (NIP-70); only its author may publish it"
             });
+        }
+        if let Err(reason) = self.rooms.check_write(&event) {
+            return refuse(&reason);
         }
         if tinyagent::is_question(&event) {
             if let Err(rule) = tinyagent::question(&event) {

@@ -20,7 +20,13 @@ fn session_with(limits: RelayLimits, unlimited: &[&Keys]) -> (Session, Instant) 
     let now = Instant::now();
     let set: HashSet<_> = unlimited.iter().map(|k| k.public_key()).collect();
     (
-        Session::new(limits, Arc::new(set), now, CHALLENGE.to_owned()),
+        Session::new(
+            limits,
+            Arc::new(set),
+            now,
+            Arc::default(),
+            CHALLENGE.to_owned(),
+        ),
         now,
     )
 }

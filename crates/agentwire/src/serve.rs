@@ -18,6 +18,8 @@ use std::time::Duration;
 const JOURNAL_FILE: &str = "journal.sqlite";
 /// The agent's key, in the data directory.
 const AGENT_KEY_FILE: &str = "agent.key";
+/// The embedded relay's own key (it signs room metadata), in the data directory.
+const RELAY_KEY_FILE: &str = "relay.key";
 
 /// The agent that serves the turns: its kind was settled and its roost profile checked by resolution.
 fn make_agent(kind: &AgentKind, roost_socket: &Path) -> Arc<dyn Agent> {
@@ -58,6 +60,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         Some(mut rc) => {
             rc.unlimited_authors.insert(agent_keys.public_key());
             rc.health = Some(health_check(&engine));
+            if !rc.rooms.is_empty() {
+                rc.relay_keys = Some(keys::load_or_create(&data_dir, RELAY_KEY_FILE)?);
+            }
             Some(
                 agentwire_relay::start(rc)
                     .await

@@ -84,6 +84,18 @@ struct View<'a> {
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     relay: Option<RelayView<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rooms: Vec<RoomView<'a>>,
+}
+
+#[derive(Serialize)]
+struct RoomView<'a> {
+    id: &'a str,
+    name: &'a str,
+    closed: bool,
+    private: bool,
+    members: Vec<String>,
+    admins: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -204,6 +216,19 @@ impl<'a> View<'a> {
                 name: &r.name,
                 limits: r.limits,
             }),
+            rooms: c
+                .relay
+                .iter()
+                .flat_map(|r| &r.rooms)
+                .map(|r| RoomView {
+                    id: &r.id,
+                    name: &r.name,
+                    closed: r.closed,
+                    private: r.private,
+                    members: r.members.iter().map(|k| k.to_hex()).collect(),
+                    admins: r.admins.iter().map(|k| k.to_hex()).collect(),
+                })
+                .collect(),
         }
     }
 }

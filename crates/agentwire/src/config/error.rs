@@ -116,4 +116,12 @@ pub(crate) enum ConfigError {
     /// The embedded relay's limits contradict each other or are zero.
     #[error("[relay.limits]: {0}")]
     RelayLimits(String),
+    /// A `[[rooms]]` entry that cannot be used.
+    #[error("[[rooms]] entry {index}: {reason}")]
+    Room {
+        /// Its place in the file, from 0.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
 }

@@ -28,6 +28,30 @@ pub(crate) struct FileConfig {
     pub(crate) roost: RoostFile,
     /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
     pub(crate) agents: HashMap<String, AgentFile>,
+    /// `[[rooms]]`: the embedded relay's rooms (NIP-29 groups addressed by `h`).
+    pub(crate) rooms: Vec<RoomFile>,
+}
+
+/// `[[rooms]]`: one room of the embedded relay.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RoomFile {
+    /// The `h` tag value.
+    pub(crate) id: String,
+    /// Its display name (default: the id).
+    pub(crate) name: Option<String>,
+    /// Writes with its `h` only from members.
+    #[serde(default)]
+    pub(crate) closed: bool,
+    /// Reads need NIP-42 authentication by a member.
+    #[serde(default)]
+    pub(crate) private: bool,
+    /// Members (hex or npub).
+    #[serde(default)]
+    pub(crate) members: Vec<String>,
+    /// Admins (hex or npub), members too.
+    #[serde(default)]
+    pub(crate) admins: Vec<String>,
 }
 
 /// `[agents.<name>]`.

@@ -19,7 +19,7 @@ use super::{
 use agentwire_fisk::wire::Identity;
 use agentwire_fisk::worker::{WorkerConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS};
 use agentwire_nostr::nipxx::policy::RateLimit;
-use agentwire_relay::{RelayConfig, RelayError};
+use agentwire_relay::{RelayConfig, RelayError, RoomConfig};
 use agentwire_roost::profile::Profile;
 use nostr::prelude::PublicKey;
 use std::collections::{BTreeSet, HashMap};
@@ -295,7 +295,46 @@ fn embedded_relay(
     if let Some(name) = &file.relay.name {
         relay.name = name.clone();
     }
+    relay.rooms = rooms(&file.rooms)?;
+    agentwire_relay::rooms::Rooms::new(&relay.rooms).map_err(|e| {
+        let id = match &e {
+            agentwire_relay::rooms::RoomError::Id(id)
+            | agentwire_relay::rooms::RoomError::Duplicate(id)
+            | agentwire_relay::rooms::RoomError::PrivateUnsupported(id) => id,
+        };
+        ConfigError::Room {
+            index: file.rooms.iter().rposition(|r| &r.id == id).unwrap_or(0),
+            reason: e.to_string(),
+        }
+    })?;
     Ok(relay)
+}
+
+fn rooms(files: &[super::file::RoomFile]) -> Result<Vec<RoomConfig>, ConfigError> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(index, r)| {
+            let keys = |list: &[String], what: &str| {
+                list.iter()
+                    .map(|s| {
+                        PublicKey::parse(s).map_err(|_| ConfigError::Room {
+                            index,
+                            reason: format!("{what} entry {s:?} is not a public key (hex or npub)"),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            Ok(RoomConfig {
+                id: r.id.clone(),
+                name: r.name.clone().unwrap_or_else(|| r.id.clone()),
+                closed: r.closed,
+                private: r.private,
+                members: keys(&r.members, "members")?,
+                admins: keys(&r.admins, "admins")?,
+            })
+        })
+        .collect()
 }
 
 fn public_keys(list: &[String], setting: Setting) -> Result<BTreeSet<PublicKey>, ConfigError> {

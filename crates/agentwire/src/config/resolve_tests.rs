@@ -585,3 +585,69 @@ fn the_file_refuses_unknown_keys_and_wrong_types_naming_them() {
         }
     }
 }
+
+#[test]
+fn rooms_come_from_the_file_with_their_people() {
+    let (member, admin) = (Keys::generate(), Keys::generate());
+    let npub = admin.public_key().to_bech32().unwrap();
+    let r = resolved(
+        &[],
+        &format!(
+            "[[rooms]]\nid = \"lab\"\nname = \"Lab\"\nclosed = true\nmembers = [\"{}\"]\nadmins = [\"{npub}\"]\n\n[[rooms]]\nid = \"lobby\"\n",
+            member.public_key().to_hex()
+        ),
+    );
+    let rooms = &r.relay.unwrap().rooms;
+    assert_eq!(rooms.len(), 2);
+    assert_eq!(
+        rooms[0],
+        RoomConfig {
+            id: "lab".into(),
+            name: "Lab".into(),
+            closed: true,
+            private: false,
+            members: vec![member.public_key()],
+            admins: vec![admin.public_key()],
+        }
+    );
+    // Defaults: named by its id, open, public.
+    assert_eq!(
+        (rooms[1].name.as_str(), rooms[1].closed, rooms[1].private),
+        ("lobby", false, false)
+    );
+}
+
+#[test]
+fn a_bad_room_names_its_entry_and_what_is_wrong() {
+    let e = error(
+        &[],
+        "[[rooms]]\nid = \"lab\"\n\n[[rooms]]\nid = \"x\"\nmembers = [\"nobody\"]\n",
+    );
+    assert_eq!(
+        e.to_string(),
+        "[[rooms]] entry 1: members entry \"nobody\" is not a public key (hex or npub)"
+    );
+    let e = error(&[], "[[rooms]]\nid = \"Lab Room\"\n");
+    assert!(
+        e.to_string()
+            .starts_with("[[rooms]] entry 0: room id \"Lab Room\""),
+        "{e}"
+    );
+    let e = error(&[], "[[rooms]]\nid = \"lab\"\n\n[[rooms]]\nid = \"lab\"\n");
+    assert!(
+        e.to_string().contains("entry 1") && e.to_string().contains("twice"),
+        "{e}"
+    );
+    let e = file::parse(
+        Path::new("t.toml"),
+        "[[rooms]]\nid = \"lab\"\nowner = \"x\"\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("owner"), "{e}");
+}
+
+#[test]
+fn a_private_room_is_refused_until_private_reads_exist() {
+    let e = error(&[], "[[rooms]]\nid = \"vault\"\nprivate = true\n");
+    assert!(e.to_string().contains("not supported yet"), "{e}");
+}
