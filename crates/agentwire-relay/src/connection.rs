@@ -149,7 +149,15 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 }
 
 type PendingWrite = BoxFuture<'static, (Arc<Published>, Committed)>;
-type PendingQuery = BoxFuture<'static, (SubscriptionId, u64, Result<Vec<StoredEvent>, RelayError>)>;
+type PendingQuery = BoxFuture<'static, (SubscriptionId, QueryAnswer)>;
+
+/// What a pending query brings back.
+enum QueryAnswer {
+    /// A `REQ`'s stored events, for the query of this generation.
+    Events(u64, Result<Vec<StoredEvent>, RelayError>),
+    /// A `COUNT`'s count.
+    Count(Result<u64, RelayError>),
+}
 
 /// Why a connection ends.
 enum End {
@@ -216,10 +224,17 @@ impl Connection {
                     frames.extend(live);
                     self.send(frames).await
                 }
-                Some((sub, generation, result)) = self.pending_queries.next(),
+                Some((sub, answer)) = self.pending_queries.next(),
                     if !self.pending_queries.is_empty() =>
                 {
-                    let frames = self.session.handle_query_result(&sub, generation, result);
+                    let frames = match answer {
+                        QueryAnswer::Events(generation, result) => {
+                            self.session.handle_query_result(&sub, generation, result)
+                        }
+                        QueryAnswer::Count(result) => {
+                            vec![self.session.handle_count_result(&sub, result)]
+                        }
+                    };
                     self.send(frames).await
                 }
                 message = self.ws.next(), if self.may_read() => self.on_message(message).await,
@@ -363,7 +378,20 @@ impl Connection {
                     let readers = Arc::clone(&self.shared.readers);
                     self.pending_queries.push(Box::pin(async move {
                         let result = readers.query(request.filters, Timestamp::now()).await;
-                        (request.subscription_id, request.generation, result)
+                        (
+                            request.subscription_id,
+                            QueryAnswer::Events(request.generation, result),
+                        )
+                    }));
+                }
+                Command::Count {
+                    subscription_id,
+                    filters,
+                } => {
+                    let readers = Arc::clone(&self.shared.readers);
+                    self.pending_queries.push(Box::pin(async move {
+                        let result = readers.count(filters, Timestamp::now()).await;
+                        (subscription_id, QueryAnswer::Count(result))
                     }));
                 }
             }

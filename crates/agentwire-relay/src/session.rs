@@ -64,6 +64,13 @@ pub(crate) enum Command {
     Broadcast(Arc<Published>),
     /// Run the query; feed the result to [`Session::handle_query_result`].
     Query(QueryRequest),
+    /// Count what the filters match (NIP-45); feed the result to [`Session::handle_count_result`].
+    Count {
+        /// The `COUNT`'s id.
+        subscription_id: SubscriptionId,
+        /// Its filters.
+        filters: Vec<Filter>,
+    },
     /// The connection just became exempt: register its own live queue (before carrying out the
     /// commands that follow) and feed the ring backlog to [`Session::handle_registered`].
     Exempt,
@@ -194,12 +201,11 @@ impl Session {
                 self.subscriptions.remove(subscription_id.as_ref());
                 Vec::new()
             }
+            // The nostr crate reads one filter per COUNT.
             Ok(ClientMessage::Count {
-                subscription_id, ..
-            }) => self.refuse(
-                subscription_id.into_owned(),
-                "unsupported: COUNT (NIP-45) is not supported",
-            ),
+                subscription_id,
+                filter,
+            }) => self.handle_count(subscription_id.into_owned(), vec![filter]),
             Ok(ClientMessage::Auth(event)) => self.handle_auth(&event, now, wall),
             Ok(ClientMessage::NegOpen {
                 subscription_id, ..
@@ -548,6 +554,49 @@ impl Session {
                 Command::Broadcast(published),
                 Command::Send(wire::ok(id, true, "")),
             ]
+        }
+    }
+
+    /// A NIP-45 `COUNT`: checked like a `REQ`, but it opens no subscription.
+    fn handle_count(
+        &self,
+        subscription_id: SubscriptionId,
+        filters: Vec<Cow<'_, Filter>>,
+    ) -> Vec<Command> {
+        let refuse = |message: &str| send(wire::closed(&subscription_id, wire::truncate(message)));
+        if let Some(problem) = self.check_subscription_id(&subscription_id) {
+            return refuse(&problem);
+        }
+        if filters.len() > self.limits.max_filters_per_req {
+            return refuse(&format!(
+                "error: too many filters ({}, at most {})",
+                filters.len(),
+                self.limits.max_filters_per_req
+            ));
+        }
+        for filter in &filters {
+            if let Err(problem) = check_filter(filter) {
+                return refuse(&problem.to_string());
+            }
+        }
+        vec![Command::Count {
+            subscription_id,
+            filters: filters.into_iter().map(Cow::into_owned).collect(),
+        }]
+    }
+
+    /// The store's count for a `COUNT`: the `COUNT` answer, or `CLOSED` when it failed.
+    pub(crate) fn handle_count_result(
+        &self,
+        subscription_id: &SubscriptionId,
+        result: Result<u64, RelayError>,
+    ) -> String {
+        match result {
+            Ok(n) => wire::count(subscription_id, n),
+            Err(error) => {
+                tracing::warn!(%error, "relay count failed");
+                wire::closed(subscription_id, "error: could not count stored events")
+            }
         }
     }
 

@@ -183,6 +183,27 @@ impl ReadPool {
         .map_err(|e| RelayError::Internal(format!("query task failed: {e}")))?
     }
 
+    /// Counts the events matching `filters` (NIP-45) on a blocking thread, sharing the query budget.
+    pub(crate) async fn count(
+        self: Arc<Self>,
+        filters: Vec<Filter>,
+        now: Timestamp,
+    ) -> Result<u64, RelayError> {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| RelayError::Internal("query pool closed".to_owned()))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let store = self.take()?;
+            let result = store.count_matching(&filters, now);
+            self.give_back(store);
+            result
+        })
+        .await
+        .map_err(|e| RelayError::Internal(format!("count task failed: {e}")))?
+    }
+
     fn take(&self) -> Result<EventStore, RelayError> {
         let idle = self
             .idle

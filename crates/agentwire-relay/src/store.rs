@@ -213,6 +213,32 @@ impl EventStore {
         Ok(outcomes)
     }
 
+    /// How many stored events match any of `filters` (NIP-45), not counting those expired at `now`.
+    /// `limit` is ignored: a count is of everything that matches.
+    pub fn count_matching(&self, filters: &[Filter], now: Timestamp) -> Result<u64, RelayError> {
+        let mut parts = Vec::with_capacity(filters.len());
+        let mut params = Vec::new();
+        for filter in filters {
+            let mut filter = filter.clone();
+            filter.limit = None;
+            let query = filter_to_sql(&filter, now)
+                .map_err(|e| RelayError::UnsupportedFilter(e.to_string()))?;
+            let Some(query) = query else { continue };
+            parts.push(format!("SELECT seq FROM ({})", query.sql));
+            params.extend(query.params);
+        }
+        if parts.is_empty() {
+            return Ok(0);
+        }
+        // UNION (not UNION ALL): an event matching two filters counts once.
+        let sql = format!("SELECT COUNT(*) FROM ({})", parts.join(" UNION "));
+        let n: i64 = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row(params_from_iter(params.iter()), |row| row.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// The stored events matching any of `filters` (each with its own `limit`, uncapped),
     /// excluding those expired at `now`, newest first (by `created_at`, then lowest id).
     pub fn query(&self, filters: &[Filter], now: Timestamp) -> Result<Vec<Event>, RelayError> {

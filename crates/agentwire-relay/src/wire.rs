@@ -35,6 +35,14 @@ pub(crate) fn auth(challenge: &str) -> String {
     })
 }
 
+/// `["COUNT", subscription, {"count": n}]` (NIP-45).
+pub(crate) fn count(subscription_id: &SubscriptionId, count: u64) -> String {
+    encode(&RelayMessage::Count {
+        subscription_id: Cow::Borrowed(subscription_id),
+        count: usize::try_from(count).unwrap_or(usize::MAX),
+    })
+}
+
 /// `["NOTICE", message]`.
 pub(crate) fn notice(message: &str) -> String {
     encode(&RelayMessage::Notice(Cow::Borrowed(message)))
