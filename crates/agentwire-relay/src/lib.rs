@@ -1,6 +1,6 @@
 //! agentwire's embedded Nostr relay: NIP-01 over WebSocket, NIP-11 over HTTP on the same port,
-//! NIP-40 expiration, NIP-42 authentication, NIP-45 counts, NIP-70 protected events, durable SQLite
-//! storage and a named bound on everything a client can ask for.
+//! NIP-09 deletion, NIP-40 expiration, NIP-42 authentication, NIP-45 counts, NIP-70 protected events,
+//! durable SQLite storage and a named bound on everything a client can ask for.
 //!
 //! # Starting a relay
 //!

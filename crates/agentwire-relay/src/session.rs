@@ -298,6 +298,9 @@ impl Session {
                 wire::ok(id, true, "duplicate: already have this event")
             }
             // Not stored, but nothing the client can fix by resending: report it like a duplicate.
+            Ok(InsertOutcome::Deleted) => {
+                wire::ok(id, false, "blocked: its author deleted this event (NIP-09)")
+            }
             Ok(InsertOutcome::Refused(refusal)) => {
                 wire::ok(id, false, &format!("{}: {refusal}", refusal.prefix()))
             }

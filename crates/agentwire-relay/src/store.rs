@@ -11,8 +11,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nostr::event::{Event, EventId};
+use nostr::event::{Event, EventId, Kind};
 use nostr::filter::Filter;
+use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension};
 
@@ -63,6 +64,12 @@ CREATE TABLE IF NOT EXISTS questions (
     id BLOB PRIMARY KEY,
     expires_at INTEGER
 ) WITHOUT ROWID;
+-- Events their authors deleted (NIP-09): not stored again when someone publishes them again.
+CREATE TABLE IF NOT EXISTS deletions (
+    id BLOB NOT NULL,
+    author BLOB NOT NULL,
+    PRIMARY KEY (id, author)
+) WITHOUT ROWID;
 -- Which answer settled which tiny agent question: the first valid one (tinyagent::check_answer).
 CREATE TABLE IF NOT EXISTS settlements (
     question BLOB PRIMARY KEY,
@@ -87,6 +94,8 @@ pub enum InsertOutcome {
     /// Not stored: a reply to a tiny agent question that does not answer it validly, or answers one
     /// already settled.
     Refused(AnswerRefusal),
+    /// Not stored: its author deleted it (NIP-09).
+    Deleted,
 }
 
 impl InsertOutcome {
@@ -366,12 +375,18 @@ fn insert_in(
     {
         return Ok(InsertOutcome::Duplicate);
     }
+    let pubkey = event.pubkey.as_bytes().as_slice();
+    if tx
+        .prepare_cached("SELECT 1 FROM deletions WHERE id = ?1 AND author = ?2")?
+        .exists(params![id, pubkey])?
+    {
+        return Ok(InsertOutcome::Deleted);
+    }
     if let Some(question) = tinyagent::answered_request(event) {
         if let Err(refusal) = settle(tx, question, event, now)? {
             return Ok(InsertOutcome::Refused(refusal));
         }
     }
-    let pubkey = event.pubkey.as_bytes().as_slice();
     let kind = i64::from(event.kind.as_u16());
     let created_at = ts_to_sql(event.created_at);
     let address = address(event, retention);
@@ -408,6 +423,9 @@ fn insert_in(
     if tinyagent::is_question(event) {
         tx.prepare_cached("INSERT OR IGNORE INTO questions (id, expires_at) VALUES (?1, ?2)")?
             .execute(params![id, expires_at])?;
+    }
+    if event.kind == Kind::EventDeletion {
+        delete_by_request(tx, event)?;
     }
     let mut tag_stmt = tx.prepare_cached(
         "INSERT OR IGNORE INTO tags (name, value, event_seq) VALUES (?1, ?2, ?3)",
@@ -473,6 +491,64 @@ fn settle(
     tx.prepare_cached("INSERT INTO settlements (question, answer) VALUES (?1, ?2)")?
         .execute(params![key, answer.id.as_bytes().as_slice()])?;
     Ok(Ok(()))
+}
+
+/// NIP-09: deletes what a kind 5 request names (`e`: event ids, `a`: `kind:pubkey:d` addresses up to the
+/// request's `created_at`), only the request's own author's events and never deletion requests, and
+/// remembers the ids so they are not stored again.
+fn delete_by_request(tx: &Connection, request: &Event) -> Result<(), RelayError> {
+    let author = request.pubkey.as_bytes().as_slice();
+    for tag in request.tags.iter().map(|t| t.as_slice()) {
+        match (tag.first().map(String::as_str), tag.get(1)) {
+            (Some("e"), Some(value)) => {
+                let Ok(id) = EventId::from_hex(value) else {
+                    continue;
+                };
+                let id = id.as_bytes().as_slice();
+                tx.prepare_cached("INSERT OR IGNORE INTO deletions (id, author) VALUES (?1, ?2)")?
+                    .execute(params![id, author])?;
+                let seq: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT seq FROM events WHERE id = ?1 AND pubkey = ?2 AND kind != 5",
+                    )?
+                    .query_row(params![id, author], |row| row.get(0))
+                    .optional()?;
+                if let Some(seq) = seq {
+                    delete_event(tx, seq)?;
+                }
+            }
+            (Some("a"), Some(value)) => {
+                let mut parts = value.splitn(3, ':');
+                let (Some(kind), Some(pubkey), Some(d)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                let (Ok(kind), Ok(pubkey)) = (kind.parse::<u16>(), PublicKey::from_hex(pubkey))
+                else {
+                    continue;
+                };
+                if pubkey != request.pubkey || kind == 5 {
+                    continue;
+                }
+                let seqs: Vec<i64> = tx
+                    .prepare_cached(
+                        "SELECT seq FROM events WHERE pubkey = ?1 AND kind = ?2 AND address = ?3
+                         AND created_at <= ?4",
+                    )?
+                    .query_map(
+                        params![author, i64::from(kind), d, ts_to_sql(request.created_at)],
+                        |row| row.get(0),
+                    )?
+                    .collect::<Result<_, _>>()?;
+                for seq in seqs {
+                    delete_event(tx, seq)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn delete_event(tx: &Connection, seq: i64) -> Result<(), RelayError> {
