@@ -168,19 +168,7 @@ impl ReadPool {
         filters: Vec<Filter>,
         now: Timestamp,
     ) -> Result<Vec<StoredEvent>, RelayError> {
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| RelayError::Internal("query pool closed".to_owned()))?;
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let store = self.take()?;
-            let result = store.query_json(&filters, now);
-            self.give_back(store);
-            result
-        })
-        .await
-        .map_err(|e| RelayError::Internal(format!("query task failed: {e}")))?
+        self.run(move |store| store.query_json(&filters, now)).await
     }
 
     /// Counts the events matching `filters` (NIP-45) on a blocking thread, sharing the query budget.
@@ -189,6 +177,14 @@ impl ReadPool {
         filters: Vec<Filter>,
         now: Timestamp,
     ) -> Result<u64, RelayError> {
+        self.run(move |store| store.count_matching(&filters, now)).await
+    }
+
+    /// Runs `read` with a read connection on a blocking thread, within the query budget.
+    async fn run<T: Send + 'static>(
+        self: Arc<Self>,
+        read: impl FnOnce(&EventStore) -> Result<T, RelayError> + Send + 'static,
+    ) -> Result<T, RelayError> {
         let permit = Arc::clone(&self.permits)
             .acquire_owned()
             .await
@@ -196,12 +192,12 @@ impl ReadPool {
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let store = self.take()?;
-            let result = store.count_matching(&filters, now);
+            let result = read(&store);
             self.give_back(store);
             result
         })
         .await
-        .map_err(|e| RelayError::Internal(format!("count task failed: {e}")))?
+        .map_err(|e| RelayError::Internal(format!("query task failed: {e}")))?
     }
 
     fn take(&self) -> Result<EventStore, RelayError> {
