@@ -82,6 +82,74 @@ struct Room {
 #[derive(Debug, Clone, Default)]
 pub struct Rooms {
     rooms: HashMap<String, Room>,
+    /// Who may create rooms and moderate every room.
+    relay_admins: BTreeSet<PublicKey>,
+}
+
+/// NIP-29 moderation: add users (9000).
+pub const PUT_USER: u16 = 9000;
+/// NIP-29 moderation: remove users (9001).
+pub const REMOVE_USER: u16 = 9001;
+/// NIP-29 moderation: edit metadata (9002).
+pub const EDIT_METADATA: u16 = 9002;
+/// NIP-29 moderation: create a room (9007).
+pub const CREATE_GROUP: u16 = 9007;
+
+/// Whether `kind` is a moderation kind this relay acts on.
+pub fn is_moderation(kind: Kind) -> bool {
+    matches!(
+        kind.as_u16(),
+        PUT_USER | REMOVE_USER | EDIT_METADATA | CREATE_GROUP
+    )
+}
+
+/// What a valid moderation event changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Moderation {
+    /// A new room, its creator its admin.
+    Create {
+        /// The room id.
+        room: String,
+        /// Its creator.
+        by: PublicKey,
+    },
+    /// Users added (as admins when their `p` tag says `admin`).
+    Put {
+        /// The room id.
+        room: String,
+        /// Everyone added.
+        members: Vec<PublicKey>,
+        /// Those of them added as admins.
+        admins: Vec<PublicKey>,
+    },
+    /// Users removed.
+    Remove {
+        /// The room id.
+        room: String,
+        /// Who.
+        users: Vec<PublicKey>,
+    },
+    /// A new name and/or closed state.
+    Edit {
+        /// The room id.
+        room: String,
+        /// The new name.
+        name: Option<String>,
+        /// Closed (true) or open (false).
+        closed: Option<bool>,
+    },
+}
+
+impl Moderation {
+    /// The room it changes.
+    pub fn room(&self) -> &str {
+        match self {
+            Self::Create { room, .. }
+            | Self::Put { room, .. }
+            | Self::Remove { room, .. }
+            | Self::Edit { room, .. } => room,
+        }
+    }
 }
 
 /// The room an event is addressed to (its first `h` tag), if it has one.
@@ -128,7 +196,147 @@ impl Rooms {
                 return Err(RoomError::Duplicate(c.id.clone()));
             }
         }
-        Ok(Rooms { rooms })
+        Ok(Rooms {
+            rooms,
+            relay_admins: BTreeSet::new(),
+        })
+    }
+
+    /// Lets `admins` create rooms and moderate every room.
+    pub fn with_relay_admins(mut self, admins: impl IntoIterator<Item = PublicKey>) -> Rooms {
+        self.relay_admins.extend(admins);
+        self
+    }
+
+    /// What a moderation event (9000, 9001, 9002, 9007) would change, or why it is refused (`restricted:`
+    /// for an author who may not, `invalid:` for a malformed one). `Ok(None)` for any other kind.
+    pub fn moderate(&self, event: &Event) -> Result<Option<Moderation>, String> {
+        if !is_moderation(event.kind) {
+            return Ok(None);
+        }
+        let id = room_of(event)
+            .filter(|id| valid_id(id))
+            .ok_or_else(|| {
+                "invalid: a moderation event needs an h tag naming a valid room id".to_owned()
+            })?
+            .to_owned();
+        let by = event.pubkey;
+        let kind = event.kind.as_u16();
+        if kind == CREATE_GROUP {
+            if !self.relay_admins.contains(&by) {
+                return Err("restricted: only the relay's admins may create rooms".into());
+            }
+            if self.rooms.contains_key(&id) {
+                return Err(format!("invalid: room {id:?} exists already"));
+            }
+            return Ok(Some(Moderation::Create { room: id, by }));
+        }
+        let Some(room) = self.rooms.get(&id) else {
+            return Err(format!("invalid: no room {id:?}"));
+        };
+        if !self.relay_admins.contains(&by) && !room.admins.contains(&by) {
+            return Err(format!(
+                "restricted: only the relay's admins and room {id:?}'s admins may moderate it"
+            ));
+        }
+        let users = || -> Result<Vec<(PublicKey, bool)>, String> {
+            event
+                .tags
+                .iter()
+                .map(|t| t.as_slice())
+                .filter(|t| t.first().map(String::as_str) == Some("p"))
+                .map(|t| {
+                    let key = t
+                        .get(1)
+                        .and_then(|v| PublicKey::from_hex(v).ok())
+                        .ok_or_else(|| "invalid: a p tag must hold a hex public key".to_owned())?;
+                    Ok((key, t.get(2).map(String::as_str) == Some("admin")))
+                })
+                .collect()
+        };
+        Ok(Some(match kind {
+            PUT_USER => {
+                let users = users()?;
+                Moderation::Put {
+                    room: id,
+                    members: users.iter().map(|(k, _)| *k).collect(),
+                    admins: users.iter().filter(|(_, a)| *a).map(|(k, _)| *k).collect(),
+                }
+            }
+            REMOVE_USER => Moderation::Remove {
+                room: id,
+                users: users()?.into_iter().map(|(k, _)| k).collect(),
+            },
+            _ => {
+                let has = |name: &str| event.tags.iter().any(|t| t.kind() == name);
+                if has("private") {
+                    return Err("invalid: private rooms are not supported yet".into());
+                }
+                let closed = match (has("closed"), has("open")) {
+                    (true, false) => Some(true),
+                    (false, true) => Some(false),
+                    (false, false) => None,
+                    (true, true) => {
+                        return Err("invalid: a room is open or closed, not both".into())
+                    }
+                };
+                let name = event
+                    .tags
+                    .iter()
+                    .find(|t| t.kind() == "name")
+                    .and_then(|t| t.content())
+                    .map(str::to_owned);
+                Moderation::Edit {
+                    room: id,
+                    name,
+                    closed,
+                }
+            }
+        }))
+    }
+
+    /// Applies a moderation [`moderate`](Self::moderate) allowed.
+    pub fn apply(&mut self, change: &Moderation) {
+        match change {
+            Moderation::Create { room, by } => {
+                let one = BTreeSet::from([*by]);
+                self.rooms.entry(room.clone()).or_insert(Room {
+                    name: room.clone(),
+                    closed: false,
+                    private: false,
+                    members: one.clone(),
+                    admins: one,
+                });
+            }
+            Moderation::Put {
+                room,
+                members,
+                admins,
+            } => {
+                if let Some(r) = self.rooms.get_mut(room) {
+                    r.members.extend(members.iter().copied());
+                    r.admins.extend(admins.iter().copied());
+                }
+            }
+            Moderation::Remove { room, users } => {
+                if let Some(r) = self.rooms.get_mut(room) {
+                    for u in users {
+                        r.members.remove(u);
+                        r.admins.remove(u);
+                    }
+                }
+            }
+            Moderation::Edit { room, name, closed } => {
+                if let Some(r) = self.rooms.get_mut(room) {
+                    if let Some(n) = name {
+                        r.name = n.clone();
+                    }
+                    if let Some(c) = closed {
+                        r.closed = *c;
+                    }
+                }
+            }
+        }
     }
 
     /// Whether any room is known.
@@ -145,7 +353,11 @@ impl Rooms {
 
     /// Whether `event` may be stored: `Err` with the `restricted:` reason when it is addressed to a closed
     /// room its author is not a member of.
+    /// Moderation events are judged by [`moderate`](Self::moderate) instead.
     pub fn check_write(&self, event: &Event) -> Result<(), String> {
+        if is_moderation(event.kind) {
+            return Ok(());
+        }
         let Some(id) = room_of(event) else {
             return Ok(());
         };
@@ -161,10 +373,16 @@ impl Rooms {
     pub fn metadata(&self, relay: &Keys, now: Timestamp) -> Vec<Event> {
         let mut ids: Vec<&String> = self.rooms.keys().collect();
         ids.sort();
-        let mut out = Vec::with_capacity(ids.len() * 3);
-        for id in ids {
-            let room = &self.rooms[id];
-            let d = Tag::identifier(id.clone());
+        ids.into_iter()
+            .flat_map(|id| self.room_metadata(id, relay, now))
+            .collect()
+    }
+
+    /// The relay-signed metadata of room `id` (none if there is no such room).
+    pub fn room_metadata(&self, id: &str, relay: &Keys, now: Timestamp) -> Vec<Event> {
+        let mut out = Vec::with_capacity(3);
+        if let Some(room) = self.rooms.get(id) {
+            let d = Tag::identifier(id.to_owned());
             let flag = |on: bool, yes: &str, no: &str| {
                 Tag::parse([if on { yes } else { no }.to_owned()]).expect("a one-word tag")
             };
@@ -300,6 +518,93 @@ mod tests {
         let members = tags(&events[2]);
         for k in [&member, &admin] {
             assert!(members.contains(&vec!["p".to_string(), k.public_key().to_hex()]));
+        }
+    }
+
+    fn moderation(keys: &Keys, kind: u16, room: &str, extra: &[&[&str]]) -> Event {
+        let mut tags = vec![Tag::parse(["h", room]).unwrap()];
+        tags.extend(extra.iter().map(|t| Tag::parse(t.iter().copied()).unwrap()));
+        EventBuilder::new(Kind::from_u16(kind), "")
+            .tags(tags)
+            .finalize(keys)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_relays_admins_create_rooms_and_room_admins_moderate_theirs() {
+        let (boss, lead, user, stranger) = (
+            Keys::generate(),
+            Keys::generate(),
+            Keys::generate(),
+            Keys::generate(),
+        );
+        let mut rooms = Rooms::new(&[])
+            .unwrap()
+            .with_relay_admins([boss.public_key()]);
+        let create = moderation(&stranger, CREATE_GROUP, "ops", &[]);
+        assert!(rooms
+            .moderate(&create)
+            .unwrap_err()
+            .starts_with("restricted: "));
+        let create = moderation(&boss, CREATE_GROUP, "ops", &[]);
+        let change = rooms.moderate(&create).unwrap().unwrap();
+        rooms.apply(&change);
+        assert!(rooms
+            .moderate(&create)
+            .unwrap_err()
+            .contains("exists already"));
+        let (lead_hex, user_hex) = (lead.public_key().to_hex(), user.public_key().to_hex());
+        for event in [
+            moderation(&boss, PUT_USER, "ops", &[&["p", &lead_hex, "admin"]]),
+            moderation(&lead, PUT_USER, "ops", &[&["p", &user_hex]]),
+            moderation(
+                &lead,
+                EDIT_METADATA,
+                "ops",
+                &[&["name", "Operations"], &["closed"]],
+            ),
+        ] {
+            let change = rooms.moderate(&event).unwrap().unwrap();
+            rooms.apply(&change);
+        }
+        let says = |k: &Keys| rooms.check_write(&message(k, Some("ops")));
+        assert!(says(&user).is_ok() && says(&lead).is_ok());
+        assert!(says(&stranger).unwrap_err().starts_with("restricted: "));
+        // A plain member may not moderate; a removed user may no longer write.
+        assert!(rooms
+            .moderate(&moderation(&user, REMOVE_USER, "ops", &[&["p", &lead_hex]]))
+            .unwrap_err()
+            .starts_with("restricted: "));
+        let remove = moderation(&lead, REMOVE_USER, "ops", &[&["p", &user_hex]]);
+        rooms.apply(&rooms.moderate(&remove).unwrap().unwrap());
+        assert!(rooms.check_write(&message(&user, Some("ops"))).is_err());
+        let meta = rooms.room_metadata("ops", &boss, Timestamp::from_secs(1));
+        assert!(meta[0]
+            .tags
+            .iter()
+            .any(|t| t.as_slice() == ["name", "Operations"]));
+        // Malformed ones say why.
+        for (event, why) in [
+            (moderation(&boss, PUT_USER, "nowhere", &[]), "no room"),
+            (
+                moderation(&boss, PUT_USER, "ops", &[&["p", "zz"]]),
+                "hex public key",
+            ),
+            (
+                moderation(&boss, EDIT_METADATA, "ops", &[&["private"]]),
+                "not supported",
+            ),
+            (
+                moderation(&boss, EDIT_METADATA, "ops", &[&["open"], &["closed"]]),
+                "not both",
+            ),
+            (
+                moderation(&boss, CREATE_GROUP, "Bad Id", &[]),
+                "valid room id",
+            ),
+        ] {
+            let e = rooms.moderate(&event).unwrap_err();
+            assert!(e.starts_with("invalid: ") && e.contains(why), "{why}: {e}");
         }
     }
 }

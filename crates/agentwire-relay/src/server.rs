@@ -4,10 +4,12 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle as ThreadHandle;
 use std::time::Duration;
 
+use nostr::event::Kind;
+use nostr::filter::Filter;
 use nostr::key::{Keys, PublicKey};
 use nostr::types::Timestamp;
 use tokio::net::TcpListener;
@@ -22,8 +24,11 @@ use crate::http::information_document;
 use crate::limits::{
     RelayLimits, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE, WRITE_QUEUE_CAPACITY,
 };
-use crate::rooms::{RoomConfig, Rooms};
-use crate::storage_threads::{spawn_writer, ReadPool, WriteOp};
+use crate::rooms::{
+    RoomConfig, Rooms, CREATE_GROUP, EDIT_METADATA, GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA,
+    PUT_USER, REMOVE_USER,
+};
+use crate::storage_threads::{spawn_writer, ReadPool, RoomUpdates, WriteOp};
 use crate::store::EventStore;
 
 /// How to run the relay.
@@ -48,8 +53,11 @@ pub struct RelayConfig {
     pub rooms: Vec<RoomConfig>,
     /// Keys that may write in every room (the operator's agent).
     pub room_writers: HashSet<PublicKey>,
-    /// The relay's own key, which signs room metadata (39000-39002); needed when there are rooms.
+    /// The relay's own key, which signs room metadata (39000-39002); needed when there are rooms or
+    /// admins.
     pub relay_keys: Option<Keys>,
+    /// The relay's admins: they may create rooms (9007) and moderate every room (9000-9002).
+    pub admins: HashSet<PublicKey>,
 }
 
 impl RelayConfig {
@@ -65,6 +73,7 @@ impl RelayConfig {
             rooms: Vec::new(),
             room_writers: HashSet::new(),
             relay_keys: None,
+            admins: HashSet::new(),
         }
     }
 }
@@ -82,7 +91,7 @@ pub(crate) struct Shared {
     pub(crate) document: String,
     pub(crate) name: String,
     pub(crate) health: Option<crate::HealthCheck>,
-    pub(crate) rooms: Arc<Rooms>,
+    pub(crate) rooms: Arc<RwLock<Rooms>>,
 }
 
 /// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
@@ -100,27 +109,55 @@ pub struct RelayHandle {
 /// Expired events are purged before the first connection is accepted.
 pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
     config.limits.validate()?;
-    let mut rooms =
-        Rooms::new(&config.rooms).map_err(|e| RelayError::InvalidRooms(e.to_string()))?;
+    let mut rooms = Rooms::new(&config.rooms)
+        .map_err(|e| RelayError::InvalidRooms(e.to_string()))?
+        .with_relay_admins(config.admins.iter().copied());
     for key in &config.room_writers {
         rooms.add_member_everywhere(*key);
     }
-    let metadata = match (&config.relay_keys, rooms.is_empty()) {
-        (_, true) => Vec::new(),
-        (Some(keys), false) => rooms.metadata(keys, Timestamp::now()),
-        (None, false) => {
-            return Err(RelayError::InvalidRooms(
-                "rooms need a relay key to sign their metadata".into(),
-            ))
-        }
-    };
+    let rooms_on = !rooms.is_empty() || !config.admins.is_empty();
+    if rooms_on && config.relay_keys.is_none() {
+        return Err(RelayError::InvalidRooms(
+            "rooms and relay admins need a relay key to sign room metadata".into(),
+        ));
+    }
     let path = config.db_path.clone();
-    let store = tokio::task::spawn_blocking(move || {
+    let keys = config.relay_keys.clone();
+    let writers = config.room_writers.clone();
+    let (store, rooms, signed_at) = tokio::task::spawn_blocking(move || {
+        let mut rooms = rooms;
+        let mut signed_at = 0;
         let mut store = EventStore::open(&path)?;
         store.purge_expired(Timestamp::now())?;
-        // The rooms' metadata as configured now (addressable: each replaces the one before).
-        store.insert_batch(&metadata)?;
-        Ok::<_, RelayError>(store)
+        if let Some(keys) = keys.filter(|_| rooms_on) {
+            // Rooms created and changed by moderation events since, replayed in order.
+            let moderation =
+                store.in_stored_order(&[PUT_USER, REMOVE_USER, EDIT_METADATA, CREATE_GROUP])?;
+            for event in &moderation {
+                if let Ok(Some(change)) = rooms.moderate(event) {
+                    rooms.apply(&change);
+                }
+            }
+            for key in &writers {
+                rooms.add_member_everywhere(*key);
+            }
+            // The rooms' metadata as they are now (addressable: each replaces the one before, so it is
+            // dated after the newest the relay signed).
+            let newest = store
+                .query(
+                    &[Filter::new()
+                        .kinds([GROUP_METADATA, GROUP_ADMINS, GROUP_MEMBERS].map(Kind::from_u16))
+                        .author(keys.public_key())
+                        .limit(1)],
+                    Timestamp::now(),
+                )?
+                .first()
+                .map_or(0, |e| e.created_at.as_secs());
+            let at = Timestamp::now().as_secs().max(newest.saturating_add(1));
+            store.insert_batch(&rooms.metadata(&keys, Timestamp::from_secs(at)))?;
+            signed_at = at;
+        }
+        Ok::<_, RelayError>((store, rooms, signed_at))
     })
     .await
     .map_err(|e| RelayError::Internal(format!("opening the database panicked: {e}")))??;
@@ -134,7 +171,16 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
 
     let fanout = Fanout::new();
     let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
-    let writer = spawn_writer(store, writer_rx, Arc::clone(&fanout))?;
+    let rooms = Arc::new(RwLock::new(rooms));
+    let moderation = match (&config.relay_keys, rooms_on) {
+        (Some(keys), true) => Some(RoomUpdates {
+            rooms: Arc::clone(&rooms),
+            keys: keys.clone(),
+            signed_at: std::cell::Cell::new(signed_at),
+        }),
+        _ => None,
+    };
+    let writer = spawn_writer(store, writer_rx, Arc::clone(&fanout), moderation)?;
     let shared = Arc::new(Shared {
         limits: config.limits,
         unlimited_authors: Arc::new(config.unlimited_authors),
@@ -144,7 +190,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         document: information_document(&config.name, &config.limits),
         name: config.name,
         health: config.health,
-        rooms: Arc::new(rooms),
+        rooms,
     });
     let (shutdown, shutdown_rx) = watch::channel(false);
     let server = tokio::spawn(accept_loop(listener, shared, shutdown_rx));

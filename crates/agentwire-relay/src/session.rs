@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 use nostr::event::{Event, EventId, Kind};
@@ -126,7 +126,7 @@ pub(crate) struct Session {
     subscriptions: HashMap<SubscriptionId, Subscription>,
     next_generation: u64,
     /// The relay's rooms.
-    rooms: Arc<Rooms>,
+    rooms: Arc<RwLock<Rooms>>,
     /// This connection's NIP-42 challenge.
     challenge: String,
     /// The keys this connection proved it holds (NIP-42).
@@ -148,7 +148,7 @@ impl Session {
         limits: RelayLimits,
         unlimited_authors: Arc<HashSet<PublicKey>>,
         now: Instant,
-        rooms: Arc<Rooms>,
+        rooms: Arc<RwLock<Rooms>>,
         challenge: String,
     ) -> Self {
         Self {
@@ -540,8 +540,14 @@ impl Session {
                 "restricted: this event is protected (NIP-70); only its author may publish it"
             });
         }
-        if let Err(reason) = self.rooms.check_write(&event) {
-            return refuse(&reason);
+        {
+            let rooms = self.rooms.read().unwrap_or_else(PoisonError::into_inner);
+            if let Err(reason) = rooms
+                .check_write(&event)
+                .and(rooms.moderate(&event).map(|_| ()))
+            {
+                return refuse(&reason);
+            }
         }
         if tinyagent::is_question(&event) {
             if let Err(rule) = tinyagent::question(&event) {

@@ -9,17 +9,19 @@
 //! connection's queue is done by the publisher's connection task.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use nostr::event::Event;
 use nostr::filter::Filter;
+use nostr::key::Keys;
 use nostr::types::Timestamp;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::error::RelayError;
 use crate::fanout::{Fanout, Peers};
 use crate::limits::{MAX_CONCURRENT_QUERIES, MAX_WRITE_BATCH};
+use crate::rooms::{self, Rooms};
 use crate::session::Published;
 use crate::store::{EventStore, InsertOutcome, StoredEvent};
 
@@ -47,20 +49,48 @@ pub(crate) enum WriteOp {
     Purge(Timestamp),
 }
 
+/// What the writer needs to act on committed room moderation events: the rooms, and the relay's key for
+/// their new metadata.
+#[derive(Debug)]
+pub(crate) struct RoomUpdates {
+    pub(crate) rooms: Arc<RwLock<Rooms>>,
+    pub(crate) keys: Keys,
+    /// The `created_at` of the newest metadata the relay signed: the next is later, so that it replaces
+    /// the one before even within the same second (addressable events keep the newest).
+    pub(crate) signed_at: std::cell::Cell<u64>,
+}
+
+impl RoomUpdates {
+    /// A `created_at` for new metadata: now, or a second after the last, whichever is later.
+    pub(crate) fn next_signing_time(&self) -> Timestamp {
+        let at = Timestamp::now()
+            .as_secs()
+            .max(self.signed_at.get().saturating_add(1));
+        self.signed_at.set(at);
+        Timestamp::from_secs(at)
+    }
+}
+
 /// Starts the writer thread. It ends when every sender of `ops` is gone, after finishing the
 /// work already queued.
 pub(crate) fn spawn_writer(
     store: EventStore,
     ops: mpsc::Receiver<WriteOp>,
     fanout: Arc<Fanout>,
+    rooms: Option<RoomUpdates>,
 ) -> Result<JoinHandle<()>, RelayError> {
     std::thread::Builder::new()
         .name("agentwire-relay-writer".to_owned())
-        .spawn(move || run_writer(store, ops, fanout))
+        .spawn(move || run_writer(store, ops, fanout, rooms))
         .map_err(|e| RelayError::Internal(format!("cannot start the writer thread: {e}")))
 }
 
-fn run_writer(mut store: EventStore, mut ops: mpsc::Receiver<WriteOp>, fanout: Arc<Fanout>) {
+fn run_writer(
+    mut store: EventStore,
+    mut ops: mpsc::Receiver<WriteOp>,
+    fanout: Arc<Fanout>,
+    rooms: Option<RoomUpdates>,
+) {
     let mut inserts: Vec<(Arc<Published>, oneshot::Sender<Committed>)> =
         Vec::with_capacity(MAX_WRITE_BATCH);
     let mut purge: Option<Timestamp> = None;
@@ -76,7 +106,10 @@ fn run_writer(mut store: EventStore, mut ops: mpsc::Receiver<WriteOp>, fanout: A
             }
         }
         if !inserts.is_empty() {
-            commit_batch(&mut store, &mut inserts, &fanout);
+            let changed = commit_batch(&mut store, &mut inserts, &fanout, rooms.as_ref());
+            if let (Some(rooms), false) = (&rooms, changed.is_empty()) {
+                publish_metadata(&mut store, rooms, &changed, &fanout);
+            }
         }
         if let Some(now) = purge.take() {
             match store.purge_expired(now) {
@@ -88,11 +121,14 @@ fn run_writer(mut store: EventStore, mut ops: mpsc::Receiver<WriteOp>, fanout: A
     }
 }
 
+/// Commits the batch, applies its room moderation events (before any `OK` goes out, so a client that
+/// has its `OK` finds the room changed), and returns the rooms that changed.
 fn commit_batch(
     store: &mut EventStore,
     inserts: &mut Vec<(Arc<Published>, oneshot::Sender<Committed>)>,
     fanout: &Fanout,
-) {
+    rooms: Option<&RoomUpdates>,
+) -> Vec<String> {
     let batch: Vec<(&Event, &str)> = inserts
         .iter()
         .map(|(p, _)| (&p.event, p.json.as_str()))
@@ -124,6 +160,16 @@ fn commit_batch(
             .filter(|(_, outcome)| is_new(outcome))
             .map(|((published, _), _)| published),
     );
+    let moderated: Vec<&Event> = inserts
+        .iter()
+        .zip(&outcomes)
+        .filter(|((p, _), outcome)| is_new(outcome) && rooms::is_moderation(p.event.kind))
+        .map(|((p, _), _)| &p.event)
+        .collect();
+    let changed = match rooms {
+        Some(rooms) if !moderated.is_empty() => apply_moderation(rooms, &moderated),
+        _ => Vec::new(),
+    };
     for ((published, reply), outcome) in inserts.drain(..).zip(outcomes) {
         let exempt = if is_new(&outcome) {
             peers.clone()
@@ -141,6 +187,74 @@ fn commit_batch(
                 peer.try_deliver(Arc::clone(&published));
             }
         }
+    }
+    changed
+}
+
+/// Applies committed moderation events to the rooms, in commit order; returns the rooms that changed. An
+/// event the rooms no longer allow (a room created twice in one batch) is stored but changes nothing.
+fn apply_moderation(updates: &RoomUpdates, events: &[&Event]) -> Vec<String> {
+    let mut changed: Vec<String> = Vec::new();
+    let mut rooms = updates
+        .rooms
+        .write()
+        .unwrap_or_else(PoisonError::into_inner);
+    for event in events {
+        if let Ok(Some(change)) = rooms.moderate(event) {
+            rooms.apply(&change);
+            if !changed.iter().any(|r| r == change.room()) {
+                changed.push(change.room().to_owned());
+            }
+        }
+    }
+    changed
+}
+
+/// Stores and publishes the new metadata (39000-39002) of the rooms that changed.
+fn publish_metadata(
+    store: &mut EventStore,
+    updates: &RoomUpdates,
+    changed: &[String],
+    fanout: &Fanout,
+) {
+    let now = updates.next_signing_time();
+    let metadata: Vec<Event> = {
+        let rooms = updates.rooms.read().unwrap_or_else(PoisonError::into_inner);
+        changed
+            .iter()
+            .flat_map(|id| rooms.room_metadata(id, &updates.keys, now))
+            .collect()
+    };
+    let published: Vec<Arc<Published>> = metadata
+        .into_iter()
+        .filter_map(|event| {
+            let json = crate::store::event_json(&event).ok()?;
+            Some(Arc::new(Published { event, json }))
+        })
+        .collect();
+    let batch: Vec<(&Event, &str)> = published
+        .iter()
+        .map(|p| (&p.event, p.json.as_str()))
+        .collect();
+    match store.insert_batch_json(&batch, now) {
+        Ok(outcomes) => {
+            let new: Vec<&Arc<Published>> = published
+                .iter()
+                .zip(outcomes)
+                .filter(|(_, o)| o.is_new())
+                .map(|(p, _)| p)
+                .collect();
+            // No connection published these: the exempt connections get them as far as their queues
+            // have room (the writer never waits).
+            if let Some(peers) = fanout.publish(new.iter().copied()) {
+                for p in &new {
+                    for peer in peers.iter() {
+                        peer.try_deliver(Arc::clone(p));
+                    }
+                }
+            }
+        }
+        Err(error) => tracing::warn!(%error, "relay could not store new room metadata"),
     }
 }
 
@@ -177,7 +291,8 @@ impl ReadPool {
         filters: Vec<Filter>,
         now: Timestamp,
     ) -> Result<u64, RelayError> {
-        self.run(move |store| store.count_matching(&filters, now)).await
+        self.run(move |store| store.count_matching(&filters, now))
+            .await
     }
 
     /// Runs `read` with a read connection on a blocking thread, within the query budget.

@@ -222,6 +222,24 @@ impl EventStore {
         Ok(outcomes)
     }
 
+    /// The stored events of `kinds`, in the order they were stored (what replaying them needs; `created_at`
+    /// ties within a second).
+    pub fn in_stored_order(&self, kinds: &[u16]) -> Result<Vec<Event>, RelayError> {
+        let list = kinds
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT json FROM events WHERE kind IN ({list}) ORDER BY seq"
+        ))?;
+        let rows = stmt.query_map([], |row| row.get::<_, String>(0))?;
+        rows.map(|json| {
+            Event::from_json(json?).map_err(|e| RelayError::CorruptEvent(e.to_string()))
+        })
+        .collect()
+    }
+
     /// How many stored events match any of `filters` (NIP-45), not counting those expired at `now`.
     /// `limit` is ignored: a count is of everything that matches.
     pub fn count_matching(&self, filters: &[Filter], now: Timestamp) -> Result<u64, RelayError> {

@@ -113,3 +113,94 @@ async fn rooms_without_a_relay_key_or_with_a_bad_id_do_not_start() {
         assert!(e.to_string().starts_with("invalid rooms: "), "{e}");
     }
 }
+
+fn moderation(keys: &Keys, kind: u16, room: &str, extra: &[&[&str]]) -> nostr::event::Event {
+    let mut tags = h(room);
+    tags.extend(extra.iter().map(|t| Tag::parse(t.iter().copied()).unwrap()));
+    signed(keys, kind, "", tags)
+}
+
+/// The room's newest 39000 name, waiting briefly for the relay to publish it.
+async fn room_name(c: &mut common::Client, relay: &Keys, room: &str, sub: &str) -> Option<String> {
+    for _ in 0..50 {
+        let found = c
+            .query(
+                sub,
+                vec![Filter::new()
+                    .kind(Kind::from_u16(39000))
+                    .author(relay.public_key())
+                    .identifier(room)],
+            )
+            .await;
+        c.send(nostr::message::ClientMessage::close(
+            nostr::message::SubscriptionId::new(sub),
+        ))
+        .await;
+        if let Some(e) = found.first() {
+            return e
+                .tags
+                .iter()
+                .find(|t| t.kind() == "name")
+                .and_then(|t| t.content().map(str::to_owned));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    None
+}
+
+#[tokio::test]
+async fn relay_admins_create_and_moderate_rooms_and_that_survives_a_restart() {
+    let (relay_keys, boss, user, stranger) = (
+        Keys::generate(),
+        Keys::generate(),
+        Keys::generate(),
+        Keys::generate(),
+    );
+    let setup = {
+        let (rk, b) = (relay_keys.clone(), boss.public_key());
+        move |c: &mut agentwire_relay::RelayConfig| {
+            c.relay_keys = Some(rk);
+            c.admins.insert(b);
+        }
+    };
+    let relay = TestRelay::with_config(setup.clone()).await;
+    let mut c = relay.client().await;
+    let (ok, m) = c.publish(&moderation(&stranger, 9007, "ops", &[])).await;
+    assert!(!ok && m.starts_with("restricted: "), "{m}");
+    assert_eq!(
+        c.publish(&moderation(&boss, 9007, "ops", &[])).await,
+        (true, String::new())
+    );
+    let user_hex = user.public_key().to_hex();
+    for e in [
+        moderation(&boss, 9000, "ops", &[&["p", &user_hex]]),
+        moderation(&boss, 9002, "ops", &[&["name", "Operations"], &["closed"]]),
+    ] {
+        assert_eq!(c.publish(&e).await, (true, String::new()));
+    }
+    // The OK comes after the room changed.
+    let (ok, m) = c.publish(&signed(&stranger, 9, "hi", h("ops"))).await;
+    assert!(!ok && m.starts_with("restricted: "), "{m}");
+    assert!(c.publish(&signed(&user, 9, "hi", h("ops"))).await.0);
+    assert_eq!(
+        room_name(&mut c, &relay_keys, "ops", "n1").await.as_deref(),
+        Some("Operations")
+    );
+
+    // After a restart the moderation events are replayed: the room is still there and still closed.
+    drop(c);
+    let dir = relay.dir;
+    relay.handle.shutdown().await;
+    let mut config = common::config(&dir, Default::default());
+    setup(&mut config);
+    let handle = agentwire_relay::start(config).await.unwrap();
+    let mut c = common::Client::connect(&handle.url()).await;
+    let (ok, m) = c.publish(&signed(&stranger, 9, "again", h("ops"))).await;
+    assert!(!ok && m.starts_with("restricted: "), "{m}");
+    assert!(c.publish(&signed(&user, 9, "again", h("ops"))).await.0);
+    let remove = moderation(&boss, 9001, "ops", &[&["p", &user_hex]]);
+    assert!(c.publish(&remove).await.0);
+    let (ok, _) = c.publish(&signed(&user, 9, "still here?", h("ops"))).await;
+    assert!(!ok, "a removed user may not write");
+    handle.shutdown().await;
+}

@@ -60,7 +60,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         Some(mut rc) => {
             rc.unlimited_authors.insert(agent_keys.public_key());
             rc.health = Some(health_check(&engine));
-            if !rc.rooms.is_empty() {
+            if !rc.rooms.is_empty() || !rc.admins.is_empty() {
                 rc.relay_keys = Some(keys::load_or_create(&data_dir, RELAY_KEY_FILE)?);
             }
             Some(

@@ -159,6 +159,8 @@ struct AgentView<'a> {
 #[derive(Serialize)]
 struct RelayView<'a> {
     name: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    admins: Vec<String>,
     limits: RelayLimits,
 }
 
@@ -214,6 +216,11 @@ impl<'a> View<'a> {
             agents,
             relay: c.relay.as_ref().map(|r| RelayView {
                 name: &r.name,
+                admins: {
+                    let mut a: Vec<String> = r.admins.iter().map(|k| k.to_hex()).collect();
+                    a.sort();
+                    a
+                },
                 limits: r.limits,
             }),
             rooms: c

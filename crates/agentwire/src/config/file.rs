@@ -136,6 +136,8 @@ pub(crate) struct NipxxFile {
 pub(crate) struct RelayFile {
     /// The relay's name in its NIP-11 document.
     pub(crate) name: Option<String>,
+    /// Who may create rooms and moderate every room (hex or npub).
+    pub(crate) admins: Vec<String>,
     /// The relay's limits.
     pub(crate) limits: RelayLimits,
 }

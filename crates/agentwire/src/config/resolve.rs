@@ -296,6 +296,9 @@ fn embedded_relay(
         relay.name = name.clone();
     }
     relay.rooms = rooms(&file.rooms)?;
+    relay.admins = public_keys(&file.relay.admins, "[relay] admins")?
+        .into_iter()
+        .collect();
     agentwire_relay::rooms::Rooms::new(&relay.rooms).map_err(|e| {
         let id = match &e {
             agentwire_relay::rooms::RoomError::Id(id)

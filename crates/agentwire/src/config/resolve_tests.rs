@@ -651,3 +651,15 @@ fn a_private_room_is_refused_until_private_reads_exist() {
     let e = error(&[], "[[rooms]]\nid = \"vault\"\nprivate = true\n");
     assert!(e.to_string().contains("not supported yet"), "{e}");
 }
+
+#[test]
+fn relay_admins_come_from_the_file_and_a_bad_one_is_named() {
+    let admin = key();
+    let r = resolved(
+        &[],
+        &format!("[relay]\nadmins = [\"{}\"]\n", admin.to_hex()),
+    );
+    assert!(r.relay.unwrap().admins.contains(&admin));
+    let e = error(&[], "[relay]\nadmins = [\"nope\"]\n");
+    assert!(e.to_string().contains("[relay] admins"), "{e}");
+}
