@@ -377,7 +377,9 @@ impl Connection {
                 Command::Query(request) => {
                     let readers = Arc::clone(&self.shared.readers);
                     self.pending_queries.push(Box::pin(async move {
-                        let result = readers.query(request.filters, Timestamp::now()).await;
+                        let result = readers
+                            .query(request.filters, Timestamp::now(), request.hidden)
+                            .await;
                         (
                             request.subscription_id,
                             QueryAnswer::Events(request.generation, result),
@@ -387,10 +389,11 @@ impl Connection {
                 Command::Count {
                     subscription_id,
                     filters,
+                    hidden,
                 } => {
                     let readers = Arc::clone(&self.shared.readers);
                     self.pending_queries.push(Box::pin(async move {
-                        let result = readers.count(filters, Timestamp::now()).await;
+                        let result = readers.count(filters, Timestamp::now(), hidden).await;
                         (subscription_id, QueryAnswer::Count(result))
                     }));
                 }

@@ -55,13 +55,15 @@ pub(crate) fn ts_to_sql(ts: Timestamp) -> i64 {
     i64::try_from(ts.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// Builds the query for `filter`, hiding events expired at `now` (NIP-40: from the expiration second on).
+/// Builds the query for `filter`, hiding events expired at `now` (NIP-40: from the expiration second on)
+/// and the events of the rooms in `hidden` (private rooms the reader may not see).
 ///
 /// `Ok(None)` when the filter can match nothing (limit 0, an empty tag list, an impossible time
 /// range), so no query needs to run. The filter's own `limit` is used as is: callers cap it.
 pub(crate) fn filter_to_sql(
     filter: &Filter,
     now: Timestamp,
+    hidden: &[String],
 ) -> Result<Option<SqlQuery>, FilterError> {
     check_filter(filter)?;
     if filter.limit == Some(0) {
@@ -90,6 +92,12 @@ pub(crate) fn filter_to_sql(
         "SELECT seq, id, created_at, json FROM events WHERE (expires_at IS NULL OR expires_at > ?)",
     );
     let mut params = vec![Value::Integer(ts_to_sql(now))];
+    if !hidden.is_empty() {
+        sql.push_str(" AND seq NOT IN (SELECT event_seq FROM tags WHERE name = 'h' AND value IN (");
+        sql.push_str(&vec!["?"; hidden.len()].join(", "));
+        sql.push_str("))");
+        params.extend(hidden.iter().map(|h| Value::Text(h.clone())));
+    }
 
     if let Some(ids) = filter.ids.as_ref().filter(|s| !s.is_empty()) {
         in_list(&mut sql, "id", ids.len());
@@ -155,7 +163,7 @@ mod tests {
 
     #[test]
     fn empty_filter_selects_unexpired_newest_first() {
-        let q = filter_to_sql(&Filter::new(), Timestamp::from_secs(5))
+        let q = filter_to_sql(&Filter::new(), Timestamp::from_secs(5), &[])
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -176,7 +184,9 @@ mod tests {
             .pubkey(pk)
             .custom_tag(SingleLetterTag::LOWERCASE_S, "sess")
             .limit(3);
-        let q = filter_to_sql(&f, Timestamp::from_secs(1)).unwrap().unwrap();
+        let q = filter_to_sql(&f, Timestamp::from_secs(1), &[])
+            .unwrap()
+            .unwrap();
         assert!(q.sql.contains("AND +pubkey IN (?)"), "{}", q.sql);
         assert!(q.sql.contains("AND +kind IN (?,?)"), "{}", q.sql);
         assert!(q.sql.contains("created_at >= ? AND created_at <= ?"));
@@ -189,28 +199,28 @@ mod tests {
     #[test]
     fn impossible_filters_run_no_query() {
         let now = Timestamp::from_secs(1);
-        assert_eq!(filter_to_sql(&Filter::new().limit(0), now), Ok(None));
+        assert_eq!(filter_to_sql(&Filter::new().limit(0), now, &[]), Ok(None));
         let empty_tag =
             Filter::new().custom_tags(SingleLetterTag::LOWERCASE_P, Vec::<String>::new());
-        assert_eq!(filter_to_sql(&empty_tag, now), Ok(None));
+        assert_eq!(filter_to_sql(&empty_tag, now, &[]), Ok(None));
         let backwards = Filter::new()
             .since(Timestamp::from_secs(10))
             .until(Timestamp::from_secs(5));
-        assert_eq!(filter_to_sql(&backwards, now), Ok(None));
+        assert_eq!(filter_to_sql(&backwards, now, &[]), Ok(None));
         let far = Filter::new().since(Timestamp::from_secs(u64::MAX));
-        assert_eq!(filter_to_sql(&far, now), Ok(None));
+        assert_eq!(filter_to_sql(&far, now, &[]), Ok(None));
     }
 
     #[test]
     fn refuses_search_and_huge_filters() {
         let now = Timestamp::from_secs(1);
         assert_eq!(
-            filter_to_sql(&Filter::new().search("x"), now),
+            filter_to_sql(&Filter::new().search("x"), now, &[]),
             Err(FilterError::Search)
         );
         let kinds = (0..=u16::MAX).map(Kind::from_u16);
         assert!(matches!(
-            filter_to_sql(&Filter::new().kinds(kinds), now),
+            filter_to_sql(&Filter::new().kinds(kinds), now, &[]),
             Err(FilterError::TooManyValues(65_536))
         ));
     }

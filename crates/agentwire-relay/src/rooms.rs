@@ -4,7 +4,7 @@
 //!
 //! Only rooms the relay knows are rooms: an event whose `h` names no known room is an ordinary event.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use nostr::event::{Event, EventBuilder, FinalizeEvent, Kind, Tag};
@@ -46,9 +46,6 @@ pub enum RoomError {
     Id(String),
     /// Two rooms with one id.
     Duplicate(String),
-    /// A private room: reads restricted to authenticated members are not built yet, and a room said to
-    /// be private must not be readable by anyone.
-    PrivateUnsupported(String),
 }
 
 impl fmt::Display for RoomError {
@@ -59,10 +56,6 @@ impl fmt::Display for RoomError {
                 "room id {id:?} must be 1 to {MAX_ROOM_ID_LEN} characters of a-z, 0-9, '-' and '_'"
             ),
             Self::Duplicate(id) => write!(f, "room {id:?} is configured twice"),
-            Self::PrivateUnsupported(id) => write!(
-                f,
-                "room {id:?} is private, and private rooms are not supported yet (its events would be readable by anyone)"
-            ),
         }
     }
 }
@@ -137,6 +130,8 @@ pub enum Moderation {
         name: Option<String>,
         /// Closed (true) or open (false).
         closed: Option<bool>,
+        /// Private (true) or public (false).
+        private: Option<bool>,
     },
 }
 
@@ -178,9 +173,6 @@ impl Rooms {
         for c in configs {
             if !valid_id(&c.id) {
                 return Err(RoomError::Id(c.id.clone()));
-            }
-            if c.private {
-                return Err(RoomError::PrivateUnsupported(c.id.clone()));
             }
             let admins: BTreeSet<PublicKey> = c.admins.iter().copied().collect();
             let mut members: BTreeSet<PublicKey> = c.members.iter().copied().collect();
@@ -269,9 +261,14 @@ impl Rooms {
             },
             _ => {
                 let has = |name: &str| event.tags.iter().any(|t| t.kind() == name);
-                if has("private") {
-                    return Err("invalid: private rooms are not supported yet".into());
-                }
+                let private = match (has("private"), has("public")) {
+                    (true, false) => Some(true),
+                    (false, true) => Some(false),
+                    (false, false) => None,
+                    (true, true) => {
+                        return Err("invalid: a room is private or public, not both".into())
+                    }
+                };
                 let closed = match (has("closed"), has("open")) {
                     (true, false) => Some(true),
                     (false, true) => Some(false),
@@ -290,6 +287,7 @@ impl Rooms {
                     room: id,
                     name,
                     closed,
+                    private,
                 }
             }
         }))
@@ -326,8 +324,16 @@ impl Rooms {
                     }
                 }
             }
-            Moderation::Edit { room, name, closed } => {
+            Moderation::Edit {
+                room,
+                name,
+                closed,
+                private,
+            } => {
                 if let Some(r) = self.rooms.get_mut(room) {
+                    if let Some(p) = private {
+                        r.private = *p;
+                    }
                     if let Some(n) = name {
                         r.name = n.clone();
                     }
@@ -367,6 +373,43 @@ impl Rooms {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Whether a connection authenticated (NIP-42) as `authed` may read `event`: anything but an event
+    /// of a private room, which only its members may read.
+    pub fn may_read(&self, event: &Event, authed: &HashSet<PublicKey>) -> bool {
+        match room_of(event).and_then(|id| self.rooms.get(id)) {
+            Some(room) if room.private => authed.iter().any(|k| room.members.contains(k)),
+            _ => true,
+        }
+    }
+
+    /// Whether `authed` may read room `id` (`Err` with the `auth-required:` or `restricted:` reason).
+    pub fn check_read(&self, id: &str, authed: &HashSet<PublicKey>) -> Result<(), String> {
+        match self.rooms.get(id) {
+            Some(room) if room.private && !authed.iter().any(|k| room.members.contains(k)) => {
+                Err(if authed.is_empty() {
+                    format!(
+                        "auth-required: room {id:?} is private; authenticate (NIP-42) as a member"
+                    )
+                } else {
+                    format!("restricted: room {id:?} is private and only its members may read it")
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The private rooms `authed` may not read.
+    pub fn hidden_from(&self, authed: &HashSet<PublicKey>) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| r.private && !authed.iter().any(|k| r.members.contains(k)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// The relay-signed metadata of every room as of `now`: 39000, 39001 and 39002 per room.
@@ -483,12 +526,6 @@ mod tests {
             Rooms::new(&[room("lab", false, &[], &[]), room("lab", true, &[], &[])]).unwrap_err(),
             RoomError::Duplicate("lab".into())
         );
-        let mut private = room("vault", true, &[], &[]);
-        private.private = true;
-        assert_eq!(
-            Rooms::new(&[private]).unwrap_err(),
-            RoomError::PrivateUnsupported("vault".into())
-        );
     }
 
     #[test]
@@ -591,8 +628,8 @@ mod tests {
                 "hex public key",
             ),
             (
-                moderation(&boss, EDIT_METADATA, "ops", &[&["private"]]),
-                "not supported",
+                moderation(&boss, EDIT_METADATA, "ops", &[&["private"], &["public"]]),
+                "not both",
             ),
             (
                 moderation(&boss, EDIT_METADATA, "ops", &[&["open"], &["closed"]]),

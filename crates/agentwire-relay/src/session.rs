@@ -51,6 +51,8 @@ pub(crate) struct QueryRequest {
     pub(crate) generation: u64,
     /// The filters with `limit` capped at `max_query_limit`.
     pub(crate) filters: Vec<Filter>,
+    /// Private rooms whose events this connection may not read.
+    pub(crate) hidden: Vec<String>,
 }
 
 /// What the driver must do, in the order returned.
@@ -70,6 +72,8 @@ pub(crate) enum Command {
         subscription_id: SubscriptionId,
         /// Its filters.
         filters: Vec<Filter>,
+        /// Private rooms whose events this connection may not read.
+        hidden: Vec<String>,
     },
     /// The connection just became exempt: register its own live queue (before carrying out the
     /// commands that follow) and feed the ring backlog to [`Session::handle_registered`].
@@ -423,6 +427,14 @@ impl Session {
     /// A live event to deliver on this connection: an `EVENT` frame for each live subscription it
     /// matches.
     pub(crate) fn handle_live(&mut self, published: &Arc<Published>) -> Vec<String> {
+        if !self
+            .rooms
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .may_read(&published.event, &self.authed)
+        {
+            return Vec::new();
+        }
         let mut frames = Vec::new();
         let mut overflowed = Vec::new();
         for (id, sub) in &mut self.subscriptions {
@@ -588,10 +600,34 @@ impl Session {
                 return refuse(&problem.to_string());
             }
         }
+        if let Err(reason) = self.check_rooms_read(&filters) {
+            return refuse(&reason);
+        }
         vec![Command::Count {
             subscription_id,
             filters: filters.into_iter().map(Cow::into_owned).collect(),
+            hidden: self.hidden_rooms(),
         }]
+    }
+
+    /// Whether this connection may read every room a filter names in `#h` (NIP-29 private rooms).
+    fn check_rooms_read(&self, filters: &[Cow<'_, Filter>]) -> Result<(), String> {
+        let rooms = self.rooms.read().unwrap_or_else(PoisonError::into_inner);
+        let h = nostr::filter::SingleLetterTag::LOWERCASE_H;
+        for filter in filters {
+            for id in filter.generic_tags.get(&h).into_iter().flatten() {
+                rooms.check_read(id, &self.authed)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The private rooms this connection may not read.
+    fn hidden_rooms(&self) -> Vec<String> {
+        self.rooms
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .hidden_from(&self.authed)
     }
 
     /// The store's count for a `COUNT`: the `COUNT` answer, or `CLOSED` when it failed.
@@ -630,6 +666,9 @@ impl Session {
                 return self.refuse(subscription_id, &problem.to_string());
             }
         }
+        if let Err(reason) = self.check_rooms_read(&filters) {
+            return self.refuse(subscription_id, &reason);
+        }
         if !self.subscriptions.contains_key(&subscription_id)
             && self.subscriptions.len() >= self.limits.max_subscriptions_per_connection
         {
@@ -663,6 +702,7 @@ impl Session {
             subscription_id,
             generation,
             filters: capped,
+            hidden: self.hidden_rooms(),
         })]
     }
 

@@ -281,8 +281,10 @@ impl ReadPool {
         self: Arc<Self>,
         filters: Vec<Filter>,
         now: Timestamp,
+        hidden: Vec<String>,
     ) -> Result<Vec<StoredEvent>, RelayError> {
-        self.run(move |store| store.query_json(&filters, now)).await
+        self.run(move |store| store.query_json(&filters, now, &hidden))
+            .await
     }
 
     /// Counts the events matching `filters` (NIP-45) on a blocking thread, sharing the query budget.
@@ -290,8 +292,9 @@ impl ReadPool {
         self: Arc<Self>,
         filters: Vec<Filter>,
         now: Timestamp,
+        hidden: Vec<String>,
     ) -> Result<u64, RelayError> {
-        self.run(move |store| store.count_matching(&filters, now))
+        self.run(move |store| store.count_matching(&filters, now, &hidden))
             .await
     }
 

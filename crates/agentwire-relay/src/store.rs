@@ -242,13 +242,19 @@ impl EventStore {
 
     /// How many stored events match any of `filters` (NIP-45), not counting those expired at `now`.
     /// `limit` is ignored: a count is of everything that matches.
-    pub fn count_matching(&self, filters: &[Filter], now: Timestamp) -> Result<u64, RelayError> {
+    /// The events of the rooms in `hidden` are not counted.
+    pub fn count_matching(
+        &self,
+        filters: &[Filter],
+        now: Timestamp,
+        hidden: &[String],
+    ) -> Result<u64, RelayError> {
         let mut parts = Vec::with_capacity(filters.len());
         let mut params = Vec::new();
         for filter in filters {
             let mut filter = filter.clone();
             filter.limit = None;
-            let query = filter_to_sql(&filter, now)
+            let query = filter_to_sql(&filter, now, hidden)
                 .map_err(|e| RelayError::UnsupportedFilter(e.to_string()))?;
             let Some(query) = query else { continue };
             parts.push(format!("SELECT seq FROM ({})", query.sql));
@@ -269,7 +275,7 @@ impl EventStore {
     /// The stored events matching any of `filters` (each with its own `limit`, uncapped),
     /// excluding those expired at `now`, newest first (by `created_at`, then lowest id).
     pub fn query(&self, filters: &[Filter], now: Timestamp) -> Result<Vec<Event>, RelayError> {
-        self.query_json(filters, now)?
+        self.query_json(filters, now, &[])?
             .into_iter()
             .map(|stored| {
                 Event::from_json(&stored.json)
@@ -279,15 +285,17 @@ impl EventStore {
     }
 
     /// Like [`EventStore::query`], returning each event's stored JSON without parsing it.
+    /// The events of the rooms in `hidden` are left out.
     pub fn query_json(
         &self,
         filters: &[Filter],
         now: Timestamp,
+        hidden: &[String],
     ) -> Result<Vec<StoredEvent>, RelayError> {
         let mut seen: HashSet<i64> = HashSet::new();
         let mut out = Vec::new();
         for filter in filters {
-            let query = filter_to_sql(filter, now)
+            let query = filter_to_sql(filter, now, hidden)
                 .map_err(|e| RelayError::UnsupportedFilter(e.to_string()))?;
             let Some(query) = query else { continue };
             let mut stmt = self.conn.prepare_cached(&query.sql)?;
@@ -338,7 +346,7 @@ impl EventStore {
     /// SQLite's plan for the query of `filter`, one line per step (for tests of index use).
     #[doc(hidden)]
     pub fn explain(&self, filter: &Filter) -> Result<Vec<String>, RelayError> {
-        let Some(query) = filter_to_sql(filter, Timestamp::from_secs(0))
+        let Some(query) = filter_to_sql(filter, Timestamp::from_secs(0), &[])
             .map_err(|e| RelayError::UnsupportedFilter(e.to_string()))?
         else {
             return Ok(Vec::new());

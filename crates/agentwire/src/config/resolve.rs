@@ -302,8 +302,7 @@ fn embedded_relay(
     agentwire_relay::rooms::Rooms::new(&relay.rooms).map_err(|e| {
         let id = match &e {
             agentwire_relay::rooms::RoomError::Id(id)
-            | agentwire_relay::rooms::RoomError::Duplicate(id)
-            | agentwire_relay::rooms::RoomError::PrivateUnsupported(id) => id,
+            | agentwire_relay::rooms::RoomError::Duplicate(id) => id,
         };
         ConfigError::Room {
             index: file.rooms.iter().rposition(|r| &r.id == id).unwrap_or(0),

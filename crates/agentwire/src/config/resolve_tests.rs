@@ -647,12 +647,6 @@ fn a_bad_room_names_its_entry_and_what_is_wrong() {
 }
 
 #[test]
-fn a_private_room_is_refused_until_private_reads_exist() {
-    let e = error(&[], "[[rooms]]\nid = \"vault\"\nprivate = true\n");
-    assert!(e.to_string().contains("not supported yet"), "{e}");
-}
-
-#[test]
 fn relay_admins_come_from_the_file_and_a_bad_one_is_named() {
     let admin = key();
     let r = resolved(
