@@ -190,7 +190,7 @@ pub(crate) fn information_document(name: &str, limits: &RelayLimits) -> String {
         "description": "The agentwire embedded relay: NIP-01 with durable storage of NIP-XX prompts, responses and errors.",
         "software": "agentwire",
         "version": env!("CARGO_PKG_VERSION"),
-        "supported_nips": [1, 9, 11, 40, 42, 45, 70],
+        "supported_nips": [1, 9, 11, 29, 40, 42, 45, 70],
         "limitation": {
             "max_message_length": limits.max_message_bytes,
             "max_content_length": limits.max_event_bytes,
@@ -257,7 +257,7 @@ mod tests {
         let doc: serde_json::Value =
             serde_json::from_str(&information_document("n", &RelayLimits::default())).unwrap();
         assert_eq!(doc["software"], "agentwire");
-        assert_eq!(doc["supported_nips"], json!([1, 9, 11, 40, 42, 45, 70]));
+        assert_eq!(doc["supported_nips"], json!([1, 9, 11, 29, 40, 42, 45, 70]));
         assert_eq!(doc["limitation"]["max_subid_length"], 64);
     }
 

@@ -85,6 +85,8 @@ pub const PUT_USER: u16 = 9000;
 pub const REMOVE_USER: u16 = 9001;
 /// NIP-29 moderation: edit metadata (9002).
 pub const EDIT_METADATA: u16 = 9002;
+/// NIP-29 moderation: delete events of the room (9005).
+pub const DELETE_EVENT: u16 = 9005;
 /// NIP-29 moderation: create a room (9007).
 pub const CREATE_GROUP: u16 = 9007;
 
@@ -92,7 +94,7 @@ pub const CREATE_GROUP: u16 = 9007;
 pub fn is_moderation(kind: Kind) -> bool {
     matches!(
         kind.as_u16(),
-        PUT_USER | REMOVE_USER | EDIT_METADATA | CREATE_GROUP
+        PUT_USER | REMOVE_USER | EDIT_METADATA | DELETE_EVENT | CREATE_GROUP
     )
 }
 
@@ -122,6 +124,13 @@ pub enum Moderation {
         /// Who.
         users: Vec<PublicKey>,
     },
+    /// Events of the room deleted (`e` tags).
+    Delete {
+        /// The room id.
+        room: String,
+        /// The events.
+        events: Vec<nostr::event::EventId>,
+    },
     /// A new name and/or closed state.
     Edit {
         /// The room id.
@@ -142,6 +151,7 @@ impl Moderation {
             Self::Create { room, .. }
             | Self::Put { room, .. }
             | Self::Remove { room, .. }
+            | Self::Delete { room, .. }
             | Self::Edit { room, .. } => room,
         }
     }
@@ -259,6 +269,20 @@ impl Rooms {
                 room: id,
                 users: users()?.into_iter().map(|(k, _)| k).collect(),
             },
+            DELETE_EVENT => Moderation::Delete {
+                room: id,
+                events: event
+                    .tags
+                    .iter()
+                    .map(|t| t.as_slice())
+                    .filter(|t| t.first().map(String::as_str) == Some("e"))
+                    .map(|t| {
+                        t.get(1)
+                            .and_then(|v| nostr::event::EventId::from_hex(v).ok())
+                            .ok_or_else(|| "invalid: an e tag must hold an event id".to_owned())
+                    })
+                    .collect::<Result<_, _>>()?,
+            },
             _ => {
                 let has = |name: &str| event.tags.iter().any(|t| t.kind() == name);
                 let private = match (has("private"), has("public")) {
@@ -316,6 +340,8 @@ impl Rooms {
                     r.admins.extend(admins.iter().copied());
                 }
             }
+            // The store deletes the events; the room itself does not change.
+            Moderation::Delete { .. } => {}
             Moderation::Remove { room, users } => {
                 if let Some(r) = self.rooms.get_mut(room) {
                     for u in users {

@@ -133,6 +133,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
             // Rooms created and changed by moderation events since, replayed in order.
             let moderation =
                 store.in_stored_order(&[PUT_USER, REMOVE_USER, EDIT_METADATA, CREATE_GROUP])?;
+            // (9005 deletions are not replayed: what they deleted is gone from the store.)
             for event in &moderation {
                 if let Ok(Some(change)) = rooms.moderate(event) {
                     rooms.apply(&change);

@@ -167,7 +167,7 @@ fn commit_batch(
         .map(|((p, _), _)| &p.event)
         .collect();
     let changed = match rooms {
-        Some(rooms) if !moderated.is_empty() => apply_moderation(rooms, &moderated),
+        Some(rooms) if !moderated.is_empty() => apply_moderation(store, rooms, &moderated),
         _ => Vec::new(),
     };
     for ((published, reply), outcome) in inserts.drain(..).zip(outcomes) {
@@ -191,9 +191,14 @@ fn commit_batch(
     changed
 }
 
-/// Applies committed moderation events to the rooms, in commit order; returns the rooms that changed. An
-/// event the rooms no longer allow (a room created twice in one batch) is stored but changes nothing.
-fn apply_moderation(updates: &RoomUpdates, events: &[&Event]) -> Vec<String> {
+/// Applies committed moderation events to the rooms (and a 9005's deletions to the store), in commit
+/// order; returns the rooms that changed. An event the rooms no longer allow (a room created twice in one
+/// batch) is stored but changes nothing.
+fn apply_moderation(
+    store: &mut EventStore,
+    updates: &RoomUpdates,
+    events: &[&Event],
+) -> Vec<String> {
     let mut changed: Vec<String> = Vec::new();
     let mut rooms = updates
         .rooms
@@ -201,6 +206,12 @@ fn apply_moderation(updates: &RoomUpdates, events: &[&Event]) -> Vec<String> {
         .unwrap_or_else(PoisonError::into_inner);
     for event in events {
         if let Ok(Some(change)) = rooms.moderate(event) {
+            if let rooms::Moderation::Delete { room, events } = &change {
+                if let Err(error) = store.delete_room_events(room, events) {
+                    tracing::warn!(%error, "relay could not delete a room's events");
+                }
+                continue;
+            }
             rooms.apply(&change);
             if !changed.iter().any(|r| r == change.room()) {
                 changed.push(change.room().to_owned());

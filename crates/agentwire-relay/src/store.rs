@@ -240,6 +240,28 @@ impl EventStore {
         .collect()
     }
 
+    /// Deletes the events among `ids` that belong to room `room` (their `h` tag), for a NIP-29 9005 by
+    /// one of its moderators; returns how many.
+    pub fn delete_room_events(&mut self, room: &str, ids: &[EventId]) -> Result<usize, RelayError> {
+        let tx = self.conn.transaction()?;
+        let mut n = 0;
+        for id in ids {
+            let seq: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT e.seq FROM events e JOIN tags t ON t.event_seq = e.seq
+                     WHERE e.id = ?1 AND t.name = 'h' AND t.value = ?2",
+                )?
+                .query_row(params![id.as_bytes().as_slice(), room], |row| row.get(0))
+                .optional()?;
+            if let Some(seq) = seq {
+                delete_event(&tx, seq)?;
+                n += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// How many stored events match any of `filters` (NIP-45), not counting those expired at `now`.
     /// `limit` is ignored: a count is of everything that matches.
     /// The events of the rooms in `hidden` are not counted.

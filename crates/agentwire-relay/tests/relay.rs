@@ -267,7 +267,7 @@ async fn nip11_document_over_http() {
     assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(
         doc["supported_nips"],
-        serde_json::json!([1, 9, 11, 40, 42, 45, 70])
+        serde_json::json!([1, 9, 11, 29, 40, 42, 45, 70])
     );
     let limitation = &doc["limitation"];
     assert_eq!(limitation["max_subid_length"], 64);

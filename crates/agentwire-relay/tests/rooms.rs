@@ -204,3 +204,58 @@ async fn relay_admins_create_and_moderate_rooms_and_that_survives_a_restart() {
     assert!(!ok, "a removed user may not write");
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_rooms_admins_delete_events_of_their_room_only() {
+    let (relay_keys, lead, member) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let rooms = vec![
+        RoomConfig {
+            id: "ops".into(),
+            name: "Ops".into(),
+            closed: false,
+            private: false,
+            members: vec![member.public_key()],
+            admins: vec![lead.public_key()],
+        },
+        RoomConfig {
+            id: "lobby".into(),
+            name: "Lobby".into(),
+            closed: false,
+            private: false,
+            members: vec![],
+            admins: vec![],
+        },
+    ];
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = rooms;
+        c.relay_keys = Some(relay_keys);
+    })
+    .await;
+    let mut c = relay.client().await;
+    let spam = signed(&member, 9, "spam", h("ops"));
+    let elsewhere = signed(&member, 9, "hello lobby", h("lobby"));
+    assert!(c.publish(&spam).await.0);
+    assert!(c.publish(&elsewhere).await.0);
+    let ids = |e: &nostr::event::Event| e.id.to_hex();
+    let (ok, m) = c
+        .publish(&moderation(&member, 9005, "ops", &[&["e", &ids(&spam)]]))
+        .await;
+    assert!(!ok && m.starts_with("restricted: "), "{m}");
+    let delete = moderation(
+        &lead,
+        9005,
+        "ops",
+        &[&["e", &ids(&spam)], &["e", &ids(&elsewhere)]],
+    );
+    assert_eq!(c.publish(&delete).await, (true, String::new()));
+    let left = c
+        .query("chat", vec![Filter::new().kind(Kind::from_u16(9))])
+        .await;
+    let left: Vec<_> = left.iter().map(|e| e.id).collect();
+    assert!(!left.contains(&spam.id), "the room's event is gone");
+    assert!(
+        left.contains(&elsewhere.id),
+        "another room's event is not the admin's to delete"
+    );
+    relay.handle.shutdown().await;
+}
