@@ -76,7 +76,9 @@ mod tests {
 
     #[test]
     fn room_chat_threads_comments_and_task_cards_are_kept() {
-        for k in [9, 11, 12, 1111, 43_001, 43_002, 43_003, 43_004, 43_005, 43_006] {
+        for k in [
+            9, 11, 12, 1111, 43_001, 43_002, 43_003, 43_004, 43_005, 43_006,
+        ] {
             assert_eq!(of(k), Retention::Regular, "kind {k}");
         }
     }

@@ -510,10 +510,12 @@ fn settle(
             .query_row([key], |row| row.get(0))
             .optional()?;
         return Ok(match expired {
-            // A question that expired and was purged takes no answer any more.
-            Some(at) => Err(AnswerRefusal::Expired(Timestamp::from_secs(
-                at.unwrap_or(0).max(0) as u64,
-            ))),
+            // A question that is gone takes no answer any more: it expired and was purged, or it was
+            // deleted.
+            Some(Some(at)) if at <= ts_to_sql(now) => Err(AnswerRefusal::Expired(
+                Timestamp::from_secs(at.max(0) as u64),
+            )),
+            Some(_) => Err(AnswerRefusal::Deleted),
             None => Ok(()),
         });
     };

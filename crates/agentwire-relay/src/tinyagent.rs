@@ -323,6 +323,8 @@ pub enum AnswerRefusal {
     Content(String),
     /// The question is settled already, by this answer.
     Settled(EventId),
+    /// The question was deleted (NIP-09, or by a room's moderator).
+    Deleted,
 }
 
 impl AnswerRefusal {
@@ -352,6 +354,7 @@ impl fmt::Display for AnswerRefusal {
             Self::Tag(rule) => write!(f, "{rule}"),
             Self::Content(why) => write!(f, "{why}"),
             Self::Settled(by) => write!(f, "the question is already settled by answer {by}"),
+            Self::Deleted => write!(f, "the question was deleted"),
         }
     }
 }

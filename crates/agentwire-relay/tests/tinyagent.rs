@@ -210,3 +210,18 @@ fn a_late_answer_to_a_question_purged_after_its_expiry_is_still_refused() {
         InsertOutcome::Refused(AnswerRefusal::Expired(Timestamp::from_secs(t + 10)))
     );
 }
+
+#[tokio::test]
+async fn an_answer_to_a_deleted_question_is_refused_as_deleted() {
+    let relay = TestRelay::start().await;
+    let mut c = relay.client().await;
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let q = question(&agent, &asked, &options(), t);
+    assert!(c.publish(&q).await.0);
+    let deletion = signed_at(&agent, 5, "", vec![tag(&["e", &q.id.to_hex()])], t);
+    assert!(c.publish(&deletion).await.0);
+    let (ok, message) = c.publish(&answer(&asked, &q, "stop", t + 1)).await;
+    assert!(!ok && message.contains("deleted"), "{message}");
+    relay.handle.shutdown().await;
+}
