@@ -251,6 +251,10 @@ pub const AUTH_MAX_SKEW_SECS: u64 = 600;
 /// an entry kept for the connection's life.
 pub const MAX_AUTHED_KEYS_PER_CONNECTION: usize = 16;
 
+/// Most events one retention pass deletes (one pass per [`PURGE_INTERVAL`]): bounds how long the pass
+/// holds the writer thread (tens of milliseconds); a backlog is worked off over several passes.
+pub const MAX_PRUNED_PER_PASS: usize = 10_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,7 @@ use crate::http::information_document;
 use crate::limits::{
     RelayLimits, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE, WRITE_QUEUE_CAPACITY,
 };
+use crate::retention::RetentionPolicy;
 use crate::rooms::{
     RoomConfig, Rooms, CREATE_GROUP, EDIT_METADATA, GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA,
     PUT_USER, REMOVE_USER,
@@ -56,8 +57,10 @@ pub struct RelayConfig {
     /// The relay's own key, which signs room metadata (39000-39002); needed when there are rooms or
     /// admins.
     pub relay_keys: Option<Keys>,
-    /// The relay's admins: they may create rooms (9007) and moderate every room (9000-9002).
+    /// The relay's admins: they may create rooms (9007) and moderate every room (9000-9002, 9005).
     pub admins: HashSet<PublicKey>,
+    /// How long stored events are kept.
+    pub retention: RetentionPolicy,
 }
 
 impl RelayConfig {
@@ -74,6 +77,7 @@ impl RelayConfig {
             room_writers: HashSet::new(),
             relay_keys: None,
             admins: HashSet::new(),
+            retention: RetentionPolicy::default(),
         }
     }
 }
@@ -124,11 +128,13 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
     let path = config.db_path.clone();
     let keys = config.relay_keys.clone();
     let writers = config.room_writers.clone();
+    let retention = config.retention;
     let (store, rooms, signed_at) = tokio::task::spawn_blocking(move || {
         let mut rooms = rooms;
         let mut signed_at = 0;
         let mut store = EventStore::open(&path)?;
         store.purge_expired(Timestamp::now())?;
+        store.prune(Timestamp::now(), &retention)?;
         if let Some(keys) = keys.filter(|_| rooms_on) {
             // Rooms created and changed by moderation events since, replayed in order.
             let moderation =
@@ -181,7 +187,13 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         }),
         _ => None,
     };
-    let writer = spawn_writer(store, writer_rx, Arc::clone(&fanout), moderation)?;
+    let writer = spawn_writer(
+        store,
+        writer_rx,
+        Arc::clone(&fanout),
+        moderation,
+        config.retention,
+    )?;
     let shared = Arc::new(Shared {
         limits: config.limits,
         unlimited_authors: Arc::new(config.unlimited_authors),

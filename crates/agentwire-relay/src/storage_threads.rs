@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use crate::error::RelayError;
 use crate::fanout::{Fanout, Peers};
 use crate::limits::{MAX_CONCURRENT_QUERIES, MAX_WRITE_BATCH};
+use crate::retention::RetentionPolicy;
 use crate::rooms::{self, Rooms};
 use crate::session::Published;
 use crate::store::{EventStore, InsertOutcome, StoredEvent};
@@ -78,10 +79,11 @@ pub(crate) fn spawn_writer(
     ops: mpsc::Receiver<WriteOp>,
     fanout: Arc<Fanout>,
     rooms: Option<RoomUpdates>,
+    retention: RetentionPolicy,
 ) -> Result<JoinHandle<()>, RelayError> {
     std::thread::Builder::new()
         .name("agentwire-relay-writer".to_owned())
-        .spawn(move || run_writer(store, ops, fanout, rooms))
+        .spawn(move || run_writer(store, ops, fanout, rooms, retention))
         .map_err(|e| RelayError::Internal(format!("cannot start the writer thread: {e}")))
 }
 
@@ -90,6 +92,7 @@ fn run_writer(
     mut ops: mpsc::Receiver<WriteOp>,
     fanout: Arc<Fanout>,
     rooms: Option<RoomUpdates>,
+    retention: RetentionPolicy,
 ) {
     let mut inserts: Vec<(Arc<Published>, oneshot::Sender<Committed>)> =
         Vec::with_capacity(MAX_WRITE_BATCH);
@@ -116,6 +119,11 @@ fn run_writer(
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(purged = n, "relay purged expired events"),
                 Err(error) => tracing::warn!(%error, "relay could not purge expired events"),
+            }
+            match store.prune(now, &retention) {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(pruned = n, "relay pruned events past their retention"),
+                Err(error) => tracing::warn!(%error, "relay could not prune old events"),
             }
         }
     }

@@ -20,6 +20,8 @@ use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtensio
 use crate::error::RelayError;
 use crate::filter_sql::{filter_to_sql, ts_to_sql};
 use crate::kind::Retention;
+use crate::limits::MAX_PRUNED_PER_PASS;
+use crate::retention::{self, KindClass, RetentionPolicy};
 use crate::tinyagent::{self, AnswerRefusal};
 
 /// The schema version this build writes (`PRAGMA user_version`).
@@ -353,6 +355,55 @@ impl EventStore {
             [now],
         )?;
         let n = tx.execute("DELETE FROM events WHERE expires_at <= ?1", [now])?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Deletes the events `policy` says are too old at `now` (at most [`MAX_PRUNED_PER_PASS`], oldest
+    /// first), keeping open tiny agent questions; returns how many.
+    pub fn prune(&mut self, now: Timestamp, policy: &RetentionPolicy) -> Result<usize, RelayError> {
+        let classes = [KindClass::Agent, KindClass::Rooms, KindClass::Other];
+        let Some(oldest_cut) = classes
+            .iter()
+            .filter_map(|c| policy.prune_before(*c, now))
+            .min()
+        else {
+            return Ok(0);
+        };
+        let tx = self.conn.transaction()?;
+        let candidates: Vec<(i64, u16, i64, Vec<u8>)> = tx
+            .prepare_cached(
+                "SELECT seq, kind, created_at, id FROM events WHERE created_at < ?1
+                 ORDER BY created_at LIMIT ?2",
+            )?
+            .query_map(
+                params![ts_to_sql(oldest_cut), MAX_PRUNED_PER_PASS as i64],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+            )?
+            .collect::<Result<_, _>>()?;
+        let mut n = 0;
+        for (seq, kind, created_at, id) in candidates {
+            let class = retention::class_of(Kind::from_u16(kind));
+            let Some(cut) = policy.prune_before(class, now) else {
+                continue;
+            };
+            if created_at >= ts_to_sql(cut) {
+                continue;
+            }
+            let open_question = kind == 9
+                && tx
+                    .prepare_cached(
+                        "SELECT 1 FROM questions q WHERE q.id = ?1
+                         AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.question = q.id)
+                         AND (q.expires_at IS NULL OR q.expires_at > ?2)",
+                    )?
+                    .exists(params![id, ts_to_sql(now)])?;
+            if open_question {
+                continue;
+            }
+            delete_event(&tx, seq)?;
+            n += 1;
+        }
         tx.commit()?;
         Ok(n)
     }

@@ -346,3 +346,82 @@ proptest! {
         prop_assert_eq!(got, expected);
     }
 }
+
+#[test]
+fn retention_prunes_each_class_by_age_and_keeps_open_questions_and_kept_kinds() {
+    use agentwire_relay::retention::RetentionPolicy;
+    let (mut store, _dir) = store();
+    let keys = Keys::generate();
+    const DAY: u64 = 86_400;
+    let now = NOW + 400 * DAY;
+    let old = NOW; // 400 days before `now`
+    let recent = now - DAY;
+    let tag = |parts: &[&str]| {
+        Tag::parse(parts.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+    };
+    let agent_old = at(&keys, 25_802, "prompt", vec![], old);
+    let agent_new = at(&keys, 25_802, "prompt 2", vec![], recent);
+    let note_old = at(&keys, 1, "note", vec![], old);
+    let chat_old = at(&keys, 9, "chat", vec![tag(&["h", "lab"])], old);
+    let info = at(&keys, 31_340, "info", vec![tag(&["d", ""])], old);
+    let moderation = at(&keys, 9_007, "", vec![tag(&["h", "lab"])], old);
+    let p = keys.public_key().to_hex();
+    let open_question = at(
+        &keys,
+        9,
+        "still asking",
+        vec![
+            tag(&["h", "lab"]),
+            tag(&["p", &p]),
+            tag(&["request", "question"]),
+            tag(&["tinyagent", "1"]),
+            tag(&["selection", "text"]),
+        ],
+        old,
+    );
+    store
+        .insert_batch(&[
+            agent_old.clone(),
+            agent_new.clone(),
+            note_old.clone(),
+            chat_old.clone(),
+            info.clone(),
+            moderation.clone(),
+            open_question.clone(),
+        ])
+        .unwrap();
+    let policy = RetentionPolicy {
+        agent_days: 30,
+        rooms_days: 90,
+        other_days: 90,
+    };
+    let pruned = store.prune(Timestamp::from_secs(now), &policy).unwrap();
+    assert_eq!(
+        pruned, 3,
+        "the old run event, the old note and the old chat message"
+    );
+    let left: Vec<_> = store
+        .query(&[Filter::new()], Timestamp::from_secs(now))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    for kept in [&agent_new, &info, &moderation, &open_question] {
+        assert!(left.contains(&kept.id), "kind {} kept", kept.kind);
+    }
+    for gone in [&agent_old, &note_old, &chat_old] {
+        assert!(!left.contains(&gone.id), "kind {} pruned", gone.kind);
+    }
+    // Zero days keeps a class forever.
+    let keep_all = RetentionPolicy {
+        agent_days: 0,
+        rooms_days: 0,
+        other_days: 0,
+    };
+    assert_eq!(
+        store
+            .prune(Timestamp::from_secs(now * 2), &keep_all)
+            .unwrap(),
+        0
+    );
+}

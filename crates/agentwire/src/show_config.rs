@@ -162,6 +162,7 @@ struct RelayView<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     admins: Vec<String>,
     limits: RelayLimits,
+    retention: agentwire_relay::RetentionPolicy,
 }
 
 impl<'a> View<'a> {
@@ -222,6 +223,7 @@ impl<'a> View<'a> {
                     a
                 },
                 limits: r.limits,
+                retention: r.retention,
             }),
             rooms: c
                 .relay

@@ -140,6 +140,8 @@ pub(crate) struct RelayFile {
     pub(crate) admins: Vec<String>,
     /// The relay's limits.
     pub(crate) limits: RelayLimits,
+    /// How long stored events are kept.
+    pub(crate) retention: agentwire_relay::RetentionPolicy,
 }
 
 /// Parses a config file's text; `path` only names it in the error (whose reason names the key and line).

@@ -295,6 +295,7 @@ fn embedded_relay(
     if let Some(name) = &file.relay.name {
         relay.name = name.clone();
     }
+    relay.retention = file.relay.retention;
     relay.rooms = rooms(&file.rooms)?;
     relay.admins = public_keys(&file.relay.admins, "[relay] admins")?
         .into_iter()

@@ -657,3 +657,16 @@ fn relay_admins_come_from_the_file_and_a_bad_one_is_named() {
     let e = error(&[], "[relay]\nadmins = [\"nope\"]\n");
     assert!(e.to_string().contains("[relay] admins"), "{e}");
 }
+
+#[test]
+fn retention_comes_from_the_file_with_defaults_for_the_rest() {
+    let r = resolved(&[], "[relay.retention]\nagent_days = 7\n");
+    let retention = r.relay.unwrap().retention;
+    assert_eq!(retention.agent_days, 7);
+    assert_eq!(
+        retention.other_days,
+        agentwire_relay::retention::DEFAULT_OTHER_DAYS
+    );
+    let e = file::parse(Path::new("t.toml"), "[relay.retention]\nforever = true\n").unwrap_err();
+    assert!(e.to_string().contains("forever"), "{e}");
+}
