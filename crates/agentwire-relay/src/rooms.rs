@@ -285,22 +285,13 @@ impl Rooms {
             },
             _ => {
                 let has = |name: &str| event.tags.iter().any(|t| t.kind() == name);
-                let private = match (has("private"), has("public")) {
-                    (true, false) => Some(true),
-                    (false, true) => Some(false),
-                    (false, false) => None,
-                    (true, true) => {
-                        return Err("invalid: a room is private or public, not both".into())
-                    }
+                // A flag tag pair: `yes`, `no`, neither (unchanged), never both.
+                let flag = |yes: &str, no: &str| match (has(yes), has(no)) {
+                    (true, true) => Err(format!("invalid: a room is {yes} or {no}, not both")),
+                    (y, n) => Ok((y || n).then_some(y)),
                 };
-                let closed = match (has("closed"), has("open")) {
-                    (true, false) => Some(true),
-                    (false, true) => Some(false),
-                    (false, false) => None,
-                    (true, true) => {
-                        return Err("invalid: a room is open or closed, not both".into())
-                    }
-                };
+                let private = flag("private", "public")?;
+                let closed = flag("closed", "open")?;
                 let name = event
                     .tags
                     .iter()

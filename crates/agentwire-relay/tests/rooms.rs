@@ -9,6 +9,17 @@ use nostr::event::{Kind, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
 
+fn room(id: &str, closed: bool, members: &[&Keys], admins: &[&Keys]) -> RoomConfig {
+    RoomConfig {
+        id: id.into(),
+        name: id[..1].to_uppercase() + &id[1..],
+        closed,
+        private: false,
+        members: members.iter().map(|k| k.public_key()).collect(),
+        admins: admins.iter().map(|k| k.public_key()).collect(),
+    }
+}
+
 fn h(room: &str) -> Vec<Tag> {
     vec![Tag::parse(["h", room]).unwrap()]
 }
@@ -23,22 +34,8 @@ async fn closed_rooms_take_members_only_and_metadata_is_relay_signed() {
         Keys::generate(),
     );
     let rooms = vec![
-        RoomConfig {
-            id: "lab".into(),
-            name: "Lab".into(),
-            closed: true,
-            private: false,
-            members: vec![member.public_key()],
-            admins: vec![admin.public_key()],
-        },
-        RoomConfig {
-            id: "lobby".into(),
-            name: "Lobby".into(),
-            closed: false,
-            private: false,
-            members: vec![],
-            admins: vec![],
-        },
+        room("lab", true, &[&member], &[&admin]),
+        room("lobby", false, &[], &[]),
     ];
     let (rk, ag) = (relay_keys.clone(), agent.public_key());
     let relay = TestRelay::with_config(move |c| {
@@ -209,22 +206,8 @@ async fn relay_admins_create_and_moderate_rooms_and_that_survives_a_restart() {
 async fn a_rooms_admins_delete_events_of_their_room_only() {
     let (relay_keys, lead, member) = (Keys::generate(), Keys::generate(), Keys::generate());
     let rooms = vec![
-        RoomConfig {
-            id: "ops".into(),
-            name: "Ops".into(),
-            closed: false,
-            private: false,
-            members: vec![member.public_key()],
-            admins: vec![lead.public_key()],
-        },
-        RoomConfig {
-            id: "lobby".into(),
-            name: "Lobby".into(),
-            closed: false,
-            private: false,
-            members: vec![],
-            admins: vec![],
-        },
+        room("ops", false, &[&member], &[&lead]),
+        room("lobby", false, &[], &[]),
     ];
     let relay = TestRelay::with_config(move |c| {
         c.rooms = rooms;
