@@ -9,6 +9,7 @@
 //! | `big <n>` | replies with n bytes |
 //! | `quick <text>` | replies `<text>` at once, with no status or deltas (for latency benchmarks) |
 //! | `ask <q> \| a \| b` | asks a person to pick one option (select), replies with the chosen option |
+//! | `choose <q> \| a \| b` | asks a person to pick one or more options, replies with them joined by `, ` |
 //! | `confirm <q>` | asks a yes/no question, replies `yes` or `no` |
 //! | `input <q>` | asks for a line of text, replies with it |
 //! | `approve <command>` | calls its approval-gated `shell` tool (which only pretends): `ran <command>` or `declined` |
@@ -270,7 +271,9 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                 }
             }
         }
-        "ask" | "confirm" | "input" | "approve" => ask::run(word, rest, &input, &ctx).await,
+        "ask" | "choose" | "confirm" | "input" | "approve" => {
+            ask::run(word, rest, &input, &ctx).await
+        }
         _ => {
             send(TurnEvent::Status {
                 state: StatusState::Thinking,

@@ -13,8 +13,8 @@
 //! conversation's next turn dispatches a new one, which is found from then on.
 
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
-    QuestionKind, StatusState, TurnEvent, TurnFailure, TurnResult, Usage,
+    Answer, Asked, ConversationId, Failure, FailureCode, Outcome, Question, QuestionKind,
+    QuestionOption, StatusState, TurnEvent, TurnFailure, TurnResult, Usage,
 };
 use agentwire_engine::{Agent, AgentCard, TurnContext, TurnInput};
 use agentwire_roost::client::{ClientError, Controller};
@@ -81,13 +81,13 @@ fn fail(code: impl Into<FailureCode>, message: impl Into<String>) -> Outcome {
 fn answer_text(answer: &Answer) -> String {
     match answer {
         Answer::Select { value } | Answer::Input { value } => value.clone(),
-        Answer::Confirm { confirmed } => if *confirmed { "yes" } else { "no" }.into(),
-        Answer::Approve { choice } => if *choice == ApproveChoice::No {
-            "no"
-        } else {
-            "yes"
+        Answer::Choices { choices, text } => {
+            let mut parts = choices.clone();
+            parts.extend(text.clone());
+            parts.join(", ")
         }
-        .into(),
+        Answer::Confirm { confirmed } => if *confirmed { "yes" } else { "no" }.into(),
+        Answer::Approve { choice } => if choice.approves() { "yes" } else { "no" }.into(),
         Answer::NoOperator => "no operator is available".into(),
     }
 }
@@ -276,19 +276,18 @@ async fn turn(
                             default: None,
                         }
                     } else {
+                        // A roost choice is its own id: the reply names it by its text.
                         QuestionKind::Select {
                             question: question.clone(),
-                            options: choices,
+                            options: QuestionOption::labelled(choices),
+                            multiple: false,
+                            freeform: false,
                         }
                     };
                     let call_id = format!("{job}-{rid}");
                     let asked = ctx
                         .asker
-                        .ask(Question {
-                            tool: "roost".into(),
-                            call_id: call_id.clone(),
-                            kind,
-                        })
+                        .ask(Question::new("roost", call_id.clone(), kind))
                         .await;
                     let text = match asked {
                         Asked::Answered(answer) => answer_text(&answer),

@@ -17,7 +17,10 @@ pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
 pub use outcome::{
     Failure, FailureCode, Outcome, Refusal, TurnFailure, TurnResult, Usage, REFUSALS, TURN_FAILURES,
 };
-pub use question::{Answer, ApproveChoice, Asked, CallAnswer, Question, QuestionKind};
+pub use question::{
+    Answer, ApproveChoice, Asked, CallAnswer, Interaction, Question, QuestionKind, QuestionOption,
+    Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
+};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,

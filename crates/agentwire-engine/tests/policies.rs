@@ -3,7 +3,7 @@
 
 use agentwire_core::{
     Answer, ApproveChoice, Asked, ConversationId, Failure, Outcome, Question, QuestionKind,
-    Refusal, RequestId, TurnEvent, TurnFailure, TurnResult, Usage,
+    QuestionOption, Refusal, RequestId, TurnEvent, TurnFailure, TurnResult, Usage,
 };
 use agentwire_engine::{
     Agent, AgentCard, AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply,
@@ -64,14 +64,16 @@ impl Agent for TestAgent {
                 "ask" => {
                     let asked = ctx
                         .asker
-                        .ask(Question {
-                            tool: "pick".into(),
-                            call_id: "call_1".into(),
-                            kind: QuestionKind::Select {
+                        .ask(Question::new(
+                            "pick",
+                            "call_1",
+                            QuestionKind::Select {
                                 question: "which?".into(),
-                                options: vec!["a".into(), "b".into()],
+                                options: QuestionOption::labelled(["a".into(), "b".into()]),
+                                multiple: false,
+                                freeform: false,
                             },
-                        })
+                        ))
                         .await;
                     match asked {
                         Asked::Answered(Answer::Select { value }) => done(&value),

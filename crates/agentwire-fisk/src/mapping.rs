@@ -183,7 +183,9 @@ pub fn block(event: &TurnEvent, iteration: u64) -> Block {
     }
 }
 
-/// The `elicit.request.*` form of a question.
+/// The `elicit.request.*` form of a question. fisk-ai selects exactly one option, by position: a
+/// question of several choices goes out as `input` listing the options (answered with their labels,
+/// comma-separated, see [`live_answer`]), and a free-text choice beside the options is not offered.
 pub fn ask(kind: &QuestionKind) -> Ask {
     match kind.clone() {
         QuestionKind::Approve {
@@ -196,7 +198,27 @@ pub fn ask(kind: &QuestionKind) -> Ask {
             tag,
         },
         QuestionKind::Confirm { question } => Ask::Confirm { question },
-        QuestionKind::Select { question, options } => Ask::Select { question, options },
+        QuestionKind::Select {
+            question,
+            options,
+            multiple: true,
+            ..
+        } => {
+            let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+            Ask::Input {
+                question: format!(
+                    "{question} (one or more of: {}; separated by commas)",
+                    labels.join(", ")
+                ),
+                default: None,
+            }
+        }
+        QuestionKind::Select {
+            question, options, ..
+        } => Ask::Select {
+            question,
+            options: options.into_iter().map(|o| o.label).collect(),
+        },
         QuestionKind::Input { question, default } => Ask::Input { question, default },
     }
 }
@@ -220,9 +242,35 @@ pub fn live_answer(reply: &ElicitAnswer, kind: &QuestionKind) -> Option<Answer> 
         (ElicitAnswer::Confirm(b), QuestionKind::Confirm { .. }) => {
             Answer::Confirm { confirmed: *b }
         }
-        (ElicitAnswer::Select(i), QuestionKind::Select { options, .. }) => Answer::Select {
-            value: options.get(usize::try_from(*i).ok()?)?.clone(),
+        (
+            ElicitAnswer::Select(i),
+            QuestionKind::Select {
+                options,
+                multiple: false,
+                ..
+            },
+        ) => Answer::Select {
+            value: options.get(usize::try_from(*i).ok()?)?.id.clone(),
         },
+        (
+            ElicitAnswer::Input(v),
+            QuestionKind::Select {
+                options,
+                multiple: true,
+                ..
+            },
+        ) => {
+            let mut choices = Vec::new();
+            for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let o = options.iter().find(|o| o.label == part || o.id == part)?;
+                choices.push(o.id.clone());
+            }
+            let a = Answer::Choices {
+                choices,
+                text: None,
+            };
+            return a.fits(kind).then_some(a);
+        }
         (ElicitAnswer::Input(v), QuestionKind::Input { .. }) => Answer::Input { value: v.clone() },
         _ => return None,
     };
@@ -370,8 +418,14 @@ mod tests {
     fn a_select_reply_picks_by_position_and_a_wrong_kind_is_none() {
         let kind = QuestionKind::Select {
             question: "q".into(),
-            options: vec!["a".into(), "b".into()],
+            options: vec![
+                agentwire_core::QuestionOption::new("a", "Alpha"),
+                agentwire_core::QuestionOption::new("b", "Beta"),
+            ],
+            multiple: false,
+            freeform: false,
         };
+        assert!(matches!(ask(&kind), Ask::Select { options, .. } if options == ["Alpha", "Beta"]));
         assert_eq!(
             live_answer(&ElicitAnswer::Select(1), &kind),
             Some(Answer::Select { value: "b".into() })
@@ -382,6 +436,39 @@ mod tests {
             live_answer(&ElicitAnswer::NoOperator, &kind),
             Some(Answer::NoOperator)
         );
+    }
+
+    #[test]
+    fn several_choices_go_out_as_input_and_come_back_as_option_ids() {
+        let kind = QuestionKind::Select {
+            question: "Which?".into(),
+            options: vec![
+                agentwire_core::QuestionOption::new("a", "Alpha"),
+                agentwire_core::QuestionOption::new("b", "Beta"),
+            ],
+            multiple: true,
+            freeform: false,
+        };
+        match ask(&kind) {
+            Ask::Input { question, .. } => assert!(question.contains("Alpha, Beta"), "{question}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            live_answer(&ElicitAnswer::Input("Beta, a".into()), &kind),
+            Some(Answer::Choices {
+                choices: vec!["b".into(), "a".into()],
+                text: None
+            })
+        );
+        assert_eq!(
+            live_answer(&ElicitAnswer::Input("Gamma".into()), &kind),
+            None
+        );
+        assert_eq!(
+            live_answer(&ElicitAnswer::Input("a, a".into()), &kind),
+            None
+        );
+        assert_eq!(live_answer(&ElicitAnswer::Select(0), &kind), None);
     }
 
     #[test]

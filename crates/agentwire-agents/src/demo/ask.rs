@@ -1,4 +1,5 @@
-//! The demo agent's questions: `ask` (select), `confirm`, `input`, and `approve` (the gated `shell` tool).
+//! The demo agent's questions: `ask` (select one), `choose` (select several), `confirm`, `input`, and
+//! `approve` (the gated `shell` tool).
 //!
 //! Each calls a tool (telemetry: tool call, then a result once answered), puts its question through the
 //! turn's asker, and replies with what it got. An answer carried by a resume is used without asking again.
@@ -7,7 +8,7 @@
 
 use super::{failure, parked, reply, DEMO_SHELL_TOOL};
 use agentwire_core::{
-    Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, Refusal, TurnEvent, TurnFailure,
+    Answer, Asked, Outcome, Question, QuestionKind, QuestionOption, Refusal, TurnEvent, TurnFailure,
 };
 use agentwire_engine::{TurnContext, TurnInput};
 use std::time::Instant;
@@ -63,15 +64,17 @@ fn question(word: &str, rest: &str) -> Result<(&'static str, QuestionKind), Stri
             let q = parts.next().unwrap_or_default().to_string();
             let options: Vec<String> = parts.filter(|p| !p.is_empty()).map(String::from).collect();
             if q.is_empty() || options.len() < 2 {
-                return Err(
-                    "ask takes a question and at least two options: ask <q> | a | b".into(),
-                );
+                return Err(format!(
+                    "{word} takes a question and at least two options: {word} <q> | a | b"
+                ));
             }
             (
                 "select",
                 QuestionKind::Select {
                     question: q,
-                    options,
+                    options: QuestionOption::labelled(options),
+                    multiple: word == "choose",
+                    freeform: false,
                 },
             )
         }
@@ -107,11 +110,7 @@ pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnCon
         Some(a) => Asked::Answered(a),
         None => {
             ctx.asker
-                .ask(Question {
-                    tool: tool.into(),
-                    call_id: call_id.clone(),
-                    kind: kind.clone(),
-                })
+                .ask(Question::new(tool, call_id.clone(), kind.clone()))
                 .await
         }
     };
@@ -126,18 +125,22 @@ pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnCon
     let text = match asked {
         Asked::Answered(answer) => match (answer, &kind) {
             (Answer::Approve { choice }, QuestionKind::Approve { display, .. }) => {
-                if choice == ApproveChoice::No {
-                    "declined".to_string()
-                } else {
+                if choice.approves() {
                     format!("ran {display}")
+                } else {
+                    "declined".to_string()
                 }
             }
             (Answer::NoOperator, QuestionKind::Approve { .. }) => "declined".into(),
-            (Answer::NoOperator, _) => "no operator".into(),
-            (Answer::Confirm { confirmed }, _) => if confirmed { "yes" } else { "no" }.into(),
-            (Answer::Select { value }, _) => value,
             (Answer::Input { value }, _) if value.is_empty() => "(empty)".into(),
-            (Answer::Input { value }, _) => value,
+            (a @ Answer::Approve { .. }, _) => {
+                return failure(
+                    input,
+                    TurnFailure::Internal,
+                    format!("an answer of the wrong kind reached {word}: {a:?}"),
+                )
+            }
+            (other, _) if other.fits(&kind) => other.describe(&kind),
             (other, _) => {
                 return failure(
                     input,

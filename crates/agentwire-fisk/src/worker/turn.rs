@@ -8,7 +8,7 @@ use super::{Worker, PROTOCOL};
 use crate::conversation::ConversationMeta;
 use crate::mapping;
 use crate::wire::{self, nats, Ack, Reply};
-use agentwire_core::{Answer, ApproveChoice, ConversationId, Refusal, RequestId};
+use agentwire_core::{Answer, ConversationId, Refusal, RequestId};
 use agentwire_engine::{AnswerReply, Submission, SubmitReply, TurnPolicy};
 use futures_util::StreamExt;
 use std::sync::{Arc, Mutex};
@@ -264,12 +264,7 @@ async fn serve_elicits(
                     .await;
                     continue;
                 };
-                let always = matches!(
-                    answer,
-                    Answer::Approve {
-                        choice: ApproveChoice::Always
-                    }
-                );
+                let always = matches!(answer, Answer::Approve { choice } if choice.stands());
                 match worker
                     .engine
                     .answer(front.request_id(), &m.question_id, answer)
