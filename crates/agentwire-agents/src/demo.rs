@@ -13,6 +13,8 @@
 //! | `confirm <q>` | asks a yes/no question, replies `yes` or `no` |
 //! | `input <q>` | asks for a line of text, replies with it |
 //! | `approve <command>` | calls its approval-gated `shell` tool (which only pretends): `ran <command>` or `declined` |
+//! | `file <name> <text>` | posts a file of that text (a task card links it), replies `Wrote <name>` |
+//! | `handoff [name]` | hands the rest of the turn to a new thread (a task card opens one), replies `Continuing in <name>` |
 //! | anything else | replies `You said: <message>`, streamed as at least two deltas |
 //!
 //! Usage counts words as tokens: the prompt's words in, the reply's words out.
@@ -270,6 +272,29 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                     failure(&input, TurnFailure::ToolError, format!("calculator: {e}"))
                 }
             }
+        }
+        "file" => {
+            let (name, text) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            if name.is_empty() || text.trim().is_empty() {
+                return failure(
+                    &input,
+                    Refusal::InvalidSchema,
+                    "file takes a name and its text: file <name> <text>".into(),
+                );
+            }
+            send(TurnEvent::File {
+                name: name.into(),
+                text: text.trim().into(),
+            })
+            .await;
+            reply(&input, format!("Wrote {name}"))
+        }
+        "handoff" => {
+            let name = Some(rest.to_string()).filter(|n| !n.is_empty());
+            send(TurnEvent::Handoff { name: name.clone() }).await;
+            let text = format!("Continuing in {}", name.as_deref().unwrap_or("Handoff"));
+            send(TurnEvent::Text { text: text.clone() }).await;
+            reply(&input, text)
         }
         "ask" | "choose" | "confirm" | "input" | "approve" => {
             ask::run(word, rest, &input, &ctx).await

@@ -1,4 +1,5 @@
-//! What a turn emits while it runs: status, streamed text, thinking, tool telemetry and warnings.
+//! What a turn emits while it runs: status, streamed text, thinking, tool telemetry, warnings, files it
+//! posts and handoffs.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,5 +64,19 @@ pub enum TurnEvent {
     Warning {
         /// The warning.
         text: String,
+    },
+    /// A file the agent posts for the person (a task card posts it as a thread message and links it from
+    /// the result; other protocols say it in their status).
+    File {
+        /// The file's name.
+        name: String,
+        /// Its text.
+        text: String,
+    },
+    /// The agent hands the rest of the turn to a new thread (a task card opens a kind 11 thread in its home
+    /// room and continues there; other protocols say it in their status).
+    Handoff {
+        /// The handoff's name, when it has one.
+        name: Option<String>,
     },
 }

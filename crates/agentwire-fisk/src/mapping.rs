@@ -173,14 +173,21 @@ pub fn block(event: &TurnEvent, iteration: u64) -> Block {
             };
             Block::tool_result(call_id, wire::trim_block_text(&text), !success)
         }
-        TurnEvent::Warning { text } => {
-            let mut b = Block::warning("agent");
-            if let Block::Warning(w) = &mut b {
-                w.params = vec![wire::trim_block_text(text).to_string()];
-            }
-            b
-        }
+        TurnEvent::Warning { text } => warning(text),
+        TurnEvent::File { name, .. } => warning(&format!("posted {name}")),
+        TurnEvent::Handoff { name } => warning(&format!(
+            "handed off to {}",
+            name.as_deref().unwrap_or("a new thread")
+        )),
     }
+}
+
+fn warning(text: &str) -> Block {
+    let mut b = Block::warning("agent");
+    if let Block::Warning(w) = &mut b {
+        w.params = vec![wire::trim_block_text(text).to_string()];
+    }
+    b
 }
 
 /// The `elicit.request.*` form of a question. fisk-ai selects exactly one option, by position: a

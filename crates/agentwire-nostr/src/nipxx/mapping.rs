@@ -74,6 +74,15 @@ pub fn event(event: TurnEvent, next_seq: &mut u64, private: bool, now: u64) -> R
         TurnEvent::Thinking { text } | TurnEvent::Warning { text } => {
             status("thinking", None, Some(text))
         }
+        TurnEvent::File { name, .. } => status("thinking", None, Some(format!("posted {name}"))),
+        TurnEvent::Handoff { name } => status(
+            "thinking",
+            None,
+            Some(format!(
+                "handed off to {}",
+                name.as_deref().unwrap_or("a new thread")
+            )),
+        ),
         TurnEvent::ToolCall {
             name, arguments, ..
         } => {

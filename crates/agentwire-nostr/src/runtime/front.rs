@@ -41,12 +41,12 @@ impl Outbox {
         }
     }
 
-    fn start(&self) {
+    pub(crate) fn start(&self) {
         self.in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    fn done(&self) {
+    pub(crate) fn done(&self) {
         if self
             .in_flight
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)

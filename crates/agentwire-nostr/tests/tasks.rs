@@ -1,0 +1,653 @@
+//! The task-card adapter against the real embedded relay over loopback WebSockets: people in a room give
+//! the demo agent tasks (43001) and watch the cards (43002-43006), answer its question cards (kind 1111),
+//! cancel with 43005 or `!cancel`; files and handoffs become thread messages; a refused terminal is sent
+//! again; a restart does not run a finished task again.
+
+use agentwire_agents::DemoAgent;
+use agentwire_engine::{Engine, Front};
+use agentwire_nostr::crypto::Crypto;
+use agentwire_nostr::relay_conn::{Incoming, RelayConn};
+use agentwire_nostr::tasks::{TaskAdapter, TaskConfig, DEFAULT_MAX_RUNNING_TASKS};
+use agentwire_relay::{RelayConfig, RelayHandle, RoomConfig};
+use agentwire_store::SqliteJournal;
+use futures_util::{SinkExt, StreamExt};
+use nostr::prelude::{
+    ClientMessage, Event, EventBuilder, EventId, Filter, Keys, Kind, PublicKey, RelayMessage,
+    SingleLetterTag, Tag,
+};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn tag(parts: &[&str]) -> Tag {
+    Tag::parse(parts.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+}
+
+struct Person {
+    crypto: Crypto,
+    conn: RelayConn,
+    incoming: mpsc::Receiver<Incoming>,
+    /// Events seen but not taken yet, in order.
+    unread: Vec<Event>,
+}
+
+impl Person {
+    async fn join(url: &str, keys: Keys) -> Person {
+        let (conn, incoming) = RelayConn::connect(url);
+        assert!(conn.wait_connected(WAIT).await);
+        let h = SingleLetterTag::from_char('h').unwrap();
+        conn.subscribe(
+            "room",
+            vec![Filter::new()
+                .kinds((43002..=43006).map(Kind::Custom).chain([
+                    Kind::Custom(9),
+                    Kind::Custom(11),
+                    Kind::Custom(12),
+                ]))
+                .custom_tags(h, ["lab", "home"])],
+        );
+        let mut p = Person {
+            crypto: Crypto::new(keys),
+            conn,
+            incoming,
+            unread: Vec::new(),
+        };
+        p.eose().await;
+        p
+    }
+
+    async fn eose(&mut self) {
+        loop {
+            match tokio::time::timeout(WAIT, self.incoming.recv()).await {
+                Ok(Some(Incoming::Eose(_))) => return,
+                Ok(Some(_)) => {}
+                other => panic!("no EOSE: {other:?}"),
+            }
+        }
+    }
+
+    async fn publish(&self, kind: u16, content: &str, tags: Vec<Tag>) -> Event {
+        let ev = self
+            .crypto
+            .sign(EventBuilder::new(Kind::Custom(kind), content).tags(tags));
+        let ok = self.conn.publish(&ev).await.unwrap();
+        assert!(ok.accepted, "{}", ok.message);
+        ev
+    }
+
+    async fn task(&self, agent: PublicKey, prompt: &str, extra: Vec<Tag>) -> Event {
+        let mut tags = vec![Tag::public_key(agent), tag(&["h", "lab"])];
+        tags.extend(extra);
+        self.publish(43001, prompt, tags).await
+    }
+
+    /// The next event of the room that `want` takes, within `wait`; the others stay for later calls.
+    async fn next(&mut self, wait: Duration, want: impl Fn(&Event) -> bool) -> Option<Event> {
+        if let Some(i) = self.unread.iter().position(&want) {
+            return Some(self.unread.remove(i));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.incoming.recv()).await {
+                Ok(Some(Incoming::Event { event, .. })) if want(&event) => return Some(*event),
+                Ok(Some(Incoming::Event { event, .. })) => self.unread.push(*event),
+                Ok(Some(_)) => {}
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every event about `request` until its terminal (and `settle` after it, to catch a second one).
+    async fn card(&mut self, request: &EventId, settle: Duration) -> Vec<Event> {
+        let mut seen = Vec::new();
+        let about = |e: &Event| {
+            e.tags
+                .iter()
+                .any(|t| t.as_slice().get(1) == Some(&request.to_hex()))
+        };
+        while let Some(e) = self.next(WAIT, about).await {
+            let kind = e.kind.as_u16();
+            seen.push(e);
+            if kind == 43004 || kind == 43006 {
+                break;
+            }
+        }
+        while let Some(e) = self.next(settle, about).await {
+            seen.push(e);
+        }
+        seen
+    }
+}
+
+fn kinds(events: &[Event]) -> Vec<u16> {
+    events.iter().map(|e| e.kind.as_u16()).collect()
+}
+
+fn terminals(events: &[Event]) -> Vec<&Event> {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind.as_u16(), 43004 | 43006))
+        .collect()
+}
+
+fn values<'a>(e: &'a Event, name: &str) -> Vec<&'a str> {
+    e.tags
+        .iter()
+        .map(|t| t.as_slice())
+        .filter(|t| t.first().map(String::as_str) == Some(name))
+        .filter_map(|t| t.get(1).map(String::as_str))
+        .collect()
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    relay: RelayHandle,
+    agent: Keys,
+    alice: Keys,
+    bob: Keys,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, alice, bob) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let mut rc = RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        dir.path().join("relay.sqlite"),
+    );
+    rc.rooms = vec![
+        RoomConfig {
+            id: "lab".into(),
+            name: "Lab".into(),
+            closed: true,
+            private: false,
+            members: vec![alice.public_key(), bob.public_key()],
+            admins: vec![],
+        },
+        RoomConfig {
+            id: "home".into(),
+            name: "Home".into(),
+            closed: true,
+            private: false,
+            members: vec![alice.public_key()],
+            admins: vec![],
+        },
+    ];
+    rc.room_writers.insert(agent.public_key());
+    rc.relay_keys = Some(Keys::generate());
+    let relay = agentwire_relay::start(rc).await.unwrap();
+    Setup {
+        _dir: dir,
+        relay,
+        agent,
+        alice,
+        bob,
+    }
+}
+
+fn config(url: &str, s: &Setup) -> TaskConfig {
+    TaskConfig {
+        relay: url.to_string(),
+        watch: ["lab".to_string()].into(),
+        allowed: [s.alice.public_key(), s.bob.public_key()].into(),
+        home: Some("home".into()),
+        progress_interval: Duration::from_millis(700),
+        question_window: Duration::from_secs(60),
+        backlog_horizon: Duration::from_secs(600),
+        max_running: DEFAULT_MAX_RUNNING_TASKS,
+        verified_relay: true,
+    }
+}
+
+async fn adapter(dir: &Path, config: TaskConfig, agent: &Keys) -> (Arc<Engine>, Arc<TaskAdapter>) {
+    let journal = Arc::new(SqliteJournal::open(&dir.join("journal.sqlite")).unwrap());
+    let engine = Engine::new(journal, Arc::new(DemoAgent));
+    let adapter =
+        TaskAdapter::start(config, Arc::new(Crypto::new(agent.clone())), engine.clone()).await;
+    let fronts: Vec<Arc<dyn Front>> = vec![adapter.clone()];
+    engine.recover_fronts(&fronts).await.unwrap();
+    (engine, adapter)
+}
+
+#[tokio::test]
+async fn a_task_is_accepted_then_answered_with_one_result_linking_its_thread_reply() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice.task(s.agent.public_key(), "calc 6*7", vec![]).await;
+    let card = alice.card(&req.id, Duration::from_millis(1500)).await;
+    let ks = kinds(&card);
+    assert_eq!(ks.first(), Some(&43002), "accepted first: {ks:?}");
+    assert_eq!(ks.iter().filter(|k| **k == 43002).count(), 1, "{ks:?}");
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1, "exactly one terminal: {ks:?}");
+    assert_eq!(t[0].kind.as_u16(), 43004);
+    assert_eq!(t[0].content, "42");
+    assert_eq!(values(t[0], "p"), vec![s.alice.public_key().to_hex()]);
+    assert_eq!(values(t[0], "h"), vec!["lab"]);
+    let es = values(t[0], "e");
+    assert_eq!(es[0], req.id.to_hex(), "the first e is the request");
+    let reply = card
+        .iter()
+        .find(|e| e.kind.as_u16() == 12)
+        .expect("the full reply as a thread message");
+    assert_eq!(reply.content, "42");
+    assert!(
+        es.contains(&reply.id.to_hex().as_str()),
+        "the result links it"
+    );
+    assert!(reply
+        .tags
+        .iter()
+        .any(|t| t.as_slice() == ["e", &req.id.to_hex(), "", "root"]));
+}
+
+#[tokio::test]
+async fn requests_from_strangers_or_other_rooms_are_ignored_and_a_shared_thread_keeps_separate_cards(
+) {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    // Not for this agent.
+    let other = alice
+        .publish(
+            43001,
+            "hello",
+            vec![
+                Tag::public_key(Keys::generate().public_key()),
+                tag(&["h", "lab"]),
+            ],
+        )
+        .await;
+    // In a room it does not watch.
+    let elsewhere = alice
+        .publish(
+            43001,
+            "hello",
+            vec![Tag::public_key(s.agent.public_key()), tag(&["h", "home"])],
+        )
+        .await;
+    let first = alice.task(s.agent.public_key(), "one", vec![]).await;
+    let root = first.id.to_hex();
+    let second = alice
+        .task(
+            s.agent.public_key(),
+            "two",
+            vec![tag(&["e", &root, "", "root"])],
+        )
+        .await;
+    let a = alice.card(&first.id, Duration::from_millis(300)).await;
+    let b = alice.card(&second.id, Duration::from_millis(300)).await;
+    assert_eq!(terminals(&a).len(), 1);
+    let tb = terminals(&b);
+    assert_eq!(tb.len(), 1);
+    assert_eq!(tb[0].content, "You said: two");
+    // It names both the root (the first request) and its own request, so either card may have it.
+    let reply = a
+        .iter()
+        .chain(&b)
+        .find(|e| e.kind.as_u16() == 12 && e.content == "You said: two")
+        .expect("the second task's reply");
+    assert!(
+        reply
+            .tags
+            .iter()
+            .any(|t| t.as_slice() == ["e", &root, "", "root"]),
+        "the thread's root"
+    );
+    assert!(
+        reply
+            .tags
+            .iter()
+            .any(|t| t.as_slice() == ["e", &second.id.to_hex(), "", "reply"]),
+        "names the request it answers"
+    );
+    for ignored in [other.id, elsewhere.id] {
+        let seen = alice
+            .next(Duration::from_millis(500), |e| {
+                e.kind.as_u16() >= 43002 && values(e, "e").contains(&ignored.to_hex().as_str())
+            })
+            .await;
+        assert!(seen.is_none(), "no card for an ignored request");
+    }
+}
+
+#[tokio::test]
+async fn a_question_card_is_answered_in_the_room_and_the_answer_goes_back_into_the_turn() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice
+        .task(
+            s.agent.public_key(),
+            "choose Which colours? | red | green | blue",
+            vec![],
+        )
+        .await;
+    let q = alice
+        .next(WAIT, |e| {
+            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
+        })
+        .await
+        .expect("a question card");
+    assert_eq!(values(&q, "selection"), ["multiple"]);
+    assert_eq!(values(&q, "p"), [s.alice.public_key().to_hex()]);
+    assert_eq!(values(&q, "h"), ["lab"]);
+    assert!(!values(&q, "expiration").is_empty());
+    let agent = s.agent.public_key().to_hex();
+    let answer_tags = |qid: &str| {
+        vec![
+            tag(&["E", qid]),
+            tag(&["e", qid]),
+            tag(&["K", "9"]),
+            tag(&["k", "9"]),
+            tag(&["P", &agent]),
+            tag(&["p", &agent]),
+            tag(&["h", "lab"]),
+        ]
+    };
+    // Bob is not asked: the relay refuses his answer.
+    let bob = Person::join(&url, s.bob.clone()).await;
+    let ev = bob
+        .crypto
+        .sign(EventBuilder::new(Kind::Custom(1111), "[\"red\"]").tags(answer_tags(&q.id.to_hex())));
+    let ok = bob.conn.publish(&ev).await.unwrap();
+    assert!(
+        !ok.accepted && ok.message.starts_with("restricted:"),
+        "{}",
+        ok.message
+    );
+    alice
+        .publish(1111, "[\"blue\",\"red\"]", answer_tags(&q.id.to_hex()))
+        .await;
+    let card = alice.card(&req.id, Duration::from_millis(300)).await;
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].content, "blue, red");
+}
+
+#[tokio::test]
+async fn an_approval_card_answered_for_the_session_runs_the_command() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice
+        .task(s.agent.public_key(), "approve make deploy", vec![])
+        .await;
+    let q = alice
+        .next(WAIT, |e| {
+            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
+        })
+        .await
+        .expect("an approval card");
+    assert_eq!(values(&q, "interaction"), ["approval"]);
+    let options: Vec<&str> = values(&q, "option");
+    assert_eq!(options, ["once", "session", "always", "deny"]);
+    let agent = s.agent.public_key().to_hex();
+    let qid = q.id.to_hex();
+    alice
+        .publish(
+            1111,
+            "session",
+            vec![
+                tag(&["E", &qid]),
+                tag(&["e", &qid]),
+                tag(&["K", "9"]),
+                tag(&["k", "9"]),
+                tag(&["P", &agent]),
+                tag(&["p", &agent]),
+                tag(&["h", "lab"]),
+            ],
+        )
+        .await;
+    let card = alice.card(&req.id, Duration::from_millis(300)).await;
+    assert_eq!(terminals(&card)[0].content, "ran make deploy");
+}
+
+#[tokio::test]
+async fn the_requesters_43005_stops_the_task_silently_and_a_cancel_command_names_its_sender() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice
+        .task(s.agent.public_key(), "sleep 20000", vec![])
+        .await;
+    alice
+        .next(WAIT, |e| e.kind.as_u16() == 43002)
+        .await
+        .expect("accepted");
+    alice
+        .publish(
+            43005,
+            "",
+            vec![
+                Tag::event(req.id),
+                Tag::public_key(s.agent.public_key()),
+                tag(&["h", "lab"]),
+            ],
+        )
+        .await;
+    let after = alice
+        .next(Duration::from_millis(2500), |e| {
+            matches!(e.kind.as_u16(), 43004 | 43006)
+        })
+        .await;
+    assert!(
+        after.is_none(),
+        "nothing after the requester's cancel: {after:?}"
+    );
+    assert_eq!(engine.live_turns(), 0, "the turn stopped");
+
+    // `!cancel` from another allowed user, in the thread, mentioning the agent.
+    let req = alice
+        .task(s.agent.public_key(), "sleep 20000", vec![])
+        .await;
+    alice
+        .next(WAIT, |e| e.kind.as_u16() == 43002)
+        .await
+        .expect("accepted");
+    let bob = Person::join(&url, s.bob.clone()).await;
+    bob.publish(
+        12,
+        "!cancel",
+        vec![
+            tag(&["h", "lab"]),
+            tag(&["e", &req.id.to_hex(), "", "root"]),
+            Tag::public_key(s.agent.public_key()),
+        ],
+    )
+    .await;
+    let card = alice.card(&req.id, Duration::from_millis(1500)).await;
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1, "{:?}", kinds(&card));
+    assert_eq!(t[0].kind.as_u16(), 43006);
+    assert_eq!(
+        t[0].content,
+        format!("Cancelled by {}", s.bob.public_key().to_hex())
+    );
+}
+
+#[tokio::test]
+async fn progress_is_throttled_and_files_and_handoffs_become_thread_messages() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice.task(s.agent.public_key(), "sleep 2500", vec![]).await;
+    let card = alice.card(&req.id, Duration::from_millis(300)).await;
+    let progress: Vec<&Event> = card.iter().filter(|e| e.kind.as_u16() == 43003).collect();
+    // 25 ticks over 2.5 s, at most one 43003 per 0.7 s.
+    assert!(
+        !progress.is_empty() && progress.len() <= 5,
+        "{} progress events",
+        progress.len()
+    );
+    assert!(
+        progress.iter().all(|p| p.content.starts_with("tick ")),
+        "{:?}",
+        progress[0].content
+    );
+    for w in progress.windows(2) {
+        assert_ne!(
+            w[0].content, w[1].content,
+            "nothing is sent twice unchanged"
+        );
+    }
+
+    let req = alice
+        .task(
+            s.agent.public_key(),
+            "file notes.txt the whole text",
+            vec![],
+        )
+        .await;
+    let card = alice.card(&req.id, Duration::from_millis(300)).await;
+    let file = card
+        .iter()
+        .find(|e| e.kind.as_u16() == 12 && values(e, "file") == ["notes.txt"])
+        .expect("the file as a thread message");
+    assert_eq!(file.content, "the whole text");
+    let t = terminals(&card)[0];
+    assert_eq!(t.content, "Wrote notes.txt\nPosted notes.txt");
+    assert!(values(t, "e").contains(&file.id.to_hex().as_str()));
+
+    let req = alice
+        .task(s.agent.public_key(), "handoff Deploy", vec![])
+        .await;
+    let thread = alice
+        .next(WAIT, |e| e.kind.as_u16() == 11)
+        .await
+        .expect("a handoff thread");
+    assert_eq!(thread.content, "Deploy");
+    assert_eq!(values(&thread, "h"), ["home"]);
+    let reply = alice
+        .next(WAIT, |e| {
+            e.kind.as_u16() == 12 && e.content == "Continuing in Deploy"
+        })
+        .await
+        .expect("the reply");
+    let card = alice.card(&req.id, Duration::from_millis(300)).await;
+    let t = terminals(&card)[0];
+    assert_eq!(t.content, "Continuing in Deploy");
+    assert_eq!(values(t, "h"), ["lab"], "the card stays in the task's room");
+    assert!(
+        values(t, "e").contains(&reply.id.to_hex().as_str()),
+        "links the reply"
+    );
+    assert!(
+        reply
+            .tags
+            .iter()
+            .any(|t| t.as_slice() == ["e", &thread.id.to_hex(), "", "root"]),
+        "continues in the handoff thread"
+    );
+    assert_eq!(values(&reply, "h"), ["home"]);
+}
+
+/// A proxy in front of the relay that refuses the first task terminal it sees (`OK false`), passing
+/// everything else through.
+async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let refused = Arc::new(AtomicUsize::new(0));
+    let count = refused.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let upstream = upstream.clone();
+            let refused = count.clone();
+            tokio::spawn(async move {
+                let Ok(mut client) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                let (mut relay, _) = tokio_tungstenite::connect_async(upstream.as_str())
+                    .await
+                    .unwrap();
+                loop {
+                    tokio::select! {
+                        m = client.next() => match m {
+                            Some(Ok(Message::Text(t))) => {
+                                if let Ok(ClientMessage::Event(ev)) = ClientMessage::from_json(t.as_str()) {
+                                    let terminal = matches!(ev.kind.as_u16(), 43004 | 43006);
+                                    if terminal && refused.fetch_add(1, Ordering::SeqCst) == 0 {
+                                        let no = RelayMessage::ok(ev.id, false, "error: refused once by the test proxy");
+                                        let _ = client.send(Message::text(no.as_json())).await;
+                                        continue;
+                                    }
+                                }
+                                if relay.send(Message::Text(t)).await.is_err() { return }
+                            }
+                            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                            Some(Ok(other)) => { let _ = relay.send(other).await; }
+                        },
+                        m = relay.next() => match m {
+                            Some(Ok(m)) => if client.send(m).await.is_err() { return },
+                            _ => return,
+                        },
+                    }
+                }
+            });
+        }
+    });
+    (url, refused)
+}
+
+#[tokio::test]
+async fn a_refused_terminal_is_published_again() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (proxy, refused) = refusing_proxy(url.clone()).await;
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&proxy, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let started = tokio::time::Instant::now();
+    let req = alice.task(s.agent.public_key(), "hello", vec![]).await;
+    let card = alice.card(&req.id, Duration::from_millis(1500)).await;
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1, "{:?}", kinds(&card));
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        2,
+        "refused once, then sent again"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "after the 1 s retry delay"
+    );
+}
+
+/// (The daemon test `crates/agentwire/tests/tasks.rs` kills the process mid-task; this one shows the relay
+/// check alone, with a journal that knows nothing.)
+#[tokio::test]
+async fn with_a_fresh_journal_a_task_the_relay_shows_finished_does_not_run_again() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let first = tempfile::tempdir().unwrap();
+    let (_engine, adapter1) = adapter(first.path(), config(&url, &s), &s.agent).await;
+    let done = alice.task(s.agent.public_key(), "calc 1+1", vec![]).await;
+    let card = alice.card(&done.id, Duration::from_millis(200)).await;
+    assert_eq!(terminals(&card).len(), 1);
+    adapter1.stop().await;
+    let open = alice.task(s.agent.public_key(), "calc 2+2", vec![]).await;
+    let fresh = tempfile::tempdir().unwrap();
+    let (_engine2, _adapter2) = adapter(fresh.path(), config(&url, &s), &s.agent).await;
+    let card = alice.card(&open.id, Duration::from_millis(1500)).await;
+    assert_eq!(terminals(&card)[0].content, "4", "the one left open runs");
+    let again = alice
+        .next(Duration::from_millis(500), |e| {
+            e.kind.as_u16() == 43002 && values(e, "e").contains(&done.id.to_hex().as_str())
+        })
+        .await;
+    assert!(again.is_none(), "a finished task is not run again");
+}
