@@ -164,15 +164,29 @@ impl RelayConn {
     /// `wss://` is logged as an error and the connection ends at once (check it first with
     /// [`check_relay_url`] to report it to the user).
     pub fn connect(url: &str) -> (RelayConn, mpsc::Receiver<Incoming>) {
-        Self::start(url, None)
+        Self::start(url, None, None)
     }
 
     /// Like [`connect`](Self::connect), with this TLS configuration for a `wss://` relay.
     pub fn connect_with_tls(url: &str, tls: RelayTls) -> (RelayConn, mpsc::Receiver<Incoming>) {
-        Self::start(url, Some(tls))
+        Self::start(url, Some(tls), None)
     }
 
-    fn start(url: &str, tls: Option<RelayTls>) -> (RelayConn, mpsc::Receiver<Incoming>) {
+    /// Like [`connect`](Self::connect), answering the relay's NIP-42 `AUTH` challenges as `signer` (so a
+    /// relay that keeps rooms private shows this key what its members may read). A subscription the relay
+    /// closed with `auth-required:` before the answer is opened again by the usual backoff.
+    pub fn connect_authenticated(
+        url: &str,
+        signer: Arc<crate::crypto::Crypto>,
+    ) -> (RelayConn, mpsc::Receiver<Incoming>) {
+        Self::start(url, None, Some(signer))
+    }
+
+    fn start(
+        url: &str,
+        tls: Option<RelayTls>,
+        signer: Option<Arc<crate::crypto::Crypto>>,
+    ) -> (RelayConn, mpsc::Receiver<Incoming>) {
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let (in_tx, in_rx) = mpsc::channel(INCOMING_QUEUE_DEPTH);
         let (conn_tx, conn_rx) = watch::channel(false);
@@ -189,6 +203,8 @@ impl RelayConn {
             subs: Subscriptions::default(),
             incoming: in_tx,
             connected: conn_tx,
+            signer,
+            replies: Vec::new(),
         };
         tokio::spawn(task.run(cmd_rx));
         (conn, in_rx)
@@ -267,6 +283,10 @@ struct Driver {
     subs: Subscriptions,
     incoming: mpsc::Sender<Incoming>,
     connected: watch::Sender<bool>,
+    /// Answers `AUTH` challenges, when set.
+    signer: Option<Arc<crate::crypto::Crypto>>,
+    /// What handling a relay message gave to send back (an `AUTH` answer).
+    replies: Vec<String>,
 }
 
 impl Driver {
@@ -339,7 +359,7 @@ impl Driver {
                                 msg = stream.next() => match msg {
                                     Some(Ok(Message::Text(t))) => {
                                         if !self.handle(t.as_str()).await { return }
-                                        Vec::new()
+                                        std::mem::take(&mut self.replies)
                                     }
                                     Some(Ok(Message::Ping(p))) => { let _ = sink.send(Message::Pong(p)).await; Vec::new() }
                                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
@@ -455,6 +475,19 @@ impl Driver {
             }
             RelayMessage::Notice(n) => {
                 tracing::info!(relay = %self.url, notice = %n, "relay notice");
+                return true;
+            }
+            RelayMessage::Auth { challenge } => {
+                if let Some(signer) = &self.signer {
+                    let tags = [["relay", self.url.as_str()], ["challenge", &challenge]]
+                        .into_iter()
+                        .filter_map(|t| nostr::prelude::Tag::parse(t).ok());
+                    let event = signer.sign(
+                        nostr::prelude::EventBuilder::new(nostr::prelude::Kind::Authentication, "")
+                            .tags(tags),
+                    );
+                    self.replies.push(ClientMessage::auth(event).as_json());
+                }
                 return true;
             }
             _ => return true,

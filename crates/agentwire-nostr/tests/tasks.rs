@@ -38,7 +38,13 @@ struct Person {
 
 impl Person {
     async fn join(url: &str, keys: Keys) -> Person {
-        let (conn, incoming) = RelayConn::connect(url);
+        Self::join_rooms(url, keys, &["lab", "home", "vault"]).await
+    }
+
+    /// Joins, watching `rooms` (a room the person may not read would leave the subscription closed).
+    async fn join_rooms(url: &str, keys: Keys, rooms: &[&str]) -> Person {
+        let crypto = Arc::new(Crypto::new(keys.clone()));
+        let (conn, incoming) = RelayConn::connect_authenticated(url, crypto);
         assert!(conn.wait_connected(WAIT).await);
         let h = SingleLetterTag::from_char('h').unwrap();
         conn.subscribe(
@@ -49,7 +55,7 @@ impl Person {
                     Kind::Custom(11),
                     Kind::Custom(12),
                 ]))
-                .custom_tags(h, ["lab", "home"])],
+                .custom_tags(h, rooms.iter().copied())],
         );
         let mut p = Person {
             crypto: Crypto::new(keys),
@@ -169,6 +175,14 @@ async fn setup() -> Setup {
             admins: vec![],
         },
         RoomConfig {
+            id: "vault".into(),
+            name: "Vault".into(),
+            closed: true,
+            private: true,
+            members: vec![alice.public_key(), agent.public_key()],
+            admins: vec![],
+        },
+        RoomConfig {
             id: "home".into(),
             name: "Home".into(),
             closed: true,
@@ -192,7 +206,7 @@ async fn setup() -> Setup {
 fn config(url: &str, s: &Setup) -> TaskConfig {
     TaskConfig {
         relay: url.to_string(),
-        watch: ["lab".to_string()].into(),
+        watch: ["lab".to_string(), "vault".to_string()].into(),
         allowed: [s.alice.public_key(), s.bob.public_key()].into(),
         home: Some("home".into()),
         progress_interval: Duration::from_millis(700),
@@ -354,7 +368,7 @@ async fn a_question_card_is_answered_in_the_room_and_the_answer_goes_back_into_t
         ]
     };
     // Bob is not asked: the relay refuses his answer.
-    let bob = Person::join(&url, s.bob.clone()).await;
+    let bob = Person::join_rooms(&url, s.bob.clone(), &["lab"]).await;
     let ev = bob
         .crypto
         .sign(EventBuilder::new(Kind::Custom(1111), "[\"red\"]").tags(answer_tags(&q.id.to_hex())));
@@ -455,7 +469,7 @@ async fn the_requesters_43005_stops_the_task_silently_and_a_cancel_command_names
         .next(WAIT, |e| e.kind.as_u16() == 43002)
         .await
         .expect("accepted");
-    let bob = Person::join(&url, s.bob.clone()).await;
+    let bob = Person::join_rooms(&url, s.bob.clone(), &["lab"]).await;
     bob.publish(
         12,
         "!cancel",
@@ -650,4 +664,59 @@ async fn with_a_fresh_journal_a_task_the_relay_shows_finished_does_not_run_again
         })
         .await;
     assert!(again.is_none(), "a finished task is not run again");
+}
+
+#[tokio::test]
+async fn in_a_private_room_the_adapter_authenticates_to_read_its_tasks() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice
+        .publish(
+            43001,
+            "calc 2*21",
+            vec![Tag::public_key(s.agent.public_key()), tag(&["h", "vault"])],
+        )
+        .await;
+    // The room's reads need AUTH: the person's subscription is opened again once it has authenticated.
+    let card = alice.card(&req.id, Duration::from_millis(200)).await;
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1, "{:?}", kinds(&card));
+    assert_eq!(t[0].content, "42");
+    assert_eq!(values(t[0], "h"), ["vault"]);
+}
+
+#[tokio::test]
+async fn an_unanswered_question_card_expires_and_the_task_ends_with_one_error() {
+    let s = setup().await;
+    let url = s.relay.url();
+    let mut c = config(&url, &s);
+    c.question_window = Duration::from_secs(1);
+    let (_engine, _adapter) = adapter(s._dir.path(), c, &s.agent).await;
+    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let req = alice
+        .task(s.agent.public_key(), "confirm Ship it?", vec![])
+        .await;
+    let q = alice
+        .next(WAIT, |e| {
+            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
+        })
+        .await
+        .expect("a confirmation card");
+    assert_eq!(values(&q, "interaction"), ["confirmation"]);
+    let expires: u64 = values(&q, "expiration")[0].parse().unwrap();
+    assert!(
+        expires <= q.created_at.as_secs() + 2,
+        "the card expires with the window"
+    );
+    let card = alice.card(&req.id, Duration::from_millis(1500)).await;
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1, "{:?}", kinds(&card));
+    assert_eq!(t[0].kind.as_u16(), 43006);
+    assert!(
+        t[0].content.contains("waiting for an answer"),
+        "{}",
+        t[0].content
+    );
 }

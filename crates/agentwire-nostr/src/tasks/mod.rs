@@ -156,7 +156,7 @@ pub fn request_id(event: &EventId) -> RequestId {
 impl TaskAdapter {
     /// Connects to the rooms' relay and starts taking tasks.
     pub async fn start(config: TaskConfig, crypto: Arc<Crypto>, engine: Arc<Engine>) -> Arc<Self> {
-        let (relay, incoming) = RelayConn::connect(&config.relay);
+        let (relay, incoming) = RelayConn::connect_authenticated(&config.relay, crypto.clone());
         let (ended_tx, ended_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             crypto,
