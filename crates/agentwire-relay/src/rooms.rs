@@ -168,7 +168,8 @@ pub fn room_of(event: &Event) -> Option<&str> {
         .map(String::as_str)
 }
 
-fn valid_id(id: &str) -> bool {
+/// Whether `id` is a room id this relay takes: 1 to [`MAX_ROOM_ID_LEN`] of a-z, 0-9, `-` and `_`.
+pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ROOM_ID_LEN
         && id

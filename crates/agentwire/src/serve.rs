@@ -1,5 +1,5 @@
-//! `agentwire serve`: the embedded relay, the journal, the engine, the NIP-XX runtime, the fisk-ai worker and
-//! the roost supervisor, wired together from the one resolved configuration ([`crate::config::Resolved`]).
+//! `agentwire serve`: the embedded relay, the journal, the engine, the NIP-XX runtime, the task-card
+//! adapter, the fisk-ai worker and the roost supervisor, wired together from the one resolved configuration ([`crate::config::Resolved`]).
 
 use crate::config::{AgentKind, Resolved};
 use crate::keys;
@@ -8,6 +8,7 @@ use agentwire_engine::{Agent, Engine, Front, TurnFront};
 use agentwire_fisk::worker::Worker;
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
+use agentwire_nostr::tasks::{TaskAdapter, TaskConfig};
 use agentwire_store::SqliteJournal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -46,6 +47,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         nipxx,
         nats,
         roost,
+        tasks,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
@@ -59,8 +61,12 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let embedded = match relay {
         Some(mut rc) => {
             rc.unlimited_authors.insert(agent_keys.public_key());
+            if tasks.is_some() {
+                // The agent's key writes (and reads) in every room it watches.
+                rc.room_writers.insert(agent_keys.public_key());
+            }
             rc.health = Some(health_check(&engine));
-            if !rc.rooms.is_empty() || !rc.admins.is_empty() {
+            if !rc.rooms.is_empty() || !rc.admins.is_empty() || tasks.is_some() {
                 rc.relay_keys = Some(keys::load_or_create(&data_dir, RELAY_KEY_FILE)?);
             }
             Some(
@@ -92,6 +98,28 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         ),
     };
     let crypto = Arc::new(Crypto::new(agent_keys.clone()));
+    let task_adapter = match &tasks {
+        // The rooms live on the embedded relay when it runs, else on the first relay given.
+        Some(t) => Some(
+            TaskAdapter::start(
+                TaskConfig {
+                    relay: relays.first().cloned().unwrap_or_default(),
+                    watch: t.watch.iter().cloned().collect(),
+                    allowed: t.allowed.iter().copied().collect(),
+                    home: t.home.clone(),
+                    progress_interval: t.progress_interval,
+                    question_window: t.question_window,
+                    backlog_horizon: nipxx.backlog_horizon,
+                    max_running: t.max_running,
+                    verified_relay: embedded.is_some(),
+                },
+                crypto.clone(),
+                engine.clone(),
+            )
+            .await,
+        ),
+        None => None,
+    };
     let runtime = Runtime::start(
         RuntimeConfig {
             relays: relays.clone(),
@@ -110,6 +138,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let mut fronts: Vec<Arc<dyn Front>> = vec![runtime.clone()];
     if let Some(w) = &fisk {
         fronts.push(w.clone());
+    }
+    if let Some(t) = &task_adapter {
+        fronts.push(t.clone());
     }
     // One recovery pass for every protocol's turns a crash cut off, whichever fronts are on now: a NIP-XX
     // run's client is told on the relay; a fisk-ai caller's inbox is gone, so its turn is ended in the
@@ -141,6 +172,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         "data_dir": data_dir,
         "roost_socket": roost_socket,
     });
+    if let Some(t) = &tasks {
+        ready["tasks"] = serde_json::json!({ "watch": t.watch, "home": t.home });
+    }
     if let Some(w) = &fisk {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
     }

@@ -83,9 +83,22 @@ struct View<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    tasks: Option<TasksView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     relay: Option<RelayView<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     rooms: Vec<RoomView<'a>>,
+}
+
+#[derive(Serialize)]
+struct TasksView<'a> {
+    watch: Vec<&'a str>,
+    allowed: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    home: Option<&'a str>,
+    progress_interval_secs: u64,
+    question_window_secs: u64,
+    max_running: usize,
 }
 
 #[derive(Serialize)]
@@ -215,6 +228,14 @@ impl<'a> View<'a> {
                     .collect(),
             },
             agents,
+            tasks: c.tasks.as_ref().map(|t| TasksView {
+                watch: t.watch.iter().map(String::as_str).collect(),
+                allowed: hex(&t.allowed),
+                home: t.home.as_deref(),
+                progress_interval_secs: t.progress_interval.as_secs(),
+                question_window_secs: t.question_window.as_secs(),
+                max_running: t.max_running,
+            }),
             relay: c.relay.as_ref().map(|r| RelayView {
                 name: &r.name,
                 admins: {

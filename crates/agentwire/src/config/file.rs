@@ -30,6 +30,26 @@ pub(crate) struct FileConfig {
     pub(crate) agents: HashMap<String, AgentFile>,
     /// `[[rooms]]`: the embedded relay's rooms (NIP-29 groups addressed by `h`).
     pub(crate) rooms: Vec<RoomFile>,
+    /// `[tasks]`: the task-card adapter.
+    pub(crate) tasks: TasksFile,
+}
+
+/// `[tasks]`: long task cards in rooms.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct TasksFile {
+    /// The rooms watched (`h` values); the adapter runs when any is given.
+    pub(crate) watch: Vec<String>,
+    /// Who may give tasks and send `!cancel` (hex or npub).
+    pub(crate) allowed: Vec<String>,
+    /// Where handoff threads open (default: the task's own room).
+    pub(crate) home: Option<String>,
+    /// The least seconds between two progress updates of a task.
+    pub(crate) progress_interval_secs: Option<u64>,
+    /// How long a question card stays open, in seconds.
+    pub(crate) question_window_secs: Option<u64>,
+    /// Tasks that run at once.
+    pub(crate) max_running: Option<usize>,
 }
 
 /// `[[rooms]]`: one room of the embedded relay.

@@ -670,3 +670,68 @@ fn retention_comes_from_the_file_with_defaults_for_the_rest() {
     let e = file::parse(Path::new("t.toml"), "[relay.retention]\nforever = true\n").unwrap_err();
     assert!(e.to_string().contains("forever"), "{e}");
 }
+
+#[test]
+fn tasks_come_from_the_file_with_the_specs_defaults() {
+    let alice = key();
+    let r = resolved(
+        &[],
+        &format!(
+            "[tasks]\nwatch = [\"lab\"]\nallowed = [\"{}\"]\nhome = \"lobby\"\n",
+            alice.to_hex()
+        ),
+    );
+    let t = r.tasks.unwrap();
+    assert_eq!(t.watch.iter().collect::<Vec<_>>(), ["lab"]);
+    assert!(t.allowed.contains(&alice));
+    assert_eq!(t.home.as_deref(), Some("lobby"));
+    assert_eq!(t.progress_interval, Duration::from_secs(15));
+    assert_eq!(
+        t.question_window,
+        agentwire_nostr::tasks::DEFAULT_QUESTION_WINDOW
+    );
+    assert_eq!(
+        t.max_running,
+        agentwire_nostr::tasks::DEFAULT_MAX_RUNNING_TASKS
+    );
+    assert!(
+        resolved(&[], "").tasks.is_none(),
+        "off without rooms to watch"
+    );
+}
+
+#[test]
+fn bad_tasks_settings_say_which_key_is_wrong() {
+    let alice = key().to_hex();
+    let cases = [
+        ("watch = [\"lab\"]\n".to_string(), "allowed is empty"),
+        (
+            format!("watch = [\"Lab!\"]\nallowed = [\"{alice}\"]\n"),
+            "\"Lab!\" is not a room id",
+        ),
+        (
+            format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nhome = \"a b\"\n"),
+            "\"a b\" is not a room id",
+        ),
+        (
+            format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nprogress_interval_secs = 0\n"),
+            "progress_interval_secs must be 1 to 3600, not 0",
+        ),
+        (
+            format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nquestion_window_secs = 5\n"),
+            "question_window_secs must be 60 to 86400, not 5",
+        ),
+        (
+            format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nmax_running = 0\n"),
+            "max_running must be 1 to 64, not 0",
+        ),
+        (
+            "watch = [\"lab\"]\nallowed = [\"bob\"]\n".to_string(),
+            "[tasks] allowed",
+        ),
+    ];
+    for (body, expected) in cases {
+        let e = error(&[], &format!("[tasks]\n{body}"));
+        assert!(e.to_string().contains(expected), "{body:?}: {e}");
+    }
+}

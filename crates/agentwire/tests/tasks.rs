@@ -1,0 +1,122 @@
+//! Task cards on the daemon: `[tasks]` in the config file, the embedded relay's rooms, and kill -9 of the
+//! daemon between a task's 43002 and its end: after the restart that task ends exactly once, and a task
+//! that had finished is not run again.
+
+mod common;
+
+use agentwire_nostr::relay_conn::{Incoming, RelayConn};
+use common::Daemon;
+use nostr::prelude::{
+    Event, EventBuilder, EventId, Filter, FinalizeEvent, Keys, Kind, PublicKey, SingleLetterTag,
+    Tag,
+};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn task(keys: &Keys, agent: &PublicKey, prompt: &str) -> Event {
+    EventBuilder::new(Kind::Custom(43001), prompt)
+        .tags([Tag::public_key(*agent), Tag::parse(["h", "lab"]).unwrap()])
+        .finalize(keys)
+        .unwrap()
+}
+
+async fn watch(relay: &str) -> (RelayConn, mpsc::Receiver<Incoming>) {
+    let (conn, rx) = RelayConn::connect(relay);
+    assert!(conn.wait_connected(WAIT).await);
+    conn.subscribe(
+        "cards",
+        vec![Filter::new()
+            .kinds((43002..=43006).map(Kind::Custom))
+            .custom_tags(SingleLetterTag::from_char('h').unwrap(), ["lab"])],
+    );
+    (conn, rx)
+}
+
+/// The kinds of the card events about `request` seen within `wait` (stored ones included).
+async fn card_kinds(
+    rx: &mut mpsc::Receiver<Incoming>,
+    request: &EventId,
+    wait: Duration,
+) -> Vec<u16> {
+    let mut kinds = Vec::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    while let Ok(Some(m)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        if let Incoming::Event { event, .. } = m {
+            let about = event
+                .tags
+                .iter()
+                .any(|t| t.as_slice().get(1) == Some(&request.to_hex()));
+            if about {
+                kinds.push(event.kind.as_u16());
+            }
+        }
+    }
+    kinds
+}
+
+async fn until(rx: &mut mpsc::Receiver<Incoming>, want: impl Fn(&Event) -> bool) -> Event {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(Incoming::Event { event, .. })) if want(&event) => return *event,
+            Ok(Some(_)) => {}
+            other => panic!("not seen: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_task_cut_off_by_kill_9_ends_exactly_once_and_a_finished_one_is_not_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = Keys::generate();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\nprogress_interval_secs = 1\n",
+            a = alice.public_key().to_hex()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let args = ["--config", config.to_str().unwrap()];
+    let mut daemon = Daemon::start(&data, &args);
+    assert_eq!(daemon.ready["tasks"]["watch"][0], "lab");
+    let agent = daemon.agent;
+    let (conn, mut rx) = watch(&daemon.relay).await;
+    let done = task(&alice, &agent, "calc 2+3");
+    assert!(conn.publish(&done).await.unwrap().accepted);
+    let result = until(&mut rx, |e| e.kind.as_u16() == 43004).await;
+    assert_eq!(result.content, "5");
+    let cut = task(&alice, &agent, "sleep 60000");
+    assert!(conn.publish(&cut).await.unwrap().accepted);
+    until(&mut rx, |e| {
+        e.kind.as_u16() == 43002
+            && e.tags
+                .iter()
+                .any(|t| t.as_slice().get(1) == Some(&cut.id.to_hex()))
+    })
+    .await;
+    drop(conn);
+    daemon.kill();
+
+    let daemon = Daemon::start(&data, &args);
+    let (_conn, mut rx) = watch(&daemon.relay).await;
+    let mut seen = card_kinds(&mut rx, &cut.id, Duration::from_secs(5)).await;
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![43002, 43006],
+        "the cut-off task ends once, with an error"
+    );
+    let (_conn, mut rx) = watch(&daemon.relay).await;
+    let mut seen = card_kinds(&mut rx, &done.id, Duration::from_secs(1)).await;
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![43002, 43004],
+        "the finished task did not run again"
+    );
+}
