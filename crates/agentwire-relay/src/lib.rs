@@ -1,6 +1,7 @@
 //! agentwire's embedded Nostr relay: NIP-01 over WebSocket, NIP-11 over HTTP on the same port,
 //! NIP-09 deletion, NIP-40 expiration, NIP-42 authentication, NIP-45 counts, NIP-70 protected events,
-//! durable SQLite storage and a named bound on everything a client can ask for.
+//! durable SQLite storage, notifications through a webhook ([`notify`]) and a named bound on everything a
+//! client can ask for.
 //!
 //! # Starting a relay
 //!
@@ -62,6 +63,7 @@ mod health;
 mod http;
 pub mod kind;
 pub mod limits;
+pub mod notify;
 mod rate;
 pub mod retention;
 pub mod rooms;

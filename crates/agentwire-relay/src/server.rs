@@ -61,6 +61,8 @@ pub struct RelayConfig {
     pub admins: HashSet<PublicKey>,
     /// How long stored events are kept.
     pub retention: RetentionPolicy,
+    /// Who to tell when a stored event should wake someone ([`crate::notify`]); none: nobody is told.
+    pub notifier: Option<std::sync::Arc<dyn crate::notify::Notifier>>,
 }
 
 impl RelayConfig {
@@ -78,6 +80,7 @@ impl RelayConfig {
             relay_keys: None,
             admins: HashSet::new(),
             retention: RetentionPolicy::default(),
+            notifier: None,
         }
     }
 }
@@ -193,6 +196,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         Arc::clone(&fanout),
         moderation,
         config.retention,
+        config.notifier.clone(),
     )?;
     let shared = Arc::new(Shared {
         limits: config.limits,

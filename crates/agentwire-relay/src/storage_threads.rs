@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use crate::error::RelayError;
 use crate::fanout::{Fanout, Peers};
 use crate::limits::{MAX_CONCURRENT_QUERIES, MAX_WRITE_BATCH};
+use crate::notify::{notifications, Notifier};
 use crate::retention::RetentionPolicy;
 use crate::rooms::{self, Rooms};
 use crate::session::Published;
@@ -80,10 +81,11 @@ pub(crate) fn spawn_writer(
     fanout: Arc<Fanout>,
     rooms: Option<RoomUpdates>,
     retention: RetentionPolicy,
+    notifier: Option<Arc<dyn Notifier>>,
 ) -> Result<JoinHandle<()>, RelayError> {
     std::thread::Builder::new()
         .name("agentwire-relay-writer".to_owned())
-        .spawn(move || run_writer(store, ops, fanout, rooms, retention))
+        .spawn(move || run_writer(store, ops, fanout, rooms, retention, notifier))
         .map_err(|e| RelayError::Internal(format!("cannot start the writer thread: {e}")))
 }
 
@@ -93,6 +95,7 @@ fn run_writer(
     fanout: Arc<Fanout>,
     rooms: Option<RoomUpdates>,
     retention: RetentionPolicy,
+    notifier: Option<Arc<dyn Notifier>>,
 ) {
     let mut inserts: Vec<(Arc<Published>, oneshot::Sender<Committed>)> =
         Vec::with_capacity(MAX_WRITE_BATCH);
@@ -109,7 +112,13 @@ fn run_writer(
             }
         }
         if !inserts.is_empty() {
-            let changed = commit_batch(&mut store, &mut inserts, &fanout, rooms.as_ref());
+            let changed = commit_batch(
+                &mut store,
+                &mut inserts,
+                &fanout,
+                rooms.as_ref(),
+                notifier.as_deref(),
+            );
             if let (Some(rooms), false) = (&rooms, changed.is_empty()) {
                 publish_metadata(&mut store, rooms, &changed, &fanout);
             }
@@ -136,6 +145,7 @@ fn commit_batch(
     inserts: &mut Vec<(Arc<Published>, oneshot::Sender<Committed>)>,
     fanout: &Fanout,
     rooms: Option<&RoomUpdates>,
+    notifier: Option<&dyn Notifier>,
 ) -> Vec<String> {
     let batch: Vec<(&Event, &str)> = inserts
         .iter()
@@ -168,6 +178,14 @@ fn commit_batch(
             .filter(|(_, outcome)| is_new(outcome))
             .map(|((published, _), _)| published),
     );
+    if let Some(notifier) = notifier {
+        // Durable now; the notifier queues and returns.
+        for ((published, _), _) in inserts.iter().zip(&outcomes).filter(|(_, o)| is_new(o)) {
+            for n in notifications(&published.event) {
+                notifier.notify(n);
+            }
+        }
+    }
     let moderated: Vec<&Event> = inserts
         .iter()
         .zip(&outcomes)

@@ -48,6 +48,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         nats,
         roost,
         tasks,
+        notify_webhook,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
@@ -66,6 +67,11 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
                 rc.room_writers.insert(agent_keys.public_key());
             }
             rc.health = Some(health_check(&engine));
+            if let Some(url) = &notify_webhook {
+                let notifier = agentwire_relay::notify::WebhookNotifier::start(url)
+                    .map_err(|e| format!("[notify] {e}"))?;
+                rc.notifier = Some(notifier);
+            }
             if !rc.rooms.is_empty() || !rc.admins.is_empty() || tasks.is_some() {
                 rc.relay_keys = Some(keys::load_or_create(&data_dir, RELAY_KEY_FILE)?);
             }

@@ -85,9 +85,17 @@ struct View<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tasks: Option<TasksView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    notify: Option<NotifyView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     relay: Option<RelayView<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     rooms: Vec<RoomView<'a>>,
+}
+
+#[derive(Serialize)]
+struct NotifyView {
+    /// Path and query hidden: a webhook URL often carries a token.
+    webhook: String,
 }
 
 #[derive(Serialize)]
@@ -235,6 +243,9 @@ impl<'a> View<'a> {
                 progress_interval_secs: t.progress_interval.as_secs(),
                 question_window_secs: t.question_window.as_secs(),
                 max_running: t.max_running,
+            }),
+            notify: c.notify_webhook.as_ref().map(|w| NotifyView {
+                webhook: agentwire_relay::notify::redacted_webhook_url(w),
             }),
             relay: c.relay.as_ref().map(|r| RelayView {
                 name: &r.name,

@@ -300,3 +300,51 @@ fn logs_to_a_file_carry_no_colour_codes() {
         "colour codes in a log file: {logged:?}"
     );
 }
+
+#[test]
+fn tasks_and_the_webhook_are_shown_without_the_webhooks_token_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tasks]\nwatch = [\"lab\"]\nallowed = [\"{BLOCKED}\"]\nhome = \"lab\"\nprogress_interval_secs = 5\n\n[notify]\nwebhook = \"https://push.example/hook?token=hunter2\"\n"
+        ),
+    )
+    .unwrap();
+    let out = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        !printed.contains("hunter2"),
+        "the token was printed: {printed}"
+    );
+    let toml: toml::Value = toml::from_str(&printed).unwrap();
+    assert_eq!(toml["tasks"]["watch"][0].as_str(), Some("lab"));
+    assert_eq!(
+        toml["tasks"]["progress_interval_secs"].as_integer(),
+        Some(5)
+    );
+    assert_eq!(
+        toml["tasks"]["question_window_secs"].as_integer(),
+        Some(900)
+    );
+    assert_eq!(
+        toml["notify"]["webhook"].as_str(),
+        Some("https://push.example/<redacted>")
+    );
+    let saved = dir.path().join("in-force.toml");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout), printed);
+
+    std::fs::write(&file, "[notify]\nwebhook = \"ftp://push.example\"\n").unwrap();
+    let out = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("[notify] webhook"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -116,6 +116,9 @@ pub(crate) enum ConfigError {
     /// The embedded relay's limits contradict each other or are zero.
     #[error("[relay.limits]: {0}")]
     RelayLimits(String),
+    /// `[notify]` cannot be used.
+    #[error("[notify] {0}")]
+    Notify(String),
     /// `[tasks]` cannot be used.
     #[error("[tasks] {0}")]
     Tasks(String),

@@ -32,6 +32,16 @@ pub(crate) struct FileConfig {
     pub(crate) rooms: Vec<RoomFile>,
     /// `[tasks]`: the task-card adapter.
     pub(crate) tasks: TasksFile,
+    /// `[notify]`: who the relay tells when an event should wake someone.
+    pub(crate) notify: NotifyFile,
+}
+
+/// `[notify]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct NotifyFile {
+    /// The URL the embedded relay POSTs each notification to.
+    pub(crate) webhook: Option<String>,
 }
 
 /// `[tasks]`: long task cards in rooms.

@@ -149,6 +149,8 @@ pub(crate) struct Resolved {
     pub(crate) roost: Roost,
     /// The task-card adapter, when `[tasks] watch` names rooms.
     pub(crate) tasks: Option<Tasks>,
+    /// The webhook the embedded relay posts notifications to.
+    pub(crate) notify_webhook: Option<String>,
 }
 
 /// Resolves `sources`; `read_roost_json` gives the profiles of the roost.json the configuration names.
@@ -175,6 +177,7 @@ pub(crate) fn resolve(
     } else {
         None
     };
+    let relay_on = relay.is_some();
     let (config, profiles) = roost_profiles(flags, file, &agent, read_roost_json)?;
     let roost = Roost {
         socket: flags
@@ -197,8 +200,24 @@ pub(crate) fn resolve(
         nats: nats(flags, file)?,
         roost,
         tasks: tasks(file)?,
+        notify_webhook: notify_webhook(file, relay_on)?,
         data_dir,
     })
+}
+
+fn notify_webhook(file: &FileConfig, relay_on: bool) -> Result<Option<String>, ConfigError> {
+    let Some(url) = &file.notify.webhook else {
+        return Ok(None);
+    };
+    agentwire_relay::notify::check_webhook_url(url)
+        .map_err(|e| ConfigError::Notify(e.to_string()))?;
+    if !relay_on {
+        return Err(ConfigError::Notify(
+            "webhook: the embedded relay sends notifications, and it is off (external relays without relay_listen)"
+                .into(),
+        ));
+    }
+    Ok(Some(url.clone()))
 }
 
 fn tasks(file: &FileConfig) -> Result<Option<Tasks>, ConfigError> {

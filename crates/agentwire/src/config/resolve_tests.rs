@@ -735,3 +735,19 @@ fn bad_tasks_settings_say_which_key_is_wrong() {
         assert!(e.to_string().contains(expected), "{body:?}: {e}");
     }
 }
+
+#[test]
+fn the_webhook_needs_an_http_url_and_the_embedded_relay() {
+    let r = resolved(&[], "[notify]\nwebhook = \"http://127.0.0.1:9999/hook\"\n");
+    assert_eq!(
+        r.notify_webhook.as_deref(),
+        Some("http://127.0.0.1:9999/hook")
+    );
+    let e = error(&[], "[notify]\nwebhook = \"mailto:me@example.com\"\n");
+    assert!(e.to_string().starts_with("[notify] webhook"), "{e}");
+    let e = error(
+        &["--relay", "wss://relay.example"],
+        "[notify]\nwebhook = \"http://127.0.0.1:9999/hook\"\n",
+    );
+    assert!(e.to_string().contains("embedded relay"), "{e}");
+}
