@@ -227,12 +227,59 @@ async fn adapter(dir: &Path, config: TaskConfig, agent: &Keys) -> (Arc<Engine>, 
     (engine, adapter)
 }
 
-#[tokio::test]
-async fn a_task_is_accepted_then_answered_with_one_result_linking_its_thread_reply() {
+/// A relay, an adapter on it with `change` made to the test configuration, and Alice in the room.
+struct Running {
+    s: Setup,
+    url: String,
+    engine: Arc<Engine>,
+    _adapter: Arc<TaskAdapter>,
+    alice: Person,
+}
+
+async fn running(change: impl FnOnce(&mut TaskConfig)) -> Running {
     let s = setup().await;
     let url = s.relay.url();
-    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let mut c = config(&url, &s);
+    change(&mut c);
+    let (engine, adapter) = adapter(s._dir.path(), c, &s.agent).await;
+    let alice = Person::join(&url, s.alice.clone()).await;
+    Running {
+        s,
+        url,
+        engine,
+        _adapter: adapter,
+        alice,
+    }
+}
+
+/// The NIP-22 tags of an answer to question card `card` of `agent`.
+fn answer_tags(card: &EventId, agent: &PublicKey) -> Vec<Tag> {
+    let (card, agent) = (card.to_hex(), agent.to_hex());
+    vec![
+        tag(&["E", &card]),
+        tag(&["e", &card]),
+        tag(&["K", "9"]),
+        tag(&["k", "9"]),
+        tag(&["P", &agent]),
+        tag(&["p", &agent]),
+        tag(&["h", "lab"]),
+    ]
+}
+
+impl Person {
+    /// The next tiny agent question card.
+    async fn question_card(&mut self) -> Event {
+        self.next(WAIT, |e| {
+            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
+        })
+        .await
+        .expect("a question card")
+    }
+}
+
+#[tokio::test]
+async fn a_task_is_accepted_then_answered_with_one_result_linking_its_thread_reply() {
+    let Running { s, mut alice, .. } = running(|_| {}).await;
     let req = alice.task(s.agent.public_key(), "calc 6*7", vec![]).await;
     let card = alice.card(&req.id, Duration::from_millis(1500)).await;
     let ks = kinds(&card);
@@ -264,10 +311,7 @@ async fn a_task_is_accepted_then_answered_with_one_result_linking_its_thread_rep
 #[tokio::test]
 async fn requests_from_strangers_or_other_rooms_are_ignored_and_a_shared_thread_keeps_separate_cards(
 ) {
-    let s = setup().await;
-    let url = s.relay.url();
-    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running { s, mut alice, .. } = running(|_| {}).await;
     // Not for this agent.
     let other = alice
         .publish(
@@ -334,10 +378,9 @@ async fn requests_from_strangers_or_other_rooms_are_ignored_and_a_shared_thread_
 
 #[tokio::test]
 async fn a_question_card_is_answered_in_the_room_and_the_answer_goes_back_into_the_turn() {
-    let s = setup().await;
-    let url = s.relay.url();
-    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running {
+        s, url, mut alice, ..
+    } = running(|_| {}).await;
     let req = alice
         .task(
             s.agent.public_key(),
@@ -345,33 +388,17 @@ async fn a_question_card_is_answered_in_the_room_and_the_answer_goes_back_into_t
             vec![],
         )
         .await;
-    let q = alice
-        .next(WAIT, |e| {
-            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
-        })
-        .await
-        .expect("a question card");
+    let q = alice.question_card().await;
     assert_eq!(values(&q, "selection"), ["multiple"]);
     assert_eq!(values(&q, "p"), [s.alice.public_key().to_hex()]);
     assert_eq!(values(&q, "h"), ["lab"]);
     assert!(!values(&q, "expiration").is_empty());
-    let agent = s.agent.public_key().to_hex();
-    let answer_tags = |qid: &str| {
-        vec![
-            tag(&["E", qid]),
-            tag(&["e", qid]),
-            tag(&["K", "9"]),
-            tag(&["k", "9"]),
-            tag(&["P", &agent]),
-            tag(&["p", &agent]),
-            tag(&["h", "lab"]),
-        ]
-    };
+    let agent = s.agent.public_key();
     // Bob is not asked: the relay refuses his answer.
     let bob = Person::join_rooms(&url, s.bob.clone(), &["lab"]).await;
     let ev = bob
         .crypto
-        .sign(EventBuilder::new(Kind::Custom(1111), "[\"red\"]").tags(answer_tags(&q.id.to_hex())));
+        .sign(EventBuilder::new(Kind::Custom(1111), "[\"red\"]").tags(answer_tags(&q.id, &agent)));
     let ok = bob.conn.publish(&ev).await.unwrap();
     assert!(
         !ok.accepted && ok.message.starts_with("restricted:"),
@@ -379,7 +406,7 @@ async fn a_question_card_is_answered_in_the_room_and_the_answer_goes_back_into_t
         ok.message
     );
     alice
-        .publish(1111, "[\"blue\",\"red\"]", answer_tags(&q.id.to_hex()))
+        .publish(1111, "[\"blue\",\"red\"]", answer_tags(&q.id, &agent))
         .await;
     let card = alice.card(&req.id, Duration::from_millis(300)).await;
     let t = terminals(&card);
@@ -389,38 +416,16 @@ async fn a_question_card_is_answered_in_the_room_and_the_answer_goes_back_into_t
 
 #[tokio::test]
 async fn an_approval_card_answered_for_the_session_runs_the_command() {
-    let s = setup().await;
-    let url = s.relay.url();
-    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running { s, mut alice, .. } = running(|_| {}).await;
     let req = alice
         .task(s.agent.public_key(), "approve make deploy", vec![])
         .await;
-    let q = alice
-        .next(WAIT, |e| {
-            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
-        })
-        .await
-        .expect("an approval card");
+    let q = alice.question_card().await;
     assert_eq!(values(&q, "interaction"), ["approval"]);
     let options: Vec<&str> = values(&q, "option");
     assert_eq!(options, ["once", "session", "always", "deny"]);
-    let agent = s.agent.public_key().to_hex();
-    let qid = q.id.to_hex();
     alice
-        .publish(
-            1111,
-            "session",
-            vec![
-                tag(&["E", &qid]),
-                tag(&["e", &qid]),
-                tag(&["K", "9"]),
-                tag(&["k", "9"]),
-                tag(&["P", &agent]),
-                tag(&["p", &agent]),
-                tag(&["h", "lab"]),
-            ],
-        )
+        .publish(1111, "session", answer_tags(&q.id, &s.agent.public_key()))
         .await;
     let card = alice.card(&req.id, Duration::from_millis(300)).await;
     assert_eq!(terminals(&card)[0].content, "ran make deploy");
@@ -428,10 +433,13 @@ async fn an_approval_card_answered_for_the_session_runs_the_command() {
 
 #[tokio::test]
 async fn the_requesters_43005_stops_the_task_silently_and_a_cancel_command_names_its_sender() {
-    let s = setup().await;
-    let url = s.relay.url();
-    let (engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running {
+        s,
+        url,
+        engine,
+        mut alice,
+        ..
+    } = running(|_| {}).await;
     let req = alice
         .task(s.agent.public_key(), "sleep 20000", vec![])
         .await;
@@ -492,10 +500,7 @@ async fn the_requesters_43005_stops_the_task_silently_and_a_cancel_command_names
 
 #[tokio::test]
 async fn progress_is_throttled_and_files_and_handoffs_become_thread_messages() {
-    let s = setup().await;
-    let url = s.relay.url();
-    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running { s, mut alice, .. } = running(|_| {}).await;
     let req = alice.task(s.agent.public_key(), "sleep 2500", vec![]).await;
     let card = alice.card(&req.id, Duration::from_millis(300)).await;
     let progress: Vec<&Event> = card.iter().filter(|e| e.kind.as_u16() == 43003).collect();
@@ -668,10 +673,7 @@ async fn with_a_fresh_journal_a_task_the_relay_shows_finished_does_not_run_again
 
 #[tokio::test]
 async fn in_a_private_room_the_adapter_authenticates_to_read_its_tasks() {
-    let s = setup().await;
-    let url = s.relay.url();
-    let (_engine, _adapter) = adapter(s._dir.path(), config(&url, &s), &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running { s, mut alice, .. } = running(|_| {}).await;
     let req = alice
         .publish(
             43001,
@@ -689,21 +691,12 @@ async fn in_a_private_room_the_adapter_authenticates_to_read_its_tasks() {
 
 #[tokio::test]
 async fn an_unanswered_question_card_expires_and_the_task_ends_with_one_error() {
-    let s = setup().await;
-    let url = s.relay.url();
-    let mut c = config(&url, &s);
-    c.question_window = Duration::from_secs(1);
-    let (_engine, _adapter) = adapter(s._dir.path(), c, &s.agent).await;
-    let mut alice = Person::join(&url, s.alice.clone()).await;
+    let Running { s, mut alice, .. } =
+        running(|c| c.question_window = Duration::from_secs(1)).await;
     let req = alice
         .task(s.agent.public_key(), "confirm Ship it?", vec![])
         .await;
-    let q = alice
-        .next(WAIT, |e| {
-            e.kind.as_u16() == 9 && values(e, "tinyagent") == ["1"]
-        })
-        .await
-        .expect("a confirmation card");
+    let q = alice.question_card().await;
     assert_eq!(values(&q, "interaction"), ["confirmation"]);
     let expires: u64 = values(&q, "expiration")[0].parse().unwrap();
     assert!(
