@@ -713,3 +713,69 @@ async fn an_unanswered_question_card_expires_and_the_task_ends_with_one_error() 
         t[0].content
     );
 }
+
+#[tokio::test]
+async fn a_task_waiting_for_a_slot_is_accepted_only_when_it_starts() {
+    let Running { s, mut alice, .. } = running(|c| c.max_running = 1).await;
+    let first = alice.task(s.agent.public_key(), "sleep 1500", vec![]).await;
+    let second = alice.task(s.agent.public_key(), "calc 1+2", vec![]).await;
+    let a = alice.card(&first.id, Duration::from_millis(100)).await;
+    let b = alice.card(&second.id, Duration::from_millis(300)).await;
+    let first_end = terminals(&a)[0].created_at;
+    let second_accepted = b
+        .iter()
+        .find(|e| e.kind.as_u16() == 43002)
+        .expect("accepted");
+    assert!(
+        second_accepted.created_at >= first_end,
+        "the waiting task's 43002 comes when the first has ended"
+    );
+    assert_eq!(terminals(&b)[0].content, "3");
+}
+
+#[tokio::test]
+async fn only_the_requester_cancels_with_43005_and_a_room_wide_cancel_stops_the_rooms_tasks() {
+    let Running {
+        s, url, mut alice, ..
+    } = running(|_| {}).await;
+    let req = alice
+        .task(s.agent.public_key(), "sleep 20000", vec![])
+        .await;
+    alice
+        .next(WAIT, |e| e.kind.as_u16() == 43002)
+        .await
+        .expect("accepted");
+    let bob = Person::join_rooms(&url, s.bob.clone(), &["lab"]).await;
+    // Bob's 43005 names Alice's task: not his to cancel that way.
+    bob.publish(
+        43005,
+        "",
+        vec![
+            Tag::event(req.id),
+            Tag::public_key(s.agent.public_key()),
+            tag(&["h", "lab"]),
+        ],
+    )
+    .await;
+    let ended = alice
+        .next(Duration::from_millis(1000), |e| {
+            matches!(e.kind.as_u16(), 43004 | 43006)
+        })
+        .await;
+    assert!(ended.is_none(), "still running: {ended:?}");
+    // `!cancel` to the room at large, naming the agent by npub in the text.
+    let npub = nostr::nips::nip19::ToBech32::to_bech32(&s.agent.public_key()).unwrap();
+    bob.publish(
+        9,
+        &format!("!cancel nostr:{npub}"),
+        vec![tag(&["h", "lab"])],
+    )
+    .await;
+    let card = alice.card(&req.id, Duration::from_millis(300)).await;
+    let t = terminals(&card);
+    assert_eq!(t.len(), 1);
+    assert_eq!(
+        t[0].content,
+        format!("Cancelled by {}", s.bob.public_key().to_hex())
+    );
+}

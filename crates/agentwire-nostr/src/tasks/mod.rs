@@ -215,9 +215,14 @@ fn filters(shared: &Shared, since: Timestamp) -> Vec<Filter> {
             .author(agent)
             .custom_tags(h, rooms.clone())
             .since(since),
-        // `!cancel` messages and answers to question cards, which name the agent.
+        // The rooms' messages, for `!cancel` (which may name the agent by its npub in the text alone).
         Filter::new()
-            .kinds([card::CHAT, card::THREAD_REPLY, tinyagent::COMMENT])
+            .kinds([card::CHAT, card::THREAD_REPLY])
+            .custom_tags(h, rooms)
+            .since(Timestamp::now()),
+        // Answers to question cards, which name the agent as the card's author.
+        Filter::new()
+            .kind(tinyagent::COMMENT)
             .pubkey(agent)
             .since(since),
     ]

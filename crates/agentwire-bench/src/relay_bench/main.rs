@@ -1,0 +1,243 @@
+//! `relay-bench`: the embedded relay of `agentwire serve` side by side with `nostr-rs-relay` on the same
+//! machine, in one run. Every phase has 50 publishers (one connection each) sending pre-signed events one at
+//! a time, each after the `OK` of the one before:
+//!
+//! - kind 1 notes, on both relays;
+//! - kind 9 messages to a closed room whose members are the publishers (agentwire; nostr-rs-relay has no
+//!   rooms, so it gets the same events as plain ones, for reference);
+//! - kind 1111 answers, each settling one tiny agent question card stored before the phase (agentwire);
+//!
+//! and then a fan-out probe on both: one kind 1 event to 1,000 live subscriptions (50 connections × 20,
+//! nostr-rs-relay's limit being 32 a connection), timed until every subscription has it.
+//!
+//! `relay-bench --nostr-rs-relay <binary> [--agentwire target/release/agentwire]` prints one JSON document.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentwire_nostr::crypto::Crypto;
+use clap::Parser;
+use nostr::prelude::{ClientMessage, EventBuilder, Keys, Kind, Tag};
+use serde_json::json;
+
+mod load;
+mod servers;
+#[path = "../stats.rs"]
+#[allow(dead_code)]
+mod stats;
+
+use load::{Frame, Ingest};
+use servers::{Server, ROOM};
+
+#[derive(Debug, Parser)]
+#[command(name = "relay-bench", version, about)]
+struct Args {
+    /// The agentwire binary.
+    #[arg(long, default_value = "target/release/agentwire")]
+    agentwire: PathBuf,
+    /// The nostr-rs-relay binary (`scripts/bench-relays.sh` installs 0.8.12).
+    #[arg(long)]
+    nostr_rs_relay: PathBuf,
+    /// Publishers, each on its own connection.
+    #[arg(long, default_value_t = 50)]
+    publishers: usize,
+    /// Events each publisher sends per phase.
+    #[arg(long, default_value_t = 400)]
+    events: usize,
+    /// Fan-out rounds.
+    #[arg(long, default_value_t = 20)]
+    fanout_rounds: usize,
+    /// Run every phase this many times on each relay (alternating), reporting each round.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+}
+
+fn tag(parts: &[&str]) -> Tag {
+    Tag::parse(parts.iter().map(|p| p.to_string()).collect::<Vec<_>>()).expect("a tag")
+}
+
+fn frame(crypto: &Crypto, kind: u16, content: String, tags: Vec<Tag>) -> Frame {
+    let ev = crypto.sign(EventBuilder::new(Kind::Custom(kind), content).tags(tags));
+    Frame {
+        id: ev.id.to_hex(),
+        json: ClientMessage::event(ev).as_json(),
+    }
+}
+
+/// `events` frames per publisher from `make(publisher, i)`.
+fn frames(
+    publishers: &[Crypto],
+    events: usize,
+    make: impl Fn(usize, &Crypto, usize) -> Frame,
+) -> Vec<Vec<Frame>> {
+    publishers
+        .iter()
+        .enumerate()
+        .map(|(p, c)| (0..events).map(|i| make(p, c, i)).collect())
+        .collect()
+}
+
+fn report(name: &str, i: &Ingest) -> serde_json::Value {
+    json!({
+        "phase": name,
+        "sent": i.sent,
+        "accepted": i.accepted,
+        "seconds": stats::round3(i.elapsed.as_secs_f64()),
+        "events_per_second": i.rate().round(),
+        "refusals": i.refusals,
+    })
+}
+
+async fn ingest_phases(
+    server: &Server,
+    publishers: &[Crypto],
+    asker: &Crypto,
+    args: &Args,
+    round: usize,
+) -> Result<Vec<serde_json::Value>, String> {
+    let mut out = Vec::new();
+    let notes = frames(publishers, args.events, |p, c, i| {
+        frame(c, 1, format!("note {round} {p} {i}"), vec![])
+    });
+    let cpu = server.cpu_seconds();
+    let i = load::publish(&server.url, notes).await?;
+    let mut r = report("kind1", &i);
+    r["relay_cpu_seconds"] = json!(server
+        .cpu_seconds()
+        .zip(cpu)
+        .map(|(a, b)| stats::round3(a - b)));
+    out.push(r);
+
+    let room = frames(publishers, args.events, |p, c, i| {
+        frame(
+            c,
+            9,
+            format!("room {round} {p} {i}"),
+            vec![tag(&["h", ROOM])],
+        )
+    });
+    let i = load::publish(&server.url, room).await?;
+    out.push(report("room_messages", &i));
+
+    if server.name == "agentwire" {
+        // The cards first (one per answer, asked of its publisher), stored by as many connections.
+        let cards = frames(publishers, args.events, |p, c, i| {
+            let _ = c;
+            let asked = publishers[p].public_key().to_hex();
+            frame(
+                asker,
+                9,
+                format!("Proceed {round} {p} {i}?"),
+                vec![
+                    tag(&["h", ROOM]),
+                    tag(&["request", "question"]),
+                    tag(&["tinyagent", "1"]),
+                    tag(&["interaction", "confirmation"]),
+                    tag(&["selection", "single"]),
+                    tag(&["option", "yes", "Yes"]),
+                    tag(&["option", "no", "No"]),
+                    tag(&["p", &asked]),
+                ],
+            )
+        });
+        let ids: Vec<Vec<String>> = cards
+            .iter()
+            .map(|fs| fs.iter().map(|f| f.id.clone()).collect())
+            .collect();
+        let stored = load::publish(&server.url, cards).await?;
+        if stored.accepted != stored.sent {
+            return Err(format!("question cards refused: {:?}", stored.refusals));
+        }
+        let agent = asker.public_key().to_hex();
+        let answers = frames(publishers, args.events, |p, c, i| {
+            let card = &ids[p][i];
+            frame(
+                c,
+                1111,
+                "yes".into(),
+                vec![
+                    tag(&["E", card]),
+                    tag(&["e", card]),
+                    tag(&["K", "9"]),
+                    tag(&["k", "9"]),
+                    tag(&["P", &agent]),
+                    tag(&["p", &agent]),
+                    tag(&["h", ROOM]),
+                ],
+            )
+        });
+        let i = load::publish(&server.url, answers).await?;
+        out.push(report("settling_answers", &i));
+    }
+    Ok(out)
+}
+
+async fn fanout_phase(server: &Server, args: &Args) -> Result<serde_json::Value, String> {
+    let author = Crypto::new(Keys::generate());
+    let rounds: Vec<Frame> = (0..args.fanout_rounds)
+        .map(|i| frame(&author, 1, format!("fan-out {i}"), vec![]))
+        .collect();
+    let times = load::fan_out(&server.url, 50, 20, &author.public_key().to_hex(), rounds).await?;
+    Ok(json!({ "phase": "fanout_1000", "delivery": stats::Summary::of(&times).json() }))
+}
+
+async fn bench(args: Args) -> Result<serde_json::Value, String> {
+    for b in [&args.agentwire, &args.nostr_rs_relay] {
+        if !b.exists() {
+            return Err(format!("{} not found", b.display()));
+        }
+    }
+    let publishers: Vec<Crypto> = (0..args.publishers)
+        .map(|_| Crypto::new(Keys::generate()))
+        .collect();
+    let asker = Crypto::new(Keys::generate());
+    let mut members: Vec<_> = publishers.iter().map(|c| c.public_key()).collect();
+    members.push(asker.public_key());
+    let mut rounds = Vec::new();
+    for round in 0..args.repeat {
+        for which in ["agentwire", "nostr-rs-relay"] {
+            let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+            let server = if which == "agentwire" {
+                servers::agentwire(&args.agentwire, dir.path(), &members)?
+            } else {
+                servers::nostr_rs_relay(&args.nostr_rs_relay, dir.path())?
+            };
+            let phases = ingest_phases(&server, &publishers, &asker, &args, round).await?;
+            let fanout = fanout_phase(&server, &args).await?;
+            eprintln!("round {round} {which}: {phases:?} {fanout}");
+            rounds.push(
+                json!({ "round": round, "relay": which, "phases": phases, "fanout": fanout }),
+            );
+        }
+    }
+    Ok(json!({
+        "machine": { "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()) },
+        "publishers": args.publishers,
+        "events_per_publisher": args.events,
+        "rounds": rounds,
+    }))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("relay-bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(bench(args)) {
+        Ok(v) => {
+            println!("{v}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("relay-bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
