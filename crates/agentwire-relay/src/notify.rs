@@ -6,7 +6,7 @@
 //! relay's writer hands each one to the configured [`Notifier`] after the event is durable, and never waits
 //! for it. [`WebhookNotifier`] POSTs each as a small JSON document, from a bounded queue, with retries.
 
-use crate::tinyagent;
+use crate::tinyagent::{self, first_value, tag_values};
 use nostr::event::Event;
 use nostr::key::PublicKey;
 use serde::Serialize;
@@ -71,22 +71,8 @@ pub trait Notifier: Send + Sync + std::fmt::Debug + 'static {
     fn notify(&self, notification: Notification);
 }
 
-fn first_value<'a>(event: &'a Event, name: &str) -> Option<&'a str> {
-    event
-        .tags
-        .iter()
-        .map(|t| t.as_slice())
-        .find(|t| t.first().map(String::as_str) == Some(name))
-        .and_then(|t| t.get(1))
-        .map(String::as_str)
-}
-
 fn mentions(event: &Event) -> Vec<PublicKey> {
-    let mut keys: Vec<PublicKey> = event
-        .tags
-        .iter()
-        .map(|t| t.as_slice())
-        .filter(|t| t.first().map(String::as_str) == Some("mention"))
+    let mut keys: Vec<PublicKey> = tag_values(event, "mention")
         .filter_map(|t| t.get(1))
         .filter_map(|v| PublicKey::from_hex(v).ok())
         .collect();

@@ -161,7 +161,8 @@ impl fmt::Display for QuestionRule {
     }
 }
 
-fn tag_values<'a>(event: &'a Event, name: &'a str) -> impl Iterator<Item = &'a [String]> + 'a {
+/// The tags of `event` named `name`, in order, each as its parts.
+pub fn tag_values<'a>(event: &'a Event, name: &'a str) -> impl Iterator<Item = &'a [String]> + 'a {
     event
         .tags
         .iter()
@@ -169,7 +170,8 @@ fn tag_values<'a>(event: &'a Event, name: &'a str) -> impl Iterator<Item = &'a [
         .filter(move |t| t.first().map(String::as_str) == Some(name))
 }
 
-fn first_value<'a>(event: &'a Event, name: &'a str) -> Option<&'a str> {
+/// The value of the first tag of `event` named `name`.
+pub fn first_value<'a>(event: &'a Event, name: &'a str) -> Option<&'a str> {
     tag_values(event, name)
         .next()
         .and_then(|t| t.get(1))

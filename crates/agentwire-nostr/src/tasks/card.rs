@@ -3,6 +3,7 @@
 //! cancel it, and the tags and contents of every event the adapter publishes. No I/O, no clock.
 
 use agentwire_core::{Outcome, TurnFailure};
+use agentwire_relay::tinyagent::{first_value, tag_values};
 use nostr::prelude::{Event, EventId, Kind, PublicKey, Tag};
 use std::collections::HashSet;
 
@@ -99,16 +100,8 @@ pub struct TaskRequest {
     pub prompt: String,
 }
 
-fn tag_values<'a>(event: &'a Event, name: &'a str) -> impl Iterator<Item = &'a [String]> + 'a {
-    event
-        .tags
-        .iter()
-        .map(|t| t.as_slice())
-        .filter(move |t| t.first().map(String::as_str) == Some(name))
-}
-
 fn first(event: &Event, name: &str) -> Option<String> {
-    tag_values(event, name).find_map(|t| t.get(1).cloned())
+    first_value(event, name).map(str::to_owned)
 }
 
 /// A tag from its parts (the first is its name, never empty here).
