@@ -427,11 +427,18 @@ impl Session {
     /// A live event to deliver on this connection: an `EVENT` frame for each live subscription it
     /// matches.
     pub(crate) fn handle_live(&mut self, published: &Arc<Published>) -> Vec<String> {
-        if !self
-            .rooms
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .may_read(&published.event, &self.authed)
+        let wanted = self.subscriptions.values().any(|sub| {
+            sub.filters
+                .iter()
+                .any(|f| f.match_event(&published.event, MatchEventOptions::new()))
+        });
+        // Most connections want most events not at all: the rooms are asked only about one they want.
+        if !wanted
+            || !self
+                .rooms
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .may_read(&published.event, &self.authed)
         {
             return Vec::new();
         }

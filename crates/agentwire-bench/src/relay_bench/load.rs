@@ -70,15 +70,24 @@ async fn next_text(ws: &mut Ws) -> Result<String, String> {
 /// Each publisher (one connection each) sends its frames in order, each after the `OK` of the one before.
 pub(crate) async fn publish(url: &str, publishers: Vec<Vec<Frame>>) -> Result<Ingest, String> {
     let (go_tx, go_rx) = watch::channel(false);
-    let (ready_tx, mut ready_rx) = mpsc::channel::<()>(publishers.len());
+    let (ready_tx, mut ready_rx) = mpsc::channel::<Result<(), String>>(publishers.len());
     let mut tasks = Vec::new();
     for frames in publishers {
         let url = url.to_string();
         let mut go = go_rx.clone();
         let ready = ready_tx.clone();
         tasks.push(tokio::spawn(async move {
-            let mut ws = connect(&url).await?;
-            let _ = ready.send(()).await;
+            let mut ws = match connect(&url).await {
+                Ok(ws) => {
+                    let _ = ready.send(Ok(())).await;
+                    ws
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e.clone())).await;
+                    return Err(e);
+                }
+            };
+            drop(ready);
             let _ = go.wait_for(|g| *g).await;
             let (mut accepted, mut refusals, sent) = (0, Vec::new(), frames.len());
             for f in frames {
@@ -102,16 +111,12 @@ pub(crate) async fn publish(url: &str, publishers: Vec<Vec<Frame>>) -> Result<In
         }));
     }
     drop(ready_tx);
-    let mut connected = 0;
-    while ready_rx.recv().await.is_some() {
-        connected += 1;
-    }
-    if connected < tasks.len() {
-        // A publisher could not connect: its task holds the error.
-        for t in tasks {
-            t.await.map_err(|e| e.to_string())??;
+    for _ in 0..tasks.len() {
+        match ready_rx.recv().await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(format!("a publisher could not connect: {e}")),
+            None => return Err("a publisher ended before connecting".into()),
         }
-        return Err("a publisher could not connect".into());
     }
     let start = Instant::now();
     let _ = go_tx.send(true);
@@ -153,9 +158,11 @@ pub(crate) async fn fan_out(
         tokio::spawn(async move {
             let setup = async {
                 let mut ws = connect(&url).await?;
+                // No `limit`: nostr-rs-relay 0.8.12 sends no EOSE for `limit: 0`, and the author is new, so
+                // nothing is stored to send.
                 for s in 0..subs_per_connection {
                     let req = format!(
-                        "[\"REQ\",\"f{c}-{s}\",{{\"kinds\":[1],\"authors\":[\"{author}\"],\"limit\":0}}]"
+                        "[\"REQ\",\"f{c}-{s}\",{{\"kinds\":[1],\"authors\":[\"{author}\"]}}]"
                     );
                     ws.send(Message::text(req))
                         .await
@@ -210,8 +217,11 @@ pub(crate) async fn fan_out(
         });
     }
     drop(ready_tx);
-    while let Some(r) = ready_rx.recv().await {
-        r?;
+    for _ in 0..connections {
+        ready_rx
+            .recv()
+            .await
+            .ok_or("a subscriber ended before subscribing")??;
     }
     let mut publisher = connect(url).await?;
     let mut times = Vec::with_capacity(rounds.len());

@@ -5,7 +5,10 @@
 //! - kind 1 notes, on both relays;
 //! - kind 9 messages to a closed room whose members are the publishers (agentwire; nostr-rs-relay has no
 //!   rooms, so it gets the same events as plain ones, for reference);
-//! - kind 1111 answers, each settling one tiny agent question card stored before the phase (agentwire);
+//! - kind 1111 comments with seven tags (`E`, `e`, `K`, `k`, `P`, `p`, `h`) to a plain note, on both: the
+//!   answers' floor, every tag indexed and nothing settled;
+//! - kind 1111 answers with the same seven tags, each settling one tiny agent question card stored before
+//!   the phase (agentwire);
 //!
 //! and then a fan-out probe on both: one kind 1 event to 1,000 live subscriptions (50 connections × 20,
 //! nostr-rs-relay's limit being 32 a connection), timed until every subscription has it.
@@ -36,7 +39,7 @@ struct Args {
     #[arg(long, default_value = "target/release/agentwire")]
     agentwire: PathBuf,
     /// The nostr-rs-relay binary (`scripts/bench-relays.sh` installs 0.8.12).
-    #[arg(long)]
+    #[arg(long, default_value = "target/tools/nostr-rs-relay/bin/nostr-rs-relay")]
     nostr_rs_relay: PathBuf,
     /// Publishers, each on its own connection.
     #[arg(long, default_value_t = 50)]
@@ -50,6 +53,9 @@ struct Args {
     /// Run every phase this many times on each relay (alternating), reporting each round.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Only agentwire (for profiling it; the nostr-rs-relay binary is then not needed).
+    #[arg(long)]
+    only_agentwire: bool,
 }
 
 fn tag(parts: &[&str]) -> Tag {
@@ -77,8 +83,9 @@ fn frames(
         .collect()
 }
 
-fn report(name: &str, i: &Ingest) -> serde_json::Value {
+fn report(name: &str, i: &Ingest, cpu: Option<f64>) -> serde_json::Value {
     json!({
+        "relay_cpu_us_per_event": cpu.map(|c| (c * 1e6 / i.accepted.max(1) as f64).round()),
         "phase": name,
         "sent": i.sent,
         "accepted": i.accepted,
@@ -86,6 +93,18 @@ fn report(name: &str, i: &Ingest) -> serde_json::Value {
         "events_per_second": i.rate().round(),
         "refusals": i.refusals,
     })
+}
+
+/// One publishing phase, with the relay's CPU time per accepted event.
+async fn timed(
+    server: &Server,
+    name: &str,
+    frames: Vec<Vec<Frame>>,
+) -> Result<serde_json::Value, String> {
+    let before = server.cpu_seconds();
+    let i = load::publish(&server.url, frames).await?;
+    let cpu = server.cpu_seconds().zip(before).map(|(a, b)| a - b);
+    Ok(report(name, &i, cpu))
 }
 
 async fn ingest_phases(
@@ -99,14 +118,8 @@ async fn ingest_phases(
     let notes = frames(publishers, args.events, |p, c, i| {
         frame(c, 1, format!("note {round} {p} {i}"), vec![])
     });
-    let cpu = server.cpu_seconds();
-    let i = load::publish(&server.url, notes).await?;
-    let mut r = report("kind1", &i);
-    r["relay_cpu_seconds"] = json!(server
-        .cpu_seconds()
-        .zip(cpu)
-        .map(|(a, b)| stats::round3(a - b)));
-    out.push(r);
+    eprintln!("{}: kind 1", server.name);
+    out.push(timed(server, "kind1", notes).await?);
 
     let room = frames(publishers, args.events, |p, c, i| {
         frame(
@@ -116,8 +129,32 @@ async fn ingest_phases(
             vec![tag(&["h", ROOM])],
         )
     });
-    let i = load::publish(&server.url, room).await?;
-    out.push(report("room_messages", &i));
+    eprintln!("{}: room messages", server.name);
+    out.push(timed(server, "room_messages", room).await?);
+
+    // The floor of the answers below: kind 1111 comments with the same seven tags, to a note that is no
+    // question card, so nothing is settled (both relays index all seven).
+    let root = frame(asker, 1, format!("root {round}"), vec![]).id;
+    let agent = asker.public_key().to_hex();
+    let comments = frames(publishers, args.events, |p, c, i| {
+        let _ = (p, i);
+        frame(
+            c,
+            1111,
+            "yes".into(),
+            vec![
+                tag(&["E", &root]),
+                tag(&["e", &root]),
+                tag(&["K", "1"]),
+                tag(&["k", "1"]),
+                tag(&["P", &agent]),
+                tag(&["p", &agent]),
+                tag(&["h", ROOM]),
+            ],
+        )
+    });
+    eprintln!("{}: comments with seven tags", server.name);
+    out.push(timed(server, "tagged_comments", comments).await?);
 
     if server.name == "agentwire" {
         // The cards first (one per answer, asked of its publisher), stored by as many connections.
@@ -148,7 +185,6 @@ async fn ingest_phases(
         if stored.accepted != stored.sent {
             return Err(format!("question cards refused: {:?}", stored.refusals));
         }
-        let agent = asker.public_key().to_hex();
         let answers = frames(publishers, args.events, |p, c, i| {
             let card = &ids[p][i];
             frame(
@@ -166,8 +202,12 @@ async fn ingest_phases(
                 ],
             )
         });
-        let i = load::publish(&server.url, answers).await?;
-        out.push(report("settling_answers", &i));
+        eprintln!("{}: settling answers", server.name);
+        let r = timed(server, "settling_answers", answers).await?;
+        if r["accepted"] != r["sent"] {
+            return Err(format!("answers refused: {}", r["refusals"]));
+        }
+        out.push(r);
     }
     Ok(out)
 }
@@ -177,13 +217,15 @@ async fn fanout_phase(server: &Server, args: &Args) -> Result<serde_json::Value,
     let rounds: Vec<Frame> = (0..args.fanout_rounds)
         .map(|i| frame(&author, 1, format!("fan-out {i}"), vec![]))
         .collect();
+    eprintln!("{}: fan-out", server.name);
     let times = load::fan_out(&server.url, 50, 20, &author.public_key().to_hex(), rounds).await?;
     Ok(json!({ "phase": "fanout_1000", "delivery": stats::Summary::of(&times).json() }))
 }
 
 async fn bench(args: Args) -> Result<serde_json::Value, String> {
     for b in [&args.agentwire, &args.nostr_rs_relay] {
-        if !b.exists() {
+        let needed = !(args.only_agentwire && b == &args.nostr_rs_relay);
+        if needed && !b.exists() {
             return Err(format!("{} not found", b.display()));
         }
     }
@@ -195,7 +237,12 @@ async fn bench(args: Args) -> Result<serde_json::Value, String> {
     members.push(asker.public_key());
     let mut rounds = Vec::new();
     for round in 0..args.repeat {
-        for which in ["agentwire", "nostr-rs-relay"] {
+        let relays: &[&str] = if args.only_agentwire {
+            &["agentwire"]
+        } else {
+            &["agentwire", "nostr-rs-relay"]
+        };
+        for &which in relays {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
             let server = if which == "agentwire" {
                 servers::agentwire(&args.agentwire, dir.path(), &members)?
