@@ -137,11 +137,11 @@ async fn ingest_phases(
     let root = frame(asker, 1, format!("root {round}"), vec![]).id;
     let agent = asker.public_key().to_hex();
     let comments = frames(publishers, args.events, |p, c, i| {
-        let _ = (p, i);
         frame(
             c,
             1111,
-            "yes".into(),
+            // Distinct content, so that no two comments are one event.
+            format!("comment {round} {p} {i}"),
             vec![
                 tag(&["E", &root]),
                 tag(&["e", &root]),
