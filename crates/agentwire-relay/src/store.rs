@@ -123,6 +123,46 @@ pub struct StoredEvent {
 pub struct EventStore {
     conn: Connection,
     path: PathBuf,
+    /// Question cards stored lately, parsed, so that an answer is judged without reading and parsing its
+    /// card again.
+    cards: CardCache,
+}
+
+/// Question cards the writer committed lately, parsed. An entry is used only while the card's row still
+/// exists (checked in the answer's transaction), so a card deleted or purged since is judged from the
+/// table as before; a card's content never changes (its id is its hash).
+#[derive(Debug, Default)]
+struct CardCache {
+    cards: std::collections::HashMap<EventId, std::sync::Arc<(Event, tinyagent::QuestionCard)>>,
+    order: std::collections::VecDeque<EventId>,
+}
+
+/// The most parsed question cards kept: the cards that get answered are the recent ones, and 4,096 parsed
+/// cards are a few MiB at most.
+pub const MAX_CACHED_CARDS: usize = 4096;
+
+impl CardCache {
+    fn get(&self, id: &EventId) -> Option<std::sync::Arc<(Event, tinyagent::QuestionCard)>> {
+        self.cards.get(id).cloned()
+    }
+
+    fn keep(&mut self, event: &Event) {
+        let Ok(card) = tinyagent::question(event) else {
+            return;
+        };
+        if self.cards.len() >= MAX_CACHED_CARDS {
+            if let Some(old) = self.order.pop_front() {
+                self.cards.remove(&old);
+            }
+        }
+        if self
+            .cards
+            .insert(event.id, std::sync::Arc::new((event.clone(), card)))
+            .is_none()
+        {
+            self.order.push_back(event.id);
+        }
+    }
 }
 
 impl EventStore {
@@ -159,6 +199,7 @@ impl EventStore {
         Ok(Self {
             conn,
             path: path.to_path_buf(),
+            cards: CardCache::default(),
         })
     }
 
@@ -179,6 +220,7 @@ impl EventStore {
         Ok(Self {
             conn,
             path: path.to_path_buf(),
+            cards: CardCache::default(),
         })
     }
 
@@ -218,9 +260,15 @@ impl EventStore {
         let tx = self.conn.transaction()?;
         let mut outcomes = Vec::with_capacity(batch.len());
         for (event, json) in batch {
-            outcomes.push(insert_in(&tx, event, json, now)?);
+            outcomes.push(insert_in(&tx, event, json, now, &self.cards)?);
         }
         tx.commit()?;
+        // Committed: the new cards may be judged from memory from now on.
+        for ((event, _), outcome) in batch.iter().zip(&outcomes) {
+            if outcome.is_new() && tinyagent::is_question(event) {
+                self.cards.keep(event);
+            }
+        }
         Ok(outcomes)
     }
 
@@ -462,6 +510,7 @@ fn insert_in(
     event: &Event,
     json: &str,
     now: Timestamp,
+    cards: &CardCache,
 ) -> Result<InsertOutcome, RelayError> {
     let retention = Retention::of(event.kind);
     if !retention.is_stored() {
@@ -482,7 +531,7 @@ fn insert_in(
         return Ok(InsertOutcome::Deleted);
     }
     if let Some(question) = tinyagent::answered_request(event) {
-        if let Err(refusal) = settle(tx, question, event, now)? {
+        if let Err(refusal) = settle(tx, question, event, now, cards)? {
             return Ok(InsertOutcome::Refused(refusal));
         }
     }
@@ -549,48 +598,67 @@ fn settle(
     question: EventId,
     answer: &Event,
     now: Timestamp,
+    cards: &CardCache,
 ) -> Result<Result<(), AnswerRefusal>, RelayError> {
     let key = question.as_bytes().as_slice();
-    let json: Option<String> = tx
-        .prepare_cached("SELECT json FROM events WHERE id = ?1 AND kind = 9")?
-        .query_row([key], |row| row.get(0))
-        .optional()?;
-    let Some(request) = json.and_then(|j| Event::from_json(j).ok()) else {
-        let expired: Option<Option<i64>> = tx
-            .prepare_cached("SELECT expires_at FROM questions WHERE id = ?1")?
-            .query_row([key], |row| row.get(0))
-            .optional()?;
-        return Ok(match expired {
-            // A question that is gone takes no answer any more: it expired and was purged, or it was
-            // deleted.
-            Some(Some(at)) if at <= ts_to_sql(now) => Err(AnswerRefusal::Expired(
-                Timestamp::from_secs(at.max(0) as u64),
-            )),
-            Some(_) => Err(AnswerRefusal::Deleted),
-            None => Ok(()),
-        });
+    let cached = match cards.get(&question) {
+        Some(c)
+            if tx
+                .prepare_cached("SELECT 1 FROM events WHERE id = ?1")?
+                .exists([key])? =>
+        {
+            Some(c)
+        }
+        _ => None,
     };
-    if !tinyagent::is_question(&request) {
-        return Ok(Ok(()));
-    }
-    let Ok(card) = tinyagent::question(&request) else {
-        // Stored before the relay judged questions: a plain message, as its author's client meant
-        // nothing the relay can hold it to.
-        return Ok(Ok(()));
+    let parsed = match cached {
+        Some(c) => c,
+        None => {
+            let json: Option<String> = tx
+                .prepare_cached("SELECT json FROM events WHERE id = ?1 AND kind = 9")?
+                .query_row([key], |row| row.get(0))
+                .optional()?;
+            let Some(request) = json.and_then(|j| Event::from_json(j).ok()) else {
+                let expired: Option<Option<i64>> = tx
+                    .prepare_cached("SELECT expires_at FROM questions WHERE id = ?1")?
+                    .query_row([key], |row| row.get(0))
+                    .optional()?;
+                return Ok(match expired {
+                    // A question that is gone takes no answer any more: it expired and was purged, or it
+                    // was deleted.
+                    Some(Some(at)) if at <= ts_to_sql(now) => Err(AnswerRefusal::Expired(
+                        Timestamp::from_secs(at.max(0) as u64),
+                    )),
+                    Some(_) => Err(AnswerRefusal::Deleted),
+                    None => Ok(()),
+                });
+            };
+            if !tinyagent::is_question(&request) {
+                return Ok(Ok(()));
+            }
+            let Ok(card) = tinyagent::question(&request) else {
+                // Stored before the relay judged questions: a plain message, as its author's client meant
+                // nothing the relay can hold it to.
+                return Ok(Ok(()));
+            };
+            std::sync::Arc::new((request, card))
+        }
     };
-    if let Err(refusal) = tinyagent::check_answer(&request, &card, answer, now) {
+    let (request, card) = &*parsed;
+    if let Err(refusal) = tinyagent::check_answer(request, card, answer, now) {
         return Ok(Err(refusal));
     }
-    let settled: Option<Vec<u8>> = tx
-        .prepare_cached("SELECT answer FROM settlements WHERE question = ?1")?
-        .query_row([key], |row| row.get(0))
-        .optional()?;
-    if let Some(by) = settled {
+    // The first valid answer takes the row; a later one finds it taken.
+    let taken = tx
+        .prepare_cached("INSERT OR IGNORE INTO settlements (question, answer) VALUES (?1, ?2)")?
+        .execute(params![key, answer.id.as_bytes().as_slice()])?;
+    if taken == 0 {
+        let by: Vec<u8> = tx
+            .prepare_cached("SELECT answer FROM settlements WHERE question = ?1")?
+            .query_row([key], |row| row.get(0))?;
         let by = EventId::from_slice(&by).map_err(|e| RelayError::Internal(e.to_string()))?;
         return Ok(Err(AnswerRefusal::Settled(by)));
     }
-    tx.prepare_cached("INSERT INTO settlements (question, answer) VALUES (?1, ?2)")?
-        .execute(params![key, answer.id.as_bytes().as_slice()])?;
     Ok(Ok(()))
 }
 
