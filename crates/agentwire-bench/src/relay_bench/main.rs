@@ -70,6 +70,22 @@ fn frame(crypto: &Crypto, kind: u16, content: String, tags: Vec<Tag>) -> Frame {
     }
 }
 
+/// A 64-hex value that looks like an event id, different for every (round, publisher, event).
+fn pseudo_id(round: usize, p: usize, i: usize) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    (0..4)
+        .map(|part| {
+            let mut h = state.build_hasher();
+            h.write_usize(round);
+            h.write_usize(p);
+            h.write_usize(i);
+            h.write_usize(part);
+            format!("{:016x}", h.finish())
+        })
+        .collect()
+}
+
 /// `events` frames per publisher from `make(publisher, i)`.
 fn frames(
     publishers: &[Crypto],
@@ -132,11 +148,12 @@ async fn ingest_phases(
     eprintln!("{}: room messages", server.name);
     out.push(timed(server, "room_messages", room).await?);
 
-    // The floor of the answers below: kind 1111 comments with the same seven tags, to a note that is no
-    // question card, so nothing is settled (both relays index all seven).
-    let root = frame(asker, 1, format!("root {round}"), vec![]).id;
+    // The floor of the answers below: kind 1111 comments with the same seven tags, each to a root of its own
+    // that is no question card (as each answer names a card of its own), so nothing is settled; both relays
+    // index all seven.
     let agent = asker.public_key().to_hex();
     let comments = frames(publishers, args.events, |p, c, i| {
+        let root = pseudo_id(round, p, i);
         frame(
             c,
             1111,
