@@ -41,19 +41,35 @@ pub(crate) struct Daemon {
 impl Daemon {
     /// Starts `binary serve` on a fresh data directory inside `dir` and waits for its ready line.
     pub(crate) fn start(binary: &Path, dir: &Path) -> Result<Daemon, String> {
+        let rate = BENCH_SENDER_RATE.to_string();
+        Self::start_with(
+            binary,
+            dir,
+            &config_toml(),
+            &["--rate-per-second", &rate, "--rate-burst", &rate],
+        )
+    }
+
+    /// Starts `binary serve` with the configuration file `config` and `serve_args` after `serve`, on a
+    /// fresh data directory inside `dir`, and waits for its ready line.
+    pub(crate) fn start_with(
+        binary: &Path,
+        dir: &Path,
+        config: &str,
+        serve_args: &[&str],
+    ) -> Result<Daemon, String> {
         let data_dir = dir.join("data");
-        let config = dir.join("bench.toml");
-        std::fs::write(&config, config_toml()).map_err(|e| format!("writing the config: {e}"))?;
+        let config_path = dir.join("bench.toml");
+        std::fs::write(&config_path, config).map_err(|e| format!("writing the config: {e}"))?;
         let log = dir.join("daemon.log");
         let log_file = std::fs::File::create(&log).map_err(|e| format!("creating the log: {e}"))?;
-        let rate = BENCH_SENDER_RATE.to_string();
         let mut child = Command::new(binary)
             .arg("--config")
-            .arg(&config)
+            .arg(&config_path)
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--log", "warn", "serve", "--relay-listen", "127.0.0.1:0"])
-            .args(["--rate-per-second", &rate, "--rate-burst", &rate])
+            .args(serve_args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

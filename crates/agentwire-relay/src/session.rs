@@ -427,23 +427,11 @@ impl Session {
     /// A live event to deliver on this connection: an `EVENT` frame for each live subscription it
     /// matches.
     pub(crate) fn handle_live(&mut self, published: &Arc<Published>) -> Vec<String> {
-        let wanted = self.subscriptions.values().any(|sub| {
-            sub.filters
-                .iter()
-                .any(|f| f.match_event(&published.event, MatchEventOptions::new()))
-        });
-        // Most connections want most events not at all: the rooms are asked only about one they want.
-        if !wanted
-            || !self
-                .rooms
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .may_read(&published.event, &self.authed)
-        {
-            return Vec::new();
-        }
         let mut frames = Vec::new();
         let mut overflowed = Vec::new();
+        // Most connections want most events not at all: the rooms are asked, once, only about an event a
+        // subscription wants.
+        let mut readable = None;
         for (id, sub) in &mut self.subscriptions {
             let matches = sub
                 .filters
@@ -451,6 +439,15 @@ impl Session {
                 .any(|f| f.match_event(&published.event, MatchEventOptions::new()));
             if !matches {
                 continue;
+            }
+            let may_read = *readable.get_or_insert_with(|| {
+                self.rooms
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .may_read(&published.event, &self.authed)
+            });
+            if !may_read {
+                return Vec::new();
             }
             match &mut sub.loading {
                 None => frames.push(wire::event(id, &published.json)),

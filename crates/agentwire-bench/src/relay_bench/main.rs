@@ -25,6 +25,10 @@ use serde_json::json;
 
 mod load;
 mod servers;
+// Shared with agentwire-bench: starting the daemon and reading its CPU time, and percentiles.
+#[path = "../daemon.rs"]
+#[allow(dead_code)]
+mod daemon;
 #[path = "../stats.rs"]
 #[allow(dead_code)]
 mod stats;

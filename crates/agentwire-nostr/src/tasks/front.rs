@@ -326,9 +326,17 @@ impl TurnFront for TaskFront {
         let Some(ev) = self.sign(card::CHAT, draft.content.clone(), draft.tags.clone()) else {
             return FrontAsk::Unavailable;
         };
+        let parsed = match agentwire_relay::tinyagent::question(&ev) {
+            Ok(p) => p,
+            Err(rule) => {
+                tracing::error!(task = %self.task.id, %rule, "a question card the relay's rules refuse");
+                return FrontAsk::Unavailable;
+            }
+        };
         let question_id = ev.id.to_hex();
         shared.open_card(super::OpenCard {
             card: ev.clone(),
+            parsed,
             request_id: self.request_id.clone(),
             task: self.task.id,
             room: thread.room.clone(),

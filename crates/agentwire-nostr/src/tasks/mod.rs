@@ -77,6 +77,8 @@ pub struct TaskConfig {
 /// A question card waiting for its answer.
 pub(crate) struct OpenCard {
     pub(crate) card: Event,
+    /// The card as the relay's rules read it (parsed once, when it is posted).
+    pub(crate) parsed: tinyagent::QuestionCard,
     pub(crate) request_id: RequestId,
     pub(crate) task: EventId,
     pub(crate) room: String,
@@ -464,11 +466,7 @@ impl Driver {
             let Some(open) = cards.get(&card_id) else {
                 return;
             };
-            let parsed = match tinyagent::question(&open.card) {
-                Ok(p) => p,
-                Err(_) => return,
-            };
-            match tinyagent::check_answer(&open.card, &parsed, ev, Timestamp::now()) {
+            match tinyagent::check_answer(&open.card, &open.parsed, ev, Timestamp::now()) {
                 Ok(s) => ask::answer(&open.kind, &open.option_ids, &s.choices, s.text.as_deref())
                     .map(|a| {
                         (
