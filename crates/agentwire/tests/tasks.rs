@@ -104,19 +104,24 @@ async fn a_task_cut_off_by_kill_9_ends_exactly_once_and_a_finished_one_is_not_ru
 
     let daemon = Daemon::start(&data, &args);
     let (_conn, mut rx) = watch(&daemon.relay).await;
-    let mut seen = card_kinds(&mut rx, &cut.id, Duration::from_secs(5)).await;
-    seen.sort();
+    // Progress (43003) may have gone out while either task ran; what must hold is one start and one end.
+    let seen = card_kinds(&mut rx, &cut.id, Duration::from_secs(5)).await;
     assert_eq!(
-        seen,
-        vec![43002, 43006],
-        "the cut-off task ends once, with an error"
+        starts_and_ends(&seen),
+        (1, 0, 1),
+        "the cut-off task ends once, with an error: {seen:?}"
     );
     let (_conn, mut rx) = watch(&daemon.relay).await;
-    let mut seen = card_kinds(&mut rx, &done.id, Duration::from_secs(1)).await;
-    seen.sort();
+    let seen = card_kinds(&mut rx, &done.id, Duration::from_secs(1)).await;
     assert_eq!(
-        seen,
-        vec![43002, 43004],
-        "the finished task did not run again"
+        starts_and_ends(&seen),
+        (1, 1, 0),
+        "the finished task did not run again: {seen:?}"
     );
+}
+
+/// How many 43002 (started), 43004 (result) and 43006 (error) are among `kinds`.
+fn starts_and_ends(kinds: &[u16]) -> (usize, usize, usize) {
+    let count = |kind: u16| kinds.iter().filter(|&&k| k == kind).count();
+    (count(43002), count(43004), count(43006))
 }
