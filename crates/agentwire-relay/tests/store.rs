@@ -425,3 +425,70 @@ fn retention_prunes_each_class_by_age_and_keeps_open_questions_and_kept_kinds() 
         0
     );
 }
+
+/// The writer checkpoints its WAL once WAL_CHECKPOINT_PAGES have piled up (not at SQLite's 1,000), and the
+/// file is cut back to WAL_SIZE_LIMIT_BYTES once a checkpoint has emptied it: a busy relay's WAL grows past
+/// SQLite's 4 MiB window, stays near the limit, and when a long read held it back it shrinks again.
+#[test]
+fn the_wal_grows_to_the_checkpoint_window_and_is_cut_back_to_its_limit() {
+    use agentwire_relay::store::WAL_SIZE_LIMIT_BYTES;
+    use nostr::event::EventId;
+    use nostr::key::PublicKey;
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("events.sqlite");
+    let wal = dir.path().join("events.sqlite-wal");
+    let mut store = EventStore::open(&path).unwrap();
+    let keys = Keys::generate();
+    let signed = at(&keys, 1, "x", vec![], NOW);
+    let content = "w".repeat(8_000);
+    let mut batch = 0u32;
+    // 250 events of 8 kB (about 2 MB of pages) a batch; the store trusts its caller with ids and
+    // signatures, so distinct ids are enough here. Returns the WAL's size after the batch.
+    let mut write = |store: &mut EventStore| {
+        let events: Vec<Event> = (0..250u32)
+            .map(|i| {
+                let mut id = [0u8; 32];
+                id[..4].copy_from_slice(&batch.to_be_bytes());
+                id[4..8].copy_from_slice(&i.to_be_bytes());
+                Event::new(
+                    EventId::from_byte_array(id),
+                    PublicKey::from_slice(&keys.public_key().to_bytes()).unwrap(),
+                    Timestamp::from_secs(NOW),
+                    Kind::TextNote,
+                    [],
+                    content.clone(),
+                    signed.sig,
+                )
+            })
+            .collect();
+        batch += 1;
+        let outcomes = store.insert_batch(&events).unwrap();
+        assert!(outcomes.iter().all(|o| *o == InsertOutcome::Inserted));
+        std::fs::metadata(&wal).unwrap().len()
+    };
+    // One batch may land past the limit before the checkpoint that follows it.
+    let bound = WAL_SIZE_LIMIT_BYTES as u64 + 4 * 1024 * 1024;
+    let largest = (0..40).map(|_| write(&mut store)).max().unwrap();
+    assert!(
+        largest > 3 * 1_000 * 4096,
+        "the WAL was checkpointed at SQLite's default window: largest {largest} bytes"
+    );
+    assert!(largest <= bound, "the WAL grew to {largest} bytes");
+
+    // A reader holding one snapshot keeps the WAL from starting over, so it grows past the limit...
+    let reader = rusqlite::Connection::open(&path).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let _: i64 = reader
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    let held = (0..40).map(|_| write(&mut store)).max().unwrap();
+    assert!(held > bound, "the held-back WAL stayed at {held} bytes");
+    // ...and once it lets go, the next checkpoints empty the WAL and cut the file back.
+    reader.execute_batch("COMMIT").unwrap();
+    drop(reader);
+    let after = (0..20).map(|_| write(&mut store)).last().unwrap();
+    assert!(
+        after <= bound,
+        "the WAL stayed at {after} bytes after the reader let go"
+    );
+}
