@@ -3,7 +3,7 @@
 
 use crate::config::{AgentKind, Resolved};
 use crate::keys;
-use agentwire_agents::{DemoAgent, RoostJobAgent};
+use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
 use agentwire_engine::{Agent, Engine, Front, TurnFront};
 use agentwire_fisk::worker::Worker;
 use agentwire_nostr::crypto::Crypto;
@@ -23,11 +23,14 @@ const AGENT_KEY_FILE: &str = "agent.key";
 const RELAY_KEY_FILE: &str = "relay.key";
 
 /// The agent that serves the turns: its kind was settled and its roost profile checked by resolution.
-fn make_agent(kind: &AgentKind, roost_socket: &Path) -> Arc<dyn Agent> {
+fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Arc<dyn Agent> {
     match kind {
         AgentKind::Demo => Arc::new(DemoAgent),
         AgentKind::Roost { profile } => {
             Arc::new(RoostJobAgent::new(roost_socket.to_path_buf(), profile))
+        }
+        AgentKind::Cmd { command, timeout } => {
+            Arc::new(CmdAgent::new(name, command.clone(), *timeout))
         }
     }
 }
@@ -54,7 +57,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
     let agent_name = agent.name;
     let roost_socket = roost.socket;
-    let agent = make_agent(&agent.kind, &roost_socket);
+    let agent = make_agent(&agent_name, &agent.kind, &roost_socket);
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let journal =
         Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);

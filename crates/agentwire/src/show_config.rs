@@ -175,6 +175,10 @@ struct AgentView<'a> {
     kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_timeout_secs: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -193,11 +197,27 @@ impl<'a> View<'a> {
         };
         let mut agents = BTreeMap::new();
         if c.agent.entry {
-            let (kind, profile) = match &c.agent.kind {
-                AgentKind::Demo => ("demo", None),
-                AgentKind::Roost { profile } => ("roost", Some(profile.as_str())),
+            let view = match &c.agent.kind {
+                AgentKind::Demo => AgentView {
+                    kind: "demo",
+                    profile: None,
+                    command: None,
+                    request_timeout_secs: None,
+                },
+                AgentKind::Roost { profile } => AgentView {
+                    kind: "roost",
+                    profile: Some(profile.as_str()),
+                    command: None,
+                    request_timeout_secs: None,
+                },
+                AgentKind::Cmd { command, timeout } => AgentView {
+                    kind: "cmd",
+                    profile: None,
+                    command: Some(command.as_slice()),
+                    request_timeout_secs: Some(timeout.as_secs()),
+                },
             };
-            agents.insert(c.agent.name.as_str(), AgentView { kind, profile });
+            agents.insert(c.agent.name.as_str(), view);
         }
         View {
             data_dir: &c.data_dir,

@@ -348,3 +348,25 @@ fn tasks_and_the_webhook_are_shown_without_the_webhooks_token_and_read_back() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_cmd_agent_is_shown_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &file,
+        "[serve]\nagent = \"shout\"\n[agents.shout]\nkind = \"cmd\"\ncommand = [\"tr\", \"a-z\", \"A-Z\"]\nrequest_timeout_secs = 42\n",
+    )
+    .unwrap();
+    let first = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let toml: toml::Value = toml::from_str(&text(&first.stdout)).unwrap();
+    let shout = &toml["agents"]["shout"];
+    assert_eq!(shout["kind"].as_str(), Some("cmd"));
+    assert_eq!(shout["command"][2].as_str(), Some("A-Z"));
+    assert_eq!(shout["request_timeout_secs"].as_integer(), Some(42));
+    let saved = dir.path().join("in-force.toml");
+    std::fs::write(&saved, &first.stdout).unwrap();
+    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    assert_eq!(text(&again.stdout), text(&first.stdout));
+}

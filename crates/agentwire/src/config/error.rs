@@ -87,7 +87,7 @@ pub(crate) enum ConfigError {
         name: String,
     },
     /// An `[agents.<name>]` entry of a kind that does not exist.
-    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: demo, roost")]
+    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: demo, roost, cmd")]
     UnknownAgentKind {
         /// The entry.
         name: String,
@@ -99,6 +99,24 @@ pub(crate) enum ConfigError {
     AgentProfile {
         /// The entry.
         name: String,
+    },
+    /// An `[agents.<name>]` entry of kind `cmd` whose command is missing or empty.
+    #[error("[agents.{name}] of kind cmd needs a command: a program and its arguments, e.g. [\"tr\", \"a-z\", \"A-Z\"]")]
+    AgentCommand {
+        /// The entry.
+        name: String,
+    },
+    /// An `[agents.<name>]` `request_timeout_secs` out of range.
+    #[error("[agents.{name}] request_timeout_secs: {value} is out of range ({min}-{max})")]
+    AgentTimeout {
+        /// The entry.
+        name: String,
+        /// The value given.
+        value: u64,
+        /// The least allowed.
+        min: u64,
+        /// The most allowed.
+        max: u64,
     },
     /// The agent runs a roost profile that neither `[roost.profiles]` nor the roost.json defines.
     #[error(

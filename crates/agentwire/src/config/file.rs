@@ -88,10 +88,14 @@ pub(crate) struct RoomFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
-    /// `demo` or `roost`.
+    /// `demo`, `roost` or `cmd`.
     pub(crate) kind: String,
     /// For `roost`: the profile whose jobs serve the turns.
     pub(crate) profile: Option<String>,
+    /// For `cmd`: the program and its arguments, run once a turn.
+    pub(crate) command: Option<Vec<String>>,
+    /// For `cmd`: how long a turn may run, in seconds.
+    pub(crate) request_timeout_secs: Option<u64>,
 }
 
 /// `[roost]`: the roost supervisor.

@@ -72,7 +72,18 @@ pub(crate) enum AgentKind {
         /// The profile.
         profile: String,
     },
+    /// A command run once a turn.
+    Cmd {
+        /// The program and its arguments (not empty).
+        command: Vec<String>,
+        /// How long a turn may run.
+        timeout: Duration,
+    },
 }
+
+/// The range of an agent's `request_timeout_secs`: at least a second, at most a day (a turn that runs
+/// longer is a job for roost).
+pub(crate) const AGENT_TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=86_400;
 
 /// The agent served, under the name it was asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,6 +357,25 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
             ("roost", Some(profile)) => roost(profile),
             ("roost", None) => return Err(ConfigError::AgentProfile { name }),
             ("demo", _) => AgentKind::Demo,
+            ("cmd", _) => {
+                let command = match &entry.command {
+                    Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
+                    _ => return Err(ConfigError::AgentCommand { name }),
+                };
+                let timeout = match entry.request_timeout_secs {
+                    None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
+                    Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Duration::from_secs(v),
+                    Some(value) => {
+                        return Err(ConfigError::AgentTimeout {
+                            name,
+                            value,
+                            min: *AGENT_TIMEOUT_SECS.start(),
+                            max: *AGENT_TIMEOUT_SECS.end(),
+                        })
+                    }
+                };
+                AgentKind::Cmd { command, timeout }
+            }
             (other, _) => {
                 return Err(ConfigError::UnknownAgentKind {
                     name,

@@ -751,3 +751,51 @@ fn the_webhook_needs_an_http_url_and_the_embedded_relay() {
     );
     assert!(e.to_string().contains("embedded relay"), "{e}");
 }
+
+#[test]
+fn a_cmd_agent_takes_its_command_and_timeout() {
+    let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"tr\", \"a-z\", \"A-Z\"]\nrequest_timeout_secs = 30\n";
+    let r = resolved(&["--agent", "shout"], toml);
+    assert_eq!(
+        r.agent.kind,
+        AgentKind::Cmd {
+            command: vec!["tr".into(), "a-z".into(), "A-Z".into()],
+            timeout: Duration::from_secs(30)
+        }
+    );
+    let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\n";
+    assert!(matches!(
+        resolved(&["--agent", "shout"], toml).agent.kind,
+        AgentKind::Cmd { timeout, .. } if timeout == agentwire_agents::DEFAULT_CMD_TIMEOUT
+    ));
+}
+
+#[test]
+fn a_cmd_agent_without_a_command_or_with_a_bad_timeout_is_refused_by_name() {
+    for toml in [
+        "[agents.shout]\nkind = \"cmd\"\n",
+        "[agents.shout]\nkind = \"cmd\"\ncommand = []\n",
+        "[agents.shout]\nkind = \"cmd\"\ncommand = [\"\"]\n",
+    ] {
+        let e = error(&["--agent", "shout"], toml);
+        assert!(
+            matches!(&e, ConfigError::AgentCommand { name } if name == "shout"),
+            "{e}"
+        );
+        assert!(e
+            .to_string()
+            .contains("[agents.shout] of kind cmd needs a command"));
+    }
+    for bad in [0, 86_401] {
+        let toml = format!(
+            "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\nrequest_timeout_secs = {bad}\n"
+        );
+        let e = error(&["--agent", "shout"], &toml);
+        assert!(
+            e.to_string().contains(&format!(
+                "[agents.shout] request_timeout_secs: {bad} is out of range (1-86400)"
+            )),
+            "{e}"
+        );
+    }
+}
