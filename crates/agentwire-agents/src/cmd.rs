@@ -393,6 +393,8 @@ mod tests {
             message: prompt.into(),
             model: CMD_MODEL.into(),
             thinking: None,
+            fallback_models: Vec::new(),
+            history: Vec::new(),
             resume: None,
         };
         let drain = tokio::spawn(async move {

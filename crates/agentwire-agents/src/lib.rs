@@ -1,10 +1,12 @@
 //! Agents that run turns: the built-in demo agent (offline, deterministic, for trying agentwire out and for
 //! testing every path of every protocol), [`RoostJobAgent`], which serves turns with a roost job, and
-//! [`CmdAgent`], which runs a command for each turn.
+//! [`CmdAgent`], which runs a command for each turn, and [`openai::OpenAiAgent`], a model behind an
+//! OpenAI-compatible chat completions API, with tools.
 
 mod calc;
 mod cmd;
 mod demo;
+pub mod openai;
 mod roost;
 
 pub use calc::{evaluate, CalcError, MAX_EXPR_BYTES};

@@ -57,9 +57,94 @@ pub struct TurnInput {
     pub model: String,
     /// Requested thinking effort, if any.
     pub thinking: Option<String>,
+    /// Models to try in order when `model` turns out to be unavailable (all on the card).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
     /// Set when this turn continues one that stopped part way (suspended or deferred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,
+    /// The conversation's earlier turns, oldest first, for an agent that asks for them
+    /// ([`Agent::wants_history`]): filled by the engine from the journal when the turn starts, and never
+    /// journaled with the turn (each turn's own record holds its own part).
+    #[serde(skip)]
+    pub history: Vec<PastTurn>,
+}
+
+/// One earlier turn of a conversation that ended with an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PastTurn {
+    /// The person's message.
+    pub message: String,
+    /// The tools the agent ran in it, in order.
+    pub tools: Vec<PastToolCall>,
+    /// The answer.
+    pub answer: String,
+}
+
+/// A tool call of an earlier turn and its result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PastToolCall {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: serde_json::Value,
+    /// What it returned.
+    pub output: serde_json::Value,
+}
+
+/// Most earlier turns given to an agent: a conversation can grow for ever, and no context window holds a
+/// thousand turns; the agent drops the oldest of these further to fit its own window.
+pub const MAX_HISTORY_TURNS: usize = 1000;
+
+/// A conversation's earlier turns from its journal view, oldest first: those that ended with an answer,
+/// before `current`, with their tool calls and results from their transcripts, at most
+/// [`MAX_HISTORY_TURNS`] (the newest).
+pub fn past_turns(view: &agentwire_store::ConversationView, current: &RequestId) -> Vec<PastTurn> {
+    let mut past: Vec<PastTurn> = view
+        .turns
+        .iter()
+        .take_while(|t| t.turn.request_id != *current)
+        .filter_map(|t| {
+            let Some(Outcome::Result(r)) = &t.turn.outcome else {
+                return None;
+            };
+            let message = t.turn.input["message"].as_str()?.to_string();
+            let mut tools: Vec<PastToolCall> = Vec::new();
+            let events = t.transcript.as_ref().and_then(|v| v.as_array());
+            for ev in events.into_iter().flatten() {
+                match serde_json::from_value::<TurnEvent>(ev.clone()) {
+                    Ok(TurnEvent::ToolCall {
+                        call_id,
+                        name,
+                        arguments,
+                    }) => tools.push(PastToolCall {
+                        call_id,
+                        name,
+                        arguments,
+                        output: serde_json::Value::Null,
+                    }),
+                    Ok(TurnEvent::ToolResult {
+                        call_id, output, ..
+                    }) => {
+                        if let Some(c) = tools.iter_mut().rev().find(|c| c.call_id == call_id) {
+                            c.output = output;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(PastTurn {
+                message,
+                tools,
+                answer: r.text.clone(),
+            })
+        })
+        .collect();
+    let extra = past.len().saturating_sub(MAX_HISTORY_TURNS);
+    past.drain(..extra);
+    past
 }
 
 /// Where a resumed turn picks up.
@@ -136,4 +221,106 @@ pub trait Agent: Send + Sync + 'static {
 
     /// Runs one turn, sending its events in order on `ctx.events`, and returns its outcome.
     fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome>;
+
+    /// Whether the agent wants its conversation's earlier turns in [`TurnInput::history`] (a model does; an
+    /// agent that keeps its own state, or none, does not). The engine then also keeps each turn's tool
+    /// calls and results in the journal, for the turns after it.
+    fn wants_history(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_core::{Failure, TurnFailure, TurnResult, Usage};
+    use agentwire_store::{ConversationTurn, ConversationView, StoredTurn};
+    use serde_json::json;
+
+    fn stored(
+        n: usize,
+        outcome: Option<Outcome>,
+        transcript: Option<serde_json::Value>,
+    ) -> ConversationTurn {
+        ConversationTurn {
+            turn: StoredTurn {
+                request_id: RequestId::new(format!("r{n}")).unwrap(),
+                conversation_id: ConversationId::new("c").unwrap(),
+                protocol: "test".into(),
+                owner: "local".into(),
+                route: json!({}),
+                input: json!({ "message": format!("m{n}") }),
+                accepted_at: 0,
+                outcome,
+                wire: None,
+                tool_calls: 0,
+            },
+            transcript,
+        }
+    }
+
+    fn answer(text: &str) -> Option<Outcome> {
+        Some(Outcome::Result(TurnResult {
+            text: text.into(),
+            usage: Usage::default(),
+            stop_reason: "stop".into(),
+        }))
+    }
+
+    #[test]
+    fn past_turns_are_the_answered_ones_before_this_one_with_their_tools() {
+        let tools = serde_json::to_value(vec![
+            TurnEvent::Text { text: "x".into() },
+            TurnEvent::ToolCall {
+                call_id: "c1".into(),
+                name: "clock".into(),
+                arguments: json!({}),
+            },
+            TurnEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "clock".into(),
+                output: json!({"unix": 1}),
+                success: true,
+                duration_ms: 0,
+            },
+        ])
+        .unwrap();
+        let view = ConversationView {
+            turns: vec![
+                stored(1, answer("a1"), Some(tools)),
+                stored(
+                    2,
+                    Some(Outcome::Failure(Failure::new(
+                        TurnFailure::AgentFailed,
+                        "x",
+                    ))),
+                    None,
+                ),
+                stored(3, None, None),
+                stored(4, answer("a4"), None),
+                stored(5, None, None),
+                stored(6, answer("after"), None),
+            ],
+        };
+        let past = past_turns(&view, &RequestId::new("r5").unwrap());
+        assert_eq!(
+            past.len(),
+            2,
+            "failed, unfinished and later turns are left out"
+        );
+        assert_eq!(
+            (past[0].message.as_str(), past[0].answer.as_str()),
+            ("m1", "a1")
+        );
+        assert_eq!(past[0].tools[0].output, json!({"unix": 1}));
+        assert_eq!(past[1].answer, "a4");
+        let many = ConversationView {
+            turns: (0..MAX_HISTORY_TURNS + 5)
+                .map(|n| stored(n, answer("a"), None))
+                .collect(),
+        };
+        let past = past_turns(&many, &RequestId::new("none").unwrap());
+        assert_eq!(past.len(), MAX_HISTORY_TURNS);
+        assert_eq!(past[0].message, "m5", "the oldest are dropped");
+    }
 }

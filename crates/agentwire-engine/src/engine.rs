@@ -861,6 +861,27 @@ impl Engine {
             self.record_and_deliver(&id, Outcome::Failure(f)).await;
             return;
         }
+        let wants_history = self.agent.wants_history();
+        let mut input = input;
+        if wants_history {
+            // The earlier turns come from the journal, so a restart between two turns loses none of them.
+            match self
+                .journal
+                .conversation(input.conversation_id.clone(), true)
+                .await
+            {
+                Ok(view) => input.history = crate::agent::past_turns(&view, &id),
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the conversation's earlier turns");
+                    let f = Failure::new(
+                        TurnFailure::Internal,
+                        "the conversation's earlier turns could not be read",
+                    );
+                    self.record_and_deliver(&id, Outcome::Failure(f)).await;
+                    return;
+                }
+            }
+        }
         let (ev_tx, mut ev_rx) = mpsc::channel(EVENT_QUEUE_DEPTH);
         let asker = Asker::new(Arc::new(TurnAsker {
             engine: Arc::downgrade(&self),
@@ -877,7 +898,7 @@ impl Engine {
         let mut events_open = true;
         // Under a parking policy the agent sees the cancel and ends the turn itself.
         let mut watch_cancel = !policy.park_on_cancel;
-        let mut transcript = policy.keep_transcript.then(Vec::new);
+        let mut transcript = (policy.keep_transcript || wants_history).then(Vec::new);
         let mut tool_calls = 0u64;
         let mut pass = |ev: TurnEvent| {
             if matches!(ev, TurnEvent::ToolCall { .. }) {

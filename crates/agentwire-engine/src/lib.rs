@@ -14,8 +14,8 @@ mod lifecycle;
 mod slots;
 
 pub use agent::{
-    Agent, AgentCard, AskQuestion, Asker, CancelSignal, Resume, ToolSpec, TurnContext, TurnInput,
-    EVENT_QUEUE_DEPTH,
+    past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, PastToolCall, PastTurn, Resume,
+    ToolSpec, TurnContext, TurnInput, EVENT_QUEUE_DEPTH, MAX_HISTORY_TURNS,
 };
 pub use engine::{
     AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,

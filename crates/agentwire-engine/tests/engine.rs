@@ -80,6 +80,8 @@ fn submission(n: usize, conv: usize, ms: u64, front: Arc<CountingFront>) -> Subm
             message: ms.to_string(),
             model: "m".into(),
             thinking: None,
+            fallback_models: Vec::new(),
+            history: Vec::new(),
             resume: None,
         },
         protocol: "test".into(),

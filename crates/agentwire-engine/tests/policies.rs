@@ -161,6 +161,8 @@ fn sub(id: &str, conv: &str, msg: &str, front: Arc<Front>, policy: TurnPolicy) -
             message: msg.into(),
             model: "m".into(),
             thinking: None,
+            fallback_models: Vec::new(),
+            history: Vec::new(),
             resume: None,
         },
         protocol: "test".into(),

@@ -1,5 +1,7 @@
 //! Test helpers shared by the crates' integration tests: a real `nats-server` on a free loopback port,
-//! stopped when dropped.
+//! stopped when dropped, and [`fake_openai`], a fake OpenAI-compatible model server over real HTTP.
+
+pub mod fake_openai;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 
 use crate::config::{AgentKind, Resolved};
 use crate::keys;
+use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
 use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
 use agentwire_engine::{Agent, Engine, Front, TurnFront};
 use agentwire_fisk::worker::Worker;
@@ -22,9 +23,37 @@ const AGENT_KEY_FILE: &str = "agent.key";
 /// The embedded relay's own key (it signs room metadata), in the data directory.
 const RELAY_KEY_FILE: &str = "relay.key";
 
-/// The agent that serves the turns: its kind was settled and its roost profile checked by resolution.
-fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Arc<dyn Agent> {
-    match kind {
+/// The agent that serves the turns: its kind was settled and its roost profile checked by resolution. A
+/// model agent's key is read here, from the variable its config names.
+fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Result<Arc<dyn Agent>, String> {
+    Ok(match kind {
+        AgentKind::OpenAi(s) => {
+            let api_key = match &s.api_key_env {
+                None => None,
+                Some(var) => match std::env::var(var) {
+                    Ok(key) if !key.is_empty() => Some(ApiKey(key)),
+                    _ => {
+                        return Err(format!(
+                            "[agents.{name}] api_key_env: the environment variable {var} is not set"
+                        ))
+                    }
+                },
+            };
+            let http = http_client(s.request_timeout)?;
+            Arc::new(OpenAiAgent::new(
+                OpenAiConfig {
+                    name: name.to_string(),
+                    base_url: s.base_url.clone(),
+                    models: s.models.clone(),
+                    api_key,
+                    system_prompt: s.system_prompt.clone(),
+                    tools: s.tools.clone(),
+                    request_timeout: s.request_timeout,
+                    max_context_tokens: s.max_context_tokens,
+                },
+                http,
+            ))
+        }
         AgentKind::Demo => Arc::new(DemoAgent),
         AgentKind::Roost { profile } => {
             Arc::new(RoostJobAgent::new(roost_socket.to_path_buf(), profile))
@@ -32,7 +61,7 @@ fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Arc<dyn Agen
         AgentKind::Cmd { command, timeout } => {
             Arc::new(CmdAgent::new(name, command.clone(), *timeout))
         }
-    }
+    })
 }
 
 /// How long a shutdown waits for running turns: long enough for a demo or a short model turn, short
@@ -57,7 +86,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
     let agent_name = agent.name;
     let roost_socket = roost.socket;
-    let agent = make_agent(&agent_name, &agent.kind, &roost_socket);
+    let agent = make_agent(&agent_name, &agent.kind, &roost_socket)?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let journal =
         Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);

@@ -179,6 +179,35 @@ struct AgentView<'a> {
     command: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     request_timeout_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    models: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key_env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_context_tokens: Option<u64>,
+}
+
+impl AgentView<'_> {
+    fn of_kind(kind: &'static str) -> Self {
+        AgentView {
+            kind,
+            profile: None,
+            command: None,
+            request_timeout_secs: None,
+            base_url: None,
+            models: None,
+            api_key_env: None,
+            system_prompt: None,
+            tools: None,
+            max_context_tokens: None,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -198,23 +227,26 @@ impl<'a> View<'a> {
         let mut agents = BTreeMap::new();
         if c.agent.entry {
             let view = match &c.agent.kind {
-                AgentKind::Demo => AgentView {
-                    kind: "demo",
-                    profile: None,
-                    command: None,
-                    request_timeout_secs: None,
-                },
+                AgentKind::Demo => AgentView::of_kind("demo"),
                 AgentKind::Roost { profile } => AgentView {
-                    kind: "roost",
                     profile: Some(profile.as_str()),
-                    command: None,
-                    request_timeout_secs: None,
+                    ..AgentView::of_kind("roost")
                 },
                 AgentKind::Cmd { command, timeout } => AgentView {
-                    kind: "cmd",
-                    profile: None,
                     command: Some(command.as_slice()),
                     request_timeout_secs: Some(timeout.as_secs()),
+                    ..AgentView::of_kind("cmd")
+                },
+                // The key's variable is named; the key itself is never read here.
+                AgentKind::OpenAi(s) => AgentView {
+                    base_url: Some(redact_url(&s.base_url)),
+                    models: Some(s.models.as_slice()),
+                    api_key_env: s.api_key_env.as_deref(),
+                    system_prompt: s.system_prompt.as_deref(),
+                    tools: Some(s.tools.as_slice()),
+                    request_timeout_secs: Some(s.request_timeout.as_secs()),
+                    max_context_tokens: Some(s.max_context_tokens),
+                    ..AgentView::of_kind("openai")
                 },
             };
             agents.insert(c.agent.name.as_str(), view);

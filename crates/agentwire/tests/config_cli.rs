@@ -370,3 +370,31 @@ fn a_cmd_agent_is_shown_and_reads_back() {
     let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
     assert_eq!(text(&again.stdout), text(&first.stdout));
 }
+
+#[test]
+fn an_openai_agent_is_shown_with_its_key_variable_not_its_key_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &file,
+        "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"llama3.2\"]\napi_key_env = \"MY_KEY\"\ntools = [\"calculator\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["--config", file.to_str().unwrap(), "config"])
+        .env("MY_KEY", "sk-never-shown")
+        .output()
+        .unwrap();
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!shown.contains("sk-never-shown"), "{shown}");
+    let toml: toml::Value = toml::from_str(&shown).unwrap();
+    let local = &toml["agents"]["local"];
+    assert_eq!(local["kind"].as_str(), Some("openai"));
+    assert_eq!(local["api_key_env"].as_str(), Some("MY_KEY"));
+    assert_eq!(local["max_context_tokens"].as_integer(), Some(8192));
+    let saved = dir.path().join("in-force.toml");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    assert_eq!(text(&again.stdout), shown);
+}

@@ -414,6 +414,8 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             message,
             model,
             thinking: None,
+            fallback_models: Vec::new(),
+            history: Vec::new(),
             resume,
         },
         setup,

@@ -513,12 +513,24 @@ impl Runtime {
             session,
             event.wrapped,
         ));
-        let (message, model, thinking, refusal) = match admitted {
-            Ok(a) => (a.payload.message, a.model, a.payload.thinking, None),
+        let (message, model, thinking, fallback_models, refusal) = match admitted {
+            Ok(a) => {
+                // The prompt's fallbacks after the model chosen, as far as this agent offers them.
+                let later: Vec<String> = a
+                    .payload
+                    .fallback_models
+                    .iter()
+                    .skip_while(|m| **m != a.model)
+                    .filter(|m| **m != a.model && self.card.models.contains(m))
+                    .cloned()
+                    .collect();
+                (a.payload.message, a.model, a.payload.thinking, later, None)
+            }
             Err(r) => (
                 r.message,
                 String::new(),
                 None,
+                Vec::new(),
                 Some(violation_failure(&r.violation, r.retry_after)),
             ),
         };
@@ -529,6 +541,8 @@ impl Runtime {
                 message,
                 model,
                 thinking,
+                fallback_models,
+                history: Vec::new(),
                 resume: None,
             },
             protocol: PROTOCOL.into(),

@@ -369,6 +369,8 @@ impl Driver {
                 message: task.prompt.clone(),
                 model: card.default_model,
                 thinking: None,
+                fallback_models: Vec::new(),
+                history: Vec::new(),
                 resume: None,
             },
             protocol: PROTOCOL.into(),

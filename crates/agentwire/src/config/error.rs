@@ -87,7 +87,7 @@ pub(crate) enum ConfigError {
         name: String,
     },
     /// An `[agents.<name>]` entry of a kind that does not exist.
-    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: demo, roost, cmd")]
+    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: demo, roost, cmd, openai")]
     UnknownAgentKind {
         /// The entry.
         name: String,
@@ -105,6 +105,16 @@ pub(crate) enum ConfigError {
     AgentCommand {
         /// The entry.
         name: String,
+    },
+    /// An `[agents.<name>]` of kind `openai` with a missing or bad setting.
+    #[error("[agents.{name}] {key}: {reason}")]
+    AgentSetting {
+        /// The entry.
+        name: String,
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
     },
     /// An `[agents.<name>]` `request_timeout_secs` out of range.
     #[error("[agents.{name}] request_timeout_secs: {value} is out of range ({min}-{max})")]

@@ -94,8 +94,20 @@ pub(crate) struct AgentFile {
     pub(crate) profile: Option<String>,
     /// For `cmd`: the program and its arguments, run once a turn.
     pub(crate) command: Option<Vec<String>>,
-    /// For `cmd`: how long a turn may run, in seconds.
+    /// For `cmd`: how long a turn may run; for `openai`: one model call, in seconds.
     pub(crate) request_timeout_secs: Option<u64>,
+    /// For `openai`: the API's base URL (up to `/v1`).
+    pub(crate) base_url: Option<String>,
+    /// For `openai`: the models offered, the first the default.
+    pub(crate) models: Option<Vec<String>>,
+    /// For `openai`: the environment variable holding the API key.
+    pub(crate) api_key_env: Option<String>,
+    /// For `openai`: the system prompt.
+    pub(crate) system_prompt: Option<String>,
+    /// For `openai`: the built-in tools the model may call.
+    pub(crate) tools: Option<Vec<String>>,
+    /// For `openai`: the context window on the agent's card, in tokens.
+    pub(crate) max_context_tokens: Option<u64>,
 }
 
 /// `[roost]`: the roost supervisor.

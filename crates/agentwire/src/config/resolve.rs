@@ -72,6 +72,8 @@ pub(crate) enum AgentKind {
         /// The profile.
         profile: String,
     },
+    /// A model behind an OpenAI-compatible API.
+    OpenAi(Box<OpenAiSettings>),
     /// A command run once a turn.
     Cmd {
         /// The program and its arguments (not empty).
@@ -80,6 +82,33 @@ pub(crate) enum AgentKind {
         timeout: Duration,
     },
 }
+
+/// A `kind = "openai"` agent's settings, checked; its API key is read from `api_key_env` when it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OpenAiSettings {
+    /// The API's base URL.
+    pub(crate) base_url: String,
+    /// The models offered (not empty), the first the default.
+    pub(crate) models: Vec<String>,
+    /// The environment variable holding the key, when the server needs one.
+    pub(crate) api_key_env: Option<String>,
+    /// The system prompt.
+    pub(crate) system_prompt: Option<String>,
+    /// Built-in tools the model may call.
+    pub(crate) tools: Vec<String>,
+    /// How long one model call may take.
+    pub(crate) request_timeout: Duration,
+    /// The context window on the card.
+    pub(crate) max_context_tokens: u64,
+}
+
+/// The context window a model agent's card announces when `max_context_tokens` is not set: 8,192 tokens,
+/// what the small local models most servers start with take.
+pub(crate) const DEFAULT_MAX_CONTEXT_TOKENS: u64 = 8192;
+/// The range of `max_context_tokens`: from a tiny model's 256 to 10 million, past the largest windows.
+pub(crate) const MAX_CONTEXT_TOKENS: std::ops::RangeInclusive<u64> = 256..=10_000_000;
+/// The most models one agent may list.
+pub(crate) const MAX_AGENT_MODELS: usize = 32;
 
 /// The range of an agent's `request_timeout_secs`: at least a second, at most a day (a turn that runs
 /// longer is a job for roost).
@@ -353,10 +382,12 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
         });
     }
     if let Some(entry) = file.agents.get(&name) {
+        check_keys_of_kind(&name, entry)?;
         let kind = match (entry.kind.as_str(), entry.profile.as_deref()) {
             ("roost", Some(profile)) => roost(profile),
             ("roost", None) => return Err(ConfigError::AgentProfile { name }),
             ("demo", _) => AgentKind::Demo,
+            ("openai", _) => AgentKind::OpenAi(Box::new(openai_settings(&name, entry)?)),
             ("cmd", _) => {
                 let command = match &entry.command {
                     Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
@@ -397,6 +428,127 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
         });
     }
     Err(ConfigError::UnknownAgent { setting, name })
+}
+
+/// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
+/// `cmd` agent would otherwise be ignored without a word.
+fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
+    let set: [(&'static str, bool, &[&str]); 8] = [
+        ("profile", e.profile.is_some(), &["roost"]),
+        ("command", e.command.is_some(), &["cmd"]),
+        (
+            "request_timeout_secs",
+            e.request_timeout_secs.is_some(),
+            &["cmd", "openai"],
+        ),
+        ("base_url", e.base_url.is_some(), &["openai"]),
+        ("models", e.models.is_some(), &["openai"]),
+        ("api_key_env", e.api_key_env.is_some(), &["openai"]),
+        ("system_prompt", e.system_prompt.is_some(), &["openai"]),
+        (
+            "tools",
+            e.tools.is_some() || e.max_context_tokens.is_some(),
+            &["openai"],
+        ),
+    ];
+    for (key, given, kinds) in set {
+        let known = ["demo", "roost", "cmd", "openai"].contains(&e.kind.as_str());
+        if given && known && !kinds.contains(&e.kind.as_str()) {
+            return Err(ConfigError::AgentSetting {
+                name: name.to_string(),
+                key,
+                reason: format!(
+                    "not a setting of kind {:?} (only of {})",
+                    e.kind,
+                    kinds.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn openai_settings(
+    name: &str,
+    entry: &super::file::AgentFile,
+) -> Result<OpenAiSettings, ConfigError> {
+    let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
+        name: name.to_string(),
+        key,
+        reason,
+    };
+    let base_url = entry.base_url.clone().ok_or_else(|| {
+        bad(
+            "base_url",
+            "missing: the API's URL up to /v1, e.g. http://127.0.0.1:11434/v1".into(),
+        )
+    })?;
+    agentwire_agents::openai::check_base_url(&base_url).map_err(|e| bad("base_url", e))?;
+    let models = entry.models.clone().unwrap_or_default();
+    if models.is_empty()
+        || models.len() > MAX_AGENT_MODELS
+        || models.iter().any(|m| m.trim().is_empty())
+    {
+        return Err(bad(
+            "models",
+            format!("1 to {MAX_AGENT_MODELS} model names, none empty"),
+        ));
+    }
+    let tools = entry.tools.clone().unwrap_or_default();
+    if let Some(t) = tools
+        .iter()
+        .find(|t| !agentwire_agents::openai::tools::BUILTIN_TOOLS.contains(&t.as_str()))
+    {
+        return Err(bad(
+            "tools",
+            format!(
+                "no built-in tool {t:?}; built-ins: {}",
+                agentwire_agents::openai::tools::BUILTIN_TOOLS.join(", ")
+            ),
+        ));
+    }
+    let request_timeout = match entry.request_timeout_secs {
+        None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
+        Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Duration::from_secs(v),
+        Some(value) => {
+            return Err(ConfigError::AgentTimeout {
+                name: name.to_string(),
+                value,
+                min: *AGENT_TIMEOUT_SECS.start(),
+                max: *AGENT_TIMEOUT_SECS.end(),
+            })
+        }
+    };
+    let max_context_tokens = entry
+        .max_context_tokens
+        .unwrap_or(DEFAULT_MAX_CONTEXT_TOKENS);
+    if !MAX_CONTEXT_TOKENS.contains(&max_context_tokens) {
+        return Err(bad(
+            "max_context_tokens",
+            format!(
+                "{max_context_tokens} is out of range ({}-{})",
+                MAX_CONTEXT_TOKENS.start(),
+                MAX_CONTEXT_TOKENS.end()
+            ),
+        ));
+    }
+    if let Some(var) = &entry.api_key_env {
+        if var.is_empty() || var.contains('=') || var.contains('\0') {
+            return Err(bad(
+                "api_key_env",
+                "the name of an environment variable".into(),
+            ));
+        }
+    }
+    Ok(OpenAiSettings {
+        base_url,
+        models,
+        api_key_env: entry.api_key_env.clone(),
+        system_prompt: entry.system_prompt.clone(),
+        tools,
+        request_timeout,
+        max_context_tokens,
+    })
 }
 
 fn external_relays(flags: &ServeFlags, file: &FileConfig) -> Result<Vec<String>, ConfigError> {

@@ -799,3 +799,63 @@ fn a_cmd_agent_without_a_command_or_with_a_bad_timeout_is_refused_by_name() {
         );
     }
 }
+
+const OPENAI: &str = "[agents.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"llama3.2\", \"qwen2.5\"]\n";
+
+#[test]
+fn an_openai_agent_takes_its_settings_and_defaults() {
+    let r = resolved(&["--agent", "local"], OPENAI);
+    let AgentKind::OpenAi(s) = r.agent.kind else {
+        panic!("{:?}", r.agent.kind)
+    };
+    assert_eq!(s.models, vec!["llama3.2", "qwen2.5"]);
+    assert_eq!(s.max_context_tokens, DEFAULT_MAX_CONTEXT_TOKENS);
+    assert!(s.tools.is_empty() && s.api_key_env.is_none());
+    let toml = format!("{OPENAI}tools = [\"clock\"]\napi_key_env = \"OPENAI_API_KEY\"\nmax_context_tokens = 128000\nrequest_timeout_secs = 60\n");
+    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &toml).agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.tools, vec!["clock"]);
+    assert_eq!(s.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(s.max_context_tokens, 128_000);
+    assert_eq!(s.request_timeout, Duration::from_secs(60));
+}
+
+#[test]
+fn a_bad_openai_setting_is_refused_by_its_key() {
+    let base = "[agents.local]\nkind = \"openai\"\n";
+    let cases = [
+        (
+            format!("{base}models = [\"m\"]\n"),
+            "[agents.local] base_url: missing",
+        ),
+        (
+            format!("{base}base_url = \"ftp://x\"\nmodels = [\"m\"]\n"),
+            "[agents.local] base_url: \"ftp://x\" is not",
+        ),
+        (
+            format!("{base}base_url = \"http://x/v1\"\nmodels = []\n"),
+            "[agents.local] models: 1 to 32",
+        ),
+        (
+            format!("{OPENAI}tools = [\"shell\"]\n"),
+            "[agents.local] tools: no built-in tool \"shell\"",
+        ),
+        (
+            format!("{OPENAI}max_context_tokens = 5\n"),
+            "[agents.local] max_context_tokens: 5 is out of range",
+        ),
+        (
+            format!("{OPENAI}command = [\"x\"]\n"),
+            "[agents.local] command: not a setting of kind \"openai\"",
+        ),
+        (
+            "[agents.local]\nkind = \"cmd\"\ncommand = [\"x\"]\nbase_url = \"http://x\"\n".into(),
+            "[agents.local] base_url: not a setting of kind \"cmd\"",
+        ),
+    ];
+    for (toml, want) in cases {
+        let e = error(&["--agent", "local"], &toml).to_string();
+        assert!(e.starts_with(want), "{e} (wanted {want})");
+    }
+}

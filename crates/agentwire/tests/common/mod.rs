@@ -27,6 +27,11 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(data_dir: &Path, extra: &[&str]) -> Daemon {
+        Self::start_with_env(data_dir, extra, &[])
+    }
+
+    /// Like [`Daemon::start`], with `env` set for the daemon (and its log on stderr).
+    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let mut args = vec!["serve", "--data-dir", data_dir.to_str().unwrap()];
         if !extra
             .iter()
@@ -42,6 +47,7 @@ impl Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
             .args(&args)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -1,0 +1,552 @@
+//! A model behind an OpenAI-compatible chat completions API as the agent (`kind = "openai"`): Ollama,
+//! llama.cpp's server, vLLM, LM Studio or a cloud API. Each turn streams a completion (SSE), shows its text
+//! and reasoning as they come, runs the tools the model calls and calls the model again with their results,
+//! until it answers or [`MAX_TOOL_ITERATIONS`] rounds have passed. The pure parts are beside this driver:
+//! [`sse`] (framing), [`stream`] (chunks into a reply), [`errors`] (refusals into failures), [`history`]
+//! (earlier turns fitted to the context window) and [`tools`] (the built-ins).
+
+pub mod errors;
+pub mod history;
+pub mod sse;
+pub mod stream;
+pub mod tools;
+
+use agentwire_core::{Failure, Outcome, StatusState, TurnEvent, TurnFailure, TurnResult, Usage};
+use agentwire_engine::{Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput};
+use futures_util::future::BoxFuture;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use stream::{Accumulator, Piece, Reply};
+
+/// The most model calls one turn makes: the model answers, or calls tools and is called again with their
+/// results, at most this many times. A model that keeps calling tools is stopped rather than left to spin.
+pub const MAX_TOOL_ITERATIONS: usize = 8;
+/// How long connecting to the model server may take: a server that does not accept a connection in 10 s
+/// is down, and the turn says so instead of waiting out the whole request timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bytes of a non-streamed answer read (a server that ignores `stream`): as large as a streamed
+/// reply may grow.
+const MAX_PLAIN_BODY_BYTES: usize = stream::MAX_REPLY_BYTES + 64 * 1024;
+/// The most bytes of an error body read, for its message.
+const MAX_ERROR_BODY_BYTES: usize = 16 * 1024;
+/// The largest prompt the agent takes.
+const MAX_PROMPT_BYTES: usize = 1024 * 1024;
+
+/// An API key: never shown by `Debug`, so it cannot reach a log line through a config dump.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(pub String);
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// One `kind = "openai"` agent, as the configuration resolved it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// The agent's name.
+    pub name: String,
+    /// The API's base URL, up to and including `/v1` (`…/chat/completions` is added).
+    pub base_url: String,
+    /// Models offered; the first is the default (not empty).
+    pub models: Vec<String>,
+    /// The key sent as `Authorization: Bearer`, when the server needs one.
+    pub api_key: Option<ApiKey>,
+    /// The system prompt, when there is one.
+    pub system_prompt: Option<String>,
+    /// The built-in tools the model may call (names from [`tools::BUILTIN_TOOLS`]).
+    pub tools: Vec<String>,
+    /// How long one model call (connection, and the whole stream) may take.
+    pub request_timeout: Duration,
+    /// The context window announced on the agent's card.
+    pub max_context_tokens: u64,
+}
+
+/// Serves turns with a model behind an OpenAI-compatible API.
+pub struct OpenAiAgent {
+    config: Arc<OpenAiConfig>,
+    http: reqwest::Client,
+}
+
+impl OpenAiAgent {
+    /// The agent for `config`, calling the server with `http` (built by [`http_client`]).
+    pub fn new(config: OpenAiConfig, http: reqwest::Client) -> Self {
+        OpenAiAgent {
+            config: Arc::new(config),
+            http,
+        }
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.config
+            .tools
+            .iter()
+            .filter_map(|t| tools::builtin(t))
+            .collect()
+    }
+}
+
+/// Whether `url` can be a model server's base URL: `http://` or `https://` with a host.
+pub fn check_base_url(url: &str) -> Result<(), String> {
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
+        _ => Err(format!("{url:?} is not an http:// or https:// URL")),
+    }
+}
+
+/// An HTTP client for model servers: rustls with the ring provider and the webpki roots (as everywhere in
+/// agentwire), [`CONNECT_TIMEOUT`] to connect and `timeout` for a whole call.
+pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(timeout)
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+impl Agent for OpenAiAgent {
+    fn card(&self) -> AgentCard {
+        AgentCard {
+            name: self.config.name.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: format!("{} over an OpenAI-compatible API", self.config.models[0]),
+            models: self.config.models.clone(),
+            default_model: self.config.models[0].clone(),
+            tools: self.tool_specs(),
+            max_prompt_bytes: MAX_PROMPT_BYTES,
+            max_context_tokens: self.config.max_context_tokens,
+        }
+    }
+
+    fn wants_history(&self) -> bool {
+        true
+    }
+
+    fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
+        let turn = Turn {
+            config: self.config.clone(),
+            http: self.http.clone(),
+            tools: self.tool_specs(),
+            ctx,
+        };
+        Box::pin(turn.run(input))
+    }
+}
+
+/// NIP-XX `thinking` levels as `reasoning_effort`: the API's levels are low, medium and high.
+fn reasoning_effort(thinking: Option<&str>) -> Option<&'static str> {
+    match thinking? {
+        "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" | "max" => Some("high"),
+        _ => None,
+    }
+}
+
+/// Resolves once the turn is cancelled (never, when its canceller is gone without cancelling).
+async fn cancelled(cancel: &mut CancelSignal) {
+    if cancel.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn fail(code: TurnFailure, message: impl Into<String>, usage: Usage) -> Outcome {
+    let mut f = Failure::new(code, message);
+    f.usage = usage;
+    Outcome::Failure(f)
+}
+
+/// How one model call ended, when it gave no reply.
+enum CallEnd {
+    /// The turn ends with this.
+    Failed(Failure),
+    /// The model itself is unavailable; the next model may be tried.
+    NextModel(Failure),
+    /// The requester cancelled.
+    Cancelled,
+}
+
+struct Turn {
+    config: Arc<OpenAiConfig>,
+    http: reqwest::Client,
+    tools: Vec<ToolSpec>,
+    ctx: TurnContext,
+}
+
+impl Turn {
+    async fn send(&self, event: TurnEvent) {
+        let _ = self.ctx.events.send(event).await;
+    }
+
+    async fn run(self, input: TurnInput) -> Outcome {
+        // A resumed turn picks up where it was parked: the messages up to its last finished step, and the
+        // text already streamed.
+        let resumed = input.resume.as_ref().map(|r| &r.checkpoint);
+        let mut messages: Vec<Value> = match resumed.and_then(|c| c["messages"].as_array()) {
+            Some(m) => m.clone(),
+            None => {
+                let (m, dropped) = history::messages(
+                    self.config.system_prompt.as_deref(),
+                    &input.history,
+                    &input.message,
+                    self.config.max_context_tokens,
+                );
+                if dropped > 0 {
+                    self.send(TurnEvent::Warning {
+                        text: format!(
+                            "the {dropped} oldest turns of this conversation were left out to fit the context window"
+                        ),
+                    })
+                    .await;
+                }
+                m
+            }
+        };
+        let mut text = resumed
+            .and_then(|c| c["text"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let mut usage = Usage::default();
+        let mut models: Vec<String> = std::iter::once(input.model.clone())
+            .chain(input.fallback_models.iter().cloned())
+            .collect();
+        models.dedup();
+        let effort = reasoning_effort(input.thinking.as_deref());
+        let mut cancel = self.ctx.cancel.clone();
+        for _ in 0..MAX_TOOL_ITERATIONS {
+            let reply = loop {
+                let model = models[0].clone();
+                match self.call(&model, &messages, effort, &mut cancel).await {
+                    Ok(reply) => break reply,
+                    Err(CallEnd::NextModel(f)) if models.len() > 1 => {
+                        models.remove(0);
+                        self.send(TurnEvent::Warning {
+                            text: format!("{}; trying {}", f.message, models[0]),
+                        })
+                        .await;
+                    }
+                    Err(CallEnd::NextModel(mut f) | CallEnd::Failed(mut f)) => {
+                        f.usage = usage;
+                        return Outcome::Failure(f);
+                    }
+                    Err(CallEnd::Cancelled) => {
+                        let mut f = Failure::new(
+                            TurnFailure::Suspended,
+                            "stopped: the turn was cancelled while the model answered",
+                        );
+                        f.usage = usage;
+                        f.checkpoint = Some(json!({ "messages": messages, "text": text }));
+                        return Outcome::Failure(f);
+                    }
+                }
+            };
+            usage = usage.plus(reply.usage);
+            text.push_str(&reply.text);
+            if reply.tool_calls.is_empty() {
+                if text.trim().is_empty() {
+                    return fail(
+                        TurnFailure::EmptyResponse,
+                        "the model answered nothing",
+                        usage,
+                    );
+                }
+                return Outcome::Result(TurnResult {
+                    text,
+                    usage,
+                    stop_reason: reply.finish_reason.unwrap_or_else(|| "stop".into()),
+                });
+            }
+            self.run_tools(&reply, &mut messages).await;
+        }
+        fail(
+            TurnFailure::AgentFailed,
+            format!(
+                "the model was still calling tools after {MAX_TOOL_ITERATIONS} rounds; stopped"
+            ),
+            usage,
+        )
+    }
+
+    /// Runs each tool call of `reply` and adds the model's message and the results to `messages`.
+    async fn run_tools(&self, reply: &Reply, messages: &mut Vec<Value>) {
+        messages.push(json!({
+            "role": "assistant",
+            "content": if reply.text.is_empty() { Value::Null } else { Value::String(reply.text.clone()) },
+            "tool_calls": reply.tool_calls.iter().map(|c| json!({
+                "id": c.id,
+                "type": "function",
+                "function": { "name": c.name, "arguments": c.arguments },
+            })).collect::<Vec<_>>(),
+        }));
+        for call in &reply.tool_calls {
+            let arguments: Value = serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            self.send(TurnEvent::Status {
+                state: StatusState::ToolUse,
+                progress: None,
+                info: Some(call.name.clone()),
+            })
+            .await;
+            self.send(TurnEvent::ToolCall {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments,
+            })
+            .await;
+            let started = Instant::now();
+            let result = if self.tools.iter().any(|t| t.name == call.name) {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                tools::run_builtin(&call.name, &call.arguments, now)
+            } else {
+                Err(format!("this agent has no tool named {:?}", call.name))
+            };
+            let (output, success) = match result {
+                Ok(v) => (v, true),
+                Err(e) => (json!({ "error": e }), false),
+            };
+            self.send(TurnEvent::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: output.clone(),
+                success,
+                duration_ms: started.elapsed().as_millis() as u64,
+            })
+            .await;
+            messages.push(json!({
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": output.to_string(),
+            }));
+        }
+    }
+
+    /// One streamed model call.
+    async fn call(
+        &self,
+        model: &str,
+        messages: &[Value],
+        effort: Option<&str>,
+        cancel: &mut CancelSignal,
+    ) -> Result<Reply, CallEnd> {
+        self.send(TurnEvent::Status {
+            state: StatusState::Thinking,
+            progress: None,
+            info: Some(format!("asking {model}")),
+        })
+        .await;
+        let mut body = json!({
+            "model": model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        if !self.tools.is_empty() {
+            body["tools"] = self
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({ "type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.input_schema,
+                    }})
+                })
+                .collect();
+        }
+        if let Some(effort) = effort {
+            body["reasoning_effort"] = json!(effort);
+        }
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
+        let mut request = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(&key.0);
+        }
+        let timeout = self.config.request_timeout;
+        let response = tokio::select! {
+            r = request.send() => r.map_err(|e| CallEnd::Failed(transport_failure(e, timeout)))?,
+            _ = cancelled(cancel) => return Err(CallEnd::Cancelled),
+        };
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(String::from);
+            let body = tokio::select! {
+                b = read_capped(response, MAX_ERROR_BODY_BYTES) => b.unwrap_or_default(),
+                _ = cancelled(cancel) => return Err(CallEnd::Cancelled),
+            };
+            let refused = errors::refused(status, retry_after.as_deref(), &body, model);
+            return Err(if refused.try_next_model {
+                CallEnd::NextModel(refused.failure)
+            } else {
+                CallEnd::Failed(refused.failure)
+            });
+        }
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if !streamed {
+            // A server that ignored `stream`: one whole completion, read as a single chunk.
+            let body = tokio::select! {
+                b = read_capped(response, MAX_PLAIN_BODY_BYTES) => b.map_err(|e| CallEnd::Failed(transport_failure(e, timeout)))?,
+                _ = cancelled(cancel) => return Err(CallEnd::Cancelled),
+            };
+            let mut acc = Accumulator::default();
+            let pieces = acc.feed(&as_chunk(&body)).map_err(stream_failure)?;
+            self.send_pieces(pieces).await;
+            return Ok(acc.finish());
+        }
+        let mut response = response;
+        let mut framer = sse::SseFramer::default();
+        let mut acc = Accumulator::default();
+        loop {
+            let next = tokio::select! {
+                c = response.chunk() => c.map_err(|e| CallEnd::Failed(transport_failure(e, timeout)))?,
+                // Dropping the response closes the connection: the server stops generating.
+                _ = cancelled(cancel) => return Err(CallEnd::Cancelled),
+            };
+            let ended = next.is_none();
+            let events = match next {
+                Some(bytes) => framer.push(&bytes).map_err(|e| {
+                    CallEnd::Failed(Failure::new(TurnFailure::AgentFailed, e.to_string()))
+                })?,
+                None => framer.finish().into_iter().collect(),
+            };
+            for data in events {
+                let pieces = acc.feed(&data).map_err(stream_failure)?;
+                self.send_pieces(pieces).await;
+            }
+            if ended || acc.done() {
+                return Ok(acc.finish());
+            }
+        }
+    }
+
+    async fn send_pieces(&self, pieces: Vec<Piece>) {
+        for piece in pieces {
+            self.send(match piece {
+                Piece::Text(text) => TurnEvent::Text { text },
+                Piece::Thinking(text) => TurnEvent::Thinking { text },
+            })
+            .await;
+        }
+    }
+}
+
+/// A whole (non-streamed) completion as one chunk: its `message` read as a `delta`.
+fn as_chunk(body: &str) -> String {
+    let Ok(mut v) = serde_json::from_str::<Value>(body) else {
+        return body.to_string();
+    };
+    if let Some(choices) = v.get_mut("choices").and_then(|c| c.as_array_mut()) {
+        for choice in choices {
+            if let Some(message) = choice.get_mut("message").map(Value::take) {
+                choice["delta"] = message;
+            }
+        }
+    }
+    v.to_string()
+}
+
+fn stream_failure(e: stream::StreamError) -> CallEnd {
+    CallEnd::Failed(Failure::new(
+        match e {
+            stream::StreamError::Provider(_) => TurnFailure::ProviderBusy,
+            _ => TurnFailure::AgentFailed,
+        },
+        e.to_string(),
+    ))
+}
+
+/// A failure to reach the server or to read its answer. The URL (which may carry a key in its query) is
+/// left out of the message.
+fn transport_failure(e: reqwest::Error, timeout: Duration) -> Failure {
+    if e.is_timeout() {
+        return Failure::new(
+            TurnFailure::ProviderBusy,
+            format!(
+                "the model server did not answer within {} s",
+                timeout.as_secs()
+            ),
+        );
+    }
+    if e.is_connect() {
+        return Failure::new(
+            TurnFailure::ModelUnavailable,
+            "cannot reach the model server",
+        );
+    }
+    let e = e.without_url();
+    Failure::new(
+        TurnFailure::ModelUnavailable,
+        format!("the model server: {e}"),
+    )
+}
+
+/// The body of `response`, at most `cap` bytes of it.
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<String, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= cap {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_levels_become_reasoning_effort() {
+        assert_eq!(reasoning_effort(Some("low")), Some("low"));
+        assert_eq!(reasoning_effort(Some("max")), Some("high"));
+        assert_eq!(reasoning_effort(None), None);
+        assert_eq!(
+            format!("{:?}", ApiKey("sk-secret".into())),
+            "ApiKey(<redacted>)"
+        );
+    }
+
+    #[test]
+    fn a_whole_completion_reads_as_one_chunk() {
+        let mut acc = Accumulator::default();
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1}}"#;
+        acc.feed(&as_chunk(body)).unwrap();
+        let reply = acc.finish();
+        assert_eq!(reply.text, "hi");
+        assert_eq!(reply.usage.output_tokens, 1);
+    }
+}

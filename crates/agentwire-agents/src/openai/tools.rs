@@ -1,0 +1,113 @@
+//! The built-in tools a model agent may call (`tools = [...]` in its config): their JSON schemas for the
+//! model's tool list and the fronts' discovery, and running a call. `calculator` and `clock` are pure and
+//! need no approval.
+
+use crate::calc::evaluate;
+use agentwire_engine::ToolSpec;
+use serde_json::{json, Value};
+
+/// The built-in tools, by name.
+pub const BUILTIN_TOOLS: [&str; 2] = ["calculator", "clock"];
+
+/// The spec of built-in `name`, if there is one.
+pub fn builtin(name: &str) -> Option<ToolSpec> {
+    let (description, input_schema) = match name {
+        "calculator" => (
+            "Evaluates an arithmetic expression: + - * / ^, parentheses, decimals.",
+            json!({
+                "type": "object",
+                "properties": { "expression": { "type": "string", "description": "e.g. (2+3)*4" } },
+                "required": ["expression"],
+                "additionalProperties": false
+            }),
+        ),
+        "clock" => (
+            "The current date and time in UTC.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        ),
+        _ => return None,
+    };
+    Some(ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        input_schema,
+        requires_approval: false,
+    })
+}
+
+/// Runs built-in `name` with the model's `arguments` (JSON text) at `now_secs` (Unix time): its output, or
+/// an error for the model to read.
+pub fn run_builtin(name: &str, arguments: &str, now_secs: u64) -> Result<Value, String> {
+    let args: Value = if arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))?
+    };
+    match name {
+        "calculator" => {
+            let expr = args["expression"]
+                .as_str()
+                .ok_or("calculator takes {\"expression\": \"...\"}")?;
+            let value = evaluate(expr).map_err(|e| e.to_string())?;
+            Ok(json!({ "value": value }))
+        }
+        "clock" => Ok(json!({ "utc": rfc3339(now_secs), "unix": now_secs })),
+        other => Err(format!("no tool named {other:?}")),
+    }
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar).
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rest = secs % 86_400;
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_right_across_leap_years() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_796_083_199), "2026-11-30T23:59:59Z");
+        assert_eq!(rfc3339(4_107_542_400), "2100-03-01T00:00:00Z");
+    }
+
+    #[test]
+    fn builtins_run_and_refuse_bad_arguments() {
+        assert_eq!(
+            run_builtin("calculator", r#"{"expression":"(2+3)*4"}"#, 0).unwrap()["value"],
+            20.0
+        );
+        assert!(run_builtin("calculator", "{}", 0).is_err());
+        assert!(run_builtin("calculator", "{oops", 0)
+            .unwrap_err()
+            .contains("not JSON"));
+        assert_eq!(
+            run_builtin("clock", "", 86_400).unwrap()["utc"],
+            "1970-01-02T00:00:00Z"
+        );
+        assert!(run_builtin("rm", "{}", 0).is_err());
+        for name in BUILTIN_TOOLS {
+            assert!(builtin(name).is_some());
+        }
+        assert!(builtin("shell").is_none());
+    }
+}

@@ -1,0 +1,394 @@
+//! The model agent against a fake OpenAI-compatible server over real HTTP: streamed text, reasoning and
+//! usage; tool calls with split arguments run and sent back; each error status; fallback models; a slow
+//! stream cancelled (the connection closed at once, the turn parked and resumed); the loop's bound; a
+//! timeout; a server that is down.
+
+use agentwire_agents::openai::{
+    http_client, ApiKey, OpenAiAgent, OpenAiConfig, MAX_TOOL_ITERATIONS,
+};
+use agentwire_core::{ConversationId, FailureCode, Outcome, RequestId, TurnEvent, TurnFailure};
+use agentwire_engine::{Agent, Asker, Resume, TurnContext, TurnInput};
+use agentwire_testkit::fake_openai::{text_chunks, tool_call_chunks, FakeOpenAi, Scripted};
+use serde_json::json;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+fn config(base_url: &str) -> OpenAiConfig {
+    OpenAiConfig {
+        name: "local".into(),
+        base_url: base_url.into(),
+        models: vec!["llama3.2".into(), "qwen2.5".into()],
+        api_key: Some(ApiKey("sk-test-secret".into())),
+        system_prompt: Some("Be brief.".into()),
+        tools: vec!["calculator".into(), "clock".into()],
+        request_timeout: Duration::from_secs(10),
+        max_context_tokens: 8192,
+    }
+}
+
+fn agent(config: OpenAiConfig) -> OpenAiAgent {
+    let http = http_client(config.request_timeout).unwrap();
+    OpenAiAgent::new(config, http)
+}
+
+fn input(message: &str) -> TurnInput {
+    TurnInput {
+        request_id: RequestId::new("r1").unwrap(),
+        conversation_id: ConversationId::new("c1").unwrap(),
+        message: message.into(),
+        model: "llama3.2".into(),
+        thinking: None,
+        fallback_models: Vec::new(),
+        history: Vec::new(),
+        resume: None,
+    }
+}
+
+/// Runs one turn; returns its outcome and events. `cancel_after`: cancel once that much time has passed.
+async fn turn(
+    agent: &OpenAiAgent,
+    input: TurnInput,
+    cancel_after: Option<Duration>,
+) -> (Outcome, Vec<TurnEvent>) {
+    let (events, mut rx) = mpsc::channel(64);
+    let (cancel_tx, cancel) = watch::channel(false);
+    let collect = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(e) = rx.recv().await {
+            all.push(e);
+        }
+        all
+    });
+    if let Some(after) = cancel_after {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = cancel_tx.send(true);
+        });
+    } else {
+        std::mem::forget(cancel_tx);
+    }
+    let outcome = agent
+        .run(
+            input,
+            TurnContext {
+                events,
+                cancel,
+                asker: Asker::unavailable(),
+            },
+        )
+        .await;
+    (outcome, collect.await.unwrap())
+}
+
+fn stream(chunks: Vec<String>) -> Scripted {
+    Scripted::Stream {
+        chunks,
+        gap: Duration::ZERO,
+    }
+}
+
+fn failure(outcome: &Outcome) -> &agentwire_core::Failure {
+    match outcome {
+        Outcome::Failure(f) => f,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_answer_with_reasoning_and_usage() {
+    let fake = FakeOpenAi::start();
+    let mut chunks = vec![
+        json!({"choices":[{"delta":{"role":"assistant","reasoning_content":"Thinking it over."}}]})
+            .to_string(),
+    ];
+    chunks.extend(text_chunks(&["Hel", "lo!"], (21, 4)));
+    fake.push(stream(chunks));
+    let agent = agent(config(&fake.base_url));
+    let mut i = input("Say hello");
+    i.thinking = Some("max".into());
+    let (outcome, events) = turn(&agent, i, None).await;
+    let Outcome::Result(r) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(r.text, "Hello!");
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (21, 4));
+    assert_eq!(r.stop_reason, "stop");
+    assert!(events.contains(&TurnEvent::Thinking {
+        text: "Thinking it over.".into()
+    }));
+    let texts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, vec!["Hel", "lo!"]);
+    let sent = &fake.received()[0];
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.authorization.as_deref(), Some("Bearer sk-test-secret"));
+    assert_eq!(sent.body["model"], "llama3.2");
+    assert_eq!(sent.body["stream"], true);
+    assert_eq!(sent.body["reasoning_effort"], "high");
+    assert_eq!(sent.body["messages"][0]["role"], "system");
+    assert_eq!(sent.body["messages"][1]["content"], "Say hello");
+    let names: Vec<_> = sent.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["calculator", "clock"]);
+}
+
+#[tokio::test]
+async fn tool_calls_run_and_their_results_go_back_to_the_model() {
+    let fake = FakeOpenAi::start();
+    fake.push(stream(tool_call_chunks(
+        "call_7",
+        "calculator",
+        &["{\"expre", "ssion\": \"(2+3)", "*4\"}"],
+    )));
+    fake.push(stream(text_chunks(&["It is 20."], (40, 5))));
+    let agent = agent(config(&fake.base_url));
+    let (outcome, events) = turn(&agent, input("What is (2+3)*4?"), None).await;
+    let Outcome::Result(r) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(r.text, "It is 20.");
+    assert!(events.contains(&TurnEvent::ToolCall {
+        call_id: "call_7".into(),
+        name: "calculator".into(),
+        arguments: json!({"expression": "(2+3)*4"}),
+    }));
+    assert!(events.iter().any(|e| matches!(e,
+        TurnEvent::ToolResult { call_id, success: true, output, .. } if call_id == "call_7" && output["value"] == 20.0)));
+    let second = &fake.received()[1].body["messages"];
+    let n = second.as_array().unwrap().len();
+    assert_eq!(second[n - 2]["role"], "assistant");
+    assert_eq!(
+        second[n - 2]["tool_calls"][0]["function"]["arguments"],
+        "{\"expression\": \"(2+3)*4\"}"
+    );
+    assert_eq!(second[n - 1]["role"], "tool");
+    assert_eq!(second[n - 1]["tool_call_id"], "call_7");
+    assert!(second[n - 1]["content"].as_str().unwrap().contains("20"));
+}
+
+#[tokio::test]
+async fn an_unknown_tool_or_bad_arguments_go_back_as_errors_and_the_loop_is_bounded() {
+    let fake = FakeOpenAi::start();
+    fake.push(stream(tool_call_chunks(
+        "c1",
+        "shell",
+        &["{\"cmd\":\"rm -rf /\"}"],
+    )));
+    fake.push(stream(tool_call_chunks("c2", "calculator", &["{oops"])));
+    fake.push(stream(text_chunks(&["Sorry."], (1, 1))));
+    let agent = agent(config(&fake.base_url));
+    let (outcome, events) = turn(&agent, input("go"), None).await;
+    assert!(matches!(outcome, Outcome::Result(_)), "{outcome:?}");
+    let failed: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::ToolResult { success: false, .. }))
+        .collect();
+    assert_eq!(failed.len(), 2, "{events:?}");
+
+    let fake = FakeOpenAi::start();
+    for i in 0..MAX_TOOL_ITERATIONS + 2 {
+        fake.push(stream(tool_call_chunks(&format!("c{i}"), "clock", &["{}"])));
+    }
+    let agent = agent_for(&fake);
+    let (outcome, _) = turn(&agent, input("loop"), None).await;
+    assert_eq!(failure(&outcome).code, TurnFailure::AgentFailed);
+    assert_eq!(fake.received().len(), MAX_TOOL_ITERATIONS);
+}
+
+fn agent_for(fake: &FakeOpenAi) -> OpenAiAgent {
+    agent(config(&fake.base_url))
+}
+
+fn status(status: u16, headers: &[(&str, &str)], body: &str) -> Scripted {
+    Scripted::Status {
+        status,
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        body: body.into(),
+    }
+}
+
+#[tokio::test]
+async fn each_error_status_maps_to_its_failure() {
+    let fake = FakeOpenAi::start();
+    let agent = agent_for(&fake);
+    let cases: [(Scripted, TurnFailure, Option<u64>); 5] = [
+        (
+            status(
+                429,
+                &[("retry-after", "7")],
+                r#"{"error":{"message":"rate limited"}}"#,
+            ),
+            TurnFailure::ProviderBusy,
+            Some(7),
+        ),
+        (
+            status(503, &[], "overloaded"),
+            TurnFailure::ProviderBusy,
+            None,
+        ),
+        (
+            status(
+                401,
+                &[],
+                r#"{"error":{"message":"Incorrect API key provided: sk-test-secret"}}"#,
+            ),
+            TurnFailure::ProviderRefused,
+            None,
+        ),
+        (
+            status(
+                400,
+                &[],
+                r#"{"error":{"message":"maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#,
+            ),
+            TurnFailure::ContextExceeded,
+            None,
+        ),
+        (
+            status(
+                404,
+                &[],
+                r#"{"error":{"message":"model \"llama3.2\" not found"}}"#,
+            ),
+            TurnFailure::ProviderRefused,
+            None,
+        ),
+    ];
+    for (reply, code, retry_after) in cases {
+        fake.push(reply);
+        let (outcome, _) = turn(&agent, input("hi"), None).await;
+        let f = failure(&outcome);
+        assert_eq!(f.code, FailureCode::Turn(code), "{f:?}");
+        assert_eq!(f.retry_after, retry_after);
+        assert!(!f.message.contains("sk-test-secret"), "{}", f.message);
+    }
+}
+
+#[tokio::test]
+async fn an_unavailable_model_falls_back_to_the_next() {
+    let fake = FakeOpenAi::start();
+    fake.push(status(
+        404,
+        &[],
+        r#"{"error":{"message":"model not found"}}"#,
+    ));
+    fake.push(stream(text_chunks(&["from qwen"], (1, 2))));
+    let agent = agent_for(&fake);
+    let mut i = input("hi");
+    i.fallback_models = vec!["qwen2.5".into()];
+    let (outcome, events) = turn(&agent, i, None).await;
+    let Outcome::Result(r) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(r.text, "from qwen");
+    let models: Vec<_> = fake
+        .received()
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(models, vec!["llama3.2", "qwen2.5"]);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, TurnEvent::Warning { text } if text.contains("trying qwen2.5"))));
+}
+
+#[tokio::test]
+async fn a_cancel_closes_the_stream_at_once_and_the_parked_turn_resumes() {
+    let fake = FakeOpenAi::start();
+    let pieces: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    fake.push(Scripted::Stream {
+        chunks: text_chunks(&refs, (1, 100)),
+        gap: Duration::from_millis(100),
+    });
+    let agent = agent_for(&fake);
+    let started = std::time::Instant::now();
+    let (outcome, _) = turn(
+        &agent,
+        input("write a lot"),
+        Some(Duration::from_millis(450)),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the cancel took {:?}",
+        started.elapsed()
+    );
+    let f = failure(&outcome);
+    assert_eq!(f.code, TurnFailure::Suspended);
+    let checkpoint = f.checkpoint.clone().expect("a checkpoint");
+    assert_eq!(checkpoint["messages"][1]["content"], "write a lot");
+    // The server sees the connection go within a couple of its writes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while fake.aborted() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fake.aborted(), 1, "the stream was not closed");
+
+    fake.push(stream(text_chunks(&["done"], (1, 1))));
+    let mut i = input("write a lot");
+    i.resume = Some(Resume {
+        checkpoint,
+        answers: Vec::new(),
+    });
+    let (outcome, _) = turn(&agent, i, None).await;
+    assert!(
+        matches!(&outcome, Outcome::Result(r) if r.text == "done"),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        fake.received()[1].body["messages"][1]["content"],
+        "write a lot"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out_and_a_down_one_is_unavailable() {
+    let fake = FakeOpenAi::start();
+    fake.push(Scripted::Stream {
+        chunks: text_chunks(&["a", "b", "c"], (1, 1)),
+        gap: Duration::from_millis(800),
+    });
+    let mut c = config(&fake.base_url);
+    c.request_timeout = Duration::from_secs(1);
+    let (outcome, _) = turn(&agent(c), input("hi"), None).await;
+    let f = failure(&outcome);
+    assert_eq!(f.code, TurnFailure::ProviderBusy);
+    assert!(f.message.contains("within 1 s"), "{}", f.message);
+
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let (outcome, _) = turn(&agent(config(&url)), input("hi"), None).await;
+    assert_eq!(failure(&outcome).code, TurnFailure::ModelUnavailable);
+}
+
+#[tokio::test]
+async fn a_server_that_ignores_stream_still_answers() {
+    let fake = FakeOpenAi::start();
+    fake.push(Scripted::Whole(json!({
+        "choices": [{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1}
+    })));
+    let (outcome, events) = turn(&agent_for(&fake), input("hi"), None).await;
+    assert!(
+        matches!(&outcome, Outcome::Result(r) if r.text == "whole"),
+        "{outcome:?}"
+    );
+    assert!(events.contains(&TurnEvent::Text {
+        text: "whole".into()
+    }));
+}

@@ -1,0 +1,315 @@
+//! A model agent (`[agents.<name>] kind = "openai"`) served by the real daemon against a fake
+//! OpenAI-compatible server over real HTTP: streamed over NIP-XX (deltas, tool telemetry, a provider's
+//! 429 as `RATE_LIMIT` with its `retry_after`), ai.info from its config, over fisk-ai with `agentwire ask`,
+//! the API key from the environment variable the config names, and a missing key refused at start.
+
+mod common;
+
+use agentwire_nostr::client::{Terminal, Update};
+use agentwire_testkit::fake_openai::{text_chunks, tool_call_chunks, FakeOpenAi, Scripted};
+use agentwire_testkit::NatsServer;
+use common::{Client, Daemon};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const KEY_VAR: &str = "AGENTWIRE_TEST_MODEL_KEY";
+const KEY: &str = "sk-e2e-do-not-print";
+
+fn config(dir: &Path, fake: &FakeOpenAi) -> String {
+    let path = dir.join("agentwire.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\", \"qwen2.5\"]\napi_key_env = \"{KEY_VAR}\"\nsystem_prompt = \"Be brief.\"\ntools = [\"calculator\", \"clock\"]\nmax_context_tokens = 16384\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn stream(chunks: Vec<String>) -> Scripted {
+    Scripted::Stream {
+        chunks,
+        gap: Duration::from_millis(5),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_nipxx_the_model_streams_calls_tools_and_its_refusals_map() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fake);
+    let data = dir.path().join("data");
+    let d = Daemon::start_with_env(
+        &data,
+        &["--config", &config, "--agent", "local"],
+        &[(KEY_VAR, KEY)],
+    );
+    assert_eq!(d.ready["agent"], "local");
+
+    let info = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "info",
+            "--relay",
+            &d.relay,
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(
+        info["supported_models"],
+        serde_json::json!(["llama3.2", "qwen2.5"])
+    );
+    assert_eq!(
+        info["tool_names"],
+        serde_json::json!(["calculator", "clock"])
+    );
+    assert_eq!(info["max_context_tokens"], 16384);
+
+    let mut c = Client::new(&d.relay, d.agent).await;
+    fake.push(stream(text_chunks(&["Hel", "lo ", "there"], (9, 3))));
+    let run = c.ask("hi").await;
+    assert_eq!(run.text(), "Hello there");
+    assert!(run.deltas().len() >= 3, "streamed as deltas");
+    let sent = &fake.received()[0];
+    assert_eq!(
+        sent.authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(sent.body["messages"][0]["content"], "Be brief.");
+    assert_eq!(sent.body["messages"][1]["content"], "hi");
+
+    fake.push(stream(tool_call_chunks(
+        "call_1",
+        "calculator",
+        &["{\"expression\":", "\"6*7\"}"],
+    )));
+    fake.push(stream(text_chunks(&["42"], (20, 1))));
+    let run = c.ask("what is 6*7").await;
+    assert_eq!(run.text(), "42");
+    let tools: Vec<_> = run
+        .updates
+        .iter()
+        .filter_map(|u| match u {
+            Update::Tool(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!tools.is_empty(), "tool telemetry: {:?}", run.updates);
+    assert!(tools
+        .iter()
+        .all(|t| t.name.as_deref() == Some("calculator")));
+
+    fake.push(Scripted::Status {
+        status: 429,
+        headers: vec![("retry-after".into(), "9".into())],
+        body: r#"{"error":{"message":"rate limited"}}"#.into(),
+    });
+    let run = c.ask("again").await;
+    assert_eq!(run.error_code(), "RATE_LIMIT");
+    match &run.terminal {
+        Some(Terminal::Error(e)) => assert_eq!(e.retry_after, Some(9)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn over_fisk_ai_ask_gets_the_models_answer_and_a_context_refusal() {
+    let fake = FakeOpenAi::start();
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fake);
+    let _d = Daemon::start_with_env(
+        &dir.path().join("data"),
+        &[
+            "--config",
+            &config,
+            "--agent",
+            "local",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "local",
+        ],
+        &[(KEY_VAR, KEY)],
+    );
+    let ask = |words: &[&str]| {
+        let mut args = vec!["ask", "--nats", &nats.url, "--identity", "local"];
+        args.extend_from_slice(words);
+        Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args(&args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    fake.push(stream(text_chunks(&["Par", "is"], (5, 2))));
+    let out = ask(&["capital", "of", "France?"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Paris");
+    assert!(!stderr.contains(KEY));
+
+    fake.push(Scripted::Status {
+        status: 400,
+        headers: vec![],
+        body: r#"{"error":{"message":"maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#.into(),
+    });
+    let out = ask(&["a", "very", "long", "prompt"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr.contains("context_exceeded"), "{stderr}");
+}
+
+#[test]
+fn a_key_variable_that_is_not_set_stops_serve_with_its_name() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fake);
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "serve",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+            "--relay-listen",
+            "127.0.0.1:0",
+            "--config",
+            &config,
+            "--agent",
+            "local",
+        ])
+        .env_remove(KEY_VAR)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("the environment variable {KEY_VAR} is not set")),
+        "{stderr}"
+    );
+}
+
+/// The messages of the `n`th request the fake got, as (role, content) pairs.
+fn roles_and_contents(fake: &FakeOpenAi, n: usize) -> Vec<(String, String)> {
+    fake.received()[n].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_nipxx_the_second_turn_carries_the_first_across_a_restart() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fake);
+    let data = dir.path().join("data");
+    let args = ["--config", config.as_str(), "--agent", "local"];
+    let keys = nostr::prelude::Keys::generate();
+    {
+        let d = Daemon::start_with_env(&data, &args, &[(KEY_VAR, KEY)]);
+        let mut c = Client::with_keys(&d.relay, d.agent, keys.clone()).await;
+        fake.push(stream(tool_call_chunks(
+            "call_1",
+            "calculator",
+            &["{\"expression\":\"2+3\"}"],
+        )));
+        fake.push(stream(text_chunks(&["It is 5."], (10, 3))));
+        assert_eq!(c.ask("what is 2+3?").await.text(), "It is 5.");
+    }
+    // The daemon is gone (killed when dropped); the next turn's history comes from the journal.
+    let d = Daemon::start_with_env(&data, &args, &[(KEY_VAR, KEY)]);
+    let mut c = Client::with_keys(&d.relay, d.agent, keys).await;
+    fake.push(stream(text_chunks(&["It is 10."], (30, 3))));
+    assert_eq!(c.ask("and doubled?").await.text(), "It is 10.");
+    let second = fake.received()[2].body["messages"].clone();
+    let roles: Vec<_> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        roles,
+        vec!["system", "user", "assistant", "tool", "assistant", "user"],
+        "{second}"
+    );
+    assert_eq!(second[1]["content"], "what is 2+3?");
+    assert_eq!(second[2]["tool_calls"][0]["function"]["name"], "calculator");
+    assert!(second[3]["content"].as_str().unwrap().contains('5'));
+    assert_eq!(second[4]["content"], "It is 5.");
+    assert_eq!(second[5]["content"], "and doubled?");
+}
+
+#[test]
+fn over_fisk_ai_a_follow_up_carries_the_first_turn() {
+    let fake = FakeOpenAi::start();
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fake);
+    let data = dir.path().join("data");
+    let args = [
+        "--config",
+        config.as_str(),
+        "--agent",
+        "local",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "local",
+    ];
+    let ask = |words: &[&str]| {
+        let mut all = vec!["ask", "--nats", &nats.url, "--identity", "local"];
+        all.extend_from_slice(words);
+        Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args(&all)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let token = {
+        let _d = Daemon::start_with_env(&data, &args, &[(KEY_VAR, KEY)]);
+        fake.push(stream(text_chunks(&["Blue."], (4, 1))));
+        let out = ask(&["my", "colour", "is", "blue"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "Blue.",
+            "{stderr}"
+        );
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("conversation "))
+            .expect("the token is printed")
+            .to_string()
+    };
+    let _d = Daemon::start_with_env(&data, &args, &[(KEY_VAR, KEY)]);
+    fake.push(stream(text_chunks(&["You said blue."], (9, 3))));
+    let out = ask(&["--conversation", &token, "what", "is", "my", "colour?"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "You said blue.",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = roles_and_contents(&fake, 1);
+    assert_eq!(
+        sent[1..],
+        [
+            ("user".to_string(), "my colour is blue".to_string()),
+            ("assistant".to_string(), "Blue.".to_string()),
+            ("user".to_string(), "what is my colour?".to_string()),
+        ]
+    );
+}
