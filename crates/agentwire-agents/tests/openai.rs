@@ -23,6 +23,7 @@ fn config(base_url: &str) -> OpenAiConfig {
         tools: vec!["calculator".into(), "clock".into()],
         request_timeout: Duration::from_secs(10),
         max_context_tokens: 8192,
+        shell_dir: std::env::temp_dir(),
     }
 }
 
@@ -391,4 +392,179 @@ async fn a_server_that_ignores_stream_still_answers() {
     assert!(events.contains(&TurnEvent::Text {
         text: "whole".into()
     }));
+}
+
+/// A person at the other end who answers every question with `answer` (or never answers), and says what
+/// they were asked.
+struct Person {
+    answer: Option<agentwire_core::Answer>,
+    asked: std::sync::Mutex<Vec<agentwire_core::Question>>,
+}
+
+impl agentwire_engine::AskQuestion for Person {
+    fn ask(
+        &self,
+        question: agentwire_core::Question,
+    ) -> futures_util::future::BoxFuture<'static, agentwire_core::Asked> {
+        self.asked.lock().unwrap().push(question);
+        let asked = match &self.answer {
+            Some(a) => agentwire_core::Asked::Answered(a.clone()),
+            None => agentwire_core::Asked::Unanswered,
+        };
+        Box::pin(async move { asked })
+    }
+}
+
+async fn turn_with(
+    agent: &OpenAiAgent,
+    input: TurnInput,
+    asker: Asker,
+) -> (Outcome, Vec<TurnEvent>) {
+    let (events, mut rx) = mpsc::channel(64);
+    let (cancel_tx, cancel) = watch::channel(false);
+    let collect = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(e) = rx.recv().await {
+            all.push(e);
+        }
+        all
+    });
+    let outcome = agent
+        .run(
+            input,
+            TurnContext {
+                events,
+                cancel,
+                asker,
+            },
+        )
+        .await;
+    drop(cancel_tx);
+    (outcome, collect.await.unwrap())
+}
+
+fn shell_agent(fake: &FakeOpenAi, dir: &std::path::Path) -> OpenAiAgent {
+    let mut c = config(&fake.base_url);
+    c.tools = vec!["shell".into()];
+    c.shell_dir = dir.to_path_buf();
+    agent(c)
+}
+
+fn approve(choice: agentwire_core::ApproveChoice) -> agentwire_core::Answer {
+    agentwire_core::Answer::Approve { choice }
+}
+
+#[tokio::test]
+async fn shell_runs_only_once_a_person_approves_it() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = shell_agent(&fake, dir.path());
+    assert!(agent.card().tools[0].requires_approval);
+    let command = r#"{"command":"echo made > made.txt; cat made.txt"}"#;
+
+    // Approved: it runs in the agent's directory and the model reads its output.
+    let person = std::sync::Arc::new(Person {
+        answer: Some(approve(agentwire_core::ApproveChoice::Once)),
+        asked: Default::default(),
+    });
+    fake.push(stream(tool_call_chunks("s1", "shell", &[command])));
+    fake.push(stream(text_chunks(&["Made it."], (1, 1))));
+    let (outcome, events) =
+        turn_with(&agent, input("make a file"), Asker::new(person.clone())).await;
+    assert!(
+        matches!(&outcome, Outcome::Result(r) if r.text == "Made it."),
+        "{outcome:?}"
+    );
+    assert!(dir.path().join("made.txt").exists());
+    let asked = person.asked.lock().unwrap().clone();
+    assert!(
+        matches!(&asked[0].kind, agentwire_core::QuestionKind::Approve { display, .. } if display.contains("made.txt"))
+    );
+    assert!(events.iter().any(|e| matches!(e,
+        TurnEvent::ToolResult { success: true, output, .. } if output["stdout"] == "made\n")));
+    std::fs::remove_file(dir.path().join("made.txt")).unwrap();
+
+    // Declined, or nobody who could approve: not run, and the model hears why.
+    for asker in [
+        Asker::new(std::sync::Arc::new(Person {
+            answer: Some(approve(agentwire_core::ApproveChoice::No)),
+            asked: Default::default(),
+        })),
+        Asker::unavailable(),
+    ] {
+        fake.push(stream(tool_call_chunks("s2", "shell", &[command])));
+        fake.push(stream(text_chunks(&["I could not."], (1, 1))));
+        let (outcome, events) = turn_with(&agent, input("make a file"), asker).await;
+        assert!(matches!(outcome, Outcome::Result(_)), "{outcome:?}");
+        assert!(
+            !dir.path().join("made.txt").exists(),
+            "it ran without approval"
+        );
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, TurnEvent::ToolResult { success: false, .. })));
+    }
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_parks_the_turn_and_its_answer_resumes_it() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = shell_agent(&fake, dir.path());
+    fake.push(stream(tool_call_chunks(
+        "s1",
+        "shell",
+        &[r#"{"command":"touch later.txt"}"#],
+    )));
+    let nobody = Asker::new(std::sync::Arc::new(Person {
+        answer: None,
+        asked: Default::default(),
+    }));
+    let (outcome, _) = turn_with(&agent, input("touch it"), nobody).await;
+    let f = failure(&outcome);
+    assert_eq!(f.code, TurnFailure::Suspended);
+    assert!(f.message.contains("touch later.txt"), "{}", f.message);
+    assert!(!dir.path().join("later.txt").exists());
+    let checkpoint = f.checkpoint.clone().unwrap();
+
+    fake.push(stream(text_chunks(&["Touched."], (1, 1))));
+    let mut i = input("touch it");
+    i.resume = Some(Resume {
+        checkpoint,
+        answers: vec![agentwire_core::CallAnswer {
+            call_id: "s1".into(),
+            answer: approve(agentwire_core::ApproveChoice::Once),
+        }],
+    });
+    let (outcome, _) = turn_with(&agent, i, Asker::unavailable()).await;
+    assert!(
+        matches!(&outcome, Outcome::Result(r) if r.text == "Touched."),
+        "{outcome:?}"
+    );
+    assert!(dir.path().join("later.txt").exists());
+    // Only the model's answer after the tool was asked for again: the first call is not repeated.
+    assert_eq!(fake.received().len(), 2);
+    let last = &fake.received()[1].body["messages"];
+    let n = last.as_array().unwrap().len();
+    assert_eq!(last[n - 1]["role"], "tool");
+    assert_eq!(last[n - 2]["tool_calls"][0]["id"], "s1");
+}
+
+#[tokio::test]
+async fn no_answer_after_a_failing_tool_is_a_tool_error() {
+    let fake = FakeOpenAi::start();
+    fake.push(stream(tool_call_chunks(
+        "c1",
+        "calculator",
+        &[r#"{"expression":"1/"}"#],
+    )));
+    fake.push(stream(text_chunks(&[], (1, 0))));
+    let (outcome, _) = turn(&agent_for(&fake), input("divide"), None).await;
+    let f = failure(&outcome);
+    assert_eq!(f.code, TurnFailure::ToolError);
+    assert!(f.message.contains("calculator"), "{}", f.message);
+    // Without a failing tool, no answer is an empty response.
+    fake.push(stream(text_chunks(&[], (1, 0))));
+    let (outcome, _) = turn(&agent_for(&fake), input("say nothing"), None).await;
+    assert_eq!(failure(&outcome).code, TurnFailure::EmptyResponse);
 }

@@ -25,7 +25,12 @@ const RELAY_KEY_FILE: &str = "relay.key";
 
 /// The agent that serves the turns: its kind was settled and its roost profile checked by resolution. A
 /// model agent's key is read here, from the variable its config names.
-fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Result<Arc<dyn Agent>, String> {
+fn make_agent(
+    name: &str,
+    kind: &AgentKind,
+    roost_socket: &Path,
+    data_dir: &Path,
+) -> Result<Arc<dyn Agent>, String> {
     Ok(match kind {
         AgentKind::OpenAi(s) => {
             let api_key = match &s.api_key_env {
@@ -40,6 +45,18 @@ fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Result<Arc<d
                 },
             };
             let http = http_client(s.request_timeout)?;
+            let shell_dir = match &s.shell_dir {
+                Some(d) => d.clone(),
+                None => data_dir.join("work").join(name),
+            };
+            if s.tools
+                .iter()
+                .any(|t| t == agentwire_agents::openai::tools::SHELL_TOOL)
+            {
+                std::fs::create_dir_all(&shell_dir).map_err(|e| {
+                    format!("[agents.{name}] shell_dir {}: {e}", shell_dir.display())
+                })?;
+            }
             Arc::new(OpenAiAgent::new(
                 OpenAiConfig {
                     name: name.to_string(),
@@ -50,6 +67,7 @@ fn make_agent(name: &str, kind: &AgentKind, roost_socket: &Path) -> Result<Arc<d
                     tools: s.tools.clone(),
                     request_timeout: s.request_timeout,
                     max_context_tokens: s.max_context_tokens,
+                    shell_dir,
                 },
                 http,
             ))
@@ -86,7 +104,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
     let agent_name = agent.name;
     let roost_socket = roost.socket;
-    let agent = make_agent(&agent_name, &agent.kind, &roost_socket)?;
+    let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir)?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let journal =
         Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);

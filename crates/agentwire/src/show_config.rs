@@ -191,6 +191,8 @@ struct AgentView<'a> {
     tools: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_context_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shell_dir: Option<&'a std::path::Path>,
 }
 
 impl AgentView<'_> {
@@ -206,6 +208,7 @@ impl AgentView<'_> {
             system_prompt: None,
             tools: None,
             max_context_tokens: None,
+            shell_dir: None,
         }
     }
 }
@@ -246,6 +249,7 @@ impl<'a> View<'a> {
                     tools: Some(s.tools.as_slice()),
                     request_timeout_secs: Some(s.request_timeout.as_secs()),
                     max_context_tokens: Some(s.max_context_tokens),
+                    shell_dir: s.shell_dir.as_deref(),
                     ..AgentView::of_kind("openai")
                 },
             };

@@ -313,3 +313,153 @@ fn over_fisk_ai_a_follow_up_carries_the_first_turn() {
         ]
     );
 }
+
+fn shell_config(dir: &Path, fake: &FakeOpenAi) -> String {
+    let path = dir.join("shell.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\ntools = [\"shell\"]\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn over_fisk_ai_shell_asks_and_always_stands_for_the_conversation() {
+    let fake = FakeOpenAi::start();
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = shell_config(dir.path(), &fake);
+    let data = dir.path().join("data");
+    let _d = Daemon::start(
+        &data,
+        &[
+            "--config",
+            &config,
+            "--agent",
+            "local",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "local",
+            "--nats-elicit",
+        ],
+    );
+    let ask = |words: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut all = vec!["ask", "--nats", &nats.url, "--identity", "local"];
+        all.extend_from_slice(words);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args(&all)
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let work = data.join("work").join("local");
+    fake.push(stream(tool_call_chunks(
+        "s1",
+        "shell",
+        &[r#"{"command":"echo one > first.txt"}"#],
+    )));
+    fake.push(stream(text_chunks(&["Wrote it."], (1, 1))));
+    let out = ask(&["write", "a", "file"], "always\n");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Wrote it.",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[approval] run: echo one > first.txt"),
+        "{stderr}"
+    );
+    assert!(work.join("first.txt").exists());
+    let token = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("conversation "))
+        .unwrap()
+        .to_string();
+    // "always" stands: the next call in the conversation is not asked about (nobody is at stdin).
+    fake.push(stream(tool_call_chunks(
+        "s2",
+        "shell",
+        &[r#"{"command":"echo two > second.txt"}"#],
+    )));
+    fake.push(stream(text_chunks(&["Again."], (1, 1))));
+    let out = ask(&["--conversation", &token, "another"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Again.",
+        "{stderr}"
+    );
+    assert!(!stderr.contains("[approval]"), "{stderr}");
+    assert!(work.join("second.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_nipxx_shell_is_refused_since_nobody_can_approve_it() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = shell_config(dir.path(), &fake);
+    let data = dir.path().join("data");
+    let d = Daemon::start(&data, &["--config", &config, "--agent", "local"]);
+    let info = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "info",
+            "--relay",
+            &d.relay,
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(
+        info["tool_schemas"]["shell"]["requires_approval"], true,
+        "{info}"
+    );
+    let mut c = Client::new(&d.relay, d.agent).await;
+    fake.push(stream(tool_call_chunks(
+        "s1",
+        "shell",
+        &[r#"{"command":"touch nope.txt"}"#],
+    )));
+    fake.push(stream(text_chunks(
+        &["I may not run commands here."],
+        (1, 1),
+    )));
+    let run = c.ask("touch a file").await;
+    assert_eq!(run.text(), "I may not run commands here.");
+    assert!(!data.join("work").join("local").join("nope.txt").exists());
+    let results: Vec<_> = run
+        .updates
+        .iter()
+        .filter_map(|u| match u {
+            Update::Tool(t) if t.phase.as_deref() == Some("result") => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{:?}", run.updates);
+    assert_eq!(results[0].success, Some(false));
+    let sent = &fake.received()[1].body["messages"];
+    let n = sent.as_array().unwrap().len();
+    assert!(sent[n - 1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("no one can approve"));
+}

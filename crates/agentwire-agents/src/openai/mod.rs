@@ -3,21 +3,26 @@
 //! and reasoning as they come, runs the tools the model calls and calls the model again with their results,
 //! until it answers or [`MAX_TOOL_ITERATIONS`] rounds have passed. The pure parts are beside this driver:
 //! [`sse`] (framing), [`stream`] (chunks into a reply), [`errors`] (refusals into failures), [`history`]
-//! (earlier turns fitted to the context window) and [`tools`] (the built-ins).
+//! (earlier turns fitted to the context window) and [`tools`] (the built-ins); [`shell`] runs the
+//! approval-gated `shell` tool.
 
 pub mod errors;
 pub mod history;
+pub mod shell;
 pub mod sse;
 pub mod stream;
 pub mod tools;
 
-use agentwire_core::{Failure, Outcome, StatusState, TurnEvent, TurnFailure, TurnResult, Usage};
+use agentwire_core::{
+    Answer, Asked, CallAnswer, Failure, Outcome, Question, QuestionKind, StatusState, TurnEvent,
+    TurnFailure, TurnResult, Usage,
+};
 use agentwire_engine::{Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput};
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use stream::{Accumulator, Piece, Reply};
+use stream::{Accumulator, Piece, Reply, ToolCall};
 
 /// The most model calls one turn makes: the model answers, or calls tools and is called again with their
 /// results, at most this many times. A model that keeps calling tools is stopped rather than left to spin.
@@ -62,6 +67,8 @@ pub struct OpenAiConfig {
     pub request_timeout: Duration,
     /// The context window announced on the agent's card.
     pub max_context_tokens: u64,
+    /// Where the `shell` tool runs its commands.
+    pub shell_dir: std::path::PathBuf,
 }
 
 /// Serves turns with a model behind an OpenAI-compatible API.
@@ -226,6 +233,25 @@ impl Turn {
         models.dedup();
         let effort = reasoning_effort(input.thinking.as_deref());
         let mut cancel = self.ctx.cancel.clone();
+        let answers: &[CallAnswer] = input
+            .resume
+            .as_ref()
+            .map(|r| r.answers.as_slice())
+            .unwrap_or(&[]);
+        let mut last_tool_error = None::<String>;
+        // Calls a parked turn had not run yet (one was waiting for its approval) run first.
+        let pending: Vec<ToolCall> = resumed
+            .and_then(|c| c["pending"].as_array())
+            .map(|calls| calls.iter().filter_map(call_from_json).collect())
+            .unwrap_or_default();
+        if !pending.is_empty() {
+            if let Err(parked) = self
+                .run_tools(&pending, &mut messages, answers, &mut last_tool_error)
+                .await
+            {
+                return parked.outcome(messages, text, usage);
+            }
+        }
         for _ in 0..MAX_TOOL_ITERATIONS {
             let reply = loop {
                 let model = models[0].clone();
@@ -257,11 +283,18 @@ impl Turn {
             text.push_str(&reply.text);
             if reply.tool_calls.is_empty() {
                 if text.trim().is_empty() {
-                    return fail(
-                        TurnFailure::EmptyResponse,
-                        "the model answered nothing",
-                        usage,
-                    );
+                    return match last_tool_error {
+                        Some(e) => fail(
+                            TurnFailure::ToolError,
+                            format!("no answer after a tool failed: {e}"),
+                            usage,
+                        ),
+                        None => fail(
+                            TurnFailure::EmptyResponse,
+                            "the model answered nothing",
+                            usage,
+                        ),
+                    };
                 }
                 return Outcome::Result(TurnResult {
                     text,
@@ -269,29 +302,46 @@ impl Turn {
                     stop_reason: reply.finish_reason.unwrap_or_else(|| "stop".into()),
                 });
             }
-            self.run_tools(&reply, &mut messages).await;
+            messages.push(assistant_calls(&reply));
+            last_tool_error = None;
+            if let Err(parked) = self
+                .run_tools(
+                    &reply.tool_calls,
+                    &mut messages,
+                    answers,
+                    &mut last_tool_error,
+                )
+                .await
+            {
+                return parked.outcome(messages, text, usage);
+            }
         }
-        fail(
-            TurnFailure::AgentFailed,
-            format!(
-                "the model was still calling tools after {MAX_TOOL_ITERATIONS} rounds; stopped"
+        let rounds =
+            format!("the model was still calling tools after {MAX_TOOL_ITERATIONS} rounds");
+        match last_tool_error {
+            Some(e) => fail(
+                TurnFailure::ToolError,
+                format!("{rounds}, the last failing: {e}"),
+                usage,
             ),
-            usage,
-        )
+            None => fail(
+                TurnFailure::AgentFailed,
+                format!("{rounds}; stopped"),
+                usage,
+            ),
+        }
     }
 
-    /// Runs each tool call of `reply` and adds the model's message and the results to `messages`.
-    async fn run_tools(&self, reply: &Reply, messages: &mut Vec<Value>) {
-        messages.push(json!({
-            "role": "assistant",
-            "content": if reply.text.is_empty() { Value::Null } else { Value::String(reply.text.clone()) },
-            "tool_calls": reply.tool_calls.iter().map(|c| json!({
-                "id": c.id,
-                "type": "function",
-                "function": { "name": c.name, "arguments": c.arguments },
-            })).collect::<Vec<_>>(),
-        }));
-        for call in &reply.tool_calls {
+    /// Runs `calls` in order, adding each result to `messages`. Stops at a `shell` call nobody approved in
+    /// time (or a cancel while its question was open): the turn parks with the calls not yet run.
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        messages: &mut Vec<Value>,
+        answers: &[CallAnswer],
+        last_error: &mut Option<String>,
+    ) -> Result<(), Parked> {
+        for (at, call) in calls.iter().enumerate() {
             let arguments: Value = serde_json::from_str(&call.arguments)
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
             self.send(TurnEvent::Status {
@@ -307,18 +357,21 @@ impl Turn {
             })
             .await;
             let started = Instant::now();
-            let result = if self.tools.iter().any(|t| t.name == call.name) {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
-                tools::run_builtin(&call.name, &call.arguments, now)
-            } else {
-                Err(format!("this agent has no tool named {:?}", call.name))
+            let result = match self.tool_result(call, answers).await {
+                Ok(r) => r,
+                Err(why) => {
+                    return Err(Parked {
+                        why,
+                        pending: calls[at..].to_vec(),
+                    })
+                }
             };
             let (output, success) = match result {
                 Ok(v) => (v, true),
-                Err(e) => (json!({ "error": e }), false),
+                Err(e) => {
+                    *last_error = Some(format!("{}: {e}", call.name));
+                    (json!({ "error": e }), false)
+                }
             };
             self.send(TurnEvent::ToolResult {
                 call_id: call.id.clone(),
@@ -333,6 +386,63 @@ impl Turn {
                 "tool_call_id": call.id,
                 "content": output.to_string(),
             }));
+        }
+        Ok(())
+    }
+
+    /// What `call` returns (its output, or an error for the model), or why the turn parks before it runs.
+    async fn tool_result(
+        &self,
+        call: &ToolCall,
+        answers: &[CallAnswer],
+    ) -> Result<Result<Value, String>, ParkReason> {
+        if !self.tools.iter().any(|t| t.name == call.name) {
+            return Ok(Err(format!("this agent has no tool named {:?}", call.name)));
+        }
+        if call.name != tools::SHELL_TOOL {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            return Ok(tools::run_builtin(&call.name, &call.arguments, now));
+        }
+        let command = match tools::parse_arguments(&call.arguments)
+            .map(|a| a["command"].as_str().map(String::from))
+        {
+            Ok(Some(c)) if !c.trim().is_empty() => c,
+            Ok(_) => return Ok(Err("shell takes {\"command\": \"...\"}".into())),
+            Err(e) => return Ok(Err(e)),
+        };
+        // An answer given to the parked turn counts; otherwise a person is asked, each call (a front that
+        // keeps standing approvals settles the question itself).
+        let given = answers
+            .iter()
+            .find(|a| a.call_id == call.id)
+            .map(|a| a.answer.clone());
+        let asked = match given {
+            Some(a) => Asked::Answered(a),
+            None => {
+                let kind = QuestionKind::Approve {
+                    command: command.split_whitespace().next().unwrap_or("").to_string(),
+                    display: command.clone(),
+                    tag: None,
+                };
+                self.ctx
+                    .asker
+                    .ask(Question::new(tools::SHELL_TOOL, call.id.clone(), kind))
+                    .await
+            }
+        };
+        match asked {
+            Asked::Answered(Answer::Approve { choice }) if choice.approves() => {
+                Ok(shell::run(&command, &self.config.shell_dir, shell::SHELL_TIMEOUT).await)
+            }
+            Asked::Answered(_) => Ok(Err("the person declined to run it".into())),
+            Asked::Unavailable => Ok(Err(
+                "not run: no one can approve commands over this protocol".into(),
+            )),
+            Asked::Unanswered => Err(ParkReason::Unanswered(command)),
+            Asked::Cancelled => Err(ParkReason::Cancelled),
         }
     }
 
@@ -457,6 +567,64 @@ impl Turn {
             .await;
         }
     }
+}
+
+/// Why a turn parks at a tool call.
+enum ParkReason {
+    /// Nobody approved the `shell` command in time.
+    Unanswered(String),
+    /// The turn was cancelled while the approval was open.
+    Cancelled,
+}
+
+/// A turn parked at a tool call, with the calls it has not run yet.
+struct Parked {
+    why: ParkReason,
+    pending: Vec<ToolCall>,
+}
+
+impl Parked {
+    /// The turn's suspended outcome, with a checkpoint `request.resume` continues from.
+    fn outcome(self, messages: Vec<Value>, text: String, usage: Usage) -> Outcome {
+        let message = match &self.why {
+            ParkReason::Unanswered(command) => {
+                format!("waiting for a person to approve the shell command {command:?}")
+            }
+            ParkReason::Cancelled => {
+                "stopped: the turn was cancelled while asking for approval".into()
+            }
+        };
+        let pending: Vec<Value> = self
+            .pending
+            .iter()
+            .map(|c| json!({ "id": c.id, "name": c.name, "arguments": c.arguments }))
+            .collect();
+        let mut f = Failure::new(TurnFailure::Suspended, message);
+        f.usage = usage;
+        f.checkpoint = Some(json!({ "messages": messages, "pending": pending, "text": text }));
+        Outcome::Failure(f)
+    }
+}
+
+fn call_from_json(v: &Value) -> Option<ToolCall> {
+    Some(ToolCall {
+        id: v["id"].as_str()?.to_string(),
+        name: v["name"].as_str()?.to_string(),
+        arguments: v["arguments"].as_str()?.to_string(),
+    })
+}
+
+/// The model's message asking for `reply`'s tool calls, as the next call sends it back.
+fn assistant_calls(reply: &Reply) -> Value {
+    json!({
+        "role": "assistant",
+        "content": if reply.text.is_empty() { Value::Null } else { Value::String(reply.text.clone()) },
+        "tool_calls": reply.tool_calls.iter().map(|c| json!({
+            "id": c.id,
+            "type": "function",
+            "function": { "name": c.name, "arguments": c.arguments },
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// A whole (non-streamed) completion as one chunk: its `message` read as a `delta`.

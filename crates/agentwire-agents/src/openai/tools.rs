@@ -1,13 +1,16 @@
 //! The built-in tools a model agent may call (`tools = [...]` in its config): their JSON schemas for the
-//! model's tool list and the fronts' discovery, and running a call. `calculator` and `clock` are pure and
-//! need no approval.
+//! model's tool list and the fronts' discovery, and running the pure ones. `calculator` and `clock` need no
+//! approval; `shell` ([`super::shell`]) runs only with a person's approval, asked for each call.
 
 use crate::calc::evaluate;
 use agentwire_engine::ToolSpec;
 use serde_json::{json, Value};
 
 /// The built-in tools, by name.
-pub const BUILTIN_TOOLS: [&str; 2] = ["calculator", "clock"];
+pub const BUILTIN_TOOLS: [&str; 3] = ["calculator", "clock", SHELL_TOOL];
+
+/// The approval-gated built-in that runs commands.
+pub const SHELL_TOOL: &str = "shell";
 
 /// The spec of built-in `name`, if there is one.
 pub fn builtin(name: &str) -> Option<ToolSpec> {
@@ -25,24 +28,38 @@ pub fn builtin(name: &str) -> Option<ToolSpec> {
             "The current date and time in UTC.",
             json!({ "type": "object", "properties": {}, "additionalProperties": false }),
         ),
+        SHELL_TOOL => (
+            "Runs a shell command (sh -c) in the agent's working directory, once a person approves it; \
+             returns its exit code, stdout and stderr.",
+            json!({
+                "type": "object",
+                "properties": { "command": { "type": "string", "description": "e.g. ls -l" } },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        ),
         _ => return None,
     };
     Some(ToolSpec {
         name: name.into(),
         description: description.into(),
         input_schema,
-        requires_approval: false,
+        requires_approval: name == SHELL_TOOL,
     })
 }
 
-/// Runs built-in `name` with the model's `arguments` (JSON text) at `now_secs` (Unix time): its output, or
-/// an error for the model to read.
+/// The model's `arguments` (JSON text) as a JSON object (empty text is `{}`).
+pub fn parse_arguments(arguments: &str) -> Result<Value, String> {
+    if arguments.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))
+}
+
+/// Runs pure built-in `name` with the model's `arguments` (JSON text) at `now_secs` (Unix time): its output,
+/// or an error for the model to read.
 pub fn run_builtin(name: &str, arguments: &str, now_secs: u64) -> Result<Value, String> {
-    let args: Value = if arguments.trim().is_empty() {
-        json!({})
-    } else {
-        serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))?
-    };
+    let args = parse_arguments(arguments)?;
     match name {
         "calculator" => {
             let expr = args["expression"]
@@ -52,6 +69,7 @@ pub fn run_builtin(name: &str, arguments: &str, now_secs: u64) -> Result<Value, 
             Ok(json!({ "value": value }))
         }
         "clock" => Ok(json!({ "utc": rfc3339(now_secs), "unix": now_secs })),
+        SHELL_TOOL => Err("shell runs through the driver, after its approval".into()),
         other => Err(format!("no tool named {other:?}")),
     }
 }
@@ -108,6 +126,8 @@ mod tests {
         for name in BUILTIN_TOOLS {
             assert!(builtin(name).is_some());
         }
-        assert!(builtin("shell").is_none());
+        assert!(builtin("shell").unwrap().requires_approval);
+        assert!(!builtin("clock").unwrap().requires_approval);
+        assert!(builtin("rm").is_none());
     }
 }

@@ -108,6 +108,8 @@ pub(crate) struct AgentFile {
     pub(crate) tools: Option<Vec<String>>,
     /// For `openai`: the context window on the agent's card, in tokens.
     pub(crate) max_context_tokens: Option<u64>,
+    /// For `openai`: where the `shell` tool runs commands (default `<data dir>/work/<name>`).
+    pub(crate) shell_dir: Option<PathBuf>,
 }
 
 /// `[roost]`: the roost supervisor.

@@ -100,6 +100,8 @@ pub(crate) struct OpenAiSettings {
     pub(crate) request_timeout: Duration,
     /// The context window on the card.
     pub(crate) max_context_tokens: u64,
+    /// Where the `shell` tool runs commands, when set (else `<data dir>/work/<name>`).
+    pub(crate) shell_dir: Option<PathBuf>,
 }
 
 /// The context window a model agent's card announces when `max_context_tokens` is not set: 8,192 tokens,
@@ -433,7 +435,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
 /// `cmd` agent would otherwise be ignored without a word.
 fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 8] = [
+    let set: [(&'static str, bool, &[&str]); 10] = [
         ("profile", e.profile.is_some(), &["roost"]),
         ("command", e.command.is_some(), &["cmd"]),
         (
@@ -445,11 +447,13 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
         ("models", e.models.is_some(), &["openai"]),
         ("api_key_env", e.api_key_env.is_some(), &["openai"]),
         ("system_prompt", e.system_prompt.is_some(), &["openai"]),
+        ("tools", e.tools.is_some(), &["openai"]),
         (
-            "tools",
-            e.tools.is_some() || e.max_context_tokens.is_some(),
+            "max_context_tokens",
+            e.max_context_tokens.is_some(),
             &["openai"],
         ),
+        ("shell_dir", e.shell_dir.is_some(), &["openai"]),
     ];
     for (key, given, kinds) in set {
         let known = ["demo", "roost", "cmd", "openai"].contains(&e.kind.as_str());
@@ -548,6 +552,7 @@ fn openai_settings(
         tools,
         request_timeout,
         max_context_tokens,
+        shell_dir: entry.shell_dir.clone(),
     })
 }
 

@@ -838,8 +838,8 @@ fn a_bad_openai_setting_is_refused_by_its_key() {
             "[agents.local] models: 1 to 32",
         ),
         (
-            format!("{OPENAI}tools = [\"shell\"]\n"),
-            "[agents.local] tools: no built-in tool \"shell\"",
+            format!("{OPENAI}tools = [\"rm\"]\n"),
+            "[agents.local] tools: no built-in tool \"rm\"",
         ),
         (
             format!("{OPENAI}max_context_tokens = 5\n"),
