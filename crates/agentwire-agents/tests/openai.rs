@@ -568,3 +568,134 @@ async fn no_answer_after_a_failing_tool_is_a_tool_error() {
     let (outcome, _) = turn(&agent_for(&fake), input("say nothing"), None).await;
     assert_eq!(failure(&outcome).code, TurnFailure::EmptyResponse);
 }
+
+/// The Python the tests' MCP server runs on: the venv `scripts/test.sh` installs `mcp` into.
+fn mcp_python() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/venv/bin/python")
+}
+
+fn mcp_server(starts: &std::path::Path) -> agentwire_agents::openai::mcp::McpServerConfig {
+    // The starts file goes to the server through `env`, so each test counts its own server's starts.
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/mcp_server.py");
+    agentwire_agents::openai::mcp::McpServerConfig {
+        name: "notes".into(),
+        command: vec![
+            "env".into(),
+            format!("MCP_STARTS_FILE={}", starts.display()),
+            mcp_python().to_string_lossy().into_owned(),
+            script.to_string_lossy().into_owned(),
+        ],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_servers_tools_are_called_and_a_crashed_server_is_restarted() {
+    assert!(
+        mcp_python().exists(),
+        "run ./scripts/test.sh: it installs the MCP Python SDK under target/tools/venv"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let servers = agentwire_agents::openai::mcp::McpServers::start(vec![mcp_server(&starts)]).await;
+    let fake = FakeOpenAi::start();
+    let agent = agent_for(&fake).with_mcp(servers.clone());
+    let names: Vec<String> = agent.card().tools.iter().map(|t| t.name.clone()).collect();
+    for want in [
+        "calculator",
+        "clock",
+        "notes__add",
+        "notes__shout",
+        "notes__crash",
+    ] {
+        assert!(names.contains(&want.to_string()), "{names:?}");
+    }
+    // The model sees the server's tools with their schemas.
+    fake.push(stream(tool_call_chunks(
+        "m1",
+        "notes__add",
+        &[r#"{"a": 2,"#, r#" "b": 40}"#],
+    )));
+    fake.push(stream(text_chunks(&["42."], (1, 1))));
+    let (outcome, events) = turn(&agent, input("add"), None).await;
+    assert!(
+        matches!(&outcome, Outcome::Result(r) if r.text == "42."),
+        "{outcome:?}"
+    );
+    let tools = &fake.received()[0].body["tools"];
+    let add = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "notes__add")
+        .unwrap();
+    assert_eq!(
+        add["function"]["parameters"]["properties"]["a"]["type"],
+        "integer"
+    );
+    assert!(events.iter().any(|e| matches!(e,
+        TurnEvent::ToolResult { name, success: true, output, .. }
+            if name == "notes__add" && output.to_string().contains("42"))));
+
+    // A tool's own error reaches the model as an error result.
+    fake.push(stream(tool_call_chunks(
+        "m2",
+        "notes__refuse",
+        &[r#"{"reason":"not today"}"#],
+    )));
+    fake.push(stream(text_chunks(&["ok"], (1, 1))));
+    let (_, events) = turn(&agent, input("refuse"), None).await;
+    assert!(events.iter().any(|e| matches!(e,
+        TurnEvent::ToolResult { success: false, output, .. } if output.to_string().contains("not today"))));
+
+    // The server dies: the call fails with a clear error at once, and the server comes back.
+    fake.push(stream(tool_call_chunks("m3", "notes__crash", &["{}"])));
+    fake.push(stream(tool_call_chunks(
+        "m4",
+        "notes__shout",
+        &[r#"{"text":"hi"}"#],
+    )));
+    fake.push(stream(text_chunks(&["down"], (1, 1))));
+    let started = std::time::Instant::now();
+    let (outcome, events) = turn(&agent, input("crash"), None).await;
+    assert!(matches!(outcome, Outcome::Result(_)), "{outcome:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the turn hung on a dead server"
+    );
+    let failed: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::ToolResult {
+                success: false,
+                output,
+                ..
+            } => Some(output.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "{events:?}");
+    assert!(failed[1].contains("MCP server notes"), "{failed:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        fake.push(stream(tool_call_chunks(
+            "m5",
+            "notes__shout",
+            &[r#"{"text":"back"}"#],
+        )));
+        fake.push(stream(text_chunks(&["up"], (1, 1))));
+        let (_, events) = turn(&agent, input("shout"), None).await;
+        let ok = events.iter().any(|e| matches!(e,
+            TurnEvent::ToolResult { success: true, output, .. } if output.to_string().contains("BACK")));
+        if ok {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not come back: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let count = std::fs::read_to_string(&starts).unwrap().lines().count();
+    assert_eq!(count, 2, "started once, restarted once");
+}

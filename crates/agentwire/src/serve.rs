@@ -3,6 +3,7 @@
 
 use crate::config::{AgentKind, Resolved};
 use crate::keys;
+use agentwire_agents::openai::mcp::McpServers;
 use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
 use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
 use agentwire_engine::{Agent, Engine, Front, TurnFront};
@@ -25,7 +26,7 @@ const RELAY_KEY_FILE: &str = "relay.key";
 
 /// The agent that serves the turns: its kind was settled and its roost profile checked by resolution. A
 /// model agent's key is read here, from the variable its config names.
-fn make_agent(
+async fn make_agent(
     name: &str,
     kind: &AgentKind,
     roost_socket: &Path,
@@ -57,7 +58,7 @@ fn make_agent(
                     format!("[agents.{name}] shell_dir {}: {e}", shell_dir.display())
                 })?;
             }
-            Arc::new(OpenAiAgent::new(
+            let agent = OpenAiAgent::new(
                 OpenAiConfig {
                     name: name.to_string(),
                     base_url: s.base_url.clone(),
@@ -70,7 +71,12 @@ fn make_agent(
                     shell_dir,
                 },
                 http,
-            ))
+            );
+            if s.mcp.is_empty() {
+                Arc::new(agent)
+            } else {
+                Arc::new(agent.with_mcp(McpServers::start(s.mcp.clone()).await))
+            }
         }
         AgentKind::Demo => Arc::new(DemoAgent),
         AgentKind::Roost { profile } => {
@@ -104,7 +110,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
     let agent_name = agent.name;
     let roost_socket = roost.socket;
-    let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir)?;
+    let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let journal =
         Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);

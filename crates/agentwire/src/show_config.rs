@@ -193,6 +193,14 @@ struct AgentView<'a> {
     max_context_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     shell_dir: Option<&'a std::path::Path>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    mcp: Vec<McpView<'a>>,
+}
+
+#[derive(Serialize)]
+struct McpView<'a> {
+    name: &'a str,
+    command: &'a [String],
 }
 
 impl AgentView<'_> {
@@ -209,6 +217,7 @@ impl AgentView<'_> {
             tools: None,
             max_context_tokens: None,
             shell_dir: None,
+            mcp: Vec::new(),
         }
     }
 }
@@ -250,6 +259,14 @@ impl<'a> View<'a> {
                     request_timeout_secs: Some(s.request_timeout.as_secs()),
                     max_context_tokens: Some(s.max_context_tokens),
                     shell_dir: s.shell_dir.as_deref(),
+                    mcp: s
+                        .mcp
+                        .iter()
+                        .map(|m| McpView {
+                            name: &m.name,
+                            command: &m.command,
+                        })
+                        .collect(),
                     ..AgentView::of_kind("openai")
                 },
             };

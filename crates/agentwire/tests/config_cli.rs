@@ -377,7 +377,7 @@ fn an_openai_agent_is_shown_with_its_key_variable_not_its_key_and_reads_back() {
     let file = dir.path().join("agentwire.toml");
     std::fs::write(
         &file,
-        "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"llama3.2\"]\napi_key_env = \"MY_KEY\"\ntools = [\"calculator\"]\n",
+        "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"llama3.2\"]\napi_key_env = \"MY_KEY\"\ntools = [\"calculator\"]\n[[agents.local.mcp]]\nname = \"files\"\ncommand = [\"python3\", \"files.py\"]\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
@@ -393,6 +393,7 @@ fn an_openai_agent_is_shown_with_its_key_variable_not_its_key_and_reads_back() {
     assert_eq!(local["kind"].as_str(), Some("openai"));
     assert_eq!(local["api_key_env"].as_str(), Some("MY_KEY"));
     assert_eq!(local["max_context_tokens"].as_integer(), Some(8192));
+    assert_eq!(local["mcp"][0]["command"][1].as_str(), Some("files.py"));
     let saved = dir.path().join("in-force.toml");
     std::fs::write(&saved, &out.stdout).unwrap();
     let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);

@@ -463,3 +463,77 @@ async fn over_nipxx_shell_is_refused_since_nobody_can_approve_it() {
         .unwrap()
         .contains("no one can approve"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_nipxx_an_mcp_servers_tools_are_listed_and_called() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/tools/venv/bin/python");
+    assert!(
+        python.exists(),
+        "run ./scripts/test.sh: it installs the MCP Python SDK"
+    );
+    let script = root.join("crates/agentwire-agents/tests/mcp/mcp_server.py");
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\ntools = [\"clock\"]\n[[agents.local.mcp]]\nname = \"notes\"\ncommand = [{:?}, {:?}]\n",
+            fake.base_url,
+            python.to_str().unwrap(),
+            script.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(
+        &data,
+        &["--config", path.to_str().unwrap(), "--agent", "local"],
+    );
+    let info = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "info",
+            "--relay",
+            &d.relay,
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let names = info["tool_names"].as_array().unwrap();
+    assert!(names.contains(&serde_json::json!("clock")), "{info}");
+    assert!(names.contains(&serde_json::json!("notes__add")), "{info}");
+    assert_eq!(
+        info["tool_schemas"]["notes__add"]["input_schema"]["properties"]["b"]["type"],
+        "integer"
+    );
+    let mut c = Client::new(&d.relay, d.agent).await;
+    fake.push(stream(tool_call_chunks(
+        "m1",
+        "notes__add",
+        &[r#"{"a":20,"b":22}"#],
+    )));
+    fake.push(stream(text_chunks(&["42"], (1, 1))));
+    let run = c.ask("add them").await;
+    assert_eq!(run.text(), "42");
+    let results: Vec<_> = run
+        .updates
+        .iter()
+        .filter_map(|u| match u {
+            Update::Tool(t) if t.phase.as_deref() == Some("result") => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{:?}", run.updates);
+    assert_eq!(results[0].name.as_deref(), Some("notes__add"));
+    assert_eq!(results[0].success, Some(true));
+    let sent = &fake.received()[1].body["messages"];
+    let n = sent.as_array().unwrap().len();
+    assert!(
+        sent[n - 1]["content"].as_str().unwrap().contains("42"),
+        "{sent}"
+    );
+}

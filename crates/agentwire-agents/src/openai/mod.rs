@@ -8,6 +8,7 @@
 
 pub mod errors;
 pub mod history;
+pub mod mcp;
 pub mod shell;
 pub mod sse;
 pub mod stream;
@@ -75,6 +76,7 @@ pub struct OpenAiConfig {
 pub struct OpenAiAgent {
     config: Arc<OpenAiConfig>,
     http: reqwest::Client,
+    mcp: Option<Arc<mcp::McpServers>>,
 }
 
 impl OpenAiAgent {
@@ -83,15 +85,28 @@ impl OpenAiAgent {
         OpenAiAgent {
             config: Arc::new(config),
             http,
+            mcp: None,
         }
     }
 
+    /// The agent with the tools of these MCP servers too.
+    pub fn with_mcp(mut self, servers: Arc<mcp::McpServers>) -> Self {
+        self.mcp = Some(servers);
+        self
+    }
+
+    /// The built-ins configured, then every MCP server's tools (as last listed).
     fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.config
+        let mut specs: Vec<ToolSpec> = self
+            .config
             .tools
             .iter()
             .filter_map(|t| tools::builtin(t))
-            .collect()
+            .collect();
+        if let Some(mcp) = &self.mcp {
+            specs.extend(mcp.tools());
+        }
+        specs
     }
 }
 
@@ -147,6 +162,7 @@ impl Agent for OpenAiAgent {
             config: self.config.clone(),
             http: self.http.clone(),
             tools: self.tool_specs(),
+            mcp: self.mcp.clone(),
             ctx,
         };
         Box::pin(turn.run(input))
@@ -190,6 +206,7 @@ struct Turn {
     config: Arc<OpenAiConfig>,
     http: reqwest::Client,
     tools: Vec<ToolSpec>,
+    mcp: Option<Arc<mcp::McpServers>>,
     ctx: TurnContext,
 }
 
@@ -398,6 +415,13 @@ impl Turn {
     ) -> Result<Result<Value, String>, ParkReason> {
         if !self.tools.iter().any(|t| t.name == call.name) {
             return Ok(Err(format!("this agent has no tool named {:?}", call.name)));
+        }
+        if !self.config.tools.contains(&call.name) {
+            let called = match &self.mcp {
+                Some(mcp) => mcp.call(&call.name, &call.arguments).await,
+                None => None,
+            };
+            return Ok(called.unwrap_or_else(|| Err(format!("no tool named {:?}", call.name))));
         }
         if call.name != tools::SHELL_TOOL {
             let now = SystemTime::now()

@@ -110,6 +110,18 @@ pub(crate) struct AgentFile {
     pub(crate) max_context_tokens: Option<u64>,
     /// For `openai`: where the `shell` tool runs commands (default `<data dir>/work/<name>`).
     pub(crate) shell_dir: Option<PathBuf>,
+    /// For `openai`: MCP servers whose tools the model may call (`[[agents.<name>.mcp]]`).
+    pub(crate) mcp: Option<Vec<McpFile>>,
+}
+
+/// `[[agents.<name>.mcp]]`: an MCP server over stdio.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct McpFile {
+    /// Its name: its tools are `<name>__<tool>`.
+    pub(crate) name: String,
+    /// The program and its arguments.
+    pub(crate) command: Vec<String>,
 }
 
 /// `[roost]`: the roost supervisor.

@@ -102,7 +102,12 @@ pub(crate) struct OpenAiSettings {
     pub(crate) max_context_tokens: u64,
     /// Where the `shell` tool runs commands, when set (else `<data dir>/work/<name>`).
     pub(crate) shell_dir: Option<PathBuf>,
+    /// MCP servers whose tools join the agent's.
+    pub(crate) mcp: Vec<agentwire_agents::openai::mcp::McpServerConfig>,
 }
+
+/// The most MCP servers one agent may have: each is a process and a share of the model's tool list.
+pub(crate) const MAX_MCP_SERVERS: usize = 16;
 
 /// The context window a model agent's card announces when `max_context_tokens` is not set: 8,192 tokens,
 /// what the small local models most servers start with take.
@@ -435,7 +440,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
 /// `cmd` agent would otherwise be ignored without a word.
 fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 10] = [
+    let set: [(&'static str, bool, &[&str]); 11] = [
         ("profile", e.profile.is_some(), &["roost"]),
         ("command", e.command.is_some(), &["cmd"]),
         (
@@ -454,6 +459,7 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
             &["openai"],
         ),
         ("shell_dir", e.shell_dir.is_some(), &["openai"]),
+        ("mcp", e.mcp.is_some(), &["openai"]),
     ];
     for (key, given, kinds) in set {
         let known = ["demo", "roost", "cmd", "openai"].contains(&e.kind.as_str());
@@ -553,7 +559,50 @@ fn openai_settings(
         request_timeout,
         max_context_tokens,
         shell_dir: entry.shell_dir.clone(),
+        mcp: mcp_servers(name, entry)?,
     })
+}
+
+fn mcp_servers(
+    name: &str,
+    entry: &super::file::AgentFile,
+) -> Result<Vec<agentwire_agents::openai::mcp::McpServerConfig>, ConfigError> {
+    let servers = entry.mcp.clone().unwrap_or_default();
+    let bad = |reason: String| ConfigError::AgentSetting {
+        name: name.to_string(),
+        key: "mcp",
+        reason,
+    };
+    if servers.len() > MAX_MCP_SERVERS {
+        return Err(bad(format!("at most {MAX_MCP_SERVERS} servers")));
+    }
+    let mut seen = BTreeSet::new();
+    servers
+        .into_iter()
+        .map(|s| {
+            let fit = !s.name.is_empty()
+                && s.name.len() <= 32
+                && s.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !fit {
+                return Err(bad(format!(
+                    "server name {:?}: 1-32 of A-Z a-z 0-9 - _",
+                    s.name
+                )));
+            }
+            if !seen.insert(s.name.clone()) {
+                return Err(bad(format!("server name {:?} given twice", s.name)));
+            }
+            if s.command.first().is_none_or(|p| p.is_empty()) {
+                return Err(bad(format!("server {:?} needs a command", s.name)));
+            }
+            Ok(agentwire_agents::openai::mcp::McpServerConfig {
+                name: s.name,
+                command: s.command,
+            })
+        })
+        .collect()
 }
 
 fn external_relays(flags: &ServeFlags, file: &FileConfig) -> Result<Vec<String>, ConfigError> {

@@ -859,3 +859,26 @@ fn a_bad_openai_setting_is_refused_by_its_key() {
         assert!(e.starts_with(want), "{e} (wanted {want})");
     }
 }
+
+#[test]
+fn mcp_servers_are_checked_by_name_and_command() {
+    let good = format!(
+        "{OPENAI}[[agents.local.mcp]]\nname = \"files\"\ncommand = [\"python3\", \"s.py\"]\n"
+    );
+    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &good).agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.mcp[0].name, "files");
+    assert_eq!(s.mcp[0].command, vec!["python3", "s.py"]);
+    for (extra, want) in [
+        ("[[agents.local.mcp]]\nname = \"a b\"\ncommand = [\"x\"]\n", "server name \"a b\""),
+        (
+            "[[agents.local.mcp]]\nname = \"a\"\ncommand = [\"x\"]\n[[agents.local.mcp]]\nname = \"a\"\ncommand = [\"y\"]\n",
+            "given twice",
+        ),
+        ("[[agents.local.mcp]]\nname = \"a\"\ncommand = []\n", "needs a command"),
+    ] {
+        let e = error(&["--agent", "local"], &format!("{OPENAI}{extra}")).to_string();
+        assert!(e.starts_with("[agents.local] mcp: ") && e.contains(want), "{e}");
+    }
+}

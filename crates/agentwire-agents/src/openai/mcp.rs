@@ -1,0 +1,260 @@
+//! MCP servers as tools of a model agent (`[[agents.<name>.mcp]]`), over stdio with the official Rust SDK
+//! (`rmcp`). Each server is started and supervised: restarted when it exits, after a backoff that doubles
+//! from [`MCP_RESTART_FIRST`] to [`MCP_RESTART_MAX`]. Its tools join the agent's tools as
+//! `<server>__<tool>`; a call goes to the server, bounded by [`MCP_CALL_TIMEOUT`], and fails at once with a
+//! clear error while the server is down, so a turn never hangs on it.
+
+use agentwire_engine::ToolSpec;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{Peer, RoleClient};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::ServiceExt;
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long `serve` waits for each server's first list of tools before it goes on without them (they join
+/// when the server comes up).
+pub const MCP_START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one tool call may take.
+pub const MCP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The first wait before a server that exited is started again.
+pub const MCP_RESTART_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two starts of a server that keeps exiting.
+pub const MCP_RESTART_MAX: Duration = Duration::from_secs(30);
+/// How long a server must have run for its next restart to wait only [`MCP_RESTART_FIRST`] again.
+const MCP_HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// The most tools taken from one server: more would crowd the model's tool list and context.
+pub const MAX_MCP_TOOLS_PER_SERVER: usize = 128;
+/// The most bytes of a tool's result given to the model.
+pub const MAX_MCP_RESULT_BYTES: usize = 64 * 1024;
+/// Joins a server's name and its tool's name in the agent's tool list.
+pub const MCP_TOOL_SEPARATOR: &str = "__";
+/// The longest tool name chat completion APIs take.
+const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// One configured MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerConfig {
+    /// Its name: the prefix of its tools.
+    pub name: String,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+}
+
+struct Server {
+    config: McpServerConfig,
+    /// The connection while the server is up.
+    peer: Mutex<Option<Peer<RoleClient>>>,
+    /// Its tools as the agent offers them, from its last listing (kept while it is down).
+    tools: Mutex<Vec<(ToolSpec, String)>>,
+}
+
+/// The MCP servers of one agent.
+pub struct McpServers {
+    servers: Vec<Arc<Server>>,
+}
+
+/// A name fit for a chat completion tool: letters, digits, `_` and `-`, at most 64 characters.
+fn tool_name(server: &str, tool: &str) -> String {
+    format!("{server}{MCP_TOOL_SEPARATOR}{tool}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TOOL_NAME_CHARS)
+        .collect()
+}
+
+impl McpServers {
+    /// Starts every server and its supervisor, and waits (up to [`MCP_START_TIMEOUT`]) for each one's first
+    /// list of tools.
+    pub async fn start(configs: Vec<McpServerConfig>) -> Arc<McpServers> {
+        let mut ready = Vec::new();
+        let servers: Vec<Arc<Server>> = configs
+            .into_iter()
+            .map(|config| {
+                let server = Arc::new(Server {
+                    config,
+                    peer: Mutex::new(None),
+                    tools: Mutex::new(Vec::new()),
+                });
+                let (tx, rx) = watch::channel(false);
+                ready.push(rx);
+                tokio::spawn(supervise(Arc::downgrade(&server), tx));
+                server
+            })
+            .collect();
+        for mut rx in ready {
+            let _ = tokio::time::timeout(MCP_START_TIMEOUT, rx.wait_for(|r| *r)).await;
+        }
+        Arc::new(McpServers { servers })
+    }
+
+    /// Every server's tools.
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.servers
+            .iter()
+            .flat_map(|s| {
+                lock(&s.tools)
+                    .iter()
+                    .map(|(spec, _)| spec.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Calls tool `name` (as the agent lists it) with the model's `arguments` (JSON text): its result, or
+    /// an error for the model. `None` when no server has a tool of that name.
+    pub async fn call(&self, name: &str, arguments: &str) -> Option<Result<Value, String>> {
+        let (server, tool) = self.servers.iter().find_map(|s| {
+            lock(&s.tools)
+                .iter()
+                .find(|(spec, _)| spec.name == name)
+                .map(|(_, tool)| (s.clone(), tool.clone()))
+        })?;
+        Some(server.call(&tool, arguments).await)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Server {
+    async fn call(&self, tool: &str, arguments: &str) -> Result<Value, String> {
+        let name = &self.config.name;
+        let Some(peer) = lock(&self.peer).clone() else {
+            return Err(format!(
+                "the MCP server {name} is down (it is being restarted)"
+            ));
+        };
+        let args = super::tools::parse_arguments(arguments)?;
+        let Value::Object(args) = args else {
+            return Err("arguments must be a JSON object".into());
+        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        let result = match tokio::time::timeout(MCP_CALL_TIMEOUT, peer.call_tool(params)).await {
+            Err(_) => {
+                return Err(format!(
+                    "the MCP server {name} did not answer within {} s",
+                    MCP_CALL_TIMEOUT.as_secs()
+                ))
+            }
+            Ok(Err(e)) => return Err(format!("the MCP server {name}: {e}")),
+            Ok(Ok(r)) => r,
+        };
+        let text: String = result
+            .content
+            .iter()
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .filter_map(|c| c["text"].as_str().map(String::from))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut text = text;
+        if text.len() > MAX_MCP_RESULT_BYTES {
+            text.truncate(text.floor_char_boundary(MAX_MCP_RESULT_BYTES));
+        }
+        if result.is_error == Some(true) {
+            return Err(if text.is_empty() {
+                format!("{tool} failed")
+            } else {
+                text
+            });
+        }
+        Ok(match result.structured_content {
+            Some(v) if v.to_string().len() <= MAX_MCP_RESULT_BYTES => v,
+            _ => Value::String(text),
+        })
+    }
+}
+
+/// Runs `server` for as long as the agent holds it: start, list, wait for the end, back off, start again.
+async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) {
+    let mut backoff = MCP_RESTART_FIRST;
+    loop {
+        let Some(s) = server.upgrade() else { return };
+        let config = s.config.clone();
+        drop(s);
+        let started = Instant::now();
+        match connect(&config).await {
+            Ok(running) => {
+                let peer = running.peer().clone();
+                match peer.list_all_tools().await {
+                    Ok(tools) => {
+                        let Some(s) = server.upgrade() else { return };
+                        let listed: Vec<(ToolSpec, String)> = tools
+                            .into_iter()
+                            .take(MAX_MCP_TOOLS_PER_SERVER)
+                            .map(|t| {
+                                let spec = ToolSpec {
+                                    name: tool_name(&config.name, &t.name),
+                                    description: t.description.as_deref().unwrap_or("").to_string(),
+                                    input_schema: Value::Object((*t.input_schema).clone()),
+                                    requires_approval: false,
+                                };
+                                (spec, t.name.to_string())
+                            })
+                            .collect();
+                        tracing::info!(server = %config.name, tools = listed.len(), "MCP server up");
+                        *lock(&s.tools) = listed;
+                        *lock(&s.peer) = Some(peer);
+                        drop(s);
+                        let _ = ready.send(true);
+                        let ended = running.waiting().await;
+                        if let Some(s) = server.upgrade() {
+                            *lock(&s.peer) = None;
+                        }
+                        tracing::warn!(server = %config.name, ?ended, "MCP server ended");
+                    }
+                    Err(error) => {
+                        tracing::warn!(server = %config.name, %error, "MCP server did not list its tools");
+                        let _ = running.cancel().await;
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(server = %config.name, %error, "MCP server did not start");
+            }
+        }
+        // A start that failed counts as ready too: `serve` goes on, and the tools join once it is up.
+        let _ = ready.send(true);
+        if started.elapsed() >= MCP_HEALTHY_RUN {
+            backoff = MCP_RESTART_FIRST;
+        }
+        tracing::info!(server = %config.name, wait_ms = backoff.as_millis() as u64, "restarting MCP server");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MCP_RESTART_MAX);
+    }
+}
+
+async fn connect(
+    config: &McpServerConfig,
+) -> Result<rmcp::service::RunningService<RoleClient, ()>, String> {
+    let (program, args) = config
+        .command
+        .split_first()
+        .ok_or("the MCP server has no command")?;
+    let transport = TokioChildProcess::new(tokio::process::Command::new(program).configure(|c| {
+        c.args(args);
+    }))
+    .map_err(|e| format!("cannot start {program}: {e}"))?;
+    ().serve(transport).await.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_fit_for_the_api() {
+        assert_eq!(tool_name("files", "read_file"), "files__read_file");
+        assert_eq!(tool_name("my files", "read.file"), "my_files__read_file");
+        assert_eq!(tool_name("s", &"x".repeat(100)).len(), MAX_TOOL_NAME_CHARS);
+    }
+}
