@@ -32,7 +32,17 @@ pub struct TurnPolicy {
     pub park_on_cancel: bool,
     /// Journal the turn's events with its outcome, so the conversation can be read back.
     pub keep_transcript: bool,
+    /// When the agent already runs as many turns as it may ([`Engine::limit_running`]), refuse the turn
+    /// (`capacity`) instead of letting it wait for a turn to end.
+    pub refuse_when_full: bool,
 }
+
+/// Turns that may wait for the agent beyond those it runs at once ([`Engine::limit_running`]), across every
+/// protocol that waits rather than refuses: past them a turn is refused with `capacity` (NIP-XX
+/// `RATE_LIMIT`) and [`AGENT_BUSY_RETRY_AFTER_SECS`].
+pub const MAX_TURNS_WAITING_FOR_AGENT: usize = 64;
+/// The `retry_after` of a turn refused because the agent is full: long enough for a model turn or two.
+pub const AGENT_BUSY_RETRY_AFTER_SECS: u64 = 5;
 
 /// How a front took a question.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +198,8 @@ pub struct Engine {
     delivering: std::sync::atomic::AtomicUsize,
     /// Told whenever a live turn ends, for [`Engine::drain`].
     ended: tokio::sync::Notify,
+    /// How many turns the agent runs at once, and the permits for them, once limited.
+    running: std::sync::OnceLock<(usize, Arc<tokio::sync::Semaphore>)>,
 }
 
 impl Engine {
@@ -211,7 +223,18 @@ impl Engine {
             slots: Default::default(),
             delivering: std::sync::atomic::AtomicUsize::new(0),
             ended: tokio::sync::Notify::new(),
+            running: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Lets the agent run at most `max` turns at once (an agent's `max_concurrent_turns`): more wait, up to
+    /// [`MAX_TURNS_WAITING_FOR_AGENT`], or are refused under a [`TurnPolicy::refuse_when_full`] policy. Set
+    /// once, before the first turn; a second call changes nothing.
+    pub fn limit_running(&self, max: usize) {
+        let max = max.max(1);
+        let _ = self
+            .running
+            .set((max, Arc::new(tokio::sync::Semaphore::new(max))));
     }
 
     /// The agent this engine runs.
@@ -459,6 +482,28 @@ impl Engine {
             let mut st = self.lock();
             if st.draining {
                 return Box::pin(async { SubmitReply::Draining });
+            }
+            if let Some((max, _)) = self.running.get() {
+                // Every live turn (running, or waiting for the agent or its conversation) counts; a resend
+                // of a live one goes on to be answered as a duplicate.
+                let live = st.live.len();
+                let bound = if sub.policy.refuse_when_full {
+                    *max
+                } else {
+                    max + MAX_TURNS_WAITING_FOR_AGENT
+                };
+                if live >= bound && !st.live.contains_key(&id) {
+                    drop(st);
+                    let f = Failure::new(
+                        Refusal::Capacity,
+                        format!(
+                            "the agent runs {max} turns at a time and is full; try again shortly"
+                        ),
+                    )
+                    .retry_after(AGENT_BUSY_RETRY_AFTER_SECS);
+                    let this = self.clone();
+                    return Box::pin(async move { this.refuse(sub, f).await });
+                }
             }
             let submitted = if sub.policy.exclusive {
                 st.book.submit_exclusive(id.clone(), conv.clone())
@@ -861,6 +906,30 @@ impl Engine {
             self.record_and_deliver(&id, Outcome::Failure(f)).await;
             return;
         }
+        // A turn waits here for one of the agent's places when it runs a limited number at once; a cancel
+        // while it waits ends it.
+        let _permit = match self.running.get() {
+            None => None,
+            Some((_, permits)) => {
+                let permits = permits.clone();
+                let mut cancelled = cancel_rx.clone();
+                let cancel = async move {
+                    // The guard `wait_for` returns is dropped here, before any await of the caller; a
+                    // canceller that is gone never cancels.
+                    if cancelled.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    p = permits.acquire_owned() => p.ok(),
+                    _ = cancel => {
+                        let f = Failure::new(TurnFailure::Cancelled, "cancelled");
+                        self.record_and_deliver(&id, Outcome::Failure(f)).await;
+                        return;
+                    }
+                }
+            }
+        };
         let wants_history = self.agent.wants_history();
         let mut input = input;
         if wants_history {

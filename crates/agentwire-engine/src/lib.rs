@@ -19,7 +19,8 @@ pub use agent::{
 };
 pub use engine::{
     AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,
-    INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
+    AGENT_BUSY_RETRY_AFTER_SECS, INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
+    MAX_TURNS_WAITING_FOR_AGENT,
 };
 pub use health::{RETRY_FIRST, RETRY_MAX};
 pub use lifecycle::Front;

@@ -179,6 +179,7 @@ const FISK_LIKE: TurnPolicy = TurnPolicy {
     exclusive: true,
     park_on_cancel: true,
     keep_transcript: true,
+    refuse_when_full: true,
 };
 
 fn engine(dir: &tempfile::TempDir) -> Arc<Engine> {
@@ -607,4 +608,71 @@ async fn a_cut_off_turn_sent_again_before_the_recovery_pass_ends_once() {
     assert_eq!(n, 0, "nothing left to end");
     assert!(recovered.outcomes.lock().unwrap().is_empty());
     assert_eq!(front.outcomes.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_agent_limited_to_one_turn_queues_within_a_bound_or_refuses_by_policy() {
+    use agentwire_engine::{AGENT_BUSY_RETRY_AFTER_SECS, MAX_TURNS_WAITING_FOR_AGENT};
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    e.limit_running(1);
+    let queueing = TurnPolicy {
+        park_on_cancel: true,
+        ..TurnPolicy::default()
+    };
+    let first = Front::asking();
+    e.submit(sub("q:0", "c0", "wait", first.clone(), queueing))
+        .await;
+    // Under a refusing policy the second turn is refused at once, with a retry hint.
+    let refused = Front::asking();
+    let reply = e
+        .submit(sub("f:1", "f1", "hi", refused.clone(), FISK_LIKE))
+        .await;
+    let SubmitReply::Refused(f) = reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(f.code, agentwire_core::Refusal::Capacity);
+    assert_eq!(f.retry_after, Some(AGENT_BUSY_RETRY_AFTER_SECS));
+    // Others wait, up to the bound; the next is refused.
+    let mut waiting = Vec::new();
+    for n in 1..=MAX_TURNS_WAITING_FOR_AGENT {
+        let front = Front::asking();
+        let reply = e
+            .submit(sub(
+                &format!("q:{n}"),
+                &format!("c{n}"),
+                "hi",
+                front.clone(),
+                queueing,
+            ))
+            .await;
+        assert_eq!(reply, SubmitReply::Accepted { queued: false }, "turn {n}");
+        waiting.push(front);
+    }
+    let over = e
+        .submit(sub("q:over", "cx", "hi", Front::asking(), queueing))
+        .await;
+    assert!(
+        matches!(over, SubmitReply::Refused(ref f) if f.code == agentwire_core::Refusal::Capacity),
+        "{over:?}"
+    );
+    // None of the waiting ones ran while the first holds the agent.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(waiting
+        .iter()
+        .all(|f| f.outcomes.lock().unwrap().is_empty()));
+    // A waiting turn that is cancelled ends without running.
+    assert_eq!(
+        e.cancel(&RequestId::new("q:1").unwrap(), "r").await,
+        agentwire_engine::CancelReply::Cancelling
+    );
+    assert!(
+        matches!(waiting[0].outcome().await, Outcome::Failure(ref f) if f.code == TurnFailure::Cancelled)
+    );
+    // Once the first ends, the rest run, one at a time.
+    e.cancel(&RequestId::new("q:0").unwrap(), "r").await;
+    first.outcome().await;
+    for front in &waiting[1..] {
+        assert!(matches!(front.outcome().await, Outcome::Result(_)));
+    }
 }

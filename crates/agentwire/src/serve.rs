@@ -109,12 +109,16 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
     let agent_name = agent.name;
+    let max_concurrent_turns = agent.max_concurrent_turns;
     let roost_socket = roost.socket;
     let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let journal =
         Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);
     let engine = Engine::new(journal, agent);
+    if let Some(n) = max_concurrent_turns {
+        engine.limit_running(n);
+    }
     let embedded = match relay {
         Some(mut rc) => {
             rc.unlimited_authors.insert(agent_keys.public_key());

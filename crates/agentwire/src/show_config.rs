@@ -195,6 +195,8 @@ struct AgentView<'a> {
     shell_dir: Option<&'a std::path::Path>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     mcp: Vec<McpView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_concurrent_turns: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -218,6 +220,7 @@ impl AgentView<'_> {
             max_context_tokens: None,
             shell_dir: None,
             mcp: Vec::new(),
+            max_concurrent_turns: None,
         }
     }
 }
@@ -269,6 +272,10 @@ impl<'a> View<'a> {
                         .collect(),
                     ..AgentView::of_kind("openai")
                 },
+            };
+            let view = AgentView {
+                max_concurrent_turns: c.agent.max_concurrent_turns,
+                ..view
             };
             agents.insert(c.agent.name.as_str(), view);
         }

@@ -20,6 +20,7 @@ pub(crate) const FISK_POLICY: TurnPolicy = TurnPolicy {
     exclusive: true,
     park_on_cancel: true,
     keep_transcript: true,
+    refuse_when_full: true,
 };
 
 /// The requester recorded for fisk-ai turns: a request carries no verified caller identity, so a cancel is

@@ -381,6 +381,7 @@ impl Driver {
                 exclusive: false,
                 park_on_cancel: false,
                 keep_transcript: true,
+                refuse_when_full: false,
             },
             conversation_meta: None,
             slot: None,

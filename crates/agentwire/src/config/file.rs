@@ -110,6 +110,8 @@ pub(crate) struct AgentFile {
     pub(crate) max_context_tokens: Option<u64>,
     /// For `openai`: where the `shell` tool runs commands (default `<data dir>/work/<name>`).
     pub(crate) shell_dir: Option<PathBuf>,
+    /// Any kind: how many turns the agent runs at once.
+    pub(crate) max_concurrent_turns: Option<usize>,
     /// For `openai`: MCP servers whose tools the model may call (`[[agents.<name>.mcp]]`).
     pub(crate) mcp: Option<Vec<McpFile>>,
 }

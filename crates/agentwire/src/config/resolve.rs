@@ -130,7 +130,12 @@ pub(crate) struct AgentChoice {
     pub(crate) kind: AgentKind,
     /// Whether the name is an `[agents.<name>]` entry.
     pub(crate) entry: bool,
+    /// How many turns it runs at once (`max_concurrent_turns`), when limited.
+    pub(crate) max_concurrent_turns: Option<usize>,
 }
+
+/// The range of `max_concurrent_turns`.
+pub(crate) const MAX_CONCURRENT_TURNS: std::ops::RangeInclusive<usize> = 1..=1024;
 
 /// The NIP-XX runtime's sender policy and profile.
 #[derive(Debug, Clone, PartialEq)]
@@ -386,6 +391,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
             name,
             kind,
             entry: false,
+            max_concurrent_turns: None,
         });
     }
     if let Some(entry) = file.agents.get(&name) {
@@ -421,10 +427,26 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
                 })
             }
         };
+        let max_concurrent_turns = match entry.max_concurrent_turns {
+            None => None,
+            Some(n) if MAX_CONCURRENT_TURNS.contains(&n) => Some(n),
+            Some(n) => {
+                return Err(ConfigError::AgentSetting {
+                    name,
+                    key: "max_concurrent_turns",
+                    reason: format!(
+                        "{n} is out of range ({}-{})",
+                        MAX_CONCURRENT_TURNS.start(),
+                        MAX_CONCURRENT_TURNS.end()
+                    ),
+                })
+            }
+        };
         return Ok(AgentChoice {
             name,
             kind,
             entry: true,
+            max_concurrent_turns,
         });
     }
     if name == "demo" {
@@ -432,6 +454,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
             name,
             kind: AgentKind::Demo,
             entry: false,
+            max_concurrent_turns: None,
         });
     }
     Err(ConfigError::UnknownAgent { setting, name })

@@ -81,7 +81,8 @@ fn without_flags_or_file_everything_is_the_default() {
         AgentChoice {
             name: "demo".into(),
             kind: AgentKind::Demo,
-            entry: false
+            entry: false,
+            max_concurrent_turns: None,
         }
     );
     let relay = r.relay.expect("the embedded relay is on by default");
@@ -375,7 +376,8 @@ fn an_agents_entry_names_the_agent() {
             kind: AgentKind::Roost {
                 profile: "mine".into()
             },
-            entry: true
+            entry: true,
+            max_concurrent_turns: None,
         }
     );
     let r = resolved(&[], &format!("[serve]\nagent = \"plain\"\n{toml}"));
@@ -880,5 +882,24 @@ fn mcp_servers_are_checked_by_name_and_command() {
     ] {
         let e = error(&["--agent", "local"], &format!("{OPENAI}{extra}")).to_string();
         assert!(e.starts_with("[agents.local] mcp: ") && e.contains(want), "{e}");
+    }
+}
+
+#[test]
+fn max_concurrent_turns_is_taken_for_any_kind_within_its_range() {
+    let toml = "[agents.d]\nkind = \"demo\"\nmax_concurrent_turns = 4\n";
+    assert_eq!(
+        resolved(&["--agent", "d"], toml).agent.max_concurrent_turns,
+        Some(4)
+    );
+    for bad in [0, 1025] {
+        let toml = format!("[agents.d]\nkind = \"demo\"\nmax_concurrent_turns = {bad}\n");
+        let e = error(&["--agent", "d"], &toml).to_string();
+        assert!(
+            e.starts_with(&format!(
+                "[agents.d] max_concurrent_turns: {bad} is out of range (1-1024)"
+            )),
+            "{e}"
+        );
     }
 }
