@@ -31,7 +31,8 @@ pub(crate) struct Target {
     /// A PEM file of CA certificates to trust for a wss:// relay, besides Mozilla's roots.
     #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
     relay_ca_file: Option<PathBuf>,
-    /// The agent (hex or npub). Default: the agent key in the data dir (the local `serve`).
+    /// The agent (hex, npub, or the name of a further local agent). Default: the agent key in the data dir
+    /// (the local `serve`).
     #[arg(long)]
     agent: Option<String>,
     /// Your key file (hex secret); default `client.key` in the data dir, created on first use.
@@ -118,7 +119,23 @@ fn client_crypto(target: &Target, data_dir: &Path) -> Result<Arc<Crypto>, String
 
 fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
     match &target.agent {
-        Some(a) => keys::parse_public_key(a),
+        // A key, or the name of a further agent the local `serve` runs (its key in the data dir).
+        Some(a) => keys::parse_public_key(a).or_else(|e| {
+            let by_name = crate::more_agents::key_file(a);
+            let dir = data_dir.join(crate::more_agents::AGENT_KEYS_DIR);
+            match a
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                true => keys::existing_public_key(&dir, &by_name).ok_or_else(|| {
+                    format!(
+                        "{e}, nor the name of an agent with a key in {}",
+                        dir.display()
+                    )
+                }),
+                false => Err(e),
+            }
+        }),
         None => keys::existing_public_key(data_dir, "agent.key").ok_or_else(|| {
             format!(
                 "no --agent given and no agent key in {}",

@@ -6,6 +6,7 @@ mod config;
 mod fisk_cli;
 mod jobs;
 mod keys;
+mod more_agents;
 mod serve;
 mod show_config;
 

@@ -26,7 +26,7 @@ const RELAY_KEY_FILE: &str = "relay.key";
 
 /// The agent that serves the turns: its kind was settled and its roost profile checked by resolution. A
 /// model agent's key is read here, from the variable its config names.
-async fn make_agent(
+pub(crate) async fn make_agent(
     name: &str,
     kind: &AgentKind,
     roost_socket: &Path,
@@ -105,6 +105,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         roost,
         tasks,
         notify_webhook,
+        more_agents,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
@@ -113,8 +114,10 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let roost_socket = roost.socket;
     let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
-    let journal =
+    let journal: Arc<dyn agentwire_store::Journal> =
         Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);
+    let more =
+        crate::more_agents::prepare(&more_agents, &data_dir, &roost_socket, &journal).await?;
     let engine = Engine::new(journal, agent);
     if let Some(n) = max_concurrent_turns {
         engine.limit_running(n);
@@ -122,6 +125,8 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let embedded = match relay {
         Some(mut rc) => {
             rc.unlimited_authors.insert(agent_keys.public_key());
+            rc.unlimited_authors
+                .extend(more.iter().filter_map(|m| m.public_key()));
             if tasks.is_some() {
                 // The agent's key writes (and reads) in every room it watches.
                 rc.room_writers.insert(agent_keys.public_key());
@@ -155,6 +160,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     })
     .await
     .map_err(|e| e.to_string())?;
+    let nats_config = nats.clone();
     let fisk = match nats {
         None => None,
         Some(worker) => Some(
@@ -186,21 +192,18 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         ),
         None => None,
     };
-    let runtime = Runtime::start(
-        RuntimeConfig {
-            relays: relays.clone(),
-            allow: nipxx.allow.map(|a| a.into_iter().collect()),
-            block: nipxx.block.into_iter().collect(),
-            rate: nipxx.rate,
-            backlog_horizon: nipxx.backlog_horizon,
-            nip59: nipxx.nip59,
-            // The embedded relay checks ids and signatures before it stores or sends an event.
-            verified_relays: embedded.iter().map(|r| r.url()).collect(),
-        },
-        crypto,
-        engine.clone(),
-    )
-    .await;
+    let runtime_config = RuntimeConfig {
+        relays: relays.clone(),
+        allow: nipxx.allow.map(|a| a.into_iter().collect()),
+        block: nipxx.block.into_iter().collect(),
+        rate: nipxx.rate,
+        backlog_horizon: nipxx.backlog_horizon,
+        nip59: nipxx.nip59,
+        // The embedded relay checks ids and signatures before it stores or sends an event.
+        verified_relays: embedded.iter().map(|r| r.url()).collect(),
+    };
+    let runtime = Runtime::start(runtime_config.clone(), crypto, engine.clone()).await;
+    let more = crate::more_agents::start(more, &runtime_config, nats_config.as_ref()).await?;
     let mut fronts: Vec<Arc<dyn Front>> = vec![runtime.clone()];
     if let Some(w) = &fisk {
         fronts.push(w.clone());
@@ -244,6 +247,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Some(w) = &fisk {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
     }
+    if !more.is_empty() {
+        ready["agents"] = more.iter().map(|m| m.ready()).collect();
+    }
     println!("{ready}");
     tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;
@@ -252,7 +258,15 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     // get `draining`, and a new NIP-XX prompt is left on the relay, where the backlog horizon serves it
     // after the restart. Then each front sends what it still has (NIP-XX terminals and their retries) and
     // leaves the wire.
-    let left = engine.shut_down(&fronts, DRAIN_GRACE).await;
+    // Every agent drains at once, so the grace is one grace however many agents there are.
+    let drains: Vec<_> = more
+        .into_iter()
+        .map(|m| tokio::spawn(async move { m.shut_down(DRAIN_GRACE).await }))
+        .collect();
+    let mut left = engine.shut_down(&fronts, DRAIN_GRACE).await;
+    for d in drains {
+        left += d.await.unwrap_or(0);
+    }
     if left > 0 {
         tracing::warn!(turns = left, "turns still running after the drain grace");
     }

@@ -197,6 +197,10 @@ struct AgentView<'a> {
     mcp: Vec<McpView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_concurrent_turns: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expose: Option<Vec<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nats_identity: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -205,7 +209,47 @@ struct McpView<'a> {
     command: &'a [String],
 }
 
-impl AgentView<'_> {
+impl<'a> AgentView<'a> {
+    /// An `[agents.<name>]` entry as resolved.
+    fn of(agent: &'a crate::config::AgentChoice) -> Self {
+        let view = match &agent.kind {
+            AgentKind::Demo => AgentView::of_kind("demo"),
+            AgentKind::Roost { profile } => AgentView {
+                profile: Some(profile.as_str()),
+                ..AgentView::of_kind("roost")
+            },
+            AgentKind::Cmd { command, timeout } => AgentView {
+                command: Some(command.as_slice()),
+                request_timeout_secs: Some(timeout.as_secs()),
+                ..AgentView::of_kind("cmd")
+            },
+            // The key's variable is named; the key itself is never read here.
+            AgentKind::OpenAi(s) => AgentView {
+                base_url: Some(redact_url(&s.base_url)),
+                models: Some(s.models.as_slice()),
+                api_key_env: s.api_key_env.as_deref(),
+                system_prompt: s.system_prompt.as_deref(),
+                tools: Some(s.tools.as_slice()),
+                request_timeout_secs: Some(s.request_timeout.as_secs()),
+                max_context_tokens: Some(s.max_context_tokens),
+                shell_dir: s.shell_dir.as_deref(),
+                mcp: s
+                    .mcp
+                    .iter()
+                    .map(|m| McpView {
+                        name: &m.name,
+                        command: &m.command,
+                    })
+                    .collect(),
+                ..AgentView::of_kind("openai")
+            },
+        };
+        AgentView {
+            max_concurrent_turns: agent.max_concurrent_turns,
+            ..view
+        }
+    }
+
     fn of_kind(kind: &'static str) -> Self {
         AgentView {
             kind,
@@ -221,6 +265,8 @@ impl AgentView<'_> {
             shell_dir: None,
             mcp: Vec::new(),
             max_concurrent_turns: None,
+            expose: None,
+            nats_identity: None,
         }
     }
 }
@@ -241,43 +287,22 @@ impl<'a> View<'a> {
         };
         let mut agents = BTreeMap::new();
         if c.agent.entry {
-            let view = match &c.agent.kind {
-                AgentKind::Demo => AgentView::of_kind("demo"),
-                AgentKind::Roost { profile } => AgentView {
-                    profile: Some(profile.as_str()),
-                    ..AgentView::of_kind("roost")
-                },
-                AgentKind::Cmd { command, timeout } => AgentView {
-                    command: Some(command.as_slice()),
-                    request_timeout_secs: Some(timeout.as_secs()),
-                    ..AgentView::of_kind("cmd")
-                },
-                // The key's variable is named; the key itself is never read here.
-                AgentKind::OpenAi(s) => AgentView {
-                    base_url: Some(redact_url(&s.base_url)),
-                    models: Some(s.models.as_slice()),
-                    api_key_env: s.api_key_env.as_deref(),
-                    system_prompt: s.system_prompt.as_deref(),
-                    tools: Some(s.tools.as_slice()),
-                    request_timeout_secs: Some(s.request_timeout.as_secs()),
-                    max_context_tokens: Some(s.max_context_tokens),
-                    shell_dir: s.shell_dir.as_deref(),
-                    mcp: s
-                        .mcp
-                        .iter()
-                        .map(|m| McpView {
-                            name: &m.name,
-                            command: &m.command,
-                        })
-                        .collect(),
-                    ..AgentView::of_kind("openai")
-                },
-            };
+            agents.insert(c.agent.name.as_str(), AgentView::of(&c.agent));
+        }
+        for m in &c.more_agents {
+            let mut expose = Vec::new();
+            if m.nipxx {
+                expose.push("nipxx");
+            }
+            if m.fisk_identity.is_some() {
+                expose.push("fisk");
+            }
             let view = AgentView {
-                max_concurrent_turns: c.agent.max_concurrent_turns,
-                ..view
+                expose: Some(expose),
+                nats_identity: m.fisk_identity.as_deref(),
+                ..AgentView::of(&m.choice)
             };
-            agents.insert(c.agent.name.as_str(), view);
+            agents.insert(m.choice.name.as_str(), view);
         }
         View {
             data_dir: &c.data_dir,

@@ -112,6 +112,10 @@ pub(crate) struct AgentFile {
     pub(crate) shell_dir: Option<PathBuf>,
     /// Any kind: how many turns the agent runs at once.
     pub(crate) max_concurrent_turns: Option<usize>,
+    /// Any kind: the fronts a further agent (not the `--agent` one) is reachable on: `nipxx`, `fisk`.
+    pub(crate) expose: Option<Vec<String>>,
+    /// Any kind: a further agent's fisk-ai identity (default: its name).
+    pub(crate) nats_identity: Option<String>,
     /// For `openai`: MCP servers whose tools the model may call (`[[agents.<name>.mcp]]`).
     pub(crate) mcp: Option<Vec<McpFile>>,
 }

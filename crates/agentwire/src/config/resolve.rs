@@ -203,7 +203,23 @@ pub(crate) struct Resolved {
     pub(crate) tasks: Option<Tasks>,
     /// The webhook the embedded relay posts notifications to.
     pub(crate) notify_webhook: Option<String>,
+    /// Further agents served beside `agent`: the `[agents.<name>]` entries with `expose`, by name.
+    pub(crate) more_agents: Vec<ExposedAgent>,
 }
+
+/// A further agent and the fronts it is reachable on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExposedAgent {
+    /// The agent.
+    pub(crate) choice: AgentChoice,
+    /// On NIP-XX, with its own key (`agents/<name>.key` in the data dir).
+    pub(crate) nipxx: bool,
+    /// On fisk-ai, under this identity.
+    pub(crate) fisk_identity: Option<String>,
+}
+
+/// The fronts an agent's `expose` may list.
+pub(crate) const EXPOSABLE: [&str; 2] = ["nipxx", "fisk"];
 
 /// Resolves `sources`; `read_roost_json` gives the profiles of the roost.json the configuration names.
 pub(crate) fn resolve(
@@ -231,6 +247,18 @@ pub(crate) fn resolve(
     };
     let relay_on = relay.is_some();
     let (config, profiles) = roost_profiles(flags, file, &agent, read_roost_json)?;
+    let nats = nats(flags, file)?;
+    let more_agents = more_agents(file, &agent.name, nats.as_ref())?;
+    for more in &more_agents {
+        if let AgentKind::Roost { profile } = &more.choice.kind {
+            if !profiles.contains_key(profile) {
+                return Err(ConfigError::UnknownProfile {
+                    agent: more.choice.name.clone(),
+                    profile: profile.clone(),
+                });
+            }
+        }
+    }
     let roost = Roost {
         socket: flags
             .roost_socket
@@ -241,7 +269,6 @@ pub(crate) fn resolve(
         profiles,
     };
     Ok(Resolved {
-        agent,
         relay,
         relays,
         relay_ca_file: flags
@@ -249,11 +276,13 @@ pub(crate) fn resolve(
             .clone()
             .or_else(|| file.serve.relay_ca_file.clone()),
         nipxx: nipxx(flags, file)?,
-        nats: nats(flags, file)?,
+        more_agents,
+        nats,
         roost,
         tasks: tasks(file)?,
         notify_webhook: notify_webhook(file, relay_on)?,
         data_dir,
+        agent,
     })
 }
 
@@ -395,9 +424,85 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
         });
     }
     if let Some(entry) = file.agents.get(&name) {
+        return entry_choice(name, entry);
+    }
+    if name == "demo" {
+        return Ok(AgentChoice {
+            name,
+            kind: AgentKind::Demo,
+            entry: false,
+            max_concurrent_turns: None,
+        });
+    }
+    Err(ConfigError::UnknownAgent { setting, name })
+}
+
+/// The further agents: every `[agents.<name>]` with `expose`, but the one served as `default`.
+fn more_agents(
+    file: &FileConfig,
+    default: &str,
+    nats: Option<&WorkerConfig>,
+) -> Result<Vec<ExposedAgent>, ConfigError> {
+    let mut names: Vec<&String> = file.agents.keys().collect();
+    names.sort();
+    let mut identities: BTreeSet<String> = nats.map(|n| n.identity.clone()).into_iter().collect();
+    let mut out = Vec::new();
+    for name in names {
+        let entry = &file.agents[name];
+        let Some(expose) = &entry.expose else {
+            continue;
+        };
+        let bad = |reason: String| ConfigError::AgentSetting {
+            name: name.clone(),
+            key: "expose",
+            reason,
+        };
+        if let Some(e) = expose.iter().find(|e| !EXPOSABLE.contains(&e.as_str())) {
+            return Err(bad(format!("{e:?} is not a front; fronts: nipxx, fisk")));
+        }
+        if name == default {
+            continue;
+        }
+        let fisk_identity = if expose.iter().any(|e| e == "fisk") {
+            if nats.is_none() {
+                return Err(bad("fisk needs a NATS server: --nats or [nats] url".into()));
+            }
+            let identity = entry.nats_identity.clone().unwrap_or_else(|| name.clone());
+            Identity::new(identity.clone()).map_err(|_| ConfigError::AgentSetting {
+                name: name.clone(),
+                key: "nats_identity",
+                reason: format!(
+                    "{identity:?} is not a fisk-ai identity (letters, digits, - and _)"
+                ),
+            })?;
+            if !identities.insert(identity.clone()) {
+                return Err(ConfigError::AgentSetting {
+                    name: name.clone(),
+                    key: "nats_identity",
+                    reason: format!("{identity:?} is another agent's identity too"),
+                });
+            }
+            Some(identity)
+        } else {
+            None
+        };
+        out.push(ExposedAgent {
+            choice: entry_choice(name.clone(), entry)?,
+            nipxx: expose.iter().any(|e| e == "nipxx"),
+            fisk_identity,
+        });
+    }
+    Ok(out)
+}
+
+/// The agent of entry `[agents.<name>]`, checked.
+fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentChoice, ConfigError> {
+    {
         check_keys_of_kind(&name, entry)?;
         let kind = match (entry.kind.as_str(), entry.profile.as_deref()) {
-            ("roost", Some(profile)) => roost(profile),
+            ("roost", Some(profile)) => AgentKind::Roost {
+                profile: profile.to_string(),
+            },
             ("roost", None) => return Err(ConfigError::AgentProfile { name }),
             ("demo", _) => AgentKind::Demo,
             ("openai", _) => AgentKind::OpenAi(Box::new(openai_settings(&name, entry)?)),
@@ -442,22 +547,13 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
                 })
             }
         };
-        return Ok(AgentChoice {
+        Ok(AgentChoice {
             name,
             kind,
             entry: true,
             max_concurrent_turns,
-        });
+        })
     }
-    if name == "demo" {
-        return Ok(AgentChoice {
-            name,
-            kind: AgentKind::Demo,
-            entry: false,
-            max_concurrent_turns: None,
-        });
-    }
-    Err(ConfigError::UnknownAgent { setting, name })
 }
 
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a

@@ -1,0 +1,156 @@
+//! The further agents `serve` runs beside the one `--agent` names: every `[agents.<name>]` with `expose`.
+//! Each has its own engine (its own `max_concurrent_turns`) over the one journal, journaling its turns
+//! under its own owner so that a restart's recovery pass of one agent never ends another's; on NIP-XX its
+//! own key (`agents/<name>.key` in the data dir, created once, 0600) and so its own ai.info; on fisk-ai its
+//! own identity.
+
+use crate::config::ExposedAgent;
+use crate::keys;
+use agentwire_engine::{Engine, Front, TurnFront};
+use agentwire_fisk::worker::{Worker, WorkerConfig};
+use agentwire_nostr::crypto::Crypto;
+use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
+use agentwire_store::Journal;
+use nostr::prelude::{Keys, PublicKey};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Where the further agents' keys are, in the data dir.
+pub(crate) const AGENT_KEYS_DIR: &str = "agents";
+
+/// The key file of agent `name` in [`AGENT_KEYS_DIR`].
+pub(crate) fn key_file(name: &str) -> String {
+    format!("{name}.key")
+}
+
+/// A further agent, built but not yet on any front.
+pub(crate) struct Prepared {
+    name: String,
+    keys: Option<Keys>,
+    engine: Arc<Engine>,
+    fisk_identity: Option<String>,
+}
+
+impl Prepared {
+    /// Its NIP-XX key, when it is exposed there (the embedded relay lets it write without a rate).
+    pub(crate) fn public_key(&self) -> Option<PublicKey> {
+        self.keys.as_ref().map(|k| k.public_key())
+    }
+}
+
+/// Builds each further agent and its engine.
+pub(crate) async fn prepare(
+    more: &[ExposedAgent],
+    data_dir: &Path,
+    roost_socket: &Path,
+    journal: &Arc<dyn Journal>,
+) -> Result<Vec<Prepared>, String> {
+    let mut out = Vec::new();
+    for m in more {
+        let name = &m.choice.name;
+        let agent = crate::serve::make_agent(name, &m.choice.kind, roost_socket, data_dir).await?;
+        let engine = Engine::with_owner(journal.clone(), agent, format!("agent:{name}"));
+        if let Some(n) = m.choice.max_concurrent_turns {
+            engine.limit_running(n);
+        }
+        let keys = match m.nipxx {
+            true => Some(keys::load_or_create(
+                &data_dir.join(AGENT_KEYS_DIR),
+                &key_file(name),
+            )?),
+            false => None,
+        };
+        out.push(Prepared {
+            name: name.clone(),
+            keys,
+            engine,
+            fisk_identity: m.fisk_identity.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// A further agent on its fronts.
+pub(crate) struct Serving {
+    name: String,
+    pubkey: Option<PublicKey>,
+    identity: Option<String>,
+    engine: Arc<Engine>,
+    fronts: Vec<Arc<dyn Front>>,
+}
+
+/// Starts each prepared agent's fronts (the NIP-XX runtime on `runtime`'s relays, the fisk-ai worker on
+/// `nats` under its identity) and its recovery pass.
+pub(crate) async fn start(
+    prepared: Vec<Prepared>,
+    runtime: &RuntimeConfig,
+    nats: Option<&WorkerConfig>,
+) -> Result<Vec<Serving>, String> {
+    let mut out = Vec::new();
+    for p in prepared {
+        let mut fronts: Vec<Arc<dyn Front>> = Vec::new();
+        let pubkey = p.public_key();
+        if let Some(keys) = p.keys {
+            let crypto = Arc::new(Crypto::new(keys));
+            fronts.push(Runtime::start(runtime.clone(), crypto, p.engine.clone()).await);
+        }
+        let mut fisk = false;
+        if let (Some(identity), Some(nats)) = (&p.fisk_identity, nats) {
+            let config = WorkerConfig {
+                identity: identity.clone(),
+                ..nats.clone()
+            };
+            let worker = Worker::start(config, p.engine.clone())
+                .await
+                .map_err(|e| format!("[agents.{}] fisk-ai worker: {e}", p.name))?;
+            fronts.push(worker);
+            fisk = true;
+        }
+        let recovered = p
+            .engine
+            .recover(|t| match t.protocol.as_str() {
+                agentwire_fisk::worker::PROTOCOL if !fisk => {
+                    Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
+                }
+                _ => fronts
+                    .iter()
+                    .find(|f| f.protocol() == t.protocol)
+                    .and_then(|f| f.recovery_front(t)),
+            })
+            .await;
+        match recovered {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!(agent = %p.name, turns = n, "ended turns interrupted by the last shutdown")
+            }
+            Err(e) => {
+                tracing::error!(agent = %p.name, error = %e, "could not recover interrupted turns")
+            }
+        }
+        out.push(Serving {
+            name: p.name,
+            pubkey,
+            identity: p.fisk_identity,
+            engine: p.engine,
+            fronts,
+        });
+    }
+    Ok(out)
+}
+
+impl Serving {
+    /// Its entry in the ready line.
+    pub(crate) fn ready(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "pubkey": self.pubkey.map(|k| k.to_hex()),
+            "npub": self.pubkey.map(|k| keys::npub(&k)),
+            "identity": self.identity,
+        })
+    }
+
+    /// Drains its turns (within `grace`) and takes its fronts off the wire; returns the turns still running.
+    pub(crate) async fn shut_down(&self, grace: std::time::Duration) -> usize {
+        self.engine.shut_down(&self.fronts, grace).await
+    }
+}
