@@ -538,3 +538,73 @@ async fn over_nipxx_an_mcp_servers_tools_are_listed_and_called() {
         "{sent}"
     );
 }
+
+#[test]
+fn over_fisk_ai_an_mcp_servers_tool_is_called() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/tools/venv/bin/python");
+    assert!(
+        python.exists(),
+        "run ./scripts/test.sh: it installs the MCP Python SDK"
+    );
+    let script = root.join("crates/agentwire-agents/tests/mcp/mcp_server.py");
+    let fake = FakeOpenAi::start();
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\n[[agents.local.mcp]]\nname = \"notes\"\ncommand = [{:?}, {:?}]\n",
+            fake.base_url,
+            python.to_str().unwrap(),
+            script.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let _d = Daemon::start(
+        &dir.path().join("data"),
+        &[
+            "--config",
+            path.to_str().unwrap(),
+            "--agent",
+            "local",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "local",
+        ],
+    );
+    fake.push(stream(tool_call_chunks(
+        "m1",
+        "notes__shout",
+        &[r#"{"text":"quiet"}"#],
+    )));
+    fake.push(stream(text_chunks(&["QUIET, it says."], (1, 1))));
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "local",
+            "shout",
+            "quiet",
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "QUIET, it says.",
+        "{stderr}"
+    );
+    assert!(stderr.contains("[tool notes__shout start"), "{stderr}");
+    let sent = &fake.received()[1].body["messages"];
+    let n = sent.as_array().unwrap().len();
+    assert!(
+        sent[n - 1]["content"].as_str().unwrap().contains("QUIET"),
+        "{sent}"
+    );
+}

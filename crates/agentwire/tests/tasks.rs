@@ -125,3 +125,47 @@ fn starts_and_ends(kinds: &[u16]) -> (usize, usize, usize) {
     let count = |kind: u16| kinds.iter().filter(|&&k| k == kind).count();
     (count(43002), count(43004), count(43006))
 }
+
+#[tokio::test]
+async fn a_model_agent_serves_a_task_card_and_runs_its_tools() {
+    use agentwire_testkit::fake_openai::{text_chunks, tool_call_chunks, FakeOpenAi, Scripted};
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let alice = Keys::generate();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"calculator\"]\n\n[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\nprogress_interval_secs = 1\n",
+            fake.base_url,
+            a = alice.public_key().to_hex()
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let (conn, mut rx) = watch(&daemon.relay).await;
+    let stream = |chunks| Scripted::Stream {
+        chunks,
+        gap: Duration::from_millis(5),
+    };
+    fake.push(stream(tool_call_chunks(
+        "c1",
+        "calculator",
+        &[r#"{"expression":"6*7"}"#],
+    )));
+    fake.push(stream(text_chunks(&["The answer is 42."], (10, 5))));
+    let req = task(&alice, &daemon.agent, "what is 6*7?");
+    assert!(conn.publish(&req).await.unwrap().accepted);
+    let result = until(&mut rx, |e| e.kind.as_u16() == 43004).await;
+    assert_eq!(result.content, "The answer is 42.");
+    assert_eq!(
+        fake.received()[0].body["messages"][0]["content"],
+        "what is 6*7?"
+    );
+    let second = &fake.received()[1].body["messages"];
+    assert_eq!(second[2]["role"], "tool", "the calculator ran: {second}");
+    assert!(second[2]["content"].as_str().unwrap().contains("42"));
+}
