@@ -81,10 +81,10 @@ fn fail(code: TurnFailure, message: impl Into<String>) -> Outcome {
 /// Kills the command's process group when dropped, unless the command was seen to exit: a cancelled turn's
 /// future is dropped by the engine, and the command must not outlive it. Disarmed once the leader is reaped,
 /// as its process id (the group's id) may then be reused.
-struct GroupKill(Option<u32>);
+pub(crate) struct GroupKill(pub(crate) Option<u32>);
 
 impl GroupKill {
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(pid) = self.0.take() {
             if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
                 let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);

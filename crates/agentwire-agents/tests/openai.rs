@@ -24,6 +24,7 @@ fn config(base_url: &str) -> OpenAiConfig {
         request_timeout: Duration::from_secs(10),
         max_context_tokens: 8192,
         shell_dir: std::env::temp_dir(),
+        hidden_env: Vec::new(),
     }
 }
 
@@ -584,6 +585,7 @@ fn mcp_server(starts: &std::path::Path) -> agentwire_agents::openai::mcp::McpSer
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/mcp_server.py");
     agentwire_agents::openai::mcp::McpServerConfig {
         name: "notes".into(),
+        hidden_env: Vec::new(),
         command: vec![
             "env".into(),
             format!("MCP_STARTS_FILE={}", starts.display()),

@@ -94,18 +94,25 @@ pub struct PastToolCall {
     pub output: serde_json::Value,
 }
 
-/// Most earlier turns given to an agent: a conversation can grow for ever, and no context window holds a
-/// thousand turns; the agent drops the oldest of these further to fit its own window.
-pub const MAX_HISTORY_TURNS: usize = 1000;
+/// Most earlier turns given to an agent, and read from the journal for it: a conversation can grow for
+/// ever, and a turn's read must not grow with it; 100 turns outgrow the context window of today's models
+/// but the largest, and the agent drops the oldest of these further to fit its own window.
+pub const MAX_HISTORY_TURNS: usize = 100;
 
-/// A conversation's earlier turns from its journal view, oldest first: those that ended with an answer,
-/// before `current`, with their tool calls and results from their transcripts, at most
-/// [`MAX_HISTORY_TURNS`] (the newest).
-pub fn past_turns(view: &agentwire_store::ConversationView, current: &RequestId) -> Vec<PastTurn> {
+/// A conversation's earlier turns from its journal view, oldest first: those of `owner` (the engine's
+/// agent: several agents in one daemon share a journal, and one conversation id may reach two of them)
+/// that ended with an answer, before `current`, with their tool calls and results from their transcripts,
+/// at most [`MAX_HISTORY_TURNS`] (the newest).
+pub fn past_turns(
+    view: &agentwire_store::ConversationView,
+    current: &RequestId,
+    owner: &str,
+) -> Vec<PastTurn> {
     let mut past: Vec<PastTurn> = view
         .turns
         .iter()
         .take_while(|t| t.turn.request_id != *current)
+        .filter(|t| t.turn.owner == owner)
         .filter_map(|t| {
             let Some(Outcome::Result(r)) = &t.turn.outcome else {
                 return None;
@@ -302,7 +309,8 @@ mod tests {
                 stored(6, answer("after"), None),
             ],
         };
-        let past = past_turns(&view, &RequestId::new("r5").unwrap());
+        let past = past_turns(&view, &RequestId::new("r5").unwrap(), "local");
+        assert!(past_turns(&view, &RequestId::new("r5").unwrap(), "agent:other").is_empty());
         assert_eq!(
             past.len(),
             2,
@@ -319,7 +327,7 @@ mod tests {
                 .map(|n| stored(n, answer("a"), None))
                 .collect(),
         };
-        let past = past_turns(&many, &RequestId::new("none").unwrap());
+        let past = past_turns(&many, &RequestId::new("none").unwrap(), "local");
         assert_eq!(past.len(), MAX_HISTORY_TURNS);
         assert_eq!(past[0].message, "m5", "the oldest are dropped");
     }

@@ -936,10 +936,13 @@ impl Engine {
             // The earlier turns come from the journal, so a restart between two turns loses none of them.
             match self
                 .journal
-                .conversation(input.conversation_id.clone(), true)
+                .recent_turns(
+                    input.conversation_id.clone(),
+                    crate::agent::MAX_HISTORY_TURNS + 1,
+                )
                 .await
             {
-                Ok(view) => input.history = crate::agent::past_turns(&view, &id),
+                Ok(view) => input.history = crate::agent::past_turns(&view, &id, &self.owner),
                 Err(error) => {
                     tracing::warn!(%error, "could not read the conversation's earlier turns");
                     let f = Failure::new(

@@ -201,6 +201,20 @@ pub async fn a_conversation_reads_back_in_order_with_meta_across_a_reopen(open: 
         .turns
         .is_empty());
     assert_eq!(j.conversation_meta(none).await.unwrap(), None);
+    // The newest turns only, still oldest first, with their transcripts.
+    let recent = j.recent_turns(conv(), 2).await.unwrap();
+    let ids: Vec<_> = recent
+        .turns
+        .iter()
+        .map(|t| t.turn.request_id.to_string())
+        .collect();
+    assert_eq!(ids, vec!["nipxx:1", "nipxx:2"]);
+    let all = j.recent_turns(conv(), 10).await.unwrap();
+    assert_eq!(all.turns.len(), 3);
+    assert_eq!(
+        all.turns[0].transcript,
+        Some(serde_json::json!([{"type": "text", "text": "hi"}]))
+    );
 }
 
 /// A conversation's usage and tool calls are the sums of its ended turns', kept at finish.

@@ -74,6 +74,14 @@ impl Journal for FaultyJournal {
         self.inner.conversation(conversation, transcripts)
     }
 
+    fn recent_turns(
+        &self,
+        conversation: ConversationId,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        self.inner.recent_turns(conversation, limit)
+    }
+
     fn conversation_meta(
         &self,
         conversation: ConversationId,

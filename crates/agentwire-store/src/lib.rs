@@ -47,6 +47,21 @@ pub trait Journal: Send + Sync + 'static {
         transcripts: bool,
     ) -> BoxFuture<'_, Result<ConversationView, StoreError>>;
 
+    /// The newest `limit` turns of a conversation with their transcripts, oldest first: a bounded read for
+    /// an agent's history, however long the conversation has grown.
+    fn recent_turns(
+        &self,
+        conversation: ConversationId,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        Box::pin(async move {
+            let mut view = self.conversation(conversation, true).await?;
+            let extra = view.turns.len().saturating_sub(limit);
+            view.turns.drain(..extra);
+            Ok(view)
+        })
+    }
+
     /// A conversation's protocol-specific state, if any was set.
     fn conversation_meta(
         &self,

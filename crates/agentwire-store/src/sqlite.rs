@@ -204,14 +204,19 @@ fn turns_where(
 fn conversation_with_transcripts(
     conn: &Connection,
     conversation: &str,
+    limit: Option<usize>,
 ) -> Result<ConversationView, StoreError> {
     let cols: Vec<String> = COLUMNS.split(", ").map(|c| format!("t.{c}")).collect();
+    // The newest `limit` turns (all without one), read oldest first.
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {}, x.events FROM turns t LEFT JOIN transcripts x ON x.request_id = t.request_id
-         WHERE t.conversation_id = ?1 ORDER BY t.accepted_at, t.rowid",
+        "SELECT * FROM (SELECT {}, x.events, t.rowid AS r FROM turns t
+             LEFT JOIN transcripts x ON x.request_id = t.request_id
+             WHERE t.conversation_id = ?1 ORDER BY t.accepted_at DESC, t.rowid DESC LIMIT ?2)
+         ORDER BY accepted_at, r",
         cols.join(", ")
     ))?;
-    let rows = stmt.query_map([conversation], |r| {
+    let limit = limit.map_or(-1i64, |l| l.min(i64::MAX as usize) as i64);
+    let rows = stmt.query_map(rusqlite::params![conversation, limit], |r| {
         let turn = row_to_turn(r)?;
         let events: Option<String> = r.get(10)?;
         Ok((turn, events))
@@ -250,6 +255,16 @@ impl Journal for SqliteJournal {
         }))
     }
 
+    fn recent_turns(
+        &self,
+        conversation: ConversationId,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        Box::pin(self.read(move |conn| {
+            conversation_with_transcripts(conn, conversation.as_str(), Some(limit))
+        }))
+    }
+
     fn conversation(
         &self,
         conversation: ConversationId,
@@ -257,7 +272,7 @@ impl Journal for SqliteJournal {
     ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
         Box::pin(self.read(move |conn| {
             if transcripts {
-                return conversation_with_transcripts(conn, conversation.as_str());
+                return conversation_with_transcripts(conn, conversation.as_str(), None);
             }
             let turns = turns_where(conn, "conversation_id = ?1", conversation.as_str())?;
             Ok(ConversationView {

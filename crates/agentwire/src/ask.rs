@@ -123,10 +123,10 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
         Some(a) => keys::parse_public_key(a).or_else(|e| {
             let by_name = crate::more_agents::key_file(a);
             let dir = data_dir.join(crate::more_agents::AGENT_KEYS_DIR);
-            match a
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
+            let fit = !a.starts_with('.')
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            match fit {
                 true => keys::existing_public_key(&dir, &by_name).ok_or_else(|| {
                     format!(
                         "{e}, nor the name of an agent with a key in {}",

@@ -69,6 +69,7 @@ pub(crate) async fn make_agent(
                     request_timeout: s.request_timeout,
                     max_context_tokens: s.max_context_tokens,
                     shell_dir,
+                    hidden_env: s.api_key_env.iter().cloned().collect(),
                 },
                 http,
             );
@@ -247,9 +248,15 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Some(w) = &fisk {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
     }
-    if !more.is_empty() {
-        ready["agents"] = more.iter().map(|m| m.ready()).collect();
-    }
+    // Every agent the daemon serves, the `--agent` one first.
+    let mut agents = vec![serde_json::json!({
+        "name": agent_name,
+        "pubkey": pk.to_hex(),
+        "npub": keys::npub(&pk),
+        "identity": fisk.as_ref().map(|w| w.identity()),
+    })];
+    agents.extend(more.iter().map(|m| m.ready()));
+    ready["agents"] = agents.into();
     println!("{ready}");
     tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;

@@ -225,7 +225,11 @@ impl<'a> AgentView<'a> {
             },
             // The key's variable is named; the key itself is never read here.
             AgentKind::OpenAi(s) => AgentView {
-                base_url: Some(redact_url(&s.base_url)),
+                // A key in the query (some cloud APIs take one) is not shown either.
+                base_url: Some(match redact_url(&s.base_url).split_once('?') {
+                    Some((base, _)) => format!("{base}?{REDACTED}"),
+                    None => redact_url(&s.base_url),
+                }),
                 models: Some(s.models.as_slice()),
                 api_key_env: s.api_key_env.as_deref(),
                 system_prompt: s.system_prompt.as_deref(),

@@ -57,14 +57,17 @@ async fn each_exposed_agent_has_its_own_key_identity_and_answers() {
         let agents = d.ready["agents"]
             .as_array()
             .expect("the agents on the ready line");
-        assert_eq!(agents.len(), 2, "{}", d.ready);
-        let adder = &agents[0];
+        assert_eq!(agents.len(), 3, "{}", d.ready);
+        assert_eq!(agents[0]["name"], "demo");
+        assert_eq!(agents[0]["pubkey"], d.agent.to_hex());
+        assert_eq!(agents[0]["identity"], "main");
+        let adder = &agents[1];
         assert_eq!(
             (adder["name"].as_str(), adder["identity"].as_str()),
             (Some("adder"), Some("sums"))
         );
         assert!(adder["pubkey"].is_null(), "adder is not on NIP-XX");
-        let shout = &agents[1];
+        let shout = &agents[2];
         assert_eq!(shout["identity"], "shout");
         let shout_key = PublicKey::from_hex(shout["pubkey"].as_str().unwrap()).unwrap();
         assert_ne!(shout_key, d.agent);
@@ -109,7 +112,7 @@ async fn each_exposed_agent_has_its_own_key_identity_and_answers() {
     };
     // The key is created once: after a restart the agent is the same.
     let d = Daemon::start(&data, &args);
-    assert_eq!(d.ready["agents"][1]["pubkey"], shout_key.to_hex());
+    assert_eq!(d.ready["agents"][2]["pubkey"], shout_key.to_hex());
 }
 
 #[test]

@@ -33,6 +33,10 @@ pub const MAX_MCP_RESULT_BYTES: usize = 64 * 1024;
 pub const MCP_TOOL_SEPARATOR: &str = "__";
 /// The longest tool name chat completion APIs take.
 const MAX_TOOL_NAME_CHARS: usize = 64;
+/// The most characters of a tool's description kept: the model reads every description on every call.
+pub const MAX_MCP_DESCRIPTION_CHARS: usize = 1024;
+/// The largest input schema of a tool taken (as JSON): a larger one is left out, with a warning.
+pub const MAX_MCP_SCHEMA_BYTES: usize = 16 * 1024;
 
 /// One configured MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +45,8 @@ pub struct McpServerConfig {
     pub name: String,
     /// The program and its arguments.
     pub command: Vec<String>,
+    /// Environment variables it does not get (the one holding the agent's API key).
+    pub hidden_env: Vec<String>,
 }
 
 struct Server {
@@ -90,8 +96,10 @@ impl McpServers {
                 server
             })
             .collect();
+        // One deadline for all: the servers start side by side.
+        let deadline = tokio::time::Instant::now() + MCP_START_TIMEOUT;
         for mut rx in ready {
-            let _ = tokio::time::timeout(MCP_START_TIMEOUT, rx.wait_for(|r| *r)).await;
+            let _ = tokio::time::timeout_at(deadline, rx.wait_for(|r| *r)).await;
         }
         Arc::new(McpServers { servers })
     }
@@ -182,25 +190,47 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
         let config = s.config.clone();
         drop(s);
         let started = Instant::now();
-        match connect(&config).await {
+        // A server that does not come up (or list its tools) in time is stopped and started again.
+        match tokio::time::timeout(MCP_START_TIMEOUT, connect(&config))
+            .await
+            .unwrap_or_else(|_| Err("it did not answer the MCP handshake in time".into()))
+        {
             Ok(running) => {
                 let peer = running.peer().clone();
-                match peer.list_all_tools().await {
+                let listed = tokio::time::timeout(MCP_START_TIMEOUT, peer.list_all_tools())
+                    .await
+                    .map_err(|_| "it did not list its tools in time".to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                match listed {
                     Ok(tools) => {
                         let Some(s) = server.upgrade() else { return };
-                        let listed: Vec<(ToolSpec, String)> = tools
-                            .into_iter()
-                            .take(MAX_MCP_TOOLS_PER_SERVER)
-                            .map(|t| {
-                                let spec = ToolSpec {
-                                    name: tool_name(&config.name, &t.name),
-                                    description: t.description.as_deref().unwrap_or("").to_string(),
-                                    input_schema: Value::Object((*t.input_schema).clone()),
-                                    requires_approval: false,
-                                };
-                                (spec, t.name.to_string())
-                            })
-                            .collect();
+                        let mut listed: Vec<(ToolSpec, String)> = Vec::new();
+                        for t in tools.into_iter().take(MAX_MCP_TOOLS_PER_SERVER) {
+                            let name = tool_name(&config.name, &t.name);
+                            let schema = Value::Object((*t.input_schema).clone());
+                            // Two tools that come out under one name would make the API refuse the
+                            // whole list; a huge schema would crowd every call.
+                            if listed.iter().any(|(s, _)| s.name == name)
+                                || schema.to_string().len() > MAX_MCP_SCHEMA_BYTES
+                            {
+                                tracing::warn!(server = %config.name, tool = %t.name, "MCP tool left out: its name repeats another's or its schema is too large");
+                                continue;
+                            }
+                            let description: String = t
+                                .description
+                                .as_deref()
+                                .unwrap_or("")
+                                .chars()
+                                .take(MAX_MCP_DESCRIPTION_CHARS)
+                                .collect();
+                            let spec = ToolSpec {
+                                name,
+                                description,
+                                input_schema: schema,
+                                requires_approval: false,
+                            };
+                            listed.push((spec, t.name.to_string()));
+                        }
                         tracing::info!(server = %config.name, tools = listed.len(), "MCP server up");
                         *lock(&s.tools) = listed;
                         *lock(&s.peer) = Some(peer);
@@ -242,6 +272,9 @@ async fn connect(
         .ok_or("the MCP server has no command")?;
     let transport = TokioChildProcess::new(tokio::process::Command::new(program).configure(|c| {
         c.args(args);
+        for var in &config.hidden_env {
+            c.env_remove(var);
+        }
     }))
     .map_err(|e| format!("cannot start {program}: {e}"))?;
     ().serve(transport).await.map_err(|e| e.to_string())

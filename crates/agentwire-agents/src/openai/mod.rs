@@ -70,6 +70,9 @@ pub struct OpenAiConfig {
     pub max_context_tokens: u64,
     /// Where the `shell` tool runs its commands.
     pub shell_dir: std::path::PathBuf,
+    /// Environment variables the `shell` tool's commands and MCP servers do not get (the one holding the
+    /// API key).
+    pub hidden_env: Vec<String>,
 }
 
 /// Serves turns with a model behind an OpenAI-compatible API.
@@ -114,7 +117,8 @@ impl OpenAiAgent {
 pub fn check_base_url(url: &str) -> Result<(), String> {
     match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
-        _ => Err(format!("{url:?} is not an http:// or https:// URL")),
+        // Not the URL itself: its query may hold a key.
+        _ => Err("not an http:// or https:// URL with a host".into()),
     }
 }
 
@@ -322,12 +326,9 @@ impl Turn {
             messages.push(assistant_calls(&reply));
             last_tool_error = None;
             if let Err(parked) = self
-                .run_tools(
-                    &reply.tool_calls,
-                    &mut messages,
-                    answers,
-                    &mut last_tool_error,
-                )
+                // Answers given to a parked turn are for its pending calls only: a later round's calls
+                // (whose ids a server may number anew) are asked about afresh.
+                .run_tools(&reply.tool_calls, &mut messages, &[], &mut last_tool_error)
                 .await
             {
                 return parked.outcome(messages, text, usage);
@@ -458,9 +459,13 @@ impl Turn {
             }
         };
         match asked {
-            Asked::Answered(Answer::Approve { choice }) if choice.approves() => {
-                Ok(shell::run(&command, &self.config.shell_dir, shell::SHELL_TIMEOUT).await)
-            }
+            Asked::Answered(Answer::Approve { choice }) if choice.approves() => Ok(shell::run(
+                &command,
+                &self.config.shell_dir,
+                shell::SHELL_TIMEOUT,
+                &self.config.hidden_env,
+            )
+            .await),
             Asked::Answered(_) => Ok(Err("the person declined to run it".into())),
             Asked::Unavailable => Ok(Err(
                 "not run: no one can approve commands over this protocol".into(),

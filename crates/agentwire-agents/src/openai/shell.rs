@@ -32,8 +32,20 @@ async fn capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, boo
 
 /// Runs `command` in `dir`: its exit code, stdout and stderr (each cut to the cap, said when cut), or an
 /// error for the model (it could not start, or ran past the timeout and was killed with its group).
-pub async fn run(command: &str, dir: &Path, timeout: Duration) -> Result<Value, String> {
-    let mut child = tokio::process::Command::new("sh")
+///
+/// The variables in `hidden` (the agent's API key) are not passed on. The command's whole process group is
+/// killed when the call is dropped before the command ends (a cancelled turn), as on a timeout.
+pub async fn run(
+    command: &str,
+    dir: &Path,
+    timeout: Duration,
+    hidden: &[String],
+) -> Result<Value, String> {
+    let mut cmd = tokio::process::Command::new("sh");
+    for var in hidden {
+        cmd.env_remove(var);
+    }
+    let mut child = cmd
         .arg("-c")
         .arg(command)
         .current_dir(dir)
@@ -44,7 +56,7 @@ pub async fn run(command: &str, dir: &Path, timeout: Duration) -> Result<Value, 
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start sh: {e}"))?;
-    let pid = child.id();
+    let mut group = crate::cmd::GroupKill(child.id());
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let work = async {
         let out = async {
@@ -63,18 +75,15 @@ pub async fn run(command: &str, dir: &Path, timeout: Duration) -> Result<Value, 
         let status = child.wait().await;
         (out, out_cut, err, err_cut, status)
     };
-    let kill_group = || {
-        if let Some(p) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-        }
-    };
     let Ok((out, out_cut, err, err_cut, status)) = tokio::time::timeout(timeout, work).await else {
-        kill_group();
+        group.kill();
         return Err(format!(
             "the command did not finish within {} s and was stopped",
             timeout.as_secs()
         ));
     };
+    // Reaped: the group's id may be reused from here on.
+    group.0 = None;
     let status = status.map_err(|e| format!("waiting for the command: {e}"))?;
     Ok(json!({
         "exit_code": status.code(),
@@ -96,6 +105,7 @@ mod tests {
             "cat note.txt; echo oops >&2; exit 3",
             dir.path(),
             SHELL_TIMEOUT,
+            &[],
         )
         .await
         .unwrap();
@@ -103,7 +113,7 @@ mod tests {
         assert_eq!(r["stderr"], "oops\n");
         assert_eq!(r["exit_code"], 3);
         assert_eq!(r["truncated"], false);
-        let r = run("yes | head -c 200000", dir.path(), SHELL_TIMEOUT)
+        let r = run("yes | head -c 200000", dir.path(), SHELL_TIMEOUT, &[])
             .await
             .unwrap();
         assert_eq!(r["stdout"].as_str().unwrap().len(), MAX_SHELL_OUTPUT_BYTES);
@@ -113,10 +123,58 @@ mod tests {
             "sleep 30 & sleep 30",
             dir.path(),
             Duration::from_millis(300),
+            &[],
         )
         .await
         .unwrap_err();
         assert!(e.contains("did not finish"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn the_key_variable_is_hidden_and_a_dropped_call_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        // Cargo sets CARGO_MANIFEST_DIR for tests: hiding it shows the mechanism without touching this
+        // process's environment.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let hidden = ["CARGO_MANIFEST_DIR".to_string()];
+        let r = run(
+            "echo \"[${CARGO_MANIFEST_DIR:-gone}]\"",
+            dir.path(),
+            SHELL_TIMEOUT,
+            &hidden,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r["stdout"], "[gone]\n");
+        let pidfile = dir.path().join("pid");
+        let command = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+        let call = tokio::spawn(async move {
+            let dir = tempfile::tempdir().unwrap();
+            run(&command, dir.path(), SHELL_TIMEOUT, &[]).await
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !pidfile.exists() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        call.abort();
+        let _ = call.await;
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !gone() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone(), "the command's child outlived the dropped call");
     }
 }

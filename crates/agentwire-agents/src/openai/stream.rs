@@ -7,6 +7,8 @@ use serde::Deserialize;
 
 /// The most tool calls one model reply may ask for: more is a runaway model, not a plan.
 pub const MAX_TOOL_CALLS_PER_REPLY: usize = 16;
+/// The most bytes of a tool call's name: tool names are at most 64 characters in the chat APIs.
+pub const MAX_TOOL_NAME_BYTES: usize = 256;
 /// The most bytes of one tool call's arguments: tool inputs are small JSON documents.
 pub const MAX_TOOL_ARGUMENT_BYTES: usize = 64 * 1024;
 /// The most bytes of one reply's text (and, separately, of its reasoning): far past any answer a person reads,
@@ -213,6 +215,9 @@ impl Accumulator {
         }
         if let Some(f) = d.function {
             if let Some(name) = f.name {
+                if call.name.len() + name.len() > MAX_TOOL_NAME_BYTES {
+                    return Err(StreamError::TooLarge("a tool name over 256 bytes"));
+                }
                 call.name.push_str(&name);
             }
             if let Some(args) = f.arguments {

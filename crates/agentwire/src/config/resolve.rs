@@ -498,6 +498,19 @@ fn more_agents(
 /// The agent of entry `[agents.<name>]`, checked.
 fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentChoice, ConfigError> {
     {
+        // The name becomes a key file's and a directory's name: no path in it.
+        let fit = (1..=64).contains(&name.len())
+            && !name.starts_with('.')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !fit {
+            return Err(ConfigError::AgentSetting {
+                name: name.clone(),
+                key: "name",
+                reason: "1-64 of A-Z a-z 0-9 - _ . (not starting with .)".into(),
+            });
+        }
         check_keys_of_kind(&name, entry)?;
         let kind = match (entry.kind.as_str(), entry.profile.as_deref()) {
             ("roost", Some(profile)) => AgentKind::Roost {
@@ -719,6 +732,8 @@ fn mcp_servers(
             Ok(agentwire_agents::openai::mcp::McpServerConfig {
                 name: s.name,
                 command: s.command,
+                // The key's variable is not handed to a server (the agent's config names it).
+                hidden_env: entry.api_key_env.iter().cloned().collect(),
             })
         })
         .collect()

@@ -833,7 +833,7 @@ fn a_bad_openai_setting_is_refused_by_its_key() {
         ),
         (
             format!("{base}base_url = \"ftp://x\"\nmodels = [\"m\"]\n"),
-            "[agents.local] base_url: \"ftp://x\" is not",
+            "[agents.local] base_url: not an http:// or https:// URL",
         ),
         (
             format!("{base}base_url = \"http://x/v1\"\nmodels = []\n"),
@@ -902,4 +902,18 @@ fn max_concurrent_turns_is_taken_for_any_kind_within_its_range() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn an_agent_name_that_would_be_a_path_is_refused() {
+    for name in ["../agent", ".hidden", "a/b"] {
+        let toml = format!("[agents.\"{name}\"]\nkind = \"demo\"\n");
+        let e = error(&["--agent", name], &toml).to_string();
+        assert!(e.contains("name: 1-64 of"), "{e}");
+    }
+    let toml = "[agents.\"llama3.2\"]\nkind = \"demo\"\n";
+    assert_eq!(
+        resolved(&["--agent", "llama3.2"], toml).agent.name,
+        "llama3.2"
+    );
 }
