@@ -838,3 +838,78 @@ async fn a_journal_that_cannot_write_refuses_runs_and_a_run_it_finished_waits_fo
         .await;
     assert_eq!(check_set(&again, &r).json["text"], "slept 300 ms");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_turn_cancelled_mid_stream_parks_and_resume_asks_the_model_again() {
+    use agentwire_agents::openai::{http_client, OpenAiAgent, OpenAiConfig};
+    use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
+    let fake = FakeOpenAi::start();
+    let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    fake.push(Scripted::Stream {
+        chunks: text_chunks(&refs, (3, 200)),
+        gap: Duration::from_millis(50),
+    });
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = OpenAiConfig {
+        name: "model".into(),
+        base_url: fake.base_url.clone(),
+        models: vec!["m".into()],
+        api_key: None,
+        system_prompt: None,
+        tools: vec![],
+        request_timeout: Duration::from_secs(30),
+        max_context_tokens: 8192,
+        shell_dir: dir.path().to_path_buf(),
+        hidden_env: vec![],
+    };
+    let agent = OpenAiAgent::new(config, http_client(Duration::from_secs(30)).unwrap());
+    let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
+    let _w = Worker::start(
+        config_for_model(&nats.url),
+        Engine::new(journal, Arc::new(agent)),
+    )
+    .await
+    .unwrap();
+    let c = Arc::new(Caller::connect(&nats.url, "model").await);
+    let r = tag("long");
+    let (c1, r1) = (c.clone(), r.clone());
+    let run = tokio::spawn(async move { c1.prompt(&r1, "write a lot", json!({})).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    assert_eq!(c.cancel(&r).await[0].json["accepted"], true);
+    let set = run.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the stream was not cut at once"
+    );
+    check_set(&set, &r);
+    assert_eq!(code(&set), "suspended");
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while fake.aborted() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fake.aborted(), 1, "the model server's stream was closed");
+
+    fake.push(Scripted::Stream {
+        chunks: text_chunks(&["Done."], (3, 1)),
+        gap: Duration::ZERO,
+    });
+    let rr = tag("resume");
+    let body = with(
+        header("request.resume", &rr),
+        json!({ "conversation_token": token(&set) }),
+    );
+    let resumed = c.task(&body).await;
+    let last = check_set(&resumed, &rr);
+    assert_eq!(last.json["text"], "Done.", "{resumed:#?}");
+    assert_eq!(
+        fake.received()[1].body["messages"][0]["content"],
+        "write a lot"
+    );
+}
+
+fn config_for_model(url: &str) -> WorkerConfig {
+    config(url, "model")
+}
