@@ -6,7 +6,7 @@ mod common;
 use agentwire_testkit::NatsServer;
 use common::{Client, Daemon};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_agent_queues_nipxx_prompts_and_refuses_fisk_requests() {
@@ -33,7 +33,8 @@ async fn a_busy_agent_queues_nipxx_prompts_and_refuses_fisk_requests() {
     );
     let mut alice = Client::new(&d.relay, d.agent).await;
     let mut bob = Client::new(&d.relay, d.agent).await;
-    let long = alice.prompt_event("sleep 1500", None);
+    // The first turn holds the agent for 4 s, long past what the checks below take even on a loaded machine.
+    let long = alice.prompt_event("sleep 4000", None);
     alice.watch(&long.id);
     alice.publish(&long).await;
     let started = alice
@@ -58,16 +59,23 @@ async fn a_busy_agent_queues_nipxx_prompts_and_refuses_fisk_requests() {
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr.contains("capacity"), "{stderr}");
 
-    let sent = Instant::now();
-    let waited = bob.ask("quick from bob").await;
-    assert_eq!(waited.text(), "from bob");
+    // Bob's prompt waits for the agent: no answer while the first turn runs, then its answer.
+    let waiting = bob.prompt_event("quick from bob", None);
+    bob.watch(&waiting.id);
+    bob.publish(&waiting).await;
+    let early = bob
+        .collect(&waiting.id, Duration::from_millis(800), Duration::ZERO)
+        .await;
     assert!(
-        sent.elapsed() >= Duration::from_millis(600),
-        "bob's prompt ran while the agent was busy ({:?})",
-        sent.elapsed()
+        early.terminal.is_none(),
+        "bob's prompt ran while the agent was busy"
     );
     let first = alice
-        .collect(&long.id, Duration::from_secs(5), Duration::ZERO)
+        .collect(&long.id, Duration::from_secs(10), Duration::ZERO)
         .await;
-    assert_eq!(first.text(), "slept 1500 ms");
+    assert_eq!(first.text(), "slept 4000 ms");
+    let waited = bob
+        .collect(&waiting.id, Duration::from_secs(10), Duration::ZERO)
+        .await;
+    assert_eq!(waited.text(), "from bob");
 }
