@@ -5,7 +5,7 @@
 //! so a shell pipeline or a script's children stop with it.
 
 use agentwire_core::{Failure, Outcome, StatusState, TurnEvent, TurnFailure, TurnResult, Usage};
-use agentwire_engine::{Agent, AgentCard, TurnContext, TurnInput};
+use agentwire_engine::{cancelled, Agent, AgentCard, TurnContext, TurnInput};
 use futures_util::future::BoxFuture;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -196,13 +196,6 @@ async fn read_some(stream: &mut Option<impl AsyncRead + Unpin>, buf: &mut [u8]) 
             Ok(n) => n,
         },
         None => std::future::pending().await,
-    }
-}
-
-/// Resolves once the turn is cancelled (never, when its canceller is gone without cancelling).
-async fn cancelled(cancel: &mut agentwire_engine::CancelSignal) {
-    if cancel.wait_for(|c| *c).await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
 

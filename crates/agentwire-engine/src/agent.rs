@@ -221,6 +221,14 @@ pub struct TurnContext {
 /// need not poll this; it is for agents that want to clean up (stop a child process, ...).
 pub type CancelSignal = watch::Receiver<bool>;
 
+/// Resolves once the turn is cancelled; never, when its canceller is gone without cancelling. The guard
+/// `wait_for` gives is dropped inside, so the future stays `Send` across the caller's awaits.
+pub async fn cancelled(signal: &mut CancelSignal) {
+    if signal.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Something that runs turns.
 pub trait Agent: Send + Sync + 'static {
     /// The agent's card.

@@ -912,17 +912,10 @@ impl Engine {
             None => None,
             Some((_, permits)) => {
                 let permits = permits.clone();
-                let mut cancelled = cancel_rx.clone();
-                let cancel = async move {
-                    // The guard `wait_for` returns is dropped here, before any await of the caller; a
-                    // canceller that is gone never cancels.
-                    if cancelled.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                };
+                let mut signal = cancel_rx.clone();
                 tokio::select! {
                     p = permits.acquire_owned() => p.ok(),
-                    _ = cancel => {
+                    _ = crate::agent::cancelled(&mut signal) => {
                         let f = Failure::new(TurnFailure::Cancelled, "cancelled");
                         self.record_and_deliver(&id, Outcome::Failure(f)).await;
                         return;

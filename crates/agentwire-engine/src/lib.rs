@@ -14,8 +14,8 @@ mod lifecycle;
 mod slots;
 
 pub use agent::{
-    past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, PastToolCall, PastTurn, Resume,
-    ToolSpec, TurnContext, TurnInput, EVENT_QUEUE_DEPTH, MAX_HISTORY_TURNS,
+    cancelled, past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, PastToolCall,
+    PastTurn, Resume, ToolSpec, TurnContext, TurnInput, EVENT_QUEUE_DEPTH, MAX_HISTORY_TURNS,
 };
 pub use engine::{
     AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,

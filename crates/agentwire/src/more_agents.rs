@@ -106,27 +106,7 @@ pub(crate) async fn start(
             fronts.push(worker);
             fisk = true;
         }
-        let recovered = p
-            .engine
-            .recover(|t| match t.protocol.as_str() {
-                agentwire_fisk::worker::PROTOCOL if !fisk => {
-                    Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
-                }
-                _ => fronts
-                    .iter()
-                    .find(|f| f.protocol() == t.protocol)
-                    .and_then(|f| f.recovery_front(t)),
-            })
-            .await;
-        match recovered {
-            Ok(0) => {}
-            Ok(n) => {
-                tracing::warn!(agent = %p.name, turns = n, "ended turns interrupted by the last shutdown")
-            }
-            Err(e) => {
-                tracing::error!(agent = %p.name, error = %e, "could not recover interrupted turns")
-            }
-        }
+        recover(&p.engine, &fronts, fisk, &p.name).await;
         out.push(Serving {
             name: p.name,
             pubkey,
@@ -136,6 +116,35 @@ pub(crate) async fn start(
         });
     }
     Ok(out)
+}
+
+/// One recovery pass of `engine` (agent `name`) for every protocol's turns a crash cut off, whichever
+/// fronts are on now: a NIP-XX run's client is told on the relay; a fisk-ai caller's inbox is gone, so its
+/// turn is ended in the journal and a resend is answered from there (also when fisk-ai is off now).
+pub(crate) async fn recover(
+    engine: &Arc<Engine>,
+    fronts: &[Arc<dyn Front>],
+    fisk_on: bool,
+    name: &str,
+) {
+    let recovered = engine
+        .recover(|t| match t.protocol.as_str() {
+            agentwire_fisk::worker::PROTOCOL if !fisk_on => {
+                Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
+            }
+            _ => fronts
+                .iter()
+                .find(|f| f.protocol() == t.protocol)
+                .and_then(|f| f.recovery_front(t)),
+        })
+        .await;
+    match recovered {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::warn!(agent = %name, turns = n, "ended turns interrupted by the last shutdown")
+        }
+        Err(e) => tracing::error!(agent = %name, error = %e, "could not recover interrupted turns"),
+    }
 }
 
 impl Serving {

@@ -6,7 +6,7 @@ use crate::keys;
 use agentwire_agents::openai::mcp::McpServers;
 use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
 use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
-use agentwire_engine::{Agent, Engine, Front, TurnFront};
+use agentwire_engine::{Agent, Engine, Front};
 use agentwire_fisk::worker::Worker;
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
@@ -212,25 +212,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Some(t) = &task_adapter {
         fronts.push(t.clone());
     }
-    // One recovery pass for every protocol's turns a crash cut off, whichever fronts are on now: a NIP-XX
-    // run's client is told on the relay; a fisk-ai caller's inbox is gone, so its turn is ended in the
-    // journal and a resend is answered from there (also when the daemon runs without --nats now).
-    let recovered = engine
-        .recover(|t| match t.protocol.as_str() {
-            agentwire_fisk::worker::PROTOCOL if fisk.is_none() => {
-                Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
-            }
-            _ => fronts
-                .iter()
-                .find(|f| f.protocol() == t.protocol)
-                .and_then(|f| f.recovery_front(t)),
-        })
-        .await;
-    match recovered {
-        Ok(0) => {}
-        Ok(n) => tracing::warn!(turns = n, "ended turns interrupted by the last shutdown"),
-        Err(e) => tracing::error!(error = %e, "could not recover interrupted turns"),
-    }
+    crate::more_agents::recover(&engine, &fronts, fisk.is_some(), &agent_name).await;
     let pk = agent_keys.public_key();
     let mut ready = serde_json::json!({
         "ready": true,

@@ -18,7 +18,9 @@ use agentwire_core::{
     Answer, Asked, CallAnswer, Failure, Outcome, Question, QuestionKind, StatusState, TurnEvent,
     TurnFailure, TurnResult, Usage,
 };
-use agentwire_engine::{Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput};
+use agentwire_engine::{
+    cancelled, Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput,
+};
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -180,13 +182,6 @@ fn reasoning_effort(thinking: Option<&str>) -> Option<&'static str> {
         "medium" => Some("medium"),
         "high" | "max" => Some("high"),
         _ => None,
-    }
-}
-
-/// Resolves once the turn is cancelled (never, when its canceller is gone without cancelling).
-async fn cancelled(cancel: &mut CancelSignal) {
-    if cancel.wait_for(|c| *c).await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
 
