@@ -294,6 +294,15 @@ impl Engine {
         self.journal.lookup(id.clone()).await
     }
 
+    /// A conversation's newest journaled turn, if it has any: one bounded read however long it is.
+    pub async fn last_turn(
+        &self,
+        conversation: &ConversationId,
+    ) -> Result<Option<StoredTurn>, StoreError> {
+        let view = self.journal.recent_turns(conversation.clone(), 1).await?;
+        Ok(view.turns.into_iter().next_back().map(|t| t.turn))
+    }
+
     /// A conversation's journaled turns, oldest first; their transcripts only when asked for.
     pub async fn conversation(
         &self,

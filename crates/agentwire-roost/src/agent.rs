@@ -93,10 +93,19 @@ struct Shared {
     reported: Notify,
 }
 
-/// A running agent client.
+/// A running agent client. Dropping it closes its connection and stops it.
 pub struct RoostAgent {
     shared: Arc<Shared>,
     replies_done: watch::Receiver<u64>,
+    tasks: [tokio::task::AbortHandle; 2],
+}
+
+impl Drop for RoostAgent {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
 }
 
 impl RoostAgent {
@@ -121,11 +130,12 @@ impl RoostAgent {
         });
         let (deliver_tx, deliver_rx) = mpsc::unbounded_channel::<Delivery>();
         let (done_tx, done_rx) = watch::channel(last_finished(&shared.env.dir));
-        tokio::spawn(connection_loop(shared.clone(), deliver_tx));
-        tokio::spawn(reply_loop(shared.clone(), deliver_rx, handler, done_tx));
+        let connection = tokio::spawn(connection_loop(shared.clone(), deliver_tx));
+        let replies = tokio::spawn(reply_loop(shared.clone(), deliver_rx, handler, done_tx));
         RoostAgent {
             shared,
             replies_done: done_rx,
+            tasks: [connection.abort_handle(), replies.abort_handle()],
         }
     }
 

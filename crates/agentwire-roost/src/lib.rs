@@ -3,7 +3,8 @@
 //!
 //! [`wire`] parses and builds the lines; [`report`] validates an agent's report against the spec's fields
 //! and bounds; [`supervisor`] holds jobs, replies, acks, the conversations jobs serve and the feed;
-//! [`escalation`] decides what becomes of a stop's SIGKILL across a restart. All four are pure; [`store`]
+//! [`escalation`] decides what becomes of a stop's SIGKILL across a restart; [`turn_row`] shows an engine
+//! turn on a hosted job's row. All five are pure; [`store`]
 //! keeps them durable and [`daemon`] drives them.
 
 pub mod agent;
@@ -15,4 +16,5 @@ pub mod profile;
 pub mod report;
 pub mod store;
 pub mod supervisor;
+pub mod turn_row;
 pub mod wire;

@@ -25,6 +25,7 @@ fn config(dir: &Path) -> DaemonConfig {
         socket: dir.join("s").join("roost.sock"),
         data_dir: dir.join("d"),
         profiles,
+        hosted: Default::default(),
     }
 }
 

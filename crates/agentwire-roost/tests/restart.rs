@@ -32,6 +32,7 @@ fn config(dir: &Path) -> DaemonConfig {
         socket: dir.join("run").join("roost.sock"),
         data_dir: dir.join("data"),
         profiles,
+        hosted: Default::default(),
     }
 }
 

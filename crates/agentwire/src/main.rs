@@ -7,6 +7,7 @@ mod fisk_cli;
 mod jobs;
 mod keys;
 mod more_agents;
+mod roost_front;
 mod serve;
 mod show_config;
 

@@ -2,10 +2,11 @@
 //! Each has its own engine (its own `max_concurrent_turns`) over the one journal, journaling its turns
 //! under its own owner so that a restart's recovery pass of one agent never ends another's; on NIP-XX its
 //! own key (`agents/<name>.key` in the data dir, created once, 0600) and so its own ai.info; on fisk-ai its
-//! own identity.
+//! own identity; on roost a hosted profile of its name.
 
 use crate::config::ExposedAgent;
 use crate::keys;
+use crate::roost_front::RoostHost;
 use agentwire_engine::{Engine, Front, TurnFront};
 use agentwire_fisk::worker::{Worker, WorkerConfig};
 use agentwire_nostr::crypto::Crypto;
@@ -29,9 +30,16 @@ pub(crate) struct Prepared {
     keys: Option<Keys>,
     engine: Arc<Engine>,
     fisk_identity: Option<String>,
+    /// Its hosted roost profile, when it is exposed there.
+    roost: Option<Arc<RoostHost>>,
 }
 
 impl Prepared {
+    /// Its hosted roost profile (named as the agent), when it is exposed there.
+    pub(crate) fn roost_host(&self) -> Option<(String, Arc<RoostHost>)> {
+        self.roost.clone().map(|h| (self.name.clone(), h))
+    }
+
     /// Its NIP-XX key, when it is exposed there (the embedded relay lets it write without a rate).
     pub(crate) fn public_key(&self) -> Option<PublicKey> {
         self.keys.as_ref().map(|k| k.public_key())
@@ -60,11 +68,13 @@ pub(crate) async fn prepare(
             )?),
             false => None,
         };
+        let roost = m.roost.then(|| RoostHost::new(engine.clone(), name));
         out.push(Prepared {
             name: name.clone(),
             keys,
             engine,
             fisk_identity: m.fisk_identity.clone(),
+            roost,
         });
     }
     Ok(out)
@@ -107,6 +117,9 @@ pub(crate) async fn start(
             fisk = true;
         }
         recover(&p.engine, &fronts, fisk, &p.name).await;
+        if let Some(h) = &p.roost {
+            h.recovered();
+        }
         out.push(Serving {
             name: p.name,
             pubkey,

@@ -154,10 +154,29 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         relays.push(r.url());
     }
     relays.extend(external);
+    // The engine agents a roost controller dispatches: each job of their profile is a conversation with
+    // them. Their jobs take replies once the engine's recovery pass below has run.
+    let default_host = roost
+        .hosted
+        .contains(&agent_name)
+        .then(|| crate::roost_front::RoostHost::new(engine.clone(), &agent_name));
+    let mut hosted: std::collections::HashMap<
+        String,
+        Arc<dyn agentwire_roost::daemon::hosted::Host>,
+    > = std::collections::HashMap::new();
+    if let Some(h) = &default_host {
+        hosted.insert(agent_name.clone(), h.clone());
+    }
+    for (name, h) in more.iter().filter_map(|m| m.roost_host()) {
+        hosted.insert(name, h);
+    }
+    let mut hosted_names: Vec<String> = hosted.keys().cloned().collect();
+    hosted_names.sort();
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
         data_dir: data_dir.join("roost"),
         profiles: roost.profiles,
+        hosted: agentwire_roost::daemon::hosted::Hosted(hosted),
     })
     .await
     .map_err(|e| e.to_string())?;
@@ -213,6 +232,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         fronts.push(t.clone());
     }
     crate::more_agents::recover(&engine, &fronts, fisk.is_some(), &agent_name).await;
+    if let Some(h) = &default_host {
+        h.recovered();
+    }
     let pk = agent_keys.public_key();
     let mut ready = serde_json::json!({
         "ready": true,
@@ -223,6 +245,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         "npub": keys::npub(&pk),
         "data_dir": data_dir,
         "roost_socket": roost_socket,
+        "roost_profiles": hosted_names,
     });
     if let Some(t) = &tasks {
         ready["tasks"] = serde_json::json!({ "watch": t.watch, "home": t.home });

@@ -24,8 +24,14 @@ impl Shared {
         let mut st = self.lock();
         let at = now();
         let ids: Vec<String> = st.sup.jobs.keys().cloned().collect();
+        let mut hosted = Vec::new();
         for id in ids {
             let job = &st.sup.jobs[&id];
+            if job.life == Life::Running && self.config.hosted.get(&job.profile).is_some() {
+                // Served in the process, which is new: served again, as a running process is re-adopted.
+                hosted.push(id);
+                continue;
+            }
             let alive = job
                 .pid
                 .is_some_and(|p| process::job_alive(p, job.pid_identity.as_deref()));
@@ -41,6 +47,9 @@ impl Shared {
             }
         }
         st.sup.event(at, "", "restart", "the daemon started");
+        for id in hosted {
+            self.start_process(&mut st, &id);
+        }
     }
 
     /// Reaps exited children, checks re-adopted jobs, reads terminal agents' rows, and writes dirty rows.
@@ -78,7 +87,11 @@ impl Shared {
             .sup
             .jobs
             .values()
-            .filter(|j| j.life == Life::Running && !st.children.contains_key(&j.id))
+            .filter(|j| {
+                j.life == Life::Running
+                    && !st.children.contains_key(&j.id)
+                    && !st.hosted_jobs.contains_key(&j.id)
+            })
             .filter(|j| {
                 !j.pid
                     .is_some_and(|p| process::job_alive(p, j.pid_identity.as_deref()))

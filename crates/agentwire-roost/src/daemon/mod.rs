@@ -5,12 +5,15 @@
 //! survive a restart (and `kill -9`); running jobs are re-adopted and reconnect, and a stop's pending
 //! SIGKILL is re-armed.
 //!
+//! Profiles may also be hosted: served in this process rather than by a program ([`hosted`]).
+//!
 //! agentwire's extension: `dispatch` takes an optional `conversation` (1-256 bytes, no spaces), kept with
 //! the job, and `conversation {profile, conversation}` answers `{job}`: the row of the job of that
 //! profile dispatched last for it (null when there is none), whatever its state. agentwire's roost-backed
 //! agent serves a conversation's turns as one job's replies and finds that job with it after a restart.
 
 mod conn;
+pub mod hosted;
 mod housekeeping;
 pub mod process;
 mod state;
@@ -44,6 +47,8 @@ pub struct DaemonConfig {
     pub data_dir: PathBuf,
     /// The profiles jobs run.
     pub profiles: HashMap<String, Profile>,
+    /// The profiles served in this process ([`hosted`]); a name here is not also in `profiles`.
+    pub hosted: hosted::Hosted,
 }
 
 /// Why the daemon did not start.
@@ -160,6 +165,7 @@ impl Daemon {
     /// deadline).
     pub fn shutdown(&self) {
         self.shared.housekeeping();
+        self.shared.leave_hosted();
         self.stop.send_replace(true);
         let _ = std::fs::remove_file(&self.socket);
     }

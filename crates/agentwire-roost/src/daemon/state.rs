@@ -48,6 +48,8 @@ pub(super) struct State {
     pub(super) dirty: HashSet<String>,
     /// Children this daemon started (to reap them).
     pub(super) children: HashMap<String, std::process::Child>,
+    /// Jobs of hosted profiles served now.
+    pub(super) hosted_jobs: HashMap<String, Box<dyn super::hosted::HostedJob>>,
     /// Processes stopped (by `stop`, `rm`, `respawn`) and not yet gone.
     pub(super) stopping: Vec<Stopping>,
     /// Stop escalations to journal at the next write.
@@ -138,6 +140,7 @@ impl Shared {
                 subscribers: HashSet::new(),
                 dirty: HashSet::new(),
                 children: HashMap::new(),
+                hosted_jobs: HashMap::new(),
                 stopping: Vec::new(),
                 to_journal: Vec::new(),
                 to_forget: Vec::new(),
@@ -324,14 +327,9 @@ impl Shared {
                 return Ok(json!({ "id": job.id, "name": job.name }));
             }
         }
-        let profile = self
-            .config
-            .profiles
-            .get(profile_name)
-            .cloned()
-            .ok_or_else(|| {
-                Refusal::new(ErrorCode::NotFound, format!("no profile {profile_name:?}"))
-            })?;
+        let task_mode = self.task_mode(profile_name).ok_or_else(|| {
+            Refusal::new(ErrorCode::NotFound, format!("no profile {profile_name:?}"))
+        })?;
         let id = random_hex(6);
         let token = random_hex(16);
         let at = now();
@@ -350,7 +348,7 @@ impl Shared {
             // after a restart, and goes with the job when it is removed.
             st.sup.serve_conversation(&id, c);
         }
-        if let (crate::profile::TaskMode::Type, Some(t)) = (profile.task, &task) {
+        if let (crate::profile::TaskMode::Type, Some(t)) = (task_mode, &task) {
             // The first task is reply 1.
             st.sup.reply(&id, t, None, None, true, at)?;
         }
@@ -369,14 +367,31 @@ impl Shared {
         Ok(json!({ "id": job.id, "name": job.name, "reports": job.reports }))
     }
 
-    fn start_process(&self, st: &mut State, id: &str) {
+    /// How profile `name` takes its first task, if there is such a profile (a hosted one takes it as
+    /// reply 1).
+    fn task_mode(&self, name: &str) -> Option<crate::profile::TaskMode> {
+        match self.config.profiles.get(name) {
+            Some(p) => Some(p.task),
+            None => self
+                .config
+                .hosted
+                .get(name)
+                .map(|_| crate::profile::TaskMode::Type),
+        }
+    }
+
+    pub(super) fn start_process(&self, st: &mut State, id: &str) {
         let Some(job) = st.sup.jobs.get(id) else {
             return;
         };
+        let dir = self.config.data_dir.join("jobs").join(id);
+        if let Some(host) = self.config.hosted.get(&job.profile) {
+            self.start_hosted(st, id, host.clone(), dir);
+            return;
+        }
         let Some(profile) = self.config.profiles.get(&job.profile).cloned() else {
             return;
         };
-        let dir = self.config.data_dir.join("jobs").join(id);
         let env = JobEnv {
             id,
             token: &job.token,
@@ -406,6 +421,51 @@ impl Shared {
                 st.dirty.insert(id.to_string());
             }
         }
+    }
+
+    /// Serves job `id` of a hosted profile in this process: as a process is started, with the job's
+    /// identity, and no pid.
+    fn start_hosted(
+        &self,
+        st: &mut State,
+        id: &str,
+        host: std::sync::Arc<dyn super::hosted::Host>,
+        dir: std::path::PathBuf,
+    ) {
+        if let Some(mut old) = st.hosted_jobs.remove(id) {
+            old.stop();
+        }
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(job = id, error = %e, "could not make a hosted job's dir");
+            if let Some(j) = st.sup.jobs.get_mut(id) {
+                j.life = Life::Exited;
+                j.output = Some(format!("could not start: {e}"));
+            }
+            st.sup
+                .event(now(), id, "exit", format!("could not start: {e}"));
+            st.dirty.insert(id.to_string());
+            return;
+        }
+        let Some(job) = st.sup.jobs.get_mut(id) else {
+            return;
+        };
+        let env = crate::agent::JobEnv {
+            id: id.to_string(),
+            token: job.token.clone(),
+            socket: self.config.socket.clone(),
+            dir,
+        };
+        job.life = Life::Running;
+        job.pid = None;
+        job.pid_identity = None;
+        st.hosted_jobs.insert(id.to_string(), host.start(env));
+        st.dirty.insert(id.to_string());
+    }
+
+    /// At shutdown: the hosted jobs are let go (not stopped), so the next daemon serves them again.
+    pub(super) fn leave_hosted(&self) {
+        let mut st = self.lock();
+        st.hosted_jobs.clear();
     }
 
     /// `conversation {profile, conversation}`: the row of the job of `profile` dispatched last for the
@@ -495,6 +555,9 @@ impl Shared {
         // Its process is reaped once it has gone, so it leaves no zombie behind; past the grace it is
         // killed.
         let child = st.children.remove(id);
+        if let Some(mut hosted) = st.hosted_jobs.remove(id) {
+            hosted.stop();
+        }
         // The stopped process's connection no longer speaks for the job: replies wait for the next agent
         // to report (after a respawn, with the new token), and `/` commands are refused meanwhile.
         st.job_conn.remove(id);

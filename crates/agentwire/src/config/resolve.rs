@@ -161,6 +161,9 @@ pub(crate) struct Roost {
     pub(crate) config: Option<PathBuf>,
     /// `[roost.profiles]` and the roost.json's `agentProfiles` (which win on a shared name).
     pub(crate) profiles: HashMap<String, Profile>,
+    /// The engine agents a controller dispatches as profiles of their own names: the `--agent` one
+    /// (unless it is a roost job already, or a profile has its name) and every one exposed on `roost`.
+    pub(crate) hosted: Vec<String>,
 }
 
 /// The task-card adapter.
@@ -216,10 +219,12 @@ pub(crate) struct ExposedAgent {
     pub(crate) nipxx: bool,
     /// On fisk-ai, under this identity.
     pub(crate) fisk_identity: Option<String>,
+    /// On roost, as a hosted profile of its name.
+    pub(crate) roost: bool,
 }
 
 /// The fronts an agent's `expose` may list.
-pub(crate) const EXPOSABLE: [&str; 2] = ["nipxx", "fisk"];
+pub(crate) const EXPOSABLE: [&str; 3] = ["nipxx", "fisk", "roost"];
 
 /// Resolves `sources`; `read_roost_json` gives the profiles of the roost.json the configuration names.
 pub(crate) fn resolve(
@@ -249,6 +254,10 @@ pub(crate) fn resolve(
     let (config, profiles) = roost_profiles(flags, file, &agent, read_roost_json)?;
     let nats = nats(flags, file)?;
     let more_agents = more_agents(file, &agent.name, nats.as_ref())?;
+    let mut hosted = Vec::new();
+    if !matches!(agent.kind, AgentKind::Roost { .. }) && !profiles.contains_key(&agent.name) {
+        hosted.push(agent.name.clone());
+    }
     for more in &more_agents {
         if let AgentKind::Roost { profile } = &more.choice.kind {
             if !profiles.contains_key(profile) {
@@ -257,6 +266,20 @@ pub(crate) fn resolve(
                     profile: profile.clone(),
                 });
             }
+        }
+        if more.roost {
+            let bad = |reason: &str| ConfigError::AgentSetting {
+                name: more.choice.name.clone(),
+                key: "expose",
+                reason: reason.into(),
+            };
+            if matches!(more.choice.kind, AgentKind::Roost { .. }) {
+                return Err(bad("a roost agent's jobs are roost jobs already"));
+            }
+            if profiles.contains_key(&more.choice.name) {
+                return Err(bad("a roost profile has this agent's name"));
+            }
+            hosted.push(more.choice.name.clone());
         }
     }
     let roost = Roost {
@@ -267,6 +290,7 @@ pub(crate) fn resolve(
             .unwrap_or_else(|| env.default_roost_socket(&data_dir)),
         config,
         profiles,
+        hosted,
     };
     Ok(Resolved {
         relay,
@@ -458,7 +482,9 @@ fn more_agents(
             reason,
         };
         if let Some(e) = expose.iter().find(|e| !EXPOSABLE.contains(&e.as_str())) {
-            return Err(bad(format!("{e:?} is not a front; fronts: nipxx, fisk")));
+            return Err(bad(format!(
+                "{e:?} is not a front; fronts: nipxx, fisk, roost"
+            )));
         }
         if name == default {
             continue;
@@ -490,6 +516,7 @@ fn more_agents(
             choice: entry_choice(name.clone(), entry)?,
             nipxx: expose.iter().any(|e| e == "nipxx"),
             fisk_identity,
+            roost: expose.iter().any(|e| e == "roost"),
         });
     }
     Ok(out)

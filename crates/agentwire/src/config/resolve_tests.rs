@@ -113,6 +113,7 @@ fn without_flags_or_file_everything_is_the_default() {
             socket: PathBuf::from("/run/user/1000/agentwire/roost.sock"),
             config: None,
             profiles: HashMap::new(),
+            hosted: vec!["demo".to_string()],
         }
     );
 }
@@ -383,6 +384,37 @@ fn an_agents_entry_names_the_agent() {
     let r = resolved(&[], &format!("[serve]\nagent = \"plain\"\n{toml}"));
     assert_eq!(r.agent.kind, AgentKind::Demo);
     assert!(r.agent.entry);
+}
+
+#[test]
+fn the_default_agent_and_those_exposed_on_roost_are_hosted_profiles_unless_a_profile_has_the_name()
+{
+    let toml = "[agents.helper]\nkind = \"roost\"\nprofile = \"mine\"\n\
+                [agents.local]\nkind = \"demo\"\nexpose = [\"roost\"]\n\
+                [agents.quiet]\nkind = \"demo\"\nexpose = [\"nipxx\"]\n\
+                [roost.profiles.mine]\ncommand = [\"a\"]";
+    assert_eq!(resolved(&[], toml).roost.hosted, ["demo", "local"]);
+    // A roost agent is a roost job already; a profile of the default agent's name wins over it.
+    assert_eq!(
+        resolved(&["--agent", "helper"], toml).roost.hosted,
+        ["local"]
+    );
+    let shadowed = format!("{toml}\n[roost.profiles.demo]\ncommand = [\"b\"]");
+    assert_eq!(resolved(&[], &shadowed).roost.hosted, ["local"]);
+    // An exposed agent whose name a profile has, or a roost agent exposed there, is refused.
+    let clash = format!("{toml}\n[roost.profiles.local]\ncommand = [\"b\"]");
+    assert!(matches!(
+        error(&[], &clash),
+        ConfigError::AgentSetting { key: "expose", .. }
+    ));
+    let roost_on_roost = toml.replace(
+        "profile = \"mine\"\n",
+        "profile = \"mine\"\nexpose = [\"roost\"]\n",
+    );
+    assert!(matches!(
+        error(&[], &roost_on_roost),
+        ConfigError::AgentSetting { key: "expose", .. }
+    ));
 }
 
 #[test]

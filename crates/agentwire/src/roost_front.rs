@@ -1,0 +1,368 @@
+//! The roost front: an engine agent as a hosted roost profile, so a roost controller (a hub, a script,
+//! `agentwire jobs`) reaches it with `dispatch` and `reply` as it reaches any job.
+//!
+//! A job is a conversation (`roost:<job id>`); each reply is a turn (request `roost:<job id>:<seq>`, so a
+//! reply delivered again is answered from the journal, never run twice). The job speaks for itself over
+//! the daemon's socket with the Rust agent client, like any agent: replies come one at a time and are
+//! acked once their turn is journaled; a reply while the turn asks a question is its answer; a later one
+//! waits behind the turn under way. The row shows the turn ([`agentwire_roost::turn_row`]), and each
+//! answer's whole text is appended to `output.log` in the job's dir (the row keeps 500 characters). A
+//! stopped job's turns are cancelled. After a restart the job is served again once the engine's recovery
+//! pass has ended what the crash cut off, and its row shows its newest turn's outcome.
+
+use agentwire_core::{ConversationId, Outcome, Question, RequestId, TurnEvent};
+use agentwire_engine::{
+    AnswerReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
+};
+use agentwire_roost::agent::{Delivery, Handler, JobEnv, RoostAgent};
+use agentwire_roost::daemon::hosted::{Host, HostedJob};
+use agentwire_roost::turn_row::{self, TurnRow};
+use agentwire_store::StoredTurn;
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The protocol the front's turns are journaled under.
+pub(crate) const PROTOCOL: &str = "roost";
+
+/// The first wait before a reply is submitted again to a journal that could not write; it doubles up to
+/// [`JOURNAL_RETRY_MAX`]. Meanwhile the reply stays unacked, so a restart delivers it again.
+const JOURNAL_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two tries.
+const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(5);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Serves one engine agent's hosted profile.
+pub(crate) struct RoostHost {
+    engine: Arc<Engine>,
+    name: String,
+    recovered: watch::Sender<bool>,
+}
+
+impl RoostHost {
+    /// The host of agent `name`, served by `engine`. Its jobs wait for [`RoostHost::recovered`].
+    pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Arc<RoostHost> {
+        Arc::new(RoostHost {
+            engine,
+            name: name.to_string(),
+            recovered: watch::channel(false).0,
+        })
+    }
+
+    /// The engine's recovery pass has run: jobs may read their rows from the journal and take replies.
+    pub(crate) fn recovered(&self) {
+        self.recovered.send_replace(true);
+    }
+}
+
+impl Host for RoostHost {
+    fn start(&self, env: JobEnv) -> Box<dyn HostedJob> {
+        let job = Arc::new(Job {
+            engine: self.engine.clone(),
+            conversation: ConversationId::new(format!("roost:{}", env.id)).ok(),
+            id: env.id.clone(),
+            dir: env.dir.clone(),
+            client: Mutex::new(Client::Starting),
+            open: Mutex::new(None),
+            live: Mutex::new(HashSet::new()),
+        });
+        let mut recovered = self.recovered.subscribe();
+        let (name, starting) = (self.name.clone(), job.clone());
+        let task = tokio::spawn(async move {
+            let _ = recovered.wait_for(|r| *r).await;
+            // Weak: the client the job holds must not keep the job alive.
+            let weak = Arc::downgrade(&starting);
+            let handler: Handler = Arc::new(move |d: Delivery| {
+                let j = weak.upgrade();
+                Box::pin(async move {
+                    if let Some(j) = j {
+                        j.on_reply(d).await
+                    }
+                })
+            });
+            let client = RoostAgent::start(
+                env,
+                &name,
+                env!("CARGO_PKG_VERSION"),
+                &["report", "replies"],
+                handler,
+            );
+            let first = starting.row_now().await;
+            let mut slot = lock(&starting.client);
+            if matches!(*slot, Client::Starting) {
+                client.report(first);
+                *slot = Client::Running(client);
+            }
+        });
+        Box::new(Served {
+            job,
+            task: task.abort_handle(),
+        })
+    }
+}
+
+/// A hosted job being served.
+struct Served {
+    job: Arc<Job>,
+    task: tokio::task::AbortHandle,
+}
+
+impl HostedJob for Served {
+    fn stop(&mut self) {
+        self.job.leave();
+        let turns: Vec<RequestId> = lock(&self.job.live).iter().cloned().collect();
+        let job = self.job.clone();
+        tokio::spawn(async move {
+            for t in turns {
+                job.engine.cancel(&t, &job.requester()).await;
+            }
+        });
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.job.leave();
+    }
+}
+
+/// A job's agent client.
+enum Client {
+    /// Not yet started (the engine's recovery pass has not run).
+    Starting,
+    Running(RoostAgent),
+    /// The job is no longer served here: nothing more is reported for it.
+    Gone,
+}
+
+/// The question a turn of the job waits on.
+struct Open {
+    request: RequestId,
+    question_id: String,
+    question: Question,
+}
+
+/// One hosted job: its conversation, its client and the turn that asks.
+struct Job {
+    engine: Arc<Engine>,
+    id: String,
+    /// `roost:<job id>` (the daemon's job ids always make one).
+    conversation: Option<ConversationId>,
+    dir: std::path::PathBuf,
+    client: Mutex<Client>,
+    open: Mutex<Option<Open>>,
+    /// Its turns taken and not yet ended.
+    live: Mutex<HashSet<RequestId>>,
+}
+
+impl Job {
+    fn requester(&self) -> String {
+        format!("roost:{}", self.id)
+    }
+
+    fn report(&self, report: serde_json::Value) {
+        if let Client::Running(c) = &*lock(&self.client) {
+            c.report(report);
+        }
+    }
+
+    /// Stops speaking for the job: its connection closes at once, so no reply reaches it any more.
+    fn leave(&self) {
+        let gone = std::mem::replace(&mut *lock(&self.client), Client::Gone);
+        drop(gone);
+    }
+
+    /// The row a newly served job shows: its newest turn's outcome, or that it waits for its first prompt.
+    async fn row_now(&self) -> serde_json::Value {
+        let Some(conversation) = &self.conversation else {
+            return turn_row::first_prompt();
+        };
+        match self.engine.last_turn(conversation).await {
+            Ok(Some(StoredTurn {
+                outcome: Some(o), ..
+            })) => turn_row::outcome(&o),
+            Ok(Some(_)) => serde_json::json!({ "state": "working", "status": "busy" }),
+            Ok(None) => turn_row::first_prompt(),
+            Err(e) => {
+                tracing::warn!(job = %self.id, error = %e, "could not read the job's newest turn");
+                turn_row::first_prompt()
+            }
+        }
+    }
+
+    async fn on_reply(self: Arc<Self>, d: Delivery) {
+        let open = lock(&self.open)
+            .as_ref()
+            .map(|o| (o.request.clone(), o.question_id.clone(), o.question.clone()));
+        if let Some((request, question_id, question)) = open {
+            let Some(answer) = turn_row::answer(&question.kind, &d.text) else {
+                self.report(turn_row::not_an_answer(&question, &d.text));
+                return;
+            };
+            match self.engine.answer(&request, &question_id, answer) {
+                AnswerReply::Taken => {
+                    self.report(serde_json::json!({ "state": "working", "status": "busy", "summary": "answered" }));
+                    return;
+                }
+                AnswerReply::DoesNotFit => {
+                    self.report(turn_row::not_an_answer(&question, &d.text));
+                    return;
+                }
+                // Closed meanwhile: the reply is a new prompt.
+                AnswerReply::NotWaiting => {}
+            }
+        }
+        let (Some(conversation), Ok(request)) = (
+            self.conversation.clone(),
+            RequestId::new(format!("roost:{}:{}", self.id, d.seq)),
+        ) else {
+            return;
+        };
+        let mut delay = JOURNAL_RETRY_FIRST;
+        loop {
+            let front = Arc::new(RoostTurn {
+                job: self.clone(),
+                request: request.clone(),
+                seq: d.seq,
+                prompt: d.text.clone(),
+                row: Mutex::new(None),
+            });
+            let card = self.engine.agent().card();
+            let sub = Submission {
+                input: TurnInput {
+                    request_id: request.clone(),
+                    conversation_id: conversation.clone(),
+                    message: d.text.clone(),
+                    model: card.default_model.clone(),
+                    thinking: None,
+                    fallback_models: Vec::new(),
+                    history: Vec::new(),
+                    resume: None,
+                },
+                protocol: PROTOCOL.into(),
+                requester: self.requester(),
+                route: serde_json::json!({ "job": self.id, "seq": d.seq }),
+                front,
+                policy: TurnPolicy {
+                    exclusive: false,
+                    park_on_cancel: false,
+                    keep_transcript: false,
+                    refuse_when_full: false,
+                },
+                conversation_meta: None,
+                slot: None,
+            };
+            match self.engine.submit(sub).await {
+                SubmitReply::JournalUnavailable(why) => {
+                    tracing::warn!(job = %self.id, seq = d.seq, %why, retry_in = ?delay, "the journal cannot take a reply yet");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(JOURNAL_RETRY_MAX);
+                }
+                // Not taken and not acked: the next daemon delivers it again.
+                SubmitReply::Draining => std::future::pending::<()>().await,
+                // Taken (its turn reports), or answered from the journal (replayed through the front).
+                _ => return,
+            }
+        }
+    }
+}
+
+/// One turn of a hosted job.
+struct RoostTurn {
+    job: Arc<Job>,
+    request: RequestId,
+    seq: u64,
+    prompt: String,
+    row: Mutex<Option<TurnRow>>,
+}
+
+impl RoostTurn {
+    /// Appends the turn's prompt and its whole answer to the job's `output.log`.
+    fn log(&self, outcome: &Outcome) {
+        let text = match outcome {
+            Outcome::Result(r) => r.text.clone(),
+            Outcome::Failure(f) => format!("[{}] {}", f.code.as_str(), f.message),
+        };
+        let path = self
+            .job
+            .dir
+            .join(agentwire_roost::daemon::process::OUTPUT_FILE);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "#{} > {}\n{text}\n", self.seq, self.prompt));
+        if let Err(e) = written {
+            tracing::warn!(job = %self.job.id, error = %e, "could not write the job's output");
+        }
+    }
+}
+
+impl TurnFront for RoostTurn {
+    fn accepted(&self, queued: bool) {
+        lock(&self.job.live).insert(self.request.clone());
+        // A turn that waits behind another leaves the row to it until its own events come.
+        let model = self.job.engine.agent().card().default_model;
+        let (row, report) = TurnRow::accepted(&model, queued);
+        *lock(&self.row) = Some(row);
+        if !queued {
+            self.job.report(report);
+        }
+    }
+
+    fn event(&self, event: TurnEvent) {
+        let report = lock(&self.row)
+            .as_mut()
+            .and_then(|r| r.event(&event, agentwire_core::now_ms()));
+        // Events reach the front on their own path and may come after the question: while it is open
+        // the row stays on it.
+        let asking = lock(&self.job.open).is_some();
+        if let (Some(r), false) = (report, asking) {
+            self.job.report(r);
+        }
+    }
+
+    fn encode_outcome(&self, _outcome: &Outcome) -> Option<String> {
+        None
+    }
+
+    fn deliver_outcome(&self, outcome: &Outcome, _wire: Option<&str>) {
+        lock(&self.job.live).remove(&self.request);
+        self.log(outcome);
+        self.job.report(turn_row::outcome(outcome));
+    }
+
+    fn ask(&self, question: &Question) -> FrontAsk {
+        let question_id = format!("{}:{}", self.seq, question.call_id);
+        *lock(&self.job.open) = Some(Open {
+            request: self.request.clone(),
+            question_id: question_id.clone(),
+            question: question.clone(),
+        });
+        self.job.report(turn_row::question(question));
+        // No window: a row waits for its person, as roost's blocked rows do.
+        FrontAsk::Sent {
+            question_id,
+            window: None,
+        }
+    }
+
+    fn question_closed(&self, question_id: &str) {
+        let mut open = lock(&self.job.open);
+        if open.as_ref().is_some_and(|o| o.question_id == question_id) {
+            *open = None;
+        }
+    }
+
+    fn replay(&self, stored: &StoredTurn) {
+        if let Some(o) = &stored.outcome {
+            self.job.report(turn_row::outcome(o));
+        }
+    }
+}
