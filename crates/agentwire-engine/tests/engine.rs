@@ -125,13 +125,32 @@ proptest! {
             let mut tasks = Vec::new();
             for (n, (conv, ms, cancel_at)) in turns.iter().cloned().enumerate() {
                 let fut = engine.submit(submission(n, conv, ms, fronts[n].clone()));
-                tasks.push(first.spawn(fut));
-                // A resend of the same request while it is live is recognised, not run.
-                let dup = engine.submit(submission(n, conv, ms, Arc::new(CountingFront::default()))).await;
-                assert!(
-                    matches!(dup, SubmitReply::DuplicateLive | SubmitReply::JournalUnavailable(_)),
-                    "{dup:?}"
-                );
+                let task = first.spawn(fut);
+                // The resend below comes after the request reached the engine (a loaded machine may not
+                // have polled the spawned submit yet): live now, or already answered.
+                let id = RequestId::new(format!("t:{n}")).unwrap();
+                let mut task = Some(task);
+                let mut reply = None;
+                while reply.is_none() && !engine.live_phases().iter().any(|(l, _)| *l == id) {
+                    if task.as_ref().is_some_and(|t| t.is_finished()) {
+                        reply = Some(task.take().unwrap().await.unwrap());
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+                let not_taken = matches!(reply, Some(SubmitReply::JournalUnavailable(_)));
+                tasks.push((task, reply));
+                if !not_taken {
+                    // A resend of the same request is recognised, not run.
+                    let dup = engine.submit(submission(n, conv, ms, Arc::new(CountingFront::default()))).await;
+                    assert!(
+                        matches!(
+                            dup,
+                            SubmitReply::DuplicateLive | SubmitReply::DuplicateStored(_) | SubmitReply::JournalUnavailable(_)
+                        ),
+                        "{dup:?}"
+                    );
+                }
                 if let Some(at) = cancel_at {
                     let e = engine.clone();
                     first.spawn(async move {
@@ -145,7 +164,13 @@ proptest! {
             match crash_after_ms {
                 None => {
                     let mut replies = Vec::new();
-                    for t in tasks { replies.push(t.await.unwrap()); }
+                    for (task, reply) in tasks {
+                        replies.push(match (task, reply) {
+                            (_, Some(r)) => r,
+                            (Some(t), None) => t.await.unwrap(),
+                            (None, None) => unreachable!("a submit is awaited or answered"),
+                        });
+                    }
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
                     while engine.live_turns() > 0 && tokio::time::Instant::now() < deadline {
                         tokio::time::sleep(Duration::from_millis(5)).await;
