@@ -107,6 +107,7 @@ pub fn question(q: &Question) -> Value {
         "state": "blocked",
         "status": "waiting",
         "waitingFor": "question",
+        "summary": q.kind.text(),
         "question": q.kind.text(),
         "choices": choices,
         "tool": Some(q.tool.clone()).filter(|t| !t.is_empty()),
