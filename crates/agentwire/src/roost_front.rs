@@ -5,7 +5,8 @@
 //! reply delivered again is answered from the journal, never run twice). The job speaks for itself over
 //! the daemon's socket with the Rust agent client, like any agent: replies come one at a time and are
 //! acked once their turn is journaled; a reply while the turn asks a question is its answer; a later one
-//! waits behind the turn under way. The row shows the turn ([`agentwire_roost::turn_row`]), and each
+//! waits behind the turn under way; an approval "for this session" or "always" stands for the rest of the
+//! job (kept in the conversation's meta). The row shows the turn ([`agentwire_roost::turn_row`]), and each
 //! answer's whole text is appended to `output.log` in the job's dir (the row keeps 500 characters). A
 //! stopped job's turns are cancelled. After a restart the job is served again once the engine's recovery
 //! pass has ended what the crash cut off, and its row shows its newest turn's outcome.
@@ -32,6 +33,13 @@ pub(crate) const PROTOCOL: &str = "roost";
 const JOURNAL_RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait between two tries.
 const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(5);
+/// How long a job served again waits for its newest turn to end before its first report (a `respawn`
+/// while a turn runs: the old serving's cancel ends it within moments). Past it the row says `working`.
+const NEWEST_TURN_WAIT: Duration = Duration::from_secs(10);
+/// How often the newest turn is read again meanwhile.
+const NEWEST_TURN_POLL: Duration = Duration::from_millis(100);
+/// The conversation meta key of the tools approved for the rest of the job.
+const APPROVED_KEY: &str = "approved";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -70,6 +78,7 @@ impl Host for RoostHost {
             client: Mutex::new(Client::Starting),
             open: Mutex::new(None),
             live: Mutex::new(HashSet::new()),
+            standing: Mutex::new(HashSet::new()),
         });
         let mut recovered = self.recovered.subscribe();
         let (name, starting) = (self.name.clone(), job.clone());
@@ -92,6 +101,7 @@ impl Host for RoostHost {
                 &["report", "replies"],
                 handler,
             );
+            starting.load_standing().await;
             let first = starting.row_now().await;
             let mut slot = lock(&starting.client);
             if matches!(*slot, Client::Starting) {
@@ -159,6 +169,9 @@ struct Job {
     open: Mutex<Option<Open>>,
     /// Its turns taken and not yet ended.
     live: Mutex<HashSet<RequestId>>,
+    /// The tools approved for the rest of the job ("Approve for this session", "Always approve"), kept in
+    /// the conversation's meta so a restart keeps them.
+    standing: Mutex<HashSet<String>>,
 }
 
 impl Job {
@@ -178,21 +191,63 @@ impl Job {
         drop(gone);
     }
 
-    /// The row a newly served job shows: its newest turn's outcome, or that it waits for its first prompt.
+    /// The row a newly served job shows: its newest turn's outcome (waiting up to [`NEWEST_TURN_WAIT`] for
+    /// one still running to end), or that it waits for its first prompt.
     async fn row_now(&self) -> serde_json::Value {
         let Some(conversation) = &self.conversation else {
             return turn_row::first_prompt();
         };
-        match self.engine.last_turn(conversation).await {
-            Ok(Some(StoredTurn {
-                outcome: Some(o), ..
-            })) => turn_row::outcome(&o),
-            Ok(Some(_)) => serde_json::json!({ "state": "working", "status": "busy" }),
-            Ok(None) => turn_row::first_prompt(),
-            Err(e) => {
-                tracing::warn!(job = %self.id, error = %e, "could not read the job's newest turn");
-                turn_row::first_prompt()
+        let deadline = tokio::time::Instant::now() + NEWEST_TURN_WAIT;
+        loop {
+            match self.engine.last_turn(conversation).await {
+                Ok(Some(StoredTurn {
+                    outcome: Some(o), ..
+                })) => return turn_row::outcome(&o),
+                Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(NEWEST_TURN_POLL).await
+                }
+                Ok(Some(_)) => return serde_json::json!({ "state": "working", "status": "busy" }),
+                Ok(None) => return turn_row::first_prompt(),
+                Err(e) => {
+                    tracing::warn!(job = %self.id, error = %e, "could not read the job's newest turn");
+                    return turn_row::first_prompt();
+                }
             }
+        }
+    }
+
+    /// The standing approvals the conversation's meta keeps.
+    async fn load_standing(&self) {
+        let Some(conversation) = &self.conversation else {
+            return;
+        };
+        if let Ok(Some(meta)) = self.engine.conversation_meta(conversation).await {
+            let tools = meta[APPROVED_KEY].as_array().cloned().unwrap_or_default();
+            lock(&self.standing).extend(tools.iter().filter_map(|t| t.as_str().map(String::from)));
+        }
+    }
+
+    /// `tool` is approved for the rest of the job, durably.
+    async fn approve_for_job(&self, tool: &str) {
+        let Some(conversation) = &self.conversation else {
+            return;
+        };
+        let approved: Vec<String> = {
+            let mut standing = lock(&self.standing);
+            if !standing.insert(tool.to_string()) {
+                return;
+            }
+            let mut all: Vec<String> = standing.iter().cloned().collect();
+            all.sort();
+            all
+        };
+        let meta = serde_json::json!({ APPROVED_KEY: approved });
+        if let Err(e) = self
+            .engine
+            .put_conversation_meta(conversation, PROTOCOL, &meta)
+            .await
+        {
+            tracing::warn!(job = %self.id, error = %e, "could not keep a standing approval; it holds until a restart");
         }
     }
 
@@ -205,8 +260,15 @@ impl Job {
                 self.report(turn_row::not_an_answer(&question, &d.text));
                 return;
             };
+            let stands = match &answer {
+                agentwire_core::Answer::Approve { choice } => choice.stands(),
+                _ => false,
+            };
             match self.engine.answer(&request, &question_id, answer) {
                 AnswerReply::Taken => {
+                    if stands {
+                        self.approve_for_job(&question.tool).await;
+                    }
                     self.report(serde_json::json!({ "state": "working", "status": "busy", "summary": "answered" }));
                     return;
                 }
@@ -339,6 +401,14 @@ impl TurnFront for RoostTurn {
     }
 
     fn ask(&self, question: &Question) -> FrontAsk {
+        let approval = matches!(question.kind, agentwire_core::QuestionKind::Approve { .. });
+        if approval && lock(&self.job.standing).contains(&question.tool) {
+            return FrontAsk::Settled(agentwire_core::Asked::Answered(
+                agentwire_core::Answer::Approve {
+                    choice: agentwire_core::ApproveChoice::Session,
+                },
+            ));
+        }
         let question_id = format!("{}:{}", self.seq, question.call_id);
         *lock(&self.job.open) = Some(Open {
             request: self.request.clone(),

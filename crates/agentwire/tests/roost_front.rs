@@ -7,7 +7,7 @@
 mod common;
 
 use agentwire_roost::client::Controller;
-use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
+use agentwire_testkit::fake_openai::{text_chunks, tool_call_chunks, FakeOpenAi, Scripted};
 use common::Daemon;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -214,7 +214,8 @@ async fn a_model_agent_exposed_on_roost_carries_the_jobs_first_turn_into_the_sec
     std::fs::write(
         &config,
         format!(
-            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\nexpose = [\"roost\"]\n",
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\nexpose = [\"roost\"]\n\
+             [agents.shout]\nkind = \"cmd\"\ncommand = [\"tr\", \"a-z\", \"A-Z\"]\nexpose = [\"roost\"]\n",
             fake.base_url
         ),
     )
@@ -224,7 +225,7 @@ async fn a_model_agent_exposed_on_roost_carries_the_jobs_first_turn_into_the_sec
         &["--config", config.to_str().unwrap()],
     );
     let s = socket(&d);
-    assert_eq!(d.ready["roost_profiles"], json!(["demo", "local"]));
+    assert_eq!(d.ready["roost_profiles"], json!(["demo", "local", "shout"]));
     let stream = |pieces: &[&str]| Scripted::Stream {
         chunks: text_chunks(pieces, (5, 2)),
         gap: Duration::from_millis(5),
@@ -269,7 +270,7 @@ async fn a_model_agent_exposed_on_roost_carries_the_jobs_first_turn_into_the_sec
             "{role}: {content:?} missing from {said:?}"
         );
     }
-    // The demo agent stays the default and is hosted beside it.
+    // The demo agent stays the default and is hosted beside it, and so is the command agent.
     let demo = call(
         &s,
         "dispatch",
@@ -281,4 +282,90 @@ async fn a_model_agent_exposed_on_roost_carries_the_jobs_first_turn_into_the_sec
     })
     .await;
     assert_eq!(r["summary"], "25");
+    let shout = call(
+        &s,
+        "dispatch",
+        json!({ "profile": "shout", "task": "quiet please" }),
+    )
+    .await;
+    let r = wait_row(&s, shout["id"].as_str().unwrap(), "done", |r| {
+        state(r) == "done"
+    })
+    .await;
+    assert_eq!(r["summary"], "QUIET PLEASE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_call_is_approved_from_the_row_and_always_stands_for_the_job_across_a_restart() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\ntools = [\"shell\"]\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let args = ["--config", config.to_str().unwrap(), "--agent", "local"];
+    let mut d = Daemon::start(&data, &args);
+    let s = socket(&d);
+    let stream = |chunks: Vec<String>| Scripted::Stream {
+        chunks,
+        gap: Duration::from_millis(5),
+    };
+    let shell = |id: &str, command: &str| {
+        stream(tool_call_chunks(
+            id,
+            "shell",
+            &[&json!({ "command": command }).to_string()],
+        ))
+    };
+    let work = data.join("work").join("local");
+    fake.push(shell("s1", "echo one > first.txt"));
+    fake.push(stream(text_chunks(&["Wrote it."], (1, 1))));
+    let job = call(
+        &s,
+        "dispatch",
+        json!({ "profile": "local", "task": "write a file" }),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let r = wait_row(&s, &id, "asking", |r| state(r) == "blocked").await;
+    assert_eq!(r["question"], "May I run `echo one > first.txt`?");
+    assert_eq!(
+        r["choices"],
+        json!([
+            "Approve once",
+            "Approve for this session",
+            "Always approve",
+            "Deny"
+        ])
+    );
+    assert!(
+        !work.join("first.txt").exists(),
+        "nothing runs before the answer"
+    );
+    call(&s, "reply", json!({ "id": id, "text": "always approve" })).await;
+    let r = wait_row(&s, &id, "done", |r| state(r) == "done").await;
+    assert_eq!(r["summary"], "Wrote it.");
+    assert!(work.join("first.txt").exists());
+
+    // The approval stands for the job, also after the daemon is killed and started again.
+    d.kill();
+    drop(d);
+    let d = Daemon::start(&data, &args);
+    let s = socket(&d);
+    wait_row(&s, &id, "served again", |r| r["connected"] == true).await;
+    fake.push(shell("s2", "echo two > second.txt"));
+    fake.push(stream(text_chunks(&["Again."], (1, 1))));
+    call(&s, "reply", json!({ "id": id, "text": "and another" })).await;
+    let r = wait_row(&s, &id, "done again", |r| r["summary"] == "Again.").await;
+    assert_eq!(state(&r), "done");
+    assert!(work.join("second.txt").exists(), "run without asking");
+    let log = std::fs::read_to_string(d.data_dir.join("roost/jobs").join(&id).join("output.log"))
+        .unwrap();
+    assert!(log.contains("#3 > and another\nAgain."), "{log}");
 }
