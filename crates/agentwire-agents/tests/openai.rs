@@ -592,7 +592,31 @@ fn mcp_server(starts: &std::path::Path) -> agentwire_agents::openai::mcp::McpSer
             mcp_python().to_string_lossy().into_owned(),
             script.to_string_lossy().into_owned(),
         ],
+        start_timeout: agentwire_agents::openai::mcp::MCP_START_TIMEOUT,
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_the_handshake_holds_the_start_only_for_its_timeout() {
+    // `sleep` reads nothing and says nothing: without the timeout the start would wait for it to exit.
+    let silent = agentwire_agents::openai::mcp::McpServerConfig {
+        name: "silent".into(),
+        hidden_env: Vec::new(),
+        command: vec!["sleep".into(), "120".into()],
+        start_timeout: Duration::from_secs(1),
+    };
+    let started = std::time::Instant::now();
+    let servers = agentwire_agents::openai::mcp::McpServers::start(vec![silent]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the start waited {:?}",
+        started.elapsed()
+    );
+    assert!(
+        servers.tools().is_empty(),
+        "no tools from a server that never came up"
+    );
+    assert!(servers.call("silent__anything", "{}").await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

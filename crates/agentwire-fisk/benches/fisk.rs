@@ -182,7 +182,7 @@ fn main() {
         let identity = "bench";
         let _worker = Worker::start(
             WorkerConfig {
-                url: nats_server.url.clone(),
+                nats: agentwire_fisk::connection::NatsConnect::to(nats_server.url.clone()),
                 identity: identity.into(),
                 workers,
                 elicit: false,

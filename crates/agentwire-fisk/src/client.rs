@@ -107,9 +107,18 @@ pub fn new_request() -> String {
 }
 
 impl Caller {
-    /// Connects as `name` (the `sender` of what it sends).
+    /// Connects to the server at `url` as `name` (the `sender` of what it sends).
     pub async fn connect(url: &str, name: &str) -> Result<Caller, ClientError> {
-        let client = async_nats::connect(url)
+        Self::connect_with(&crate::connection::NatsConnect::to(url), name).await
+    }
+
+    /// Connects with `nats` (several servers, credentials, TLS) as `name`.
+    pub async fn connect_with(
+        nats: &crate::connection::NatsConnect,
+        name: &str,
+    ) -> Result<Caller, ClientError> {
+        let client = nats
+            .connect(name)
             .await
             .map_err(|e| ClientError::Nats(e.to_string()))?;
         let me = Identity::new(name).map_err(|e| ClientError::Nats(e.to_string()))?;

@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod connection;
 pub mod conversation;
 pub mod mapping;
 pub mod stream;

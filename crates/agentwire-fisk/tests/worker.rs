@@ -18,7 +18,7 @@ use std::time::Duration;
 
 fn config(url: &str, identity: &str) -> WorkerConfig {
     WorkerConfig {
-        url: url.to_string(),
+        nats: agentwire_fisk::connection::NatsConnect::to(url),
         identity: identity.to_string(),
         workers: 4,
         elicit: true,

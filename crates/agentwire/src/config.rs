@@ -73,6 +73,15 @@ pub(crate) fn in_force(sources: Sources<'_>) -> Result<Resolved, ConfigError> {
     resolve::resolve(sources, file::read_roost_json)
 }
 
+/// The NATS connection of a client command (`ask --nats`, `read`, `discover`): the servers its `--nats`
+/// lists, with the configuration file's `[nats]` credentials and TLS, as the worker uses them.
+pub(crate) fn client_nats(
+    list: &str,
+    file: &FileConfig,
+) -> Result<agentwire_fisk::connection::NatsConnect, String> {
+    resolve::nats_connect(list, "--nats", &file.nats).map_err(|e| e.to_string())
+}
+
 /// Checks a relay URL (`ws://` or `wss://` with a host); also the `--relay` flags' value parser.
 pub(crate) fn relay_url(url: &str) -> Result<String, String> {
     agentwire_nostr::relay_conn::check_relay_url(url)

@@ -4,6 +4,7 @@
 
 use crate::ask::{EXIT_AGENT_ERROR, EXIT_TIMEOUT};
 use agentwire_fisk::client::{new_request, Caller, ClientError, PromptCall, Received, Reply};
+use agentwire_fisk::connection::NatsConnect;
 use agentwire_fisk::wire::ElicitChoice;
 use clap::Args;
 use serde_json::Value;
@@ -17,9 +18,9 @@ const CALLER_NAME: &str = "agentwire-cli";
 /// `read` flags.
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
-    /// The NATS server.
+    /// The NATS servers (a comma-separated list); `[nats]` in the config gives credentials and TLS.
     #[arg(long)]
-    nats: String,
+    pub(crate) nats: String,
     /// The worker's identity.
     #[arg(long)]
     identity: String,
@@ -33,9 +34,9 @@ pub(crate) struct ReadArgs {
 /// `discover` flags.
 #[derive(Debug, Args)]
 pub(crate) struct DiscoverArgs {
-    /// The NATS server.
+    /// The NATS servers (a comma-separated list); `[nats]` in the config gives credentials and TLS.
     #[arg(long)]
-    nats: String,
+    pub(crate) nats: String,
     /// The worker's identity.
     identity: String,
 }
@@ -136,13 +137,13 @@ async fn ask_person(q: Value) -> Reply {
 
 /// Runs `ask --nats`.
 pub(crate) async fn ask(
-    url: &str,
+    nats: &NatsConnect,
     identity: &str,
     token: Option<&str>,
     prompt: &str,
     timeout: Duration,
 ) -> Result<ExitCode, String> {
-    let caller = Caller::connect(url, CALLER_NAME).await.map_err(err)?;
+    let caller = Caller::connect_with(nats, CALLER_NAME).await.map_err(err)?;
     let request = new_request();
     let live = std::io::stdout().is_terminal();
     let mut streamed_final = None;
@@ -241,10 +242,8 @@ pub(crate) async fn ask(
 }
 
 /// Runs `read`.
-pub(crate) async fn read(args: ReadArgs) -> Result<ExitCode, String> {
-    let caller = Caller::connect(&args.nats, CALLER_NAME)
-        .await
-        .map_err(err)?;
+pub(crate) async fn read(args: ReadArgs, nats: &NatsConnect) -> Result<ExitCode, String> {
+    let caller = Caller::connect_with(nats, CALLER_NAME).await.map_err(err)?;
     let set = caller
         .read(&args.identity, &args.token, args.replay)
         .await
@@ -286,10 +285,8 @@ pub(crate) async fn read(args: ReadArgs) -> Result<ExitCode, String> {
 }
 
 /// Runs `discover`.
-pub(crate) async fn discover(args: DiscoverArgs) -> Result<ExitCode, String> {
-    let caller = Caller::connect(&args.nats, CALLER_NAME)
-        .await
-        .map_err(err)?;
+pub(crate) async fn discover(args: DiscoverArgs, nats: &NatsConnect) -> Result<ExitCode, String> {
+    let caller = Caller::connect_with(nats, CALLER_NAME).await.map_err(err)?;
     let card = caller.discover(&args.identity).await.map_err(err)?;
     println!(
         "{}",

@@ -108,11 +108,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         match command {
             Command::Serve(flags) => serve::run(in_force(&flags)?).await,
             Command::Config(a) => show_config::run(a.json, &in_force(&a.serve)?),
-            Command::Ask(a) => ask::ask(a, data_dir).await,
+            Command::Ask(a) => {
+                let nats = match &a.nats {
+                    Some(list) => Some(config::client_nats(list, &file)?),
+                    None => None,
+                };
+                ask::ask(a, nats, data_dir).await
+            }
             Command::Cancel(a) => ask::cancel(a, data_dir).await,
             Command::Info(a) => ask::info(a, data_dir).await,
-            Command::Read(a) => fisk_cli::read(a).await,
-            Command::Discover(a) => fisk_cli::discover(a).await,
+            Command::Read(a) => {
+                let nats = config::client_nats(&a.nats, &file)?;
+                fisk_cli::read(a, &nats).await
+            }
+            Command::Discover(a) => {
+                let nats = config::client_nats(&a.nats, &file)?;
+                fisk_cli::discover(a, &nats).await
+            }
             Command::Jobs(a) => jobs::run(a, roost_socket).await,
         }
     })

@@ -143,6 +143,22 @@ struct NipxxView {
 #[derive(Serialize)]
 struct NatsView<'a> {
     url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    creds_file: Option<&'a Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password_env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nkey_seed_file: Option<&'a Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_ca_file: Option<&'a Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert_file: Option<&'a Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key_file: Option<&'a Path>,
     identity: &'a str,
     workers: usize,
     elicit: bool,
@@ -207,6 +223,7 @@ struct AgentView<'a> {
 struct McpView<'a> {
     name: &'a str,
     command: &'a [String],
+    start_timeout_secs: u64,
 }
 
 impl<'a> AgentView<'a> {
@@ -243,6 +260,7 @@ impl<'a> AgentView<'a> {
                     .map(|m| McpView {
                         name: &m.name,
                         command: &m.command,
+                        start_timeout_secs: m.start_timeout.as_secs(),
                     })
                     .collect(),
                 ..AgentView::of_kind("openai")
@@ -324,15 +342,48 @@ impl<'a> View<'a> {
                 backlog_horizon_secs: c.nipxx.backlog_horizon.as_secs(),
                 nip59: c.nipxx.nip59,
             },
-            nats: c.nats.as_ref().map(|n| NatsView {
-                url: redact_url(&n.url),
-                identity: &n.identity,
-                workers: n.workers,
-                elicit: n.elicit,
-                request_timeout_secs: n.request_timeout.as_secs(),
-                system_prompt: &n.system_prompt,
-                max_tokens: n.max_tokens,
-                instance: n.instance.as_deref(),
+            nats: c.nats.as_ref().map(|n| {
+                use agentwire_fisk::connection::NatsAuth;
+                let a = &n.nats.auth;
+                NatsView {
+                    url: n
+                        .nats
+                        .servers
+                        .iter()
+                        .map(|s| redact_url(s))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    creds_file: match a {
+                        NatsAuth::CredsFile(p) => Some(p.as_path()),
+                        _ => None,
+                    },
+                    user: match a {
+                        NatsAuth::UserPassword { user, .. } => Some(user.as_str()),
+                        _ => None,
+                    },
+                    password_env: match a {
+                        NatsAuth::UserPassword { password_env, .. } => Some(password_env.as_str()),
+                        _ => None,
+                    },
+                    token_env: match a {
+                        NatsAuth::TokenEnv(v) => Some(v.as_str()),
+                        _ => None,
+                    },
+                    nkey_seed_file: match a {
+                        NatsAuth::NKeySeedFile(p) => Some(p.as_path()),
+                        _ => None,
+                    },
+                    tls_ca_file: n.nats.tls.ca_file.as_deref(),
+                    tls_cert_file: n.nats.tls.client_cert.as_ref().map(|(c, _)| c.as_path()),
+                    tls_key_file: n.nats.tls.client_cert.as_ref().map(|(_, k)| k.as_path()),
+                    identity: &n.identity,
+                    workers: n.workers,
+                    elicit: n.elicit,
+                    request_timeout_secs: n.request_timeout.as_secs(),
+                    system_prompt: &n.system_prompt,
+                    max_tokens: n.max_tokens,
+                    instance: n.instance.as_deref(),
+                }
             }),
             roost: RoostView {
                 socket: &c.roost.socket,

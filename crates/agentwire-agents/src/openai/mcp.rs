@@ -47,6 +47,9 @@ pub struct McpServerConfig {
     pub command: Vec<String>,
     /// Environment variables it does not get (the one holding the agent's API key).
     pub hidden_env: Vec<String>,
+    /// How long it may take to answer the handshake, and then to list its tools ([`MCP_START_TIMEOUT`]
+    /// unless configured: a server fetched on first use, as `npx -y` does, may need longer).
+    pub start_timeout: Duration,
 }
 
 struct Server {
@@ -77,9 +80,45 @@ fn tool_name(server: &str, tool: &str) -> String {
         .collect()
 }
 
+/// The tools of server `server` as the agent offers them, each with its own name on the server: named
+/// `<server>__<tool>`, descriptions cut to [`MAX_MCP_DESCRIPTION_CHARS`], at most
+/// [`MAX_MCP_TOOLS_PER_SERVER`]. A tool whose name comes out as an earlier one's is left out (the API refuses
+/// a list with a name twice), and so is one whose schema is over [`MAX_MCP_SCHEMA_BYTES`] (it would crowd
+/// every call).
+fn fit_tools(
+    server: &str,
+    tools: impl IntoIterator<Item = (String, String, Value)>,
+) -> Vec<(ToolSpec, String)> {
+    let mut listed: Vec<(ToolSpec, String)> = Vec::new();
+    for (tool, description, schema) in tools {
+        if listed.len() == MAX_MCP_TOOLS_PER_SERVER {
+            tracing::warn!(%server, "MCP server lists more than {MAX_MCP_TOOLS_PER_SERVER} tools; the rest are left out");
+            break;
+        }
+        let name = tool_name(server, &tool);
+        if listed.iter().any(|(s, _)| s.name == name)
+            || schema.to_string().len() > MAX_MCP_SCHEMA_BYTES
+        {
+            tracing::warn!(%server, %tool, "MCP tool left out: its name repeats another's or its schema is too large");
+            continue;
+        }
+        let spec = ToolSpec {
+            name,
+            description: description
+                .chars()
+                .take(MAX_MCP_DESCRIPTION_CHARS)
+                .collect(),
+            input_schema: schema,
+            requires_approval: false,
+        };
+        listed.push((spec, tool));
+    }
+    listed
+}
+
 impl McpServers {
-    /// Starts every server and its supervisor, and waits (up to [`MCP_START_TIMEOUT`]) for each one's first
-    /// list of tools.
+    /// Starts every server and its supervisor, and waits (up to the longest start timeout, for the
+    /// handshake and again for the listing) for each one's first list of tools.
     pub async fn start(configs: Vec<McpServerConfig>) -> Arc<McpServers> {
         let mut ready = Vec::new();
         let servers: Vec<Arc<Server>> = configs
@@ -96,8 +135,13 @@ impl McpServers {
                 server
             })
             .collect();
-        // One deadline for all: the servers start side by side.
-        let deadline = tokio::time::Instant::now() + MCP_START_TIMEOUT;
+        // One deadline for all: the servers start side by side. Each has its handshake and its listing.
+        let longest = servers
+            .iter()
+            .map(|s| s.config.start_timeout)
+            .max()
+            .unwrap_or(MCP_START_TIMEOUT);
+        let deadline = tokio::time::Instant::now() + longest * 2;
         for mut rx in ready {
             let _ = tokio::time::timeout_at(deadline, rx.wait_for(|r| *r)).await;
         }
@@ -191,46 +235,29 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
         drop(s);
         let started = Instant::now();
         // A server that does not come up (or list its tools) in time is stopped and started again.
-        match tokio::time::timeout(MCP_START_TIMEOUT, connect(&config))
+        match tokio::time::timeout(config.start_timeout, connect(&config))
             .await
             .unwrap_or_else(|_| Err("it did not answer the MCP handshake in time".into()))
         {
             Ok(running) => {
                 let peer = running.peer().clone();
-                let listed = tokio::time::timeout(MCP_START_TIMEOUT, peer.list_all_tools())
+                let listed = tokio::time::timeout(config.start_timeout, peer.list_all_tools())
                     .await
                     .map_err(|_| "it did not list its tools in time".to_string())
                     .and_then(|r| r.map_err(|e| e.to_string()));
                 match listed {
                     Ok(tools) => {
                         let Some(s) = server.upgrade() else { return };
-                        let mut listed: Vec<(ToolSpec, String)> = Vec::new();
-                        for t in tools.into_iter().take(MAX_MCP_TOOLS_PER_SERVER) {
-                            let name = tool_name(&config.name, &t.name);
-                            let schema = Value::Object((*t.input_schema).clone());
-                            // Two tools that come out under one name would make the API refuse the
-                            // whole list; a huge schema would crowd every call.
-                            if listed.iter().any(|(s, _)| s.name == name)
-                                || schema.to_string().len() > MAX_MCP_SCHEMA_BYTES
-                            {
-                                tracing::warn!(server = %config.name, tool = %t.name, "MCP tool left out: its name repeats another's or its schema is too large");
-                                continue;
-                            }
-                            let description: String = t
-                                .description
-                                .as_deref()
-                                .unwrap_or("")
-                                .chars()
-                                .take(MAX_MCP_DESCRIPTION_CHARS)
-                                .collect();
-                            let spec = ToolSpec {
-                                name,
-                                description,
-                                input_schema: schema,
-                                requires_approval: false,
-                            };
-                            listed.push((spec, t.name.to_string()));
-                        }
+                        let listed = fit_tools(
+                            &config.name,
+                            tools.into_iter().map(|t| {
+                                (
+                                    t.name.to_string(),
+                                    t.description.as_deref().unwrap_or("").to_string(),
+                                    Value::Object((*t.input_schema).clone()),
+                                )
+                            }),
+                        );
                         tracing::info!(server = %config.name, tools = listed.len(), "MCP server up");
                         *lock(&s.tools) = listed;
                         *lock(&s.peer) = Some(peer);
@@ -283,6 +310,35 @@ async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_names_and_large_schemas_are_left_out_and_the_count_and_descriptions_are_bounded() {
+        let schema = || serde_json::json!({ "type": "object" });
+        let huge = serde_json::json!({ "type": "object", "description": "x".repeat(MAX_MCP_SCHEMA_BYTES) });
+        let tools = vec![
+            ("read.file".to_string(), "d".repeat(5000), schema()),
+            // Comes out as `files__read_file` too.
+            ("read_file".to_string(), String::new(), schema()),
+            ("big".to_string(), String::new(), huge),
+            ("write".to_string(), "writes".to_string(), schema()),
+        ];
+        let fit = fit_tools("files", tools);
+        let names: Vec<(&str, &str)> = fit
+            .iter()
+            .map(|(s, t)| (s.name.as_str(), t.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [("files__read_file", "read.file"), ("files__write", "write")]
+        );
+        assert_eq!(
+            fit[0].0.description.chars().count(),
+            MAX_MCP_DESCRIPTION_CHARS
+        );
+        let many =
+            (0..MAX_MCP_TOOLS_PER_SERVER + 5).map(|n| (format!("t{n}"), String::new(), schema()));
+        assert_eq!(fit_tools("s", many).len(), MAX_MCP_TOOLS_PER_SERVER);
+    }
 
     #[test]
     fn tool_names_are_fit_for_the_api() {

@@ -32,8 +32,8 @@ pub const MAX_WORKERS: usize = 4096;
 /// How the worker is set up.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// The NATS server.
-    pub url: String,
+    /// The NATS servers and how to connect to them.
+    pub nats: crate::connection::NatsConnect,
     /// The worker's identity (subjects and queue group).
     pub identity: String,
     /// Runs at a time; past it, requests are refused with `capacity`.
@@ -106,9 +106,9 @@ impl Worker {
         if config.workers == 0 || config.workers > MAX_WORKERS {
             return Err(WorkerError::Workers(config.workers));
         }
-        let client = async_nats::ConnectOptions::new()
-            .name(format!("agentwire {}", config.identity))
-            .connect(config.url.as_str())
+        let client = config
+            .nats
+            .connect(&format!("agentwire {}", config.identity))
             .await
             .map_err(|e| WorkerError::Nats(e.to_string()))?;
         let service = client
@@ -204,8 +204,8 @@ impl Worker {
     }
 
     /// The NATS server URL.
-    pub fn url(&self) -> &str {
-        &self.config.url
+    pub fn url(&self) -> String {
+        self.config.nats.shown()
     }
 
     /// Stops taking new runs (they are refused with `draining`) and waits for those in flight to finish,

@@ -10,6 +10,14 @@ pub(crate) type Setting = &'static str;
 /// A configuration that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub(crate) enum ConfigError {
+    /// NATS connection settings that cannot be used (a server list, a mix of ways to authenticate).
+    #[error("{setting}: {reason}")]
+    Nats {
+        /// Where it came from.
+        setting: Setting,
+        /// What is wrong.
+        reason: String,
+    },
     /// A file (the config file, a roost.json) could not be read.
     #[error("cannot read {}: {reason}", path.display())]
     Read {

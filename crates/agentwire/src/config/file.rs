@@ -128,6 +128,8 @@ pub(crate) struct McpFile {
     pub(crate) name: String,
     /// The program and its arguments.
     pub(crate) command: Vec<String>,
+    /// How long it may take to answer the handshake, and then to list its tools (1-600; default 20).
+    pub(crate) start_timeout_secs: Option<u64>,
 }
 
 /// `[roost]`: the roost supervisor.
@@ -146,7 +148,7 @@ pub(crate) struct RoostFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct NatsFile {
-    /// The NATS server URL; the worker runs when set.
+    /// The NATS server URL, or several comma-separated; the worker runs when set.
     pub(crate) url: Option<String>,
     /// The fisk-ai identity.
     pub(crate) identity: Option<String>,
@@ -162,6 +164,22 @@ pub(crate) struct NatsFile {
     pub(crate) max_tokens: Option<u64>,
     /// This instance's name (`sender.instance`).
     pub(crate) instance: Option<String>,
+    /// A `.creds` file (a user JWT and its nkey seed).
+    pub(crate) creds_file: Option<PathBuf>,
+    /// A user (with `password_env`).
+    pub(crate) user: Option<String>,
+    /// The environment variable holding `user`'s password.
+    pub(crate) password_env: Option<String>,
+    /// The environment variable holding a token.
+    pub(crate) token_env: Option<String>,
+    /// A file holding an nkey seed.
+    pub(crate) nkey_seed_file: Option<PathBuf>,
+    /// A CA (PEM) the servers' certificates chain to.
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    /// A client certificate (PEM), with `tls_key_file`.
+    pub(crate) tls_cert_file: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    pub(crate) tls_key_file: Option<PathBuf>,
 }
 
 /// `[serve]`.

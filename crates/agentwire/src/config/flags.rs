@@ -41,7 +41,7 @@ pub(crate) struct ServeFlags {
     /// UNSUPPORTED_FEATURE). Without it both are taken, each run answered in its prompt's form.
     #[arg(long)]
     pub(crate) nip59: bool,
-    /// Serve the agent as a fisk-ai worker on this NATS server (needs --identity).
+    /// Serve the agent as a fisk-ai worker on these NATS servers (comma-separated; needs --identity).
     #[arg(long)]
     pub(crate) nats: Option<String>,
     /// The fisk-ai identity: subjects `choria.fisk-ai.*.<identity>` and the queue group.

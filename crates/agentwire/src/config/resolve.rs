@@ -16,6 +16,7 @@ use super::flags::ServeFlags;
 use super::{
     Environment, DEFAULT_BACKLOG_HORIZON_SECS, DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND,
 };
+use agentwire_fisk::connection::{NatsAuth, NatsConnect, NatsTls};
 use agentwire_fisk::wire::Identity;
 use agentwire_fisk::worker::{WorkerConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS};
 use agentwire_nostr::nipxx::policy::RateLimit;
@@ -222,6 +223,10 @@ pub(crate) struct ExposedAgent {
     /// On roost, as a hosted profile of its name.
     pub(crate) roost: bool,
 }
+
+/// The longest an MCP server may be given to start: ten minutes covers a first download, and a server that
+/// takes longer holds `serve`'s start up (it waits for the first tool lists) past any use.
+const MAX_MCP_START_TIMEOUT_SECS: u64 = 600;
 
 /// The fronts an agent's `expose` may list.
 pub(crate) const EXPOSABLE: [&str; 3] = ["nipxx", "fisk", "roost"];
@@ -756,11 +761,22 @@ fn mcp_servers(
             if s.command.first().is_none_or(|p| p.is_empty()) {
                 return Err(bad(format!("server {:?} needs a command", s.name)));
             }
+            let start_timeout = match s.start_timeout_secs {
+                None => agentwire_agents::openai::mcp::MCP_START_TIMEOUT,
+                Some(n) if (1..=MAX_MCP_START_TIMEOUT_SECS).contains(&n) => Duration::from_secs(n),
+                Some(n) => {
+                    return Err(bad(format!(
+                        "server {:?}: start_timeout_secs {n} is not 1-{MAX_MCP_START_TIMEOUT_SECS}",
+                        s.name
+                    )))
+                }
+            };
             Ok(agentwire_agents::openai::mcp::McpServerConfig {
                 name: s.name,
                 command: s.command,
                 // The key's variable is not handed to a server (the agent's config names it).
                 hidden_env: entry.api_key_env.iter().cloned().collect(),
+                start_timeout,
             })
         })
         .collect()
@@ -914,8 +930,10 @@ fn nipxx(flags: &ServeFlags, file: &FileConfig) -> Result<Nipxx, ConfigError> {
 }
 
 fn nats(flags: &ServeFlags, file: &FileConfig) -> Result<Option<WorkerConfig>, ConfigError> {
-    let Some(url) = flags.nats.clone().or_else(|| file.nats.url.clone()) else {
-        return Ok(None);
+    let (url, setting_of_url) = match (&flags.nats, &file.nats.url) {
+        (Some(u), _) => (u.clone(), "--nats"),
+        (None, Some(u)) => (u.clone(), "[nats] url"),
+        (None, None) => return Ok(None),
     };
     let (identity, setting) = match (flags.identity.clone(), file.nats.identity.clone()) {
         (Some(i), _) => (i, "--identity"),
@@ -954,8 +972,9 @@ fn nats(flags: &ServeFlags, file: &FileConfig) -> Result<Option<WorkerConfig>, C
         "[nats] request_timeout_secs",
         DEFAULT_REQUEST_TIMEOUT,
     );
+    let nats = nats_connect(&url, setting_of_url, &file.nats)?;
     Ok(Some(WorkerConfig {
-        url,
+        nats,
         identity,
         workers,
         elicit: flags.nats_elicit || file.nats.elicit.unwrap_or(false),
@@ -964,6 +983,66 @@ fn nats(flags: &ServeFlags, file: &FileConfig) -> Result<Option<WorkerConfig>, C
         max_tokens: file.nats.max_tokens,
         instance: file.nats.instance.clone(),
     }))
+}
+
+/// The NATS connection of server list `list` (from `setting`) with `[nats]`'s credentials and TLS: for
+/// the worker and for every client command. One way to authenticate at most; secrets are named here and
+/// read when connecting.
+pub(crate) fn nats_connect(
+    list: &str,
+    setting: Setting,
+    nats: &super::file::NatsFile,
+) -> Result<NatsConnect, ConfigError> {
+    let servers = NatsConnect::parse_servers(list).map_err(|e| ConfigError::Nats {
+        setting,
+        reason: e.to_string(),
+    })?;
+    let bad = |reason: &str| ConfigError::Nats {
+        setting: "[nats]",
+        reason: reason.into(),
+    };
+    let ways = [
+        nats.creds_file.is_some(),
+        nats.user.is_some() || nats.password_env.is_some(),
+        nats.token_env.is_some(),
+        nats.nkey_seed_file.is_some(),
+    ];
+    if ways.iter().filter(|w| **w).count() > 1 {
+        return Err(bad(
+            "one way to authenticate: creds_file, user with password_env, token_env or nkey_seed_file",
+        ));
+    }
+    let auth = match (
+        &nats.creds_file,
+        &nats.user,
+        &nats.password_env,
+        &nats.token_env,
+        &nats.nkey_seed_file,
+    ) {
+        (Some(c), ..) => NatsAuth::CredsFile(c.clone()),
+        (_, Some(user), Some(var), ..) => NatsAuth::UserPassword {
+            user: user.clone(),
+            password_env: var.clone(),
+        },
+        (_, Some(_), None, ..) => return Err(bad("user needs password_env")),
+        (_, None, Some(_), ..) => return Err(bad("password_env needs user")),
+        (_, _, _, Some(var), _) => NatsAuth::TokenEnv(var.clone()),
+        (_, _, _, _, Some(f)) => NatsAuth::NKeySeedFile(f.clone()),
+        _ => NatsAuth::None,
+    };
+    let client_cert = match (&nats.tls_cert_file, &nats.tls_key_file) {
+        (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+        (None, None) => None,
+        _ => return Err(bad("tls_cert_file and tls_key_file go together")),
+    };
+    Ok(NatsConnect {
+        servers,
+        auth,
+        tls: NatsTls {
+            ca_file: nats.tls_ca_file.clone(),
+            client_cert,
+        },
+    })
 }
 
 #[cfg(test)]

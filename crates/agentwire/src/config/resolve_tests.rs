@@ -221,7 +221,7 @@ fn the_file_beats_the_defaults() {
     assert_eq!(r.nipxx.backlog_horizon, Duration::from_secs(60));
     assert!(r.nipxx.nip59);
     let nats = r.nats.expect("the worker is on with [nats] url");
-    assert_eq!(nats.url, "nats://file:4222");
+    assert_eq!(nats.nats.servers, ["nats://file:4222"]);
     assert_eq!(nats.identity, "from-file");
     assert_eq!(nats.workers, 3);
     assert!(nats.elicit);
@@ -274,7 +274,7 @@ fn a_flag_beats_the_file() {
     assert_eq!(r.nipxx.rate.burst, 2.0);
     assert_eq!(r.nipxx.backlog_horizon, Duration::ZERO);
     let nats = r.nats.unwrap();
-    assert_eq!(nats.url, "nats://flag:4222");
+    assert_eq!(nats.nats.servers, ["nats://flag:4222"]);
     assert_eq!(nats.identity, "from-flag");
     assert_eq!(nats.workers, 8);
     assert_eq!(nats.request_timeout, Duration::from_secs(5));
@@ -414,6 +414,60 @@ fn the_default_agent_and_those_exposed_on_roost_are_hosted_profiles_unless_a_pro
     assert!(matches!(
         error(&[], &roost_on_roost),
         ConfigError::AgentSetting { key: "expose", .. }
+    ));
+}
+
+#[test]
+fn nats_settings_take_a_server_list_one_way_to_authenticate_and_tls_in_pairs() {
+    use agentwire_fisk::connection::NatsAuth;
+    let base = "[nats]\nurl = \"nats://a:4222, nats://b:4222\"\nidentity = \"w\"\n";
+    let n = resolved(&[], base).nats.unwrap().nats;
+    assert_eq!(n.servers, ["nats://a:4222", "nats://b:4222"]);
+    assert_eq!(n.auth, NatsAuth::None);
+    let n = resolved(
+        &[],
+        &format!("{base}user = \"alice\"\npassword_env = \"PW\"\ntls_ca_file = \"/ca.pem\"\n"),
+    )
+    .nats
+    .unwrap()
+    .nats;
+    assert_eq!(
+        n.auth,
+        NatsAuth::UserPassword {
+            user: "alice".into(),
+            password_env: "PW".into()
+        }
+    );
+    assert_eq!(n.tls.ca_file, Some(PathBuf::from("/ca.pem")));
+    let n = resolved(
+        &["--nats", "nats://flag:1"],
+        &format!("{base}token_env = \"T\"\n"),
+    )
+    .nats
+    .unwrap()
+    .nats;
+    assert_eq!(n.servers, ["nats://flag:1"], "the flag's list wins");
+    assert_eq!(n.auth, NatsAuth::TokenEnv("T".into()));
+    for bad in [
+        "token_env = \"T\"\ncreds_file = \"/c\"\n",
+        "user = \"alice\"\n",
+        "password_env = \"PW\"\n",
+        "tls_cert_file = \"/c.pem\"\n",
+    ] {
+        assert!(
+            matches!(
+                error(&[], &format!("{base}{bad}")),
+                ConfigError::Nats { .. }
+            ),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        error(&["--nats", "nats://a:1,,http://[::1"], base),
+        ConfigError::Nats {
+            setting: "--nats",
+            ..
+        }
     ));
 }
 

@@ -1,0 +1,310 @@
+//! How agentwire connects to NATS, for every use (the fisk-ai worker, `ask --nats`, `read`, `discover`): one
+//! or more servers (a comma-separated list, as NATS clients take it), one way to authenticate (a
+//! credentials file, user and password, a token or an nkey seed), TLS with a CA and a client certificate,
+//! and reconnection with backoff to any listed or announced server, logged. Secrets are named (a variable,
+//! a file) and read only to connect; a password in a URL is redacted wherever the URL is shown.
+
+use async_nats::ServerAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The first wait before reconnecting; it doubles with each failed attempt up to [`RECONNECT_MAX`].
+pub const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two reconnect attempts: short enough that a NATS node back from a restart is
+/// used within seconds, long enough not to hammer a cluster that is down.
+pub const RECONNECT_MAX: Duration = Duration::from_secs(5);
+/// How long one attempt to reach a server may take before the next listed one is tried.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most servers in one list: a cluster's seeds, never a scan.
+pub const MAX_SERVERS: usize = 32;
+
+/// How to authenticate to NATS. Secrets are named, not held: a variable's name or a file's path, read when
+/// the connection is made, so this value can be logged, shown by `config` and kept in memory safely.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum NatsAuth {
+    /// None beyond what the URLs carry (`nats://user:password@host` or `nats://token@host`).
+    #[default]
+    None,
+    /// A `.creds` file (a user JWT and its nkey seed), as `nsc` writes it.
+    CredsFile(PathBuf),
+    /// A user, and the environment variable holding the password.
+    UserPassword {
+        /// The user.
+        user: String,
+        /// The variable with the password.
+        password_env: String,
+    },
+    /// The environment variable holding a token.
+    TokenEnv(String),
+    /// A file holding an nkey seed (`SU...`); the server knows its public key.
+    NKeySeedFile(PathBuf),
+}
+
+/// TLS settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NatsTls {
+    /// A CA (PEM) the server's certificate must chain to, beside the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM) and its key, for a server that verifies clients.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+impl NatsTls {
+    fn any(&self) -> bool {
+        self.ca_file.is_some() || self.client_cert.is_some()
+    }
+}
+
+/// Where and how to connect. `Debug` shows the servers with any credentials in them redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NatsConnect {
+    /// The servers, as given (`nats://`, `tls://`, or `host:port`).
+    pub servers: Vec<String>,
+    /// How to authenticate.
+    pub auth: NatsAuth,
+    /// TLS.
+    pub tls: NatsTls,
+}
+
+impl std::fmt::Debug for NatsConnect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsConnect")
+            .field("servers", &self.shown())
+            .field("auth", &self.auth)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// Why a NATS connection could not be made or its settings are wrong. Never carries a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// The server list is empty, too long, or a server is not an address.
+    #[error("NATS servers: {0}")]
+    Servers(String),
+    /// A file the settings name could not be read.
+    #[error("NATS {what} {path}: {reason}")]
+    File {
+        /// Which setting.
+        what: &'static str,
+        /// The path.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A secret the settings name is not there.
+    #[error("NATS: {0}")]
+    Secret(String),
+    /// No server took the connection.
+    #[error("NATS {servers}: {reason}")]
+    Connect {
+        /// The servers tried (any credentials in them redacted).
+        servers: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A URL with any password or token in it replaced, for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return match url.rsplit_once('@') {
+            Some((_, host)) => format!("[redacted]@{host}"),
+            None => url.to_string(),
+        };
+    };
+    match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}://[redacted]@{host}"),
+        None => url.to_string(),
+    }
+}
+
+impl NatsConnect {
+    /// One server, no authentication and no TLS.
+    pub fn to(url: impl Into<String>) -> NatsConnect {
+        NatsConnect {
+            servers: vec![url.into()],
+            auth: NatsAuth::None,
+            tls: NatsTls::default(),
+        }
+    }
+
+    /// The servers of a comma-separated list (`nats://a:4222,nats://b:4222`), each checked.
+    pub fn parse_servers(list: &str) -> Result<Vec<String>, ConnectError> {
+        let servers: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        Self::check_servers(&servers)?;
+        Ok(servers)
+    }
+
+    fn check_servers(servers: &[String]) -> Result<Vec<ServerAddr>, ConnectError> {
+        if servers.is_empty() {
+            return Err(ConnectError::Servers("no server given".into()));
+        }
+        if servers.len() > MAX_SERVERS {
+            return Err(ConnectError::Servers(format!(
+                "{} servers; at most {MAX_SERVERS}",
+                servers.len()
+            )));
+        }
+        servers
+            .iter()
+            .map(|s| {
+                s.parse::<ServerAddr>()
+                    .map_err(|e| ConnectError::Servers(format!("{}: {e}", redact_url(s))))
+            })
+            .collect()
+    }
+
+    /// The servers for a log line or an error, credentials redacted.
+    pub fn shown(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| redact_url(s))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Connects as `name` (what the server shows for this connection). The first listed server that
+    /// answers is used; afterwards the client reconnects on its own, with backoff, to any listed server or
+    /// one the cluster announced, and says so in the log.
+    pub async fn connect(&self, name: &str) -> Result<async_nats::Client, ConnectError> {
+        let addrs = Self::check_servers(&self.servers)?;
+        let shown = self.shown();
+        let logged = shown.clone();
+        let mut options = async_nats::ConnectOptions::new()
+            .name(name)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .max_reconnects(None)
+            .reconnect_delay_callback(reconnect_delay)
+            .event_callback(move |event| {
+                let servers = logged.clone();
+                async move { log_event(&servers, event) }
+            });
+        options = match &self.auth {
+            NatsAuth::None => options,
+            NatsAuth::CredsFile(path) => {
+                options
+                    .credentials_file(path)
+                    .await
+                    .map_err(|e| ConnectError::File {
+                        what: "credentials file",
+                        path: path.display().to_string(),
+                        reason: e.to_string(),
+                    })?
+            }
+            NatsAuth::UserPassword { user, password_env } => {
+                options.user_and_password(user.clone(), secret_from_env(password_env)?)
+            }
+            NatsAuth::TokenEnv(var) => options.token(secret_from_env(var)?),
+            NatsAuth::NKeySeedFile(path) => {
+                let seed = std::fs::read_to_string(path).map_err(|e| ConnectError::File {
+                    what: "nkey seed file",
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+                options.nkey(seed.trim().to_string())
+            }
+        };
+        if self.tls.any() {
+            options = options.require_tls(true);
+        }
+        if let Some(ca) = &self.tls.ca_file {
+            readable("TLS CA file", ca)?;
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &self.tls.client_cert {
+            readable("TLS client certificate", cert)?;
+            readable("TLS client key", key)?;
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        options
+            .connect(addrs)
+            .await
+            .map_err(|e| ConnectError::Connect {
+                servers: shown,
+                reason: e.to_string(),
+            })
+    }
+}
+
+fn secret_from_env(var: &str) -> Result<String, ConnectError> {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| ConnectError::Secret(format!("the environment variable {var} is not set")))
+}
+
+fn readable(what: &'static str, path: &std::path::Path) -> Result<(), ConnectError> {
+    std::fs::metadata(path)
+        .map(|_| ())
+        .map_err(|e| ConnectError::File {
+            what,
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// The wait before reconnect attempt `attempts` (counted from 1 after a drop).
+fn reconnect_delay(attempts: usize) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(16) as u32;
+    RECONNECT_FIRST
+        .saturating_mul(2u32.saturating_pow(doublings))
+        .min(RECONNECT_MAX)
+}
+
+fn log_event(servers: &str, event: async_nats::Event) {
+    use async_nats::Event;
+    match event {
+        Event::Connected => tracing::info!(%servers, "NATS connected"),
+        Event::Disconnected => {
+            tracing::warn!(%servers, "NATS disconnected; reconnecting with backoff")
+        }
+        Event::LameDuckMode => {
+            tracing::warn!(%servers, "the NATS server is going away (lame duck); moving")
+        }
+        other => tracing::warn!(%servers, event = %other, "NATS"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_split_checked_and_bounded() {
+        assert_eq!(
+            NatsConnect::parse_servers("nats://127.0.0.1:4222, tls://127.0.0.1:4223,").unwrap(),
+            ["nats://127.0.0.1:4222", "tls://127.0.0.1:4223"]
+        );
+        assert!(NatsConnect::parse_servers(" , ").is_err());
+        assert!(NatsConnect::parse_servers("nats://a:1,http://[::1").is_err());
+        let many = vec!["nats://127.0.0.1:4222"; MAX_SERVERS + 1].join(",");
+        assert!(NatsConnect::parse_servers(&many).is_err());
+    }
+
+    #[test]
+    fn secrets_stay_out_of_what_is_shown() {
+        let c = NatsConnect {
+            servers: vec!["nats://alice:pw-in-url@127.0.0.1:4222".into()],
+            auth: NatsAuth::TokenEnv("AW_TOKEN".into()),
+            tls: NatsTls::default(),
+        };
+        let shown = format!("{} {c:?}", c.shown());
+        assert!(!shown.contains("pw-in-url"), "{shown}");
+        assert!(shown.contains("127.0.0.1:4222"));
+        let err = NatsConnect::parse_servers("nats://bob:hunter2@:bad:port").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn reconnects_back_off_to_the_ceiling() {
+        assert_eq!(reconnect_delay(1), RECONNECT_FIRST);
+        assert_eq!(reconnect_delay(2), RECONNECT_FIRST * 2);
+        assert_eq!(reconnect_delay(100), RECONNECT_MAX);
+    }
+}
