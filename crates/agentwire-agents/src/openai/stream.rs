@@ -341,5 +341,17 @@ mod tests {
         );
         a.feed(&chunk).unwrap();
         assert!(matches!(a.feed(&chunk), Err(StreamError::TooLarge(_))));
+        // A name sent in pieces is bounded as a whole.
+        let mut a = Accumulator::default();
+        let half = "n".repeat(MAX_TOOL_NAME_BYTES / 2);
+        let piece = format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":0,"function":{{"name":"{half}"}}}}]}}}}]}}"#
+        );
+        a.feed(&piece).unwrap();
+        a.feed(&piece).unwrap();
+        assert_eq!(
+            a.feed(&piece),
+            Err(StreamError::TooLarge("a tool name over 256 bytes"))
+        );
     }
 }
