@@ -8,10 +8,13 @@
 //! - [`SqliteJournal`]: the embedded journal in the data directory. Writes go through one writer thread
 //!   that commits everything waiting in one transaction (group commit) with `synchronous=FULL` in WAL
 //!   mode; reads run on tokio's blocking pool, never on a runtime thread.
+//! - [`jetstream::JetStreamJournal`]: the journal several instances share, in JetStream key-value buckets
+//!   replicated by the NATS cluster.
 //! - [`FaultyJournal`]: a wrapper that fails writes on demand, for tests of what a failing disk does.
 
 pub mod conformance;
 mod faults;
+pub mod jetstream;
 mod model;
 mod sqlite;
 mod writer;

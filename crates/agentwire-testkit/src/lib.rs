@@ -105,6 +105,17 @@ impl NatsServer {
         }
     }
 
+    /// Like [`NatsServer::start`], with JetStream on, keeping its streams in `store_dir`.
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start_jetstream(store_dir: &std::path::Path) -> NatsServer {
+        Self::start_with_config(&format!(
+            "jetstream {{ store_dir: {:?} }}",
+            store_dir.display().to_string()
+        ))
+    }
+
     /// Kills the server (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -118,5 +129,72 @@ impl Drop for NatsServer {
         if let Some(f) = &self.config_file {
             let _ = std::fs::remove_file(f);
         }
+    }
+}
+
+/// How long a cluster may take to elect its JetStream leader after its nodes are up.
+const CLUSTER_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A free loopback port, bound and let go (another process could take it in between; the cluster's
+/// route ports are the only ones picked this way).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A `nats-server` cluster on loopback, JetStream on every node: for replicated (R3) streams.
+pub struct NatsCluster {
+    /// The nodes, in order; a killed one stays in its place.
+    pub nodes: Vec<NatsServer>,
+    /// Each node's client URL.
+    pub urls: Vec<String>,
+}
+
+impl NatsCluster {
+    /// Starts `size` nodes routed to each other, their streams under `store_root`, and returns once the
+    /// nodes listen; JetStream answers once the nodes have elected its leader, which a caller waits for
+    /// within [`NatsCluster::ready_timeout`].
+    ///
+    /// # Panics
+    /// As [`NatsServer::start`].
+    pub fn start(size: usize, store_root: &std::path::Path) -> NatsCluster {
+        let routes: Vec<u16> = (0..size).map(|_| free_port()).collect();
+        let nodes: Vec<NatsServer> = (0..size)
+            .map(|i| {
+                let others: Vec<String> = routes
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, p)| format!("\"nats-route://127.0.0.1:{p}\""))
+                    .collect();
+                let store = store_root.join(format!("n{i}"));
+                NatsServer::start_with_config(&format!(
+                    "server_name: n{i}\njetstream {{ store_dir: {:?} }}\n\
+                     cluster {{ name: agentwire-test, listen: \"127.0.0.1:{}\", routes: [{}] }}\n",
+                    store.display().to_string(),
+                    routes[i],
+                    others.join(", ")
+                ))
+            })
+            .collect();
+        let urls = nodes.iter().map(|n| n.url.clone()).collect();
+        NatsCluster { nodes, urls }
+    }
+
+    /// The client URLs as one comma-separated list.
+    pub fn url_list(&self) -> String {
+        self.urls.join(",")
+    }
+
+    /// How long a new cluster may take to elect its JetStream leader.
+    pub fn ready_timeout() -> Duration {
+        CLUSTER_READY_TIMEOUT
+    }
+
+    /// Kills node `i` (SIGKILL).
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
     }
 }

@@ -1,0 +1,583 @@
+//! The journal on NATS JetStream: one journal that several agentwire instances share, replicated by the
+//! NATS cluster underneath. Four key-value buckets (each a JetStream stream), named after a prefix:
+//!
+//! | bucket              | key                          | value                                              |
+//! | ------------------- | ---------------------------- | -------------------------------------------------- |
+//! | `<prefix>_TURNS`    | the request id               | the turn: its record, then its one outcome        |
+//! | `<prefix>_MEMBERS`  | conversation `.` request id  | the request id: a conversation's turns, in order  |
+//! | `<prefix>_RUNNING`  | owner `.` request id         | nothing: a hint that the owner runs the turn      |
+//! | `<prefix>_META`     | the conversation             | its protocol state                                 |
+//!
+//! A turn is accepted by *creating* its key (the server refuses a second create, so of any number of
+//! accepts of one request id, across instances, exactly one is new), and ended by *updating* it at the
+//! revision it was read at with no outcome (so the first outcome wins; a second finds one and is
+//! `AlreadyEnded`). The turn's record is the truth; the other buckets are written around it so that a crash
+//! between two writes leaves only hints that readers check against it: a conversation's member is written
+//! before its turn (a member whose turn is missing is skipped), the running hint before the turn too (one
+//! whose turn is missing, ended or another owner's is skipped and dropped), and both keyed so that a
+//! resend writes the same key again. A conversation's order is the members' stream order, which is the order
+//! of their first writes.
+//!
+//! Keys are the ids hex-encoded, which fits the buckets' key alphabet whatever the ids hold.
+
+use crate::{
+    Accepted, ConversationTurn, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn,
+};
+use agentwire_core::{ConversationId, Outcome, RequestId};
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use async_nats::jetstream::{self, kv};
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The most times an outcome is tried against a turn another writer changed meanwhile: a turn changes
+/// once (its outcome), so a second conflict means something else is wrong.
+const MAX_FINISH_CONFLICTS: usize = 8;
+/// How long one JetStream request may take: a replicated write on a healthy cluster takes milliseconds,
+/// and a journal that cannot answer in this long is treated as one that cannot write.
+pub const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a write the leader has refused ours for is given to become readable: it is being committed,
+/// which takes a replication round trip.
+const SEEN_WRITE_WAIT: Duration = Duration::from_secs(2);
+/// How long opening waits for new buckets to take writes: a replicated bucket just made elects its
+/// leader within seconds.
+pub const OPEN_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often opening tries a bucket that does not take writes yet.
+const OPEN_READY_POLL: Duration = Duration::from_millis(100);
+
+/// The most turns a conversation read returns: past it the oldest are left out (the history an agent
+/// gets is far smaller, [`Journal::recent_turns`]).
+pub const MAX_CONVERSATION_TURNS: usize = 10_000;
+
+/// Where and how the buckets are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JetStreamConfig {
+    /// The buckets' prefix (`AGENTWIRE`): letters, digits, `-` and `_`.
+    pub prefix: String,
+    /// Replicas of each bucket: 1 for one server, 3 for a three-node cluster.
+    pub replicas: usize,
+}
+
+/// The journal on JetStream. Cheap to share.
+pub struct JetStreamJournal {
+    js: jetstream::Context,
+    turns: kv::Store,
+    members: kv::Store,
+    running: kv::Store,
+    meta: kv::Store,
+    halted: AtomicBool,
+}
+
+/// A turn as its bucket holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct TurnDoc {
+    request_id: String,
+    conversation_id: String,
+    protocol: String,
+    owner: String,
+    route: serde_json::Value,
+    input: serde_json::Value,
+    accepted_at: u64,
+    #[serde(default)]
+    outcome: Option<Outcome>,
+    #[serde(default)]
+    wire: Option<String>,
+    #[serde(default)]
+    transcript: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_calls: u64,
+    #[serde(default)]
+    ended_at: Option<u64>,
+}
+
+impl TurnDoc {
+    fn stored(&self) -> Result<StoredTurn, StoreError> {
+        Ok(StoredTurn {
+            request_id: RequestId::new(self.request_id.clone())
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            conversation_id: ConversationId::new(self.conversation_id.clone())
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            protocol: self.protocol.clone(),
+            owner: self.owner.clone(),
+            route: self.route.clone(),
+            input: self.input.clone(),
+            accepted_at: self.accepted_at,
+            outcome: self.outcome.clone(),
+            wire: self.wire.clone(),
+            tool_calls: self.tool_calls,
+        })
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MetaDoc {
+    protocol: String,
+    meta: serde_json::Value,
+    updated_at: u64,
+}
+
+fn key(id: &str) -> String {
+    id.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A write the journal could not make: the cluster is unreachable, has no quorum, or timed out. Worth
+/// retrying (the engine holds outcomes back meanwhile).
+fn unwritable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Sqlite(format!("jetstream: {e}"))
+}
+
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+impl JetStreamJournal {
+    /// Opens the journal over `client`, making its buckets where they are missing.
+    pub async fn open(
+        client: async_nats::Client,
+        config: &JetStreamConfig,
+    ) -> Result<JetStreamJournal, StoreError> {
+        let fit = !config.prefix.is_empty()
+            && config
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !fit {
+            return Err(StoreError::Corrupt(format!(
+                "journal prefix {:?}: letters, digits, - and _",
+                config.prefix
+            )));
+        }
+        let mut js = jetstream::new(client);
+        js.set_timeout(JETSTREAM_TIMEOUT);
+        let bucket = |name: &str| kv::Config {
+            bucket: format!("{}_{name}", config.prefix),
+            history: 1,
+            num_replicas: config.replicas.max(1),
+            storage: jetstream::stream::StorageType::File,
+            ..Default::default()
+        };
+        let open = |name: &'static str| {
+            let js = js.clone();
+            let config = bucket(name);
+            async move {
+                match js.get_key_value(&config.bucket).await {
+                    Ok(kv) => Ok(kv),
+                    Err(_) => js.create_key_value(config).await.map_err(unwritable),
+                }
+            }
+        };
+        let turns = open("TURNS").await?;
+        let members = open("MEMBERS").await?;
+        let running = open("RUNNING").await?;
+        let meta = open("META").await?;
+        for bucket in [&turns, &members, &running, &meta] {
+            takes_writes(bucket).await?;
+        }
+        Ok(JetStreamJournal {
+            js,
+            turns,
+            members,
+            running,
+            meta,
+            halted: AtomicBool::new(false),
+        })
+    }
+
+    /// Writes `value` under `key` of `bucket` only if the key's last revision is `revision` (0: the key
+    /// has none): `true` when this write made it, `false` when the key had moved on. Decided by the server
+    /// alone, never by a read, which a lagging replica could answer; these buckets never delete a turn or a
+    /// member, so a refused create means it is there.
+    async fn write_at(
+        &self,
+        bucket: &kv::Store,
+        key: &str,
+        value: Vec<u8>,
+        revision: u64,
+    ) -> Result<bool, StoreError> {
+        self.writable()?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            revision.to_string().as_str(),
+        );
+        let ack = self
+            .js
+            .publish_with_headers(format!("{}{key}", bucket.prefix), headers, value.into())
+            .await
+            .map_err(unwritable)?;
+        match ack.await {
+            Ok(_) => Ok(true),
+            Err(e) if moved_on(&e) => Ok(false),
+            Err(e) => Err(unwritable(e)),
+        }
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        match self.halted.load(Ordering::SeqCst) {
+            true => Err(StoreError::WriterGone),
+            false => Ok(()),
+        }
+    }
+
+    async fn turn_entry(&self, id: &str) -> Result<Option<(TurnDoc, u64)>, StoreError> {
+        let Some((value, revision)) = leader_get(&self.turns, &key(id)).await? else {
+            return Ok(None);
+        };
+        let doc: TurnDoc = serde_json::from_slice(&value).map_err(corrupt)?;
+        Ok(Some((doc, revision)))
+    }
+
+    async fn accept_turn(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
+        let id = turn.request_id.to_string();
+        if let Some((doc, _)) = self.turn_entry(&id).await? {
+            return Ok(Accepted::Existing(Box::new(doc.stored()?)));
+        }
+        self.writable()?;
+        let conv = turn.conversation_id.to_string();
+        // Hints first, each under a key a resend writes again: the turn's record decides.
+        let member = format!("{}.{}", key(&conv), key(&id));
+        // `false` for a resend: its member was written the first time.
+        self.write_at(&self.members, &member, id.clone().into_bytes(), 0)
+            .await?;
+        self.running
+            .put(
+                format!("{}.{}", key(&turn.owner), key(&id)),
+                Vec::new().into(),
+            )
+            .await
+            .map_err(unwritable)?;
+        let doc = TurnDoc {
+            request_id: id.clone(),
+            conversation_id: conv.clone(),
+            protocol: turn.protocol,
+            owner: turn.owner,
+            route: turn.route,
+            input: turn.input,
+            accepted_at: turn.accepted_at,
+            outcome: None,
+            wire: None,
+            transcript: None,
+            tool_calls: 0,
+            ended_at: None,
+        };
+        let body = serde_json::to_vec(&doc).map_err(corrupt)?;
+        self.writable()?;
+        if !self.write_at(&self.turns, &key(&id), body, 0).await? {
+            // Another accept made it first (here or on another instance): its record is the answer. The
+            // leader refuses a create against a write it is still committing, so the record may take a
+            // moment to be readable.
+            let deadline = tokio::time::Instant::now() + SEEN_WRITE_WAIT;
+            loop {
+                if let Some((doc, _)) = self.turn_entry(&id).await? {
+                    return Ok(Accepted::Existing(Box::new(doc.stored()?)));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(unwritable(
+                        "a turn being written elsewhere is not readable yet",
+                    ));
+                }
+                tokio::time::sleep(OPEN_READY_POLL / 5).await;
+            }
+        }
+        if let Some(meta) = turn.conversation_meta {
+            // Only the accept that made the turn sets the meta it came with.
+            self.put_meta(&conv, &doc.protocol, meta, doc.accepted_at)
+                .await?;
+        }
+        Ok(Accepted::New)
+    }
+
+    async fn finish_turn(&self, finish: Finish) -> Result<(), StoreError> {
+        let id = finish.request_id.to_string();
+        for _ in 0..MAX_FINISH_CONFLICTS {
+            let Some((mut doc, revision)) = self.turn_entry(&id).await? else {
+                return Err(StoreError::UnknownTurn(id));
+            };
+            if doc.outcome.is_some() {
+                return Err(StoreError::AlreadyEnded(id));
+            }
+            doc.outcome = Some(finish.outcome.clone());
+            doc.wire = finish.wire.clone();
+            doc.transcript = finish.transcript.clone();
+            doc.tool_calls = finish.tool_calls;
+            doc.ended_at = Some(finish.ended_at);
+            let body = serde_json::to_vec(&doc).map_err(corrupt)?;
+            if self
+                .write_at(&self.turns, &key(&id), body, revision)
+                .await?
+            {
+                // The hint goes; one left behind (this delete failed) is skipped by its reader.
+                let hint = format!("{}.{}", key(&doc.owner), key(&id));
+                if let Err(e) = self.running.purge(hint).await {
+                    tracing::debug!(request = %id, error = %e, "a running hint stays behind");
+                }
+                return Ok(());
+            }
+        }
+        Err(unwritable("the turn kept changing under its outcome"))
+    }
+
+    /// The request ids of a conversation's members, in the order they were first written. Read from the
+    /// bucket's leader, so a member just written on another instance is seen.
+    async fn member_ids(&self, conv: &str) -> Result<Vec<String>, StoreError> {
+        let subject = format!("{}{}.>", self.members.prefix, key(conv));
+        let mut ids: Vec<String> = Vec::new();
+        let mut from = 1u64;
+        loop {
+            let next = self
+                .members
+                .stream
+                .raw_message_builder()
+                .next_by_subject(subject.clone())
+                .sequence(from)
+                .send()
+                .await;
+            match next {
+                Ok(m) => {
+                    from = m.sequence + 1;
+                    let id = String::from_utf8(m.payload.to_vec()).map_err(corrupt)?;
+                    if !id.is_empty() && !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
+                Err(e) => return Err(unwritable(e)),
+            }
+        }
+        let extra = ids.len().saturating_sub(MAX_CONVERSATION_TURNS);
+        ids.drain(..extra);
+        Ok(ids)
+    }
+
+    async fn read_conversation(
+        &self,
+        conv: &str,
+        transcripts: bool,
+        limit: usize,
+    ) -> Result<ConversationView, StoreError> {
+        let mut ids = self.member_ids(conv).await?;
+        let extra = ids.len().saturating_sub(limit);
+        ids.drain(..extra);
+        let mut turns = Vec::with_capacity(ids.len());
+        for id in ids {
+            // A member whose turn was never written (a crash between the two) is no turn.
+            if let Some((doc, _)) = self.turn_entry(&id).await? {
+                let transcript = transcripts.then(|| doc.transcript.clone()).flatten();
+                turns.push(ConversationTurn {
+                    turn: doc.stored()?,
+                    transcript,
+                });
+            }
+        }
+        Ok(ConversationView { turns })
+    }
+
+    async fn put_meta(
+        &self,
+        conv: &str,
+        protocol: &str,
+        meta: serde_json::Value,
+        updated_at: u64,
+    ) -> Result<(), StoreError> {
+        self.writable()?;
+        let doc = MetaDoc {
+            protocol: protocol.to_string(),
+            meta,
+            updated_at,
+        };
+        let body = serde_json::to_vec(&doc).map_err(corrupt)?;
+        self.meta
+            .put(key(conv), body.into())
+            .await
+            .map_err(unwritable)?;
+        Ok(())
+    }
+
+    async fn interrupted_turns(&self, owner: &str) -> Result<Vec<StoredTurn>, StoreError> {
+        let prefix = format!("{}.", key(owner));
+        let mut keys = self.running.keys().await.map_err(unwritable)?;
+        let mut found: Vec<(u64, StoredTurn)> = Vec::new();
+        use futures_util::StreamExt;
+        while let Some(k) = keys.next().await {
+            let k = k.map_err(unwritable)?;
+            let Some(hex) = k.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some(id) = unhex(hex) else { continue };
+            if let Some((doc, revision)) = self.turn_entry(&id).await? {
+                if doc.owner == owner && doc.outcome.is_none() {
+                    // Never updated while it has no outcome: its revision is its acceptance's.
+                    found.push((revision, doc.stored()?));
+                }
+            }
+        }
+        found.sort_by_key(|(revision, _)| *revision);
+        Ok(found.into_iter().map(|(_, t)| t).collect())
+    }
+}
+
+/// Whether a conditional write was refused because the key had moved on: the server's "wrong last
+/// sequence", under either of its codes (async-nats names only the older one).
+fn moved_on(e: &jetstream::context::PublishError) -> bool {
+    if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence {
+        return true;
+    }
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<jetstream::Error>())
+        .is_some_and(|j| {
+            j.error_code() == jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE
+                || j.error_code() == jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT
+        })
+}
+
+/// A key's value and revision, read from the bucket's leader (a replica may lag behind a write another
+/// instance just made). A deleted or purged key is none.
+async fn leader_get(bucket: &kv::Store, key: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError> {
+    let got = bucket
+        .stream
+        .raw_message_builder()
+        .last_by_subject(format!("{}{key}", bucket.prefix))
+        .send()
+        .await;
+    match got {
+        Ok(m) => {
+            let removed = m
+                .headers
+                .get("KV-Operation")
+                .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+            Ok((!removed).then(|| (m.payload.to_vec(), m.sequence)))
+        }
+        Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(None),
+        Err(e) => Err(unwritable(e)),
+    }
+}
+
+/// Waits (up to [`OPEN_READY_TIMEOUT`]) until `bucket` takes a write: one under a key no turn uses.
+async fn takes_writes(bucket: &kv::Store) -> Result<(), StoreError> {
+    let deadline = tokio::time::Instant::now() + OPEN_READY_TIMEOUT;
+    loop {
+        match bucket.put("ready", Vec::new().into()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(unwritable(e)),
+            Err(e) => {
+                tracing::debug!(bucket = %bucket.name, error = %e, "bucket not taking writes yet");
+                tokio::time::sleep(OPEN_READY_POLL).await;
+            }
+        }
+    }
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+impl Journal for JetStreamJournal {
+    fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
+        Box::pin(self.accept_turn(turn))
+    }
+
+    fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.finish_turn(finish))
+    }
+
+    fn lookup(&self, id: RequestId) -> BoxFuture<'_, Result<Option<StoredTurn>, StoreError>> {
+        Box::pin(async move {
+            match self.turn_entry(id.as_str()).await? {
+                Some((doc, _)) => Ok(Some(doc.stored()?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn conversation(
+        &self,
+        conversation: ConversationId,
+        transcripts: bool,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        Box::pin(async move {
+            self.read_conversation(conversation.as_str(), transcripts, usize::MAX)
+                .await
+        })
+    }
+
+    fn recent_turns(
+        &self,
+        conversation: ConversationId,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<ConversationView, StoreError>> {
+        Box::pin(async move {
+            self.read_conversation(conversation.as_str(), true, limit)
+                .await
+        })
+    }
+
+    fn conversation_meta(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<Option<serde_json::Value>, StoreError>> {
+        Box::pin(async move {
+            let Some((value, _)) = leader_get(&self.meta, &key(conversation.as_str())).await?
+            else {
+                return Ok(None);
+            };
+            let doc: MetaDoc = serde_json::from_slice(&value).map_err(corrupt)?;
+            Ok(Some(doc.meta))
+        })
+    }
+
+    fn put_conversation_meta(
+        &self,
+        conversation: ConversationId,
+        protocol: String,
+        meta: serde_json::Value,
+        updated_at: u64,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.put_meta(conversation.as_str(), &protocol, meta, updated_at)
+                .await
+        })
+    }
+
+    fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        Box::pin(async move { self.interrupted_turns(&owner).await })
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.writable()?;
+            self.meta
+                .put("ready", Vec::new().into())
+                .await
+                .map_err(unwritable)?;
+            Ok(())
+        })
+    }
+
+    fn halt(&self) {
+        self.halted.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_hex_and_read_back() {
+        for id in ["nipxx:1", "task:ab.c/ d", "é"] {
+            let k = key(id);
+            assert!(k.chars().all(|c| c.is_ascii_hexdigit()));
+            assert_eq!(unhex(&k).as_deref(), Some(id));
+        }
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+}

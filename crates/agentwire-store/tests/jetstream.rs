@@ -1,0 +1,220 @@
+//! The JetStream journal against a real `nats-server` with JetStream on: the journal conformance suite,
+//! unchanged, each check under a fresh bucket prefix; a reopen is a new connection to the same buckets.
+
+use agentwire_store::conformance::{self, Opener};
+use agentwire_store::jetstream::{JetStreamConfig, JetStreamJournal};
+use agentwire_store::Journal;
+use agentwire_testkit::{NatsCluster, NatsServer};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+async fn open(url: &str, prefix: &str) -> Arc<dyn Journal> {
+    let client = async_nats::connect(url).await.expect("nats reachable");
+    let config = JetStreamConfig {
+        prefix: prefix.to_string(),
+        replicas: 1,
+    };
+    Arc::new(
+        JetStreamJournal::open(client, &config)
+            .await
+            .expect("the buckets open"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jetstream_passes_the_conformance_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let url = nats.url.clone();
+    let n = AtomicUsize::new(0);
+    conformance::run_all(|| {
+        let prefix = format!("T{}", n.fetch_add(1, Ordering::SeqCst));
+        let url = url.clone();
+        // The suite opens synchronously (as a daemon does at start); the connection is made on this
+        // runtime.
+        Arc::new(move || {
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(open(&url, &prefix))
+            })
+        }) as Opener
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_accept_a_request_once_and_the_first_outcome_wins() {
+    use agentwire_store::{Accepted, Finish, StoreError};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    // Two instances: two connections to the same buckets, each journaling under its own owner.
+    let a = open(&nats.url, "SHARED").await;
+    let b = open(&nats.url, "SHARED").await;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (j, owner) = match i % 2 {
+            0 => (a.clone(), "host-a"),
+            _ => (b.clone(), "host-b"),
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut t = conformance::turn(7);
+            t.owner = owner.into();
+            (owner, j.accept(t).await.unwrap())
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        let (owner, accepted) = t.await.unwrap();
+        if accepted == Accepted::New {
+            winners.push(owner);
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "one request is taken once across instances"
+    );
+    let owner = winners[0];
+    let id = conformance::turn(7).request_id;
+    let stored = a.lookup(id.clone()).await.unwrap().unwrap();
+    assert_eq!(stored.owner, owner, "the record is the winner's");
+    // Only the owner's recovery sees it.
+    let other = if owner == "host-a" {
+        "host-b"
+    } else {
+        "host-a"
+    };
+    assert_eq!(a.interrupted(owner.into()).await.unwrap().len(), 1);
+    assert!(b.interrupted(other.into()).await.unwrap().is_empty());
+    // Both instances end it at once: one outcome wins, the other is told so.
+    let outcome = |text: &str| conformance::result(text, Default::default());
+    let (fa, fb) = tokio::join!(
+        a.finish(Finish::new(id.clone(), outcome("from a"), 1)),
+        b.finish(Finish::new(id.clone(), outcome("from b"), 1)),
+    );
+    let won = match (&fa, &fb) {
+        (Ok(()), Err(StoreError::AlreadyEnded(_))) => "from a",
+        (Err(StoreError::AlreadyEnded(_)), Ok(())) => "from b",
+        other => panic!("expected one outcome to win: {other:?}"),
+    };
+    let stored = b.lookup(id).await.unwrap().unwrap();
+    assert_eq!(stored.outcome, Some(outcome(won)));
+    assert!(a.interrupted(owner.into()).await.unwrap().is_empty());
+}
+
+/// Connects to every node of `cluster` (the client moves to another when its node dies) and waits until
+/// JetStream answers (the cluster has elected its leader).
+async fn cluster_client(cluster: &NatsCluster) -> async_nats::Client {
+    let addrs: Vec<async_nats::ServerAddr> =
+        cluster.urls.iter().map(|u| u.parse().unwrap()).collect();
+    let client = async_nats::ConnectOptions::new()
+        .connect(addrs)
+        .await
+        .expect("the cluster is reachable");
+    let js = async_nats::jetstream::new(client.clone());
+    let deadline = tokio::time::Instant::now() + NatsCluster::ready_timeout();
+    while js.query_account().await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "JetStream did not come up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_three_node_cluster_r3_passes_the_suite_and_a_killed_node_loses_no_accepted_turn() {
+    use agentwire_store::{Accepted, NewTurn};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = NatsCluster::start(3, dir.path());
+    let client = cluster_client(&cluster).await;
+    let config = |prefix: &str| JetStreamConfig {
+        prefix: prefix.to_string(),
+        replicas: 3,
+    };
+    let n = AtomicUsize::new(0);
+    let suite_client = client.clone();
+    conformance::run_all(|| {
+        let prefix = format!("R{}", n.fetch_add(1, Ordering::SeqCst));
+        let client = suite_client.clone();
+        let config = config(&prefix);
+        Arc::new(move || {
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    Arc::new(
+                        JetStreamJournal::open(client.clone(), &config)
+                            .await
+                            .unwrap(),
+                    ) as Arc<dyn Journal>
+                })
+            })
+        }) as Opener
+    })
+    .await;
+
+    // Turns accepted while a node dies: every accept the journal acknowledged is there afterwards, once.
+    let journal = Arc::new(
+        JetStreamJournal::open(client.clone(), &config("KILL"))
+            .await
+            .unwrap(),
+    );
+    let turn = |i: u32| NewTurn {
+        request_id: agentwire_core::RequestId::new(format!("kill:{i}")).unwrap(),
+        ..conformance::turn(i)
+    };
+    let mut acknowledged = Vec::new();
+    let mut refused = 0;
+    for i in 0..60u32 {
+        if i == 20 {
+            // The node the client is on, so the client has to move too.
+            let port = client.server_info().port;
+            let at = cluster
+                .urls
+                .iter()
+                .position(|u| u.ends_with(&format!(":{port}")))
+                .unwrap();
+            cluster.kill(at);
+        }
+        // As the engine does: a write the journal could not make is tried again.
+        let mut tries = 0;
+        loop {
+            match journal.accept(turn(i)).await {
+                Ok(Accepted::New) => {
+                    acknowledged.push(i);
+                    break;
+                }
+                Ok(Accepted::Existing(_)) => {
+                    // A retry of a write that had committed before its answer was lost.
+                    acknowledged.push(i);
+                    break;
+                }
+                Err(e) if e.is_unwritable() && tries < 100 => {
+                    refused += 1;
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("turn {i}: {e}"),
+            }
+        }
+    }
+    assert_eq!(acknowledged.len(), 60, "every turn was taken in the end");
+    let reopened = JetStreamJournal::open(client.clone(), &config("KILL"))
+        .await
+        .unwrap();
+    for i in &acknowledged {
+        assert!(
+            reopened
+                .lookup(turn(*i).request_id)
+                .await
+                .unwrap()
+                .is_some(),
+            "acknowledged turn {i} is in the journal"
+        );
+    }
+    let view = reopened
+        .conversation(conformance::turn(0).conversation_id, false)
+        .await
+        .unwrap();
+    assert_eq!(view.turns.len(), 60, "each turn once in its conversation");
+    eprintln!("writes refused while the node was down: {refused}");
+}
