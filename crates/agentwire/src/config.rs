@@ -14,7 +14,7 @@ mod resolve;
 pub(crate) use error::ConfigError;
 pub(crate) use file::{load, FileConfig};
 pub(crate) use flags::ServeFlags;
-pub(crate) use resolve::{AgentChoice, AgentKind, ExposedAgent, Resolved, Sources};
+pub(crate) use resolve::{AgentChoice, AgentKind, ExposedAgent, JournalChoice, Resolved, Sources};
 
 use agentwire_nostr::relay_conn::RelayTls;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,8 @@ pub(crate) struct Environment {
     pub(crate) data_dir: PathBuf,
     /// `$XDG_RUNTIME_DIR`, when set and not empty.
     pub(crate) runtime_dir: Option<PathBuf>,
+    /// The host's name (a shared journal's default instance name).
+    pub(crate) host_name: String,
 }
 
 impl Environment {
@@ -48,6 +50,7 @@ impl Environment {
             runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from),
+            host_name: host_name(),
         }
     }
 
@@ -58,6 +61,27 @@ impl Environment {
             Some(d) => d.join("agentwire").join("roost.sock"),
             None => data_dir.join("run").join("roost.sock"),
         }
+    }
+}
+
+/// The host's name, fit for an instance name (other characters become `-`); `localhost` when unknown.
+fn host_name() -> String {
+    let name: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    match name.is_empty() {
+        true => "localhost".into(),
+        false => name,
     }
 }
 

@@ -52,12 +52,18 @@ pub(crate) async fn prepare(
     data_dir: &Path,
     roost_socket: &Path,
     journal: &Arc<dyn Journal>,
+    instance: Option<&str>,
 ) -> Result<Vec<Prepared>, String> {
     let mut out = Vec::new();
     for m in more {
         let name = &m.choice.name;
         let agent = crate::serve::make_agent(name, &m.choice.kind, roost_socket, data_dir).await?;
-        let engine = Engine::with_owner(journal.clone(), agent, format!("agent:{name}"));
+        // In a shared journal, the instance's name too: each instance recovers only its own.
+        let owner = match instance {
+            Some(i) => format!("{i}/agent:{name}"),
+            None => format!("agent:{name}"),
+        };
+        let engine = Engine::with_owner(journal.clone(), agent, owner);
         if let Some(n) = m.choice.max_concurrent_turns {
             engine.limit_running(n);
         }

@@ -93,6 +93,40 @@ pub(crate) async fn make_agent(
 /// enough that a service manager's stop does not hang (systemd's default is 90 s).
 const DRAIN_GRACE: Duration = Duration::from_secs(60);
 
+/// Opens the journal `choice` names, and the owner this instance journals its turns under when the journal
+/// is shared (`None`: the embedded journal's own).
+async fn open_journal(
+    choice: &crate::config::JournalChoice,
+    data_dir: &Path,
+) -> Result<(Arc<dyn agentwire_store::Journal>, Option<String>), String> {
+    match choice {
+        crate::config::JournalChoice::Sqlite => {
+            let j = SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?;
+            Ok((Arc::new(j), None))
+        }
+        crate::config::JournalChoice::JetStream {
+            nats,
+            prefix,
+            replicas,
+            instance,
+        } => {
+            let client = nats
+                .connect(&format!("agentwire journal {instance}"))
+                .await
+                .map_err(|e| format!("[journal] {e}"))?;
+            let config = agentwire_store::jetstream::JetStreamConfig {
+                prefix: prefix.clone(),
+                replicas: *replicas,
+            };
+            let j = agentwire_store::jetstream::JetStreamJournal::open(client, &config)
+                .await
+                .map_err(|e| format!("[journal] {e}"))?;
+            tracing::info!(servers = %nats.shown(), %prefix, replicas, %instance, "journal on JetStream");
+            Ok((Arc::new(j), Some(instance.clone())))
+        }
+    }
+}
+
 /// Runs the daemon with `config` until SIGINT or SIGTERM.
 pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let Resolved {
@@ -107,6 +141,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         tasks,
         notify_webhook,
         more_agents,
+        journal: journal_choice,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
@@ -115,11 +150,19 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let roost_socket = roost.socket;
     let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
-    let journal: Arc<dyn agentwire_store::Journal> =
-        Arc::new(SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?);
-    let more =
-        crate::more_agents::prepare(&more_agents, &data_dir, &roost_socket, &journal).await?;
-    let engine = Engine::new(journal, agent);
+    let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
+    let more = crate::more_agents::prepare(
+        &more_agents,
+        &data_dir,
+        &roost_socket,
+        &journal,
+        owner.as_deref(),
+    )
+    .await?;
+    let engine = match &owner {
+        Some(o) => Engine::with_owner(journal, agent, o.clone()),
+        None => Engine::new(journal, agent),
+    };
     if let Some(n) = max_concurrent_turns {
         engine.limit_running(n);
     }

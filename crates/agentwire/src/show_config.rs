@@ -80,6 +80,7 @@ struct View<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     nats: Option<NatsView<'a>>,
     roost: RoostView<'a>,
+    journal: JournalView<'a>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -166,6 +167,19 @@ struct NatsView<'a> {
     system_prompt: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JournalView<'a> {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replicas: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instance: Option<&'a str>,
 }
@@ -394,6 +408,33 @@ impl<'a> View<'a> {
                     .iter()
                     .map(|(name, p)| (name.as_str(), ProfileView::of(p)))
                     .collect(),
+            },
+            journal: match &c.journal {
+                crate::config::JournalChoice::Sqlite => JournalView {
+                    kind: "sqlite",
+                    url: None,
+                    stream: None,
+                    replicas: None,
+                    instance: None,
+                },
+                crate::config::JournalChoice::JetStream {
+                    nats,
+                    prefix,
+                    replicas,
+                    instance,
+                } => JournalView {
+                    kind: "jetstream",
+                    url: Some(
+                        nats.servers
+                            .iter()
+                            .map(|s| redact_url(s))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    ),
+                    stream: Some(prefix),
+                    replicas: Some(*replicas),
+                    instance: Some(instance),
+                },
             },
             agents,
             tasks: c.tasks.as_ref().map(|t| TasksView {

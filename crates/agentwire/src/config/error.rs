@@ -18,6 +18,14 @@ pub(crate) enum ConfigError {
         /// What is wrong.
         reason: String,
     },
+    /// `[journal]` settings that cannot be used.
+    #[error("{setting}: {reason}")]
+    Journal {
+        /// Where it came from.
+        setting: Setting,
+        /// What is wrong.
+        reason: String,
+    },
     /// A file (the config file, a roost.json) could not be read.
     #[error("cannot read {}: {reason}", path.display())]
     Read {

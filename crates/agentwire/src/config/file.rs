@@ -34,6 +34,24 @@ pub(crate) struct FileConfig {
     pub(crate) tasks: TasksFile,
     /// `[notify]`: who the relay tells when an event should wake someone.
     pub(crate) notify: NotifyFile,
+    /// `[journal]`: where turns are journaled.
+    pub(crate) journal: JournalFile,
+}
+
+/// `[journal]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct JournalFile {
+    /// `sqlite` (the default: `journal.sqlite` in the data dir) or `jetstream`.
+    pub(crate) kind: Option<String>,
+    /// The NATS servers of a JetStream journal (default: `[nats] url`); `[nats]` gives the credentials.
+    pub(crate) url: Option<String>,
+    /// The prefix of its buckets.
+    pub(crate) stream: Option<String>,
+    /// Replicas of each bucket.
+    pub(crate) replicas: Option<usize>,
+    /// This instance's name in the shared journal: recovery after a restart ends only its turns.
+    pub(crate) instance: Option<String>,
 }
 
 /// `[notify]`.

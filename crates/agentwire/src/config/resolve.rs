@@ -209,7 +209,32 @@ pub(crate) struct Resolved {
     pub(crate) notify_webhook: Option<String>,
     /// Further agents served beside `agent`: the `[agents.<name>]` entries with `expose`, by name.
     pub(crate) more_agents: Vec<ExposedAgent>,
+    /// Where turns are journaled.
+    pub(crate) journal: JournalChoice,
 }
+
+/// Where turns are journaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JournalChoice {
+    /// `journal.sqlite` in the data dir, this daemon's alone.
+    Sqlite,
+    /// JetStream key-value buckets, shared by every instance that names them.
+    JetStream {
+        /// The servers and how to connect.
+        nats: NatsConnect,
+        /// The buckets' prefix.
+        prefix: String,
+        /// Replicas of each bucket.
+        replicas: usize,
+        /// This instance's name: the owner of the turns it runs.
+        instance: String,
+    },
+}
+
+/// The default prefix of a JetStream journal's buckets.
+pub(crate) const DEFAULT_JOURNAL_STREAM: &str = "AGENTWIRE";
+/// Most replicas of a bucket: JetStream's own bound.
+const MAX_JOURNAL_REPLICAS: usize = 5;
 
 /// A further agent and the fronts it is reachable on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,9 +335,98 @@ pub(crate) fn resolve(
         roost,
         tasks: tasks(file)?,
         notify_webhook: notify_webhook(file, relay_on)?,
+        journal: journal(flags, file, env)?,
         data_dir,
         agent,
     })
+}
+
+/// `[journal]`: SQLite unless `kind = "jetstream"`, whose servers default to `--nats` / `[nats] url` and
+/// whose instance name defaults to `[nats] instance`, then the host's name.
+fn journal(
+    flags: &ServeFlags,
+    file: &FileConfig,
+    env: &super::Environment,
+) -> Result<JournalChoice, ConfigError> {
+    let j = &file.journal;
+    let bad = |setting: Setting, reason: String| ConfigError::Journal { setting, reason };
+    match j.kind.as_deref() {
+        None | Some("sqlite") => {
+            let stray = [
+                ("url", j.url.is_some()),
+                ("stream", j.stream.is_some()),
+                ("replicas", j.replicas.is_some()),
+                ("instance", j.instance.is_some()),
+            ];
+            if let Some((key, _)) = stray.iter().find(|(_, set)| *set) {
+                return Err(bad(
+                    "[journal]",
+                    format!("{key} is for kind = \"jetstream\""),
+                ));
+            }
+            Ok(JournalChoice::Sqlite)
+        }
+        Some("jetstream") => {
+            let (list, setting) = match (&j.url, &flags.nats, &file.nats.url) {
+                (Some(u), ..) => (u.clone(), "[journal] url"),
+                (None, Some(u), _) => (u.clone(), "--nats"),
+                (None, None, Some(u)) => (u.clone(), "[nats] url"),
+                (None, None, None) => return Err(bad(
+                    "[journal] url",
+                    "a JetStream journal needs NATS servers: [journal] url, --nats or [nats] url"
+                        .into(),
+                )),
+            };
+            let nats = nats_connect(&list, setting, &file.nats)?;
+            let prefix = j
+                .stream
+                .clone()
+                .unwrap_or_else(|| DEFAULT_JOURNAL_STREAM.to_string());
+            let fit = !prefix.is_empty()
+                && prefix.len() <= 32
+                && prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !fit {
+                return Err(bad(
+                    "[journal] stream",
+                    format!("{prefix:?}: 1-32 of A-Z a-z 0-9 - _"),
+                ));
+            }
+            let replicas = j.replicas.unwrap_or(1);
+            if replicas == 0 || replicas > MAX_JOURNAL_REPLICAS {
+                return Err(bad(
+                    "[journal] replicas",
+                    format!("{replicas}: 1 to {MAX_JOURNAL_REPLICAS}"),
+                ));
+            }
+            let instance = j
+                .instance
+                .clone()
+                .or_else(|| file.nats.instance.clone())
+                .unwrap_or_else(|| env.host_name.clone());
+            let fit = (1..=64).contains(&instance.len())
+                && instance
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !fit {
+                return Err(bad(
+                    "[journal] instance",
+                    format!("{instance:?}: 1-64 of A-Z a-z 0-9 - _ ."),
+                ));
+            }
+            Ok(JournalChoice::JetStream {
+                nats,
+                prefix,
+                replicas,
+                instance,
+            })
+        }
+        Some(other) => Err(bad(
+            "[journal] kind",
+            format!("{other:?}: sqlite or jetstream"),
+        )),
+    }
 }
 
 fn notify_webhook(file: &FileConfig, relay_on: bool) -> Result<Option<String>, ConfigError> {

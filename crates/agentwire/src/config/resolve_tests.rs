@@ -29,6 +29,7 @@ fn env() -> Environment {
     Environment {
         data_dir: PathBuf::from("/home/me/.local/share/agentwire"),
         runtime_dir: Some(PathBuf::from("/run/user/1000")),
+        host_name: "host-a".into(),
     }
 }
 
@@ -469,6 +470,53 @@ fn nats_settings_take_a_server_list_one_way_to_authenticate_and_tls_in_pairs() {
             ..
         }
     ));
+}
+
+#[test]
+fn the_journal_is_sqlite_unless_jetstream_is_named_with_servers_and_an_instance() {
+    use super::JournalChoice;
+    assert_eq!(resolved(&[], "").journal, JournalChoice::Sqlite);
+    let js = "[journal]\nkind = \"jetstream\"\n";
+    let flagged = resolved(&["--nats", "nats://a:1", "--identity", "w"], js).journal;
+    match flagged {
+        JournalChoice::JetStream {
+            nats,
+            prefix,
+            replicas,
+            instance,
+        } => {
+            assert_eq!(
+                nats.servers,
+                ["nats://a:1"],
+                "the worker's servers by default"
+            );
+            assert_eq!(prefix, "AGENTWIRE");
+            assert_eq!(replicas, 1);
+            assert_eq!(instance, "host-a", "the host's name by default");
+        }
+        other => panic!("{other:?}"),
+    }
+    let own = resolved(
+        &[],
+        &format!("{js}url = \"nats://j:1,nats://k:1\"\nstream = \"FLEET\"\nreplicas = 3\ninstance = \"node-7\"\n"),
+    )
+    .journal;
+    assert!(
+        matches!(own, JournalChoice::JetStream { replicas: 3, ref instance, ref prefix, .. } if instance == "node-7" && prefix == "FLEET")
+    );
+    for bad in [
+        js.to_string(),
+        format!("{js}url = \"nats://j:1\"\nreplicas = 9\n"),
+        format!("{js}url = \"nats://j:1\"\nstream = \"a.b\"\n"),
+        format!("{js}url = \"nats://j:1\"\ninstance = \"a b\"\n"),
+        "[journal]\nkind = \"sqlite\"\nreplicas = 3\n".to_string(),
+        "[journal]\nkind = \"postgres\"\n".to_string(),
+    ] {
+        assert!(
+            matches!(error(&[], &bad), ConfigError::Journal { .. }),
+            "{bad}"
+        );
+    }
 }
 
 #[test]
