@@ -709,17 +709,53 @@ impl Engine {
                 .filter(|t| !st.live.contains_key(&t.request_id))
                 .collect()
         };
+        Ok(self.end_interrupted(turns, make_front).await)
+    }
+
+    /// In a shared journal: ends the turns of other instances of this agent (their owners pass
+    /// `same_agent`) that lost their lease (their instance died or lost the journal for longer than it),
+    /// each as a crash ends a turn, once across every instance that sweeps (the first outcome wins; one
+    /// that lost the race says nothing). Returns how many it ended.
+    pub async fn end_abandoned<F>(
+        self: &Arc<Self>,
+        same_agent: impl Fn(&str) -> bool,
+        make_front: F,
+    ) -> Result<usize, StoreError>
+    where
+        F: Fn(&StoredTurn) -> Option<Arc<dyn TurnFront>>,
+    {
+        let turns = self.journal.abandoned().await?;
+        let turns: Vec<StoredTurn> = {
+            let st = self.lock();
+            turns
+                .into_iter()
+                .filter(|t| t.owner != self.owner && same_agent(&t.owner))
+                .filter(|t| !st.live.contains_key(&t.request_id))
+                .collect()
+        };
+        for t in &turns {
+            tracing::warn!(request = %t.request_id, owner = %t.owner, "ending a turn whose instance lost its lease");
+        }
+        Ok(self.end_interrupted(turns, make_front).await)
+    }
+
+    /// Ends `turns`, which a crash cut off, as interrupted through the fronts `make_front` gives.
+    async fn end_interrupted<F>(self: &Arc<Self>, turns: Vec<StoredTurn>, make_front: F) -> usize
+    where
+        F: Fn(&StoredTurn) -> Option<Arc<dyn TurnFront>>,
+    {
+        let this = self;
         let n = turns.len();
         for t in turns {
             let outcome = interrupted();
             let front = make_front(&t);
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
-            if self.health.writable() {
+            if this.health.writable() {
                 // One try here; a journal that cannot take it is retried in the background, so a failing
                 // disk never holds the daemon's start.
-                let r = self.journal.finish(finish.clone()).await;
-                self.note_write(&r);
+                let r = this.journal.finish(finish.clone()).await;
+                this.note_write(&r);
                 match r {
                     Ok(()) => {
                         if let Some(f) = front {
@@ -736,7 +772,7 @@ impl Engine {
                     }
                 }
             }
-            let this = self.clone();
+            let this = this.clone();
             tokio::spawn(async move {
                 let (outcome, wire, ours) = this.finish_durably_or_found(finish).await;
                 // A turn that ended meanwhile was told its outcome by its own front.
@@ -745,7 +781,7 @@ impl Engine {
                 }
             });
         }
-        Ok(n)
+        n
     }
 
     /// An answer to the question turn `id` waits on.

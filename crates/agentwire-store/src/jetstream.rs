@@ -1,5 +1,5 @@
 //! The journal on NATS JetStream: one journal that several agentwire instances share, replicated by the
-//! NATS cluster underneath. Four key-value buckets (each a JetStream stream), named after a prefix:
+//! NATS cluster underneath. Five key-value buckets (each a JetStream stream), named after a prefix:
 //!
 //! | bucket              | key                          | value                                              |
 //! | ------------------- | ---------------------------- | -------------------------------------------------- |
@@ -7,6 +7,11 @@
 //! | `<prefix>_MEMBERS`  | conversation `.` request id  | the request id: a conversation's turns, in order  |
 //! | `<prefix>_RUNNING`  | owner `.` request id         | nothing: a hint that the owner runs the turn      |
 //! | `<prefix>_META`     | the conversation             | its protocol state                                 |
+//! | `<prefix>_LEASES`   | the request id               | nothing: the turn's lease, renewed while it runs  |
+//!
+//! The leases bucket keeps an entry for one lease: an instance renews its running turns' every third of a
+//! lease, so a turn whose key is gone lost its instance, and another instance may end it
+//! ([`Journal::abandoned`]).
 //!
 //! A turn is accepted by *creating* its key (the server refuses a second create, so of any number of
 //! accepts of one request id, across instances, exactly one is new), and ended by *updating* it at the
@@ -57,7 +62,14 @@ pub struct JetStreamConfig {
     pub prefix: String,
     /// Replicas of each bucket: 1 for one server, 3 for a three-node cluster.
     pub replicas: usize,
+    /// How long a running turn's instance may be silent before another instance ends the turn: its lease
+    /// is renewed every third of it.
+    pub lease: Duration,
 }
+
+/// The lease of a turn when none is configured: a few seconds of silence is a dead instance, and a
+/// renewal every 3 s is a small load.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
 /// The journal on JetStream. Cheap to share.
 pub struct JetStreamJournal {
@@ -66,6 +78,12 @@ pub struct JetStreamJournal {
     members: kv::Store,
     running: kv::Store,
     meta: kv::Store,
+    /// One key a running turn: present while its instance renews it (the bucket's entries age out after a
+    /// lease).
+    leases: kv::Store,
+    lease: Duration,
+    /// The renewals of this instance's running turns.
+    renewing: std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>,
     halted: AtomicBool,
 }
 
@@ -115,6 +133,10 @@ struct MetaDoc {
     protocol: String,
     meta: serde_json::Value,
     updated_at: u64,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn key(id: &str) -> String {
@@ -171,7 +193,19 @@ impl JetStreamJournal {
         let members = open("MEMBERS").await?;
         let running = open("RUNNING").await?;
         let meta = open("META").await?;
-        for bucket in [&turns, &members, &running, &meta] {
+        let lease = config.lease.max(Duration::from_secs(1));
+        let leases_config = kv::Config {
+            max_age: lease,
+            ..bucket("LEASES")
+        };
+        let leases = match js.get_key_value(&leases_config.bucket).await {
+            Ok(kv) => kv,
+            Err(_) => js
+                .create_key_value(leases_config)
+                .await
+                .map_err(unwritable)?,
+        };
+        for bucket in [&turns, &members, &running, &meta, &leases] {
             takes_writes(bucket).await?;
         }
         Ok(JetStreamJournal {
@@ -180,6 +214,9 @@ impl JetStreamJournal {
             members,
             running,
             meta,
+            leases,
+            lease,
+            renewing: Default::default(),
             halted: AtomicBool::new(false),
         })
     }
@@ -211,6 +248,22 @@ impl JetStreamJournal {
             Err(e) if moved_on(&e) => Ok(false),
             Err(e) => Err(unwritable(e)),
         }
+    }
+
+    /// Renews turn `id`'s lease every third of a lease until it ends (or the journal halts).
+    fn renew(&self, id: &str) {
+        let (leases, every, k) = (self.leases.clone(), self.lease / 3, key(id));
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(e) = leases.put(&k, Vec::new().into()).await {
+                    tracing::warn!(error = %e, "could not renew a turn's lease");
+                }
+            }
+        });
+        lock(&self.renewing).insert(id.to_string(), task.abort_handle());
     }
 
     fn writable(&self) -> Result<(), StoreError> {
@@ -247,6 +300,11 @@ impl JetStreamJournal {
             )
             .await
             .map_err(unwritable)?;
+        // The lease too, before the turn exists: no other instance may find it without one.
+        self.leases
+            .put(key(&id), Vec::new().into())
+            .await
+            .map_err(unwritable)?;
         let doc = TurnDoc {
             request_id: id.clone(),
             conversation_id: conv.clone(),
@@ -280,6 +338,7 @@ impl JetStreamJournal {
                 tokio::time::sleep(OPEN_READY_POLL / 5).await;
             }
         }
+        self.renew(&id);
         if let Some(meta) = turn.conversation_meta {
             // Only the accept that made the turn sets the meta it came with.
             self.put_meta(&conv, &doc.protocol, meta, doc.accepted_at)
@@ -307,6 +366,12 @@ impl JetStreamJournal {
                 .write_at(&self.turns, &key(&id), body, revision)
                 .await?
             {
+                if let Some(r) = lock(&self.renewing).remove(&id) {
+                    r.abort();
+                }
+                if let Err(e) = self.leases.purge(key(&id)).await {
+                    tracing::debug!(request = %id, error = %e, "a lease stays until it ages out");
+                }
                 // The hint goes; one left behind (this delete failed) is skipped by its reader.
                 let hint = format!("{}.{}", key(&doc.owner), key(&id));
                 if let Err(e) = self.running.purge(hint).await {
@@ -394,25 +459,44 @@ impl JetStreamJournal {
         Ok(())
     }
 
-    async fn interrupted_turns(&self, owner: &str) -> Result<Vec<StoredTurn>, StoreError> {
-        let prefix = format!("{}.", key(owner));
+    /// The turns without an outcome that a running hint names, of `owner` (every owner's for `None`), in
+    /// the order they were accepted; with `abandoned`, only those whose lease has expired.
+    async fn unended(
+        &self,
+        owner: Option<&str>,
+        abandoned: bool,
+    ) -> Result<Vec<StoredTurn>, StoreError> {
+        let prefix = owner.map(|o| format!("{}.", key(o)));
         let mut keys = self.running.keys().await.map_err(unwritable)?;
         let mut found: Vec<(u64, StoredTurn)> = Vec::new();
         use futures_util::StreamExt;
         while let Some(k) = keys.next().await {
             let k = k.map_err(unwritable)?;
-            let Some(hex) = k.strip_prefix(&prefix) else {
-                continue;
+            let hex = match &prefix {
+                Some(p) => match k.strip_prefix(p.as_str()) {
+                    Some(h) => h,
+                    None => continue,
+                },
+                None => match k.split_once('.') {
+                    Some((_, h)) => h,
+                    None => continue,
+                },
             };
             let Some(id) = unhex(hex) else { continue };
-            if let Some((doc, revision)) = self.turn_entry(&id).await? {
-                if doc.owner == owner && doc.outcome.is_none() {
-                    // Never updated while it has no outcome: its revision is its acceptance's.
-                    found.push((revision, doc.stored()?));
-                }
+            let Some((doc, revision)) = self.turn_entry(&id).await? else {
+                continue;
+            };
+            if doc.outcome.is_some() || owner.is_some_and(|o| doc.owner != o) {
+                continue;
             }
+            if abandoned && leader_get(&self.leases, &key(&id)).await?.is_some() {
+                continue;
+            }
+            // Never updated while it has no outcome: its revision is its acceptance's.
+            found.push((revision, doc.stored()?));
         }
         found.sort_by_key(|(revision, _)| *revision);
+        found.dedup_by_key(|(revision, _)| *revision);
         Ok(found.into_iter().map(|(_, t)| t).collect())
     }
 }
@@ -547,7 +631,11 @@ impl Journal for JetStreamJournal {
     }
 
     fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
-        Box::pin(async move { self.interrupted_turns(&owner).await })
+        Box::pin(async move { self.unended(Some(&owner), false).await })
+    }
+
+    fn abandoned(&self) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        Box::pin(async move { self.unended(None, true).await })
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -563,6 +651,10 @@ impl Journal for JetStreamJournal {
 
     fn halt(&self) {
         self.halted.store(true, Ordering::SeqCst);
+        // As a crash would: nothing renews this instance's leases any more.
+        for (_, r) in lock(&self.renewing).drain() {
+            r.abort();
+        }
     }
 }
 

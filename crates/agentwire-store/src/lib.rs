@@ -84,6 +84,14 @@ pub trait Journal: Send + Sync + 'static {
     /// accepted: after a restart, the ones a crash cut off.
     fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>>;
 
+    /// In a journal several instances share: the turns without an outcome whose owner's lease has expired
+    /// (its instance died, or lost the journal for longer than a lease), every owner's, in the order they
+    /// were accepted. A journal one daemon has to itself has none: its own restart ends its turns
+    /// ([`Journal::interrupted`]).
+    fn abandoned(&self) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// One durable write that changes no turn: succeeds once the journal can write again.
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 

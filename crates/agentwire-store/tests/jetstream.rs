@@ -2,7 +2,7 @@
 //! unchanged, each check under a fresh bucket prefix; a reopen is a new connection to the same buckets.
 
 use agentwire_store::conformance::{self, Opener};
-use agentwire_store::jetstream::{JetStreamConfig, JetStreamJournal};
+use agentwire_store::jetstream::{JetStreamConfig, JetStreamJournal, DEFAULT_LEASE};
 use agentwire_store::Journal;
 use agentwire_testkit::{NatsCluster, NatsServer};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +13,7 @@ async fn open(url: &str, prefix: &str) -> Arc<dyn Journal> {
     let config = JetStreamConfig {
         prefix: prefix.to_string(),
         replicas: 1,
+        lease: DEFAULT_LEASE,
     };
     Arc::new(
         JetStreamJournal::open(client, &config)
@@ -131,6 +132,7 @@ async fn on_a_three_node_cluster_r3_passes_the_suite_and_a_killed_node_loses_no_
     let config = |prefix: &str| JetStreamConfig {
         prefix: prefix.to_string(),
         replicas: 3,
+        lease: DEFAULT_LEASE,
     };
     let n = AtomicUsize::new(0);
     let suite_client = client.clone();
@@ -217,4 +219,52 @@ async fn on_a_three_node_cluster_r3_passes_the_suite_and_a_killed_node_loses_no_
         .unwrap();
     assert_eq!(view.turns.len(), 60, "each turn once in its conversation");
     eprintln!("writes refused while the node was down: {refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_instance_stops_renewing_is_abandoned_after_its_lease_and_not_before() {
+    use agentwire_store::Finish;
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let lease = std::time::Duration::from_secs(2);
+    let open_leased = |url: String| async move {
+        let client = async_nats::connect(&url).await.unwrap();
+        let config = JetStreamConfig {
+            prefix: "LEASED".into(),
+            replicas: 1,
+            lease,
+        };
+        Arc::new(JetStreamJournal::open(client, &config).await.unwrap()) as Arc<dyn Journal>
+    };
+    let a = open_leased(nats.url.clone()).await;
+    let b = open_leased(nats.url.clone()).await;
+    let mut mine = conformance::turn(1);
+    mine.owner = "host-a".into();
+    let mut theirs = conformance::turn(2);
+    theirs.owner = "host-b".into();
+    a.accept(mine.clone()).await.unwrap();
+    b.accept(theirs.clone()).await.unwrap();
+    // Both instances renew: past a whole lease, nothing is abandoned.
+    tokio::time::sleep(lease + lease / 2).await;
+    assert!(
+        b.abandoned().await.unwrap().is_empty(),
+        "renewed leases hold"
+    );
+    // Instance a stops (as a crash): once its lease has run out, its turn is abandoned, and only its.
+    a.halt();
+    tokio::time::sleep(lease + lease / 2).await;
+    let gone: Vec<String> = b
+        .abandoned()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.request_id.to_string())
+        .collect();
+    assert_eq!(gone, vec![mine.request_id.to_string()]);
+    // Another instance ends it; then it is abandoned no more.
+    let ended = conformance::result("ended elsewhere", Default::default());
+    b.finish(Finish::new(mine.request_id.clone(), ended, 1))
+        .await
+        .unwrap();
+    assert!(b.abandoned().await.unwrap().is_empty());
 }

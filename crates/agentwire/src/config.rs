@@ -14,7 +14,9 @@ mod resolve;
 pub(crate) use error::ConfigError;
 pub(crate) use file::{load, FileConfig};
 pub(crate) use flags::ServeFlags;
-pub(crate) use resolve::{AgentChoice, AgentKind, ExposedAgent, JournalChoice, Resolved, Sources};
+pub(crate) use resolve::{
+    AgentChoice, AgentKind, ExposedAgent, JournalChoice, Resolved, SharedJournal, Sources,
+};
 
 use agentwire_nostr::relay_conn::RelayTls;
 use std::path::{Path, PathBuf};

@@ -101,6 +101,7 @@ pub(crate) async fn start(
     prepared: Vec<Prepared>,
     runtime: &RuntimeConfig,
     nats: Option<&WorkerConfig>,
+    lease: Option<std::time::Duration>,
 ) -> Result<Vec<Serving>, String> {
     let mut out = Vec::new();
     for p in prepared {
@@ -123,6 +124,16 @@ pub(crate) async fn start(
             fisk = true;
         }
         recover(&p.engine, &fronts, fisk, &p.name).await;
+        if let Some(lease) = lease {
+            sweep_abandoned(
+                p.engine.clone(),
+                fronts.clone(),
+                fisk,
+                p.name.clone(),
+                false,
+                lease,
+            );
+        }
         if let Some(h) = &p.roost {
             h.recovered();
         }
@@ -147,15 +158,7 @@ pub(crate) async fn recover(
     name: &str,
 ) {
     let recovered = engine
-        .recover(|t| match t.protocol.as_str() {
-            agentwire_fisk::worker::PROTOCOL if !fisk_on => {
-                Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
-            }
-            _ => fronts
-                .iter()
-                .find(|f| f.protocol() == t.protocol)
-                .and_then(|f| f.recovery_front(t)),
-        })
+        .recover(|t| front_for_ending(t, fronts, fisk_on))
         .await;
     match recovered {
         Ok(0) => {}
@@ -164,6 +167,60 @@ pub(crate) async fn recover(
         }
         Err(e) => tracing::error!(agent = %name, error = %e, "could not recover interrupted turns"),
     }
+}
+
+/// The front that tells turn `t`'s requester how a crash ended it: the protocol's recovery front, or for
+/// fisk-ai with no worker here the journal alone (a resend is answered from there).
+fn front_for_ending(
+    t: &agentwire_store::StoredTurn,
+    fronts: &[Arc<dyn Front>],
+    fisk_on: bool,
+) -> Option<Arc<dyn TurnFront>> {
+    match t.protocol.as_str() {
+        agentwire_fisk::worker::PROTOCOL if !fisk_on => {
+            Some(Arc::new(agentwire_fisk::worker::SilentFront) as Arc<dyn TurnFront>)
+        }
+        _ => fronts
+            .iter()
+            .find(|f| f.protocol() == t.protocol)
+            .and_then(|f| f.recovery_front(t)),
+    }
+}
+
+/// In a shared journal: ends, every half lease, the turns of agent `name`'s other instances that lost
+/// their lease (`default`: the `--agent` agent, whose owners are bare instance names; else a further
+/// agent's, `<instance>/agent:<name>`). Runs until the process ends.
+pub(crate) fn sweep_abandoned(
+    engine: Arc<Engine>,
+    fronts: Vec<Arc<dyn Front>>,
+    fisk_on: bool,
+    name: String,
+    default: bool,
+    lease: std::time::Duration,
+) {
+    tokio::spawn(async move {
+        let suffix = format!("/agent:{name}");
+        let same_agent = |owner: &str| match default {
+            true => !owner.contains("/agent:"),
+            false => owner.ends_with(&suffix),
+        };
+        let mut tick = tokio::time::interval(lease / 2);
+        loop {
+            tick.tick().await;
+            match engine
+                .end_abandoned(same_agent, |t| front_for_ending(t, &fronts, fisk_on))
+                .await
+            {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(agent = %name, turns = n, "ended turns of an instance that lost its lease")
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %name, error = %e, "could not look for abandoned turns")
+                }
+            }
+        }
+    });
 }
 
 impl Serving {

@@ -104,12 +104,14 @@ async fn open_journal(
             let j = SqliteJournal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| e.to_string())?;
             Ok((Arc::new(j), None))
         }
-        crate::config::JournalChoice::JetStream {
-            nats,
-            prefix,
-            replicas,
-            instance,
-        } => {
+        crate::config::JournalChoice::JetStream(shared) => {
+            let crate::config::SharedJournal {
+                nats,
+                prefix,
+                replicas,
+                instance,
+                lease,
+            } = shared.as_ref();
             let client = nats
                 .connect(&format!("agentwire journal {instance}"))
                 .await
@@ -117,6 +119,7 @@ async fn open_journal(
             let config = agentwire_store::jetstream::JetStreamConfig {
                 prefix: prefix.clone(),
                 replicas: *replicas,
+                lease: *lease,
             };
             let j = agentwire_store::jetstream::JetStreamJournal::open(client, &config)
                 .await
@@ -266,7 +269,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         verified_relays: embedded.iter().map(|r| r.url()).collect(),
     };
     let runtime = Runtime::start(runtime_config.clone(), crypto, engine.clone()).await;
-    let more = crate::more_agents::start(more, &runtime_config, nats_config.as_ref()).await?;
+    let lease = journal_choice.lease();
+    let more =
+        crate::more_agents::start(more, &runtime_config, nats_config.as_ref(), lease).await?;
     let mut fronts: Vec<Arc<dyn Front>> = vec![runtime.clone()];
     if let Some(w) = &fisk {
         fronts.push(w.clone());
@@ -275,6 +280,16 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         fronts.push(t.clone());
     }
     crate::more_agents::recover(&engine, &fronts, fisk.is_some(), &agent_name).await;
+    if let Some(lease) = lease {
+        crate::more_agents::sweep_abandoned(
+            engine.clone(),
+            fronts.clone(),
+            fisk.is_some(),
+            agent_name.clone(),
+            true,
+            lease,
+        );
+    }
     if let Some(h) = &default_host {
         h.recovered();
     }

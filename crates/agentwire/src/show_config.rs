@@ -182,6 +182,8 @@ struct JournalView<'a> {
     replicas: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instance: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_secs: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -416,24 +418,22 @@ impl<'a> View<'a> {
                     stream: None,
                     replicas: None,
                     instance: None,
+                    lease_secs: None,
                 },
-                crate::config::JournalChoice::JetStream {
-                    nats,
-                    prefix,
-                    replicas,
-                    instance,
-                } => JournalView {
+                crate::config::JournalChoice::JetStream(j) => JournalView {
                     kind: "jetstream",
                     url: Some(
-                        nats.servers
+                        j.nats
+                            .servers
                             .iter()
                             .map(|s| redact_url(s))
                             .collect::<Vec<_>>()
                             .join(","),
                     ),
-                    stream: Some(prefix),
-                    replicas: Some(*replicas),
-                    instance: Some(instance),
+                    stream: Some(&j.prefix),
+                    replicas: Some(j.replicas),
+                    instance: Some(&j.instance),
+                    lease_secs: Some(j.lease.as_secs()),
                 },
             },
             agents,

@@ -12,16 +12,32 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+/// How long a turn's instance may be silent in these tests before another ends its turn.
+const LEASE_SECS: u64 = 2;
+
 fn config(dir: &Path, name: &str, url: &str, instance: &str) -> String {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(
         &path,
         format!(
-            "[journal]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"AWTEST\"\ninstance = \"{instance}\"\n"
+            "[journal]\nkind = \"jetstream\"\nurl = \"{url}\"\nstream = \"AWTEST\"\ninstance = \"{instance}\"\nlease_secs = {LEASE_SECS}\n"
         ),
     )
     .unwrap();
     path.to_str().unwrap().to_string()
+}
+
+/// The test's own handle on the shared journal, to see what the instances wrote.
+async fn journal(url: &str) -> agentwire_store::jetstream::JetStreamJournal {
+    let client = async_nats::connect(url).await.unwrap();
+    let config = agentwire_store::jetstream::JetStreamConfig {
+        prefix: "AWTEST".into(),
+        replicas: 1,
+        lease: Duration::from_secs(LEASE_SECS),
+    };
+    agentwire_store::jetstream::JetStreamJournal::open(client, &config)
+        .await
+        .unwrap()
 }
 
 fn agentwire(args: &[&str]) -> Output {
@@ -141,4 +157,95 @@ fn a_conversation_begun_on_one_instance_takes_its_follow_up_on_another() {
         read.contains("> calc 2+3") && read.contains("> and then"),
         "both turns, whichever instance ran them: {read}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_instance_dies_for_good_is_ended_once_by_another_after_its_lease() {
+    use agentwire_store::Journal;
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(&dir.path().join("js"));
+    let shared = journal(&nats.url).await;
+    let serve = |data: &str, instance: &str| {
+        let config = config(dir.path(), data, &nats.url, instance);
+        Daemon::start(
+            &dir.path().join(data),
+            &[
+                "--config",
+                &config,
+                "--nats",
+                &nats.url,
+                "--identity",
+                "fleet",
+            ],
+        )
+    };
+    let mut a = serve("a", "host-a");
+    let mut caller = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "fleet",
+            "sleep",
+            "60000",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The run is journaled under host-a.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let turn = loop {
+        if let Some(t) = shared.interrupted("host-a".into()).await.unwrap().pop() {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run was not taken"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Another instance is up while host-a runs it: host-a's lease is renewed, so the run is left alone.
+    let _b = serve("b", "host-b");
+    tokio::time::sleep(Duration::from_secs(LEASE_SECS * 2)).await;
+    assert!(
+        shared
+            .lookup(turn.request_id.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .outcome
+            .is_none(),
+        "a live instance's run is not ended by another"
+    );
+    // host-a dies and does not come back: once its lease has run out, host-b ends the run.
+    a.kill();
+    let deadline = std::time::Instant::now() + Duration::from_secs(LEASE_SECS * 5);
+    let outcome = loop {
+        if let Some(o) = shared
+            .lookup(turn.request_id.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .outcome
+        {
+            break o;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the abandoned run was not ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    match outcome {
+        agentwire_core::Outcome::Failure(f) => {
+            assert_eq!(f.code.as_str(), "interrupted", "{f:?}")
+        }
+        other => panic!("expected the crash's failure, got {other:?}"),
+    }
+    assert!(shared.abandoned().await.unwrap().is_empty());
+    let _ = caller.kill();
+    let _ = caller.wait();
 }

@@ -52,6 +52,8 @@ pub(crate) struct JournalFile {
     pub(crate) replicas: Option<usize>,
     /// This instance's name in the shared journal: recovery after a restart ends only its turns.
     pub(crate) instance: Option<String>,
+    /// How long a running turn's instance may be silent before another instance ends the turn.
+    pub(crate) lease_secs: Option<u64>,
 }
 
 /// `[notify]`.

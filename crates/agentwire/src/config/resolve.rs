@@ -219,17 +219,37 @@ pub(crate) enum JournalChoice {
     /// `journal.sqlite` in the data dir, this daemon's alone.
     Sqlite,
     /// JetStream key-value buckets, shared by every instance that names them.
-    JetStream {
-        /// The servers and how to connect.
-        nats: NatsConnect,
-        /// The buckets' prefix.
-        prefix: String,
-        /// Replicas of each bucket.
-        replicas: usize,
-        /// This instance's name: the owner of the turns it runs.
-        instance: String,
-    },
+    JetStream(Box<SharedJournal>),
 }
+
+/// A JetStream journal's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SharedJournal {
+    /// The servers and how to connect.
+    pub(crate) nats: NatsConnect,
+    /// The buckets' prefix.
+    pub(crate) prefix: String,
+    /// Replicas of each bucket.
+    pub(crate) replicas: usize,
+    /// This instance's name: the owner of the turns it runs.
+    pub(crate) instance: String,
+    /// How long a running turn's instance may be silent before another ends the turn.
+    pub(crate) lease: Duration,
+}
+
+impl JournalChoice {
+    /// The lease of a shared journal's running turns (none for the embedded journal).
+    pub(crate) fn lease(&self) -> Option<Duration> {
+        match self {
+            JournalChoice::Sqlite => None,
+            JournalChoice::JetStream(j) => Some(j.lease),
+        }
+    }
+}
+
+/// The longest lease: an hour of silence before another instance takes over is already more than a user
+/// waits for a turn.
+const MAX_LEASE_SECS: u64 = 3600;
 
 /// The default prefix of a JetStream journal's buckets.
 pub(crate) const DEFAULT_JOURNAL_STREAM: &str = "AGENTWIRE";
@@ -357,6 +377,7 @@ fn journal(
                 ("stream", j.stream.is_some()),
                 ("replicas", j.replicas.is_some()),
                 ("instance", j.instance.is_some()),
+                ("lease_secs", j.lease_secs.is_some()),
             ];
             if let Some((key, _)) = stray.iter().find(|(_, set)| *set) {
                 return Err(bad(
@@ -415,12 +436,23 @@ fn journal(
                     format!("{instance:?}: 1-64 of A-Z a-z 0-9 - _ ."),
                 ));
             }
-            Ok(JournalChoice::JetStream {
+            let lease = match j.lease_secs {
+                None => agentwire_store::jetstream::DEFAULT_LEASE,
+                Some(n) if (1..=MAX_LEASE_SECS).contains(&n) => Duration::from_secs(n),
+                Some(n) => {
+                    return Err(bad(
+                        "[journal] lease_secs",
+                        format!("{n}: 1 to {MAX_LEASE_SECS}"),
+                    ))
+                }
+            };
+            Ok(JournalChoice::JetStream(Box::new(SharedJournal {
                 nats,
                 prefix,
                 replicas,
                 instance,
-            })
+                lease,
+            })))
         }
         Some(other) => Err(bad(
             "[journal] kind",

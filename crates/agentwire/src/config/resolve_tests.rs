@@ -479,12 +479,15 @@ fn the_journal_is_sqlite_unless_jetstream_is_named_with_servers_and_an_instance(
     let js = "[journal]\nkind = \"jetstream\"\n";
     let flagged = resolved(&["--nats", "nats://a:1", "--identity", "w"], js).journal;
     match flagged {
-        JournalChoice::JetStream {
-            nats,
-            prefix,
-            replicas,
-            instance,
-        } => {
+        JournalChoice::JetStream(j) => {
+            let super::SharedJournal {
+                nats,
+                prefix,
+                replicas,
+                instance,
+                lease,
+            } = *j;
+            assert_eq!(lease, Duration::from_secs(10));
             assert_eq!(
                 nats.servers,
                 ["nats://a:1"],
@@ -502,13 +505,14 @@ fn the_journal_is_sqlite_unless_jetstream_is_named_with_servers_and_an_instance(
     )
     .journal;
     assert!(
-        matches!(own, JournalChoice::JetStream { replicas: 3, ref instance, ref prefix, .. } if instance == "node-7" && prefix == "FLEET")
+        matches!(own, JournalChoice::JetStream(ref j) if j.replicas == 3 && j.instance == "node-7" && j.prefix == "FLEET")
     );
     for bad in [
         js.to_string(),
         format!("{js}url = \"nats://j:1\"\nreplicas = 9\n"),
         format!("{js}url = \"nats://j:1\"\nstream = \"a.b\"\n"),
         format!("{js}url = \"nats://j:1\"\ninstance = \"a b\"\n"),
+        format!("{js}url = \"nats://j:1\"\nlease_secs = 0\n"),
         "[journal]\nkind = \"sqlite\"\nreplicas = 3\n".to_string(),
         "[journal]\nkind = \"postgres\"\n".to_string(),
     ] {
