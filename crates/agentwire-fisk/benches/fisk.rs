@@ -9,7 +9,8 @@
 //! print as text and one JSON line.
 //!
 //! Flags (after `--`): `--samples N` (default 2000), `--callers N` (50), `--workers N` (64),
-//! `--seconds N` (10).
+//! `--seconds N` (10). With `--scale`, the scale benchmark instead ([`scale`]: the SQLite and JetStream
+//! journals, one to three instances; `--samples` 500 and `--seconds` 5 by default).
 
 use agentwire_agents::DemoAgent;
 use agentwire_engine::Engine;
@@ -165,7 +166,181 @@ async fn one(client: &async_nats::Client, identity: &str, request: &str, full: b
     latency
 }
 
+/// The machine's CPU time so far, from `/proc/stat`: (busy, total) in clock ticks, over all cores.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().sum();
+    // idle and iowait are the 4th and 5th fields.
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// Where a setup of the scale benchmark journals.
+#[derive(Clone, Copy, Debug)]
+enum Journaled {
+    Sqlite,
+    JetStream { replicas: usize },
+}
+
+/// Starts `instances` workers of one identity, each with its own engine, NATS connections and journal
+/// handle, over one journal: what several `agentwire serve` instances are, in one process.
+async fn instances(
+    urls: &[String],
+    journaled: Journaled,
+    n: usize,
+    workers: usize,
+    dir: &std::path::Path,
+) -> Vec<Arc<Worker>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let journal: Arc<dyn agentwire_store::Journal> = match journaled {
+            Journaled::Sqlite => {
+                Arc::new(SqliteJournal::open(&dir.join("journal.sqlite")).unwrap())
+            }
+            Journaled::JetStream { replicas } => {
+                let addrs: Vec<async_nats::ServerAddr> =
+                    urls.iter().map(|u| u.parse().unwrap()).collect();
+                let config = agentwire_store::jetstream::JetStreamConfig {
+                    prefix: format!("BENCH{replicas}"),
+                    replicas,
+                    lease: agentwire_store::jetstream::DEFAULT_LEASE,
+                };
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    let client = async_nats::ConnectOptions::new()
+                        .connect(addrs.clone())
+                        .await
+                        .unwrap();
+                    match agentwire_store::jetstream::JetStreamJournal::open(client, &config).await
+                    {
+                        Ok(j) => break Arc::new(j),
+                        // A cluster just started elects its JetStream leader first.
+                        Err(e) if Instant::now() < deadline => {
+                            eprintln!("waiting for JetStream: {e}");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        Err(e) => panic!("JetStream: {e}"),
+                    }
+                }
+            }
+        };
+        let engine = Engine::with_owner(journal, Arc::new(DemoAgent), format!("bench-{i}"));
+        let worker = Worker::start(
+            WorkerConfig {
+                nats: agentwire_fisk::connection::NatsConnect {
+                    servers: urls.to_vec(),
+                    ..agentwire_fisk::connection::NatsConnect::to("")
+                },
+                identity: "scale".into(),
+                workers,
+                elicit: false,
+                request_timeout: Duration::from_secs(120),
+                system_prompt: String::new(),
+                max_tokens: None,
+                instance: Some(format!("i{i}")),
+            },
+            engine,
+        )
+        .await
+        .unwrap();
+        out.push(worker);
+    }
+    out
+}
+
+/// The scale benchmark (`-- --scale`): fisk-ai ack latency and runs per second on the SQLite journal, the
+/// JetStream journal on one server (R1) and on a three-node cluster (R3), and runs per second with one, two
+/// and three instances sharing the R3 journal, all on this machine, in one run.
+fn scale() {
+    let samples = arg("--samples", 500) as usize;
+    let callers = arg("--callers", 50) as usize;
+    let workers = arg("--workers", 64) as usize;
+    let seconds = arg("--seconds", 5);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let dir = tempfile::tempdir().unwrap();
+        let single = NatsServer::start_jetstream(&dir.path().join("js1"));
+        let cluster = agentwire_testkit::NatsCluster::start(3, &dir.path().join("js3"));
+        let one_url = vec![single.url.clone()];
+        let setups: [(&str, &[String], Journaled, usize); 5] = [
+            ("SQLite, 1 instance", &one_url, Journaled::Sqlite, 1),
+            ("JetStream R1, 1 instance", &one_url, Journaled::JetStream { replicas: 1 }, 1),
+            ("JetStream R3, 1 instance", &cluster.urls, Journaled::JetStream { replicas: 3 }, 1),
+            ("JetStream R3, 2 instances", &cluster.urls, Journaled::JetStream { replicas: 3 }, 2),
+            ("JetStream R3, 3 instances", &cluster.urls, Journaled::JetStream { replicas: 3 }, 3),
+        ];
+        println!("fisk-ai scale benchmark ({samples} acks; {callers} callers for {seconds} s; {workers} slots an instance)");
+        for (n, (name, urls, journaled, count)) in setups.into_iter().enumerate() {
+            let setup_dir = dir.path().join(format!("setup{n}"));
+            std::fs::create_dir_all(&setup_dir).unwrap();
+            let running = instances(urls, journaled, count, workers, &setup_dir).await;
+            let addrs: Vec<async_nats::ServerAddr> = urls.iter().map(|u| u.parse().unwrap()).collect();
+            let caller = async_nats::ConnectOptions::new().connect(addrs.clone()).await.unwrap();
+            for i in 0..50 {
+                one(&caller, "scale", &format!("s{n}w{i}"), true).await;
+            }
+            let mut acks = Vec::with_capacity(samples);
+            for i in 0..samples {
+                acks.push(one(&caller, "scale", &format!("s{n}a{i}"), true).await);
+            }
+            let (ack50, ack90, ack99) = median(acks);
+            let done = Arc::new(AtomicU64::new(0));
+            let stop_at = Instant::now() + Duration::from_secs(seconds);
+            let mut tasks = Vec::new();
+            for c in 0..callers {
+                let done = done.clone();
+                let client = async_nats::ConnectOptions::new().connect(addrs.clone()).await.unwrap();
+                tasks.push(tokio::spawn(async move {
+                    let mut k = 0u64;
+                    while Instant::now() < stop_at {
+                        one(&client, "scale", &format!("s{n}c{c}x{k}"), true).await;
+                        k += 1;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }));
+            }
+            let started = Instant::now();
+            let (busy0, total0) = cpu_ticks();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let (busy1, total1) = cpu_ticks();
+            let cpu = 100.0 * (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64;
+            let runs = done.load(Ordering::Relaxed);
+            let per_sec = runs as f64 / started.elapsed().as_secs_f64();
+            println!(
+                "{name:28} ack median {ack50:>9?}  p90 {ack90:>9?}  p99 {ack99:>9?}   runs/s {per_sec:>6.0}   CPU busy {cpu:.0}%"
+            );
+            println!(
+                "{}",
+                serde_json::json!({
+                    "setup": name, "instances": count, "ack_median_us": ack50.as_micros(),
+                    "ack_p90_us": ack90.as_micros(), "ack_p99_us": ack99.as_micros(),
+                    "runs_per_sec": per_sec, "runs": runs, "cpu_busy_percent": cpu,
+                })
+            );
+            for w in running {
+                w.shutdown(Duration::from_secs(5)).await;
+            }
+        }
+    });
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--scale") {
+        return scale();
+    }
     let samples = arg("--samples", 2000) as usize;
     let callers = arg("--callers", 50) as usize;
     let workers = arg("--workers", 64) as usize;
