@@ -324,3 +324,98 @@ fn a_server_list_whose_first_server_is_down_serves_and_asks_through_the_next() {
     assert_eq!(d.ready["nats"]["url"], list.as_str());
     assert_answered(&ask(&config, &list, "list1", &[]));
 }
+
+/// A JWT of `claims` (with `iss` and `sub` filled), signed by `issuer`, as nsc makes them.
+fn jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: serde_json::Value) -> String {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let header = b64(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let claims = serde_json::json!({
+        "jti": format!("{name}-{}", std::process::id()),
+        "iat": 1_700_000_000u64,
+        "iss": issuer.public_key(),
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    });
+    let body = b64(claims.to_string().as_bytes());
+    let signed = format!("{header}.{body}");
+    let signature = b64(&issuer.sign(signed.as_bytes()).unwrap());
+    format!("{signed}.{signature}")
+}
+
+#[test]
+fn a_creds_file_authenticates_against_an_operator_mode_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let operator_jwt = jwt(
+        &operator,
+        &operator.public_key(),
+        "op",
+        serde_json::json!({"type": "operator", "version": 2}),
+    );
+    let account_jwt = jwt(
+        &operator,
+        &account.public_key(),
+        "acc",
+        serde_json::json!({
+            "type": "account", "version": 2,
+            "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                       "wildcards": true, "conn": -1, "leaf": -1},
+        }),
+    );
+    let user_jwt = jwt(
+        &account,
+        &user.public_key(),
+        "agentwire",
+        serde_json::json!({"type": "user", "version": 2, "pub": {}, "sub": {},
+                           "subs": -1, "data": -1, "payload": -1}),
+    );
+    let nats = NatsServer::start_with_config(&format!(
+        "operator: \"{operator_jwt}\"\nresolver: MEMORY\nresolver_preload: {{ {}: \"{account_jwt}\" }}\n",
+        account.public_key()
+    ));
+    let creds = write(
+        dir.path(),
+        "agent.creds",
+        &format!(
+            "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+            user.seed().unwrap()
+        ),
+    );
+    let config = write(
+        dir.path(),
+        "creds.toml",
+        &format!("[nats]\ncreds_file = \"{creds}\"\n"),
+    );
+    let _d = Daemon::start(
+        &dir.path().join("data"),
+        &[
+            "--config",
+            &config,
+            "--nats",
+            &nats.url,
+            "--identity",
+            "creds1",
+        ],
+    );
+    assert_answered(&ask(&config, &nats.url, "creds1", &[]));
+    // Without the file, the server takes nobody.
+    let plain = write(dir.path(), "plain.toml", "");
+    assert_ne!(ask(&plain, &nats.url, "creds1", &[]).status.code(), Some(0));
+    // A missing file is an error that names it.
+    let missing = write(
+        dir.path(),
+        "missing.toml",
+        "[nats]\ncreds_file = \"/nonexistent/agent.creds\"\n",
+    );
+    let out = ask(&missing, &nats.url, "creds1", &[]);
+    assert!(
+        text(&out.stderr).contains("credentials file /nonexistent/agent.creds"),
+        "{}",
+        text(&out.stderr)
+    );
+}
