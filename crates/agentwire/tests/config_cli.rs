@@ -399,3 +399,40 @@ fn an_openai_agent_is_shown_with_its_key_variable_not_its_key_and_reads_back() {
     let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
     assert_eq!(text(&again.stdout), shown);
 }
+
+#[test]
+fn a_jetstream_journal_and_nats_credentials_are_shown_by_name_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &file,
+        "[nats]\nurl = \"nats://alice:pw-in-url@a:4222,nats://b:4222\"\nidentity = \"w\"\n\
+         user = \"alice\"\npassword_env = \"NATS_PASSWORD\"\ntls_ca_file = \"/etc/ca.pem\"\n\
+         [journal]\nkind = \"jetstream\"\nstream = \"FLEET\"\nreplicas = 3\ninstance = \"node-1\"\nlease_secs = 7\n",
+    )
+    .unwrap();
+    let first = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let shown = text(&first.stdout);
+    assert!(
+        !shown.contains("pw-in-url"),
+        "a password in a URL is not shown"
+    );
+    let toml: toml::Value = toml::from_str(&shown).unwrap();
+    assert_eq!(toml["nats"]["password_env"].as_str(), Some("NATS_PASSWORD"));
+    assert_eq!(toml["nats"]["tls_ca_file"].as_str(), Some("/etc/ca.pem"));
+    let journal = &toml["journal"];
+    assert_eq!(journal["kind"].as_str(), Some("jetstream"));
+    assert_eq!(journal["stream"].as_str(), Some("FLEET"));
+    assert_eq!(journal["replicas"].as_integer(), Some(3));
+    assert_eq!(journal["instance"].as_str(), Some("node-1"));
+    assert_eq!(journal["lease_secs"].as_integer(), Some(7));
+    assert!(
+        journal["url"].as_str().unwrap().ends_with(",nats://b:4222"),
+        "the worker's servers, as the journal's"
+    );
+    let saved = dir.path().join("in-force.toml");
+    std::fs::write(&saved, &first.stdout).unwrap();
+    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    assert_eq!(text(&again.stdout), shown);
+}
