@@ -10,6 +10,7 @@ mod event;
 mod ids;
 mod outcome;
 mod question;
+mod redact;
 mod turnbook;
 
 pub use event::{StatusState, TurnEvent};
@@ -21,6 +22,7 @@ pub use question::{
     Answer, ApproveChoice, Asked, CallAnswer, Interaction, Question, QuestionKind, QuestionOption,
     Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
 };
+pub use redact::redact_userinfo;
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,

@@ -744,18 +744,17 @@ impl Engine {
     where
         F: Fn(&StoredTurn) -> Option<Arc<dyn TurnFront>>,
     {
-        let this = self;
         let n = turns.len();
         for t in turns {
             let outcome = interrupted();
             let front = make_front(&t);
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
-            if this.health.writable() {
+            if self.health.writable() {
                 // One try here; a journal that cannot take it is retried in the background, so a failing
                 // disk never holds the daemon's start.
-                let r = this.journal.finish(finish.clone()).await;
-                this.note_write(&r);
+                let r = self.journal.finish(finish.clone()).await;
+                self.note_write(&r);
                 match r {
                     Ok(()) => {
                         if let Some(f) = front {
@@ -772,7 +771,7 @@ impl Engine {
                     }
                 }
             }
-            let this = this.clone();
+            let this = self.clone();
             tokio::spawn(async move {
                 let (outcome, wire, ours) = this.finish_durably_or_found(finish).await;
                 // A turn that ended meanwhile was told its outcome by its own front.

@@ -105,18 +105,9 @@ pub enum ConnectError {
     },
 }
 
-/// A URL with any password or token in it replaced, for logs and errors.
+/// A URL (or a comma-separated list) with any password or token in it replaced, for logs and errors.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return match url.rsplit_once('@') {
-            Some((_, host)) => format!("[redacted]@{host}"),
-            None => url.to_string(),
-        };
-    };
-    match rest.rsplit_once('@') {
-        Some((_, host)) => format!("{scheme}://[redacted]@{host}"),
-        None => url.to_string(),
-    }
+    agentwire_core::redact_userinfo(url, "[redacted]")
 }
 
 impl NatsConnect {
@@ -162,11 +153,7 @@ impl NatsConnect {
 
     /// The servers for a log line or an error, credentials redacted.
     pub fn shown(&self) -> String {
-        self.servers
-            .iter()
-            .map(|s| redact_url(s))
-            .collect::<Vec<_>>()
-            .join(",")
+        redact_url(&self.servers.join(","))
     }
 
     /// Connects as `name` (what the server shows for this connection). The first listed server that

@@ -55,19 +55,7 @@ pub(crate) fn render(config: &Resolved, json: bool) -> Result<String, String> {
 
 /// A URL (or a comma-separated list of them, as NATS takes) with any user-info replaced by [`REDACTED`].
 pub(crate) fn redact_url(urls: &str) -> String {
-    urls.split(',')
-        .map(|url| {
-            let Some((scheme, rest)) = url.split_once("://") else {
-                return url.to_string();
-            };
-            let authority = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            match rest[..authority].rfind('@') {
-                Some(at) => format!("{scheme}://{REDACTED}{}", &rest[at..]),
-                None => url.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    agentwire_core::redact_userinfo(urls, REDACTED)
 }
 
 // The printed shape: the file's keys, plain values before tables (as TOML needs).
@@ -362,13 +350,7 @@ impl<'a> View<'a> {
                 use agentwire_fisk::connection::NatsAuth;
                 let a = &n.nats.auth;
                 NatsView {
-                    url: n
-                        .nats
-                        .servers
-                        .iter()
-                        .map(|s| redact_url(s))
-                        .collect::<Vec<_>>()
-                        .join(","),
+                    url: redact_url(&n.nats.servers.join(",")),
                     creds_file: match a {
                         NatsAuth::CredsFile(p) => Some(p.as_path()),
                         _ => None,
@@ -422,14 +404,7 @@ impl<'a> View<'a> {
                 },
                 crate::config::JournalChoice::JetStream(j) => JournalView {
                     kind: "jetstream",
-                    url: Some(
-                        j.nats
-                            .servers
-                            .iter()
-                            .map(|s| redact_url(s))
-                            .collect::<Vec<_>>()
-                            .join(","),
-                    ),
+                    url: Some(redact_url(&j.nats.servers.join(","))),
                     stream: Some(&j.prefix),
                     replicas: Some(j.replicas),
                     instance: Some(&j.instance),
