@@ -333,7 +333,8 @@ async fn a_shell_call_is_approved_from_the_row_and_always_stands_for_the_job_acr
     )
     .await;
     let id = job["id"].as_str().unwrap().to_string();
-    let r = wait_row(&s, &id, "asking", |r| state(r) == "blocked").await;
+    // Before the task is delivered the row waits for its first prompt; the question comes after.
+    let r = wait_row(&s, &id, "asking", |r| r["waitingFor"] == "question").await;
     assert_eq!(r["question"], "May I run `echo one > first.txt`?");
     assert_eq!(
         r["choices"],
