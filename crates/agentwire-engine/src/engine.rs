@@ -7,7 +7,8 @@ use agentwire_core::{
     Refusal, RequestId, Submitted, TurnBook, TurnEvent, TurnFailure,
 };
 use agentwire_store::{
-    Accepted, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn, LOCAL_OWNER,
+    Accepted, Claim, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn,
+    LOCAL_OWNER,
 };
 use futures_util::future::BoxFuture;
 use std::collections::HashMap;
@@ -43,6 +44,10 @@ pub struct TurnPolicy {
 pub const MAX_TURNS_WAITING_FOR_AGENT: usize = 64;
 /// The `retry_after` of a turn refused because the agent is full: long enough for a model turn or two.
 pub const AGENT_BUSY_RETRY_AFTER_SECS: u64 = 5;
+
+/// How often a turn whose conversation runs a turn on another instance (a shared journal's
+/// [`Journal::claim`]) looks again: a turn takes seconds, and a look is a read or two.
+const CONVERSATION_CLAIM_POLL: Duration = Duration::from_millis(200);
 
 /// How a front took a question.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -572,6 +577,30 @@ impl Engine {
     }
 
     async fn journal_and_start(self: Arc<Self>, sub: Submission, id: RequestId) -> SubmitReply {
+        if sub.policy.exclusive {
+            // Across instances too: a shared journal knows whether another instance runs a turn of this
+            // conversation. A resend of a request the journal knows is answered from it, not refused.
+            let claim = self
+                .journal
+                .claim(sub.input.conversation_id.clone(), id.clone())
+                .await;
+            let known = match &claim {
+                Ok(Claim::Busy(_)) => self.journal.lookup(id.clone()).await.map(|t| t.is_some()),
+                _ => Ok(true),
+            };
+            match (claim, known) {
+                (Ok(_), Ok(true)) => {}
+                (Ok(_), Ok(false)) => {
+                    self.forget(&id);
+                    return SubmitReply::ConversationBusy;
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::error!(request = %id, error = %e, "journal could not claim a conversation");
+                    self.forget(&id);
+                    return SubmitReply::JournalUnavailable(e.to_string());
+                }
+            }
+        }
         let accepted = self.journal.accept(self.new_turn(&sub)).await;
         self.note_write(&accepted);
         match accepted {
@@ -950,6 +979,11 @@ impl Engine {
             self.record_and_deliver(&id, Outcome::Failure(f)).await;
             return;
         }
+        if !policy.exclusive && !self.wait_for_conversation(&id, &input, &cancel_rx).await {
+            let f = Failure::new(TurnFailure::Cancelled, "cancelled");
+            self.record_and_deliver(&id, Outcome::Failure(f)).await;
+            return;
+        }
         // A turn waits here for one of the agent's places when it runs a limited number at once; a cancel
         // while it waits ends it.
         let _permit = match self.running.get() {
@@ -1049,6 +1083,40 @@ impl Engine {
             }
         };
         self.record(&id, outcome, transcript, tool_calls).await;
+    }
+
+    /// Waits until turn `id` holds its conversation in the journal ([`Journal::claim`]): in a shared journal,
+    /// another instance may run a turn of it. `false` when the turn was cancelled meanwhile. A journal that
+    /// cannot answer is asked again, as one whose conversation is busy.
+    async fn wait_for_conversation(
+        &self,
+        id: &RequestId,
+        input: &TurnInput,
+        cancel: &watch::Receiver<bool>,
+    ) -> bool {
+        let mut told = false;
+        loop {
+            match self
+                .journal
+                .claim(input.conversation_id.clone(), id.clone())
+                .await
+            {
+                Ok(Claim::Taken) => return true,
+                Ok(Claim::Busy(holder)) if !told => {
+                    tracing::info!(request = %id, %holder, "waiting for the conversation's running turn");
+                    told = true;
+                }
+                Ok(Claim::Busy(_)) => {}
+                Err(e) => {
+                    tracing::warn!(request = %id, error = %e, "could not claim the conversation")
+                }
+            }
+            let mut signal = cancel.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(CONVERSATION_CLAIM_POLL) => {}
+                _ = crate::agent::cancelled(&mut signal) => return false,
+            }
+        }
     }
 
     /// Decides, journals and delivers a turn's one outcome, then starts its conversation's next turn.

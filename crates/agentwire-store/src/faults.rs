@@ -1,7 +1,7 @@
 //! A journal wrapper that fails writes on demand: what a full or failing disk does, for tests of the
 //! engine's promises under it. Reads pass through.
 
-use crate::{Accepted, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn};
+use crate::{Accepted, Claim, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn};
 use agentwire_core::{ConversationId, RequestId};
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -106,6 +106,21 @@ impl Journal for FaultyJournal {
 
     fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
         self.inner.interrupted(owner)
+    }
+
+    fn abandoned(&self) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        self.inner.abandoned()
+    }
+
+    fn claim(
+        &self,
+        conversation: ConversationId,
+        id: RequestId,
+    ) -> BoxFuture<'_, Result<Claim, StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.claim(conversation, id).await
+        })
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {

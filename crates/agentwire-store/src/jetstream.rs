@@ -8,6 +8,7 @@
 //! | `<prefix>_RUNNING`  | owner `.` request id         | nothing: a hint that the owner runs the turn      |
 //! | `<prefix>_META`     | the conversation             | its protocol state                                 |
 //! | `<prefix>_LEASES`   | the request id               | nothing: the turn's lease, renewed while it runs  |
+//! | `<prefix>_CLAIMS`   | the conversation             | the request id of the turn it runs                 |
 //!
 //! The leases bucket keeps an entry for one lease: an instance renews its running turns' every third of a
 //! lease, so a turn whose key is gone lost its instance, and another instance may end it
@@ -23,10 +24,16 @@
 //! resend writes the same key again. A conversation's order is the members' stream order, which is the order
 //! of their first writes.
 //!
+//! A conversation runs one turn at a time across instances ([`Journal::claim`]): its claim names the turn
+//! it runs and moves to another turn only by a write at the revision that named a turn that no longer
+//! runs (its record has an outcome, or was never written and its lease is gone). A turn's lease is written
+//! before its claim, so an instance that reads a claim whose turn is still being written finds the lease.
+//!
 //! Keys are the ids hex-encoded, which fits the buckets' key alphabet whatever the ids hold.
 
 use crate::{
-    Accepted, ConversationTurn, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn,
+    Accepted, Claim, ConversationTurn, ConversationView, Finish, Journal, NewTurn, StoreError,
+    StoredTurn,
 };
 use agentwire_core::{ConversationId, Outcome, RequestId};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
@@ -42,6 +49,9 @@ const MAX_FINISH_CONFLICTS: usize = 8;
 /// How long one JetStream request may take: a replicated write on a healthy cluster takes milliseconds,
 /// and a journal that cannot answer in this long is treated as one that cannot write.
 pub const JETSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most times a claim is tried against a conversation whose claim other instances move meanwhile:
+/// each conflict means another turn took it, and the next read finds that turn running.
+const MAX_CLAIM_CONFLICTS: usize = 8;
 /// How long a write the leader has refused ours for is given to become readable: it is being committed,
 /// which takes a replication round trip.
 const SEEN_WRITE_WAIT: Duration = Duration::from_secs(2);
@@ -81,6 +91,8 @@ pub struct JetStreamJournal {
     /// One key a running turn: present while its instance renews it (the bucket's entries age out after a
     /// lease).
     leases: kv::Store,
+    /// One key a conversation: the turn it runs.
+    claims: kv::Store,
     lease: Duration,
     /// The renewals of this instance's running turns.
     renewing: std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>,
@@ -193,6 +205,7 @@ impl JetStreamJournal {
         let members = open("MEMBERS").await?;
         let running = open("RUNNING").await?;
         let meta = open("META").await?;
+        let claims = open("CLAIMS").await?;
         let lease = config.lease.max(Duration::from_secs(1));
         let leases_config = kv::Config {
             max_age: lease,
@@ -205,7 +218,7 @@ impl JetStreamJournal {
                 .await
                 .map_err(unwritable)?,
         };
-        for bucket in [&turns, &members, &running, &meta, &leases] {
+        for bucket in [&turns, &members, &running, &meta, &leases, &claims] {
             takes_writes(bucket).await?;
         }
         Ok(JetStreamJournal {
@@ -215,6 +228,7 @@ impl JetStreamJournal {
             running,
             meta,
             leases,
+            claims,
             lease,
             renewing: Default::default(),
             halted: AtomicBool::new(false),
@@ -381,6 +395,47 @@ impl JetStreamJournal {
             }
         }
         Err(unwritable("the turn kept changing under its outcome"))
+    }
+
+    /// Whether turn `id` still runs: its record has no outcome, or is not written yet while its lease
+    /// lives (its instance is between the claim and the record).
+    async fn still_runs(&self, id: &str) -> Result<bool, StoreError> {
+        match self.turn_entry(id).await? {
+            Some((doc, _)) => Ok(doc.outcome.is_none()),
+            None => Ok(leader_get(&self.leases, &key(id)).await?.is_some()),
+        }
+    }
+
+    async fn claim_conversation(&self, conv: &str, id: &str) -> Result<Claim, StoreError> {
+        self.writable()?;
+        // The lease first: whoever reads the claim before the turn's record is written finds it.
+        self.leases
+            .put(key(id), Vec::new().into())
+            .await
+            .map_err(unwritable)?;
+        for _ in 0..MAX_CLAIM_CONFLICTS {
+            let revision = match leader_get(&self.claims, &key(conv)).await? {
+                None => 0,
+                Some((value, revision)) => {
+                    let holder = String::from_utf8(value).map_err(corrupt)?;
+                    if holder == id {
+                        return Ok(Claim::Taken);
+                    }
+                    if self.still_runs(&holder).await? {
+                        let holder = RequestId::new(holder).map_err(corrupt)?;
+                        return Ok(Claim::Busy(holder));
+                    }
+                    revision
+                }
+            };
+            if self
+                .write_at(&self.claims, &key(conv), id.as_bytes().to_vec(), revision)
+                .await?
+            {
+                return Ok(Claim::Taken);
+            }
+        }
+        Err(unwritable("the conversation's claim kept moving"))
     }
 
     /// The request ids of a conversation's members, in the order they were first written. Read from the
@@ -636,6 +691,17 @@ impl Journal for JetStreamJournal {
 
     fn abandoned(&self) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
         Box::pin(async move { self.unended(None, true).await })
+    }
+
+    fn claim(
+        &self,
+        conversation: ConversationId,
+        id: RequestId,
+    ) -> BoxFuture<'_, Result<Claim, StoreError>> {
+        Box::pin(async move {
+            self.claim_conversation(conversation.as_str(), id.as_str())
+                .await
+        })
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -21,7 +21,7 @@ mod writer;
 
 pub use faults::{FaultyJournal, FAULT_MESSAGE};
 pub use model::{
-    Accepted, ConversationTurn, ConversationView, Finish, NewTurn, StoreError, StoredTurn,
+    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, StoreError, StoredTurn,
     LOCAL_OWNER,
 };
 pub use sqlite::SqliteJournal;
@@ -90,6 +90,19 @@ pub trait Journal: Send + Sync + 'static {
     /// ([`Journal::interrupted`]).
     fn abandoned(&self) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// In a journal several instances share: makes turn `id` the one its conversation runs, unless another
+    /// turn of the conversation still runs, on any instance (`Busy` names it). A turn runs until its
+    /// record has an outcome; one whose record is not written yet runs while its lease lives. Claiming
+    /// again for the turn that holds the conversation is `Taken`. A journal one daemon has to itself always
+    /// answers `Taken`: the engine's turn book orders that daemon's conversations.
+    fn claim(
+        &self,
+        _conversation: ConversationId,
+        _id: RequestId,
+    ) -> BoxFuture<'_, Result<Claim, StoreError>> {
+        Box::pin(async { Ok(Claim::Taken) })
     }
 
     /// One durable write that changes no turn: succeeds once the journal can write again.

@@ -177,3 +177,12 @@ pub enum Accepted {
     /// The journal knew this request id: a resend, answered from here and not run again.
     Existing(Box<StoredTurn>),
 }
+
+/// The answer to [`Journal::claim`](crate::Journal::claim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The turn is now the one its conversation runs (or already was).
+    Taken,
+    /// Another turn of the conversation runs (on this instance or another): this one.
+    Busy(RequestId),
+}

@@ -268,3 +268,139 @@ async fn a_turn_whose_instance_stops_renewing_is_abandoned_after_its_lease_and_n
         .unwrap();
     assert!(b.abandoned().await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_runs_one_turn_at_a_time_across_instances() {
+    use agentwire_store::{Claim, Finish};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let lease = std::time::Duration::from_secs(1);
+    let open_leased = |url: String| async move {
+        let client = async_nats::connect(&url).await.unwrap();
+        let config = JetStreamConfig {
+            prefix: "CLAIMS".into(),
+            replicas: 1,
+            lease,
+        };
+        Arc::new(JetStreamJournal::open(client, &config).await.unwrap()) as Arc<dyn Journal>
+    };
+    let a = open_leased(nats.url.clone()).await;
+    let b = open_leased(nats.url.clone()).await;
+    let conv = conformance::turn(0).conversation_id;
+    let id = |n: u32| conformance::turn(n).request_id;
+
+    // Racing claims of one conversation from both instances: exactly one turn holds it.
+    let mut racing = Vec::new();
+    for n in 1..=8u32 {
+        let j = if n % 2 == 0 { a.clone() } else { b.clone() };
+        let conv = conv.clone();
+        racing.push(tokio::spawn(async move {
+            (n, j.claim(conv, id(n)).await.unwrap())
+        }));
+    }
+    let mut taken = Vec::new();
+    for r in racing {
+        let (n, claim) = r.await.unwrap();
+        if claim == Claim::Taken {
+            taken.push(n);
+        }
+    }
+    assert_eq!(taken.len(), 1, "one holder: {taken:?}");
+    let holder = taken[0];
+    // The holder claims again: still its. Another is told which turn runs, while the holder's record is
+    // not written yet (its lease is) and once it is.
+    assert_eq!(
+        a.claim(conv.clone(), id(holder)).await.unwrap(),
+        Claim::Taken
+    );
+    assert_eq!(
+        b.claim(conv.clone(), id(20)).await.unwrap(),
+        Claim::Busy(id(holder))
+    );
+    a.accept(conformance::turn(holder)).await.unwrap();
+    assert_eq!(
+        b.claim(conv.clone(), id(20)).await.unwrap(),
+        Claim::Busy(id(holder))
+    );
+    // Its outcome frees the conversation for the next turn, on the other instance.
+    let done = conformance::result("done", Default::default());
+    a.finish(Finish::new(id(holder), done, 1)).await.unwrap();
+    assert_eq!(b.claim(conv.clone(), id(20)).await.unwrap(), Claim::Taken);
+    assert_eq!(
+        a.claim(conv.clone(), id(21)).await.unwrap(),
+        Claim::Busy(id(20))
+    );
+    // A claim whose turn was never written (its instance died in between) frees the conversation once
+    // its lease is gone, and not before.
+    let deadline = tokio::time::Instant::now() + lease * 6;
+    loop {
+        match a.claim(conv.clone(), id(21)).await.unwrap() {
+            Claim::Taken => break,
+            Claim::Busy(h) => assert_eq!(h, id(20)),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the dead claim never freed the conversation"
+        );
+        tokio::time::sleep(lease / 5).await;
+    }
+    // Another conversation is not held by any of this.
+    let other = agentwire_core::ConversationId::new("other").unwrap();
+    assert_eq!(b.claim(other, id(22)).await.unwrap(), Claim::Taken);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_record_in_the_buckets_is_a_typed_error_and_harms_no_other_turn() {
+    use agentwire_store::StoreError;
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let journal = open(&nats.url, "BROKEN").await;
+    journal.accept(conformance::turn(1)).await.unwrap();
+    journal.accept(conformance::turn(2)).await.unwrap();
+    // Someone with access to the stream overwrites turn 2's record with bytes that are no record.
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    let kv = async_nats::jetstream::new(client)
+        .get_key_value("BROKEN_TURNS")
+        .await
+        .unwrap();
+    let hex: String = conformance::turn(2)
+        .request_id
+        .as_str()
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    kv.put(hex, "{not json".into()).await.unwrap();
+    match journal.lookup(conformance::turn(2).request_id).await {
+        Err(StoreError::Corrupt(_)) => {}
+        other => panic!("expected a corrupt-record error, got {other:?}"),
+    }
+    // The other turn reads back, and its outcome is taken.
+    let stored = journal
+        .lookup(conformance::turn(1).request_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.input, conformance::turn(1).input);
+    let done = conformance::result("fine", Default::default());
+    journal
+        .finish(agentwire_store::Finish::new(
+            conformance::turn(1).request_id,
+            done,
+            1,
+        ))
+        .await
+        .unwrap();
+    // The corrupt one cannot be ended over, nor read into its conversation as if it were whole.
+    let ended = journal
+        .finish(agentwire_store::Finish::new(
+            conformance::turn(2).request_id,
+            conformance::result("over it", Default::default()),
+            1,
+        ))
+        .await;
+    assert!(matches!(ended, Err(StoreError::Corrupt(_))), "{ended:?}");
+    let view = journal
+        .conversation(conformance::turn(0).conversation_id, false)
+        .await;
+    assert!(matches!(view, Err(StoreError::Corrupt(_))), "{view:?}");
+}
