@@ -127,7 +127,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
             set.send(Reply::Ack(Ack::refused("the conversation is busy")));
             set.finish(mapping::refusal(
                 Refusal::ConversationBusy,
-                "a turn of this conversation is running here; wait for its terminal message",
+                "a turn of this conversation is running (here, or on another instance sharing the journal); wait for its terminal message",
             ));
         }
         SubmitReply::JournalUnavailable(why) => {
