@@ -237,3 +237,69 @@ async fn a_question_nobody_held_is_answered_on_another_instance_and_the_run_goes
     }
     panic!("no answer reached another instance in {TRIES} tries");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_of_the_runner_the_conversation_waits_out_its_lease_then_goes_on_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(&dir.path().join("js"));
+    let mut fleet: Vec<Daemon> = INSTANCES[..2]
+        .iter()
+        .map(|i| serve(dir.path(), &nats.url, i))
+        .collect();
+    let caller = Caller::connect(&nats.url, "fleet").await;
+    let c = &caller;
+    let first = tag("first");
+    let set = c.prompt(&first, "calc 2+3", json!({})).await;
+    let t = token(&set);
+    let long = tag("long");
+    let body = with(
+        header("request.prompt", &long),
+        json!({ "prompt": "sleep 60000", "conversation_token": t }),
+    );
+    let mut running = c.open(nats::task_subject("fleet"), &body).await;
+    let ack = running
+        .until(|m| m.protocol() == "io.choria.fisk-ai.v1.ack")
+        .await;
+    let runner = instance(&ack);
+    let at = INSTANCES.iter().position(|i| *i == runner).unwrap();
+    let survivor = INSTANCES[1 - at];
+    fleet[at].kill();
+
+    // Until the survivor ends the dead instance's turn (a lease after the kill, then its sweep), the
+    // conversation is busy; then the next turn runs there, after the first two.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut refused = 0;
+    let served = loop {
+        let r = tag("after");
+        let set = c
+            .prompt(&r, "and after", json!({ "conversation_token": t }))
+            .await;
+        if set.last().unwrap().protocol() == "io.choria.fisk-ai.v1.error" {
+            assert_eq!(code(&set), "conversation_busy", "{set:#?}");
+            refused += 1;
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the conversation never went on"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        }
+        break set;
+    };
+    assert!(
+        refused > 0,
+        "the dead instance's turn held the conversation"
+    );
+    assert_eq!(instance(&served[0]), survivor);
+    assert_eq!(
+        served.last().unwrap().json["text"],
+        "You said: and after",
+        "{served:#?}"
+    );
+    // The cut-off turn has the one terminal a crash gives, and a resend is answered with it.
+    let resent = c
+        .prompt(&long, "sleep 60000", json!({ "conversation_token": t }))
+        .await;
+    check_set(&resent, &long);
+    assert_eq!(code(&resent), "canceled", "{resent:#?}");
+}
