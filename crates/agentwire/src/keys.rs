@@ -38,6 +38,29 @@ pub(crate) fn load_or_create(dir: &Path, name: &str) -> Result<Keys, String> {
     Ok(keys)
 }
 
+/// Loads the key in `path`, a file an operator provisioned (several instances serve one agent with it):
+/// never created here, so an instance cannot quietly become an agent of its own, and refused when others
+/// than its owner may read it.
+pub(crate) fn load_shared(path: &Path) -> Result<Keys, String> {
+    let meta = fs::metadata(path).map_err(|e| {
+        format!(
+            "key file {}: {e} (copy one instance's agent.key there, mode 0600)",
+            path.display()
+        )
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "key file {} may be read by others (mode {mode:o}): chmod 600 it",
+            path.display()
+        ));
+    }
+    let text =
+        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Keys::parse(text.trim())
+        .map_err(|_| format!("{} holds no valid secret key (hex or nsec)", path.display()))
+}
+
 /// The public key in `dir/name`, if that key exists.
 pub(crate) fn existing_public_key(dir: &Path, name: &str) -> Option<PublicKey> {
     let text = fs::read_to_string(dir.join(name)).ok()?;

@@ -67,12 +67,13 @@ pub(crate) async fn prepare(
         if let Some(n) = m.choice.max_concurrent_turns {
             engine.limit_running(n);
         }
-        let keys = match m.nipxx {
-            true => Some(keys::load_or_create(
+        let keys = match (m.nipxx, &m.key_file) {
+            (true, Some(path)) => Some(keys::load_shared(path)?),
+            (true, None) => Some(keys::load_or_create(
                 &data_dir.join(AGENT_KEYS_DIR),
                 &key_file(name),
             )?),
-            false => None,
+            (false, _) => None,
         };
         let roost = m.roost.then(|| RoostHost::new(engine.clone(), name));
         out.push(Prepared {

@@ -147,7 +147,10 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         journal: journal_choice,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
-    let agent_keys = keys::load_or_create(&data_dir, AGENT_KEY_FILE)?;
+    let agent_keys = match &nipxx.key_file {
+        Some(path) => keys::load_shared(path)?,
+        None => keys::load_or_create(&data_dir, AGENT_KEY_FILE)?,
+    };
     let agent_name = agent.name;
     let max_concurrent_turns = agent.max_concurrent_turns;
     let roost_socket = roost.socket;

@@ -64,7 +64,7 @@ pub(crate) fn redact_url(urls: &str) -> String {
 struct View<'a> {
     data_dir: &'a Path,
     serve: ServeView<'a>,
-    nipxx: NipxxView,
+    nipxx: NipxxView<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nats: Option<NatsView<'a>>,
     roost: RoostView<'a>,
@@ -119,7 +119,7 @@ struct ServeView<'a> {
 }
 
 #[derive(Serialize)]
-struct NipxxView {
+struct NipxxView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     allow: Option<Vec<String>>,
     block: Vec<String>,
@@ -127,6 +127,8 @@ struct NipxxView {
     rate_burst: f64,
     backlog_horizon_secs: u64,
     nip59: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_file: Option<&'a Path>,
 }
 
 #[derive(Serialize)]
@@ -221,6 +223,8 @@ struct AgentView<'a> {
     expose: Option<Vec<&'static str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nats_identity: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_file: Option<&'a Path>,
 }
 
 #[derive(Serialize)]
@@ -293,6 +297,7 @@ impl<'a> AgentView<'a> {
             max_concurrent_turns: None,
             expose: None,
             nats_identity: None,
+            key_file: None,
         }
     }
 }
@@ -326,6 +331,7 @@ impl<'a> View<'a> {
             let view = AgentView {
                 expose: Some(expose),
                 nats_identity: m.fisk_identity.as_deref(),
+                key_file: m.key_file.as_deref(),
                 ..AgentView::of(&m.choice)
             };
             agents.insert(m.choice.name.as_str(), view);
@@ -345,6 +351,7 @@ impl<'a> View<'a> {
                 rate_burst: c.nipxx.rate.burst,
                 backlog_horizon_secs: c.nipxx.backlog_horizon.as_secs(),
                 nip59: c.nipxx.nip59,
+                key_file: c.nipxx.key_file.as_deref(),
             },
             nats: c.nats.as_ref().map(|n| {
                 use agentwire_fisk::connection::NatsAuth;

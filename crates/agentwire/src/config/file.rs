@@ -138,6 +138,9 @@ pub(crate) struct AgentFile {
     pub(crate) nats_identity: Option<String>,
     /// For `openai`: MCP servers whose tools the model may call (`[[agents.<name>.mcp]]`).
     pub(crate) mcp: Option<Vec<McpFile>>,
+    /// Any kind exposed on `nipxx`: a further agent's secret key (hex or nsec), read from this file
+    /// instead of `agents/<name>.key` in the data dir: one key that several instances serve.
+    pub(crate) key_file: Option<PathBuf>,
 }
 
 /// `[[agents.<name>.mcp]]`: an MCP server over stdio.
@@ -232,6 +235,9 @@ pub(crate) struct NipxxFile {
     pub(crate) backlog_horizon_secs: Option<u64>,
     /// The privacy-first profile (NIP-59 gift wrap in and out).
     pub(crate) nip59: Option<bool>,
+    /// The `--agent` agent's secret key (hex or nsec), read from this file instead of `agent.key` in the
+    /// data dir: one key that several instances serve.
+    pub(crate) key_file: Option<PathBuf>,
 }
 
 /// `[relay]`.

@@ -151,6 +151,8 @@ pub(crate) struct Nipxx {
     pub(crate) backlog_horizon: Duration,
     /// The privacy-first profile (NIP-59 gift wrap in and out).
     pub(crate) nip59: bool,
+    /// The agent's key from this file (shared by several instances), not the data dir's.
+    pub(crate) key_file: Option<PathBuf>,
 }
 
 /// The roost supervisor.
@@ -263,6 +265,8 @@ pub(crate) struct ExposedAgent {
     pub(crate) choice: AgentChoice,
     /// On NIP-XX, with its own key (`agents/<name>.key` in the data dir).
     pub(crate) nipxx: bool,
+    /// Its NIP-XX key from this file (shared by several instances), not the data dir's.
+    pub(crate) key_file: Option<PathBuf>,
     /// On fisk-ai, under this identity.
     pub(crate) fisk_identity: Option<String>,
     /// On roost, as a hosted profile of its name.
@@ -638,6 +642,13 @@ fn more_agents(
             )));
         }
         if name == default {
+            if entry.key_file.is_some() {
+                return Err(ConfigError::AgentSetting {
+                    name: name.clone(),
+                    key: "key_file",
+                    reason: "the --agent agent's key is [nipxx] key_file".into(),
+                });
+            }
             continue;
         }
         let fisk_identity = if expose.iter().any(|e| e == "fisk") {
@@ -663,9 +674,18 @@ fn more_agents(
         } else {
             None
         };
+        let nipxx = expose.iter().any(|e| e == "nipxx");
+        if entry.key_file.is_some() && !nipxx {
+            return Err(ConfigError::AgentSetting {
+                name: name.clone(),
+                key: "key_file",
+                reason: "is the agent's NIP-XX key: add \"nipxx\" to expose".into(),
+            });
+        }
         out.push(ExposedAgent {
             choice: entry_choice(name.clone(), entry)?,
-            nipxx: expose.iter().any(|e| e == "nipxx"),
+            nipxx,
+            key_file: entry.key_file.clone(),
             fisk_identity,
             roost: expose.iter().any(|e| e == "roost"),
         });
@@ -1072,6 +1092,7 @@ fn nipxx(flags: &ServeFlags, file: &FileConfig) -> Result<Nipxx, ConfigError> {
         rate: RateLimit { per_second, burst },
         backlog_horizon: Duration::from_secs(horizon),
         nip59: flags.nip59 || file.nipxx.nip59.unwrap_or(false),
+        key_file: file.nipxx.key_file.clone(),
     })
 }
 
