@@ -105,6 +105,7 @@ fn without_flags_or_file_everything_is_the_default() {
             },
             backlog_horizon: Duration::from_secs(3600),
             nip59: false,
+            key_file: None,
         }
     );
     assert!(r.nats.is_none());
@@ -1054,4 +1055,35 @@ fn an_agent_name_that_would_be_a_path_is_refused() {
         resolved(&["--agent", "llama3.2"], toml).agent.name,
         "llama3.2"
     );
+}
+
+#[test]
+fn a_shared_key_file_is_the_default_agents_under_nipxx_and_a_further_agents_when_on_nipxx() {
+    let toml = "[nipxx]\nkey_file = \"/etc/agentwire/agent.key\"\n\
+                [agents.quiet]\nkind = \"demo\"\nexpose = [\"nipxx\"]\nkey_file = \"/etc/agentwire/quiet.key\"\n";
+    let r = resolved(&[], toml);
+    assert_eq!(
+        r.nipxx.key_file.as_deref(),
+        Some(Path::new("/etc/agentwire/agent.key"))
+    );
+    assert_eq!(
+        r.more_agents[0].key_file.as_deref(),
+        Some(Path::new("/etc/agentwire/quiet.key"))
+    );
+    // Off NIP-XX a key file means nothing, so it is a mistake; so is one on the --agent agent's entry.
+    let off = toml.replace("expose = [\"nipxx\"]", "expose = [\"roost\"]");
+    assert!(matches!(
+        error(&[], &off),
+        ConfigError::AgentSetting {
+            key: "key_file",
+            ..
+        }
+    ));
+    assert!(matches!(
+        error(&["--agent", "quiet"], toml),
+        ConfigError::AgentSetting {
+            key: "key_file",
+            ..
+        }
+    ));
 }
