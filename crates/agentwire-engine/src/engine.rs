@@ -354,6 +354,14 @@ impl Engine {
 
     /// Records how a write went: a failure that says the journal cannot write marks it unwritable (and
     /// starts probing it); a success marks it writable.
+    /// A claim that failed for the journal's reasons marks it unwritable, as a failed write does. A claim
+    /// that succeeded says nothing: in a journal one daemon has to itself it writes nothing.
+    fn note_claim(&self, r: &Result<Claim, StoreError>) {
+        if let Err(e) = r {
+            self.note_write::<()>(&Err(e.clone()));
+        }
+    }
+
     fn note_write<T>(&self, r: &Result<T, StoreError>) {
         match r {
             Ok(_) => {
@@ -584,6 +592,7 @@ impl Engine {
                 .journal
                 .claim(sub.input.conversation_id.clone(), id.clone())
                 .await;
+            self.note_claim(&claim);
             let known = match &claim {
                 Ok(Claim::Busy(_)) => self.journal.lookup(id.clone()).await.map(|t| t.is_some()),
                 _ => Ok(true),
@@ -1096,11 +1105,12 @@ impl Engine {
     ) -> bool {
         let mut told = false;
         loop {
-            match self
+            let claim = self
                 .journal
                 .claim(input.conversation_id.clone(), id.clone())
-                .await
-            {
+                .await;
+            self.note_claim(&claim);
+            match claim {
                 Ok(Claim::Taken) => return true,
                 Ok(Claim::Busy(holder)) if !told => {
                     tracing::info!(request = %id, %holder, "waiting for the conversation's running turn");

@@ -114,7 +114,15 @@ struct Subscription {
     generation: u64,
     /// `Some` until the stored events are sent: live events that arrive meanwhile wait here.
     loading: Option<Vec<Arc<Published>>>,
+    /// The newest stored events sent for it: one stored before the query ran may still reach this
+    /// connection live afterwards (its broadcast follows its commit), and is not sent twice.
+    sent_stored: Vec<EventId>,
 }
+
+/// How many of a query's newest stored events a subscription remembers, so as not to send one again when
+/// its live broadcast arrives after the query: an event committed just before the query is among the
+/// newest, and 64 ids (2 KiB) a subscription is a small price.
+const SENT_STORED_KEPT: usize = 64;
 
 /// The state of one client connection.
 #[derive(Debug)]
@@ -351,11 +359,14 @@ impl Session {
             .map(|s| wire::event(subscription_id, &s.json))
             .collect();
         frames.push(wire::eose(subscription_id));
-        let waiting = self
-            .subscriptions
-            .get_mut(subscription_id)
-            .and_then(|s| s.loading.take())
-            .unwrap_or_default();
+        let waiting = match self.subscriptions.get_mut(subscription_id) {
+            Some(s) => {
+                // Stored events come newest first.
+                s.sent_stored = stored.iter().take(SENT_STORED_KEPT).map(|e| e.id).collect();
+                s.loading.take().unwrap_or_default()
+            }
+            None => Vec::new(),
+        };
         if !waiting.is_empty() {
             let sent: HashSet<EventId> = stored.iter().map(|s| s.id).collect();
             frames.extend(
@@ -450,6 +461,7 @@ impl Session {
                 return Vec::new();
             }
             match &mut sub.loading {
+                None if sub.sent_stored.contains(&published.event.id) => {}
                 None => frames.push(wire::event(id, &published.json)),
                 Some(waiting) if waiting.len() < LIVE_QUEUE_CAPACITY => {
                     waiting.push(Arc::clone(published));
@@ -700,6 +712,7 @@ impl Session {
                 filters,
                 generation,
                 loading: Some(Vec::new()),
+                sent_stored: Vec::new(),
             },
         );
         vec![Command::Query(QueryRequest {

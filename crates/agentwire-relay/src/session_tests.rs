@@ -346,6 +346,12 @@ fn req_then_stored_then_eose_then_live() {
     assert!(s
         .handle_live(&published(&event(&keys, 7, vec![])))
         .is_empty());
+    // A stored event whose live broadcast comes only after the query's result (it was committed just
+    // before the query ran) is not sent a second time.
+    assert!(
+        s.handle_live(&published(&old)).is_empty(),
+        "sent once, as stored"
+    );
 }
 
 #[test]

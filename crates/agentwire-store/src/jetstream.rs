@@ -302,23 +302,27 @@ impl JetStreamJournal {
         }
         self.writable()?;
         let conv = turn.conversation_id.to_string();
-        // Hints first, each under a key a resend writes again: the turn's record decides.
+        // Hints first, each under a key a resend writes again: the turn's record decides. The three are
+        // written at once (one round trip's wait); the record only once all three are in.
         let member = format!("{}.{}", key(&conv), key(&id));
-        // `false` for a resend: its member was written the first time.
-        self.write_at(&self.members, &member, id.clone().into_bytes(), 0)
-            .await?;
-        self.running
-            .put(
-                format!("{}.{}", key(&turn.owner), key(&id)),
-                Vec::new().into(),
-            )
-            .await
-            .map_err(unwritable)?;
-        // The lease too, before the turn exists: no other instance may find it without one.
-        self.leases
-            .put(key(&id), Vec::new().into())
-            .await
-            .map_err(unwritable)?;
+        let running = format!("{}.{}", key(&turn.owner), key(&id));
+        tokio::try_join!(
+            // `false` for a resend: its member was written the first time.
+            self.write_at(&self.members, &member, id.clone().into_bytes(), 0),
+            async {
+                self.running
+                    .put(running, Vec::new().into())
+                    .await
+                    .map_err(unwritable)
+            },
+            // The lease too, before the turn exists: no other instance may find it without one.
+            async {
+                self.leases
+                    .put(key(&id), Vec::new().into())
+                    .await
+                    .map_err(unwritable)
+            },
+        )?;
         let doc = TurnDoc {
             request_id: id.clone(),
             conversation_id: conv.clone(),
@@ -383,12 +387,15 @@ impl JetStreamJournal {
                 if let Some(r) = lock(&self.renewing).remove(&id) {
                     r.abort();
                 }
-                if let Err(e) = self.leases.purge(key(&id)).await {
+                // The lease and the hint go, at once; one left behind (its delete failed) is skipped by
+                // its reader, and a lease ages out.
+                let hint = format!("{}.{}", key(&doc.owner), key(&id));
+                let (lease, hint) =
+                    tokio::join!(self.leases.purge(key(&id)), self.running.purge(hint));
+                if let Err(e) = lease {
                     tracing::debug!(request = %id, error = %e, "a lease stays until it ages out");
                 }
-                // The hint goes; one left behind (this delete failed) is skipped by its reader.
-                let hint = format!("{}.{}", key(&doc.owner), key(&id));
-                if let Err(e) = self.running.purge(hint).await {
+                if let Err(e) = hint {
                     tracing::debug!(request = %id, error = %e, "a running hint stays behind");
                 }
                 return Ok(());
@@ -408,13 +415,23 @@ impl JetStreamJournal {
 
     async fn claim_conversation(&self, conv: &str, id: &str) -> Result<Claim, StoreError> {
         self.writable()?;
-        // The lease first: whoever reads the claim before the turn's record is written finds it.
-        self.leases
-            .put(key(id), Vec::new().into())
-            .await
-            .map_err(unwritable)?;
-        for _ in 0..MAX_CLAIM_CONFLICTS {
-            let revision = match leader_get(&self.claims, &key(conv)).await? {
+        // The lease before the claim's write: whoever reads the claim before the turn's record is written
+        // finds it. The claim's first read goes meanwhile.
+        let claim_key = key(conv);
+        let (_, mut head) = tokio::try_join!(
+            async {
+                self.leases
+                    .put(key(id), Vec::new().into())
+                    .await
+                    .map_err(unwritable)
+            },
+            leader_get(&self.claims, &claim_key),
+        )?;
+        for attempt in 0..MAX_CLAIM_CONFLICTS {
+            if attempt > 0 {
+                head = leader_get(&self.claims, &claim_key).await?;
+            }
+            let revision = match head.take() {
                 None => 0,
                 Some((value, revision)) => {
                     let holder = String::from_utf8(value).map_err(corrupt)?;
@@ -429,7 +446,7 @@ impl JetStreamJournal {
                 }
             };
             if self
-                .write_at(&self.claims, &key(conv), id.as_bytes().to_vec(), revision)
+                .write_at(&self.claims, &claim_key, id.as_bytes().to_vec(), revision)
                 .await?
             {
                 return Ok(Claim::Taken);

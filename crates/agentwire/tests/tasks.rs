@@ -34,16 +34,23 @@ async fn watch(relay: &str) -> (RelayConn, mpsc::Receiver<Incoming>) {
     (conn, rx)
 }
 
-/// The kinds of the card events about `request` seen within `wait` (stored ones included).
+/// The kinds of the distinct card events about `request` seen within `wait` (stored ones included). An
+/// event is counted once however often it arrives, as a client dedupes by id: the relay sends a stored
+/// event again when the subscription is made again, and one stored while the query ran both as stored and
+/// as live.
 async fn card_kinds(
     rx: &mut mpsc::Receiver<Incoming>,
     request: &EventId,
     wait: Duration,
 ) -> Vec<u16> {
     let mut kinds = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let deadline = tokio::time::Instant::now() + wait;
     while let Ok(Some(m)) = tokio::time::timeout_at(deadline, rx.recv()).await {
         if let Incoming::Event { event, .. } = m {
+            if !seen.insert(event.id) {
+                continue;
+            }
             let about = event
                 .tags
                 .iter()
