@@ -1,0 +1,135 @@
+//! Two `agentwire serve` instances on a three-node NATS cluster, the journal in R3 buckets, and one node
+//! killed while turns run: every turn a caller was told was accepted ends with one terminal, and none
+//! runs twice. The agent is a command that appends each prompt it runs to a file, so a second run of a
+//! turn would show there.
+
+#[path = "../../agentwire-fisk/tests/worker/caller.rs"]
+mod caller;
+mod common;
+
+use agentwire_testkit::NatsCluster;
+use caller::{tag, token, Caller, Msg};
+use common::Daemon;
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+/// Turns sent; the node dies after a third of them.
+const TURNS: usize = 30;
+/// How long a caller keeps sending one request before the test gives up on it: a request sent while the
+/// cluster elects new leaders may be refused (`capacity`), find nobody, or find its run still holding
+/// its outcome back until the journal writes again (`duplicate_request`), and is sent again. An election
+/// takes seconds.
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+fn serve(dir: &Path, servers: &str, instance: &str, log: &Path) -> Daemon {
+    let config = dir.join(format!("{instance}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[nats]\ninstance = \"{instance}\"\nworkers = 8\n\
+             [journal]\nkind = \"jetstream\"\nstream = \"CLUSTER\"\nreplicas = 3\nlease_secs = 5\n\
+             [agents.tally]\nkind = \"cmd\"\n\
+             command = [\"sh\", \"-c\", \"read p; echo \\\"$p\\\" >> {}; echo \\\"$p\\\"\"]\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    Daemon::start(
+        &dir.join(instance),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--agent",
+            "tally",
+            "--nats",
+            servers,
+            "--identity",
+            "tally",
+        ],
+    )
+}
+
+/// Waits until the cluster's JetStream answers (it has elected its leader).
+async fn jetstream_up(url: &str) {
+    let client = async_nats::connect(url).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let deadline = tokio::time::Instant::now() + NatsCluster::ready_timeout();
+    while js.query_account().await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "JetStream did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The terminal of a set, if it has one.
+fn terminal(set: &[Msg]) -> Option<&Msg> {
+    set.last()
+        .filter(|m| m.service_error.is_none() && m.last)
+        .filter(|m| m.protocol().ends_with(".result") || m.protocol().ends_with(".error"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_while_turns_run_loses_no_accepted_turn_and_runs_none_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = NatsCluster::start(3, &dir.path().join("nats"));
+    jetstream_up(&cluster.urls[0]).await;
+    let log = dir.path().join("runs.log");
+    // One instance on the node that dies first in its list, the other on a node that stays.
+    let reversed: Vec<String> = cluster.urls.iter().rev().cloned().collect();
+    let _a = serve(dir.path(), &cluster.url_list(), "host-a", &log);
+    let _b = serve(dir.path(), &reversed.join(","), "host-b", &log);
+    let c = Caller::connect(&cluster.urls[0], "tally").await;
+
+    let mut sends = 0;
+    for n in 0..TURNS {
+        if n == TURNS / 3 {
+            cluster.kill(2);
+        }
+        let r = tag("turn");
+        let prompt = format!("turn-{n}");
+        // As a caller does: a request not answered with a terminal is sent again, with the same tag.
+        let mut answered = None;
+        let deadline = tokio::time::Instant::now() + ANSWER_WITHIN;
+        while tokio::time::Instant::now() < deadline {
+            sends += 1;
+            let set = c.prompt(&r, &prompt, json!({})).await;
+            match terminal(&set) {
+                Some(t) if t.protocol().ends_with(".result") => {
+                    let text = t.json["text"].as_str().unwrap_or_default().to_string();
+                    answered = Some((text, token(&set)));
+                    break;
+                }
+                // Refused before acceptance (the journal could not write, or the resend met the run
+                // still live): nothing ran for this send; send again shortly.
+                Some(t) => {
+                    let code = t.json["code"].as_str().unwrap_or_default();
+                    assert!(
+                        ["capacity", "duplicate_request"].contains(&code),
+                        "turn {n}: {set:#?}"
+                    );
+                }
+                None => {}
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let (text, t) = answered.unwrap_or_else(|| panic!("turn {n} never answered"));
+        assert_eq!(text.trim(), prompt);
+        // Sent again in its conversation: answered from the journal, not run again.
+        let again = c
+            .prompt(&r, &prompt, json!({ "conversation_token": t }))
+            .await;
+        assert_eq!(
+            terminal(&again).map(|t| t.json["text"].clone()),
+            Some(json!(text))
+        );
+    }
+    let runs = std::fs::read_to_string(&log).unwrap();
+    for n in 0..TURNS {
+        let times = runs.lines().filter(|l| *l == format!("turn-{n}")).count();
+        assert_eq!(times, 1, "turn-{n} ran {times} times:\n{runs}");
+    }
+    eprintln!("{TURNS} turns in {sends} sends, across a node kill");
+}
