@@ -1103,7 +1103,8 @@ impl Engine {
         input: &TurnInput,
         cancel: &watch::Receiver<bool>,
     ) -> bool {
-        let mut told = false;
+        // Each is logged once, not every look.
+        let (mut told, mut failed) = (false, false);
         loop {
             let claim = self
                 .journal
@@ -1117,9 +1118,11 @@ impl Engine {
                     told = true;
                 }
                 Ok(Claim::Busy(_)) => {}
-                Err(e) => {
-                    tracing::warn!(request = %id, error = %e, "could not claim the conversation")
+                Err(e) if !failed => {
+                    tracing::warn!(request = %id, error = %e, "could not claim the conversation; trying again");
+                    failed = true;
                 }
+                Err(_) => {}
             }
             let mut signal = cancel.clone();
             tokio::select! {

@@ -29,6 +29,10 @@
 //! runs (its record has an outcome, or was never written and its lease is gone). A turn's lease is written
 //! before its claim, so an instance that reads a claim whose turn is still being written finds the lease.
 //!
+//! Both conditions are the server's expected last subject sequence, not a `Nats-Msg-Id`: a message id
+//! dedupes only within the stream's duplicate window (two minutes by default), so a resend after it would
+//! be a second turn, while a subject's sequence is checked however late the resend comes.
+//!
 //! Keys are the ids hex-encoded, which fits the buckets' key alphabet whatever the ids hold.
 
 use crate::{
