@@ -69,6 +69,29 @@ where
     panic!("{what}: only {answered:?} answered in {TRIES} tries");
 }
 
+/// A conversation whose first turn has ended and whose second, `sleep <ms>`, runs on one instance:
+/// its token, the running request's tag, its open reply set and its ack.
+async fn a_conversation_running_a_long_turn(
+    c: &Caller,
+    ms: u64,
+) -> (String, String, caller::Pending, Msg) {
+    let first = tag("first");
+    let set = c.prompt(&first, "calc 2+3", json!({})).await;
+    assert_eq!(check_set(&set, &first).json["text"], "5");
+    let t = token(&set);
+    let long = tag("long");
+    let body = with(
+        header("request.prompt", &long),
+        json!({ "prompt": format!("sleep {ms}"), "conversation_token": t }),
+    );
+    let mut running = c.open(nats::task_subject("fleet"), &body).await;
+    let ack = running
+        .until(|m| m.protocol() == "io.choria.fisk-ai.v1.ack")
+        .await;
+    assert_eq!(ack.json["accepted"], true, "{ack:?}");
+    (t, long, running, ack)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_answer_one_conversation_as_one_daemon_would() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,23 +102,8 @@ async fn three_instances_answer_one_conversation_as_one_daemon_would() {
         .collect();
     let caller = Caller::connect(&nats.url, "fleet").await;
     let c = &caller;
-
-    let first = tag("first");
-    let set = c.prompt(&first, "calc 2+3", json!({})).await;
-    assert_eq!(check_set(&set, &first).json["text"], "5");
-    let t = token(&set);
-
-    // A long turn of the conversation runs on one instance.
-    let long = tag("long");
-    let body = with(
-        header("request.prompt", &long),
-        json!({ "prompt": "sleep 6000", "conversation_token": t }),
-    );
-    let mut running = c.open(nats::task_subject("fleet"), &body).await;
-    let ack = running
-        .until(|m| m.protocol() == "io.choria.fisk-ai.v1.ack")
-        .await;
-    assert_eq!(ack.json["accepted"], true, "{ack:?}");
+    // A long turn of a conversation runs on one instance.
+    let (t, long, mut running, _) = a_conversation_running_a_long_turn(c, 6000).await;
     running
         .until(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
         .await;
@@ -247,19 +255,8 @@ async fn after_kill_9_of_the_runner_the_conversation_waits_out_its_lease_then_go
         .map(|i| serve(dir.path(), &nats.url, i))
         .collect();
     let caller = Caller::connect(&nats.url, "fleet").await;
+    let (t, long, _running, ack) = a_conversation_running_a_long_turn(&caller, 60000).await;
     let c = &caller;
-    let first = tag("first");
-    let set = c.prompt(&first, "calc 2+3", json!({})).await;
-    let t = token(&set);
-    let long = tag("long");
-    let body = with(
-        header("request.prompt", &long),
-        json!({ "prompt": "sleep 60000", "conversation_token": t }),
-    );
-    let mut running = c.open(nats::task_subject("fleet"), &body).await;
-    let ack = running
-        .until(|m| m.protocol() == "io.choria.fisk-ai.v1.ack")
-        .await;
     let runner = instance(&ack);
     let at = INSTANCES.iter().position(|i| *i == runner).unwrap();
     let survivor = INSTANCES[1 - at];
