@@ -352,8 +352,6 @@ impl Engine {
         self.journal.halt();
     }
 
-    /// Records how a write went: a failure that says the journal cannot write marks it unwritable (and
-    /// starts probing it); a success marks it writable.
     /// A claim that failed for the journal's reasons marks it unwritable, as a failed write does. A claim
     /// that succeeded says nothing: in a journal one daemon has to itself it writes nothing.
     fn note_claim(&self, r: &Result<Claim, StoreError>) {
@@ -362,6 +360,8 @@ impl Engine {
         }
     }
 
+    /// Records how a write went: a failure that says the journal cannot write marks it unwritable (and
+    /// starts probing it); a success marks it writable.
     fn note_write<T>(&self, r: &Result<T, StoreError>) {
         match r {
             Ok(_) => {
@@ -988,10 +988,22 @@ impl Engine {
             self.record_and_deliver(&id, Outcome::Failure(f)).await;
             return;
         }
-        if !policy.exclusive && !self.wait_for_conversation(&id, &input, &cancel_rx).await {
-            let f = Failure::new(TurnFailure::Cancelled, "cancelled");
-            self.record_and_deliver(&id, Outcome::Failure(f)).await;
-            return;
+        if !policy.exclusive {
+            let failed = match self.wait_for_conversation(&id, &input, &cancel_rx).await {
+                Ok(true) => None,
+                Ok(false) => Some(Failure::new(TurnFailure::Cancelled, "cancelled")),
+                Err(error) => {
+                    tracing::error!(request = %id, %error, "the conversation's claim could not be read");
+                    Some(Failure::new(
+                        TurnFailure::Internal,
+                        "the conversation's record could not be read",
+                    ))
+                }
+            };
+            if let Some(f) = failed {
+                self.record_and_deliver(&id, Outcome::Failure(f)).await;
+                return;
+            }
         }
         // A turn waits here for one of the agent's places when it runs a limited number at once; a cancel
         // while it waits ends it.
@@ -1096,13 +1108,14 @@ impl Engine {
 
     /// Waits until turn `id` holds its conversation in the journal ([`Journal::claim`]): in a shared journal,
     /// another instance may run a turn of it. `false` when the turn was cancelled meanwhile. A journal that
-    /// cannot answer is asked again, as one whose conversation is busy.
+    /// cannot answer is asked again, as one whose conversation is busy; one that answers with a corrupt
+    /// record is an error, which asking again would not change.
     async fn wait_for_conversation(
         &self,
         id: &RequestId,
         input: &TurnInput,
         cancel: &watch::Receiver<bool>,
-    ) -> bool {
+    ) -> Result<bool, StoreError> {
         // Each is logged once, not every look.
         let (mut told, mut failed) = (false, false);
         loop {
@@ -1112,12 +1125,13 @@ impl Engine {
                 .await;
             self.note_claim(&claim);
             match claim {
-                Ok(Claim::Taken) => return true,
+                Ok(Claim::Taken) => return Ok(true),
                 Ok(Claim::Busy(holder)) if !told => {
                     tracing::info!(request = %id, %holder, "waiting for the conversation's running turn");
                     told = true;
                 }
                 Ok(Claim::Busy(_)) => {}
+                Err(e) if !e.is_unwritable() => return Err(e),
                 Err(e) if !failed => {
                     tracing::warn!(request = %id, error = %e, "could not claim the conversation; trying again");
                     failed = true;
@@ -1127,7 +1141,7 @@ impl Engine {
             let mut signal = cancel.clone();
             tokio::select! {
                 _ = tokio::time::sleep(CONVERSATION_CLAIM_POLL) => {}
-                _ = crate::agent::cancelled(&mut signal) => return false,
+                _ = crate::agent::cancelled(&mut signal) => return Ok(false),
             }
         }
     }

@@ -268,8 +268,12 @@ impl JetStreamJournal {
         }
     }
 
-    /// Renews turn `id`'s lease every third of a lease until it ends (or the journal halts).
+    /// Renews turn `id`'s lease every third of a lease until it ends (or the journal halts). Once: a turn
+    /// renewed already goes on as it is.
     fn renew(&self, id: &str) {
+        if self.renewing(id) {
+            return;
+        }
         let (leases, every, k) = (self.leases.clone(), self.lease / 3, key(id));
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
@@ -282,6 +286,17 @@ impl JetStreamJournal {
             }
         });
         lock(&self.renewing).insert(id.to_string(), task.abort_handle());
+    }
+
+    fn renewing(&self, id: &str) -> bool {
+        lock(&self.renewing).contains_key(id)
+    }
+
+    /// Stops renewing turn `id`'s lease: it ages out within a lease.
+    fn stop_renewing(&self, id: &str) {
+        if let Some(r) = lock(&self.renewing).remove(id) {
+            r.abort();
+        }
     }
 
     fn writable(&self) -> Result<(), StoreError> {
@@ -299,18 +314,42 @@ impl JetStreamJournal {
         Ok(Some((doc, revision)))
     }
 
+    /// [`Journal::accept`]. A lease that this instance's claim began renewing goes on only for a turn it
+    /// made here: a resend, or a write that failed, stops it.
     async fn accept_turn(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
+        let id = turn.request_id.to_string();
+        let accepted = self.accept_new_turn(turn).await;
+        if !matches!(accepted, Ok(Accepted::New)) {
+            self.stop_renewing(&id);
+        }
+        accepted
+    }
+
+    async fn accept_new_turn(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
         let id = turn.request_id.to_string();
         if let Some((doc, _)) = self.turn_entry(&id).await? {
             return Ok(Accepted::Existing(Box::new(doc.stored()?)));
         }
         self.writable()?;
         let conv = turn.conversation_id.to_string();
-        // Hints first, each under a key a resend writes again: the turn's record decides. The three are
-        // written at once (one round trip's wait); the record only once all three are in.
+        // Hints first, each under a key a resend writes again: the turn's record decides. They are written
+        // at once (one round trip's wait), and the conversation's meta with them, so that a failed write
+        // leaves no record behind; the record only once all are in. (A resend comes back as `Existing`
+        // from the read above, so only accepts racing for one request id each write the meta they carry,
+        // which is the same meta.)
         let member = format!("{}.{}", key(&conv), key(&id));
         let running = format!("{}.{}", key(&turn.owner), key(&id));
+        let meta = async {
+            match &turn.conversation_meta {
+                Some(m) => {
+                    self.put_meta(&conv, &turn.protocol, m.clone(), turn.accepted_at)
+                        .await
+                }
+                None => Ok(()),
+            }
+        };
         tokio::try_join!(
+            meta,
             // `false` for a resend: its member was written the first time.
             self.write_at(&self.members, &member, id.clone().into_bytes(), 0),
             async {
@@ -361,11 +400,6 @@ impl JetStreamJournal {
             }
         }
         self.renew(&id);
-        if let Some(meta) = turn.conversation_meta {
-            // Only the accept that made the turn sets the meta it came with.
-            self.put_meta(&conv, &doc.protocol, meta, doc.accepted_at)
-                .await?;
-        }
         Ok(Accepted::New)
     }
 
@@ -419,27 +453,33 @@ impl JetStreamJournal {
 
     async fn claim_conversation(&self, conv: &str, id: &str) -> Result<Claim, StoreError> {
         self.writable()?;
-        // The lease before the claim's write: whoever reads the claim before the turn's record is written
-        // finds it. The claim's first read goes meanwhile.
         let claim_key = key(conv);
-        let (_, mut head) = tokio::try_join!(
-            async {
-                self.leases
-                    .put(key(id), Vec::new().into())
-                    .await
-                    .map_err(unwritable)
-            },
-            leader_get(&self.claims, &claim_key),
-        )?;
-        for attempt in 0..MAX_CLAIM_CONFLICTS {
-            if attempt > 0 {
-                head = leader_get(&self.claims, &claim_key).await?;
-            }
-            let revision = match head.take() {
+        // Whether this claim began renewing the turn's lease (stopped again unless the claim is taken).
+        let mut began = false;
+        let claim = self.claim_loop(&claim_key, id, &mut began).await;
+        if began && !matches!(claim, Ok(Claim::Taken)) {
+            self.stop_renewing(id);
+        }
+        claim
+    }
+
+    async fn claim_loop(
+        &self,
+        claim_key: &str,
+        id: &str,
+        began: &mut bool,
+    ) -> Result<Claim, StoreError> {
+        for _ in 0..MAX_CLAIM_CONFLICTS {
+            let revision = match leader_get(&self.claims, claim_key).await? {
                 None => 0,
                 Some((value, revision)) => {
                     let holder = String::from_utf8(value).map_err(corrupt)?;
                     if holder == id {
+                        // Claimed before (a resend, or a claim whose accept failed). A turn with a record
+                        // has its lease from whoever runs it; one without gets one here, as below.
+                        if self.turn_entry(id).await?.is_none() {
+                            self.lease_from_now(id, began).await?;
+                        }
                         return Ok(Claim::Taken);
                     }
                     if self.still_runs(&holder).await? {
@@ -449,14 +489,41 @@ impl JetStreamJournal {
                     revision
                 }
             };
+            // About to take it: the turn's lease first, so whoever reads the claim before the turn's
+            // record is written finds the lease.
+            self.lease_from_now(id, began).await?;
             if self
-                .write_at(&self.claims, &claim_key, id.as_bytes().to_vec(), revision)
+                .write_at(&self.claims, claim_key, id.as_bytes().to_vec(), revision)
                 .await?
             {
                 return Ok(Claim::Taken);
             }
         }
-        Err(unwritable("the conversation's claim kept moving"))
+        // Other turns kept taking it first: it is theirs.
+        match leader_get(&self.claims, claim_key).await? {
+            Some((value, _)) => Ok(Claim::Busy(
+                String::from_utf8(value)
+                    .ok()
+                    .and_then(|h| RequestId::new(h).ok())
+                    .ok_or_else(|| corrupt("a conversation's claim names no request"))?,
+            )),
+            None => Err(unwritable("the conversation's claim kept moving")),
+        }
+    }
+
+    /// Gives turn `id` a lease and renews it from now on, unless this instance renews it already (an
+    /// accepted turn of its own).
+    async fn lease_from_now(&self, id: &str, began: &mut bool) -> Result<(), StoreError> {
+        if self.renewing(id) {
+            return Ok(());
+        }
+        self.leases
+            .put(key(id), Vec::new().into())
+            .await
+            .map_err(unwritable)?;
+        self.renew(id);
+        *began = true;
+        Ok(())
     }
 
     /// The request ids of a conversation's members, in the order they were first written. Read from the

@@ -330,8 +330,9 @@ async fn a_conversation_runs_one_turn_at_a_time_across_instances() {
         a.claim(conv.clone(), id(21)).await.unwrap(),
         Claim::Busy(id(20))
     );
-    // A claim whose turn was never written (its instance died in between) frees the conversation once
-    // its lease is gone, and not before.
+    // A claim whose turn was never written frees the conversation once its instance has died and the
+    // lease that instance renewed meanwhile is gone, and not before.
+    b.halt();
     let deadline = tokio::time::Instant::now() + lease * 6;
     loop {
         match a.claim(conv.clone(), id(21)).await.unwrap() {
@@ -344,9 +345,32 @@ async fn a_conversation_runs_one_turn_at_a_time_across_instances() {
         );
         tokio::time::sleep(lease / 5).await;
     }
+    // A turn whose instance died holds its conversation until another instance ends it; a resend of it
+    // claiming again does not give it its lease back, so the sweep still finds it.
+    a.accept(conformance::turn(21)).await.unwrap();
+    a.halt();
+    let c = open_leased(nats.url.clone()).await;
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(c.claim(conv.clone(), id(21)).await.unwrap(), Claim::Taken);
+    assert_eq!(
+        c.claim(conv.clone(), id(23)).await.unwrap(),
+        Claim::Busy(id(21))
+    );
+    tokio::time::sleep(lease * 3).await;
+    let abandoned: Vec<_> = c
+        .abandoned()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.request_id)
+        .collect();
+    assert_eq!(abandoned, vec![id(21)], "no lease was revived");
+    let ended = conformance::result("ended elsewhere", Default::default());
+    c.finish(Finish::new(id(21), ended, 1)).await.unwrap();
+    assert_eq!(c.claim(conv.clone(), id(23)).await.unwrap(), Claim::Taken);
     // Another conversation is not held by any of this.
     let other = agentwire_core::ConversationId::new("other").unwrap();
-    assert_eq!(b.claim(other, id(22)).await.unwrap(), Claim::Taken);
+    assert_eq!(c.claim(other, id(22)).await.unwrap(), Claim::Taken);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
