@@ -208,7 +208,7 @@ async fn three_instances_answer_one_conversation_as_one_daemon_would() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_question_nobody_held_is_answered_on_another_instance_and_the_run_goes_on_there() {
+async fn questions_are_answered_live_or_later_whichever_instance_takes_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let nats = NatsServer::start_jetstream(&dir.path().join("js"));
     let _fleet: Vec<Daemon> = INSTANCES
@@ -216,6 +216,43 @@ async fn a_question_nobody_held_is_answered_on_another_instance_and_the_run_goes
         .map(|i| serve(dir.path(), &nats.url, i))
         .collect();
     let c = Caller::connect(&nats.url, "fleet").await;
+    // A question answered while it is open reaches the instance that asked, as a cancel does; the
+    // standing approval it gives is in the shared journal, so no instance asks again.
+    let r = tag("ap");
+    let mut run = c.open_prompt(&r, "approve make deploy").await;
+    let asked_msg = run.until(|m| m.protocol().contains("elicit.request")).await;
+    let (asked, q) = (instance(&asked_msg), asked_msg.json);
+    c.elicit(
+        &r,
+        "elicit.reply.approve",
+        q["question_id"].as_str().unwrap(),
+        json!({"choice": "always"}),
+    )
+    .await;
+    let set = run.finish().await;
+    assert_eq!(check_set(&set, &r).json["text"], "ran make deploy");
+    let t = token(&set);
+    let mut served = HashSet::from([asked]);
+    for _ in 0..TRIES {
+        let r = tag("again");
+        let again = c
+            .prompt(
+                &r,
+                "approve make deploy",
+                json!({ "conversation_token": t }),
+            )
+            .await;
+        assert_eq!(check_set(&again, &r).json["text"], "ran make deploy");
+        assert!(
+            again.iter().all(|m| !m.protocol().contains("elicit")),
+            "asked again: {again:#?}"
+        );
+        served.insert(instance(&again[0]));
+        if served.len() == INSTANCES.len() {
+            break;
+        }
+    }
+    assert_eq!(served.len(), INSTANCES.len(), "served by {served:?}");
     for _ in 0..TRIES {
         // Nobody holds the question open, so the run parks with the call deferred.
         let r = tag("ap");
