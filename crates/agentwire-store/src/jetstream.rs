@@ -359,12 +359,7 @@ impl JetStreamJournal {
                     .map_err(unwritable)
             },
             // The lease too, before the turn exists: no other instance may find it without one.
-            async {
-                self.leases
-                    .put(key(&id), Vec::new().into())
-                    .await
-                    .map_err(unwritable)
-            },
+            self.put_lease(&id),
         )?;
         let doc = TurnDoc {
             request_id: id.clone(),
@@ -470,10 +465,9 @@ impl JetStreamJournal {
         began: &mut bool,
     ) -> Result<Claim, StoreError> {
         for _ in 0..MAX_CLAIM_CONFLICTS {
-            let revision = match leader_get(&self.claims, claim_key).await? {
+            let revision = match self.claim_holder(claim_key).await? {
                 None => 0,
-                Some((value, revision)) => {
-                    let holder = String::from_utf8(value).map_err(corrupt)?;
+                Some((holder, revision)) => {
                     if holder == id {
                         // Claimed before (a resend, or a claim whose accept failed). A turn with a record
                         // has its lease from whoever runs it; one without gets one here, as below.
@@ -500,13 +494,8 @@ impl JetStreamJournal {
             }
         }
         // Other turns kept taking it first: it is theirs.
-        match leader_get(&self.claims, claim_key).await? {
-            Some((value, _)) => Ok(Claim::Busy(
-                String::from_utf8(value)
-                    .ok()
-                    .and_then(|h| RequestId::new(h).ok())
-                    .ok_or_else(|| corrupt("a conversation's claim names no request"))?,
-            )),
+        match self.claim_holder(claim_key).await? {
+            Some((holder, _)) => Ok(Claim::Busy(RequestId::new(holder).map_err(corrupt)?)),
             None => Err(unwritable("the conversation's claim kept moving")),
         }
     }
@@ -517,13 +506,30 @@ impl JetStreamJournal {
         if self.renewing(id) {
             return Ok(());
         }
-        self.leases
-            .put(key(id), Vec::new().into())
-            .await
-            .map_err(unwritable)?;
+        self.put_lease(id).await?;
         self.renew(id);
         *began = true;
         Ok(())
+    }
+
+    /// Writes (or renews) turn `id`'s lease once.
+    async fn put_lease(&self, id: &str) -> Result<(), StoreError> {
+        self.leases
+            .put(key(id), Vec::new().into())
+            .await
+            .map(|_| ())
+            .map_err(unwritable)
+    }
+
+    /// The turn a conversation's claim names, and the claim's revision.
+    async fn claim_holder(&self, claim_key: &str) -> Result<Option<(String, u64)>, StoreError> {
+        match leader_get(&self.claims, claim_key).await? {
+            Some((value, revision)) => {
+                let holder = String::from_utf8(value).map_err(corrupt)?;
+                Ok(Some((holder, revision)))
+            }
+            None => Ok(None),
+        }
     }
 
     /// The request ids of a conversation's members, in the order they were first written. Read from the

@@ -55,6 +55,11 @@ async fn shared_journal(url: &str) -> agentwire_store::jetstream::JetStreamJourn
         .unwrap()
 }
 
+/// The journal's request id of a prompt.
+fn request(prompt: &nostr::prelude::EventId) -> agentwire_core::RequestId {
+    agentwire_core::RequestId::new(format!("nipxx:{}", prompt.to_hex())).unwrap()
+}
+
 /// A secret key in a file of mode `mode`.
 fn key_file(dir: &Path, mode: u32) -> std::path::PathBuf {
     let path = dir.join(format!("agent-{mode:o}.key"));
@@ -93,9 +98,7 @@ async fn two_instances_with_one_key_run_each_prompt_once_and_a_dead_ones_run_end
             run.raw
         );
         let turn = shared
-            .lookup(
-                agentwire_core::RequestId::new(format!("nipxx:{}", run.prompt.to_hex())).unwrap(),
-            )
+            .lookup(request(&run.prompt))
             .await
             .unwrap()
             .expect("journaled");
@@ -107,7 +110,7 @@ async fn two_instances_with_one_key_run_each_prompt_once_and_a_dead_ones_run_end
     let long = c.prompt_event("sleep 60000", None);
     c.watch(&long.id);
     c.publish(&long).await;
-    let id = agentwire_core::RequestId::new(format!("nipxx:{}", long.id.to_hex())).unwrap();
+    let id = request(&long.id);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let owner = loop {
         if let Some(t) = shared.lookup(id.clone()).await.unwrap() {
@@ -205,9 +208,6 @@ async fn a_session_runs_one_prompt_at_a_time_when_its_prompts_land_on_two_instan
     // A lease far longer than the test freezes an instance for: nobody ends its run meanwhile.
     let a = serve_leased(dir.path(), &relay.relay, &nats.url, &key, "host-a", 30);
     let mut c = Client::new(&relay.relay, a.agent).await;
-    let request = |id: &nostr::prelude::EventId| {
-        agentwire_core::RequestId::new(format!("nipxx:{}", id.to_hex())).unwrap()
-    };
     // The session's first prompt runs on host-a (alone so far)...
     let first = c.prompt_event("sleep 3000", Some("s1"));
     c.watch(&first.id);
