@@ -236,13 +236,15 @@ async fn cancel_suspends_at_a_boundary_and_resume_continues() {
     let _w = worker(dir.path(), config(&nats.url, "w4")).await;
     let c = Arc::new(Caller::connect(&nats.url, "w4").await);
     let r = tag("long");
-    let (c1, r1) = (c.clone(), r.clone());
-    let run = tokio::spawn(async move { c1.prompt(&r1, "sleep 1000", json!({})).await });
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut run = c.open_prompt(&r, "sleep 2000").await;
+    // Cancel once the agent is running (its first tick), so the parked turn has used its prompt's tokens; a
+    // cancel before the run starts suspends it too, but with nothing used.
+    run.until(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
+        .await;
     let ack = c.cancel(&r).await;
     assert_eq!(ack[0].protocol(), "io.choria.fisk-ai.v1.ack");
     assert_eq!(ack[0].json["accepted"], true);
-    let set = run.await.unwrap();
+    let set = run.finish().await;
     check_set(&set, &r);
     assert_eq!(code(&set), "suspended");
     assert_eq!(set.last().unwrap().json["stop_reason"], "suspended");
@@ -265,7 +267,7 @@ async fn cancel_suspends_at_a_boundary_and_resume_continues() {
     );
     let resumed = c.task(&body).await;
     let last = check_set(&resumed, &rr);
-    assert_eq!(last.json["text"], "slept 1000 ms", "{resumed:#?}");
+    assert_eq!(last.json["text"], "slept 2000 ms", "{resumed:#?}");
     let ticks = resumed
         .iter()
         .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
@@ -874,12 +876,13 @@ async fn a_model_turn_cancelled_mid_stream_parks_and_resume_asks_the_model_again
     .unwrap();
     let c = Arc::new(Caller::connect(&nats.url, "model").await);
     let r = tag("long");
-    let (c1, r1) = (c.clone(), r.clone());
-    let run = tokio::spawn(async move { c1.prompt(&r1, "write a lot", json!({})).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut run = c.open_prompt(&r, "write a lot").await;
+    // Cancel mid-stream: once the model's first words have arrived.
+    run.until(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
+        .await;
     let started = std::time::Instant::now();
     assert_eq!(c.cancel(&r).await[0].json["accepted"], true);
-    let set = run.await.unwrap();
+    let set = run.finish().await;
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "the stream was not cut at once"
