@@ -92,6 +92,8 @@ struct Front {
     outcomes: Mutex<Vec<Outcome>>,
     asked: Mutex<Vec<Question>>,
     closed: Mutex<Vec<String>>,
+    /// How many events the turn streamed: the agent streams one as it starts.
+    events: std::sync::atomic::AtomicUsize,
     can_ask: bool,
     /// The window questions are asked with (none: open until answered).
     window: Option<Duration>,
@@ -100,7 +102,10 @@ struct Front {
 
 impl TurnFront for Front {
     fn accepted(&self, _queued: bool) {}
-    fn event(&self, _event: TurnEvent) {}
+    fn event(&self, _event: TurnEvent) {
+        self.events
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     fn encode_outcome(&self, _o: &Outcome) -> Option<String> {
         None
     }
@@ -141,6 +146,17 @@ impl Front {
                 .await
                 .expect("an outcome in time");
         }
+    }
+    /// Waits until the agent runs the turn (its first event), so a cancel reaches the agent, not a turn
+    /// that has yet to start.
+    async fn wait_running(&self) {
+        for _ in 0..1000 {
+            if self.events.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the turn did not start");
     }
     async fn wait_asked(&self, n: usize) {
         for _ in 0..500 {
@@ -218,7 +234,7 @@ async fn an_exclusive_conversation_refuses_a_second_turn_and_parks_on_cancel() {
         .await;
     assert_eq!(other.outcome().await, done("ok"));
 
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    first.wait_running().await;
     assert_eq!(
         e.cancel(&RequestId::new("t:1").unwrap(), "r").await,
         CancelReply::Cancelling
@@ -358,7 +374,7 @@ async fn a_failed_finish_holds_the_outcome_back_until_it_is_durable() {
             .await,
         SubmitReply::Accepted { queued: false }
     );
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    front.wait_running().await;
     faulty.fail_writes(true);
     e.cancel(&RequestId::new("t:1").unwrap(), "r").await;
     // The agent parks at its next boundary, but the outcome cannot be journaled: nothing is said.
@@ -442,7 +458,7 @@ async fn a_crash_while_an_outcome_waits_for_the_disk_ends_the_turn_once_after_th
     let front = Arc::new(Front::default());
     e.submit(sub("t:1", "c", "wait", front.clone(), FISK_LIKE))
         .await;
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    front.wait_running().await;
     faulty.fail_writes(true);
     e.cancel(&RequestId::new("t:1").unwrap(), "r").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -483,7 +499,12 @@ async fn drain_waits_for_running_turns_and_refuses_new_ones() {
         let e = e.clone();
         tokio::spawn(async move { e.drain(Duration::from_secs(5)).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    for _ in 0..1000 {
+        if e.draining() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(e.draining());
     assert_eq!(
         e.submit(sub("t:2", "d", "hi", Arc::new(Front::default()), FISK_LIKE))
