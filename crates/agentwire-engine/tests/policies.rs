@@ -378,7 +378,23 @@ async fn a_failed_finish_holds_the_outcome_back_until_it_is_durable() {
     faulty.fail_writes(true);
     e.cancel(&RequestId::new("t:1").unwrap(), "r").await;
     // The agent parks at its next boundary, but the outcome cannot be journaled: nothing is said.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    for _ in 0..1000 {
+        if e.live_phases()
+            .iter()
+            .any(|(_, p)| *p == agentwire_core::TurnPhase::Ending)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        e.watch_journal_writable().wait_for(|w| !*w),
+    )
+    .await
+    .expect("health says the journal cannot write")
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(front.outcomes.lock().unwrap().is_empty(), "not durable yet");
     assert!(
         !e.journal_writable(),
@@ -534,17 +550,18 @@ async fn the_engine_closes_a_question_at_its_window_unless_it_is_extended() {
     let e = engine(&dir);
     let front = Arc::new(Front {
         can_ask: true,
-        window: Some(Duration::from_millis(300)),
+        window: Some(Duration::from_millis(1000)),
         ..Front::default()
     });
     let id = RequestId::new("t:1").unwrap();
     e.submit(sub("t:1", "c", "ask", front.clone(), FISK_LIKE))
         .await;
     front.wait_asked(1).await;
-    // Held open twice (an elicit.waiting each time), past the first window.
+    // Held open twice (an elicit.waiting each time), past the first window; each extension lands well
+    // inside the window it extends, even on a loaded machine.
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(e.extend_question(&id, "q1", Duration::from_millis(300)));
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(e.extend_question(&id, "q1", Duration::from_millis(1000)));
     }
     assert!(
         e.is_waiting_on(&id, "q1"),

@@ -10,7 +10,7 @@ use agentwire_engine::Engine;
 use agentwire_fisk::worker::{Worker, WorkerConfig};
 use agentwire_store::SqliteJournal;
 use agentwire_testkit::NatsServer;
-use caller::{check_set, code, header, tag, token, with, Caller};
+use caller::{check_set, code, header, tag, token, with, Caller, Msg};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -45,6 +45,11 @@ async fn wait_ready(c: &Caller) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the worker never answered discovery");
+}
+
+/// A text event: the run is under way.
+fn is_text(m: &Msg) -> bool {
+    m.protocol() == "io.choria.fisk-ai.v1.event.text"
 }
 
 async fn worker(dir: &Path, config: WorkerConfig) -> Arc<Worker> {
@@ -191,13 +196,12 @@ async fn admission_refuses_capacity_duplicates_busy_conversations_and_draining()
     let first = tag("p");
     let set = c.prompt(&first, "quick hi", json!({})).await;
     let t = token(&set);
+    // The runs are long so that the checks made while they run finish well inside them, even under load.
     let long = tag("long");
-    let (c1, l1, t1) = (c.clone(), long.clone(), t.clone());
-    let running = tokio::spawn(async move {
-        c1.prompt(&l1, "sleep 1500", json!({ "conversation_token": t1 }))
-            .await
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut running = c
+        .open_prompt_with(&long, "sleep 5000", json!({ "conversation_token": t }))
+        .await;
+    running.until(is_text).await;
     // The same request id while it runs.
     let dup = c.prompt(&long, "sleep 10", json!({})).await;
     assert_eq!(code(&dup), "duplicate_request");
@@ -209,22 +213,27 @@ async fn admission_refuses_capacity_duplicates_busy_conversations_and_draining()
     assert_eq!(code(&busy), "conversation_busy");
     // Fill the second slot, then one more is over capacity.
     let other = tag("long");
-    let (c2, o2) = (c.clone(), other.clone());
-    let second = tokio::spawn(async move { c2.prompt(&o2, "sleep 1000", json!({})).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut second = c.open_prompt(&other, "sleep 4000").await;
+    second.until(is_text).await;
     let full = c.prompt(&tag("p"), "quick x", json!({})).await;
     assert_eq!(code(&full), "capacity");
-    // Draining: in-flight runs finish, new ones are refused.
+    // Draining: in-flight runs finish, new ones are refused (over capacity until the drain begins).
     let w2 = w.clone();
-    let drained = tokio::spawn(async move { w2.drain(Duration::from_secs(10)).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let refused = c.prompt(&tag("p"), "quick x", json!({})).await;
+    let drained = tokio::spawn(async move { w2.drain(Duration::from_secs(20)).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let refused = loop {
+        let reply = c.prompt(&tag("p"), "quick x", json!({})).await;
+        if code(&reply) != "capacity" || std::time::Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(code(&refused), "draining");
-    let done = running.await.unwrap();
-    assert_eq!(check_set(&done, &long).json["text"], "slept 1500 ms");
+    let done = running.finish().await;
+    assert_eq!(check_set(&done, &long).json["text"], "slept 5000 ms");
     assert_eq!(
-        check_set(&second.await.unwrap(), &other).json["text"],
-        "slept 1000 ms"
+        check_set(&second.finish().await, &other).json["text"],
+        "slept 4000 ms"
     );
     assert_eq!(drained.await.unwrap(), 0, "nothing left in flight");
 }
@@ -239,8 +248,7 @@ async fn cancel_suspends_at_a_boundary_and_resume_continues() {
     let mut run = c.open_prompt(&r, "sleep 2000").await;
     // Cancel once the agent is running (its first tick), so the parked turn has used its prompt's tokens; a
     // cancel before the run starts suspends it too, but with nothing used.
-    run.until(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
-        .await;
+    run.until(is_text).await;
     let ack = c.cancel(&r).await;
     assert_eq!(ack[0].protocol(), "io.choria.fisk-ai.v1.ack");
     assert_eq!(ack[0].json["accepted"], true);
@@ -349,7 +357,8 @@ async fn questions_are_asked_answered_held_open_and_answered_after_the_run() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&nats.url, "w6");
-    cfg.request_timeout = Duration::from_millis(1500);
+    // The window is wide enough that each `waiting` below lands well inside it, even under load.
+    cfg.request_timeout = Duration::from_millis(3000);
     let _w = worker(dir.path(), cfg).await;
     let c = Arc::new(Caller::connect(&nats.url, "w6").await);
 
@@ -361,12 +370,12 @@ async fn questions_are_asked_answered_held_open_and_answered_after_the_run() {
         .await
         .json;
     assert_eq!(q["protocol"], "io.choria.fisk-ai.v1.elicit.request.select");
-    assert_eq!(q["wait_ms"], 1500);
+    assert_eq!(q["wait_ms"], 3000);
     assert!(q["tool_use_id"].as_str().is_some());
     let qid = q["question_id"].as_str().unwrap().to_string();
     // Held open past the first window by `waiting`.
     for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
         let ack = c.elicit(&r, "elicit.waiting", &qid, json!({})).await;
         assert_eq!(ack[0].json["accepted"], true, "{ack:#?}");
     }
@@ -810,35 +819,38 @@ async fn a_journal_that_cannot_write_refuses_runs_and_a_run_it_finished_waits_fo
 
     // A run that ends while the disk fails sends its terminal only once the outcome is journaled.
     let r = tag("p");
-    let slow = {
-        let c = Caller::connect(&nats.url, "w20").await;
-        let r = r.clone();
-        tokio::spawn(async move { c.prompt(&r, "sleep 300", json!({})).await })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut slow = c.open_prompt(&r, "sleep 1000").await;
+    slow.until(is_text).await;
     faulty.fail_writes(true);
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    // The run ends, and its outcome waits for the disk.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !engine
+        .live_phases()
+        .iter()
+        .any(|(_, p)| *p == agentwire_core::TurnPhase::Ending)
+    {
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let held = tokio::time::timeout(Duration::from_millis(500), slow.until(|m| m.last)).await;
     assert!(
-        !slow.is_finished(),
+        held.is_err(),
         "no terminal while the outcome is not durable"
     );
     faulty.fail_writes(false);
-    let set = tokio::time::timeout(Duration::from_secs(10), slow)
-        .await
-        .unwrap()
-        .unwrap();
+    let set = slow.finish().await;
     let last = check_set(&set, &r);
     assert_eq!(last.protocol(), "io.choria.fisk-ai.v1.result");
-    assert_eq!(last.json["text"], "slept 300 ms");
+    assert_eq!(last.json["text"], "slept 1000 ms");
     // A resend (in its conversation) is answered from the journal with the same outcome.
     let again = c
         .prompt(
             &r,
-            "sleep 300",
+            "sleep 1000",
             json!({ "conversation_token": token(&set) }),
         )
         .await;
-    assert_eq!(check_set(&again, &r).json["text"], "slept 300 ms");
+    assert_eq!(check_set(&again, &r).json["text"], "slept 1000 ms");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -878,13 +890,13 @@ async fn a_model_turn_cancelled_mid_stream_parks_and_resume_asks_the_model_again
     let r = tag("long");
     let mut run = c.open_prompt(&r, "write a lot").await;
     // Cancel mid-stream: once the model's first words have arrived.
-    run.until(|m| m.protocol() == "io.choria.fisk-ai.v1.event.text")
-        .await;
+    run.until(is_text).await;
     let started = std::time::Instant::now();
     assert_eq!(c.cancel(&r).await[0].json["accepted"], true);
     let set = run.finish().await;
+    // The whole stream takes 10 s (200 words, 50 ms apart): ending well before that means it was cut.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(6),
         "the stream was not cut at once"
     );
     check_set(&set, &r);

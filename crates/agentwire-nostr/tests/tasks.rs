@@ -481,6 +481,10 @@ async fn the_requesters_43005_stops_the_task_silently_and_a_cancel_command_names
         after.is_none(),
         "nothing after the requester's cancel: {after:?}"
     );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while engine.live_turns() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(engine.live_turns(), 0, "the turn stopped");
 
     // `!cancel` from another allowed user, in the thread, mentioning the agent.

@@ -157,13 +157,15 @@ async fn the_webhook_is_told_who_to_wake_and_gets_a_failed_post_again() {
 
 #[tokio::test]
 async fn a_hanging_webhook_fills_a_bounded_queue_and_the_rest_is_dropped() {
-    // Accepts connections and never answers.
+    // Accepts connections and never answers; says when one arrives.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (connected, mut connections) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((s, _)) = listener.accept().await {
             held.push(s);
+            let _ = connected.send(());
         }
     });
     let notifier = WebhookNotifier::with_queue(&url, 2).unwrap();
@@ -172,7 +174,10 @@ async fn a_hanging_webhook_fills_a_bounded_queue_and_the_rest_is_dropped() {
     let q = card(&agent, &[alice], &[alice]);
     let one = agentwire_relay::notify::notifications(&q).remove(0);
     notifier.notify(one.clone());
-    tokio::time::sleep(Duration::from_millis(200)).await; // the first is in flight
+    // The first is in flight: its POST has connected.
+    tokio::time::timeout(Duration::from_secs(10), connections.recv())
+        .await
+        .expect("the webhook was called");
     for _ in 0..10 {
         notifier.notify(one.clone());
     }

@@ -194,10 +194,13 @@ async fn a_stop_inside_the_grace_is_still_escalated_by_the_next_daemon() {
     drop((c, daemon));
     let daemon = Daemon::start(cfg.clone()).await.unwrap();
     daemon.flush();
-    assert!(
-        stopped_at.elapsed() < STOP_GRACE && running(pid),
-        "SIGTERM alone does not end it, and the new daemon waits for the deadline"
-    );
+    // (Only while the grace surely runs: a loaded machine may have taken longer than it to get here.)
+    if stopped_at.elapsed() < STOP_GRACE * 9 / 10 {
+        assert!(
+            running(pid),
+            "SIGTERM alone does not end it, and the new daemon waits for the deadline"
+        );
+    }
     let bound = STOP_GRACE + Duration::from_secs(3);
     while running(pid) && stopped_at.elapsed() < bound {
         daemon.flush();

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Client, Daemon};
+use common::{health, Client, Daemon};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,24 +58,6 @@ impl Drop for Tmpfs {
     }
 }
 
-/// `GET /health` on a relay's port: the status code and the body.
-fn health(relay: &str) -> (u16, String) {
-    use std::io::Read;
-    let addr = relay.trim_start_matches("ws://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    (status, body)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_delays_terminals_and_never_doubles_them() {
     let Some(fs) = Tmpfs::mount() else {
@@ -102,14 +84,14 @@ async fn a_full_disk_delays_terminals_and_never_doubles_them() {
     assert_eq!(c.ask("quick before").await.text(), "before");
 
     // A run in progress when the disk fills up.
-    let long = c.prompt_event("sleep 1500", None);
+    let long = c.prompt_event("sleep 3000", None);
     c.watch(&long.id);
     c.publish(&long).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.wait_started(&long.id, Duration::from_secs(10)).await;
     let filler = fs.fill();
     // It ends while the journal cannot write: no terminal, not even an error.
     let held = c
-        .collect(&long.id, Duration::from_millis(2500), Duration::ZERO)
+        .collect(&long.id, Duration::from_millis(4500), Duration::ZERO)
         .await;
     assert_eq!(
         held.terminals, 0,
@@ -140,7 +122,7 @@ async fn a_full_disk_delays_terminals_and_never_doubles_them() {
         .await;
     assert_eq!(
         done.text(),
-        "slept 1500 ms",
+        "slept 3000 ms",
         "the real answer, not an error"
     );
     assert_eq!(done.terminals, 1);

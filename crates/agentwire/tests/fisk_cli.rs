@@ -136,7 +136,11 @@ async fn a_run_cut_off_by_kill_9_ends_canceled_and_the_conversation_goes_on() {
         )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Kill once the run is acked (journaled).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while token.lock().unwrap().is_none() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     d.kill();
     assert!(
         cut.await.unwrap().is_err(),
@@ -212,7 +216,11 @@ async fn a_fisk_run_cut_off_by_a_crash_is_ended_even_when_the_daemon_restarts_wi
             )
             .await
     });
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Kill once the run is acked (journaled).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !acked.load(std::sync::atomic::Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     d.kill();
     let _ = cut.await;
     assert!(

@@ -271,7 +271,8 @@ async fn runs_of_one_session_queue_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
     let mut c = Client::new(&d.relay, d.agent).await;
-    let slow = c.prompt_event("sleep 300", Some("session:q"));
+    // Slow enough that the other session's run ends first even on a loaded machine.
+    let slow = c.prompt_event("sleep 3000", Some("session:q"));
     let fast = c.prompt_event("quick after", Some("session:q"));
     let other = c.prompt_event("quick other", Some("session:other"));
     for e in [&slow, &fast, &other] {
@@ -281,7 +282,7 @@ async fn runs_of_one_session_queue_in_order() {
         c.publish(e).await;
     }
     let mut ends = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while ends.len() < 3 {
         let m = match tokio::time::timeout_at(deadline, c.rx.recv()).await {
             Ok(Some(m)) => m,
@@ -313,7 +314,8 @@ async fn a_session_with_too_many_waiting_runs_gets_session_limit() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
     let mut c = Client::new(&d.relay, d.agent).await;
-    let first = c.prompt_event("sleep 3000", Some("busy"));
+    // Long enough to outlast the publishes below even on a loaded machine.
+    let first = c.prompt_event("sleep 8000", Some("busy"));
     c.watch(&first.id);
     c.publish(&first).await;
     // The first run is running; this many more can wait behind it.
@@ -335,7 +337,7 @@ async fn a_session_with_too_many_waiting_runs_gets_session_limit() {
     let last = queued.last().unwrap();
     c.watch(&last.id);
     let run = c
-        .collect(&last.id, Duration::from_secs(15), Duration::ZERO)
+        .collect(&last.id, Duration::from_secs(30), Duration::ZERO)
         .await;
     assert_eq!(run.text(), format!("{}", limit - 1));
 }

@@ -122,10 +122,8 @@ async fn two_instances_with_one_key_run_each_prompt_once_and_a_dead_ones_run_end
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let started = c
-        .collect(&long.id, Duration::from_millis(500), Duration::ZERO)
-        .await;
-    assert!(!started.events.is_empty(), "the long run started");
+    // The long run started.
+    c.wait_started(&long.id, Duration::from_secs(10)).await;
     match owner.as_str() {
         "host-a" => a.kill(),
         "host-b" => b.kill(),
@@ -212,8 +210,8 @@ async fn a_session_runs_one_prompt_at_a_time_when_its_prompts_land_on_two_instan
     let first = c.prompt_event("sleep 3000", Some("s1"));
     c.watch(&first.id);
     c.publish(&first).await;
-    c.collect(&first.id, Duration::from_millis(500), Duration::ZERO)
-        .await;
+    // Its first event: the run was journaled and runs.
+    c.wait_started(&first.id, Duration::from_secs(10)).await;
     assert_eq!(
         shared
             .lookup(request(&first.id))
@@ -223,9 +221,9 @@ async fn a_session_runs_one_prompt_at_a_time_when_its_prompts_land_on_two_instan
             .owner,
         "host-a"
     );
-    // ...which is frozen while the second arrives, so host-b takes it.
-    let b = serve_leased(dir.path(), &relay.relay, &nats.url, &key, "host-b", 30);
+    // ...which is frozen (before its run can end) while the second arrives, so host-b takes it.
     signal(&a, "-STOP");
+    let b = serve_leased(dir.path(), &relay.relay, &nats.url, &key, "host-b", 30);
     let second = c.prompt_event("calc 3*3", Some("s1"));
     c.watch(&second.id);
     c.publish(&second).await;

@@ -5,7 +5,7 @@ mod common;
 
 use agentwire_nostr::client::Terminal;
 use agentwire_nostr::nipxx::kinds;
-use common::{Client, Daemon};
+use common::{health, Client, Daemon};
 use nostr::prelude::{Filter, Kind};
 use std::time::Duration;
 
@@ -119,24 +119,29 @@ async fn sigterm_drains_running_runs_and_leaves_new_prompts_for_the_next_start()
     let dir = tempfile::tempdir().unwrap();
     let relay_dir = tempfile::tempdir().unwrap();
     let relay = Daemon::start(relay_dir.path(), &[]);
-    let mut agent = Daemon::start(dir.path(), &["--relay", &relay.relay]);
+    // The agent has an embedded relay of its own too, for its `GET /health`.
+    let mut agent = Daemon::start(
+        dir.path(),
+        &["--relay", &relay.relay, "--relay-listen", "127.0.0.1:0"],
+    );
     let mut c = Client::new(&relay.relay, agent.agent).await;
-    let long = c.prompt_event("sleep 1500", None);
+    let long = c.prompt_event("sleep 3000", None);
     c.watch(&long.id);
     c.publish(&long).await;
-    let started = c
-        .collect(&long.id, Duration::from_millis(400), Duration::ZERO)
-        .await;
-    assert!(!started.events.is_empty(), "the run started");
+    c.wait_started(&long.id, Duration::from_secs(10)).await;
 
-    // SIGTERM: the daemon drains.
+    // SIGTERM: the daemon drains, and its health says so.
     let pid = agent.child.id().to_string();
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !health(&agent.relay).1.contains(r#""draining":true"#) {
+        assert!(std::time::Instant::now() < deadline, "not draining");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // A prompt that arrives while it drains is left on the relay, unanswered.
     let late = c.prompt_event("quick after the restart", None);
     c.watch(&late.id);
@@ -149,7 +154,7 @@ async fn sigterm_drains_running_runs_and_leaves_new_prompts_for_the_next_start()
             Duration::from_millis(200),
         )
         .await;
-    assert_eq!(done.text(), "slept 1500 ms");
+    assert_eq!(done.text(), "slept 3000 ms");
     let status = agent.child.wait().unwrap();
     assert!(status.success(), "a clean exit after the drain: {status:?}");
     let unanswered = c

@@ -159,9 +159,17 @@ impl Caller {
 
     /// Opens a prompt's reply set.
     pub async fn open_prompt(&self, request: &str, prompt: &str) -> Pending {
+        self.open_prompt_with(request, prompt, json!({})).await
+    }
+
+    /// Opens the reply set of a prompt with `extra` fields (a conversation token, say).
+    pub async fn open_prompt_with(&self, request: &str, prompt: &str, extra: Value) -> Pending {
         let body = with(
-            header("request.prompt", request),
-            json!({ "prompt": prompt }),
+            with(
+                header("request.prompt", request),
+                json!({ "prompt": prompt }),
+            ),
+            extra,
         );
         self.open(nats::task_subject(&self.identity), &body).await
     }
@@ -171,14 +179,10 @@ impl Caller {
     }
 
     pub async fn prompt(&self, request: &str, prompt: &str, extra: Value) -> Vec<Msg> {
-        let body = with(
-            with(
-                header("request.prompt", request),
-                json!({ "prompt": prompt }),
-            ),
-            extra,
-        );
-        self.task(&body).await
+        self.open_prompt_with(request, prompt, extra)
+            .await
+            .finish()
+            .await
     }
 
     pub async fn cancel(&self, request: &str) -> Vec<Msg> {

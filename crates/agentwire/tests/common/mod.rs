@@ -232,11 +232,7 @@ impl Client {
             let Some(message) = open(&self.crypto, (*event).clone()) else {
                 continue;
             };
-            if !message
-                .tags
-                .iter()
-                .any(|t| t.as_slice().get(1).map(String::as_str) == Some(&prompt.to_hex()))
-            {
+            if !names_prompt(&message, prompt) {
                 self.parked.push(*event);
                 continue;
             }
@@ -257,6 +253,30 @@ impl Client {
         }
         run.terminal = view.terminal().cloned();
         run
+    }
+
+    /// Waits for the agent's first event about `prompt` (its run was taken), and keeps every event read
+    /// for the next [`Client::collect`].
+    pub async fn wait_started(&mut self, prompt: &EventId, wait: Duration) {
+        let crypto = self.crypto.clone();
+        let about = |e: &Event| open(&crypto, e.clone()).is_some_and(|m| names_prompt(&m, prompt));
+        if self.parked.iter().any(about) {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(Incoming::Event { event, .. })) => {
+                    let found = about(&event);
+                    self.parked.push(*event);
+                    if found {
+                        return;
+                    }
+                }
+                Ok(Some(_)) => {}
+                _ => panic!("no event about the prompt within {wait:?}"),
+            }
+        }
     }
 
     pub async fn ask(&mut self, message: &str) -> Run {
@@ -284,4 +304,32 @@ impl Client {
             )),
         )
     }
+}
+
+/// Whether `message` is about `prompt` (names it in a tag).
+fn names_prompt(message: &Message, prompt: &EventId) -> bool {
+    message
+        .tags
+        .iter()
+        .any(|t| t.as_slice().get(1).map(String::as_str) == Some(&prompt.to_hex()))
+}
+
+/// `GET /health` on a relay's port: the status code and the body (`0` when nothing listens).
+pub fn health(relay: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = relay.trim_start_matches("ws://");
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
 }
