@@ -274,7 +274,8 @@ async fn a_conversation_runs_one_turn_at_a_time_across_instances() {
     use agentwire_store::{Claim, Finish};
     let dir = tempfile::tempdir().unwrap();
     let nats = NatsServer::start_jetstream(dir.path());
-    let lease = std::time::Duration::from_secs(1);
+    // Two seconds: the holders' renewals (every third of it) outlast a loaded machine's pauses.
+    let lease = std::time::Duration::from_secs(2);
     let open_leased = |url: String| async move {
         let client = async_nats::connect(&url).await.unwrap();
         let config = JetStreamConfig {
