@@ -465,24 +465,21 @@ impl JetStreamJournal {
         began: &mut bool,
     ) -> Result<Claim, StoreError> {
         for _ in 0..MAX_CLAIM_CONFLICTS {
-            let revision = match self.claim_holder(claim_key).await? {
-                None => 0,
-                Some((holder, revision)) => {
-                    if holder == id {
-                        // Claimed before (a resend, or a claim whose accept failed). A turn with a record
-                        // has its lease from whoever runs it; one without gets one here, as below.
-                        if self.turn_entry(id).await?.is_none() {
-                            self.lease_from_now(id, began).await?;
-                        }
-                        return Ok(Claim::Taken);
+            let (holder, revision) = self.claim_holder(claim_key).await?;
+            if let Some(holder) = holder {
+                if holder == id {
+                    // Claimed before (a resend, or a claim whose accept failed). A turn with a record has
+                    // its lease from whoever runs it; one without gets one here, as below.
+                    if self.turn_entry(id).await?.is_none() {
+                        self.lease_from_now(id, began).await?;
                     }
-                    if self.still_runs(&holder).await? {
-                        let holder = RequestId::new(holder).map_err(corrupt)?;
-                        return Ok(Claim::Busy(holder));
-                    }
-                    revision
+                    return Ok(Claim::Taken);
                 }
-            };
+                if self.still_runs(&holder).await? {
+                    let holder = RequestId::new(holder).map_err(corrupt)?;
+                    return Ok(Claim::Busy(holder));
+                }
+            }
             // About to take it: the turn's lease first, so whoever reads the claim before the turn's
             // record is written finds the lease.
             self.lease_from_now(id, began).await?;
@@ -494,8 +491,8 @@ impl JetStreamJournal {
             }
         }
         // Other turns kept taking it first: it is theirs.
-        match self.claim_holder(claim_key).await? {
-            Some((holder, _)) => Ok(Claim::Busy(RequestId::new(holder).map_err(corrupt)?)),
+        match self.claim_holder(claim_key).await?.0 {
+            Some(holder) => Ok(Claim::Busy(RequestId::new(holder).map_err(corrupt)?)),
             None => Err(unwritable("the conversation's claim kept moving")),
         }
     }
@@ -521,15 +518,14 @@ impl JetStreamJournal {
             .map_err(unwritable)
     }
 
-    /// The turn a conversation's claim names, and the claim's revision.
-    async fn claim_holder(&self, claim_key: &str) -> Result<Option<(String, u64)>, StoreError> {
-        match leader_get(&self.claims, claim_key).await? {
-            Some((value, revision)) => {
-                let holder = String::from_utf8(value).map_err(corrupt)?;
-                Ok(Some((holder, revision)))
-            }
-            None => Ok(None),
-        }
+    /// The turn a conversation's claim names (none: never claimed, or its key was deleted), and the
+    /// revision a claim must be written at.
+    async fn claim_holder(&self, claim_key: &str) -> Result<(Option<String>, u64), StoreError> {
+        let (value, revision) = leader_entry(&self.claims, claim_key).await?;
+        let holder = value
+            .map(|v| String::from_utf8(v).map_err(corrupt))
+            .transpose()?;
+        Ok((holder, revision))
     }
 
     /// The request ids of a conversation's members, in the order they were first written. Read from the
@@ -667,6 +663,14 @@ fn moved_on(e: &jetstream::context::PublishError) -> bool {
 /// A key's value and revision, read from the bucket's leader (a replica may lag behind a write another
 /// instance just made). A deleted or purged key is none.
 async fn leader_get(bucket: &kv::Store, key: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError> {
+    let (value, revision) = leader_entry(bucket, key).await?;
+    Ok(value.map(|v| (v, revision)))
+}
+
+/// The value under `key` as the bucket's leader has it, and the key's last revision (`0`: never written). A
+/// deleted or purged key has no value but keeps the revision of its marker, which a conditional write
+/// (`Nats-Expected-Last-Subject-Sequence`) must name.
+async fn leader_entry(bucket: &kv::Store, key: &str) -> Result<(Option<Vec<u8>>, u64), StoreError> {
     let got = bucket
         .stream
         .raw_message_builder()
@@ -679,9 +683,9 @@ async fn leader_get(bucket: &kv::Store, key: &str) -> Result<Option<(Vec<u8>, u6
                 .headers
                 .get("KV-Operation")
                 .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
-            Ok((!removed).then(|| (m.payload.to_vec(), m.sequence)))
+            Ok(((!removed).then(|| m.payload.to_vec()), m.sequence))
         }
-        Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(None),
+        Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok((None, 0)),
         Err(e) => Err(unwritable(e)),
     }
 }

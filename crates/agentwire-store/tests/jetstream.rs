@@ -428,4 +428,37 @@ async fn a_corrupt_record_in_the_buckets_is_a_typed_error_and_harms_no_other_tur
         .conversation(conformance::turn(0).conversation_id, false)
         .await;
     assert!(matches!(view, Err(StoreError::Corrupt(_))), "{view:?}");
+    // A conversation's claim that is not a request id is a corrupt claim, for that conversation only.
+    let claims = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap())
+        .get_key_value("BROKEN_CLAIMS")
+        .await
+        .unwrap();
+    let conv = conformance::turn(0).conversation_id;
+    let conv_key: String = conv.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    claims
+        .put(&conv_key, vec![0xff, 0xfe].into())
+        .await
+        .unwrap();
+    let claim = journal
+        .claim(conv.clone(), conformance::turn(3).request_id)
+        .await;
+    assert!(matches!(claim, Err(StoreError::Corrupt(_))), "{claim:?}");
+    // An operator deletes the bad claim: the conversation is free again (a claim is written after the
+    // key's delete marker, not refused as if the claim kept moving).
+    claims.delete(&conv_key).await.unwrap();
+    assert_eq!(
+        journal
+            .claim(conv.clone(), conformance::turn(3).request_id)
+            .await
+            .unwrap(),
+        agentwire_store::Claim::Taken
+    );
+    let other = agentwire_core::ConversationId::new("elsewhere").unwrap();
+    assert_eq!(
+        journal
+            .claim(other, conformance::turn(4).request_id)
+            .await
+            .unwrap(),
+        agentwire_store::Claim::Taken
+    );
 }

@@ -1,7 +1,8 @@
 //! Two `agentwire serve` processes serving one NIP-XX agent: the same secret key from one key file
 //! (`[nipxx] key_file`), the same relay, one JetStream journal. Each prompt runs once and gets one
 //! terminal however many instances see it; a run whose instance is killed gets exactly one terminal,
-//! signed with the shared key, from the other instance once the dead one's lease has run out.
+//! signed with the shared key, from the other instance once the dead one's lease has run out. A corrupt
+//! conversation claim in the shared journal fails only its session's next prompt, once.
 
 mod common;
 
@@ -146,6 +147,47 @@ async fn two_instances_with_one_key_run_each_prompt_once_and_a_dead_ones_run_end
     // The survivor goes on serving the agent.
     let next = c.ask("calc 6*7").await;
     assert_eq!(next.text(), "42");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_claim_fails_its_sessions_prompt_with_one_error_and_the_agent_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(&dir.path().join("js"));
+    let key = key_file(dir.path(), 0o600);
+    let relay = Daemon::start(&dir.path().join("relay"), &[]);
+    let shared = shared_journal(&nats.url).await;
+    let a = serve(dir.path(), &relay.relay, &nats.url, &key, "host-a");
+    let mut c = Client::new(&relay.relay, a.agent).await;
+    let first = c.prompt_event("quick one", Some("s1"));
+    assert_eq!(c.send_and_collect(first.clone()).await.text(), "one");
+    let conv = shared
+        .lookup(request(&first.id))
+        .await
+        .unwrap()
+        .unwrap()
+        .conversation_id;
+    // Someone with access to the stream overwrites the session's claim with bytes that name no turn.
+    let claims = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap())
+        .get_key_value("NFLEET_CLAIMS")
+        .await
+        .unwrap();
+    let conv_key: String = conv.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    claims
+        .put(&conv_key, vec![0xff, 0xfe].into())
+        .await
+        .unwrap();
+    // The session's next prompt ends once, with a typed error, instead of waiting forever.
+    let second = c.prompt_event("quick two", Some("s1"));
+    let run = c.send_and_collect(second).await;
+    assert_eq!(run.error_code(), "INTERNAL_ERROR");
+    assert_eq!(run.terminals, 1);
+    // Another session is served, by the same instance: a corrupt claim is not a failing journal.
+    let other = c.prompt_event("quick three", Some("s2"));
+    assert_eq!(c.send_and_collect(other).await.text(), "three");
+    // Once the bad claim is deleted, the session takes prompts again.
+    claims.delete(&conv_key).await.unwrap();
+    let again = c.prompt_event("quick four", Some("s1"));
+    assert_eq!(c.send_and_collect(again).await.text(), "four");
 }
 
 #[test]
