@@ -603,6 +603,18 @@ impl Engine {
                     self.forget(&id);
                     return SubmitReply::ConversationBusy;
                 }
+                // A corrupt record stays corrupt however often it is asked, on any instance: the turn is not
+                // taken (a refusal journaled and delivered), rather than refused as if the journal might take
+                // it soon.
+                (Err(e), _) | (_, Err(e)) if !e.is_unwritable() => {
+                    tracing::error!(request = %id, error = %e, "the journal holds a corrupt record for this turn or its conversation");
+                    self.forget(&id);
+                    let failure = Failure::new(
+                        Refusal::TurnNotTaken,
+                        "the journal holds a corrupt record for this turn or its conversation; an operator has to remove it",
+                    );
+                    return self.refuse(sub, failure).await;
+                }
                 (Err(e), _) | (_, Err(e)) => {
                     tracing::error!(request = %id, error = %e, "journal could not claim a conversation");
                     self.forget(&id);

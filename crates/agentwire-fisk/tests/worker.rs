@@ -928,3 +928,55 @@ async fn a_model_turn_cancelled_mid_stream_parks_and_resume_asks_the_model_again
 fn config_for_model(url: &str) -> WorkerConfig {
     config(url, "model")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_claim_in_a_shared_journal_is_turn_not_taken_for_its_conversation_only() {
+    use agentwire_store::jetstream::{JetStreamConfig, JetStreamJournal};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let buckets = JetStreamConfig {
+        prefix: "WCLAIMS".into(),
+        replicas: 1,
+        lease: Duration::from_secs(5),
+    };
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    let journal = Arc::new(JetStreamJournal::open(client, &buckets).await.unwrap());
+    let _w = Worker::start(
+        config(&nats.url, "w30"),
+        Engine::new(journal, Arc::new(DemoAgent)),
+    )
+    .await
+    .unwrap();
+    let c = Caller::connect(&nats.url, "w30").await;
+    let set = c.prompt(&tag("p"), "calc 1+1", json!({})).await;
+    let t = token(&set);
+    // Someone with access to the stream overwrites the conversation's claim with bytes that name no turn.
+    let conv = agentwire_fisk::conversation::conversation_id(&t);
+    let conv_key: String = conv.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    let claims = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap())
+        .get_key_value("WCLAIMS_CLAIMS")
+        .await
+        .unwrap();
+    claims
+        .put(&conv_key, vec![0xff, 0xfe].into())
+        .await
+        .unwrap();
+    // Its next turn is not taken (asking again, or another instance, would not change that) ...
+    let r = tag("p");
+    let refused = c
+        .prompt(&r, "calc 2+2", json!({ "conversation_token": t }))
+        .await;
+    check_set(&refused, &r);
+    assert_eq!(refused[0].json["accepted"], false);
+    assert_eq!(code(&refused), "turn_not_taken", "{refused:#?}");
+    // ... while the worker takes other conversations as before.
+    let other = c.prompt(&tag("p"), "calc 3+3", json!({})).await;
+    assert_eq!(other.last().unwrap().json["text"], "6");
+    // Once the bad claim is deleted, the conversation goes on.
+    claims.delete(&conv_key).await.unwrap();
+    let r = tag("p");
+    let again = c
+        .prompt(&r, "calc 4+4", json!({ "conversation_token": t }))
+        .await;
+    assert_eq!(check_set(&again, &r).json["text"], "8");
+}
