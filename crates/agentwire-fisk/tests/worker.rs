@@ -952,7 +952,7 @@ async fn a_corrupt_claim_in_a_shared_journal_is_turn_not_taken_for_its_conversat
     let t = token(&set);
     // Someone with access to the stream overwrites the conversation's claim with bytes that name no turn.
     let conv = agentwire_fisk::conversation::conversation_id(&t);
-    let conv_key: String = conv.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    let conv_key = agentwire_store::jetstream::bucket_key(conv.as_str());
     let claims = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap())
         .get_key_value("WCLAIMS_CLAIMS")
         .await

@@ -155,7 +155,9 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn key(id: &str) -> String {
+/// The key a request or conversation id is stored under in a bucket: its bytes in hex, since an id may hold
+/// characters a NATS subject does not take. Public for operators' tools and tests that reach a bucket.
+pub fn bucket_key(id: &str) -> String {
     id.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -274,7 +276,7 @@ impl JetStreamJournal {
         if self.renewing(id) {
             return;
         }
-        let (leases, every, k) = (self.leases.clone(), self.lease / 3, key(id));
+        let (leases, every, k) = (self.leases.clone(), self.lease / 3, bucket_key(id));
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.tick().await;
@@ -307,7 +309,7 @@ impl JetStreamJournal {
     }
 
     async fn turn_entry(&self, id: &str) -> Result<Option<(TurnDoc, u64)>, StoreError> {
-        let Some((value, revision)) = leader_get(&self.turns, &key(id)).await? else {
+        let Some((value, revision)) = leader_get(&self.turns, &bucket_key(id)).await? else {
             return Ok(None);
         };
         let doc: TurnDoc = serde_json::from_slice(&value).map_err(corrupt)?;
@@ -337,8 +339,8 @@ impl JetStreamJournal {
         // leaves no record behind; the record only once all are in. (A resend comes back as `Existing`
         // from the read above, so only accepts racing for one request id each write the meta they carry,
         // which is the same meta.)
-        let member = format!("{}.{}", key(&conv), key(&id));
-        let running = format!("{}.{}", key(&turn.owner), key(&id));
+        let member = format!("{}.{}", bucket_key(&conv), bucket_key(&id));
+        let running = format!("{}.{}", bucket_key(&turn.owner), bucket_key(&id));
         let meta = async {
             match &turn.conversation_meta {
                 Some(m) => {
@@ -377,7 +379,10 @@ impl JetStreamJournal {
         };
         let body = serde_json::to_vec(&doc).map_err(corrupt)?;
         self.writable()?;
-        if !self.write_at(&self.turns, &key(&id), body, 0).await? {
+        if !self
+            .write_at(&self.turns, &bucket_key(&id), body, 0)
+            .await?
+        {
             // Another accept made it first (here or on another instance): its record is the answer. The
             // leader refuses a create against a write it is still committing, so the record may take a
             // moment to be readable.
@@ -414,7 +419,7 @@ impl JetStreamJournal {
             doc.ended_at = Some(finish.ended_at);
             let body = serde_json::to_vec(&doc).map_err(corrupt)?;
             if self
-                .write_at(&self.turns, &key(&id), body, revision)
+                .write_at(&self.turns, &bucket_key(&id), body, revision)
                 .await?
             {
                 if let Some(r) = lock(&self.renewing).remove(&id) {
@@ -422,9 +427,9 @@ impl JetStreamJournal {
                 }
                 // The lease and the hint go, at once; one left behind (its delete failed) is skipped by
                 // its reader, and a lease ages out.
-                let hint = format!("{}.{}", key(&doc.owner), key(&id));
+                let hint = format!("{}.{}", bucket_key(&doc.owner), bucket_key(&id));
                 let (lease, hint) =
-                    tokio::join!(self.leases.purge(key(&id)), self.running.purge(hint));
+                    tokio::join!(self.leases.purge(bucket_key(&id)), self.running.purge(hint));
                 if let Err(e) = lease {
                     tracing::debug!(request = %id, error = %e, "a lease stays until it ages out");
                 }
@@ -442,13 +447,13 @@ impl JetStreamJournal {
     async fn still_runs(&self, id: &str) -> Result<bool, StoreError> {
         match self.turn_entry(id).await? {
             Some((doc, _)) => Ok(doc.outcome.is_none()),
-            None => Ok(leader_get(&self.leases, &key(id)).await?.is_some()),
+            None => Ok(leader_get(&self.leases, &bucket_key(id)).await?.is_some()),
         }
     }
 
     async fn claim_conversation(&self, conv: &str, id: &str) -> Result<Claim, StoreError> {
         self.writable()?;
-        let claim_key = key(conv);
+        let claim_key = bucket_key(conv);
         // Whether this claim began renewing the turn's lease (stopped again unless the claim is taken).
         let mut began = false;
         let claim = self.claim_loop(&claim_key, id, &mut began).await;
@@ -512,7 +517,7 @@ impl JetStreamJournal {
     /// Writes (or renews) turn `id`'s lease once.
     async fn put_lease(&self, id: &str) -> Result<(), StoreError> {
         self.leases
-            .put(key(id), Vec::new().into())
+            .put(bucket_key(id), Vec::new().into())
             .await
             .map(|_| ())
             .map_err(unwritable)
@@ -531,7 +536,7 @@ impl JetStreamJournal {
     /// The request ids of a conversation's members, in the order they were first written. Read from the
     /// bucket's leader, so a member just written on another instance is seen.
     async fn member_ids(&self, conv: &str) -> Result<Vec<String>, StoreError> {
-        let subject = format!("{}{}.>", self.members.prefix, key(conv));
+        let subject = format!("{}{}.>", self.members.prefix, bucket_key(conv));
         let mut ids: Vec<String> = Vec::new();
         let mut from = 1u64;
         loop {
@@ -598,7 +603,7 @@ impl JetStreamJournal {
         };
         let body = serde_json::to_vec(&doc).map_err(corrupt)?;
         self.meta
-            .put(key(conv), body.into())
+            .put(bucket_key(conv), body.into())
             .await
             .map_err(unwritable)?;
         Ok(())
@@ -611,7 +616,7 @@ impl JetStreamJournal {
         owner: Option<&str>,
         abandoned: bool,
     ) -> Result<Vec<StoredTurn>, StoreError> {
-        let prefix = owner.map(|o| format!("{}.", key(o)));
+        let prefix = owner.map(|o| format!("{}.", bucket_key(o)));
         let mut keys = self.running.keys().await.map_err(unwritable)?;
         let mut found: Vec<(u64, StoredTurn)> = Vec::new();
         use futures_util::StreamExt;
@@ -634,7 +639,7 @@ impl JetStreamJournal {
             if doc.outcome.is_some() || owner.is_some_and(|o| doc.owner != o) {
                 continue;
             }
-            if abandoned && leader_get(&self.leases, &key(&id)).await?.is_some() {
+            if abandoned && leader_get(&self.leases, &bucket_key(&id)).await?.is_some() {
                 continue;
             }
             // Never updated while it has no outcome: its revision is its acceptance's.
@@ -761,7 +766,8 @@ impl Journal for JetStreamJournal {
         conversation: ConversationId,
     ) -> BoxFuture<'_, Result<Option<serde_json::Value>, StoreError>> {
         Box::pin(async move {
-            let Some((value, _)) = leader_get(&self.meta, &key(conversation.as_str())).await?
+            let Some((value, _)) =
+                leader_get(&self.meta, &bucket_key(conversation.as_str())).await?
             else {
                 return Ok(None);
             };
@@ -829,7 +835,7 @@ mod tests {
     #[test]
     fn keys_are_hex_and_read_back() {
         for id in ["nipxx:1", "task:ab.c/ d", "é"] {
-            let k = key(id);
+            let k = bucket_key(id);
             assert!(k.chars().all(|c| c.is_ascii_hexdigit()));
             assert_eq!(unhex(&k).as_deref(), Some(id));
         }

@@ -388,12 +388,7 @@ async fn a_corrupt_record_in_the_buckets_is_a_typed_error_and_harms_no_other_tur
         .get_key_value("BROKEN_TURNS")
         .await
         .unwrap();
-    let hex: String = conformance::turn(2)
-        .request_id
-        .as_str()
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = agentwire_store::jetstream::bucket_key(conformance::turn(2).request_id.as_str());
     kv.put(hex, "{not json".into()).await.unwrap();
     match journal.lookup(conformance::turn(2).request_id).await {
         Err(StoreError::Corrupt(_)) => {}
@@ -434,7 +429,7 @@ async fn a_corrupt_record_in_the_buckets_is_a_typed_error_and_harms_no_other_tur
         .await
         .unwrap();
     let conv = conformance::turn(0).conversation_id;
-    let conv_key: String = conv.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    let conv_key = agentwire_store::jetstream::bucket_key(conv.as_str());
     claims
         .put(&conv_key, vec![0xff, 0xfe].into())
         .await

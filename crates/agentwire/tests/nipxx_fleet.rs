@@ -171,7 +171,7 @@ async fn a_corrupt_claim_fails_its_sessions_prompt_with_one_error_and_the_agent_
         .get_key_value("NFLEET_CLAIMS")
         .await
         .unwrap();
-    let conv_key: String = conv.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    let conv_key = agentwire_store::jetstream::bucket_key(conv.as_str());
     claims
         .put(&conv_key, vec![0xff, 0xfe].into())
         .await
