@@ -607,7 +607,7 @@ impl Engine {
                 // taken (a refusal journaled and delivered), rather than refused as if the journal might take
                 // it soon.
                 (Err(e), _) | (_, Err(e)) if !e.is_unwritable() => {
-                    tracing::error!(request = %id, error = %e, "the journal holds a corrupt record for this turn or its conversation");
+                    tracing::error!(request = %id, conversation = %sub.input.conversation_id, error = %e, "the journal holds a corrupt record for this turn or its conversation");
                     self.forget(&id);
                     let failure = Failure::new(
                         Refusal::TurnNotTaken,
@@ -1005,7 +1005,7 @@ impl Engine {
                 Ok(true) => None,
                 Ok(false) => Some(Failure::new(TurnFailure::Cancelled, "cancelled")),
                 Err(error) => {
-                    tracing::error!(request = %id, %error, "the conversation's claim could not be read");
+                    tracing::error!(request = %id, conversation = %input.conversation_id, %error, "the conversation's claim could not be read");
                     Some(Failure::new(
                         TurnFailure::Internal,
                         "the conversation's record could not be read",
