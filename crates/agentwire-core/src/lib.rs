@@ -6,6 +6,7 @@
 //! per conversation with later turns queued in order, a request id run once); the async drivers around it
 //! journal each decision before acting on the wire.
 
+pub mod child_env;
 mod event;
 mod ids;
 mod outcome;
@@ -22,7 +23,7 @@ pub use question::{
     Answer, ApproveChoice, Asked, CallAnswer, Interaction, Question, QuestionKind, QuestionOption,
     Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
 };
-pub use redact::redact_userinfo;
+pub use redact::{redact_secrets, redact_userinfo};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,
