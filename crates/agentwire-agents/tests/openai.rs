@@ -287,6 +287,54 @@ async fn each_error_status_maps_to_its_failure() {
     }
 }
 
+/// A server that echoes the request's headers in its error bodies (as some proxies do) must not hand the
+/// agent's key, or any bearer token, to whoever prompted: each status gives a fixed message of its class.
+#[tokio::test]
+async fn a_refusal_never_passes_the_servers_body_on() {
+    let fake = FakeOpenAi::start();
+    let agent = agent_for(&fake);
+    let echo = r#"{"error":{"message":"echo: Authorization: Bearer sk-test-secret; other Bearer sk-proxy-77","code":"x"}}"#;
+    let cases: [(u16, &str); 9] = [
+        (400, "refused the request (HTTP 400)"),
+        (401, "refused the credentials (HTTP 401)"),
+        (403, "refused the credentials (HTTP 403)"),
+        (404, "model or endpoint not found"),
+        (422, "refused the request (HTTP 422)"),
+        (429, "rate limiting requests (HTTP 429)"),
+        (500, "the model server failed (HTTP 500)"),
+        (502, "the model server failed (HTTP 502)"),
+        (503, "the model server failed (HTTP 503)"),
+    ];
+    for (code, class) in cases {
+        fake.push(status(code, &[("retry-after", "4")], echo));
+        let (outcome, events) = turn(&agent, input("hi")).await;
+        let f = failure(&outcome);
+        assert!(f.message.contains(class), "{code}: {}", f.message);
+        let shown = format!("{} {events:?}", f.message);
+        for secret in ["sk-test-secret", "sk-proxy-77", "Bearer", "echo:"] {
+            assert!(!shown.contains(secret), "{code}: {shown}");
+        }
+        if code == 429 {
+            assert_eq!(f.retry_after, Some(4), "a rate limit keeps its retry-after");
+        }
+    }
+    // An error inside the stream, and a chunk that is not a completion, are the server's words too.
+    for chunk in [
+        r#"{"error":{"message":"Bearer sk-test-secret overloaded"}}"#,
+        r#"{"choices":"Bearer sk-test-secret"}"#,
+    ] {
+        fake.push(stream(vec![chunk.to_string()]));
+        let (outcome, _) = turn(&agent, input("hi")).await;
+        let f = failure(&outcome);
+        assert!(f.message.starts_with("the model server"), "{}", f.message);
+        assert!(
+            !f.message.contains("sk-test-secret") && !f.message.contains("Bearer"),
+            "{}",
+            f.message
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_unavailable_model_falls_back_to_the_next() {
     let fake = FakeOpenAi::start();

@@ -1,10 +1,12 @@
 //! What an OpenAI-compatible server's refusal means for the turn: the canonical failure it maps to, and
 //! whether the next model may be tried. Pure: status, headers and body in.
+//!
+//! The failure's message is fixed for each class of status and never carries the body: the turn's failure
+//! goes to whoever prompted (over NIP-XX, anyone the policy lets in), and a server's body may echo the
+//! request, its `Authorization: Bearer` key included. The body is only read to classify (a context overflow,
+//! a missing model) and is logged at `debug` by the caller with secrets removed.
 
 use agentwire_core::{Failure, TurnFailure};
-
-/// The most characters of a provider's error message carried into a turn's failure.
-pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 200;
 
 /// A provider's answer that is not a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,9 +17,9 @@ pub struct Refused {
     pub try_next_model: bool,
 }
 
-/// The `message` of an OpenAI-style error body (`{"error":{"message":...,"code":...}}`), or the body's
-/// start, clipped.
-fn provider_message(body: &str) -> (String, Option<String>) {
+/// The `message` and `code` (or `type`) of an OpenAI-style error body (`{"error":{"message":...,"code":...}}`),
+/// or the body itself, lower-cased: what classifies the refusal. Never shown.
+fn provider_words(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let error = parsed.as_ref().map(|v| v.get("error").unwrap_or(v));
     let message = error
@@ -26,21 +28,12 @@ fn provider_message(body: &str) -> (String, Option<String>) {
                 .and_then(|m| m.as_str())
                 .or_else(|| e.as_str())
         })
-        .map(String::from)
-        .unwrap_or_else(|| body.trim().to_string());
+        .unwrap_or(body);
     let code = error
         .and_then(|e| e.get("code").or_else(|| e.get("type")))
         .and_then(|c| c.as_str())
-        .map(String::from);
-    (clip(&message), code)
-}
-
-fn clip(s: &str) -> String {
-    let s = s.replace(['\n', '\r'], " ");
-    match s.char_indices().nth(MAX_PROVIDER_MESSAGE_CHARS) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s,
-    }
+        .unwrap_or_default();
+    format!("{message} {code}").to_lowercase()
 }
 
 /// `Retry-After` in seconds (an HTTP date is not honoured: it needs a clock, and servers of chat
@@ -49,48 +42,48 @@ pub fn retry_after(header: Option<&str>) -> Option<u64> {
     header?.trim().parse::<u64>().ok()
 }
 
-/// What an HTTP status with `body` means. `model` names the model asked for.
+/// What an HTTP status with `body` means. `model` names the model asked for (the prompt's or the
+/// configuration's, not the server's words).
 pub fn refused(status: u16, retry_after_header: Option<&str>, body: &str, model: &str) -> Refused {
-    let (message, code) = provider_message(body);
-    let lower = format!(
-        "{} {}",
-        message.to_lowercase(),
-        code.clone().unwrap_or_default()
-    );
+    let words = provider_words(body);
     let model_missing = status == 404
-        || lower.contains("model_not_found")
-        || (lower.contains("model")
-            && (lower.contains("not found") || lower.contains("does not exist")));
-    let context = lower.contains("context_length_exceeded")
-        || lower.contains("context length")
-        || lower.contains("context window")
-        || lower.contains("maximum context")
-        || lower.contains("too many tokens");
+        || words.contains("model_not_found")
+        || (words.contains("model")
+            && (words.contains("not found") || words.contains("does not exist")));
+    let context = words.contains("context_length_exceeded")
+        || words.contains("context length")
+        || words.contains("context window")
+        || words.contains("maximum context")
+        || words.contains("too many tokens");
     let (code, text, try_next_model) = match status {
-        429 | 500..=599 => (
+        429 => (
             TurnFailure::ProviderBusy,
-            format!("the model server is busy ({status}): {message}"),
+            format!("the model server is rate limiting requests (HTTP {status})"),
             false,
         ),
-        // The body of a refused credential may echo part of the key: it is not repeated.
+        500..=599 => (
+            TurnFailure::ProviderBusy,
+            format!("the model server failed (HTTP {status})"),
+            false,
+        ),
         401 | 403 => (
             TurnFailure::ProviderRefused,
-            format!("the model server refused the credentials ({status})"),
+            format!("the model server refused the credentials (HTTP {status})"),
             false,
         ),
         _ if context => (
             TurnFailure::ContextExceeded,
-            format!("the conversation is larger than {model}'s context window: {message}"),
+            format!("the conversation is larger than {model}'s context window (HTTP {status})"),
             false,
         ),
         _ if model_missing => (
             TurnFailure::ProviderRefused,
-            format!("the model server does not offer {model} ({status}): {message}"),
+            format!("model or endpoint not found: the model server does not offer {model} (HTTP {status})"),
             true,
         ),
         _ => (
             TurnFailure::AgentFailed,
-            format!("the model server refused the request ({status}): {message}"),
+            format!("the model server refused the request (HTTP {status})"),
             false,
         ),
     };
@@ -118,7 +111,10 @@ mod tests {
         let busy = refused(429, Some("7"), r#"{"error":{"message":"slow down"}}"#, "m");
         assert_eq!(code(&busy), TurnFailure::ProviderBusy);
         assert_eq!(busy.failure.retry_after, Some(7));
-        assert!(busy.failure.message.contains("slow down"));
+        assert_eq!(
+            busy.failure.message,
+            "the model server is rate limiting requests (HTTP 429)"
+        );
         let down = refused(503, None, "upstream unavailable", "m");
         assert_eq!(code(&down), TurnFailure::ProviderBusy);
         assert_eq!(down.failure.retry_after, None);
@@ -159,7 +155,24 @@ mod tests {
         assert!(!long.try_next_model);
         let other = refused(422, None, &"x".repeat(5000), "m");
         assert_eq!(code(&other), TurnFailure::AgentFailed);
-        assert!(other.failure.message.chars().count() < MAX_PROVIDER_MESSAGE_CHARS + 80);
+        assert_eq!(
+            other.failure.message,
+            "the model server refused the request (HTTP 422)"
+        );
+    }
+
+    #[test]
+    fn no_status_repeats_the_body() {
+        let body = r#"{"error":{"message":"echo: Authorization: Bearer sk-live-9 (key sk-live-9)","code":"x"}}"#;
+        for status in [400, 401, 402, 403, 404, 408, 413, 422, 429, 500, 502, 503] {
+            let r = refused(status, Some("3"), body, "m");
+            let m = &r.failure.message;
+            assert!(
+                !m.contains("sk-live-9") && !m.contains("Bearer") && !m.contains("echo"),
+                "{status}: {m}"
+            );
+            assert!(m.contains(&format!("(HTTP {status})")), "{status}: {m}");
+        }
     }
 
     #[test]

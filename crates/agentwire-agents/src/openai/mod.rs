@@ -533,6 +533,14 @@ impl Turn {
                 b = read_capped(response, MAX_ERROR_BODY_BYTES) => b.unwrap_or_default(),
                 _ = cancelled(cancel) => return Err(CallEnd::Cancelled),
             };
+            // The body is the server's words, which may echo the request (its key): classified, not
+            // passed on; kept for the operator at `debug`, without the key or any bearer token.
+            tracing::debug!(
+                agent = %self.config.name,
+                status,
+                body = %self.redacted(&body),
+                "the model server refused a call"
+            );
             let refused = errors::refused(status, retry_after.as_deref(), &body, model);
             return Err(if refused.try_next_model {
                 CallEnd::NextModel(refused.failure)
@@ -552,7 +560,9 @@ impl Turn {
                 _ = cancelled(cancel) => return Err(CallEnd::Cancelled),
             };
             let mut acc = Accumulator::default();
-            let pieces = acc.feed(&as_chunk(&body)).map_err(stream_failure)?;
+            let pieces = acc
+                .feed(&as_chunk(&body))
+                .map_err(|e| self.stream_failure(e))?;
             self.send_pieces(pieces).await;
             return Ok(acc.finish());
         }
@@ -573,13 +583,38 @@ impl Turn {
                 None => framer.finish().into_iter().collect(),
             };
             for data in events {
-                let pieces = acc.feed(&data).map_err(stream_failure)?;
+                let pieces = acc.feed(&data).map_err(|e| self.stream_failure(e))?;
                 self.send_pieces(pieces).await;
             }
             if ended || acc.done() {
                 return Ok(acc.finish());
             }
         }
+    }
+
+    /// `text` from the model server with this agent's API key and any bearer token replaced: for a log line.
+    fn redacted(&self, text: &str) -> String {
+        let key = self.config.api_key.as_ref().map_or("", |k| k.0.as_str());
+        agentwire_core::redact_secrets(text, &[key], "[redacted]")
+    }
+
+    /// A stream that went wrong, as the turn's failure. What the server said (an error inside the stream, a
+    /// chunk that does not parse) may echo the request: logged at `debug` without secrets, not passed on.
+    fn stream_failure(&self, e: stream::StreamError) -> CallEnd {
+        if let stream::StreamError::Provider(words) | stream::StreamError::Malformed(words) = &e {
+            tracing::debug!(
+                agent = %self.config.name,
+                detail = %self.redacted(words),
+                "{e}"
+            );
+        }
+        CallEnd::Failed(Failure::new(
+            match e {
+                stream::StreamError::Provider(_) => TurnFailure::ProviderBusy,
+                _ => TurnFailure::AgentFailed,
+            },
+            e.to_string(),
+        ))
     }
 
     async fn send_pieces(&self, pieces: Vec<Piece>) {
@@ -664,16 +699,6 @@ fn as_chunk(body: &str) -> String {
         }
     }
     v.to_string()
-}
-
-fn stream_failure(e: stream::StreamError) -> CallEnd {
-    CallEnd::Failed(Failure::new(
-        match e {
-            stream::StreamError::Provider(_) => TurnFailure::ProviderBusy,
-            _ => TurnFailure::AgentFailed,
-        },
-        e.to_string(),
-    ))
 }
 
 /// A failure to reach the server or to read its answer. The URL (which may carry a key in its query) is

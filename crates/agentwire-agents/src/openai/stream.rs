@@ -51,11 +51,13 @@ pub struct Reply {
 /// What went wrong in a stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StreamError {
-    /// A chunk that is not a chat completion chunk.
-    #[error("the model server sent a chunk that is not JSON of a chat completion: {0}")]
+    /// A chunk that is not a chat completion chunk. The parser's words (which may quote the chunk) are kept
+    /// for a `debug` log line, not put in the message.
+    #[error("the model server sent a chunk that is not JSON of a chat completion")]
     Malformed(String),
-    /// The server reported an error inside the stream.
-    #[error("the model server reported an error: {0}")]
+    /// The server reported an error inside the stream. Its words (kept for a `debug` log line) are not in the
+    /// message: they may echo the request, its key included.
+    #[error("the model server reported an error in its stream")]
     Provider(String),
     /// More than the limits allow.
     #[error("the model's reply is too large: {0}")]
