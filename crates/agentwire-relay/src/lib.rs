@@ -28,7 +28,7 @@
 //!
 //! A kind 9 room message with `["request","question"]` and `["tinyagent","1"]` is a question card: one
 //! that breaks a rule of the spec is refused (`OK false`, `invalid:` naming the rule). A kind 1111 reply
-//! naming a stored card as its root must answer it validly (asked key, in time, NIP-22 tags, content fit
+//! (one root `E`, one parent `e`) naming a stored card as either must answer it validly (asked key, in time, NIP-22 tags, content fit
 //! for the selection); the first valid answer settles the card, durably in the same transaction, and any
 //! later one is refused with `duplicate:` ([`tinyagent`]).
 //!

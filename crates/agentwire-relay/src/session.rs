@@ -577,6 +577,9 @@ impl Session {
                 return refuse(&reason);
             }
         }
+        if let Err(rule) = tinyagent::check_comment(&event) {
+            return refuse(&format!("invalid: {rule}"));
+        }
         if tinyagent::is_question(&event) {
             if let Err(rule) = tinyagent::question(&event) {
                 return refuse(&format!("invalid: {rule}"));

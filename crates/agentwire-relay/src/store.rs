@@ -547,7 +547,7 @@ fn insert_in(
     {
         return Ok(InsertOutcome::Deleted);
     }
-    if let Some(question) = tinyagent::answered_request(event) {
+    for question in tinyagent::named_requests(event) {
         if let Err(refusal) = settle(tx, question, event, now, cards)? {
             return Ok(InsertOutcome::Refused(refusal));
         }
@@ -607,8 +607,8 @@ fn insert_in(
     })
 }
 
-/// A reply naming `question` as its root: when that is a stored native question card, the reply must
-/// answer it validly and first, and then settles it (in the same transaction as the reply's insert).
+/// A reply naming `question` as its root or parent: when that is a stored native question card, the reply
+/// must answer it validly and first, and then settles it (in the same transaction as the reply's insert).
 /// Replies to anything else are plain comments.
 fn settle(
     tx: &Connection,

@@ -290,13 +290,58 @@ pub fn question(event: &Event) -> Result<QuestionCard, QuestionRule> {
     })
 }
 
-/// The request a kind 1111 reply names as its root (`E`), if it names one: the event whose card decides
-/// whether the reply is a valid answer.
+/// Whether a kind 1111 comment has the one root (`E`) and the one parent (`e`) NIP-22 gives it; the rule
+/// it breaks if not. Any other kind passes.
+///
+/// Why refuse rather than pick one: with two `E` tags the store settled a card by one while a `#E` query
+/// listed the comment under the other (a decoy first `E`, a question card second). With one of each there
+/// is nothing to pick: the root the store settles, the one `#E` lists and the one the agent reads
+/// ([`answered_request`]) are the same event.
+pub fn check_comment(event: &Event) -> Result<(), &'static str> {
+    if event.kind != COMMENT {
+        return Ok(());
+    }
+    if tag_values(event, "E").nth(1).is_some() {
+        return Err("a comment (kind 1111) has one root: one E tag");
+    }
+    if tag_values(event, "e").nth(1).is_some() {
+        return Err("a comment (kind 1111) has one parent: one e tag");
+    }
+    Ok(())
+}
+
+/// The request a kind 1111 reply names as its root (its one `E`): the event whose card decides whether the
+/// reply is a valid answer. `None` for another kind, without an `E`, or with more than one (no answer:
+/// [`check_comment`]).
 pub fn answered_request(event: &Event) -> Option<EventId> {
     if event.kind != COMMENT {
         return None;
     }
-    first_value(event, "E").and_then(|v| EventId::from_hex(v).ok())
+    let mut roots = tag_values(event, "E");
+    let root = roots.next()?;
+    if roots.next().is_some() {
+        return None;
+    }
+    root.get(1).and_then(|v| EventId::from_hex(v).ok())
+}
+
+/// Every event a kind 1111 reply names as its root (`E`) or its parent (`e`), each once, roots first.
+/// The relay holds the reply to every question card among them: one that names a card only as its parent
+/// (no `E`, or another root) is an answer missing its root and refused for it ([`check_answer`]), not
+/// stored as a plain comment next to the card.
+pub fn named_requests(event: &Event) -> Vec<EventId> {
+    if event.kind != COMMENT {
+        return Vec::new();
+    }
+    let mut ids: Vec<EventId> = Vec::new();
+    for name in ["E", "e"] {
+        for id in tag_values(event, name).filter_map(|t| EventId::from_hex(t.get(1)?).ok()) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
 }
 
 /// What a valid answer chose.

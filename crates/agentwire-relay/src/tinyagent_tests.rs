@@ -286,6 +286,50 @@ fn a_valid_single_answer_settles_with_its_choice() {
 }
 
 #[test]
+fn a_comment_has_one_root_and_one_parent_and_names_both() {
+    let p = parties();
+    let q = ask(&p, &two_options());
+    let other = ask(&p, &[]);
+    let a = reply(&p.asked, &q, "stop", AT + 5, None);
+    assert_eq!(check_comment(&a), Ok(()));
+    assert_eq!(named_requests(&a), vec![q.id]);
+    // No root: the parent is still named, so the card holds it to its rules.
+    let no_root = reply(&p.asked, &q, "stop", AT + 5, Some("E"));
+    assert_eq!(answered_request(&no_root), None);
+    assert_eq!(named_requests(&no_root), vec![q.id]);
+    let two_roots = signed(
+        &p.asked,
+        1111,
+        "stop",
+        vec![tag(&["E", &other.id.to_hex()]), tag(&["E", &q.id.to_hex()])],
+        AT + 5,
+    );
+    assert!(check_comment(&two_roots).unwrap_err().contains("one E tag"));
+    assert_eq!(answered_request(&two_roots), None);
+    assert_eq!(named_requests(&two_roots), vec![other.id, q.id]);
+    let two_parents = signed(
+        &p.asked,
+        1111,
+        "stop",
+        vec![tag(&["e", &other.id.to_hex()]), tag(&["e", &q.id.to_hex()])],
+        AT + 5,
+    );
+    assert!(check_comment(&two_parents)
+        .unwrap_err()
+        .contains("one e tag"));
+    // Only comments are held to it.
+    let note = signed(
+        &p.asked,
+        1,
+        "",
+        vec![tag(&["e", "x"]), tag(&["e", "y"])],
+        AT,
+    );
+    assert_eq!(check_comment(&note), Ok(()));
+    assert!(named_requests(&note).is_empty());
+}
+
+#[test]
 fn an_answer_from_someone_not_asked_or_at_the_wrong_time_is_refused() {
     let p = parties();
     let mut extra = two_options();

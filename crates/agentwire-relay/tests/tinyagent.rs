@@ -6,7 +6,7 @@ mod common;
 
 use common::{now, signed_at, TestRelay};
 use nostr::event::{Event, Kind, Tag};
-use nostr::filter::Filter;
+use nostr::filter::{Filter, SingleLetterTag};
 use nostr::key::Keys;
 
 fn tag(parts: &[&str]) -> Tag {
@@ -223,5 +223,110 @@ async fn an_answer_to_a_deleted_question_is_refused_as_deleted() {
     assert!(c.publish(&deletion).await.0);
     let (ok, message) = c.publish(&answer(&asked, &q, "stop", t + 1)).await;
     assert!(!ok && message.contains("deleted"), "{message}");
+    relay.handle.shutdown().await;
+}
+
+/// The NIP-22 tags of an answer to `q` without `leave_out`, with `extra` tags after them.
+fn answer_tags(q: &Event, leave_out: &str, extra: &[&[&str]]) -> Vec<Tag> {
+    let (id, author) = (q.id.to_hex(), q.pubkey.to_hex());
+    let all: [&[&str]; 7] = [
+        &["E", &id],
+        &["e", &id],
+        &["K", "9"],
+        &["k", "9"],
+        &["P", &author],
+        &["p", &author],
+        &["h", "lab"],
+    ];
+    all.iter()
+        .filter(|t| t[0] != leave_out)
+        .map(|t| tag(t))
+        .chain(extra.iter().map(|t| tag(t)))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_answer_without_its_root_e_tag_is_refused_and_does_not_settle() {
+    let relay = TestRelay::start().await;
+    let mut c = relay.client().await;
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let q = question(&agent, &asked, &options(), t);
+    assert!(c.publish(&q).await.0);
+    let without_root = signed_at(&asked, 1111, "stop", answer_tags(&q, "E", &[]), t + 1);
+    let (ok, message) = c.publish(&without_root).await;
+    assert!(
+        !ok && message.starts_with("invalid: ") && message.contains("E must name the question"),
+        "{message}"
+    );
+    // The card is still open: the first valid answer settles it.
+    let valid = answer(&asked, &q, "continue", t + 2);
+    assert_eq!(c.publish(&valid).await, (true, String::new()));
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_comment_with_two_roots_or_two_parents_is_refused_and_never_listed_under_a_card() {
+    let relay = TestRelay::start().await;
+    let mut c = relay.client().await;
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let q = question(&agent, &asked, &options(), t);
+    assert!(c.publish(&q).await.0);
+    let decoy = signed_at(&agent, 9, "lunch?", vec![tag(&["h", "lab"])], t);
+    assert!(c.publish(&decoy).await.0);
+    let (card, other) = (q.id.to_hex(), decoy.id.to_hex());
+    // A decoy root first and the card second; then the same with the parents.
+    let two_roots = signed_at(
+        &asked,
+        1111,
+        "stop",
+        vec![tag(&["E", &other]), tag(&["E", &card]), tag(&["e", &other])],
+        t + 1,
+    );
+    let (ok, message) = c.publish(&two_roots).await;
+    assert!(
+        !ok && message.starts_with("invalid: ") && message.contains("one E tag"),
+        "{message}"
+    );
+    let two_parents = signed_at(
+        &asked,
+        1111,
+        "stop",
+        vec![tag(&["E", &other]), tag(&["e", &other]), tag(&["e", &card])],
+        t + 1,
+    );
+    let (ok, message) = c.publish(&two_parents).await;
+    assert!(
+        !ok && message.starts_with("invalid: ") && message.contains("one e tag"),
+        "{message}"
+    );
+    // Rooted elsewhere with the card as its parent: an answer missing its root.
+    let parent_only = signed_at(
+        &asked,
+        1111,
+        "stop",
+        vec![tag(&["E", &other]), tag(&["e", &card])],
+        t + 1,
+    );
+    let (ok, message) = c.publish(&parent_only).await;
+    assert!(
+        !ok && message.contains("E must name the question"),
+        "{message}"
+    );
+    let listed = c
+        .query(
+            "under the card",
+            vec![
+                Filter::new().kind(Kind::from_u16(1111)).event(q.id),
+                Filter::new()
+                    .kind(Kind::from_u16(1111))
+                    .custom_tag(SingleLetterTag::UPPERCASE_E, q.id.to_hex()),
+            ],
+        )
+        .await;
+    assert!(listed.is_empty(), "{listed:?}");
+    let valid = answer(&asked, &q, "stop", t + 2);
+    assert_eq!(c.publish(&valid).await, (true, String::new()));
     relay.handle.shutdown().await;
 }
