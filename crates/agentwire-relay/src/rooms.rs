@@ -157,13 +157,20 @@ impl Moderation {
     }
 }
 
-/// The room an event is addressed to (its first `h` tag), if it has one.
-pub fn room_of(event: &Event) -> Option<&str> {
+/// The `h` tags of an event, each as its parts.
+fn h_tags(event: &Event) -> impl Iterator<Item = &[String]> {
     event
         .tags
         .iter()
         .map(|t| t.as_slice())
-        .find(|t| t.first().map(String::as_str) == Some("h"))
+        .filter(|t| t.first().map(String::as_str) == Some("h"))
+}
+
+/// The room an event is addressed to (its `h` tag), if it has one. The relay stores no event with two
+/// ([`Rooms::check_write`]).
+pub fn room_of(event: &Event) -> Option<&str> {
+    h_tags(event)
+        .next()
         .and_then(|t| t.get(1))
         .map(String::as_str)
 }
@@ -375,10 +382,15 @@ impl Rooms {
         }
     }
 
-    /// Whether `event` may be stored: `Err` with the `restricted:` reason when it is addressed to a closed
-    /// room its author is not a member of.
-    /// Moderation events are judged by [`moderate`](Self::moderate) instead.
+    /// Whether `event` may be stored: `Err` with the `invalid:` reason when it names more than one room, and
+    /// with the `restricted:` reason when it is addressed to a closed room its author is not a member of.
+    /// Moderation events are judged by [`moderate`](Self::moderate) otherwise.
     pub fn check_write(&self, event: &Event) -> Result<(), String> {
+        // Writes are judged by one room, while a `#h` query matches any of an event's `h` tags: a second `h`
+        // would carry a stranger's event into a closed or private room judged by the first.
+        if h_tags(event).nth(1).is_some() {
+            return Err("invalid: an event belongs to one room: one h tag".into());
+        }
         if is_moderation(event.kind) {
             return Ok(());
         }
@@ -527,6 +539,20 @@ mod tests {
             .check_write(&message(&stranger, Some("elsewhere")))
             .is_ok());
         assert!(rooms.check_write(&message(&stranger, None)).is_ok());
+        // One room per event, whoever writes: a second h would smuggle it into lab.
+        for keys in [&stranger, &member] {
+            let two = EventBuilder::new(Kind::from_u16(9), "hi")
+                .tags([
+                    Tag::parse(["h", "lobby"]).unwrap(),
+                    Tag::parse(["h", "lab"]).unwrap(),
+                ])
+                .finalize(keys)
+                .unwrap();
+            assert_eq!(
+                rooms.check_write(&two).unwrap_err(),
+                "invalid: an event belongs to one room: one h tag"
+            );
+        }
         let mut rooms = rooms;
         rooms.add_member_everywhere(stranger.public_key());
         assert!(rooms.check_write(&message(&stranger, Some("lab"))).is_ok());

@@ -242,3 +242,47 @@ async fn a_rooms_admins_delete_events_of_their_room_only() {
     );
     relay.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_second_h_tag_carries_no_event_into_a_closed_or_private_room() {
+    let (relay_keys, member, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let mut vault = room("vault", true, &[&member], &[]);
+    vault.private = true;
+    let rooms = vec![
+        room("lab", true, &[&member], &[]),
+        room("lobby", false, &[], &[]),
+        vault,
+    ];
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = rooms;
+        c.relay_keys = Some(relay_keys);
+    })
+    .await;
+    let mut c = relay.client().await;
+    for inside in ["lab", "vault"] {
+        for kind in [9, 43001] {
+            let two = vec![
+                Tag::parse(["h", "lobby"]).unwrap(),
+                Tag::parse(["h", inside]).unwrap(),
+            ];
+            let (ok, message) = c.publish(&signed(&stranger, kind, "smuggled", two)).await;
+            assert!(!ok, "kind {kind} into {inside}: accepted");
+            assert_eq!(message, "invalid: an event belongs to one room: one h tag");
+        }
+    }
+    // Members too: the rule is about the event, not its author.
+    let both = vec![
+        Tag::parse(["h", "lab"]).unwrap(),
+        Tag::parse(["h", "vault"]).unwrap(),
+    ];
+    let (ok, message) = c.publish(&signed(&member, 9, "both", both)).await;
+    assert!(!ok && message.starts_with("invalid: "), "{message}");
+    let lab = c
+        .query(
+            "lab",
+            vec![Filter::new().custom_tag(nostr::filter::SingleLetterTag::LOWERCASE_H, "lab")],
+        )
+        .await;
+    assert!(lab.is_empty(), "{lab:?}");
+    relay.handle.shutdown().await;
+}
