@@ -17,6 +17,13 @@ pub const GROUP_METADATA: u16 = 39000;
 pub const GROUP_ADMINS: u16 = 39001;
 /// NIP-29's group members kind.
 pub const GROUP_MEMBERS: u16 = 39002;
+/// NIP-29's group roles kind (this relay publishes none, and takes none from clients).
+pub const GROUP_ROLES: u16 = 39003;
+
+/// Whether `kind` is NIP-29 group metadata (39000-39003), which only the relay writes.
+pub fn is_room_metadata(kind: Kind) -> bool {
+    (GROUP_METADATA..=GROUP_ROLES).contains(&kind.as_u16())
+}
 
 /// The longest room id: NIP-29 ids are short (`[a-z0-9-_]`), and one is kept per room in memory and in
 /// every room event's tag.
@@ -77,6 +84,8 @@ pub struct Rooms {
     rooms: HashMap<String, Room>,
     /// Who may create rooms and moderate every room.
     relay_admins: BTreeSet<PublicKey>,
+    /// The relay's own key, which signs the rooms' metadata; none: no client event is room metadata.
+    relay_key: Option<PublicKey>,
 }
 
 /// NIP-29 moderation: add users (9000).
@@ -209,7 +218,14 @@ impl Rooms {
         Ok(Rooms {
             rooms,
             relay_admins: BTreeSet::new(),
+            relay_key: None,
         })
+    }
+
+    /// The relay's own key: room metadata (39000-39003) from a client is taken only signed by it.
+    pub fn with_relay_key(mut self, key: Option<PublicKey>) -> Rooms {
+        self.relay_key = key;
+        self
     }
 
     /// Lets `admins` create rooms and moderate every room.
@@ -383,13 +399,19 @@ impl Rooms {
     }
 
     /// Whether `event` may be stored: `Err` with the `invalid:` reason when it names more than one room, and
-    /// with the `restricted:` reason when it is addressed to a closed room its author is not a member of.
+    /// with the `restricted:` reason when it is room metadata not signed by the relay or is addressed to a
+    /// closed room its author is not a member of.
     /// Moderation events are judged by [`moderate`](Self::moderate) otherwise.
     pub fn check_write(&self, event: &Event) -> Result<(), String> {
         // Writes are judged by one room, while a `#h` query matches any of an event's `h` tags: a second `h`
         // would carry a stranger's event into a closed or private room judged by the first.
         if h_tags(event).nth(1).is_some() {
             return Err("invalid: an event belongs to one room: one h tag".into());
+        }
+        // Group clients believe 39000-39003 from the relay's key only, but they are addressable: a client's
+        // own, dated ahead, would show as the room's name, admins and members to anyone who does not check.
+        if is_room_metadata(event.kind) && self.relay_key != Some(event.pubkey) {
+            return Err("restricted: room metadata is written by the relay".into());
         }
         if is_moderation(event.kind) {
             return Ok(());
@@ -553,6 +575,27 @@ mod tests {
                 "invalid: an event belongs to one room: one h tag"
             );
         }
+        // Room metadata only from the relay's key (none set: from nobody).
+        let relay = Keys::generate();
+        let fake = |kind: u16, keys: &Keys| {
+            EventBuilder::new(Kind::from_u16(kind), "")
+                .tags([Tag::identifier("lab")])
+                .finalize(keys)
+                .unwrap()
+        };
+        for kind in [GROUP_METADATA, GROUP_ADMINS, GROUP_MEMBERS, GROUP_ROLES] {
+            assert_eq!(
+                rooms.check_write(&fake(kind, &relay)).unwrap_err(),
+                "restricted: room metadata is written by the relay"
+            );
+        }
+        let rooms = rooms.with_relay_key(Some(relay.public_key()));
+        assert!(rooms.check_write(&fake(GROUP_METADATA, &relay)).is_ok());
+        assert!(rooms
+            .check_write(&fake(GROUP_ADMINS, &member))
+            .unwrap_err()
+            .starts_with("restricted: "));
+        assert!(rooms.check_write(&fake(39004, &member)).is_ok());
         let mut rooms = rooms;
         rooms.add_member_everywhere(stranger.public_key());
         assert!(rooms.check_write(&message(&stranger, Some("lab"))).is_ok());

@@ -118,7 +118,8 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
     config.limits.validate()?;
     let mut rooms = Rooms::new(&config.rooms)
         .map_err(|e| RelayError::InvalidRooms(e.to_string()))?
-        .with_relay_admins(config.admins.iter().copied());
+        .with_relay_admins(config.admins.iter().copied())
+        .with_relay_key(config.relay_keys.as_ref().map(Keys::public_key));
     for key in &config.room_writers {
         rooms.add_member_everywhere(*key);
     }

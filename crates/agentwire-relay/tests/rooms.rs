@@ -286,3 +286,62 @@ async fn a_second_h_tag_carries_no_event_into_a_closed_or_private_room() {
     assert!(lab.is_empty(), "{lab:?}");
     relay.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn only_the_relay_writes_room_metadata() {
+    let (relay_keys, admin, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let rooms = vec![room("lab", true, &[], &[&admin])];
+    let rk = relay_keys.clone();
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = rooms;
+        c.relay_keys = Some(rk);
+    })
+    .await;
+    let mut c = relay.client().await;
+    let ahead = common::now() + 3600;
+    let hex = stranger.public_key().to_hex();
+    let forged: [(u16, Vec<Tag>); 4] = [
+        (
+            39000,
+            vec![
+                Tag::parse(["name", "Pwned"]).unwrap(),
+                Tag::parse(["open"]).unwrap(),
+            ],
+        ),
+        (
+            39001,
+            vec![Tag::parse(["p", hex.as_str(), "admin"]).unwrap()],
+        ),
+        (39002, vec![Tag::parse(["p", hex.as_str()]).unwrap()]),
+        (39003, vec![Tag::parse(["role", "admin"]).unwrap()]),
+    ];
+    for (kind, tags) in forged {
+        let mut tags = tags;
+        tags.insert(0, Tag::identifier("lab"));
+        // A stranger, and a room's own admin: neither is the relay.
+        for keys in [&stranger, &admin] {
+            let event = common::signed_at(keys, kind, "", tags.clone(), ahead);
+            let (ok, message) = c.publish(&event).await;
+            assert!(!ok, "kind {kind} accepted");
+            assert_eq!(message, "restricted: room metadata is written by the relay");
+        }
+    }
+    let name = room_name(&mut c, &relay_keys, "lab", "name").await;
+    assert_eq!(name.as_deref(), Some("Lab"));
+    let any = c
+        .query(
+            "any",
+            vec![Filter::new().kinds([39000, 39001, 39002, 39003].map(Kind::from_u16))],
+        )
+        .await;
+    assert!(any.iter().all(|e| e.pubkey == relay_keys.public_key()));
+    relay.handle.shutdown().await;
+
+    // A relay without rooms (and no key) takes room metadata from nobody.
+    let plain = TestRelay::start().await;
+    let mut c = plain.client().await;
+    let event = signed(&stranger, 39000, "", vec![Tag::identifier("lab")]);
+    let (ok, message) = c.publish(&event).await;
+    assert!(!ok && message.starts_with("restricted: "), "{message}");
+    plain.handle.shutdown().await;
+}
