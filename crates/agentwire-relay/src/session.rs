@@ -535,6 +535,11 @@ impl Session {
                 self.limits.max_events_per_second_per_connection
             ));
         }
+        // NIP-42: an AUTH event proves a key to one connection and is never stored or passed on; broadcast,
+        // anyone subscribed to 22242 would collect signed answers to challenges.
+        if event.kind == Kind::Authentication {
+            return refuse("invalid: kind 22242 is sent with AUTH, never as an EVENT (NIP-42)");
+        }
         let json = match event_json(&event) {
             Ok(json) => json,
             Err(_) => return refuse("invalid: event cannot be serialised"),

@@ -95,3 +95,27 @@ async fn a_protected_event_is_taken_only_from_its_authenticated_author() {
     assert_eq!(plain.publish(&open).await, (true, String::new()));
     relay.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_auth_event_sent_as_an_event_is_refused_and_never_passed_on() {
+    let relay = TestRelay::start().await;
+    let (mut watcher, _) = connect(&relay).await;
+    assert!(watcher
+        .query(
+            "auth",
+            vec![nostr::filter::Filter::new().kind(nostr::event::Kind::Authentication)]
+        )
+        .await
+        .is_empty());
+    let (mut c, challenge) = connect(&relay).await;
+    let event = auth_event(&Keys::generate(), &challenge, &relay.url(), now());
+    let (ok, m) = c.publish(&event).await;
+    assert!(
+        !ok && m.starts_with("invalid:") && m.contains("22242"),
+        "{m}"
+    );
+    watcher
+        .expect_silence(std::time::Duration::from_millis(300))
+        .await;
+    relay.handle.shutdown().await;
+}
