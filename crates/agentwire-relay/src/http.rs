@@ -3,6 +3,7 @@
 //!
 //! <https://github.com/nostr-protocol/nips/blob/master/11.md>
 
+use nostr::key::PublicKey;
 use serde_json::json;
 
 use crate::limits::RelayLimits;
@@ -183,9 +184,15 @@ fn response(
     out.into_bytes()
 }
 
-/// The NIP-11 relay information document.
-pub(crate) fn information_document(name: &str, limits: &RelayLimits) -> String {
-    json!({
+/// The NIP-11 relay information document. `relay_key` is the relay's own key, which signs the rooms'
+/// metadata: NIP-29 clients read it from `self` (and `pubkey`) to check that 39000-39002 come from the
+/// relay; without one neither field is given.
+pub(crate) fn information_document(
+    name: &str,
+    limits: &RelayLimits,
+    relay_key: Option<&PublicKey>,
+) -> String {
+    let mut document = json!({
         "name": name,
         "description": "The agentwire embedded relay: NIP-01 with durable storage of NIP-XX prompts, responses and errors.",
         "software": "agentwire",
@@ -203,8 +210,12 @@ pub(crate) fn information_document(name: &str, limits: &RelayLimits) -> String {
             "payment_required": false,
             "restricted_writes": false,
         },
-    })
-    .to_string()
+    });
+    if let Some(key) = relay_key {
+        document["self"] = json!(key.to_hex());
+        document["pubkey"] = json!(key.to_hex());
+    }
+    document.to_string()
 }
 
 #[cfg(test)]
@@ -255,10 +266,21 @@ mod tests {
     #[test]
     fn document_fields() {
         let doc: serde_json::Value =
-            serde_json::from_str(&information_document("n", &RelayLimits::default())).unwrap();
+            serde_json::from_str(&information_document("n", &RelayLimits::default(), None))
+                .unwrap();
         assert_eq!(doc["software"], "agentwire");
         assert_eq!(doc["supported_nips"], json!([1, 9, 11, 29, 40, 42, 45, 70]));
         assert_eq!(doc["limitation"]["max_subid_length"], 64);
+        assert!(doc.get("self").is_none() && doc.get("pubkey").is_none());
+        let key = nostr::key::Keys::generate().public_key();
+        let doc: serde_json::Value = serde_json::from_str(&information_document(
+            "n",
+            &RelayLimits::default(),
+            Some(&key),
+        ))
+        .unwrap();
+        assert_eq!(doc["self"], key.to_hex());
+        assert_eq!(doc["pubkey"], key.to_hex());
     }
 
     #[test]

@@ -205,7 +205,11 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         writer: writer_tx,
         readers: ReadPool::new(config.db_path),
         fanout,
-        document: information_document(&config.name, &config.limits),
+        document: information_document(
+            &config.name,
+            &config.limits,
+            config.relay_keys.as_ref().map(Keys::public_key).as_ref(),
+        ),
         name: config.name,
         health: config.health,
         rooms,

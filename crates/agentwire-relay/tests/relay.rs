@@ -305,6 +305,41 @@ async fn nip11_document_over_http() {
 }
 
 #[tokio::test]
+async fn nip11_names_the_key_that_signs_room_metadata() {
+    let relay_keys = Keys::generate();
+    let rk = relay_keys.clone();
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = vec![agentwire_relay::RoomConfig {
+            id: "lab".into(),
+            name: "Lab".into(),
+            closed: false,
+            private: false,
+            members: vec![],
+            admins: vec![],
+        }];
+        c.relay_keys = Some(rk);
+    })
+    .await;
+    let response = http_get(&relay, Some("application/nostr+json")).await;
+    let (_, body) = response.split_once("\r\n\r\n").unwrap();
+    let doc: serde_json::Value = serde_json::from_str(body).unwrap();
+    let key = relay_keys.public_key().to_hex();
+    assert_eq!(doc["self"], key, "{doc}");
+    assert_eq!(doc["pubkey"], key, "{doc}");
+    // The same key signs the rooms' metadata.
+    let mut c = relay.client().await;
+    let meta = c
+        .query(
+            "meta",
+            vec![nostr::filter::Filter::new().kind(nostr::event::Kind::from_u16(39000))],
+        )
+        .await;
+    assert_eq!(meta.len(), 1);
+    assert_eq!(meta[0].pubkey.to_hex(), key);
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_endless_request_head_gets_431() {
     let relay = TestRelay::start().await;
     let mut stream = TcpStream::connect(relay.addr()).await.unwrap();
