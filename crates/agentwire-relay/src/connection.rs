@@ -189,6 +189,7 @@ impl Connection {
                 Instant::now(),
                 Arc::clone(&shared.rooms),
                 challenge(),
+                Arc::clone(&shared.own_urls),
             ),
             live: Some(shared.fanout.subscribe()),
             exempt: None,

@@ -53,6 +53,9 @@ pub enum RelayError {
     /// The configured rooms are not valid, or there are rooms but no relay key to sign their metadata.
     #[error("invalid rooms: {0}")]
     InvalidRooms(String),
+    /// A configured public URL of the relay is not a `ws://` or `wss://` URL with a host.
+    #[error("invalid relay public URL: {0}")]
+    InvalidPublicUrl(String),
     /// A background thread or task of the relay could not be started, or went away.
     #[error("relay internal error: {0}")]
     Internal(String),

@@ -24,6 +24,7 @@ use crate::http::information_document;
 use crate::limits::{
     RelayLimits, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE, WRITE_QUEUE_CAPACITY,
 };
+use crate::own_urls::OwnUrls;
 use crate::retention::RetentionPolicy;
 use crate::rooms::{
     RoomConfig, Rooms, CREATE_GROUP, EDIT_METADATA, GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA,
@@ -37,6 +38,10 @@ use crate::store::EventStore;
 pub struct RelayConfig {
     /// Where to listen for WebSocket and NIP-11 HTTP requests; port 0 picks a free port.
     pub listen: SocketAddr,
+    /// The `ws://` or `wss://` URLs clients reach this relay at besides its listen address (behind a
+    /// proxy or a TLS terminator, or by a name). A NIP-42 `AUTH` is taken only for one of these or the
+    /// listen address itself (`localhost` too for a loopback address), compared as URLs.
+    pub public_urls: Vec<String>,
     /// The SQLite database file of stored events; created if missing.
     pub db_path: PathBuf,
     /// The configurable bounds.
@@ -70,6 +75,7 @@ impl RelayConfig {
     pub fn new(listen: SocketAddr, db_path: impl Into<PathBuf>) -> Self {
         Self {
             listen,
+            public_urls: Vec::new(),
             db_path: db_path.into(),
             limits: RelayLimits::default(),
             name: "agentwire".to_owned(),
@@ -99,6 +105,8 @@ pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) health: Option<crate::HealthCheck>,
     pub(crate) rooms: Arc<RwLock<Rooms>>,
+    /// The URLs a NIP-42 `AUTH` may name.
+    pub(crate) own_urls: Arc<OwnUrls>,
 }
 
 /// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
@@ -116,6 +124,9 @@ pub struct RelayHandle {
 /// Expired events are purged before the first connection is accepted.
 pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
     config.limits.validate()?;
+    for url in &config.public_urls {
+        crate::own_urls::check_public_url(url).map_err(RelayError::InvalidPublicUrl)?;
+    }
     let mut rooms = Rooms::new(&config.rooms)
         .map_err(|e| RelayError::InvalidRooms(e.to_string()))?
         .with_relay_admins(config.admins.iter().copied())
@@ -179,6 +190,8 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
             source,
         })?;
     let local_addr = listener.local_addr()?;
+    let own_urls =
+        OwnUrls::new(local_addr, &config.public_urls).map_err(RelayError::InvalidPublicUrl)?;
 
     let fanout = Fanout::new();
     let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
@@ -213,6 +226,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         name: config.name,
         health: config.health,
         rooms,
+        own_urls: Arc::new(own_urls),
     });
     let (shutdown, shutdown_rx) = watch::channel(false);
     let server = tokio::spawn(accept_loop(listener, shared, shutdown_rx));

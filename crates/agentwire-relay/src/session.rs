@@ -30,6 +30,7 @@ use crate::kind::Retention;
 use crate::limits::{
     RelayLimits, AUTH_MAX_SKEW_SECS, LIVE_QUEUE_CAPACITY, MAX_AUTHED_KEYS_PER_CONNECTION,
 };
+use crate::own_urls::OwnUrls;
 use crate::rate::TokenBucket;
 use crate::rooms::Rooms;
 use crate::store::{event_json, InsertOutcome, StoredEvent};
@@ -143,6 +144,8 @@ pub(crate) struct Session {
     challenge: String,
     /// The keys this connection proved it holds (NIP-42).
     authed: HashSet<PublicKey>,
+    /// The URLs an `AUTH` event's `relay` tag may name: this relay's.
+    own_urls: Arc<OwnUrls>,
 }
 
 fn send(frame: String) -> Vec<Command> {
@@ -155,17 +158,19 @@ fn notice(message: &str) -> Vec<Command> {
 
 impl Session {
     /// A new connection's state as of `now`, with its NIP-42 `challenge` (unguessable, one per
-    /// connection).
+    /// connection) and the URLs that name this relay in an `AUTH`.
     pub(crate) fn new(
         limits: RelayLimits,
         unlimited_authors: Arc<HashSet<PublicKey>>,
         now: Instant,
         rooms: Arc<RwLock<Rooms>>,
         challenge: String,
+        own_urls: Arc<OwnUrls>,
     ) -> Self {
         Self {
             rooms,
             challenge,
+            own_urls,
             authed: HashSet::new(),
             bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
             limits,
@@ -259,11 +264,13 @@ impl Session {
         if event.tags.challenge().as_deref() != Some(self.challenge.as_str()) {
             return refuse("invalid: the challenge tag does not match this connection's challenge");
         }
+        // Bound to this relay, not only to its challenge: another relay can serve the same challenge to a
+        // member's client and replay the signed answer here.
         let relay = event.tags.iter().find(|t| t.kind() == "relay");
         let relay = relay.and_then(|t| t.content()).unwrap_or_default();
-        if !(relay.starts_with("ws://") || relay.starts_with("wss://")) {
+        if !self.own_urls.accepts(relay) {
             return refuse(
-                "invalid: a relay tag with this relay's ws:// or wss:// URL is required",
+                "invalid: the relay tag must be this relay's URL (its listen address or a public URL it is configured with)",
             );
         }
         if !self.authed.contains(&event.pubkey) {

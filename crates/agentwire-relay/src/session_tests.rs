@@ -26,6 +26,7 @@ fn session_with(limits: RelayLimits, unlimited: &[&Keys]) -> (Session, Instant) 
             now,
             Arc::default(),
             CHALLENGE.to_owned(),
+            Arc::default(),
         ),
         now,
     )

@@ -119,3 +119,86 @@ async fn an_auth_event_sent_as_an_event_is_refused_and_never_passed_on() {
         .await;
     relay.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_auth_signed_for_another_relay_is_refused_and_reads_no_private_room() {
+    use agentwire_relay::RoomConfig;
+    use nostr::filter::{Filter, SingleLetterTag};
+    use nostr::message::RelayMessage;
+    let (relay_keys, member) = (Keys::generate(), Keys::generate());
+    let vault = RoomConfig {
+        id: "vault".into(),
+        name: "Vault".into(),
+        closed: true,
+        private: true,
+        members: vec![member.public_key()],
+        admins: vec![],
+    };
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = vec![vault];
+        c.relay_keys = Some(relay_keys);
+        c.public_urls = vec!["wss://Relay.Example.org/".into()];
+    })
+    .await;
+    let mut writer = relay.client().await;
+    let secret = signed(&member, 9, "the combination", vec![tag(&["h", "vault"])]);
+    assert!(writer.publish(&secret).await.0);
+    let port = relay.addr().port();
+
+    // The attacker serves this connection's challenge from its own relay; the member's client signs it
+    // for that relay's URL, and the attacker replays it here.
+    let (mut attacker, challenge) = connect(&relay).await;
+    for elsewhere in [
+        "wss://evil.example.com".to_owned(),
+        "ws://evil.example.com".to_owned(),
+        format!("ws://127.0.0.1:{}", port + 1),
+        format!("wss://127.0.0.1:{port}"),
+        format!("ws://127.0.0.1:{port}/other"),
+        "wss://relay.example.org/other".to_owned(),
+    ] {
+        let (ok, m) = auth(
+            &mut attacker,
+            &auth_event(&member, &challenge, &elsewhere, now()),
+        )
+        .await;
+        assert!(
+            !ok && m.starts_with("invalid:") && m.contains("relay tag"),
+            "{elsewhere}: {m}"
+        );
+    }
+    let vault_filter = Filter::new().custom_tag(SingleLetterTag::LOWERCASE_H, "vault");
+    attacker.send_req("v", vec![vault_filter.clone()]).await;
+    match attacker.recv().await {
+        RelayMessage::Closed { message, .. } => {
+            assert!(message.starts_with("auth-required:"), "{message}")
+        }
+        other => panic!("the private room was served: {other:?}"),
+    }
+
+    // This relay's own URLs are taken, compared as URLs.
+    for own in [
+        format!("ws://127.0.0.1:{port}"),
+        format!("ws://localhost:{port}/"),
+        format!("WS://LOCALHOST:{port}"),
+        "wss://relay.example.org".to_owned(),
+        "wss://relay.example.org:443/".to_owned(),
+    ] {
+        let (mut c, challenge) = connect(&relay).await;
+        let (ok, m) = auth(&mut c, &auth_event(&member, &challenge, &own, now())).await;
+        assert!(ok, "{own}: {m}");
+        assert_eq!(c.query("v", vec![vault_filter.clone()]).await.len(), 1);
+    }
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_public_url_that_is_not_ws_or_wss_stops_the_relay_from_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(&dir, Default::default());
+    config.public_urls = vec!["https://relay.example.org".into()];
+    let error = agentwire_relay::start(config)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("https://relay.example.org"), "{error}");
+}
