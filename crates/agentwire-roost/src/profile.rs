@@ -1,8 +1,11 @@
-//! Job profiles: the command a job runs, how it gets its first task, and whether its agent speaks the
-//! protocol. From `[roost.profiles.<name>]` in agentwire's config, or `agentProfiles` in a roost.json.
+//! Job profiles: the command a job runs, how it gets its first task, whether its agent speaks the
+//! protocol, what its environment holds beyond the allowlist (`env`, `pass_env`) and the user it runs as
+//! (`user`). From `[roost.profiles.<name>]` in agentwire's config, or `agentProfiles` in a roost.json (which
+//! has no `env`, `pass_env` or `user`).
 
+use agentwire_core::child_env::{ChildEnv, ChildEnvError};
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// How the first task reaches the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -16,7 +19,7 @@ pub enum TaskMode {
 }
 
 /// One profile.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     /// The program and its arguments.
@@ -27,6 +30,40 @@ pub struct Profile {
     /// Whether the agent speaks the roost protocol (else it is a terminal agent: its output is its row).
     #[serde(default)]
     pub protocol: bool,
+    /// Variables set in the job's environment (`env = { NAME = "value" }`), beside the allowlist every
+    /// child gets ([`agentwire_core::child_env`]) and the job's own `ROOST_*` variables (which win).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The daemon's variables passed on to the job by name (`pass_env = ["NAME"]`); no other is.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// The user the job runs as (`user = "name"`, from `/etc/passwd`): only when the daemon runs as root.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// `env` values may be secrets: shown by name only.
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile")
+            .field("command", &self.command)
+            .field("task", &self.task)
+            .field("protocol", &self.protocol)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("pass_env", &self.pass_env)
+            .field("user", &self.user)
+            .finish()
+    }
+}
+
+impl Profile {
+    /// What the job's environment holds beyond the allowlist.
+    pub fn child_env(&self) -> ChildEnv {
+        ChildEnv {
+            set: self.env.clone(),
+            pass: self.pass_env.clone(),
+        }
+    }
 }
 
 /// Why profiles could not be read.
@@ -38,6 +75,24 @@ pub enum ProfileError {
     /// A profile with no command.
     #[error("profile {0:?} has an empty command")]
     EmptyCommand(String),
+    /// A profile whose `env` or `pass_env` is refused.
+    #[error("profile {profile:?}: env/pass_env: {error}")]
+    Env {
+        /// The profile.
+        profile: String,
+        /// Why.
+        error: ChildEnvError,
+    },
+    /// A profile with a `user` that cannot be served.
+    #[error("profile {profile:?}: user = {user:?}: {reason}")]
+    User {
+        /// The profile.
+        profile: String,
+        /// The user named.
+        user: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -67,6 +122,7 @@ pub fn from_roost_json(text: &str) -> Result<HashMap<String, Profile>, ProfileEr
                 command: p.command,
                 task: p.task,
                 protocol: p.protocol,
+                ..Profile::default()
             },
         );
     }
@@ -74,11 +130,27 @@ pub fn from_roost_json(text: &str) -> Result<HashMap<String, Profile>, ProfileEr
     Ok(out)
 }
 
-/// Checks every profile has a command.
+/// Checks every profile has a command, a fit `env` and `pass_env`, and that one with a `user` is a terminal
+/// agent: a job run as another user cannot reach the daemon's owner-only socket, so it could never report.
+/// (Whether the daemon may start jobs as that user is [`crate::daemon::run_as`]'s to say, at start.)
 pub fn check(profiles: &HashMap<String, Profile>) -> Result<(), ProfileError> {
     for (name, p) in profiles {
         if p.command.is_empty() || p.command[0].is_empty() {
             return Err(ProfileError::EmptyCommand(name.clone()));
+        }
+        p.child_env().check().map_err(|error| ProfileError::Env {
+            profile: name.clone(),
+            error,
+        })?;
+        if let (Some(user), true) = (&p.user, p.protocol) {
+            return Err(ProfileError::User {
+                profile: name.clone(),
+                user: user.clone(),
+                reason:
+                    "a job run as another user cannot reach the daemon's owner-only socket, so the \
+                         profile must be a terminal agent (protocol = false)"
+                        .into(),
+            });
         }
     }
     Ok(())
@@ -101,5 +173,34 @@ mod tests {
         assert!(!p["term"].protocol);
         assert!(from_roost_json(r#"{"agentProfiles":{"x":{"command":[]}}}"#).is_err());
         assert!(from_roost_json("nope").is_err());
+    }
+
+    #[test]
+    fn env_pass_env_and_user_are_checked() {
+        let with = |f: &dyn Fn(&mut Profile)| {
+            let mut p = Profile {
+                command: vec!["sh".into()],
+                ..Profile::default()
+            };
+            f(&mut p);
+            check(&[("p".to_string(), p)].into_iter().collect())
+        };
+        assert!(with(&|p| {
+            p.env.insert("MODE".into(), "secret-value".into());
+            p.pass_env.push("GITHUB_TOKEN".into());
+            p.user = Some("nobody".into());
+        })
+        .is_ok());
+        let e = with(&|p| p.pass_env.push("NOT=A NAME".into())).unwrap_err();
+        assert!(e.to_string().contains("profile \"p\""), "{e}");
+        let e = with(&|p| {
+            p.user = Some("nobody".into());
+            p.protocol = true;
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("terminal agent"), "{e}");
+        let mut p = Profile::default();
+        p.env.insert("TOKEN".into(), "s3cret".into());
+        assert!(!format!("{p:?}").contains("s3cret"));
     }
 }

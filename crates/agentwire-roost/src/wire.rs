@@ -12,6 +12,12 @@ use std::borrow::Cow;
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// Most connections the daemon holds (the spec's number).
 pub const MAX_CONNECTIONS: usize = 1024;
+/// Of [`MAX_CONNECTIONS`], the places only the owner's controllers may take: connections from the daemon's
+/// own user that are none of the jobs' processes (`SO_PEERCRED`). Jobs' processes share the other 960, so a
+/// job that opens connections and holds them (an idle one is closed after `IDENTIFY_TIMEOUT`, one that
+/// said `hello` is not) cannot lock out the person who would stop it: 64 is more controllers (a hub, CLI
+/// calls, agentwire's own roost-backed turns) than run at once, and a small share of the cap.
+pub const CONTROLLER_RESERVE: usize = 64;
 /// Most requests in flight on one connection (the spec's bound); past it the connection is not read until
 /// some are answered. This daemon holds itself well inside it: it reads a connection's next request only
 /// after answering the last, so one is in flight and the rest wait, unread, in the socket.

@@ -19,6 +19,7 @@ fn config(dir: &Path) -> DaemonConfig {
             command: vec![env!("CARGO_BIN_EXE_roost-echo-agent").to_string()],
             task: TaskMode::Type,
             protocol: true,
+            ..Default::default()
         },
     );
     DaemonConfig {

@@ -108,6 +108,7 @@ fn config(dir: &Path) -> DaemonConfig {
             ],
             task: TaskMode::Type,
             protocol: true,
+            ..Default::default()
         },
     );
     // An agent that exits at once.
@@ -117,6 +118,7 @@ fn config(dir: &Path) -> DaemonConfig {
             command: vec!["sh".into(), "-c".into(), "exit 0".into()],
             task: TaskMode::Type,
             protocol: true,
+            ..Default::default()
         },
     );
     // An agent that ignores SIGTERM (its shell and the sleeps it starts alike).
@@ -130,6 +132,7 @@ fn config(dir: &Path) -> DaemonConfig {
             ],
             task: TaskMode::Type,
             protocol: true,
+            ..Default::default()
         },
     );
     profiles.insert(
@@ -143,6 +146,7 @@ fn config(dir: &Path) -> DaemonConfig {
             ],
             task: TaskMode::Argv,
             protocol: false,
+            ..Default::default()
         },
     );
     DaemonConfig {

@@ -19,6 +19,7 @@ fn config(dir: &Path) -> DaemonConfig {
         command: vec!["sh".into(), "-c".into(), script.into()],
         task: TaskMode::Type,
         protocol: true,
+        ..Default::default()
     };
     let mut profiles = HashMap::new();
     profiles.insert("agent".to_string(), sh("exec sleep 60"));

@@ -1,7 +1,10 @@
 //! One socket connection: lines in (bounded), requests answered in order, answers and events out through
 //! a queue whose unread bytes are bounded. A connection that says `hello` or `report` is a session (an
-//! agent); the controller's ops are refused on it.
+//! agent); the controller's ops are refused on it (`unsupported`), and on any connection of a job's
+//! process or of another user (`unauthorized`, [`super::peer`]). A connection must identify itself (a
+//! request answered ok: `hello`, an accepted `report`, a controller's op) within [`IDENTIFY_TIMEOUT`].
 
+use super::peer::Peer;
 use super::state::{Outbox, Shared};
 use crate::report::Report;
 use crate::wire::{
@@ -16,7 +19,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, Notify};
+use tokio::time::Duration;
 
+/// How long a new connection has to identify itself (its first request answered ok) before it is closed:
+/// every client sends its first request as soon as it connects, so 5 s is generous even on a loaded
+/// machine, and connections that say nothing do not hold places of the 1,024 for ever.
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest line buffer a connection keeps between requests: a longer line (up to the 4 MiB limit) has
 /// its buffer freed once answered, so 1,024 idle connections do not each hold megabytes.
 const KEPT_LINE_BUFFER_BYTES: usize = 64 * 1024;
@@ -102,13 +110,9 @@ async fn send<K: Future, S: Future>(
 pub(super) async fn serve(
     shared: Arc<Shared>,
     stream: UnixStream,
+    peer: Peer,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let owner = rustix::process::getuid().as_raw();
-    let is_owner = stream
-        .peer_cred()
-        .map(|c| c.uid() == owner)
-        .unwrap_or(false);
     let (read, mut write) = stream.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let queued = Arc::new(AtomicUsize::new(0));
@@ -126,7 +130,9 @@ pub(super) async fn serve(
     // Made once: a Notified made per request costs a lock to register and another to drop.
     let killed = kill.notified();
     let stopped = stop.changed();
-    tokio::pin!(killed, stopped);
+    let unidentified = tokio::time::sleep(IDENTIFY_TIMEOUT);
+    let mut identified = false;
+    tokio::pin!(killed, stopped, unidentified);
     // One task reads requests, writes their answers directly (no hop to another task on the hot path),
     // and writes the events other tasks queue for this connection.
     loop {
@@ -137,6 +143,10 @@ pub(super) async fn serve(
                 break;
             }
             _ = &mut stopped => break,
+            _ = &mut unidentified, if !identified => {
+                tracing::debug!(conn, "closed a roost connection that did not identify itself in time");
+                break;
+            }
             Some(event) = rx.recv() => {
                 // A client that stops reading blocks this write; past the unread limit it is dropped.
                 if !send(&mut write, event.as_bytes(), killed.as_mut(), stopped.as_mut()).await {
@@ -158,14 +168,9 @@ pub(super) async fn serve(
         let answer = if buf.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
-            Some(answer(
-                &shared,
-                conn,
-                is_owner,
-                &mut session,
-                &mut capabilities,
-                &buf,
-            ))
+            let (line, ok) = answer(&shared, conn, &peer, &mut session, &mut capabilities, &buf);
+            identified |= ok;
+            Some(line)
         };
         // The buffer is kept for the next line (no allocation per request), unless a long line grew it.
         if buf.capacity() > KEPT_LINE_BUFFER_BYTES {
@@ -190,15 +195,15 @@ pub(super) async fn serve(
     shared.close_conn(conn);
 }
 
-/// The answer line to one request line.
+/// The answer line to one request line, and whether it is ok.
 fn answer(
     shared: &Shared,
     conn: u64,
-    is_owner: bool,
+    peer: &Peer,
     session: &mut bool,
     capabilities: &mut Vec<String>,
     line: &[u8],
-) -> String {
+) -> (String, bool) {
     if let Some(r) = wire::parse_report_line(line) {
         return match report(
             shared,
@@ -209,31 +214,31 @@ fn answer(
             &r.token,
             r.report,
         ) {
-            Ok(v) => ok_line(&r.id, &v),
-            Err(e) => err_line(&r.id, &e),
+            Ok(v) => (ok_line(&r.id, &v), true),
+            Err(e) => (err_line(&r.id, &e), false),
         };
     }
     match parse_request(line) {
         Ok(req) => match handle(
             shared,
             conn,
-            is_owner,
+            peer,
             session,
             capabilities,
             &req.op,
             &req.args,
         ) {
-            Ok(v) => ok_line(&req.id, &v),
-            Err(r) => err_line(&req.id, &r),
+            Ok(v) => (ok_line(&req.id, &v), true),
+            Err(r) => (err_line(&req.id, &r), false),
         },
-        Err(bad) => err_line(&bad.id, &bad.refusal),
+        Err(bad) => (err_line(&bad.id, &bad.refusal), false),
     }
 }
 
 fn handle(
     shared: &Shared,
     conn: u64,
-    is_owner: bool,
+    peer: &Peer,
     session: &mut bool,
     capabilities: &mut Vec<String>,
     op: &str,
@@ -246,10 +251,16 @@ fn handle(
                 format!("`{op}` is a controller's op; this connection speaks for a job"),
             ));
         }
-        if !is_owner {
+        if !peer.owner {
             return Err(Refusal::new(
                 ErrorCode::Unauthorized,
                 "only the socket's owner may control jobs",
+            ));
+        }
+        if let Some(job) = &peer.job {
+            return Err(Refusal::new(
+                ErrorCode::Unauthorized,
+                format!("`{op}` is a controller's op, and this connection is from job {job}'s processes: a job may not control jobs"),
             ));
         }
     }

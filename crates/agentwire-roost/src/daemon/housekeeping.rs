@@ -35,6 +35,10 @@ impl Shared {
             let alive = job
                 .pid
                 .is_some_and(|p| process::job_alive(p, job.pid_identity.as_deref()));
+            if let (Life::Running, true, Some(pid)) = (job.life, alive, job.pid) {
+                st.job_groups.insert(pid, id.clone());
+                continue;
+            }
             if job.life == Life::Running && !alive {
                 if let Some(j) = st.sup.jobs.get_mut(&id) {
                     j.life = Life::Exited;
@@ -56,6 +60,9 @@ impl Shared {
     pub(super) fn housekeeping(&self) {
         let mut st = self.lock();
         let at = now();
+        // A group whose processes are all gone is forgotten: its id may be a new process's from now on.
+        st.job_groups
+            .retain(|group, _| process::group_alive(*group));
         for done in stopping::sweep(&mut st.stopping, now_ms()) {
             // One not journaled yet (its write failed) is simply not written.
             match st.to_journal.iter().position(|e| *e == done) {

@@ -7,6 +7,12 @@
 //!
 //! Profiles may also be hosted: served in this process rather than by a program ([`hosted`]).
 //!
+//! Each connection's peer is known by `SO_PEERCRED` ([`peer`]): the controller's ops are the owner's
+//! outside the jobs' processes, who alone may take the last [`CONTROLLER_RESERVE`] places of the
+//! connection cap; a connection must identify itself within [`IDENTIFY_TIMEOUT`]. A job's process gets the
+//! allowlisted environment, never the daemon's ([`process`]), and runs as its profile's `user` when one is
+//! named ([`run_as`]). See the crate's "Trust model".
+//!
 //! agentwire's extension: `dispatch` takes an optional `conversation` (1-256 bytes, no spaces), kept with
 //! the job, and `conversation {profile, conversation}` answers `{job}`: the row of the job of that
 //! profile dispatched last for it (null when there is none), whatever its state. agentwire's roost-backed
@@ -15,16 +21,18 @@
 mod conn;
 pub mod hosted;
 mod housekeeping;
+pub mod peer;
 pub mod process;
+pub mod run_as;
 mod state;
 mod stopping;
 
-pub use conn::PROTOCOL_VERSION;
+pub use conn::{IDENTIFY_TIMEOUT, PROTOCOL_VERSION};
 pub use state::row;
 
 use crate::profile::Profile;
 use crate::store::Store;
-use crate::wire::MAX_CONNECTIONS;
+use crate::wire::{CONTROLLER_RESERVE, MAX_CONNECTIONS};
 use state::Shared;
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -65,6 +73,9 @@ pub enum DaemonError {
     /// The store.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// A profile the daemon cannot serve (an empty command, a bad `env`, a `user` it cannot run jobs as).
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
 }
 
 /// A running daemon.
@@ -81,6 +92,8 @@ impl Daemon {
             path: config.socket.display().to_string(),
             error: e.to_string(),
         };
+        crate::profile::check(&config.profiles)?;
+        let run_as = run_as::resolve(&config.profiles)?;
         std::fs::create_dir_all(&config.data_dir).map_err(sock_err)?;
         let store = Store::open(&config.data_dir.join("roost.sqlite"))?;
         let sup = store.load()?;
@@ -108,7 +121,7 @@ impl Daemon {
         let listener = UnixListener::bind(&config.socket).map_err(sock_err)?;
         std::fs::set_permissions(&config.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(sock_err)?;
-        let shared = Shared::new(config.clone(), store, sup);
+        let shared = Shared::new(config.clone(), run_as, store, sup);
         shared.rearm(escalations);
         shared.readopt();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -140,15 +153,27 @@ impl Daemon {
                         continue;
                     }
                 };
-                if open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                let peer = peer::of(&stream, &s);
+                // The last CONTROLLER_RESERVE places are the owner's controllers': jobs' processes (and
+                // anyone else) filling the rest leave room to see and stop them.
+                let limit = if peer.may_control() {
+                    MAX_CONNECTIONS
+                } else {
+                    MAX_CONNECTIONS - CONTROLLER_RESERVE
+                };
+                if open.load(Ordering::SeqCst) >= limit {
                     // Over the limit: closed at once.
+                    tracing::debug!(
+                        controller = peer.may_control(),
+                        "roost connection refused: at the limit"
+                    );
                     drop(stream);
                     continue;
                 }
                 open.fetch_add(1, Ordering::SeqCst);
                 let (s, open, stop) = (s.clone(), open.clone(), stop.clone());
                 tokio::spawn(async move {
-                    conn::serve(s, stream, stop).await;
+                    conn::serve(s, stream, peer, stop).await;
                     open.fetch_sub(1, Ordering::SeqCst);
                 });
             }

@@ -1,6 +1,9 @@
 //! A job's process: started in a process group of its own (so it outlives the daemon and can be stopped
-//! as a whole), with the job's identity in its environment and its output in the job dir.
+//! as a whole, and its processes are known on the socket), with its output in the job dir. Its environment
+//! is not the daemon's, which holds the daemon's secrets (a model API key, a NATS password): it is the
+//! allowlist of [`agentwire_core::child_env`], the profile's `env` and `pass_env`, and the job's identity.
 
+use super::run_as::RunAs;
 use crate::profile::{Profile, TaskMode};
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
@@ -22,8 +25,13 @@ pub struct JobEnv<'a> {
     pub dir: &'a Path,
 }
 
-/// Starts a job's process.
-pub fn spawn(profile: &Profile, task: Option<&str>, env: &JobEnv<'_>) -> std::io::Result<Child> {
+/// Starts a job's process; as `run_as` when given (the daemon runs as root).
+pub fn spawn(
+    profile: &Profile,
+    task: Option<&str>,
+    env: &JobEnv<'_>,
+    run_as: Option<&RunAs>,
+) -> std::io::Result<Child> {
     std::fs::create_dir_all(env.dir)?;
     let mut argv = profile.command.clone();
     if let (TaskMode::Argv, Some(t)) = (profile.task, task) {
@@ -36,9 +44,32 @@ pub fn spawn(profile: &Profile, task: Option<&str>, env: &JobEnv<'_>) -> std::io
     let err = out.try_clone()?;
     let socket = env.socket.to_string_lossy().into_owned();
     let dir = env.dir.to_string_lossy().into_owned();
-    Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir(env.dir)
+    let mut vars = profile.child_env().vars(std::env::vars_os());
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]).current_dir(env.dir);
+    if let Some(user) = run_as {
+        // setgid, then setuid (and no supplementary groups: std drops them when a root parent sets a uid).
+        command.uid(user.uid).gid(user.gid);
+        // The user's own, not the daemon's (unless the profile's `env` says otherwise).
+        for (name, value) in [
+            ("HOME", user.home.as_os_str()),
+            ("USER", user.name.as_ref()),
+            ("LOGNAME", user.name.as_ref()),
+        ] {
+            if !profile.env.contains_key(name) {
+                vars.insert(name.into(), value.into());
+            }
+        }
+        // The job's own dir is under the daemon's data dir, which the user may not be able to reach.
+        command.current_dir(if user.home.is_dir() {
+            user.home.as_path()
+        } else {
+            Path::new("/")
+        });
+    }
+    command
+        .env_clear()
+        .envs(vars)
         .env("ROOST_JOB_ID", env.id)
         .env("ROOST_JOB_TOKEN", env.token)
         .env("ROOST_SOCKET", &socket)

@@ -3,6 +3,7 @@
 //! durable before it answers, and queues lines for connections (which never block it).
 
 use super::process::{self, JobEnv};
+use super::run_as::RunAs;
 use super::stopping::Stopping;
 use super::DaemonConfig;
 use crate::escalation::Escalation;
@@ -48,6 +49,10 @@ pub(super) struct State {
     pub(super) dirty: HashSet<String>,
     /// Children this daemon started (to reap them).
     pub(super) children: HashMap<String, std::process::Child>,
+    /// The process groups of jobs' processes (each its leader's pid) and their jobs, while the group has a
+    /// process: a connection from one of them may not control jobs ([`super::peer`]). Kept past the job's
+    /// exit, stop or removal, for what is left of its group.
+    pub(super) job_groups: HashMap<u32, String>,
     /// Jobs of hosted profiles served now.
     pub(super) hosted_jobs: HashMap<String, Box<dyn super::hosted::HostedJob>>,
     /// Processes stopped (by `stop`, `rm`, `respawn`) and not yet gone.
@@ -63,6 +68,8 @@ pub(super) struct State {
 
 pub(super) struct Shared {
     pub(super) config: DaemonConfig,
+    /// The users jobs of profiles with `user` run as, by profile.
+    run_as: HashMap<String, RunAs>,
     state: Mutex<State>,
     store: Mutex<Store>,
 }
@@ -130,9 +137,15 @@ fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> String {
 }
 
 impl Shared {
-    pub(super) fn new(config: DaemonConfig, store: Store, sup: Supervisor) -> Arc<Shared> {
+    pub(super) fn new(
+        config: DaemonConfig,
+        run_as: HashMap<String, RunAs>,
+        store: Store,
+        sup: Supervisor,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             config,
+            run_as,
             state: Mutex::new(State {
                 sup,
                 job_conn: HashMap::new(),
@@ -140,6 +153,7 @@ impl Shared {
                 subscribers: HashSet::new(),
                 dirty: HashSet::new(),
                 children: HashMap::new(),
+                job_groups: HashMap::new(),
                 hosted_jobs: HashMap::new(),
                 stopping: Vec::new(),
                 to_journal: Vec::new(),
@@ -212,6 +226,12 @@ impl Shared {
                 o.send(line.clone());
             }
         }
+    }
+
+    /// The job process `pid` is one of, if any ([`super::peer`]).
+    pub(super) fn job_of_process(&self, pid: u32) -> Option<String> {
+        let ancestry = super::peer::ancestry(pid);
+        super::peer::job_of(&ancestry, &self.lock().job_groups)
     }
 
     pub(super) fn open_conn(&self, outbox: Outbox) -> u64 {
@@ -398,10 +418,12 @@ impl Shared {
             socket: &self.config.socket,
             dir: &dir,
         };
-        match process::spawn(&profile, job.task.as_deref(), &env) {
+        let run_as = self.run_as.get(&job.profile);
+        match process::spawn(&profile, job.task.as_deref(), &env, run_as) {
             Ok(child) => {
                 let pid = child.id();
                 st.children.insert(id.to_string(), child);
+                st.job_groups.insert(pid, id.to_string());
                 let identity = process::identity(pid);
                 if let Some(j) = st.sup.jobs.get_mut(id) {
                     j.pid = Some(pid);

@@ -70,6 +70,7 @@ fn profile(command: &str) -> Profile {
         command: vec![command.to_string()],
         task: TaskMode::Type,
         protocol: true,
+        ..Profile::default()
     }
 }
 
