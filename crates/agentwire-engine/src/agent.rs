@@ -99,20 +99,21 @@ pub struct PastToolCall {
 /// but the largest, and the agent drops the oldest of these further to fit its own window.
 pub const MAX_HISTORY_TURNS: usize = 100;
 
-/// A conversation's earlier turns from its journal view, oldest first: those of `owner` (the engine's
-/// agent: several agents in one daemon share a journal, and one conversation id may reach two of them)
-/// that ended with an answer, before `current`, with their tool calls and results from their transcripts,
-/// at most [`MAX_HISTORY_TURNS`] (the newest).
+/// A conversation's earlier turns from its journal view, oldest first: those `agent` ran (several agents
+/// share one journal, and one conversation id may reach two of them: a NIP-XX session of one client, a
+/// daemon restarted with another `--agent`), on any instance, that ended with an answer, before `current`,
+/// with their tool calls and results from their transcripts, at most [`MAX_HISTORY_TURNS`] (the newest).
+/// A turn journaled before turns named their agent is nobody's history.
 pub fn past_turns(
     view: &agentwire_store::ConversationView,
     current: &RequestId,
-    owner: &str,
+    agent: &str,
 ) -> Vec<PastTurn> {
     let mut past: Vec<PastTurn> = view
         .turns
         .iter()
         .take_while(|t| t.turn.request_id != *current)
-        .filter(|t| t.turn.owner == owner)
+        .filter(|t| t.turn.agent == agent)
         .filter_map(|t| {
             let Some(Outcome::Result(r)) = &t.turn.outcome else {
                 return None;
@@ -262,7 +263,8 @@ mod tests {
                 request_id: RequestId::new(format!("r{n}")).unwrap(),
                 conversation_id: ConversationId::new("c").unwrap(),
                 protocol: "test".into(),
-                owner: "local".into(),
+                owner: format!("host-{}", n % 2),
+                agent: "local".into(),
                 route: json!({}),
                 input: json!({ "message": format!("m{n}") }),
                 accepted_at: 0,
@@ -318,7 +320,7 @@ mod tests {
             ],
         };
         let past = past_turns(&view, &RequestId::new("r5").unwrap(), "local");
-        assert!(past_turns(&view, &RequestId::new("r5").unwrap(), "agent:other").is_empty());
+        assert!(past_turns(&view, &RequestId::new("r5").unwrap(), "other").is_empty());
         assert_eq!(
             past.len(),
             2,
@@ -329,7 +331,14 @@ mod tests {
             ("m1", "a1")
         );
         assert_eq!(past[0].tools[0].output, json!({"unix": 1}));
-        assert_eq!(past[1].answer, "a4");
+        assert_eq!(past[1].answer, "a4", "whichever instance ran it");
+        let mut mixed = view.clone();
+        mixed.turns[3].turn.agent = "demo".into();
+        mixed.turns[0].turn.agent = String::new();
+        assert!(
+            past_turns(&mixed, &RequestId::new("r5").unwrap(), "local").is_empty(),
+            "another agent's turns, and turns of no agent, are not this agent's history"
+        );
         let many = ConversationView {
             turns: (0..MAX_HISTORY_TURNS + 5)
                 .map(|n| stored(n, answer("a"), None))

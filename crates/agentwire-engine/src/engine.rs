@@ -194,6 +194,8 @@ pub struct Engine {
     state: Mutex<State>,
     journal: Arc<dyn Journal>,
     agent: Arc<dyn Agent>,
+    /// The agent's name (its card's), recorded with each turn: its history is its own turns only.
+    agent_name: String,
     /// The instance name recorded with each turn: recovery ends only this owner's.
     owner: String,
     health: Health,
@@ -222,6 +224,7 @@ impl Engine {
         Arc::new(Engine {
             state: Mutex::new(State::default()),
             journal,
+            agent_name: agent.card().name,
             agent,
             owner: owner.into(),
             health: Health::default(),
@@ -628,18 +631,7 @@ impl Engine {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
                 self.forget(&id);
-                if stored.outcome.is_none() && stored.owner == self.owner {
-                    // A turn of ours that a crash cut off, sent again before the recovery pass reached it
-                    // (which skips turns live here, as this one was for a moment): it ends here, once.
-                    let outcome = interrupted();
-                    let wire = sub.front.encode_outcome(&outcome);
-                    let finish = Finish::new(id, outcome, now_secs()).wire(wire);
-                    let (outcome, wire) = self.finish_durably(finish).await;
-                    sub.front.deliver_outcome(&outcome, wire.as_deref());
-                } else {
-                    sub.front.replay(&stored);
-                }
-                return SubmitReply::DuplicateStored(stored);
+                return self.answer_stored(&sub, stored).await;
             }
             Err(e) => {
                 // Not journaled, so not taken: nothing goes on the wire (an answer now could be contradicted
@@ -671,6 +663,45 @@ impl Engine {
             }
             Journaled::Unknown => SubmitReply::DuplicateLive,
         }
+    }
+
+    /// Answers a request the journal already holds (a resend) from the journal, without taking a place in
+    /// its conversation or a capacity slot: a resend of a finished turn gets its journaled terminal whatever
+    /// runs here now, and holds up no other turn of the conversation while it is answered. A request the
+    /// journal does not hold (yet) is submitted as usual.
+    pub async fn answer_resend(self: &Arc<Self>, sub: Submission) -> SubmitReply {
+        let id = sub.input.request_id.clone();
+        match self.journal.lookup(id.clone()).await {
+            Ok(Some(stored)) => self.answer_stored(&sub, Box::new(stored)).await,
+            Ok(None) => self.submit(sub).await,
+            Err(e) => {
+                tracing::error!(request = %id, error = %e, "could not read a resent request's turn");
+                SubmitReply::JournalUnavailable(e.to_string())
+            }
+        }
+    }
+
+    /// Answers a request the journal holds as `stored` (not live here): its journaled outcome, the refusal a
+    /// request still in flight gets, or, for a turn of this instance a crash cut off, its one ending.
+    async fn answer_stored(
+        self: &Arc<Self>,
+        sub: &Submission,
+        stored: Box<StoredTurn>,
+    ) -> SubmitReply {
+        let id = stored.request_id.clone();
+        let live_here = self.lock().live.contains_key(&id);
+        if stored.outcome.is_none() && stored.owner == self.owner && !live_here {
+            // A turn of ours that a crash cut off, sent again before the recovery pass reached it (which
+            // skips turns live here, as this one may have been for a moment): it ends here, once.
+            let outcome = interrupted();
+            let wire = sub.front.encode_outcome(&outcome);
+            let finish = Finish::new(id, outcome, now_secs()).wire(wire);
+            let (outcome, wire) = self.finish_durably(finish).await;
+            sub.front.deliver_outcome(&outcome, wire.as_deref());
+        } else {
+            sub.front.replay(&stored);
+        }
+        SubmitReply::DuplicateStored(stored)
     }
 
     /// Refuses a request before it runs (bad input, policy): the refusal is journaled under the request id,
@@ -1046,7 +1077,7 @@ impl Engine {
                 )
                 .await
             {
-                Ok(view) => input.history = crate::agent::past_turns(&view, &id, &self.owner),
+                Ok(view) => input.history = crate::agent::past_turns(&view, &id, &self.agent_name),
                 Err(error) => {
                     tracing::warn!(%error, "could not read the conversation's earlier turns");
                     let f = Failure::new(
@@ -1225,6 +1256,7 @@ impl Engine {
             conversation_id: sub.input.conversation_id.clone(),
             protocol: sub.protocol.clone(),
             owner: self.owner.clone(),
+            agent: self.agent_name.clone(),
             route: sub.route.clone(),
             input: serde_json::to_value(&sub.input).unwrap_or_default(),
             accepted_at: now_secs(),

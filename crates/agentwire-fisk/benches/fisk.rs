@@ -124,6 +124,7 @@ impl JournalCommits {
             conversation_id: agentwire_core::ConversationId::new(format!("fisk:{i:064}")).unwrap(),
             protocol: "fisk".into(),
             owner: LOCAL_OWNER.into(),
+            agent: "demo".into(),
             route: serde_json::json!({ "request": format!("probe{i}") }),
             input: serde_json::json!({"request_id": format!("fisk:probe{i}"), "message": "quick hi", "model": "demo"}),
             accepted_at: 0,

@@ -31,6 +31,7 @@ pub fn turn(n: u32) -> NewTurn {
         conversation_id: ConversationId::new("c").expect("valid id"),
         protocol: "nipxx".into(),
         owner: LOCAL_OWNER.into(),
+        agent: "demo".into(),
         route: serde_json::json!({"client": "abc"}),
         input: serde_json::json!({"message": format!("m{n}")}),
         accepted_at: 100 + n as u64,
@@ -74,6 +75,7 @@ pub async fn accept_is_insert_if_absent_and_the_first_outcome_wins(open: Opener)
     let t = j.lookup(id.clone()).await.unwrap().unwrap();
     assert_eq!(t.outcome, Some(ok("a")));
     assert_eq!(t.wire.as_deref(), Some("wire"));
+    assert_eq!(t.agent, "demo", "the turn names the agent that ran it");
     match j.accept(turn(1)).await.unwrap() {
         Accepted::Existing(t) => assert_eq!(t.outcome, Some(ok("a")), "a resend finds the outcome"),
         other => panic!("expected existing, got {other:?}"),

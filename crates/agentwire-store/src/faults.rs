@@ -131,4 +131,8 @@ impl Journal for FaultyJournal {
     fn halt(&self) {
         self.inner.halt()
     }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        self.inner.close()
+    }
 }

@@ -8,6 +8,7 @@
 //! | `<prefix>_RUNNING`  | owner `.` request id         | nothing: a hint that the owner runs the turn      |
 //! | `<prefix>_META`     | the conversation             | its protocol state                                 |
 //! | `<prefix>_LEASES`   | the request id               | nothing: the turn's lease, renewed while it runs  |
+//! |                     | `i.` instance name           | its process's nonce: the name is held (`instance`) |
 //! | `<prefix>_CLAIMS`   | the conversation             | the request id of the turn it runs                 |
 //!
 //! The leases bucket keeps an entry for one lease: an instance renews its running turns' every third of a
@@ -39,10 +40,13 @@ use crate::{
     Accepted, Claim, ConversationTurn, ConversationView, Finish, Journal, NewTurn, StoreError,
     StoredTurn,
 };
+
+mod instance;
 use agentwire_core::{ConversationId, Outcome, RequestId};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, kv};
 use futures_util::future::BoxFuture;
+pub use instance::{HoldError, INSTANCE_TAKEOVER_WAIT_LEASES};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -100,6 +104,8 @@ pub struct JetStreamJournal {
     lease: Duration,
     /// The renewals of this instance's running turns.
     renewing: std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>,
+    /// The instance name this process holds, once it holds one.
+    held: std::sync::Mutex<Option<instance::Held>>,
     halted: AtomicBool,
 }
 
@@ -110,6 +116,9 @@ struct TurnDoc {
     conversation_id: String,
     protocol: String,
     owner: String,
+    /// Empty in turns journaled before turns named their agent.
+    #[serde(default)]
+    agent: String,
     route: serde_json::Value,
     input: serde_json::Value,
     accepted_at: u64,
@@ -134,6 +143,7 @@ impl TurnDoc {
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?,
             protocol: self.protocol.clone(),
             owner: self.owner.clone(),
+            agent: self.agent.clone(),
             route: self.route.clone(),
             input: self.input.clone(),
             accepted_at: self.accepted_at,
@@ -237,6 +247,7 @@ impl JetStreamJournal {
             claims,
             lease,
             renewing: Default::default(),
+            held: Default::default(),
             halted: AtomicBool::new(false),
         })
     }
@@ -252,22 +263,19 @@ impl JetStreamJournal {
         value: Vec<u8>,
         revision: u64,
     ) -> Result<bool, StoreError> {
+        Ok(self.put_at(bucket, key, value, revision).await?.is_some())
+    }
+
+    /// Like [`write_at`](Self::write_at), giving the key's new revision when this write made it.
+    async fn put_at(
+        &self,
+        bucket: &kv::Store,
+        key: &str,
+        value: Vec<u8>,
+        revision: u64,
+    ) -> Result<Option<u64>, StoreError> {
         self.writable()?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert(
-            "Nats-Expected-Last-Subject-Sequence",
-            revision.to_string().as_str(),
-        );
-        let ack = self
-            .js
-            .publish_with_headers(format!("{}{key}", bucket.prefix), headers, value.into())
-            .await
-            .map_err(unwritable)?;
-        match ack.await {
-            Ok(_) => Ok(true),
-            Err(e) if moved_on(&e) => Ok(false),
-            Err(e) => Err(unwritable(e)),
-        }
+        put_at(&self.js, bucket, key, value, revision).await
     }
 
     /// Renews turn `id`'s lease every third of a lease until it ends (or the journal halts). Once: a turn
@@ -368,6 +376,7 @@ impl JetStreamJournal {
             conversation_id: conv.clone(),
             protocol: turn.protocol,
             owner: turn.owner,
+            agent: turn.agent,
             route: turn.route,
             input: turn.input,
             accepted_at: turn.accepted_at,
@@ -665,6 +674,31 @@ fn moved_on(e: &jetstream::context::PublishError) -> bool {
         })
 }
 
+/// Writes `value` under `key` of `bucket` only if the key's last revision is `revision`: the key's new
+/// revision, or `None` when the key had moved on.
+async fn put_at(
+    js: &jetstream::Context,
+    bucket: &kv::Store,
+    key: &str,
+    value: Vec<u8>,
+    revision: u64,
+) -> Result<Option<u64>, StoreError> {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        "Nats-Expected-Last-Subject-Sequence",
+        revision.to_string().as_str(),
+    );
+    let ack = js
+        .publish_with_headers(format!("{}{key}", bucket.prefix), headers, value.into())
+        .await
+        .map_err(unwritable)?;
+    match ack.await {
+        Ok(ack) => Ok(Some(ack.sequence)),
+        Err(e) if moved_on(&e) => Ok(None),
+        Err(e) => Err(unwritable(e)),
+    }
+}
+
 /// A key's value and revision, read from the bucket's leader (a replica may lag behind a write another
 /// instance just made). A deleted or purged key is none.
 async fn leader_get(bucket: &kv::Store, key: &str) -> Result<Option<(Vec<u8>, u64)>, StoreError> {
@@ -821,10 +855,17 @@ impl Journal for JetStreamJournal {
 
     fn halt(&self) {
         self.halted.store(true, Ordering::SeqCst);
-        // As a crash would: nothing renews this instance's leases any more.
+        // As a crash would: nothing renews this instance's leases, or its name, any more.
         for (_, r) in lock(&self.renewing).drain() {
             r.abort();
         }
+        if let Some(held) = lock(&self.held).take() {
+            held.renewal.abort();
+        }
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.release_instance())
     }
 }
 

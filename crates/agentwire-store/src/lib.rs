@@ -111,4 +111,12 @@ pub trait Journal: Send + Sync + 'static {
     /// Stops the journal: when this returns, no write commits any more (writes in flight or sent later fail
     /// with [`StoreError::WriterGone`]). What a crash does to a process, for tests that simulate one.
     fn halt(&self);
+
+    /// Closes the journal on a clean exit, once nothing writes any more: an embedded journal checkpoints
+    /// its write-ahead log into the database and closes its files (so no `-wal` or `-shm` file is left
+    /// behind); a shared one gives up what this instance holds in it (its instance name), so a restart
+    /// takes it at once. Writes after it fail with [`StoreError::WriterGone`].
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }

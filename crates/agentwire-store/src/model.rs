@@ -51,6 +51,9 @@ pub struct NewTurn {
     pub protocol: String,
     /// The instance that runs it ([`LOCAL_OWNER`] for an embedded journal): recovery ends only its own.
     pub owner: String,
+    /// The agent that runs it (its card's name): one daemon serves several agents from one journal, and
+    /// an agent is given only its own earlier turns as history.
+    pub agent: String,
     /// Where to send its outcome (protocol-specific), kept so an interrupted turn can be answered after a restart.
     pub route: serde_json::Value,
     /// The turn's input (message, model, ...).
@@ -110,6 +113,8 @@ pub struct StoredTurn {
     pub protocol: String,
     /// The instance that ran it.
     pub owner: String,
+    /// The agent that ran it (empty: journaled before turns named their agent).
+    pub agent: String,
     /// Where its outcome goes.
     pub route: serde_json::Value,
     /// Its input.

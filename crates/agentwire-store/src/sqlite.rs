@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use tokio::sync::oneshot;
 
 pub(crate) const COLUMNS: &str =
-    "request_id, conversation_id, protocol, route, input, accepted_at, outcome, wire, owner, tool_calls";
+    "request_id, conversation_id, protocol, route, input, accepted_at, outcome, wire, owner, tool_calls, agent";
 
 pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, StoreError>> {
     let get = |i: usize| r.get::<_, String>(i);
@@ -25,6 +25,7 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
     let wire: Option<String> = r.get(7)?;
     let owner: String = r.get(8)?;
     let tool_calls: i64 = r.get(9)?;
+    let agent: String = r.get(10)?;
     Ok((|| {
         let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
         Ok(StoredTurn {
@@ -32,6 +33,7 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
             conversation_id: ConversationId::new(cid).map_err(|e| corrupt(&e))?,
             protocol,
             owner,
+            agent,
             route: serde_json::from_str(&route).map_err(|e| corrupt(&e))?,
             input: serde_json::from_str(&input).map_err(|e| corrupt(&e))?,
             accepted_at: accepted_at.max(0) as u64,
@@ -48,7 +50,8 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
 /// The SQLite journal.
 pub struct SqliteJournal {
     writes: mpsc::Sender<Write>,
-    reader: Arc<Mutex<Connection>>,
+    /// `None` once closed.
+    reader: Arc<Mutex<Option<Connection>>>,
     gate: writer::Gate,
 }
 
@@ -130,6 +133,13 @@ fn migrate_in(conn: &Connection) -> Result<(), StoreError> {
             [],
         )?;
     }
+    if !has("agent")? {
+        // Journals from before turns named their agent: no agent, so no agent is given them as history.
+        conn.execute(
+            "ALTER TABLE turns ADD COLUMN agent TEXT NOT NULL DEFAULT ''",
+            [],
+        )?;
+    }
     conn.execute_batch(
         "DROP INDEX IF EXISTS turns_live;
          CREATE INDEX IF NOT EXISTS turns_open ON turns(owner) WHERE outcome IS NULL;",
@@ -152,7 +162,7 @@ impl SqliteJournal {
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
         Ok(SqliteJournal {
             writes: tx,
-            reader: Arc::new(Mutex::new(reader)),
+            reader: Arc::new(Mutex::new(Some(reader))),
             gate,
         })
     }
@@ -177,7 +187,7 @@ impl SqliteJournal {
         let reader = self.reader.clone();
         tokio::task::spawn_blocking(move || {
             let conn = reader.lock().map_err(|_| StoreError::WriterGone)?;
-            f(&conn)
+            f(conn.as_ref().ok_or(StoreError::WriterGone)?)
         })
         .await
         .map_err(|e| StoreError::Sqlite(format!("journal read task failed: {e}")))?
@@ -218,7 +228,8 @@ fn conversation_with_transcripts(
     let limit = limit.map_or(-1i64, |l| l.min(i64::MAX as usize) as i64);
     let rows = stmt.query_map(rusqlite::params![conversation, limit], |r| {
         let turn = row_to_turn(r)?;
-        let events: Option<String> = r.get(10)?;
+        // The column after the turn's own.
+        let events: Option<String> = r.get(COLUMNS.split(", ").count())?;
         Ok((turn, events))
     })?;
     let mut turns = Vec::new();
@@ -328,5 +339,25 @@ impl Journal for SqliteJournal {
 
     fn halt(&self) {
         *self.gate.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            if self.writes.send(Write::Close(tx)).is_ok() {
+                let _ = rx.await;
+            }
+            let reader = self.reader.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let taken = reader.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(conn) = taken {
+                    // The last connection to close checkpoints and removes the -wal and -shm files.
+                    if let Err((_, e)) = conn.close() {
+                        tracing::warn!(error = %e, "the journal's reader connection did not close cleanly");
+                    }
+                }
+            })
+            .await;
+        })
     }
 }

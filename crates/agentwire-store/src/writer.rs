@@ -22,6 +22,8 @@ pub(crate) enum Write {
     },
     /// A write that changes no turn: is the journal writable?
     Probe(oneshot::Sender<Result<(), StoreError>>),
+    /// The last: checkpoint the write-ahead log into the database and close the connection.
+    Close(oneshot::Sender<()>),
 }
 
 /// Held by the writer for each commit; `true` once the journal is halted, after which nothing commits.
@@ -30,11 +32,32 @@ pub(crate) type Gate = Arc<Mutex<bool>>;
 pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
+        let mut close = None;
         while batch.len() < MAX_WRITES_PER_COMMIT {
             match rx.try_recv() {
                 Ok(w) => batch.push(w),
                 Err(_) => break,
             }
+        }
+        // What came before a close is committed; what comes after it fails (the gate is shut).
+        if let Some(at) = batch.iter().position(|w| matches!(w, Write::Close(_))) {
+            for w in batch.split_off(at + 1) {
+                fail(w, StoreError::WriterGone);
+            }
+            if let Some(Write::Close(reply)) = batch.pop() {
+                close = Some(reply);
+            }
+        }
+        if let Some(reply) = close {
+            if !batch.is_empty() && !*gate.lock().unwrap_or_else(|p| p.into_inner()) {
+                commit_batch(&mut conn, batch);
+            }
+            *gate.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            close_connection(conn);
+            // Writes sent meanwhile find the channel closed once this thread is gone.
+            drop(rx);
+            let _ = reply.send(());
+            return;
         }
         let halted = gate.lock().unwrap_or_else(|p| p.into_inner());
         if *halted {
@@ -135,7 +158,9 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                         let _ = reply.send(Ok(()));
                     }
                     (w, Err(e)) => fail(w, e),
-                    (w, Ok(None)) => fail(w, StoreError::Sqlite("no accept result".into())),
+                    (w @ Write::Close(_), Ok(_)) | (w, Ok(None)) => {
+                        fail(w, StoreError::Sqlite("no accept result".into()))
+                    }
                 }
             }
         }
@@ -150,6 +175,8 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
 
 fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Option<Accepted>, StoreError> {
     match w {
+        // Never in a batch: `run` takes it out first.
+        Write::Close(_) => Err(StoreError::WriterGone),
         Write::Accept(t, _) => accept(tx, t).map(Some),
         Write::Finish(f, _) => finish(tx, f).map(|_| None),
         Write::Probe(_) => tx
@@ -179,6 +206,17 @@ fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Option<Accepted>, 
     }
 }
 
+/// Moves the write-ahead log into the database and closes the connection: the last connection to close
+/// removes the `-wal` and `-shm` files.
+fn close_connection(conn: Connection) {
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+        tracing::warn!(error = %e, "the journal's write-ahead log was not checkpointed at close");
+    }
+    if let Err((_, e)) = conn.close() {
+        tracing::warn!(error = %e, "the journal's writer connection did not close cleanly");
+    }
+}
+
 fn fail(w: Write, e: StoreError) {
     match w {
         Write::Accept(_, reply) => {
@@ -186,6 +224,10 @@ fn fail(w: Write, e: StoreError) {
         }
         Write::Finish(_, reply) | Write::Probe(reply) | Write::PutMeta { reply, .. } => {
             let _ = reply.send(Err(e));
+        }
+        // A close after another close: the journal is closed already.
+        Write::Close(reply) => {
+            let _ = reply.send(());
         }
     }
 }
@@ -195,8 +237,8 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
     // turn takes twice (accept, then finish) before anything goes on the wire.
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at, owner)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(request_id) DO NOTHING",
+            "INSERT INTO turns (request_id, conversation_id, protocol, route, input, accepted_at, owner, agent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(request_id) DO NOTHING",
         )?
         .execute(params![
             t.request_id.as_str(),
@@ -206,6 +248,7 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
             t.input.to_string(),
             t.accepted_at as i64,
             t.owner,
+            t.agent,
         ])?;
     if inserted == 1 {
         if let Some(meta) = &t.conversation_meta {

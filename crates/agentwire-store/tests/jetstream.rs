@@ -457,3 +457,63 @@ async fn a_corrupt_record_in_the_buckets_is_a_typed_error_and_harms_no_other_tur
         agentwire_store::Claim::Taken
     );
 }
+
+/// A journal of `prefix` with a `lease`, as its concrete type (for what only the JetStream journal does).
+async fn open_leased(url: &str, prefix: &str, lease: std::time::Duration) -> JetStreamJournal {
+    let client = async_nats::connect(url).await.expect("nats reachable");
+    let config = JetStreamConfig {
+        prefix: prefix.to_string(),
+        replicas: 1,
+        lease,
+    };
+    JetStreamJournal::open(client, &config)
+        .await
+        .expect("the buckets open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_name_is_held_by_one_live_process_and_freed_by_its_exit_or_death() {
+    use agentwire_store::jetstream::HoldError;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let lease = Duration::from_secs(2);
+    let a = open_leased(&nats.url, "NAMES", lease).await;
+    let b = open_leased(&nats.url, "NAMES", lease).await;
+    a.hold_instance("vm").await.unwrap();
+    b.hold_instance("other").await.unwrap();
+
+    // A live holder renews its name: another process cannot take it, however long it looks.
+    for _ in 0..2 {
+        assert_eq!(
+            b.hold_instance("vm").await,
+            Err(HoldError::Taken { name: "vm".into() })
+        );
+    }
+
+    // A clean exit frees it at once.
+    a.close().await;
+    let t = Instant::now();
+    b.hold_instance("vm").await.unwrap();
+    assert!(
+        t.elapsed() < lease / 4,
+        "taken without waiting: {:?}",
+        t.elapsed()
+    );
+
+    // A process that dies (stops renewing) leaves it to the next within the takeover wait.
+    b.halt();
+    let c = open_leased(&nats.url, "NAMES", lease).await;
+    let t = Instant::now();
+    c.hold_instance("vm").await.unwrap();
+    assert!(
+        t.elapsed() >= lease / 3,
+        "a holder is given its renewal period first: {:?}",
+        t.elapsed()
+    );
+    let d = open_leased(&nats.url, "NAMES", lease).await;
+    assert!(matches!(
+        d.hold_instance("vm").await,
+        Err(HoldError::Taken { .. })
+    ));
+}

@@ -64,7 +64,7 @@ async fn a_failing_journal_writes_nothing_and_reads_on() {
 }
 
 #[tokio::test]
-async fn a_journal_from_before_owners_and_tool_call_columns_migrates() {
+async fn a_journal_from_before_owner_tool_call_and_agent_columns_migrates() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.sqlite");
     {
@@ -89,6 +89,8 @@ async fn a_journal_from_before_owners_and_tool_call_columns_migrates() {
         .unwrap()
         .unwrap();
     assert_eq!((t.owner.as_str(), t.tool_calls), (LOCAL_OWNER, 2));
+    // No agent: it is nobody's history.
+    assert_eq!(t.agent, "");
     let open = j.interrupted(LOCAL_OWNER.into()).await.unwrap();
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].request_id.as_str(), "nipxx:2");
@@ -101,4 +103,40 @@ async fn a_journal_from_before_owners_and_tool_call_columns_migrates() {
         .await,
         Err(StoreError::UnknownTurn(_))
     ));
+}
+
+#[tokio::test]
+async fn a_closed_journal_leaves_no_write_ahead_log_and_reopens_with_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    let j = SqliteJournal::open(&path).unwrap();
+    j.accept(turn(1)).await.unwrap();
+    j.finish(Finish::new(
+        turn(1).request_id,
+        conformance::result("done", Default::default()),
+        2,
+    ))
+    .await
+    .unwrap();
+    let wal = dir.path().join("j.sqlite-wal");
+    let shm = dir.path().join("j.sqlite-shm");
+    assert!(wal.exists(), "a journal in use writes ahead");
+    j.close().await;
+    assert!(
+        !wal.exists(),
+        "the write-ahead log is checkpointed and removed"
+    );
+    assert!(!shm.exists(), "and so is the shared-memory index");
+    assert_eq!(j.accept(turn(2)).await, Err(StoreError::WriterGone));
+    assert_eq!(
+        j.lookup(turn(1).request_id).await,
+        Err(StoreError::WriterGone)
+    );
+    j.close().await;
+    let reopened = SqliteJournal::open(&path).unwrap();
+    let t = reopened.lookup(turn(1).request_id).await.unwrap().unwrap();
+    assert!(
+        t.outcome.is_some(),
+        "what committed is there after the close"
+    );
 }

@@ -9,11 +9,13 @@
 mod error;
 mod file;
 mod flags;
+mod instance;
 mod resolve;
 
 pub(crate) use error::ConfigError;
 pub(crate) use file::{load, FileConfig};
 pub(crate) use flags::ServeFlags;
+pub(crate) use instance::InstanceName;
 pub(crate) use resolve::{
     AgentChoice, AgentKind, ExposedAgent, JournalChoice, Resolved, SharedJournal, Sources,
 };
@@ -38,7 +40,7 @@ pub(crate) struct Environment {
     pub(crate) data_dir: PathBuf,
     /// `$XDG_RUNTIME_DIR`, when set and not empty.
     pub(crate) runtime_dir: Option<PathBuf>,
-    /// The host's name (a shared journal's default instance name).
+    /// The host's name (the first part of a shared journal's default instance name).
     pub(crate) host_name: String,
 }
 

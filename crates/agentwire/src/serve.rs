@@ -112,6 +112,8 @@ async fn open_journal(
                 instance,
                 lease,
             } = shared.as_ref();
+            let setting = instance.setting();
+            let instance = instance.in_data_dir(data_dir)?;
             let client = nats
                 .connect(&format!("agentwire journal {instance}"))
                 .await
@@ -124,8 +126,14 @@ async fn open_journal(
             let j = agentwire_store::jetstream::JetStreamJournal::open(client, &config)
                 .await
                 .map_err(|e| format!("[journal] {e}"))?;
+            j.hold_instance(&instance).await.map_err(|e| match e {
+                agentwire_store::jetstream::HoldError::Taken { .. } => format!(
+                    "{setting}: {e}; every instance sharing a journal needs its own name (leave [journal] instance and [nats] instance unset for one unique to each data dir)"
+                ),
+                e => format!("[journal] {e}"),
+            })?;
             tracing::info!(servers = %nats.shown(), %prefix, replicas, %instance, "journal on JetStream");
-            Ok((Arc::new(j), Some(instance.clone())))
+            Ok((Arc::new(j), Some(instance)))
         }
     }
 }
@@ -157,6 +165,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
+    let closing = journal.clone();
     let more = crate::more_agents::prepare(
         &more_agents,
         &data_dir,
@@ -347,6 +356,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Some(r) = embedded {
         r.shutdown().await;
     }
+    // Nothing writes any more: the journal checkpoints and closes its files (or gives up the instance's
+    // name on a shared journal).
+    closing.close().await;
     Ok(ExitCode::SUCCESS)
 }
 

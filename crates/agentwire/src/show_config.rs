@@ -171,7 +171,7 @@ struct JournalView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     replicas: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    instance: Option<&'a str>,
+    instance: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_secs: Option<u64>,
 }
@@ -414,7 +414,7 @@ impl<'a> View<'a> {
                     url: Some(redact_url(&j.nats.servers.join(","))),
                     stream: Some(&j.prefix),
                     replicas: Some(j.replicas),
-                    instance: Some(&j.instance),
+                    instance: Some(j.instance.shown(&c.data_dir)),
                     lease_secs: Some(j.lease.as_secs()),
                 },
             },

@@ -133,3 +133,114 @@ async fn a_node_killed_while_turns_run_loses_no_accepted_turn_and_runs_none_twic
     }
     eprintln!("{TURNS} turns in {sends} sends, across a node kill");
 }
+
+/// Conversations of two turns each on the two instances; a node dies after the first third.
+const CONVERSATIONS: usize = 9;
+/// Copies of a resend sent at once, right after a terminal: NATS hands them to both instances.
+const RESENDS_AT_ONCE: usize = 4;
+
+/// Sends `prompt` as request `r` (with `extra`) until it is answered with a result, as a caller does
+/// while leaders move: its text and token.
+async fn answered(c: &Caller, r: &str, prompt: &str, extra: serde_json::Value) -> (String, String) {
+    let deadline = tokio::time::Instant::now() + ANSWER_WITHIN;
+    while tokio::time::Instant::now() < deadline {
+        let set = c.prompt(r, prompt, extra.clone()).await;
+        match terminal(&set) {
+            Some(t) if t.protocol().ends_with(".result") => {
+                return (
+                    t.json["text"].as_str().unwrap_or_default().to_string(),
+                    token(&set),
+                )
+            }
+            Some(t) => {
+                let code = t.json["code"].as_str().unwrap_or_default();
+                assert!(
+                    ["capacity", "duplicate_request"].contains(&code),
+                    "{r}: {set:#?}"
+                );
+            }
+            None => {}
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{r} never answered");
+}
+
+/// Resends each `(request, prompt, text)` of the conversation of `token` several times at once, and again
+/// until both instances have answered: every copy gets the journaled terminal, never `duplicate_request`
+/// or `conversation_busy`. Returns the instances that answered.
+async fn resends_get_the_terminal(
+    c: &Caller,
+    token: &str,
+    turns: &[(String, String, String)],
+) -> std::collections::HashSet<String> {
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..10 {
+        let sends = turns.iter().flat_map(|(r, prompt, text)| {
+            (0..RESENDS_AT_ONCE).map(move |_| async move {
+                let set = c
+                    .prompt(r, prompt, json!({ "conversation_token": token }))
+                    .await;
+                (set, text)
+            })
+        });
+        for (set, text) in futures_util::future::join_all(sends).await {
+            let end = terminal(&set).unwrap_or_else(|| panic!("no terminal: {set:#?}"));
+            assert!(
+                end.protocol().ends_with(".result") && end.json["text"] == json!(text),
+                "a resend of a finished turn gets its journaled terminal: {set:#?}"
+            );
+            seen.insert(
+                set[0].json["sender"]["instance"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        if seen.len() == 2 {
+            break;
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resends_of_finished_turns_get_their_terminal_from_every_instance_across_a_node_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = NatsCluster::start(3, &dir.path().join("nats"));
+    jetstream_up(&cluster.urls[0]).await;
+    let log = dir.path().join("runs.log");
+    let reversed: Vec<String> = cluster.urls.iter().rev().cloned().collect();
+    let _a = serve(dir.path(), &cluster.url_list(), "aw-a", &log);
+    let _b = serve(dir.path(), &reversed.join(","), "aw-b", &log);
+    let c = Caller::connect(&cluster.urls[0], "tally").await;
+    let mut instances = std::collections::HashSet::new();
+    for n in 0..CONVERSATIONS {
+        if n == CONVERSATIONS / 3 {
+            cluster.kill(2);
+        }
+        let (r1, p1) = (tag("one"), format!("conv-{n}-one"));
+        let (text1, t) = answered(&c, &r1, &p1, json!({})).await;
+        let first = (r1, p1, text1);
+        instances.extend(resends_get_the_terminal(&c, &t, std::slice::from_ref(&first)).await);
+        let (r2, p2) = (tag("two"), format!("conv-{n}-two"));
+        let (text2, _) = answered(&c, &r2, &p2, json!({ "conversation_token": t })).await;
+        let both = [first, (r2, p2, text2)];
+        instances.extend(resends_get_the_terminal(&c, &t, &both).await);
+    }
+    assert_eq!(
+        instances.len(),
+        2,
+        "both instances answered resends: {instances:?}"
+    );
+    let runs = std::fs::read_to_string(&log).unwrap();
+    for n in 0..CONVERSATIONS {
+        for turn in ["one", "two"] {
+            let times = runs
+                .lines()
+                .filter(|l| *l == format!("conv-{n}-{turn}"))
+                .count();
+            assert_eq!(times, 1, "conv-{n}-{turn} ran {times} times:\n{runs}");
+        }
+    }
+}

@@ -157,6 +157,13 @@ async fn sigterm_drains_running_runs_and_leaves_new_prompts_for_the_next_start()
     assert_eq!(done.text(), "slept 3000 ms");
     let status = agent.child.wait().unwrap();
     assert!(status.success(), "a clean exit after the drain: {status:?}");
+    // The journal was checkpointed and closed: no write-ahead log or shared-memory file is left.
+    for leftover in ["journal.sqlite-wal", "journal.sqlite-shm"] {
+        assert!(
+            !dir.path().join(leftover).exists(),
+            "{leftover} left after a clean exit"
+        );
+    }
     let unanswered = c
         .collect(&late.id, Duration::from_millis(300), Duration::ZERO)
         .await;

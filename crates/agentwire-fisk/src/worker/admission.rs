@@ -50,6 +50,9 @@ pub(super) struct RunPlan {
     pub(super) meta_changed: bool,
     /// The worker slot taken for it, kept by the engine until the turn ends.
     pub(super) slot: Option<Slot>,
+    /// A resend of a request the journal holds: answered from the journal, with no slot and no place in
+    /// the conversation.
+    pub(super) resend: bool,
 }
 
 fn refused(code: impl Into<FailureCode>, message: impl Into<String>) -> Plan {
@@ -113,9 +116,39 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     }
     let header = task.header().clone();
     let tag = header.request.clone();
+    let busy = task.conversation_token().map(conversation::conversation_id);
+    if let Some(conversation) = &busy {
+        if worker.engine.draining() {
+            return refused(
+                Refusal::Draining,
+                "the worker is shutting down and takes no new runs",
+            );
+        }
+        // A request of this conversation the journal holds is a resend: it is answered from the journal
+        // (its terminal, or `duplicate_request` while it is still in flight), whatever this instance runs
+        // now, so none of the refusals below is given for a turn the caller may already have the terminal
+        // of. The read is the journal's own (a shared journal's leader), never older than that terminal.
+        match worker.engine.lookup(&request_id(&tag)).await {
+            Ok(Some(stored)) if &stored.conversation_id == conversation => {
+                return match plan_turn(worker, task, header).await {
+                    Plan::Run(mut run) => {
+                        run.resend = true;
+                        Plan::Run(run)
+                    }
+                    other => other,
+                };
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return refused(
+                    TurnFailure::Internal,
+                    format!("the journal could not be read: {e}"),
+                )
+            }
+        }
+    }
     // The spec's order: draining, capacity, duplicate_request, conversation_busy; the slot is taken
     // before any read, so concurrent requests cannot overbook.
-    let busy = task.conversation_token().map(conversation::conversation_id);
     let slot = match worker.engine.take_slot(
         super::PROTOCOL,
         worker.config.workers,
@@ -243,6 +276,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             meta,
             meta_changed: false,
             slot: None,
+            resend: true,
         }));
     }
     let force = match task {
@@ -422,6 +456,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         meta,
         meta_changed,
         slot: None,
+        resend: false,
     }))
 }
 

@@ -120,7 +120,13 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         conversation_meta: meta_record,
         slot: plan.slot,
     };
-    let (submitted, ()) = tokio::join!(worker.engine.submit(sub), subscribe);
+    let submit = async {
+        match plan.resend {
+            true => worker.engine.answer_resend(sub).await,
+            false => worker.engine.submit(sub).await,
+        }
+    };
+    let (submitted, ()) = tokio::join!(submit, subscribe);
     match submitted {
         SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}
         SubmitReply::ConversationBusy => {

@@ -90,7 +90,9 @@ pub(crate) enum ConfigError {
         value: String,
     },
     /// The fisk-ai worker is on but has no identity.
-    #[error("--nats needs --identity NAME (or [nats] identity)")]
+    #[error(
+        "--nats needs --identity NAME (or [nats] identity, or nats_identity in the served agent's [agents.<name>])"
+    )]
     MissingIdentity,
     /// An agent name that is not built in and has no `[agents.<name>]` entry.
     #[error(

@@ -234,7 +234,7 @@ pub(crate) struct SharedJournal {
     /// Replicas of each bucket.
     pub(crate) replicas: usize,
     /// This instance's name: the owner of the turns it runs.
-    pub(crate) instance: String,
+    pub(crate) instance: super::InstanceName,
     /// How long a running turn's instance may be silent before another ends the turn.
     pub(crate) lease: Duration,
 }
@@ -306,7 +306,7 @@ pub(crate) fn resolve(
     };
     let relay_on = relay.is_some();
     let (config, profiles) = roost_profiles(flags, file, &agent, read_roost_json)?;
-    let nats = nats(flags, file)?;
+    let nats = nats(flags, file, &agent.name)?;
     let more_agents = more_agents(file, &agent.name, nats.as_ref())?;
     let mut hosted = Vec::new();
     if !matches!(agent.kind, AgentKind::Roost { .. }) && !profiles.contains_key(&agent.name) {
@@ -366,7 +366,7 @@ pub(crate) fn resolve(
 }
 
 /// `[journal]`: SQLite unless `kind = "jetstream"`, whose servers default to `--nats` / `[nats] url` and
-/// whose instance name defaults to `[nats] instance`, then the host's name.
+/// whose instance name defaults to `[nats] instance`, then the host's name and the data dir's id.
 fn journal(
     flags: &ServeFlags,
     file: &FileConfig,
@@ -425,21 +425,26 @@ fn journal(
                     format!("{replicas}: 1 to {MAX_JOURNAL_REPLICAS}"),
                 ));
             }
-            let instance = j
-                .instance
-                .clone()
-                .or_else(|| file.nats.instance.clone())
-                .unwrap_or_else(|| env.host_name.clone());
-            let fit = (1..=64).contains(&instance.len())
-                && instance
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-            if !fit {
-                return Err(bad(
-                    "[journal] instance",
-                    format!("{instance:?}: 1-64 of A-Z a-z 0-9 - _ ."),
-                ));
-            }
+            let named = match (&j.instance, &file.nats.instance) {
+                (Some(n), _) => Some((n.clone(), "[journal] instance")),
+                (None, Some(n)) => Some((n.clone(), "[nats] instance")),
+                (None, None) => None,
+            };
+            let instance = match named {
+                Some((name, setting)) => {
+                    let fit = (1..=super::instance::MAX_INSTANCE_NAME).contains(&name.len())
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+                    if !fit {
+                        return Err(bad(setting, format!("{name:?}: 1-64 of A-Z a-z 0-9 - _ .")));
+                    }
+                    super::InstanceName::Named { name, setting }
+                }
+                None => super::InstanceName::PerDataDir {
+                    host: env.host_name.clone(),
+                },
+            };
             let lease = match j.lease_secs {
                 None => agentwire_store::jetstream::DEFAULT_LEASE,
                 Some(n) if (1..=MAX_LEASE_SECS).contains(&n) => Duration::from_secs(n),
@@ -1096,16 +1101,24 @@ fn nipxx(flags: &ServeFlags, file: &FileConfig) -> Result<Nipxx, ConfigError> {
     })
 }
 
-fn nats(flags: &ServeFlags, file: &FileConfig) -> Result<Option<WorkerConfig>, ConfigError> {
+/// `[nats]` and its flags. The identity is `--identity`, then `[nats] identity`, then the served agent's own
+/// `[agents.<name>] nats_identity`: an agent's settings hold for the `--agent` agent too.
+fn nats(
+    flags: &ServeFlags,
+    file: &FileConfig,
+    agent: &str,
+) -> Result<Option<WorkerConfig>, ConfigError> {
     let (url, setting_of_url) = match (&flags.nats, &file.nats.url) {
         (Some(u), _) => (u.clone(), "--nats"),
         (None, Some(u)) => (u.clone(), "[nats] url"),
         (None, None) => return Ok(None),
     };
-    let (identity, setting) = match (flags.identity.clone(), file.nats.identity.clone()) {
-        (Some(i), _) => (i, "--identity"),
-        (None, Some(i)) => (i, "[nats] identity"),
-        (None, None) => return Err(ConfigError::MissingIdentity),
+    let own = file.agents.get(agent).and_then(|e| e.nats_identity.clone());
+    let (identity, setting) = match (flags.identity.clone(), file.nats.identity.clone(), own) {
+        (Some(i), ..) => (i, "--identity"),
+        (None, Some(i), _) => (i, "[nats] identity"),
+        (None, None, Some(i)) => (i, "[agents.<name>] nats_identity"),
+        (None, None, None) => return Err(ConfigError::MissingIdentity),
     };
     let me = Identity::new(identity.clone()).map_err(|_| ConfigError::Identity {
         setting,

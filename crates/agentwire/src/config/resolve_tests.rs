@@ -390,6 +390,36 @@ fn an_agents_entry_names_the_agent() {
 }
 
 #[test]
+fn the_served_agents_own_nats_identity_names_its_worker() {
+    let toml = "[agents.local]\nkind = \"demo\"\nnats_identity = \"local-id\"\n";
+    let r = resolved(&["--agent", "local", "--nats", "nats://x"], toml);
+    assert_eq!(r.nats.expect("the worker is on").identity, "local-id");
+    // The flag and [nats] identity still come first.
+    let r = resolved(
+        &[
+            "--agent",
+            "local",
+            "--nats",
+            "nats://x",
+            "--identity",
+            "flag",
+        ],
+        toml,
+    );
+    assert_eq!(r.nats.unwrap().identity, "flag");
+    let r = resolved(
+        &["--agent", "local", "--nats", "nats://x"],
+        &format!("[nats]\nidentity = \"file\"\n{toml}"),
+    );
+    assert_eq!(r.nats.unwrap().identity, "file");
+    // Another agent's identity is not this one's.
+    assert!(matches!(
+        error(&["--nats", "nats://x"], toml),
+        ConfigError::MissingIdentity
+    ));
+}
+
+#[test]
 fn the_default_agent_and_those_exposed_on_roost_are_hosted_profiles_unless_a_profile_has_the_name()
 {
     let toml = "[agents.helper]\nkind = \"roost\"\nprofile = \"mine\"\n\
@@ -497,7 +527,13 @@ fn the_journal_is_sqlite_unless_jetstream_is_named_with_servers_and_an_instance(
             );
             assert_eq!(prefix, "AGENTWIRE");
             assert_eq!(replicas, 1);
-            assert_eq!(instance, "host-a", "the host's name by default");
+            assert_eq!(
+                instance,
+                crate::config::InstanceName::PerDataDir {
+                    host: "host-a".into()
+                },
+                "the host's name and the data dir's id by default"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -507,7 +543,7 @@ fn the_journal_is_sqlite_unless_jetstream_is_named_with_servers_and_an_instance(
     )
     .journal;
     assert!(
-        matches!(own, JournalChoice::JetStream(ref j) if j.replicas == 3 && j.instance == "node-7" && j.prefix == "FLEET")
+        matches!(own, JournalChoice::JetStream(ref j) if j.replicas == 3 && j.instance == crate::config::InstanceName::Named { name: "node-7".into(), setting: "[journal] instance" } && j.prefix == "FLEET")
     );
     for bad in [
         js.to_string(),
@@ -650,7 +686,7 @@ fn bad_values_name_their_flag_or_key() {
         (
             vec!["--nats", "nats://x"],
             String::new(),
-            "--nats needs --identity NAME (or [nats] identity)",
+            "--nats needs --identity NAME (or [nats] identity, or nats_identity in the served agent's [agents.<name>])",
         ),
         (
             vec!["--nats", "nats://x", "--identity", "a.b"],
