@@ -3,6 +3,11 @@
 //! credentials file, user and password, a token or an nkey seed), TLS with a CA and a client certificate,
 //! and reconnection with backoff to any listed or announced server, logged. Secrets are named (a variable,
 //! a file) and read only to connect; a password in a URL is redacted wherever the URL is shown.
+//!
+//! Credentials in the URLs (`nats://user:password@host`, `nats://token@host`) are taken out of them and
+//! handed to the client as its user and password (or token): the client sends only those it is given
+//! (a URL's own are not sent, so a server that wants them refused the connection), and it logs the
+//! addresses it connects to at debug, which then carry no secret.
 
 use async_nats::ServerAddr;
 use std::path::PathBuf;
@@ -132,6 +137,33 @@ impl NatsConnect {
         Ok(servers)
     }
 
+    /// The servers' addresses without their credentials, and the one set of credentials they carry (every
+    /// server that names any names the same).
+    fn addresses(servers: &[String]) -> Result<(Vec<ServerAddr>, UrlAuth), ConnectError> {
+        let mut auth = UrlAuth::None;
+        let mut addrs = Vec::with_capacity(servers.len());
+        for addr in Self::check_servers(servers)? {
+            let this = UrlAuth::of(&addr);
+            match (&auth, &this) {
+                (_, UrlAuth::None) => {}
+                (UrlAuth::None, _) => auth = this.clone(),
+                (a, b) if a == b => {}
+                _ => {
+                    return Err(ConnectError::Servers(
+                        "the servers carry different credentials; give one user and password (or token) for all"
+                            .into(),
+                    ))
+                }
+            }
+            let mut url = addr.into_inner();
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            addrs
+                .push(ServerAddr::from_url(url).map_err(|e| ConnectError::Servers(e.to_string()))?);
+        }
+        Ok((addrs, auth))
+    }
+
     fn check_servers(servers: &[String]) -> Result<Vec<ServerAddr>, ConnectError> {
         if servers.is_empty() {
             return Err(ConnectError::Servers("no server given".into()));
@@ -160,7 +192,7 @@ impl NatsConnect {
     /// answers is used; afterwards the client reconnects on its own, with backoff, to any listed server or
     /// one the cluster announced, and says so in the log.
     pub async fn connect(&self, name: &str) -> Result<async_nats::Client, ConnectError> {
-        let addrs = Self::check_servers(&self.servers)?;
+        let (addrs, url_auth) = Self::addresses(&self.servers)?;
         let shown = self.shown();
         let logged = shown.clone();
         let mut options = async_nats::ConnectOptions::new()
@@ -173,7 +205,17 @@ impl NatsConnect {
                 async move { log_event(&servers, event) }
             });
         options = match &self.auth {
-            NatsAuth::None => options,
+            NatsAuth::None => match url_auth {
+                UrlAuth::None => options,
+                UrlAuth::UserPassword(user, password) => options.user_and_password(user, password),
+                UrlAuth::Token(token) => options.token(token),
+            },
+            _ if url_auth != UrlAuth::None => {
+                return Err(ConnectError::Servers(
+                    "credentials in a server URL and in the settings: give one way to authenticate"
+                        .into(),
+                ))
+            }
             NatsAuth::CredsFile(path) => {
                 options
                     .credentials_file(path)
@@ -216,6 +258,29 @@ impl NatsConnect {
                 servers: shown,
                 reason: e.to_string(),
             })
+    }
+}
+
+/// Credentials a server URL carries, percent-decoded. No `Debug`: it holds the secret.
+#[derive(Clone, PartialEq, Eq)]
+enum UrlAuth {
+    None,
+    UserPassword(String, String),
+    Token(String),
+}
+
+impl UrlAuth {
+    fn of(addr: &ServerAddr) -> UrlAuth {
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        match (addr.username(), addr.password()) {
+            (Some(user), Some(password)) => UrlAuth::UserPassword(decode(user), decode(password)),
+            (Some(token), None) => UrlAuth::Token(decode(token)),
+            (None, _) => UrlAuth::None,
+        }
     }
 }
 
@@ -286,6 +351,32 @@ mod tests {
         assert!(shown.contains("127.0.0.1:4222"));
         let err = NatsConnect::parse_servers("nats://bob:hunter2@:bad:port").unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn credentials_leave_the_urls_for_the_client_options() {
+        let (addrs, auth) = NatsConnect::addresses(&[
+            "nats://alice:p%40ss%3Aword@127.0.0.1:4222".into(),
+            "nats://127.0.0.1:4223".into(),
+        ])
+        .unwrap();
+        assert!(auth == UrlAuth::UserPassword("alice".into(), "p@ss:word".into()));
+        for a in &addrs {
+            assert!(!a.as_url_str().contains("alice") && !a.as_url_str().contains("p%40ss"));
+        }
+        assert_eq!(addrs[0].as_url_str(), "nats://127.0.0.1:4222");
+        let (_, auth) = NatsConnect::addresses(&["nats://s3cret@127.0.0.1:4222".into()]).unwrap();
+        assert!(auth == UrlAuth::Token("s3cret".into()));
+        let e = NatsConnect::addresses(&[
+            "nats://a:x@127.0.0.1:1".into(),
+            "nats://b:y@127.0.0.1:2".into(),
+        ])
+        .err()
+        .expect("two sets of credentials are refused");
+        assert!(
+            !e.to_string().contains(":x@") && !e.to_string().contains(":y@"),
+            "{e}"
+        );
     }
 
     #[test]

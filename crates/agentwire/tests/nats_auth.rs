@@ -419,3 +419,56 @@ fn a_creds_file_authenticates_against_an_operator_mode_server() {
         text(&out.stderr)
     );
 }
+
+/// A user and password in the server URL (`nats://alice:<password>@host`), as NATS clients take them:
+/// the worker and the client authenticate with them, and even the debug log never shows the password.
+#[test]
+fn a_user_and_password_in_the_url_authenticate_and_stay_out_of_the_debug_log() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // A password with characters a URL must encode (`@` as %40, `/` as %2F).
+    let secret = format!("{PASSWORD}@/x");
+    let nats = NatsServer::start_with_config(&format!(
+        "authorization {{ users: [ {{ user: \"alice\", password: \"{secret}\" }} ] }}"
+    ));
+    let port = nats.url.rsplit(':').next().unwrap();
+    let url = format!("nats://alice:{PASSWORD}%40%2Fx@127.0.0.1:{port}");
+    let log = dir.path().join("serve.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "serve",
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+            "--relay-listen",
+            "127.0.0.1:0",
+            "--roost-socket",
+            dir.path().join("r.sock").to_str().unwrap(),
+            "--nats",
+            &url,
+            "--identity",
+            "inurl",
+        ])
+        .env("RUST_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert!(
+        ready.contains("\"ready\":true"),
+        "serve did not start: {}",
+        std::fs::read_to_string(&log).unwrap_or_default().lines().rev().take(5).collect::<Vec<_>>().join("\n")
+    );
+    let config = write(dir.path(), "empty.toml", "");
+    let out = ask(&config, &url, "inurl", &[]);
+    assert_answered(&out);
+    assert_no_secret(&out);
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("DEBUG"), "the log is at debug");
+    assert!(!logged.contains(PASSWORD), "the password reached the log");
+}
