@@ -1,5 +1,6 @@
 //! The NIP-XX client: the run view that applies the spec's reconciliation rules (pure), and the async
-//! `ask`, `cancel` and `info` operations the CLI uses.
+//! `ask`, `cancel` and `info` operations the CLI uses (`cancel_run`, which also says what became of the
+//! run, is in `client/cancel.rs`).
 
 use crate::crypto::Crypto;
 use crate::nip59;
@@ -13,6 +14,9 @@ use nostr::prelude::{Event, EventBuilder, EventId, Filter, Kind, PublicKey, Time
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod cancel;
+pub use cancel::{cancel_run, CancelOutcome, CANCEL_CONFIRM_WAIT, STORED_LOOKUP_WAIT};
 
 /// Most distinct events one run view keeps; a run that sends more is misbehaving, and later events are
 /// ignored rather than grow memory without bound.
@@ -88,6 +92,11 @@ impl RunView {
             gap_reported: false,
             terminal: None,
         }
+    }
+
+    /// The run: its prompt's id.
+    pub fn prompt(&self) -> EventId {
+        self.prompt
     }
 
     /// The accepted terminal, if any.
@@ -204,6 +213,33 @@ pub struct AskRequest {
     pub wrap: bool,
 }
 
+/// A fresh session tag, `session:<32 hex digits>` (the spec's form for a client's own session ids): 128
+/// bits of a public key made from the OS's random source and thrown away, so no two sessions share one by
+/// chance. The default session, `sender:<pubkey>`, is one conversation for every prompt from a key.
+pub fn new_session() -> String {
+    let throwaway = nostr::prelude::Keys::generate().public_key().to_hex();
+    format!("session:{}", &throwaway[..32])
+}
+
+/// The subscription filter for the events of run `prompt` from `agent` to `me`: the run's kinds, or, for a
+/// gift-wrapped run, every wrap addressed to `me` (picked out after unwrapping). Wraps are back-dated by up
+/// to two days, so the filter looks back that far.
+fn run_filter(me: PublicKey, agent: PublicKey, prompt: EventId, wrap: bool) -> Filter {
+    if wrap {
+        let since = Timestamp::now().as_secs() - nip59::MAX_TIMESTAMP_TWEAK.as_secs();
+        Filter::new()
+            .kind(Kind::Custom(kinds::GIFT_WRAP))
+            .pubkey(me)
+            .since(Timestamp::from(since))
+    } else {
+        Filter::new()
+            .kinds(kinds::RUN_KINDS.map(Kind::Custom))
+            .pubkey(me)
+            .event(prompt)
+            .author(agent)
+    }
+}
+
 /// Connects to a relay and waits for the connection.
 pub async fn connect(
     url: &str,
@@ -231,30 +267,19 @@ pub async fn ask(
         .map_err(|e| ClientError::Other(e.to_string()))?;
     let builder = EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
         .tags(tags::prompt(&req.agent, req.session.as_deref()));
-    let (prompt_id, event, filter) = if req.wrap {
+    let (prompt_id, event) = if req.wrap {
         let rumor = nip59::rumor(crypto, builder);
         let id = rumor
             .id
             .ok_or_else(|| ClientError::Other("rumor without an id".into()))?;
         let gift = nip59::wrap(crypto, &req.agent, rumor)
             .map_err(|e| ClientError::Other(e.to_string()))?;
-        // Wraps are back-dated by up to two days, so the filter looks back that far; the run is picked out
-        // after unwrapping.
-        let since = Timestamp::now().as_secs() - nip59::MAX_TIMESTAMP_TWEAK.as_secs();
-        let filter = Filter::new()
-            .kind(Kind::Custom(kinds::GIFT_WRAP))
-            .pubkey(me)
-            .since(Timestamp::from(since));
-        (id, gift, filter)
+        (id, gift)
     } else {
         let prompt = crypto.sign(builder);
-        let filter = Filter::new()
-            .kinds(kinds::RUN_KINDS.map(Kind::Custom))
-            .pubkey(me)
-            .event(prompt.id)
-            .author(req.agent);
-        (prompt.id, prompt, filter)
+        (prompt.id, prompt)
     };
+    let filter = run_filter(me, req.agent, prompt_id, req.wrap);
     let sub = format!("run-{}", &prompt_id.to_hex()[..16]);
     conn.subscribe(&sub, vec![filter]);
     let ok = conn
@@ -309,26 +334,60 @@ pub fn open(crypto: &Crypto, event: Event) -> Option<Message> {
     }
 }
 
-/// Sends an ai.cancel for run `prompt` to `agent`, gift-wrapped when `wrap`.
+/// Why a cancel is sent: the ai.cancel payload's `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The user asked for it (`user_cancel`).
+    UserCancel,
+    /// The client gave up waiting (`timeout`).
+    Timeout,
+}
+
+impl CancelReason {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::UserCancel => "user_cancel",
+            CancelReason::Timeout => "timeout",
+        }
+    }
+}
+
+/// An ai.cancel to send: which run, of which agent, in which session, and why.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// The agent running the run.
+    pub agent: PublicKey,
+    /// The run (its prompt's id; the rumor's id for a gift-wrapped prompt).
+    pub prompt: EventId,
+    /// The session tag the run used.
+    pub session: String,
+    /// Gift-wrap the cancel (NIP-59), and read the run's wrapped events.
+    pub wrap: bool,
+    /// Why.
+    pub reason: CancelReason,
+}
+
+/// Sends an ai.cancel for a run, gift-wrapped when `req.wrap`, and returns once the relay accepted it.
 pub async fn cancel(
     conn: &RelayConn,
     crypto: &Crypto,
-    agent: &PublicKey,
-    prompt: &EventId,
-    session: &str,
-    wrap: bool,
+    req: &CancelRequest,
 ) -> Result<(), ClientError> {
     let payload = CancelPayload {
-        reason: "user_cancel".into(),
+        reason: req.reason.as_str().into(),
     }
     .to_json();
     let content = crypto
-        .encrypt(agent, &payload)
+        .encrypt(&req.agent, &payload)
         .map_err(|e| ClientError::Other(e.to_string()))?;
-    let builder = EventBuilder::new(Kind::Custom(kinds::CANCEL), content)
-        .tags(tags::run(agent, prompt, session));
-    let ev = if wrap {
-        nip59::wrap(crypto, agent, nip59::rumor(crypto, builder))
+    let builder = EventBuilder::new(Kind::Custom(kinds::CANCEL), content).tags(tags::run(
+        &req.agent,
+        &req.prompt,
+        &req.session,
+    ));
+    let ev = if req.wrap {
+        nip59::wrap(crypto, &req.agent, nip59::rumor(crypto, builder))
             .map_err(|e| ClientError::Other(e.to_string()))?
     } else {
         crypto.sign(builder)

@@ -1,10 +1,16 @@
-//! `agentwire ask`, `cancel` and `info`: a NIP-XX client on the command line.
+//! `agentwire ask`, `cancel` and `info`: a NIP-XX client on the command line (`--nats` hands `ask` to the
+//! fisk-ai caller). `ask` names the session it asks in, and `cancel` says what became of the run: cancelled,
+//! already ended (and how), or unknown.
 
 use crate::config;
 use crate::keys;
-use agentwire_nostr::client::{self, AskRequest, ClientError, Terminal, Update};
+use agentwire_nostr::client::{
+    self, AskRequest, CancelOutcome, CancelReason, CancelRequest, ClientError, Terminal, Update,
+    CANCEL_CONFIRM_WAIT,
+};
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::nipxx::payload::PromptPayload;
+use agentwire_nostr::nipxx::tags;
 use agentwire_nostr::relay_conn::{Incoming, RelayConn};
 use clap::Args;
 use nostr::prelude::{EventId, PublicKey};
@@ -21,6 +27,8 @@ pub(crate) const EXIT_AGENT_ERROR: u8 = 2;
 pub(crate) const EXIT_TIMEOUT: u8 = 3;
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it); the run was sent an ai.cancel.
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code of `cancel` for a run nobody knows (no prompt or events on the relay, no answer from the agent).
+pub(crate) const EXIT_UNKNOWN_RUN: u8 = 4;
 
 /// Where and to whom.
 #[derive(Debug, Args)]
@@ -45,16 +53,20 @@ pub(crate) struct Target {
 pub(crate) struct AskArgs {
     #[command(flatten)]
     target: Target,
-    /// Session tag (`s`); default `sender:<your pubkey>`.
+    /// The session (`s` tag) to ask in, e.g. one an earlier `ask` printed as `session <tag>`. Default
+    /// `sender:<your pubkey>`: every ask from your key is one conversation, its history growing.
     #[arg(long)]
     session: Option<String>,
+    /// Start a new session (a fresh random tag, printed as `session <tag>` for `--session`).
+    #[arg(long, conflicts_with_all = ["session", "conversation"])]
+    new: bool,
     /// Model to ask for.
     #[arg(long)]
     model: Option<String>,
     /// Thinking effort: low, medium, high or max.
     #[arg(long)]
     thinking: Option<String>,
-    /// Seconds to wait for the answer.
+    /// Seconds to wait for the answer; then the run is cancelled.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
     /// Privacy-first profile: gift-wrap the prompt (NIP-59) and read the wrapped answer. The agent must
@@ -87,7 +99,7 @@ pub(crate) struct CancelArgs {
     /// Gift-wrap the cancel (NIP-59), for a run that was asked with `--nip59`.
     #[arg(long)]
     nip59: bool,
-    /// The run's prompt event id (printed by `ask`).
+    /// The run's prompt event id (printed by `ask` as `run <id>`).
     prompt_id: String,
 }
 
@@ -157,6 +169,7 @@ pub(crate) async fn ask(
             .identity
             .as_deref()
             .ok_or("--nats needs --identity NAME")?;
+        // A fisk-ai ask without --conversation always starts a new conversation: --new has nothing to do.
         return crate::fisk_cli::ask(
             nats,
             identity,
@@ -174,17 +187,22 @@ pub(crate) async fn ask(
     prompt.thinking = args.thinking.clone();
     let live = std::io::stdout().is_terminal();
     let mut streamed = String::new();
+    // The session the run joins, named on stderr: the default one keeps every ask from this key in one
+    // conversation, which the user should see.
+    let chosen = match args.new {
+        true => Some(client::new_session()),
+        false => args.session.clone(),
+    };
+    let session = chosen
+        .clone()
+        .unwrap_or_else(|| tags::default_session(&crypto.public_key()));
     let req = AskRequest {
         agent,
-        session: args.session.clone(),
+        session: chosen,
         prompt,
         timeout: Duration::from_secs(args.timeout),
         wrap: args.nip59,
     };
-    let session = args
-        .session
-        .clone()
-        .unwrap_or_else(|| format!("sender:{}", crypto.public_key().to_hex()));
     let sent: std::cell::Cell<Option<EventId>> = std::cell::Cell::new(None);
     let asking = client::ask(
         &conn,
@@ -194,6 +212,7 @@ pub(crate) async fn ask(
         |id| {
             sent.set(Some(*id));
             eprintln!("run {}", id.to_hex());
+            eprintln!("session {session}");
         },
         |u| match u {
             Update::Text(t) => {
@@ -235,7 +254,14 @@ pub(crate) async fn ask(
             if live && !streamed.is_empty() {
                 println!();
             }
-            match client::cancel(&conn, &crypto, &agent, &prompt, &session, args.nip59).await {
+            let req = CancelRequest {
+                agent,
+                prompt,
+                session: session.clone(),
+                wrap: args.nip59,
+                reason: CancelReason::UserCancel,
+            };
+            match client::cancel(&conn, &crypto, &req).await {
                 Ok(()) => eprintln!("cancel sent for run {}", prompt.to_hex()),
                 Err(e) => eprintln!("agentwire: could not cancel run {}: {e}", prompt.to_hex()),
             }
@@ -273,9 +299,61 @@ pub(crate) async fn ask(
         }
         Err(ClientError::Timeout(d)) => {
             eprintln!("agentwire: no answer within {d:?}");
+            // Given up on, the run is cancelled rather than left running for nobody.
+            if let Some(prompt) = sent.get() {
+                let req = CancelRequest {
+                    agent,
+                    prompt,
+                    session,
+                    wrap: args.nip59,
+                    reason: CancelReason::Timeout,
+                };
+                say_cancelled(
+                    client::cancel_run(&conn, &mut incoming, &crypto, &req).await,
+                    &prompt,
+                );
+            }
             Ok(ExitCode::from(EXIT_TIMEOUT))
         }
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Says what became of a cancelled run, and the exit code that goes with it: 0 cancelled or already ended,
+/// [`EXIT_TIMEOUT`] when the agent did not confirm, [`EXIT_UNKNOWN_RUN`] for a run nobody knows.
+fn say_cancelled(outcome: Result<CancelOutcome, ClientError>, prompt: &EventId) -> ExitCode {
+    let run = prompt.to_hex();
+    match outcome {
+        Ok(CancelOutcome::Cancelled) => {
+            eprintln!("cancelled run {run}");
+            ExitCode::SUCCESS
+        }
+        Ok(CancelOutcome::AlreadyEnded(t)) => {
+            let how = match t {
+                Terminal::Response(_) => "answered".to_string(),
+                Terminal::Error(e) => format!("error {}: {}", e.code, e.message),
+            };
+            eprintln!("run {run} already ended: {how}");
+            ExitCode::SUCCESS
+        }
+        Ok(CancelOutcome::Unconfirmed) => {
+            eprintln!(
+                "agentwire: cancel sent for run {run}; the agent has not confirmed it within \
+                 {CANCEL_CONFIRM_WAIT:?}"
+            );
+            ExitCode::from(EXIT_TIMEOUT)
+        }
+        Ok(CancelOutcome::Unknown) => {
+            eprintln!(
+                "agentwire: unknown run {run}: the relay has no events of it and the agent did not \
+                 answer the cancel"
+            );
+            ExitCode::from(EXIT_UNKNOWN_RUN)
+        }
+        Err(e) => {
+            eprintln!("agentwire: could not cancel run {run}: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -285,16 +363,22 @@ pub(crate) async fn cancel(args: CancelArgs, data_dir: PathBuf) -> Result<ExitCo
     let agent = agent_key(&args.target, &data_dir)?;
     let prompt = EventId::from_hex(&args.prompt_id)
         .map_err(|_| format!("{:?} is not an event id", args.prompt_id))?;
-    let (conn, _incoming) = connect(&args.target).await?;
+    let (conn, mut incoming) = connect(&args.target).await?;
     let session = args
         .session
         .clone()
-        .unwrap_or_else(|| format!("sender:{}", crypto.public_key().to_hex()));
-    client::cancel(&conn, &crypto, &agent, &prompt, &session, args.nip59)
-        .await
-        .map_err(|e| e.to_string())?;
-    eprintln!("cancel sent for run {}", prompt.to_hex());
-    Ok(ExitCode::SUCCESS)
+        .unwrap_or_else(|| tags::default_session(&crypto.public_key()));
+    let req = CancelRequest {
+        agent,
+        prompt,
+        session,
+        wrap: args.nip59,
+        reason: CancelReason::UserCancel,
+    };
+    Ok(say_cancelled(
+        client::cancel_run(&conn, &mut incoming, &crypto, &req).await,
+        &prompt,
+    ))
 }
 
 /// Runs `info`.

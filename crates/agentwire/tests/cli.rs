@@ -1,8 +1,10 @@
 //! The `agentwire ask`, `cancel` and `info` commands as a user runs them, against the real daemon.
 
+mod cli_child;
 mod common;
 
 use agentwire_nostr::nipxx::kinds;
+use cli_child::CliChild;
 use common::{Client, Daemon};
 use nostr::prelude::{EventId, Keys};
 use std::io::{BufRead, BufReader};
@@ -124,4 +126,153 @@ fn serve_runs_the_roost_supervisor_and_does_not_take_a_live_socket() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// The value of the stderr line that starts with `what ` (`run`, `session`).
+fn line_value(stderr: &str, what: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{what} ")))
+        .unwrap_or_else(|| panic!("no `{what} ...` line in {stderr}"))
+        .to_string()
+}
+
+/// The journaled conversation of a NIP-XX run.
+fn conversation_of(d: &Daemon, run: &str) -> String {
+    let journal = rusqlite::Connection::open(d.data_dir.join("journal.sqlite")).unwrap();
+    journal
+        .query_row(
+            "SELECT conversation_id FROM turns WHERE request_id = ?1",
+            [format!("nipxx:{run}")],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[test]
+fn ask_names_its_session_and_new_starts_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let key = std::fs::read_to_string(d.data_dir.join("client.key")).unwrap();
+    let me = Keys::parse(key.trim()).unwrap().public_key().to_hex();
+    // The default: one session for every ask from this key, and the user is told so.
+    assert_eq!(
+        line_value(&text(&out.stderr), "session"),
+        format!("sender:{me}")
+    );
+
+    let asked = |args: &[&str]| {
+        let mut all = vec!["ask", "--relay", d.relay.as_str()];
+        all.extend_from_slice(args);
+        let out = agentwire(&d, &all);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        (line_value(&err, "run"), line_value(&err, "session"))
+    };
+    let (run1, first) = asked(&["--new", "one"]);
+    let (run2, second) = asked(&["--new", "two"]);
+    assert!(first.starts_with("session:"), "{first}");
+    assert_ne!(first, second);
+    assert_ne!(conversation_of(&d, &run1), conversation_of(&d, &run2));
+    // The printed session continues with --session: the same conversation on the agent.
+    let (run3, again) = asked(&["--session", &first, "three"]);
+    assert_eq!(again, first);
+    assert_eq!(conversation_of(&d, &run3), conversation_of(&d, &run1));
+    assert!(conversation_of(&d, &run3).ends_with(&first));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_says_what_became_of_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let data_dir = d.data_dir.to_str().unwrap();
+
+    // A running run: cancelled, and the asker sees it end CANCELLED.
+    let mut asking = CliChild::spawn(&[
+        "--data-dir",
+        data_dir,
+        "ask",
+        "--relay",
+        &d.relay,
+        "sleep",
+        "20000",
+    ]);
+    let err = asking.wait_for("[thinking: sleeping", Duration::from_secs(15));
+    let running = line_value(&err, "run");
+    let out = agentwire(&d, &["cancel", "--relay", &d.relay, &running]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("cancelled run {running}")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(asking.exit_code(Duration::from_secs(10)), Some(2));
+    assert!(
+        asking.stderr().contains("error CANCELLED"),
+        "{}",
+        asking.stderr()
+    );
+
+    // Runs that already ended: said so, with how they ended.
+    let out = agentwire(&d, &["cancel", "--relay", &d.relay, &running]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("run {running} already ended: error CANCELLED")),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "hello"]);
+    let answered = line_value(&text(&out.stderr), "run");
+    let out = agentwire(&d, &["cancel", "--relay", &d.relay, &answered]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("run {answered} already ended: answered")),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A run that never existed.
+    let never = "ab".repeat(32);
+    let out = agentwire(&d, &["cancel", "--relay", &d.relay, &never]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("unknown run {never}")),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_that_times_out_cancels_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let out = agentwire(
+        &d,
+        &[
+            "ask",
+            "--relay",
+            &d.relay,
+            "--timeout",
+            "1",
+            "sleep",
+            "20000",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("no answer within 1s"), "{err}");
+    let run = line_value(&err, "run");
+    assert!(err.contains(&format!("cancelled run {run}")), "{err}");
+
+    // Another client of the same key sees the run ended CANCELLED, long before its 20 s were up.
+    let prompt = EventId::from_hex(&run).unwrap();
+    let key = std::fs::read_to_string(d.data_dir.join("client.key")).unwrap();
+    let mut c = Client::with_keys(&d.relay, d.agent, Keys::parse(key.trim()).unwrap()).await;
+    c.watch(&prompt);
+    let seen = c
+        .collect(&prompt, Duration::from_secs(5), Duration::from_millis(200))
+        .await;
+    assert_eq!(seen.error_code(), "CANCELLED");
 }

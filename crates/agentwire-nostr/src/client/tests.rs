@@ -121,3 +121,14 @@ fn final_text_unwraps_the_compatibility_envelope() {
     apply(&mut v, &resp);
     assert_eq!(v.terminal().unwrap().text().as_deref(), Some("Here it is"));
 }
+
+#[test]
+fn new_sessions_are_the_spec_form_and_distinct() {
+    let (a, b) = (new_session(), new_session());
+    assert!(
+        a.starts_with("session:") && a.len() == "session:".len() + 32,
+        "{a}"
+    );
+    assert!(a["session:".len()..].chars().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(a, b);
+}
