@@ -1,5 +1,6 @@
 //! A fisk-ai caller: sends a prompt (or a read, or a discovery request) to a worker and follows its reply
-//! set, answering questions through a callback while sending `elicit.waiting` every third of the window.
+//! set, answering questions through a callback while sending `elicit.waiting` every third of the window;
+//! when told to stop, it cancels the request and follows the set to its terminal (`suspended`).
 
 use crate::wire::{
     self, nats, ElicitAnswer, ElicitChoice, ElicitKind, ElicitMessage, Header, Identity,
@@ -8,10 +9,16 @@ use crate::wire::{
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 /// How long a caller waits for the ack: a worker acks as soon as the turn is journaled.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a caller that cancelled follows the reply set for its terminal. The run parks at its next
+/// boundary (the demo agent's within 100 ms, a question at once), so 5 s covers a loaded machine; a model
+/// call in flight is not stopped (the spec says so) and may take longer, and then the caller stops watching.
+pub const CANCEL_FOLLOW: Duration = Duration::from_secs(5);
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +78,39 @@ pub enum Reply {
     Input(String),
     /// Nobody is there.
     NoOperator,
+}
+
+/// How the worker answered the cancel a caller sent when told to stop.
+#[derive(Debug)]
+pub enum CancelReply {
+    /// The instance running the request took it (its `ack`): the run parks at its next boundary.
+    Taken,
+    /// No instance is running the request (a no-responder): not accepted yet, or already ended.
+    NotRunning,
+    /// The cancel could not be sent, or went unanswered.
+    Failed(ClientError),
+}
+
+impl From<Result<(), ClientError>> for CancelReply {
+    fn from(r: Result<(), ClientError>) -> Self {
+        match r {
+            Ok(()) => CancelReply::Taken,
+            Err(ClientError::NoResponders(_)) => CancelReply::NotRunning,
+            Err(e) => CancelReply::Failed(e),
+        }
+    }
+}
+
+/// A prompt's reply set as far as it was followed.
+#[derive(Debug)]
+pub struct Prompted {
+    /// Every message received, in order; the set's final message last when `ended`.
+    pub messages: Vec<Received>,
+    /// The set ended (its final message arrived).
+    pub ended: bool,
+    /// Told to stop, the caller cancelled the request: how the worker answered (the last answer, when the
+    /// cancel was sent again because the worker acked the prompt after the first found nobody).
+    pub cancel: Option<CancelReply>,
 }
 
 /// Answers a question (the `elicit.request.*` message); may take as long as a person needs.
@@ -143,9 +183,26 @@ impl Caller {
     pub async fn prompt(
         &self,
         call: PromptCall<'_>,
+        on: impl FnMut(&Received),
+        answer: Answerer,
+    ) -> Result<Vec<Received>, ClientError> {
+        let p = self
+            .prompt_until(call, std::future::pending(), on, answer)
+            .await?;
+        Ok(p.messages)
+    }
+
+    /// Like [`Caller::prompt`], until `stop` completes: then the request is cancelled (a question waiting
+    /// on `answer` is left unanswered; the cancel closes it) and the set is followed for up to
+    /// [`CANCEL_FOLLOW`] more. A cancel that finds no instance running the request (sent before the worker
+    /// subscribed) is sent again when the accepting ack arrives.
+    pub async fn prompt_until(
+        &self,
+        call: PromptCall<'_>,
+        stop: impl Future<Output = ()>,
         mut on: impl FnMut(&Received),
         mut answer: Answerer,
-    ) -> Result<Vec<Received>, ClientError> {
+    ) -> Result<Prompted, ClientError> {
         let PromptCall {
             identity,
             request,
@@ -167,48 +224,105 @@ impl Caller {
         let mut sub = self
             .open(nats::task_subject(identity), task.to_bytes())
             .await?;
-        let mut set = Vec::new();
+        let mut stop = std::pin::pin!(stop);
+        let mut p = Prompted {
+            messages: Vec::new(),
+            ended: false,
+            cancel: None,
+        };
         let mut deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+        let mut stopped_by = None::<tokio::time::Instant>;
         loop {
-            let m = next(&mut sub, deadline, identity).await?;
-            deadline = tokio::time::Instant::now() + timeout;
+            let got = tokio::select! {
+                m = next(&mut sub, deadline, identity) => m,
+                () = stop.as_mut(), if stopped_by.is_none() => {
+                    deadline = self.stop(identity, request, &mut p).await;
+                    stopped_by = Some(deadline);
+                    continue;
+                }
+            };
+            let m = match got {
+                Ok(m) => m,
+                // Told to stop, the caller gives up on a set that does not end in time.
+                Err(ClientError::Timeout(_)) if stopped_by.is_some() => return Ok(p),
+                Err(e) => return Err(e),
+            };
+            deadline = stopped_by.unwrap_or_else(|| tokio::time::Instant::now() + timeout);
             on(&m);
             let last = m.last;
-            if m.kind().starts_with("elicit.request.") {
-                let question = m.json.clone();
-                let reply = self
-                    .hold_open_while(identity, request, &question, answer(question.clone()))
-                    .await;
-                self.answer(identity, request, &question, reply).await?;
+            if stopped_by.is_some()
+                && m.kind() == "ack"
+                && m.json["accepted"] == true
+                && matches!(p.cancel, Some(CancelReply::NotRunning))
+            {
+                // The first cancel went out before the worker subscribed for it.
+                p.cancel = Some(self.cancel(identity, request).await.into());
             }
-            set.push(m);
+            if stopped_by.is_none() && m.kind().starts_with("elicit.request.") {
+                let question = m.json.clone();
+                let decided = self
+                    .hold_open_while(
+                        identity,
+                        request,
+                        &question,
+                        answer(question.clone()),
+                        stop.as_mut(),
+                    )
+                    .await;
+                match decided {
+                    Some(reply) => {
+                        self.answer(identity, request, &question, reply).await?;
+                        // The wait for the next message starts now, not before the person decided.
+                        deadline = tokio::time::Instant::now() + timeout;
+                    }
+                    None => {
+                        deadline = self.stop(identity, request, &mut p).await;
+                        stopped_by = Some(deadline);
+                    }
+                }
+            }
+            p.messages.push(m);
             if last {
-                return Ok(set);
+                p.ended = true;
+                return Ok(p);
             }
         }
     }
 
-    /// Waits for `decision`, sending `elicit.waiting` every third of the question's window meanwhile.
-    async fn hold_open_while(
+    /// Cancels `request` for [`Caller::prompt_until`]; returns until when to follow the set.
+    async fn stop(&self, identity: &str, request: &str, p: &mut Prompted) -> tokio::time::Instant {
+        p.cancel = Some(self.cancel(identity, request).await.into());
+        tokio::time::Instant::now() + CANCEL_FOLLOW
+    }
+
+    /// Waits for `decision`, sending `elicit.waiting` every third of the question's window meanwhile;
+    /// `None` when `stop` completes first.
+    async fn hold_open_while<S: Future<Output = ()>>(
         &self,
         identity: &str,
         request: &str,
         question: &Value,
         decision: BoxFuture<'static, Reply>,
-    ) -> Reply {
+        mut stop: Pin<&mut S>,
+    ) -> Option<Reply> {
         let qid = question["question_id"]
             .as_str()
             .unwrap_or_default()
             .to_string();
+        tokio::pin!(decision);
         let Some(wait_ms) = question["wait_ms"].as_u64().filter(|w| *w > 0) else {
-            return decision.await;
+            // No window: nothing to hold open.
+            return tokio::select! {
+                r = &mut decision => Some(r),
+                () = stop.as_mut() => None,
+            };
         };
         let every = Duration::from_millis((wait_ms / 3).max(1));
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        tokio::pin!(decision);
         loop {
             tokio::select! {
-                r = &mut decision => return r,
+                r = &mut decision => return Some(r),
+                () = stop.as_mut() => return None,
                 _ = tick.tick() => {
                     let m = ElicitMessage {
                         header: self.header(request, request),
@@ -223,7 +337,7 @@ impl Caller {
                         if let Some(h) = &reply.headers {
                             if h.get(nats::HEADER_SERVICE_ERROR_CODE).map(|c| c.as_str()) == Some("404") {
                                 // The question is gone: whatever the person decides is no longer wanted.
-                                return Reply::NoOperator;
+                                return Some(Reply::NoOperator);
                             }
                         }
                     }

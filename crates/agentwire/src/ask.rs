@@ -1,6 +1,6 @@
-//! `agentwire ask`, `cancel` and `info`: a NIP-XX client on the command line (`--nats` hands `ask` to the
-//! fisk-ai caller). `ask` names the session it asks in, and `cancel` says what became of the run: cancelled,
-//! already ended (and how), or unknown.
+//! `agentwire ask`, `cancel` and `info`: a NIP-XX client on the command line (`--nats` hands `ask` and
+//! `cancel` to the fisk-ai caller). `ask` names the session it asks in, and `cancel` says what became of the
+//! run: cancelled, already ended (and how), or unknown.
 
 use crate::config;
 use crate::keys;
@@ -27,7 +27,8 @@ pub(crate) const EXIT_AGENT_ERROR: u8 = 2;
 pub(crate) const EXIT_TIMEOUT: u8 = 3;
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it); the run was sent an ai.cancel.
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
-/// Exit code of `cancel` for a run nobody knows (no prompt or events on the relay, no answer from the agent).
+/// Exit code of `cancel` for a run nobody knows (no prompt or events on the relay, no answer from the agent;
+/// under fisk-ai, no worker running it).
 pub(crate) const EXIT_UNKNOWN_RUN: u8 = 4;
 
 /// Where and to whom.
@@ -66,7 +67,8 @@ pub(crate) struct AskArgs {
     /// Thinking effort: low, medium, high or max.
     #[arg(long)]
     thinking: Option<String>,
-    /// Seconds to wait for the answer; then the run is cancelled.
+    /// Seconds to wait for the answer; then the run is cancelled. (With --nats, time spent answering the
+    /// agent's questions does not count.)
     #[arg(long, default_value_t = 120)]
     timeout: u64,
     /// Privacy-first profile: gift-wrap the prompt (NIP-59) and read the wrapped answer. The agent must
@@ -99,7 +101,14 @@ pub(crate) struct CancelArgs {
     /// Gift-wrap the cancel (NIP-59), for a run that was asked with `--nip59`.
     #[arg(long)]
     nip59: bool,
-    /// The run's prompt event id (printed by `ask` as `run <id>`).
+    /// Cancel a fisk-ai run on these NATS servers (comma-separated) instead (needs --identity); `[nats]` in
+    /// the config gives credentials and TLS.
+    #[arg(long)]
+    pub(crate) nats: Option<String>,
+    /// The fisk-ai worker's identity (with --nats).
+    #[arg(long, requires = "nats")]
+    identity: Option<String>,
+    /// The run: its prompt event id, or with --nats its request (both printed by `ask` as `run <id>`).
     prompt_id: String,
 }
 
@@ -358,7 +367,18 @@ fn say_cancelled(outcome: Result<CancelOutcome, ClientError>, prompt: &EventId) 
 }
 
 /// Runs `cancel`.
-pub(crate) async fn cancel(args: CancelArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
+pub(crate) async fn cancel(
+    args: CancelArgs,
+    nats: Option<agentwire_fisk::connection::NatsConnect>,
+    data_dir: PathBuf,
+) -> Result<ExitCode, String> {
+    if let Some(nats) = &nats {
+        let identity = args
+            .identity
+            .as_deref()
+            .ok_or("--nats needs --identity NAME")?;
+        return crate::fisk_cli::cancel(nats, identity, &args.prompt_id).await;
+    }
     let crypto = client_crypto(&args.target, &data_dir)?;
     let agent = agent_key(&args.target, &data_dir)?;
     let prompt = EventId::from_hex(&args.prompt_id)

@@ -1,11 +1,15 @@
-//! `agentwire ask --nats`, `read` and `discover`: a fisk-ai caller on the command line. Answers stream to
-//! stdout, tool activity and questions go to stderr, and questions are answered at the terminal while the
-//! question is held open with `elicit.waiting`.
+//! `agentwire ask --nats`, `cancel --nats`, `read` and `discover`: a fisk-ai caller on the command line.
+//! Answers stream to stdout, tool activity and questions go to stderr, and questions are answered at the
+//! terminal while the question is held open with `elicit.waiting`. Ctrl-C, or `--timeout` passing, cancels
+//! the run, so an abandoned run does not hold a worker slot.
 
-use crate::ask::{EXIT_AGENT_ERROR, EXIT_TIMEOUT};
-use agentwire_fisk::client::{new_request, Caller, ClientError, PromptCall, Received, Reply};
+use crate::ask::{EXIT_AGENT_ERROR, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_UNKNOWN_RUN};
+use crate::ask_deadline::AskDeadline;
+use crate::fisk_questions::Person;
+use agentwire_fisk::client::{
+    new_request, Caller, CancelReply, ClientError, PromptCall, Prompted, Received, CANCEL_FOLLOW,
+};
 use agentwire_fisk::connection::NatsConnect;
-use agentwire_fisk::wire::ElicitChoice;
 use clap::Args;
 use serde_json::Value;
 use std::io::{IsTerminal, Write};
@@ -45,94 +49,13 @@ fn err(e: ClientError) -> String {
     e.to_string()
 }
 
-/// Reads a line from the terminal without blocking the runtime; `None` at end of input.
-async fn read_line(prompt: String) -> Option<String> {
-    tokio::task::spawn_blocking(move || {
-        eprint!("{prompt}");
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        match std::io::stdin().read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
-        }
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
-/// Puts a question to the person at the terminal.
-async fn ask_person(q: Value) -> Reply {
-    let kind = q["protocol"]
-        .as_str()
-        .unwrap_or("")
-        .rsplit('.')
-        .next()
-        .unwrap_or("")
-        .to_string();
-    match kind.as_str() {
-        "approve" => {
-            eprintln!("[approval] run: {}", q["display"].as_str().unwrap_or(""));
-            loop {
-                match read_line("allow? [no/once/always] ".into())
-                    .await
-                    .as_deref()
-                {
-                    None => return Reply::NoOperator,
-                    Some("once") | Some("o") | Some("y") | Some("yes") => {
-                        return Reply::Approve(ElicitChoice::Once)
-                    }
-                    Some("always") | Some("a") => return Reply::Approve(ElicitChoice::Always),
-                    Some("no") | Some("n") | Some("") => return Reply::Approve(ElicitChoice::No),
-                    Some(_) => continue,
-                }
-            }
-        }
-        "confirm" => {
-            eprintln!("[question] {}", q["question"].as_str().unwrap_or(""));
-            match read_line("[y/n] ".into()).await.as_deref() {
-                None => Reply::NoOperator,
-                Some(a) => Reply::Confirm(matches!(a, "y" | "yes" | "Y")),
-            }
-        }
-        "select" => {
-            eprintln!("[question] {}", q["question"].as_str().unwrap_or(""));
-            let options: Vec<String> = q["options"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|o| o.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            for (i, o) in options.iter().enumerate() {
-                eprintln!("  {}) {o}", i + 1);
-            }
-            loop {
-                let Some(a) = read_line("choose a number: ".into()).await else {
-                    return Reply::NoOperator;
-                };
-                if let Some(i) = a
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|i| *i >= 1 && (*i as usize) <= options.len())
-                {
-                    return Reply::Select(i - 1);
-                }
-                if let Some(i) = options.iter().position(|o| o == a.trim()) {
-                    return Reply::Select(i as u64);
-                }
-            }
-        }
-        _ => {
-            eprintln!("[question] {}", q["question"].as_str().unwrap_or(""));
-            match read_line("> ".into()).await {
-                None => Reply::NoOperator,
-                Some(a) => Reply::Input(a),
-            }
-        }
-    }
+/// Why `ask --nats` stopped following a run before it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Ctrl-C.
+    Interrupted,
+    /// `--timeout` passed.
+    TimedOut,
 }
 
 /// Runs `ask --nats`.
@@ -146,17 +69,29 @@ pub(crate) async fn ask(
     let caller = Caller::connect_with(nats, CALLER_NAME).await.map_err(err)?;
     let request = new_request();
     let live = std::io::stdout().is_terminal();
+    let deadline = AskDeadline::new(timeout);
+    let person = Person::new(deadline.clone());
+    let stopped = std::sync::OnceLock::new();
+    let stop = async {
+        let why = tokio::select! {
+            Ok(()) = tokio::signal::ctrl_c() => Stop::Interrupted,
+            () = deadline.passed() => Stop::TimedOut,
+        };
+        let _ = stopped.set(why);
+    };
     let mut streamed_final = None;
     let mut printed_any = false;
     let result = caller
-        .prompt(
+        .prompt_until(
             PromptCall {
                 identity,
                 request: &request,
                 prompt,
                 token,
+                // Each message within the whole run's time: the deadline above is what gives up.
                 timeout,
             },
+            stop,
             |m: &Received| match m.kind() {
                 "ack" if m.json["accepted"] == true => eprintln!("run {request}"),
                 "event.text" => {
@@ -191,11 +126,11 @@ pub(crate) async fn ask(
                 "event.warning" => eprintln!("[warning] {}", m.json["block"]),
                 _ => {}
             },
-            Box::new(|q| Box::pin(ask_person(q))),
+            Box::new(move |q| Box::pin(person.clone().ask(q))),
         )
         .await;
-    let set = match result {
-        Ok(s) => s,
+    let p = match result {
+        Ok(p) => p,
         Err(ClientError::Timeout(_)) => {
             eprintln!("agentwire: no answer within {timeout:?}");
             return Ok(ExitCode::from(EXIT_TIMEOUT));
@@ -205,15 +140,66 @@ pub(crate) async fn ask(
     if live && printed_any {
         println!();
     }
-    let token = set
+    let stopped = stopped.get().copied();
+    if let Some(why) = stopped {
+        say_stopped(why, &p, &request, timeout);
+    }
+    let code = match p.ended {
+        true => say_outcome(&p, live, streamed_final.as_deref()),
+        false => ExitCode::SUCCESS,
+    };
+    let token = p
+        .messages
         .first()
-        .and_then(|a| a.json["conversation_token"].as_str())
-        .map(String::from);
-    let last = set.last().map(|m| m.json.clone()).unwrap_or(Value::Null);
+        .and_then(|a| a.json["conversation_token"].as_str());
+    if let Some(t) = token {
+        // A credential for this conversation: shown to the person who owns it, for `--conversation`.
+        eprintln!("conversation {t}");
+    }
+    Ok(match stopped {
+        Some(Stop::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Some(Stop::TimedOut) => ExitCode::from(EXIT_TIMEOUT),
+        None => code,
+    })
+}
+
+/// Says why the run was stopped and how the worker took the cancel.
+fn say_stopped(why: Stop, p: &Prompted, request: &str, timeout: Duration) {
+    if why == Stop::TimedOut {
+        eprintln!("agentwire: no answer within {timeout:?}");
+    }
+    match &p.cancel {
+        Some(CancelReply::Taken) => {
+            eprintln!("cancel sent for run {request}");
+            if !p.ended {
+                eprintln!(
+                    "agentwire: run {request} has not ended within {CANCEL_FOLLOW:?} of the cancel; \
+                     it stops at its next boundary"
+                );
+            }
+        }
+        Some(CancelReply::NotRunning) => {
+            eprintln!("run {request} is not running on any worker; nothing to cancel")
+        }
+        Some(CancelReply::Failed(e)) => eprintln!(
+            "agentwire: could not cancel run {request} ({e}); \
+             try `agentwire cancel --nats URL --identity NAME {request}`"
+        ),
+        None => {}
+    }
+}
+
+/// Prints an ended set's outcome (the answer on stdout, an error on stderr, the usage) and its exit code.
+fn say_outcome(p: &Prompted, live: bool, streamed_final: Option<&str>) -> ExitCode {
+    let last = p
+        .messages
+        .last()
+        .map(|m| m.json.clone())
+        .unwrap_or(Value::Null);
     let code = match last["protocol"].as_str().unwrap_or("") {
-        p if p.ends_with(".result") => {
+        proto if proto.ends_with(".result") => {
             let text = last["text"].as_str().unwrap_or("");
-            if !live || streamed_final.as_deref() != Some(text) {
+            if !live || streamed_final != Some(text) {
                 println!("{text}");
             }
             ExitCode::SUCCESS
@@ -234,11 +220,38 @@ pub(crate) async fn ask(
             u["output_tokens"].as_u64().unwrap_or(0)
         );
     }
-    if let Some(t) = token {
-        // A credential for this conversation: shown to the person who owns it, for `--conversation`.
-        eprintln!("conversation {t}");
+    code
+}
+
+/// Runs `cancel --nats`: the spec's cancel gets an `ack` from the instance running the request, and a
+/// no-responder error when none is: that one cannot tell a run that ended from one that never existed.
+pub(crate) async fn cancel(
+    nats: &NatsConnect,
+    identity: &str,
+    request: &str,
+) -> Result<ExitCode, String> {
+    let caller = Caller::connect_with(nats, CALLER_NAME).await.map_err(err)?;
+    match CancelReply::from(caller.cancel(identity, request).await) {
+        CancelReply::Taken => {
+            eprintln!(
+                "cancelled run {request}: the worker running it took the cancel, and it stops \
+                 (suspended, to be continued) at its next boundary"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        CancelReply::NotRunning => {
+            eprintln!(
+                "agentwire: run {request} is not running on any worker of {identity}: it already \
+                 ended, was never accepted, or never existed (fisk-ai does not say which)"
+            );
+            Ok(ExitCode::from(EXIT_UNKNOWN_RUN))
+        }
+        CancelReply::Failed(ClientError::Timeout(_)) => {
+            eprintln!("agentwire: cancel sent for run {request}; no instance confirmed it");
+            Ok(ExitCode::from(EXIT_TIMEOUT))
+        }
+        CancelReply::Failed(e) => Err(err(e)),
     }
-    Ok(code)
 }
 
 /// Runs `read`.

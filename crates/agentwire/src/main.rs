@@ -1,9 +1,12 @@
 //! `agentwire`: the daemon (`serve`) and the command-line client (`ask`, `cancel`, `info` over NIP-XX;
-//! `ask --nats`, `read`, `discover` over fisk-ai; `jobs` for roost; `config` to see the configuration in force).
+//! `ask --nats`, `cancel --nats`, `read`, `discover` over fisk-ai; `jobs` for roost; `config` to see the
+//! configuration in force).
 
 mod ask;
+mod ask_deadline;
 mod config;
 mod fisk_cli;
+mod fisk_questions;
 mod jobs;
 mod keys;
 mod more_agents;
@@ -40,7 +43,7 @@ enum Command {
     Config(show_config::ConfigArgs),
     /// Prompt an agent over NIP-XX and stream the answer.
     Ask(ask::AskArgs),
-    /// Cancel a run you started.
+    /// Cancel a run you started, and say what became of it.
     Cancel(ask::CancelArgs),
     /// Print an agent's ai.info.
     Info(ask::InfoArgs),
@@ -115,7 +118,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 };
                 ask::ask(a, nats, data_dir).await
             }
-            Command::Cancel(a) => ask::cancel(a, data_dir).await,
+            Command::Cancel(a) => {
+                let nats = match &a.nats {
+                    Some(list) => Some(config::client_nats(list, &file)?),
+                    None => None,
+                };
+                ask::cancel(a, nats, data_dir).await
+            }
             Command::Info(a) => ask::info(a, data_dir).await,
             Command::Read(a) => {
                 let nats = config::client_nats(&a.nats, &file)?;

@@ -1,12 +1,15 @@
 //! `agentwire serve --nats` and the fisk-ai CLI (`ask --nats`, `read`, `discover`) as a user runs them,
 //! against a real nats-server.
 
+mod cli_child;
 mod common;
 
 use agentwire_testkit::NatsServer;
+use cli_child::CliChild;
 use common::Daemon;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn cli(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
@@ -110,7 +113,6 @@ fn ask_follow_up_read_and_discover_over_nats() {
 async fn a_run_cut_off_by_kill_9_ends_canceled_and_the_conversation_goes_on() {
     use agentwire_fisk::client::{Caller, PromptCall, Received};
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let args = ["--nats", nats.url.as_str(), "--identity", "crash1"];
@@ -187,7 +189,6 @@ async fn a_run_cut_off_by_kill_9_ends_canceled_and_the_conversation_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fisk_run_cut_off_by_a_crash_is_ended_even_when_the_daemon_restarts_without_nats() {
     use agentwire_fisk::client::{Caller, PromptCall, Received};
-    use std::time::Duration;
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut d = Daemon::start(
@@ -239,4 +240,199 @@ async fn a_fisk_run_cut_off_by_a_crash_is_ended_even_when_the_daemon_restarts_wi
         .unwrap();
     let outcome = outcome.expect("ended by the recovery pass");
     assert!(outcome.contains(r#""code":"interrupted""#), "{outcome}");
+}
+
+/// A worker `fisk2` with one slot that puts questions to callers, on a nats-server of its own.
+fn one_slot_worker(dir: &std::path::Path) -> (NatsServer, Daemon) {
+    let nats = NatsServer::start();
+    let d = Daemon::start(
+        dir,
+        &[
+            "--nats",
+            &nats.url,
+            "--identity",
+            "fisk2",
+            "--nats-elicit",
+            "--nats-workers",
+            "1",
+        ],
+    );
+    (nats, d)
+}
+
+/// `agentwire ask --nats URL --identity fisk2 ARGS...`, running.
+fn asking(nats: &str, args: &[&str]) -> CliChild {
+    let mut all = vec!["ask", "--nats", nats, "--identity", "fisk2"];
+    all.extend_from_slice(args);
+    CliChild::spawn(&all)
+}
+
+/// The one slot is free: a prompt is answered, not refused with `capacity`.
+fn slot_is_free(nats: &str) {
+    let mut next = asking(nats, &["hello"]);
+    let code = next.exit_code(Duration::from_secs(15));
+    assert_eq!(code, Some(0), "{}", next.stderr());
+    assert_eq!(next.stdout().trim(), "You said: hello");
+}
+
+#[test]
+fn ctrl_c_on_ask_nats_cancels_the_run_and_frees_the_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, _d) = one_slot_worker(dir.path());
+
+    // A running run.
+    let mut run = asking(&nats.url, &["sleep 20000"]);
+    run.wait_for("run ", Duration::from_secs(15));
+    run.interrupt();
+    assert_eq!(
+        run.exit_code(Duration::from_secs(15)),
+        Some(130),
+        "{}",
+        run.stderr()
+    );
+    let err = run.stderr();
+    assert!(err.contains("cancel sent for run"), "{err}");
+    assert!(err.contains("error suspended"), "{err}");
+    assert!(err.contains("conversation "), "{err}");
+    slot_is_free(&nats.url);
+
+    // A run blocked at a question, the person at the terminal not answering (stdin held open).
+    let mut run = asking(&nats.url, &["ask colour? | red | green"]);
+    run.wait_for("choose a number: ", Duration::from_secs(15));
+    run.interrupt();
+    assert_eq!(
+        run.exit_code(Duration::from_secs(15)),
+        Some(130),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.stderr().contains("error suspended"), "{}", run.stderr());
+    slot_is_free(&nats.url);
+}
+
+#[test]
+fn ask_nats_that_times_out_cancels_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, _d) = one_slot_worker(dir.path());
+    // A run that streams all along still ends when --timeout passes: the timeout is for the answer.
+    let mut run = asking(&nats.url, &["--timeout", "1", "sleep 20000"]);
+    assert_eq!(
+        run.exit_code(Duration::from_secs(15)),
+        Some(3),
+        "{}",
+        run.stderr()
+    );
+    let err = run.stderr();
+    assert!(err.contains("no answer within 1s"), "{err}");
+    assert!(err.contains("cancel sent for run"), "{err}");
+    assert!(err.contains("error suspended"), "{err}");
+    slot_is_free(&nats.url);
+
+    // Time the person spends at a question does not count.
+    let mut run = asking(&nats.url, &["--timeout", "1", "confirm sure?"]);
+    run.wait_for("[y/n] ", Duration::from_secs(15));
+    std::thread::sleep(Duration::from_millis(1500));
+    run.type_line("y");
+    assert_eq!(
+        run.exit_code(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(run.stdout().trim(), "yes");
+}
+
+#[test]
+fn a_mistyped_answer_is_asked_again_not_taken_as_a_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, _d) = one_slot_worker(dir.path());
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "fisk2",
+            "confirm sure?",
+        ],
+        "maybe\ny\n",
+    );
+    let err = text(&out.stderr);
+    assert_eq!(text(&out.stdout).trim(), "yes", "{err}");
+    assert!(
+        err.contains("\"maybe\" is not yes or no; type y or n"),
+        "{err}"
+    );
+    assert_eq!(err.matches("[y/n] ").count(), 2, "{err}");
+
+    let out = cli(
+        &[
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "fisk2",
+            "ask colour? | red | green",
+        ],
+        "3\nblue\nGreen\n",
+    );
+    let err = text(&out.stderr);
+    assert_eq!(text(&out.stdout).trim(), "green", "{err}");
+    assert!(
+        err.contains("3 is not one of 1-2; type a number or an option's label"),
+        "{err}"
+    );
+    assert!(err.contains("\"blue\" is not an option"), "{err}");
+}
+
+#[test]
+fn cancel_nats_says_what_the_worker_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, _d) = one_slot_worker(dir.path());
+    let cancel = |request: &str| {
+        cli(
+            &[
+                "cancel",
+                "--nats",
+                &nats.url,
+                "--identity",
+                "fisk2",
+                request,
+            ],
+            "",
+        )
+    };
+    let mut run = asking(&nats.url, &["sleep 20000"]);
+    let err = run.wait_for("run ", Duration::from_secs(15));
+    let request = err
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .unwrap()
+        .to_string();
+    let out = cancel(&request);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("cancelled run {request}")),
+        "{}",
+        text(&out.stderr)
+    );
+    // The asker sees its run end suspended.
+    assert_eq!(
+        run.exit_code(Duration::from_secs(15)),
+        Some(2),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.stderr().contains("error suspended"), "{}", run.stderr());
+
+    // An ended run and one that never existed look the same to fisk-ai: no worker is running it.
+    for request in [request.as_str(), "never-sent"] {
+        let out = cancel(request);
+        assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(&format!("run {request} is not running on any worker")),
+            "{}",
+            text(&out.stderr)
+        );
+    }
 }
