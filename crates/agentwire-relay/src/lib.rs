@@ -48,8 +48,8 @@
 //!
 //! Live events reach ordinary connections through a shared ring of [`limits::LIVE_QUEUE_CAPACITY`];
 //! one that falls further behind has its subscriptions closed (`CLOSED "error: too slow"`) rather
-//! than slowing anybody down. The connection of an unlimited author (the operator's agent) is
-//! exempt: its live events come through a bounded queue of its own, and publishers wait while it is
+//! than slowing anybody down. A connection that authenticated (NIP-42) as an unlimited author (the
+//! operator's agent) is exempt: its live events come through a bounded queue of its own, and publishers wait while it is
 //! full (up to [`limits::EXEMPT_QUEUE_TIMEOUT`]), so a burst addressed to the agent slows its
 //! senders down instead of making the agent lose events.
 

@@ -48,7 +48,8 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 ///
 /// A remote agent streaming NIP-XX deltas publishes tens of events per second; 200 (with a burst
 /// of the same size) lets that through while one connection cannot saturate the single writer
-/// thread. The operator's own agent is exempt via `RelayConfig::unlimited_authors`.
+/// thread. The operator's own agent is exempt once it authenticates (NIP-42) as one of
+/// `RelayConfig::unlimited_authors`.
 pub const DEFAULT_MAX_EVENTS_PER_SECOND_PER_CONNECTION: u32 = 200;
 
 /// Default [`RelayLimits::max_query_limit`]: 500.
@@ -70,8 +71,8 @@ pub const DEFAULT_MAX_SUBSCRIPTION_ID_LEN: usize = 64;
 /// (the operator's agent) does not read the ring: see [`EXEMPT_QUEUE_CAPACITY`].
 pub const LIVE_QUEUE_CAPACITY: usize = 1024;
 
-/// How many live events may wait in the queue of one exempt connection (the operator's agent, see
-/// `RelayConfig::unlimited_authors`) before publishers wait for room: 1,024.
+/// How many live events may wait in the queue of one exempt connection (the operator's agent,
+/// authenticated as one of `RelayConfig::unlimited_authors`) before publishers wait for room: 1,024.
 ///
 /// An exempt connection does not read the shared ring: every live event reaches it through this queue, and a
 /// publisher whose event finds it full waits (up to [`EXEMPT_QUEUE_TIMEOUT`]), so a burst slows its publishers
@@ -246,6 +247,13 @@ impl RelayLimits {
 /// minutes): enough for a phone's clock, too little to replay an old one (its challenge is per
 /// connection anyway).
 pub const AUTH_MAX_SKEW_SECS: u64 = 600;
+
+/// Most `AUTH` messages one connection may send: 64. A NIP-42 client answers its connection's one challenge
+/// once per key (at most [`MAX_AUTHED_KEYS_PER_CONNECTION`]); each answer costs a signature check, so past
+/// this many the connection is only trying keys. Counted apart from the event rate: an agent that sent a
+/// burst of events before its `AUTH` arrived must not find the `AUTH` refused for them, or its connection
+/// would stay unexempt.
+pub const MAX_AUTH_MESSAGES_PER_CONNECTION: usize = 64;
 
 /// Most keys one connection may authenticate as (NIP-42 allows several). Each is a signature check and
 /// an entry kept for the connection's life.

@@ -48,10 +48,11 @@ pub struct RelayConfig {
     pub limits: RelayLimits,
     /// The relay's name in its NIP-11 document.
     pub name: String,
-    /// Authors whose verified events do not count toward
-    /// [`RelayLimits::max_events_per_second_per_connection`] (the operator's own agents). A
-    /// connection that sent one is exempt: it never loses live events for being slow, publishers
-    /// wait for it instead (up to [`EXEMPT_QUEUE_TIMEOUT`](crate::limits::EXEMPT_QUEUE_TIMEOUT)).
+    /// The operator's own agents' keys. A connection that authenticated (NIP-42) as one is exempt: its
+    /// events do not count toward [`RelayLimits::max_events_per_second_per_connection`], and it never
+    /// loses live events for being slow, publishers wait for it instead (up to
+    /// [`EXEMPT_QUEUE_TIMEOUT`](crate::limits::EXEMPT_QUEUE_TIMEOUT)). Sending an event such a key signed
+    /// exempts nothing: anyone can resend the agent's public events.
     pub unlimited_authors: HashSet<PublicKey>,
     /// What `GET /health` answers (none: `404`).
     pub health: Option<crate::HealthCheck>,

@@ -6,8 +6,8 @@
 //! connection's own queue), passing the time in, and carries out the returned [`Command`]s in order.
 //! Nothing here does I/O or reads a clock.
 //!
-//! Once a connection is exempt (it proved to be the operator's agent) its live events move from the
-//! shared ring, which drops what a slow reader misses, to a queue of its own that publishers wait on
+//! Once a connection is exempt (it authenticated with NIP-42 as an unlimited key: the operator's agent)
+//! its live events move from the shared ring, which drops what a slow reader misses, to a queue of its own that publishers wait on
 //! (`fanout`). The session counts the ring events that precede the move (`handle_registered`), so
 //! that each event is delivered once, and tells a publisher how to hand an event to an exempt
 //! connection (`queue_delivery`).
@@ -29,6 +29,7 @@ use crate::filter_sql::check_filter;
 use crate::kind::Retention;
 use crate::limits::{
     RelayLimits, AUTH_MAX_SKEW_SECS, LIVE_QUEUE_CAPACITY, MAX_AUTHED_KEYS_PER_CONNECTION,
+    MAX_AUTH_MESSAGES_PER_CONNECTION,
 };
 use crate::own_urls::OwnUrls;
 use crate::rate::TokenBucket;
@@ -131,9 +132,10 @@ pub(crate) struct Session {
     limits: RelayLimits,
     unlimited_authors: Arc<HashSet<PublicKey>>,
     bucket: TokenBucket,
-    /// Set once this connection has sent a valid event signed by an unlimited author: from then on the
+    /// Set once this connection has authenticated (NIP-42) as an unlimited author: from then on the
     /// connection is theirs and exempt from the event rate, also for events signed by other keys (the
-    /// one-time keys of NIP-59 gift wraps an agent sends in the privacy-first profile).
+    /// one-time keys of NIP-59 gift wraps an agent sends in the privacy-first profile). Never for carrying
+    /// an event such a key signed: anyone can resend the agent's public events.
     exempt: bool,
     feed: Feed,
     subscriptions: HashMap<SubscriptionId, Subscription>,
@@ -144,6 +146,8 @@ pub(crate) struct Session {
     challenge: String,
     /// The keys this connection proved it holds (NIP-42).
     authed: HashSet<PublicKey>,
+    /// How many `AUTH` messages it sent.
+    auth_messages: usize,
     /// The URLs an `AUTH` event's `relay` tag may name: this relay's.
     own_urls: Arc<OwnUrls>,
 }
@@ -172,6 +176,7 @@ impl Session {
             challenge,
             own_urls,
             authed: HashSet::new(),
+            auth_messages: 0,
             bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
             limits,
             unlimited_authors,
@@ -201,15 +206,17 @@ impl Session {
         now: Instant,
         wall: Timestamp,
     ) -> Vec<Command> {
+        let was_exempt = self.exempt;
+        let mut commands = self.handle_message(text, now, wall);
+        if self.exempt && !was_exempt {
+            commands.insert(0, Command::Exempt);
+        }
+        commands
+    }
+
+    fn handle_message(&mut self, text: &str, now: Instant, wall: Timestamp) -> Vec<Command> {
         match ClientMessage::from_json(text) {
-            Ok(ClientMessage::Event(event)) => {
-                let was_exempt = self.exempt;
-                let mut commands = self.handle_event(event.into_owned(), now, wall);
-                if self.exempt && !was_exempt {
-                    commands.insert(0, Command::Exempt);
-                }
-                commands
-            }
+            Ok(ClientMessage::Event(event)) => self.handle_event(event.into_owned(), now, wall),
             Ok(ClientMessage::Req {
                 subscription_id,
                 filters,
@@ -223,7 +230,7 @@ impl Session {
                 subscription_id,
                 filter,
             }) => self.handle_count(subscription_id.into_owned(), vec![filter]),
-            Ok(ClientMessage::Auth(event)) => self.handle_auth(&event, now, wall),
+            Ok(ClientMessage::Auth(event)) => self.handle_auth(&event, wall),
             Ok(ClientMessage::NegOpen {
                 subscription_id, ..
             })
@@ -239,12 +246,12 @@ impl Session {
     }
 
     /// A NIP-42 `AUTH`: the connection proves it holds a key by signing its challenge.
-    fn handle_auth(&mut self, event: &Event, now: Instant, wall: Timestamp) -> Vec<Command> {
+    fn handle_auth(&mut self, event: &Event, wall: Timestamp) -> Vec<Command> {
         let refuse = |message: &str| send(wire::ok(event.id, false, message));
-        if !self.exempt && !self.bucket.try_take(now) {
+        self.auth_messages = self.auth_messages.saturating_add(1);
+        if self.auth_messages > MAX_AUTH_MESSAGES_PER_CONNECTION {
             return refuse(&format!(
-                "rate-limited: at most {} events per second per connection",
-                self.limits.max_events_per_second_per_connection
+                "restricted: at most {MAX_AUTH_MESSAGES_PER_CONNECTION} AUTH messages per connection"
             ));
         }
         if event.kind != Kind::Authentication {
@@ -280,6 +287,10 @@ impl Session {
                 ));
             }
             self.authed.insert(event.pubkey);
+        }
+        // The connection proved it is the operator's agent: exempt from the rate and from losing live events.
+        if self.unlimited_authors.contains(&event.pubkey) {
+            self.exempt = true;
         }
         send(wire::ok(event.id, true, ""))
     }
@@ -531,12 +542,9 @@ impl Session {
         if i64::try_from(event.created_at.as_secs()).is_err() {
             return refuse("invalid: created_at is out of range");
         }
-        // Checked before the signature, which costs far more than anything else here; authors
-        // claiming to be exempt are verified below like everyone else.
-        if !self.exempt
-            && !self.unlimited_authors.contains(&event.pubkey)
-            && !self.bucket.try_take(now)
-        {
+        // Checked before the signature, which costs far more than anything else here. Keyed off the
+        // connection's proven identity, never the event's author: anyone can resend the agent's events.
+        if !self.exempt && !self.bucket.try_take(now) {
             return refuse(&format!(
                 "rate-limited: at most {} events per second per connection",
                 self.limits.max_events_per_second_per_connection
@@ -563,9 +571,6 @@ impl Session {
         }
         if !event.verify_signature() {
             return refuse("invalid: bad signature");
-        }
-        if self.unlimited_authors.contains(&event.pubkey) {
-            self.exempt = true;
         }
         // NIP-40: expired from the expiration second itself on (`Event::is_expired_at` says so only
         // a second later).

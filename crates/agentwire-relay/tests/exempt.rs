@@ -15,7 +15,7 @@ use common::{signed, Client, TestRelay};
 use nostr::event::{Event, EventId, Tag};
 use nostr::filter::Filter;
 use nostr::key::Keys;
-use nostr::message::RelayMessage;
+use nostr::message::{ClientMessage, RelayMessage};
 
 /// Publishing connections of each test.
 const PUBLISHERS: usize = 4;
@@ -96,10 +96,10 @@ async fn an_exempt_subscriber_that_falls_behind_loses_nothing_and_publishers_wai
     let operator = Keys::generate();
     let relay = relay_for(&operator).await;
     let mut agent = relay.client().await;
-    let (ok, _) = agent
-        .publish(&signed(&operator, 31340, "ai.info", vec![]))
-        .await;
-    assert!(ok);
+    assert_eq!(
+        agent.authenticate(&operator, &relay.url()).await,
+        (true, String::new())
+    );
     assert!(agent.query("live", flood()).await.is_empty());
 
     let shares = burst(EVENTS, 8 * 1024);
@@ -156,6 +156,16 @@ async fn becoming_exempt_in_the_middle_of_a_burst_delivers_each_event_once() {
     let relay = relay_for(&operator).await;
     let mut agent = relay.client().await;
     assert!(agent.query("live", flood()).await.is_empty());
+    let challenge = agent.challenge.clone().expect("a challenge");
+    let auth = common::signed(
+        &operator,
+        22242,
+        "",
+        vec![
+            Tag::parse(["relay", relay.url().as_str()]).unwrap(),
+            Tag::parse(["challenge", challenge.as_str()]).unwrap(),
+        ],
+    );
 
     let shares = burst(EVENTS, 64);
     let acked = Arc::new(AtomicUsize::new(0));
@@ -164,10 +174,8 @@ async fn becoming_exempt_in_the_middle_of_a_burst_delivers_each_event_once() {
     let mut proved = false;
     while seen.len() < EVENTS {
         if !proved && acked.load(Ordering::Relaxed) >= EVENTS / 3 {
-            // Proves it is the operator's while live events stream in.
-            agent
-                .send_event(&signed(&operator, 31340, "ai.info", vec![]))
-                .await;
+            // Proves it is the operator's (NIP-42) while live events stream in.
+            agent.send(ClientMessage::auth(auth.clone())).await;
             proved = true;
         }
         match agent.recv_within(Duration::from_secs(10)).await {
@@ -192,10 +200,10 @@ async fn a_stuck_exempt_subscriber_is_given_up_after_the_timeout() {
     let operator = Keys::generate();
     let relay = relay_for(&operator).await;
     let mut agent = relay.client().await;
-    let (ok, _) = agent
-        .publish(&signed(&operator, 31340, "ai.info", vec![]))
-        .await;
-    assert!(ok);
+    assert_eq!(
+        agent.authenticate(&operator, &relay.url()).await,
+        (true, String::new())
+    );
     assert!(agent.query("live", flood()).await.is_empty());
 
     // The agent reads nothing at all while the burst is published.
@@ -228,4 +236,91 @@ async fn a_stuck_exempt_subscriber_is_given_up_after_the_timeout() {
     // The connection itself still works.
     let (ok, _) = agent.publish(&signed(&operator, 1, "alive", vec![])).await;
     assert!(ok);
+}
+
+/// Pipelines `count` events of fresh keys on `client` (no waiting for OKs), then counts the OKs that say
+/// `rate-limited:`.
+async fn rate_limited_of(client: &mut Client, count: usize) -> usize {
+    let events: Vec<Event> = (0..count)
+        .map(|i| signed(&Keys::generate(), 1, &format!("{i}"), vec![]))
+        .collect();
+    for e in &events {
+        client.send_event(e).await;
+    }
+    // Refusals are sent at once, acceptances after their commit: the OKs come in any order.
+    let mut waiting: HashSet<EventId> = events.iter().map(|e| e.id).collect();
+    let mut limited = 0;
+    while !waiting.is_empty() {
+        if let RelayMessage::Ok {
+            event_id,
+            status,
+            message,
+        } = client.recv().await
+        {
+            if waiting.remove(&event_id) && !status {
+                assert!(message.starts_with("rate-limited:"), "{message}");
+                limited += 1;
+            }
+        }
+    }
+    limited
+}
+
+#[tokio::test]
+async fn resending_the_agents_event_exempts_nothing_and_authenticating_as_the_agent_does() {
+    const RATE: u32 = 50;
+    let operator = Keys::generate();
+    let relay = TestRelay::with_config(|c| {
+        c.unlimited_authors.insert(operator.public_key());
+        c.limits.max_events_per_second_per_connection = RATE;
+    })
+    .await;
+    // The agent's public ai.info, as anyone could copy it from the relay.
+    let info = signed(&operator, 31340, "ai.info", vec![]);
+    let mut agent = relay.client().await;
+    assert!(agent.authenticate(&operator, &relay.url()).await.0);
+    assert!(agent.publish(&info).await.0);
+
+    let mut copier = relay.client().await;
+    let (ok, message) = copier.publish(&info).await;
+    assert!(ok, "{message}");
+    let limited = rate_limited_of(&mut copier, 6 * RATE as usize).await;
+    assert!(limited > 0, "the copier was not rate limited");
+
+    // The agent's own connection (authenticated as its key) is.
+    assert_eq!(rate_limited_of(&mut agent, 6 * RATE as usize).await, 0);
+    relay.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_resent_the_agents_event_and_stop_reading_hold_up_no_publisher() {
+    const EVENTS: usize = 2000;
+    const STUCK: usize = 4;
+    let operator = Keys::generate();
+    let relay = relay_for(&operator).await;
+    let info = signed(&operator, 31340, "ai.info", vec![]);
+    // Each resends the agent's event, subscribes to the burst, and then reads nothing.
+    let mut stuck = Vec::new();
+    for _ in 0..STUCK {
+        let mut c = relay.client().await;
+        assert!(c.publish(&info).await.0);
+        assert!(c.query("live", flood()).await.is_empty());
+        stuck.push(c);
+    }
+    let started = Instant::now();
+    let acked = Arc::new(AtomicUsize::new(0));
+    for p in publish_all(&relay, burst(EVENTS, 8 * 1024), Arc::clone(&acked)) {
+        tokio::time::timeout(Duration::from_secs(60), p)
+            .await
+            .expect("the publishers finish")
+            .unwrap();
+    }
+    let took = started.elapsed();
+    // Exempt, each would have held the publishers up to EXEMPT_QUEUE_TIMEOUT in turn (4 x 5 s).
+    assert!(
+        took < EXEMPT_QUEUE_TIMEOUT * 2,
+        "the publishers waited for connections that only carried the agent's event ({took:?})"
+    );
+    drop(stuck);
+    relay.handle.shutdown().await;
 }

@@ -208,7 +208,17 @@ async fn events_per_second_with_unlimited_authors_exempt() {
         .publish(&signed(&stranger, 1, "one too many", vec![]))
         .await;
     assert!(!ok && message.starts_with("rate-limited:"), "{message}");
-    // The operator's agent streams through the same connection without limit.
+    // An event the operator signed exempts nothing by itself: anyone can resend one.
+    let (ok, message) = client
+        .publish(&signed(&operator, 25801, "resent", vec![]))
+        .await;
+    assert!(!ok && message.starts_with("rate-limited:"), "{message}");
+    // Authenticated as the operator (the AUTH is not held to the spent rate), the connection is the agent's
+    // and streams without limit.
+    assert_eq!(
+        client.authenticate(&operator, &relay.url()).await,
+        (true, String::new())
+    );
     for i in 0..200 {
         let (ok, message) = client
             .publish(&signed(&operator, 25801, &format!("delta {i}"), vec![]))
@@ -299,6 +309,7 @@ async fn a_slow_subscriber_loses_its_stream_without_slowing_others() {
     });
 
     let mut publisher = relay.client().await;
+    assert!(publisher.authenticate(&operator, &relay.url()).await.0);
     let content = "d".repeat(4096);
     for i in 0..EVENTS {
         let event = signed(

@@ -126,7 +126,9 @@ impl Runtime {
         // With one relay its stream is served directly; with several, each is forwarded into one queue.
         let mut single = None;
         for (i, url) in config.relays.iter().enumerate() {
-            let (conn, mut rx) = RelayConn::connect(url);
+            // Answering NIP-42 challenges as the agent: the embedded relay exempts the agent's connection
+            // (from its event rate and from losing live events) only once it has proved the agent's key.
+            let (conn, mut rx) = RelayConn::connect_authenticated(url, crypto.clone());
             if config.relays.len() == 1 {
                 single = Some(rx);
             } else {
@@ -366,9 +368,9 @@ impl Runtime {
         }
     }
 
-    /// After a relay connection comes back, ai.info is published on it again: the relay may have lost it,
-    /// and the signed event makes the connection the agent's for the relay's rate exemption (which the
-    /// one-time keys of gift wraps need).
+    /// After a relay connection comes back, ai.info is published on it again: the relay may have lost it.
+    /// (The connection proves it is the agent's, for the embedded relay's exemptions, by answering the
+    /// relay's NIP-42 challenge, which every reconnect brings.)
     async fn reannounce_on_reconnect(self: Arc<Self>, relay: usize) {
         let conn = &self.relays[relay];
         let mut state = conn.connection_state();

@@ -221,6 +221,31 @@ impl Client {
         }
     }
 
+    /// Authenticates (NIP-42) as `keys` by signing this connection's challenge for `url`; returns the
+    /// relay's `OK` (status, message). Waits for the challenge first (a query's `EOSE` proves it was read).
+    pub async fn authenticate(&mut self, keys: &Keys, url: &str) -> (bool, String) {
+        if self.challenge.is_none() {
+            let _ = self
+                .query("before-auth", vec![Filter::new().limit(0)])
+                .await;
+            self.send(ClientMessage::close(SubscriptionId::new("before-auth")))
+                .await;
+        }
+        let challenge = self
+            .challenge
+            .clone()
+            .expect("an AUTH challenge on connect");
+        let auth = EventBuilder::new(Kind::Authentication, "")
+            .tags([
+                Tag::parse(["relay", url]).unwrap(),
+                Tag::parse(["challenge", challenge.as_str()]).unwrap(),
+            ])
+            .finalize(keys)
+            .unwrap();
+        self.send(ClientMessage::auth(auth.clone())).await;
+        self.ok_for(auth.id).await
+    }
+
     /// The next message must be a `NOTICE`; returns its text.
     pub async fn expect_notice(&mut self) -> String {
         match self.recv().await {
