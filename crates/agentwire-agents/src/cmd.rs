@@ -2,8 +2,11 @@
 //! Its stdout streams as the answer's text and each stderr line as a status; exit status 0 ends the turn
 //! with the stdout as its result, any other status with a failure that says stderr's last line. A timeout
 //! bounds the run, and a cancel (or the engine dropping the turn) kills the command's whole process group,
-//! so a shell pipeline or a script's children stop with it.
+//! so a shell pipeline or a script's children stop with it. The command's environment is not the daemon's
+//! (which holds its secrets: a model API key, a NATS password): it is the allowlist of
+//! [`agentwire_core::child_env`], the agent's `env` and `pass_env`, and the turn's `AGENTWIRE_*` ids.
 
+use agentwire_core::child_env::ChildEnv;
 use agentwire_core::{Failure, Outcome, StatusState, TurnEvent, TurnFailure, TurnResult, Usage};
 use agentwire_engine::{cancelled, Agent, AgentCard, TurnContext, TurnInput};
 use futures_util::future::BoxFuture;
@@ -37,6 +40,7 @@ pub struct CmdAgent {
     name: String,
     command: Vec<String>,
     timeout: Duration,
+    env: ChildEnv,
 }
 
 impl CmdAgent {
@@ -47,7 +51,15 @@ impl CmdAgent {
             name: name.into(),
             command,
             timeout,
+            env: ChildEnv::default(),
         }
+    }
+
+    /// The agent with `env` in its command's environment beside the allowlist (the agent's `env` and
+    /// `pass_env`).
+    pub fn with_env(mut self, env: ChildEnv) -> Self {
+        self.env = env;
+        self
     }
 }
 
@@ -70,7 +82,8 @@ impl Agent for CmdAgent {
 
     fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
         let (command, timeout) = (self.command.clone(), self.timeout);
-        Box::pin(async move { run(command, timeout, input, ctx).await })
+        let env = self.env.vars(std::env::vars_os());
+        Box::pin(async move { run(command, env, timeout, input, ctx).await })
     }
 }
 
@@ -210,6 +223,7 @@ enum End {
 
 async fn run(
     command: Vec<String>,
+    env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
     timeout: Duration,
     input: TurnInput,
     ctx: TurnContext,
@@ -219,6 +233,8 @@ async fn run(
     };
     let mut child: Child = match Command::new(program)
         .args(args)
+        .env_clear()
+        .envs(env)
         .env("AGENTWIRE_CONVERSATION_ID", input.conversation_id.as_str())
         .env("AGENTWIRE_REQUEST_ID", input.request_id.as_str())
         .stdin(Stdio::piped())

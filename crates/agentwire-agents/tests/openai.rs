@@ -24,7 +24,7 @@ fn config(base_url: &str) -> OpenAiConfig {
         request_timeout: Duration::from_secs(10),
         max_context_tokens: 8192,
         shell_dir: std::env::temp_dir(),
-        hidden_env: Vec::new(),
+        env: Default::default(),
     }
 }
 
@@ -630,7 +630,7 @@ fn mcp_server(starts: &std::path::Path) -> agentwire_agents::openai::mcp::McpSer
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/mcp_server.py");
     agentwire_agents::openai::mcp::McpServerConfig {
         name: "notes".into(),
-        hidden_env: Vec::new(),
+        env: Default::default(),
         command: vec![
             "env".into(),
             format!("MCP_STARTS_FILE={}", starts.display()),
@@ -641,12 +641,53 @@ fn mcp_server(starts: &std::path::Path) -> agentwire_agents::openai::mcp::McpSer
     }
 }
 
+/// An MCP server gets the allowlist, its own `env` and the variables it names, never the daemon's others
+/// (Cargo's variables of this test process stand for an API key and a NATS password). The "server" only
+/// writes its environment and waits: its handshake times out, which is no matter here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_servers_environment_is_the_allowlist_and_what_its_config_names() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env.txt");
+    let script = format!(
+        "env > {0}.tmp; mv {0}.tmp {0}; exec sleep 120",
+        out.display()
+    );
+    let server = agentwire_agents::openai::mcp::McpServerConfig {
+        name: "dump".into(),
+        env: agentwire_core::child_env::ChildEnv {
+            set: [("MCP_MODE".to_string(), "x".to_string())].into(),
+            pass: vec!["CARGO_PKG_NAME".into()],
+        },
+        command: vec!["sh".into(), "-c".into(), script],
+        start_timeout: Duration::from_secs(1),
+    };
+    let _servers = agentwire_agents::openai::mcp::McpServers::start(vec![server]).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&out) {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert!(
+        text.contains("MCP_MODE=x\n") && text.contains("CARGO_PKG_NAME=agentwire-agents\n"),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("PATH=")), "{text}");
+    assert!(!text.contains("CARGO_MANIFEST_DIR"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_the_handshake_holds_the_start_only_for_its_timeout() {
     // `sleep` reads nothing and says nothing: without the timeout the start would wait for it to exit.
     let silent = agentwire_agents::openai::mcp::McpServerConfig {
         name: "silent".into(),
-        hidden_env: Vec::new(),
+        env: Default::default(),
         command: vec!["sleep".into(), "120".into()],
         start_timeout: Duration::from_secs(1),
     };

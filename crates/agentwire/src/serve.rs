@@ -69,7 +69,7 @@ pub(crate) async fn make_agent(
                     request_timeout: s.request_timeout,
                     max_context_tokens: s.max_context_tokens,
                     shell_dir,
-                    hidden_env: s.api_key_env.iter().cloned().collect(),
+                    env: s.env.clone(),
                 },
                 http,
             );
@@ -83,9 +83,11 @@ pub(crate) async fn make_agent(
         AgentKind::Roost { profile } => {
             Arc::new(RoostJobAgent::new(roost_socket.to_path_buf(), profile))
         }
-        AgentKind::Cmd { command, timeout } => {
-            Arc::new(CmdAgent::new(name, command.clone(), *timeout))
-        }
+        AgentKind::Cmd {
+            command,
+            timeout,
+            env,
+        } => Arc::new(CmdAgent::new(name, command.clone(), *timeout).with_env(env.clone())),
     })
 }
 

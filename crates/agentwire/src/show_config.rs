@@ -243,7 +243,9 @@ impl<'a> AgentView<'a> {
                 profile: Some(profile.as_str()),
                 ..AgentView::of_kind("roost")
             },
-            AgentKind::Cmd { command, timeout } => AgentView {
+            AgentKind::Cmd {
+                command, timeout, ..
+            } => AgentView {
                 command: Some(command.as_slice()),
                 request_timeout_secs: Some(timeout.as_secs()),
                 ..AgentView::of_kind("cmd")

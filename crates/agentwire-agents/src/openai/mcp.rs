@@ -2,8 +2,11 @@
 //! (`rmcp`). Each server is started and supervised: restarted when it exits, after a backoff that doubles
 //! from [`MCP_RESTART_FIRST`] to [`MCP_RESTART_MAX`]. Its tools join the agent's tools as
 //! `<server>__<tool>`; a call goes to the server, bounded by [`MCP_CALL_TIMEOUT`], and fails at once with a
-//! clear error while the server is down, so a turn never hangs on it.
+//! clear error while the server is down, so a turn never hangs on it. A server's environment is the
+//! allowlist of [`agentwire_core::child_env`] and its own `env` and `pass_env` (a token it needs), never the
+//! daemon's secrets.
 
+use agentwire_core::child_env::ChildEnv;
 use agentwire_engine::ToolSpec;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RoleClient};
@@ -45,8 +48,8 @@ pub struct McpServerConfig {
     pub name: String,
     /// The program and its arguments.
     pub command: Vec<String>,
-    /// Environment variables it does not get (the one holding the agent's API key).
-    pub hidden_env: Vec<String>,
+    /// What its environment holds beyond the allowlist (`env`, `pass_env` of `[[agents.<name>.mcp]]`).
+    pub env: ChildEnv,
     /// How long it may take to answer the handshake, and then to list its tools ([`MCP_START_TIMEOUT`]
     /// unless configured: a server fetched on first use, as `npx -y` does, may need longer).
     pub start_timeout: Duration,
@@ -298,10 +301,9 @@ async fn connect(
         .split_first()
         .ok_or("the MCP server has no command")?;
     let transport = TokioChildProcess::new(tokio::process::Command::new(program).configure(|c| {
-        c.args(args);
-        for var in &config.hidden_env {
-            c.env_remove(var);
-        }
+        c.args(args)
+            .env_clear()
+            .envs(config.env.vars(std::env::vars_os()));
     }))
     .map_err(|e| format!("cannot start {program}: {e}"))?;
     ().serve(transport).await.map_err(|e| e.to_string())

@@ -72,9 +72,9 @@ pub struct OpenAiConfig {
     pub max_context_tokens: u64,
     /// Where the `shell` tool runs its commands.
     pub shell_dir: std::path::PathBuf,
-    /// Environment variables the `shell` tool's commands and MCP servers do not get (the one holding the
-    /// API key).
-    pub hidden_env: Vec<String>,
+    /// What the `shell` tool's commands get in their environment beyond the allowlist (the agent's `env`
+    /// and `pass_env`); never the daemon's other variables, its API key among them.
+    pub env: agentwire_core::child_env::ChildEnv,
 }
 
 /// Serves turns with a model behind an OpenAI-compatible API.
@@ -458,7 +458,7 @@ impl Turn {
                 &command,
                 &self.config.shell_dir,
                 shell::SHELL_TIMEOUT,
-                &self.config.hidden_env,
+                &self.config.env,
             )
             .await),
             Asked::Answered(_) => Ok(Err("the person declined to run it".into())),

@@ -3,6 +3,7 @@
 //! its stdout and of its stderr. Whether it may run at all is asked of a person first (the driver does
 //! that); this file only runs it.
 
+use agentwire_core::child_env::ChildEnv;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
@@ -33,19 +34,18 @@ async fn capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, boo
 /// Runs `command` in `dir`: its exit code, stdout and stderr (each cut to the cap, said when cut), or an
 /// error for the model (it could not start, or ran past the timeout and was killed with its group).
 ///
-/// The variables in `hidden` (the agent's API key) are not passed on. The command's whole process group is
+/// Its environment is the allowlist of [`agentwire_core::child_env`] and `env` (the agent's `env` and
+/// `pass_env`), never the daemon's (its API key, a NATS password). The command's whole process group is
 /// killed when the call is dropped before the command ends (a cancelled turn), as on a timeout.
 pub async fn run(
     command: &str,
     dir: &Path,
     timeout: Duration,
-    hidden: &[String],
+    env: &ChildEnv,
 ) -> Result<Value, String> {
-    let mut cmd = tokio::process::Command::new("sh");
-    for var in hidden {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd
+    let mut child = tokio::process::Command::new("sh")
+        .env_clear()
+        .envs(env.vars(std::env::vars_os()))
         .arg("-c")
         .arg(command)
         .current_dir(dir)
@@ -105,7 +105,7 @@ mod tests {
             "cat note.txt; echo oops >&2; exit 3",
             dir.path(),
             SHELL_TIMEOUT,
-            &[],
+            &ChildEnv::default(),
         )
         .await
         .unwrap();
@@ -113,9 +113,14 @@ mod tests {
         assert_eq!(r["stderr"], "oops\n");
         assert_eq!(r["exit_code"], 3);
         assert_eq!(r["truncated"], false);
-        let r = run("yes | head -c 200000", dir.path(), SHELL_TIMEOUT, &[])
-            .await
-            .unwrap();
+        let r = run(
+            "yes | head -c 200000",
+            dir.path(),
+            SHELL_TIMEOUT,
+            &ChildEnv::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(r["stdout"].as_str().unwrap().len(), MAX_SHELL_OUTPUT_BYTES);
         assert_eq!(r["truncated"], true);
         let started = std::time::Instant::now();
@@ -123,7 +128,7 @@ mod tests {
             "sleep 30 & sleep 30",
             dir.path(),
             Duration::from_millis(300),
-            &[],
+            &ChildEnv::default(),
         )
         .await
         .unwrap_err();
@@ -132,26 +137,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_key_variable_is_hidden_and_a_dropped_call_kills_the_group() {
+    async fn only_the_allowlist_and_what_is_named_reach_a_command_and_a_dropped_call_kills_the_group(
+    ) {
         let dir = tempfile::tempdir().unwrap();
-        // Cargo sets CARGO_MANIFEST_DIR for tests: hiding it shows the mechanism without touching this
-        // process's environment.
+        // Cargo sets CARGO_MANIFEST_DIR and CARGO_PKG_NAME for tests: they stand for the daemon's variables
+        // (an API key, a NATS password) without touching this process's environment.
         assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
-        let hidden = ["CARGO_MANIFEST_DIR".to_string()];
+        let env = ChildEnv {
+            set: [("MODE".to_string(), "fast".to_string())].into(),
+            pass: vec!["CARGO_PKG_NAME".into()],
+        };
         let r = run(
-            "echo \"[${CARGO_MANIFEST_DIR:-gone}]\"",
+            "echo \"[${CARGO_MANIFEST_DIR:-gone}] [$CARGO_PKG_NAME] [$MODE] [${PATH:+path}]\"",
             dir.path(),
             SHELL_TIMEOUT,
-            &hidden,
+            &env,
         )
         .await
         .unwrap();
-        assert_eq!(r["stdout"], "[gone]\n");
+        assert_eq!(r["stdout"], "[gone] [agentwire-agents] [fast] [path]\n");
         let pidfile = dir.path().join("pid");
         let command = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
         let call = tokio::spawn(async move {
             let dir = tempfile::tempdir().unwrap();
-            run(&command, dir.path(), SHELL_TIMEOUT, &[]).await
+            run(&command, dir.path(), SHELL_TIMEOUT, &ChildEnv::default()).await
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while !pidfile.exists() && std::time::Instant::now() < deadline {

@@ -6,7 +6,7 @@ use super::ConfigError;
 use agentwire_relay::RelayLimits;
 use agentwire_roost::profile::Profile;
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -141,6 +141,11 @@ pub(crate) struct AgentFile {
     /// Any kind exposed on `nipxx`: a further agent's secret key (hex or nsec), read from this file
     /// instead of `agents/<name>.key` in the data dir: one key that several instances serve.
     pub(crate) key_file: Option<PathBuf>,
+    /// For `cmd` and `openai`: variables set in the command's (the `shell` tool's) environment, beside the
+    /// allowlist every child gets.
+    pub(crate) env: Option<BTreeMap<String, String>>,
+    /// For `cmd` and `openai`: the daemon's variables passed on to the command by name; no other is.
+    pub(crate) pass_env: Option<Vec<String>>,
 }
 
 /// `[[agents.<name>.mcp]]`: an MCP server over stdio.
@@ -153,6 +158,10 @@ pub(crate) struct McpFile {
     pub(crate) command: Vec<String>,
     /// How long it may take to answer the handshake, and then to list its tools (1-600; default 20).
     pub(crate) start_timeout_secs: Option<u64>,
+    /// Variables set in its environment, beside the allowlist every child gets.
+    pub(crate) env: Option<BTreeMap<String, String>>,
+    /// The daemon's variables passed on to it by name (a token it needs); no other is.
+    pub(crate) pass_env: Option<Vec<String>>,
 }
 
 /// `[roost]`: the roost supervisor.

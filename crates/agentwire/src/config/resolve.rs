@@ -16,6 +16,7 @@ use super::flags::ServeFlags;
 use super::{
     Environment, DEFAULT_BACKLOG_HORIZON_SECS, DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND,
 };
+use agentwire_core::child_env::ChildEnv;
 use agentwire_fisk::connection::{NatsAuth, NatsConnect, NatsTls};
 use agentwire_fisk::wire::Identity;
 use agentwire_fisk::worker::{WorkerConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS};
@@ -81,6 +82,8 @@ pub(crate) enum AgentKind {
         command: Vec<String>,
         /// How long a turn may run.
         timeout: Duration,
+        /// What its environment holds beyond the allowlist (`env`, `pass_env`).
+        env: ChildEnv,
     },
 }
 
@@ -105,6 +108,8 @@ pub(crate) struct OpenAiSettings {
     pub(crate) shell_dir: Option<PathBuf>,
     /// MCP servers whose tools join the agent's.
     pub(crate) mcp: Vec<agentwire_agents::openai::mcp::McpServerConfig>,
+    /// What the `shell` tool's commands get beyond the allowlist (`env`, `pass_env`).
+    pub(crate) env: ChildEnv,
 }
 
 /// The most MCP servers one agent may have: each is a process and a share of the model's tool list.
@@ -346,6 +351,7 @@ pub(crate) fn resolve(
         profiles,
         hosted,
     };
+    secrets_not_passed(file, &roost.profiles)?;
     Ok(Resolved {
         relay,
         relays,
@@ -739,7 +745,11 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
                         })
                     }
                 };
-                AgentKind::Cmd { command, timeout }
+                AgentKind::Cmd {
+                    command,
+                    timeout,
+                    env: child_env(&name, entry)?,
+                }
             }
             (other, _) => {
                 return Err(ConfigError::UnknownAgentKind {
@@ -775,7 +785,7 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
 /// `cmd` agent would otherwise be ignored without a word.
 fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 11] = [
+    let set: [(&'static str, bool, &[&str]); 13] = [
         ("profile", e.profile.is_some(), &["roost"]),
         ("command", e.command.is_some(), &["cmd"]),
         (
@@ -795,6 +805,8 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
         ),
         ("shell_dir", e.shell_dir.is_some(), &["openai"]),
         ("mcp", e.mcp.is_some(), &["openai"]),
+        ("env", e.env.is_some(), &["cmd", "openai"]),
+        ("pass_env", e.pass_env.is_some(), &["cmd", "openai"]),
     ];
     for (key, given, kinds) in set {
         let known = ["demo", "roost", "cmd", "openai"].contains(&e.kind.as_str());
@@ -895,7 +907,63 @@ fn openai_settings(
         max_context_tokens,
         shell_dir: entry.shell_dir.clone(),
         mcp: mcp_servers(name, entry)?,
+        env: child_env(name, entry)?,
     })
+}
+
+/// An `[agents.<name>]` entry's `env` and `pass_env`, checked.
+fn child_env(name: &str, entry: &super::file::AgentFile) -> Result<ChildEnv, ConfigError> {
+    let env = ChildEnv {
+        set: entry.env.clone().unwrap_or_default(),
+        pass: entry.pass_env.clone().unwrap_or_default(),
+    };
+    env.check().map_err(|e| ConfigError::AgentSetting {
+        name: name.to_string(),
+        key: "env",
+        reason: e.to_string(),
+    })?;
+    Ok(env)
+}
+
+/// Refuses a `pass_env` (of an agent, an MCP server or a roost profile) that names a variable the
+/// configuration holds a secret in (`api_key_env`, `[nats] password_env` or `token_env`): a child never gets
+/// the daemon's secrets.
+fn secrets_not_passed(
+    file: &FileConfig,
+    profiles: &HashMap<String, Profile>,
+) -> Result<(), ConfigError> {
+    let secrets: BTreeSet<&str> = file
+        .agents
+        .values()
+        .filter_map(|a| a.api_key_env.as_deref())
+        .chain(file.nats.password_env.as_deref())
+        .chain(file.nats.token_env.as_deref())
+        .collect();
+    let named = |pass: &[String]| pass.iter().find(|v| secrets.contains(v.as_str())).cloned();
+    let reason = |var: String| {
+        format!("{var} holds a secret this configuration names (api_key_env, [nats] password_env or token_env): it is never passed to a child")
+    };
+    for (name, entry) in &file.agents {
+        let mcp = entry.mcp.iter().flatten();
+        let passed = std::iter::once(entry.pass_env.as_deref().unwrap_or_default())
+            .chain(mcp.map(|m| m.pass_env.as_deref().unwrap_or_default()));
+        if let Some(var) = passed.into_iter().find_map(named) {
+            return Err(ConfigError::AgentSetting {
+                name: name.clone(),
+                key: "pass_env",
+                reason: reason(var),
+            });
+        }
+    }
+    for (name, p) in profiles {
+        if let Some(var) = named(&p.pass_env) {
+            return Err(ConfigError::Profile(format!(
+                "profile {name:?}: pass_env: {}",
+                reason(var)
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn mcp_servers(
@@ -942,11 +1010,16 @@ fn mcp_servers(
                     )))
                 }
             };
+            let env = ChildEnv {
+                set: s.env.unwrap_or_default(),
+                pass: s.pass_env.unwrap_or_default(),
+            };
+            env.check()
+                .map_err(|e| bad(format!("server {:?}: env: {e}", s.name)))?;
             Ok(agentwire_agents::openai::mcp::McpServerConfig {
                 name: s.name,
                 command: s.command,
-                // The key's variable is not handed to a server (the agent's config names it).
-                hidden_env: entry.api_key_env.iter().cloned().collect(),
+                env,
                 start_timeout,
             })
         })

@@ -938,7 +938,8 @@ fn a_cmd_agent_takes_its_command_and_timeout() {
         r.agent.kind,
         AgentKind::Cmd {
             command: vec!["tr".into(), "a-z".into(), "A-Z".into()],
-            timeout: Duration::from_secs(30)
+            timeout: Duration::from_secs(30),
+            env: Default::default(),
         }
     );
     let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\n";
@@ -946,6 +947,81 @@ fn a_cmd_agent_takes_its_command_and_timeout() {
         resolved(&["--agent", "shout"], toml).agent.kind,
         AgentKind::Cmd { timeout, .. } if timeout == agentwire_agents::DEFAULT_CMD_TIMEOUT
     ));
+}
+
+#[test]
+fn env_and_pass_env_are_read_checked_and_never_name_a_secret() {
+    let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\nenv = { MODE = \"loud\" }\npass_env = [\"GITHUB_TOKEN\"]\n\
+                [roost.profiles.p]\ncommand = [\"sh\"]\nenv = { A = \"1\" }\npass_env = [\"LANGUAGE\"]\nuser = \"nobody\"\n";
+    let r = resolved(&["--agent", "shout"], toml);
+    let AgentKind::Cmd { env, .. } = &r.agent.kind else {
+        panic!("{:?}", r.agent.kind)
+    };
+    assert_eq!(env.set["MODE"], "loud");
+    assert_eq!(env.pass, ["GITHUB_TOKEN"]);
+    let p = &r.roost.profiles["p"];
+    assert_eq!(
+        (p.env["A"].as_str(), p.pass_env.as_slice()),
+        ("1", ["LANGUAGE".to_string()].as_slice())
+    );
+    assert_eq!(p.user.as_deref(), Some("nobody"));
+    let model = "[agents.m]\nkind = \"openai\"\nbase_url = \"http://h/v1\"\nmodels = [\"m\"]\napi_key_env = \"OPENAI_API_KEY\"\n";
+    let mcp = "[[agents.m.mcp]]\nname = \"s\"\ncommand = [\"srv\"]\nenv = { T = \"x\" }\npass_env = [\"GITHUB_TOKEN\"]\n";
+    let r = resolved(
+        &["--agent", "m"],
+        &format!("{model}pass_env = [\"HTTPS_PROXY\"]\n{mcp}"),
+    );
+    let AgentKind::OpenAi(s) = &r.agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.env.pass, ["HTTPS_PROXY"]);
+    assert_eq!(
+        (s.mcp[0].env.set["T"].as_str(), s.mcp[0].env.pass.as_slice()),
+        ("x", ["GITHUB_TOKEN".to_string()].as_slice())
+    );
+    // A variable the configuration holds a secret in is never passed on, by any pass_env.
+    let nats = "[nats]\nurl = \"nats://h:4222\"\nidentity = \"me\"\nuser = \"u\"\npassword_env = \"NATS_PW\"\n";
+    for (args, toml, secret) in [
+        (
+            vec!["--agent", "m"],
+            format!("{model}pass_env = [\"OPENAI_API_KEY\"]\n"),
+            "OPENAI_API_KEY",
+        ),
+        (
+            vec!["--agent", "m"],
+            format!("{model}{}", mcp.replace("GITHUB_TOKEN", "OPENAI_API_KEY")),
+            "OPENAI_API_KEY",
+        ),
+        (
+            vec![],
+            format!("{nats}[roost.profiles.p]\ncommand = [\"sh\"]\npass_env = [\"NATS_PW\"]\n"),
+            "NATS_PW",
+        ),
+        (
+            vec!["--agent", "shout"],
+            format!("{nats}{}", toml.replace("GITHUB_TOKEN", "NATS_PW")),
+            "NATS_PW",
+        ),
+    ] {
+        let e = error(&args, &toml).to_string();
+        assert!(e.contains(secret) && e.contains("never passed"), "{e}");
+    }
+    for (toml, key) in [
+        ("[agents.d]\nkind = \"demo\"\nenv = { A = \"1\" }\n", "env"),
+        (
+            "[agents.d]\nkind = \"cmd\"\ncommand = [\"x\"]\npass_env = [\"NOT A NAME\"]\n",
+            "env",
+        ),
+    ] {
+        assert!(
+            matches!(error(&["--agent", "d"], toml), ConfigError::AgentSetting { key: k, .. } if k == key)
+        );
+    }
+    let e = error(
+        &[],
+        "[roost.profiles.p]\ncommand = [\"sh\"]\nuser = \"nobody\"\nprotocol = true\n",
+    );
+    assert!(e.to_string().contains("terminal agent"), "{e}");
 }
 
 #[test]
