@@ -395,3 +395,48 @@ async fn malformed_or_undecryptable_cancels_are_ignored_and_the_run_goes_on() {
     assert_eq!(run.text(), "slept 800 ms");
     assert_eq!(run.terminals, 1);
 }
+
+/// Prompts from throwaway keys the allow list does not know: the refusals answered (journaled, and signed
+/// and stored as error events) stay within the refusal budget however many keys there are, and the listed
+/// sender is served all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_of_unlisted_senders_stay_within_one_budget() {
+    use agentwire_nostr::nipxx::policy::{REFUSALS_PER_SECOND, REFUSAL_BURST};
+    use nostr::prelude::{EventBuilder, Kind};
+    const STRANGERS: usize = 600;
+    let dir = tempfile::tempdir().unwrap();
+    let listed = Keys::generate();
+    let d = Daemon::start(dir.path(), &["--allow", &listed.public_key().to_hex()]);
+    // Four connections, each within the relay's own per-connection rate.
+    let mut publishers = Vec::new();
+    for _ in 0..4 {
+        publishers.push(Client::new(&d.relay, d.agent).await);
+    }
+    let started = std::time::Instant::now();
+    for n in 0..STRANGERS {
+        let publisher = &publishers[n % publishers.len()];
+        let stranger = agentwire_nostr::crypto::Crypto::new(Keys::generate());
+        let prompt = stranger.sign(
+            EventBuilder::new(Kind::Custom(kinds::PROMPT), "not even encrypted")
+                .tags(tags::prompt(&d.agent, None)),
+        );
+        publisher.publish(&prompt).await;
+    }
+    let mut ok = Client::with_keys(&d.relay, d.agent, listed).await;
+    assert_eq!(ok.ask("quick still served").await.text(), "still served");
+    let elapsed = started.elapsed().as_secs_f64().ceil();
+    let journal = rusqlite::Connection::open(dir.path().join("journal.sqlite")).unwrap();
+    let refused: i64 = journal
+        .query_row(
+            "SELECT COUNT(*) FROM turns WHERE outcome LIKE '%UNAUTHORIZED%' OR outcome LIKE '%unauthorized%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let bound = REFUSAL_BURST + REFUSALS_PER_SECOND * (elapsed + 1.0);
+    assert!(refused > 0, "some strangers are told why");
+    assert!(
+        (refused as f64) <= bound && (refused as usize) < STRANGERS,
+        "{refused} refusals journaled for {STRANGERS} strangers in {elapsed} s (bound {bound})"
+    );
+}

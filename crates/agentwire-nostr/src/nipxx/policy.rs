@@ -1,4 +1,5 @@
-//! Who may prompt the agent and how often: allow and block lists and a per-sender token bucket.
+//! Who may prompt the agent and how often: allow and block lists, a per-sender token bucket, and one
+//! bucket for the refusals the agent answers, across all senders.
 //!
 //! Pure: the caller passes `now` (seconds, as f64) in.
 
@@ -9,6 +10,16 @@ use std::collections::{HashMap, HashSet};
 /// Most senders whose buckets are tracked at once. Past this the fullest (idle) buckets are forgotten,
 /// which only ever errs towards letting a sender through.
 pub const MAX_TRACKED_SENDERS: usize = 100_000;
+
+/// Refusals answered per second, sustained, across all senders. Each refusal of a prompt that never ran is
+/// journaled (so that the relay's copy, delivered again, gets the same answer and never a second terminal)
+/// and answered with a signed, stored error event: senders the allow list does not know, one per throwaway
+/// key, would otherwise fill the journal and the relay without bound. Past the budget a refused prompt is
+/// dropped unanswered, as if never seen: the relay's copy is judged again when it comes back.
+pub const REFUSALS_PER_SECOND: f64 = 20.0;
+/// Refusals answered in a burst before [`REFUSALS_PER_SECOND`] applies: a client misconfigured on a few
+/// keys still hears why at once.
+pub const REFUSAL_BURST: f64 = 200.0;
 
 /// Per-sender rate: `per_second` prompts sustained, bursts up to `burst`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,6 +40,8 @@ pub struct SenderPolicy {
     /// The per-sender rate.
     pub rate: RateLimit,
     buckets: HashMap<PublicKey, (f64, f64)>,
+    /// The refusal budget's tokens and when they were counted (`None`: full).
+    refusals: Option<(f64, f64)>,
 }
 
 impl SenderPolicy {
@@ -43,7 +56,21 @@ impl SenderPolicy {
             block,
             rate,
             buckets: HashMap::new(),
+            refusals: None,
         }
+    }
+
+    /// Whether a refusal may be answered (journaled and sent) at `now`: takes one from the budget shared
+    /// by all senders ([`REFUSALS_PER_SECOND`], [`REFUSAL_BURST`]).
+    pub fn answer_refusal(&mut self, now: f64) -> bool {
+        let (tokens, at) = self.refusals.unwrap_or((REFUSAL_BURST, now));
+        let tokens = (tokens + (now - at).max(0.0) * REFUSALS_PER_SECOND).min(REFUSAL_BURST);
+        let (left, answered) = match tokens >= 1.0 {
+            true => (tokens - 1.0, true),
+            false => (tokens, false),
+        };
+        self.refusals = Some((left, now));
+        answered
     }
 
     /// Admits one prompt from `sender` at `now`, or says why not (with `retry_after` for RATE_LIMIT).
@@ -138,5 +165,22 @@ mod tests {
             ErrorCode::Unauthorized
         );
         assert!(only.admit(&a, 0.0).is_ok());
+    }
+
+    #[test]
+    fn refusals_are_answered_within_one_budget_for_all_senders() {
+        let mut p = SenderPolicy::new(
+            Some(HashSet::new()),
+            HashSet::new(),
+            RateLimit {
+                per_second: 1.0,
+                burst: 1.0,
+            },
+        );
+        let answered = (0..1_000).filter(|_| p.answer_refusal(10.0)).count();
+        assert_eq!(answered, REFUSAL_BURST as usize);
+        assert!(!p.answer_refusal(10.0));
+        let later = (0..1_000).filter(|_| p.answer_refusal(11.0)).count();
+        assert_eq!(later, REFUSALS_PER_SECOND as usize, "refilled at its rate");
     }
 }

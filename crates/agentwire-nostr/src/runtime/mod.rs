@@ -491,6 +491,13 @@ impl Runtime {
                 Timestamp::now().as_secs() as f64,
             )
         };
+        if let Err(r) = &admitted {
+            let mut policy = self.policy.lock().unwrap_or_else(|p| p.into_inner());
+            if !policy.answer_refusal(Timestamp::now().as_secs() as f64) {
+                tracing::debug!(event = %event.id, code = ?r.violation.code, "dropped a refused prompt past the refusal budget");
+                return;
+            }
+        }
         let session = match &admitted {
             Ok(a) => a.session.clone(),
             Err(r) => r.session.clone(),
