@@ -17,13 +17,14 @@ pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) const BENCH_SENDER_RATE: f64 = 1_000_000.0;
 
 /// The configuration file written for the daemon: the relay's per-connection event rate is turned off
-/// (0) for the same reason as the sender rate; the connection cap is raised from 512 so that it can never
-/// be what limits a run with many clients.
+/// (0) for the same reason as the sender rate; the connection caps (512 in all, 128 per address, and every
+/// client connects from loopback) are raised so that they can never be what limits a run with many clients.
 pub(crate) fn config_toml() -> String {
     "# Written by agentwire-bench: limits that protect a public deployment, lifted to measure the engine.\n\
      [relay.limits]\n\
      max_events_per_second_per_connection = 0\n\
-     max_connections = 4096\n"
+     max_connections = 4096\n\
+     max_connections_per_address = 4096\n"
         .to_string()
 }
 

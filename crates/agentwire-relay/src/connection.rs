@@ -24,11 +24,11 @@ use crate::error::RelayError;
 use crate::fanout::{Peers, Registration};
 use crate::http::{self, Route};
 use crate::limits::{
-    HANDSHAKE_TIMEOUT, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_HTTP_HEAD_BYTES,
+    HANDSHAKE_TIMEOUT, HEAD_TIMEOUT, LINGER_MAX_BYTES, LINGER_TIMEOUT, MAX_HTTP_HEAD_BYTES,
     MAX_PENDING_QUERIES_PER_CONNECTION, MAX_PENDING_WRITES_PER_CONNECTION, READ_BUFFER_BYTES,
     SEND_TIMEOUT,
 };
-use crate::server::Shared;
+use crate::server::{AddressSlot, Shared};
 use crate::session::{Command, Published, QueueDelivery, Session};
 use crate::storage_threads::{Committed, WriteOp};
 use crate::store::StoredEvent;
@@ -66,16 +66,18 @@ async fn peek_head(stream: &TcpStream) -> std::io::Result<Peeked> {
     }
 }
 
-/// Serves one accepted connection; `_slot` is its place under `max_connections`.
+/// Serves one accepted connection; `_slot` is its place under `max_connections`, `_address_slot` under
+/// `max_connections_per_address`.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     _slot: OwnedSemaphorePermit,
+    _address_slot: AddressSlot,
 ) {
     let _ = stream.set_nodelay(true);
-    let head = match timeout(HANDSHAKE_TIMEOUT, peek_head(&stream)).await {
+    let head = match timeout(HEAD_TIMEOUT, peek_head(&stream)).await {
         Ok(Ok(Peeked::Head(head))) => head,
         Ok(Ok(Peeked::TooLarge)) => return answer(stream, 0, &http::head_too_large()).await,
         Ok(Ok(Peeked::Closed)) | Ok(Err(_)) | Err(_) => return,
@@ -102,14 +104,14 @@ pub(crate) async fn serve(
     }
 }
 
-/// Answers a connection over `max_connections` with HTTP 503; `_permit` bounds how many such
-/// answers are pending.
-pub(crate) async fn refuse(stream: TcpStream, _permit: OwnedSemaphorePermit) {
+/// Answers a connection over `max_connections` or `max_connections_per_address` with `response` (an HTTP
+/// 503); `_permit` bounds how many such answers are pending.
+pub(crate) async fn refuse(stream: TcpStream, response: Vec<u8>, _permit: OwnedSemaphorePermit) {
     let consumed = match timeout(LINGER_TIMEOUT, peek_head(&stream)).await {
         Ok(Ok(Peeked::Head(head))) => head.len(),
         _ => 0,
     };
-    answer(stream, consumed, &http::service_unavailable()).await;
+    answer(stream, consumed, &response).await;
 }
 
 /// Consumes the `head_len` bytes of request head, writes `response`, and closes gently.

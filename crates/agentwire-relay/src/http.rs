@@ -162,6 +162,17 @@ pub(crate) fn service_unavailable() -> Vec<u8> {
     )
 }
 
+/// 503: the client's address holds as many connections as one address may.
+pub(crate) fn too_many_from_address() -> Vec<u8> {
+    response(
+        "503 Service Unavailable",
+        Some("text/plain; charset=utf-8"),
+        "too many connections from this address; close one or try again later\n",
+        &[("Retry-After", "5")],
+        false,
+    )
+}
+
 fn response(
     status: &str,
     content_type: Option<&str>,

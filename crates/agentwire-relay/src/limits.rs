@@ -44,6 +44,16 @@ pub const DEFAULT_MAX_FILTERS_PER_REQ: usize = 16;
 /// connections of the rest of the binary.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
+/// Default [`RelayLimits::max_connections_per_address`]: 128.
+///
+/// One address may hold only part of the relay's slots, so that sockets left half-open from one host (a
+/// slowloris) cannot take them all: at the default [`DEFAULT_MAX_CONNECTIONS`] of 512, a quarter, and three
+/// other addresses always find room. Loopback is one address too, and everything local shares it: the
+/// daemon's own agent connections, local clients and the benchmark's 50; 128 fits them with room to spare
+/// (the benchmark raises both limits when it asks for more clients). An IPv6 address counts by its /64,
+/// the block one host is given.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
+
 /// Default [`RelayLimits::max_events_per_second_per_connection`]: 200.
 ///
 /// A remote agent streaming NIP-XX deltas publishes tens of events per second; 200 (with a burst
@@ -140,8 +150,13 @@ pub const MAX_FILTER_VALUES: usize = 4096;
 /// upgrade: 8 KiB, the common limit of HTTP servers; browsers send well under 2 KiB.
 pub const MAX_HTTP_HEAD_BYTES: usize = 8 * 1024;
 
-/// How long a new connection may take to send its request head and finish the WebSocket
-/// handshake: 10 s. Longer only helps idle connections hold a slot.
+/// How long a new connection may take to send its whole request head: 3 s. A browser or Nostr client
+/// sends it in one packet right after connecting (well under a second even on a slow mobile link); a
+/// head dripped in slowly only holds a slot (slowloris), and is closed once this has passed.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long the WebSocket handshake may take once the request head is in: 10 s. Longer only helps idle
+/// connections hold a slot.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one write to a client may block before the connection is dropped: 30 s.
@@ -186,6 +201,9 @@ pub struct RelayLimits {
     pub max_filters_per_req: usize,
     /// Most simultaneous TCP connections; past it a connection gets HTTP 503.
     pub max_connections: usize,
+    /// Most simultaneous TCP connections from one address (an IPv6 address counts by its /64); past it a
+    /// connection from that address gets HTTP 503 while other addresses are still served.
+    pub max_connections_per_address: usize,
     /// Events one connection may publish per second, with a burst of the same size
     /// (`OK false "rate-limited: ..."`). Zero turns the limit off.
     pub max_events_per_second_per_connection: u32,
@@ -203,6 +221,7 @@ impl Default for RelayLimits {
             max_subscriptions_per_connection: DEFAULT_MAX_SUBSCRIPTIONS_PER_CONNECTION,
             max_filters_per_req: DEFAULT_MAX_FILTERS_PER_REQ,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             max_events_per_second_per_connection: DEFAULT_MAX_EVENTS_PER_SECOND_PER_CONNECTION,
             max_query_limit: DEFAULT_MAX_QUERY_LIMIT,
             max_subscription_id_len: DEFAULT_MAX_SUBSCRIPTION_ID_LEN,
@@ -223,6 +242,10 @@ impl RelayLimits {
             ),
             ("max_filters_per_req", self.max_filters_per_req),
             ("max_connections", self.max_connections),
+            (
+                "max_connections_per_address",
+                self.max_connections_per_address,
+            ),
             ("max_query_limit", self.max_query_limit),
             ("max_subscription_id_len", self.max_subscription_id_len),
         ];

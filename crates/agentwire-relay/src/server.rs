@@ -1,10 +1,10 @@
 //! Starting and stopping the relay: the configuration, the listener's accept loop, and the
 //! handle that shuts it all down.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle as ThreadHandle;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use tokio::time::MissedTickBehavior;
 use crate::connection;
 use crate::error::RelayError;
 use crate::fanout::Fanout;
-use crate::http::information_document;
+use crate::http::{self, information_document};
 use crate::limits::{
     RelayLimits, MAX_PENDING_REFUSALS, PURGE_INTERVAL, SHUTDOWN_GRACE, WRITE_QUEUE_CAPACITY,
 };
@@ -283,12 +283,81 @@ impl Drop for RelayHandle {
     }
 }
 
+/// The connections each address holds, under `max_connections_per_address`.
+#[derive(Debug)]
+struct AddressSlots {
+    cap: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place under its address's cap; given back when dropped.
+#[derive(Debug)]
+pub(crate) struct AddressSlot {
+    slots: Arc<AddressSlots>,
+    address: IpAddr,
+}
+
+/// The address a peer counts under: an IPv4-mapped IPv6 address as the IPv4 address, any other IPv6
+/// address by its /64 (one host is given a whole /64, and could otherwise take a new address per
+/// connection).
+fn counted_address(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(prefix))
+        }
+        v4 => v4,
+    }
+}
+
+impl AddressSlots {
+    fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self {
+            cap,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A place for a connection from `ip`, if its address holds fewer than the cap.
+    fn try_take(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
+        let address = counted_address(ip);
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(address).or_insert(0);
+        if *count >= self.cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            slots: Arc::clone(self),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .slots
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                // Only addresses with connections are kept: the map is bounded by `max_connections`.
+                held.remove(&self.address);
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
+    let address_slots = AddressSlots::new(shared.limits.max_connections_per_address);
     let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
     let mut tasks = JoinSet::new();
     let mut purge =
@@ -303,19 +372,36 @@ async fn accept_loop(
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => match Arc::clone(&slots).try_acquire_owned() {
-                    Ok(slot) => {
-                        let shared = Arc::clone(&shared);
-                        let shutdown = shutdown.clone();
-                        tasks.spawn(connection::serve(stream, peer, shared, shutdown, slot));
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "relay at its connection limit");
-                        if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
-                            tasks.spawn(connection::refuse(stream, permit));
+                Ok((stream, peer)) => {
+                    let slot = Arc::clone(&slots).try_acquire_owned().ok();
+                    let address_slot = address_slots.try_take(peer.ip());
+                    match (slot, address_slot) {
+                        (Some(slot), Some(address_slot)) => {
+                            let shared = Arc::clone(&shared);
+                            let shutdown = shutdown.clone();
+                            tasks.spawn(connection::serve(
+                                stream,
+                                peer,
+                                shared,
+                                shutdown,
+                                slot,
+                                address_slot,
+                            ));
+                        }
+                        (slot, _) => {
+                            let response = if slot.is_none() {
+                                tracing::debug!(%peer, "relay at its connection limit");
+                                http::service_unavailable()
+                            } else {
+                                tracing::debug!(%peer, "address at its connection limit");
+                                http::too_many_from_address()
+                            };
+                            if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
+                                tasks.spawn(connection::refuse(stream, response, permit));
+                            }
                         }
                     }
-                },
+                }
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(%error, "relay accept failed");
@@ -332,5 +418,32 @@ async fn accept_loop(
     if drained.is_err() {
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_holds_at_most_its_cap_and_gets_places_back() {
+        let slots = AddressSlots::new(2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let first = slots.try_take(a).unwrap();
+        let _second = slots.try_take(a).unwrap();
+        assert!(slots.try_take(a).is_none());
+        assert!(slots.try_take(b).is_some());
+        drop(first);
+        assert!(slots.try_take(a).is_some());
+    }
+
+    #[test]
+    fn ipv6_counts_by_its_64_and_mapped_ipv4_as_ipv4() {
+        let host = |s: &str| counted_address(s.parse().unwrap());
+        assert_eq!(host("2001:db8:1:2::1"), host("2001:db8:1:2:ffff::9"));
+        assert_ne!(host("2001:db8:1:2::1"), host("2001:db8:1:3::1"));
+        assert_eq!(host("::ffff:192.0.2.7"), host("192.0.2.7"));
+        assert_eq!(host("127.0.0.1"), "127.0.0.1".parse::<IpAddr>().unwrap());
     }
 }

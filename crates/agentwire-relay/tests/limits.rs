@@ -351,3 +351,119 @@ async fn a_slow_subscriber_loses_its_stream_without_slowing_others() {
             .0
     );
 }
+
+#[tokio::test]
+async fn a_request_head_dripped_in_slowly_is_closed_within_the_head_timeout() {
+    use agentwire_relay::limits::HEAD_TIMEOUT;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let relay = TestRelay::start().await;
+    let mut slow = tokio::net::TcpStream::connect(relay.addr()).await.unwrap();
+    let started = Instant::now();
+    // A slowloris: a header line every 200 ms, never the blank line that ends the head.
+    let drip = async {
+        slow.write_all(b"GET / HTTP/1.1\r\n").await?;
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            slow.write_all(format!("X-Drip-{i}: a\r\n").as_bytes())
+                .await?;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    // The relay closes it: the writes fail (reset) or the read below sees the end.
+    let _ = tokio::time::timeout(HEAD_TIMEOUT + Duration::from_secs(2), drip).await;
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(1), slow.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "still open after {:?}: {read:?}",
+        started.elapsed()
+    );
+    let took = started.elapsed();
+    assert!(took < HEAD_TIMEOUT + Duration::from_secs(3), "{took:?}");
+    // A prompt client is served meanwhile and after.
+    let mut client = relay.client().await;
+    assert!(
+        client
+            .publish(&signed(&Keys::generate(), 1, "fine", vec![]))
+            .await
+            .0
+    );
+}
+
+/// A WebSocket connection to `relay` from the local address `from` (any of 127.0.0.0/8 on Linux).
+async fn connect_from(
+    relay: &TestRelay,
+    from: &str,
+) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let stream = socket.connect(relay.addr()).await.unwrap();
+    let (ws, _) = tokio_tungstenite::client_async(
+        relay.url(),
+        tokio_tungstenite::MaybeTlsStream::Plain(stream),
+    )
+    .await?;
+    Ok(Client {
+        ws,
+        challenge: None,
+    })
+}
+
+#[tokio::test]
+async fn one_address_holds_at_most_its_share_of_connections_and_others_are_still_served() {
+    const CAP: usize = 4;
+    let relay = TestRelay::with_limits(RelayLimits {
+        max_connections_per_address: CAP,
+        ..RelayLimits::default()
+    })
+    .await;
+    // Half-open sockets hold their address's places like any connection.
+    let mut held = Vec::new();
+    for _ in 0..CAP - 1 {
+        let mut s = tokio::net::TcpStream::connect(relay.addr()).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut s, b"GET / HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    let mut last = connect_from(&relay, "127.0.0.1").await.unwrap();
+    match connect_from(&relay, "127.0.0.1").await {
+        Err(WsError::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 503);
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default());
+            assert!(body.contains("from this address"), "{body}");
+        }
+        Err(other) => panic!("expected HTTP 503, got {other}"),
+        Ok(_) => panic!("expected HTTP 503, got a connection"),
+    }
+    // Another address is served, and the full one's open connection still works.
+    let mut other = connect_from(&relay, "127.0.0.2").await.unwrap();
+    assert!(
+        other
+            .publish(&signed(&Keys::generate(), 1, "elsewhere", vec![]))
+            .await
+            .0
+    );
+    assert!(
+        last.publish(&signed(&Keys::generate(), 1, "still", vec![]))
+            .await
+            .0
+    );
+    // A place given back is usable again.
+    drop(last);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(mut again) = connect_from(&relay, "127.0.0.1").await {
+            assert!(
+                again
+                    .publish(&signed(&Keys::generate(), 1, "again", vec![]))
+                    .await
+                    .0
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the place was never given back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(held);
+}

@@ -64,7 +64,7 @@ pub(crate) fn agentwire(
     let config = format!(
         "# Written by relay-bench: the public-deployment limits lifted to measure the relay.\n\
          [relay.limits]\nmax_events_per_second_per_connection = 0\nmax_connections = 4096\n\
-         max_subscriptions_per_connection = 128\n\n\
+         max_connections_per_address = 4096\nmax_subscriptions_per_connection = 128\n\n\
          [[rooms]]\nid = \"{ROOM}\"\nclosed = true\nmembers = [{}]\n",
         members.join(", ")
     );
