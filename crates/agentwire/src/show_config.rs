@@ -309,6 +309,8 @@ struct RelayView<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     admins: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    public_urls: Vec<String>,
     limits: RelayLimits,
     retention: agentwire_relay::RetentionPolicy,
 }
@@ -439,6 +441,7 @@ impl<'a> View<'a> {
                     a.sort();
                     a
                 },
+                public_urls: r.public_urls.iter().map(|u| redact_url(u)).collect(),
                 limits: r.limits,
                 retention: r.retention,
             }),

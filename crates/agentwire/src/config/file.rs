@@ -257,6 +257,9 @@ pub(crate) struct RelayFile {
     pub(crate) name: Option<String>,
     /// Who may create rooms and moderate every room (hex or npub).
     pub(crate) admins: Vec<String>,
+    /// The `ws://`/`wss://` URLs clients reach the relay at besides its listen address (behind a proxy or
+    /// TLS terminator): a NIP-42 `AUTH` naming one of these is taken.
+    pub(crate) public_urls: Vec<String>,
     /// The relay's limits.
     pub(crate) limits: RelayLimits,
     /// How long stored events are kept.

@@ -1059,6 +1059,14 @@ fn embedded_relay(
         relay.name = name.clone();
     }
     relay.retention = file.relay.retention;
+    for url in &file.relay.public_urls {
+        agentwire_relay::check_public_url(url).map_err(|reason| ConfigError::RelayUrl {
+            setting: "[relay] public_urls",
+            url: url.clone(),
+            reason,
+        })?;
+    }
+    relay.public_urls = file.relay.public_urls.clone();
     relay.rooms = rooms(&file.rooms)?;
     relay.admins = public_keys(&file.relay.admins, "[relay] admins")?
         .into_iter()

@@ -837,6 +837,32 @@ fn relay_admins_come_from_the_file_and_a_bad_one_is_named() {
 }
 
 #[test]
+fn relay_public_urls_come_from_the_file_and_a_non_ws_one_is_named() {
+    let r = resolved(
+        &[],
+        "[relay]\npublic_urls = [\"wss://relay.example.org\"]\n",
+    );
+    let shown = crate::show_config::render(&r, false).unwrap();
+    assert!(
+        shown.contains("public_urls = [\"wss://relay.example.org\"]"),
+        "{shown}"
+    );
+    assert_eq!(
+        r.relay.unwrap().public_urls,
+        vec!["wss://relay.example.org"]
+    );
+    let e = error(
+        &[],
+        "[relay]\npublic_urls = [\"https://relay.example.org\"]\n",
+    );
+    let e = e.to_string();
+    assert!(
+        e.contains("[relay] public_urls") && e.contains("https://relay.example.org"),
+        "{e}"
+    );
+}
+
+#[test]
 fn retention_comes_from_the_file_with_defaults_for_the_rest() {
     let r = resolved(&[], "[relay.retention]\nagent_days = 7\n");
     let retention = r.relay.unwrap().retention;
