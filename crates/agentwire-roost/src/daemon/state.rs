@@ -230,6 +230,10 @@ impl Shared {
 
     /// The job process `pid` is one of, if any ([`super::peer`]).
     pub(super) fn job_of_process(&self, pid: u32) -> Option<String> {
+        if self.lock().job_groups.is_empty() {
+            return None;
+        }
+        // Read without the lock: a few files of /proc.
         let ancestry = super::peer::ancestry(pid);
         super::peer::job_of(&ancestry, &self.lock().job_groups)
     }
