@@ -3,8 +3,9 @@
 //!
 //! Only what is in force is printed: no `[nats]` when the fisk-ai worker is off, no `[relay]` when the
 //! embedded relay is off, only the `[agents.<name>]` entry being served. Nothing secret is printed: key
-//! files are named by path only, and the one thing that can carry a credential, a URL's user-info
-//! (`nats://user:password@host`), is printed as [`REDACTED`].
+//! files are named by path only, and what can carry a credential, a URL's user-info
+//! (`nats://user:password@host`) and each value of an `env` setting (a child's token), is printed as
+//! [`REDACTED`].
 
 use crate::config::{AgentKind, Resolved, ServeFlags};
 use agentwire_nostr::relay_conn::RelayTls;
@@ -190,6 +191,17 @@ struct ProfileView<'a> {
     command: &'a [String],
     task: &'static str,
     protocol: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pass_env: &'a [String],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<&'a str, &'static str>,
+}
+
+/// An `env` setting as shown: each variable named, its value [`REDACTED`] (it may be a token).
+fn env_view(env: &BTreeMap<String, String>) -> BTreeMap<&str, &'static str> {
+    env.keys().map(|k| (k.as_str(), REDACTED)).collect()
 }
 
 #[derive(Serialize)]
@@ -225,6 +237,10 @@ struct AgentView<'a> {
     nats_identity: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     key_file: Option<&'a Path>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pass_env: &'a [String],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<&'a str, &'static str>,
 }
 
 #[derive(Serialize)]
@@ -232,6 +248,10 @@ struct McpView<'a> {
     name: &'a str,
     command: &'a [String],
     start_timeout_secs: u64,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pass_env: &'a [String],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<&'a str, &'static str>,
 }
 
 impl<'a> AgentView<'a> {
@@ -244,10 +264,14 @@ impl<'a> AgentView<'a> {
                 ..AgentView::of_kind("roost")
             },
             AgentKind::Cmd {
-                command, timeout, ..
+                command,
+                timeout,
+                env,
             } => AgentView {
                 command: Some(command.as_slice()),
                 request_timeout_secs: Some(timeout.as_secs()),
+                pass_env: &env.pass,
+                env: env_view(&env.set),
                 ..AgentView::of_kind("cmd")
             },
             // The key's variable is named; the key itself is never read here.
@@ -271,8 +295,12 @@ impl<'a> AgentView<'a> {
                         name: &m.name,
                         command: &m.command,
                         start_timeout_secs: m.start_timeout.as_secs(),
+                        pass_env: &m.env.pass,
+                        env: env_view(&m.env.set),
                     })
                     .collect(),
+                pass_env: &s.env.pass,
+                env: env_view(&s.env.set),
                 ..AgentView::of_kind("openai")
             },
         };
@@ -300,6 +328,8 @@ impl<'a> AgentView<'a> {
             expose: None,
             nats_identity: None,
             key_file: None,
+            pass_env: &[],
+            env: BTreeMap::new(),
         }
     }
 }
@@ -471,6 +501,9 @@ impl<'a> ProfileView<'a> {
                 TaskMode::Argv => "argv",
             },
             protocol: p.protocol,
+            user: p.user.as_deref(),
+            pass_env: &p.pass_env,
+            env: env_view(&p.env),
         }
     }
 }

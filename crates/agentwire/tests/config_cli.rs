@@ -436,3 +436,35 @@ fn a_jetstream_journal_and_nats_credentials_are_shown_by_name_and_read_back() {
     let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
     assert_eq!(text(&again.stdout), shown);
 }
+
+#[test]
+fn env_pass_env_and_user_are_shown_with_values_redacted_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &file,
+        "[serve]\nagent = \"shout\"\n[agents.shout]\nkind = \"cmd\"\ncommand = [\"tr\"]\n\
+         env = { TOKEN = \"tok-never-shown\" }\npass_env = [\"HTTPS_PROXY\"]\n\
+         [roost.profiles.p]\ncommand = [\"sh\"]\nuser = \"nobody\"\nenv = { KEY = \"key-never-shown\" }\npass_env = [\"LANG2\"]\n",
+    )
+    .unwrap();
+    let first = run(dir.path(), &["--config", file.to_str().unwrap(), "config"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let shown = text(&first.stdout);
+    assert!(
+        !shown.contains("never-shown"),
+        "an env value is not shown: {shown}"
+    );
+    let toml: toml::Value = toml::from_str(&shown).unwrap();
+    let shout = &toml["agents"]["shout"];
+    assert_eq!(shout["pass_env"][0].as_str(), Some("HTTPS_PROXY"));
+    assert!(shout["env"].get("TOKEN").is_some(), "{shown}");
+    let p = &toml["roost"]["profiles"]["p"];
+    assert_eq!(p["user"].as_str(), Some("nobody"));
+    assert_eq!(p["pass_env"][0].as_str(), Some("LANG2"));
+    assert!(p["env"].get("KEY").is_some(), "{shown}");
+    let saved = dir.path().join("in-force.toml");
+    std::fs::write(&saved, &first.stdout).unwrap();
+    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    assert_eq!(text(&again.stdout), shown);
+}
