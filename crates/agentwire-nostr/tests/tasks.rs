@@ -173,6 +173,11 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(Vec::new()).await
+}
+
+/// [`setup`], with the relay also reached at `public_urls` (a proxy in front of it).
+async fn setup_with(public_urls: Vec<String>) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let (agent, alice, bob) = (Keys::generate(), Keys::generate(), Keys::generate());
     let mut rc = RelayConfig::new(
@@ -207,6 +212,7 @@ async fn setup() -> Setup {
     ];
     rc.room_writers.insert(agent.public_key());
     rc.relay_keys = Some(Keys::generate());
+    rc.public_urls = public_urls;
     let relay = agentwire_relay::start(rc).await.unwrap();
     Setup {
         _dir: dir,
@@ -590,10 +596,12 @@ async fn progress_is_throttled_and_files_and_handoffs_become_thread_messages() {
     assert_eq!(values(&reply, "h"), ["home"]);
 }
 
-/// A proxy in front of the relay that refuses the first task terminal it sees (`OK false`), passing
-/// everything else through.
-async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// A proxy on `listener` in front of the relay that refuses the first task terminal it sees (`OK false`),
+/// passing everything else through.
+async fn refusing_proxy(
+    listener: tokio::net::TcpListener,
+    upstream: String,
+) -> (String, Arc<AtomicUsize>) {
     let url = format!("ws://{}", listener.local_addr().unwrap());
     let refused = Arc::new(AtomicUsize::new(0));
     let count = refused.clone();
@@ -642,9 +650,13 @@ async fn refusing_proxy(upstream: String) -> (String, Arc<AtomicUsize>) {
 
 #[tokio::test]
 async fn a_refused_terminal_is_published_again() {
-    let s = setup().await;
+    // The adapter authenticates (NIP-42) through the proxy, naming the proxy's URL: the relay is configured
+    // with it as one of its public URLs, as it would be behind a real proxy.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("ws://{}", listener.local_addr().unwrap());
+    let s = setup_with(vec![proxy_url]).await;
     let url = s.relay.url();
-    let (proxy, refused) = refusing_proxy(url.clone()).await;
+    let (proxy, refused) = refusing_proxy(listener, url.clone()).await;
     let (_engine, _adapter) = adapter(s._dir.path(), config(&proxy, &s), &s.agent).await;
     let mut alice = Person::join(&url, s.alice.clone()).await;
     let started = tokio::time::Instant::now();
