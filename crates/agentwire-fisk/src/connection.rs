@@ -22,6 +22,9 @@ pub const RECONNECT_MAX: Duration = Duration::from_secs(5);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most servers in one list: a cluster's seeds, never a scan.
 pub const MAX_SERVERS: usize = 32;
+/// The longest inbox prefix: a few subject tokens (`_INBOX.alice`), far below NATS's subject limits, so an
+/// inbox built on it stays short.
+pub const MAX_INBOX_PREFIX: usize = 64;
 
 /// How to authenticate to NATS. Secrets are named, not held: a variable's name or a file's path, read when
 /// the connection is made, so this value can be logged, shown by `config` and kept in memory safely.
@@ -69,6 +72,9 @@ pub struct NatsConnect {
     pub auth: NatsAuth,
     /// TLS.
     pub tls: NatsTls,
+    /// The prefix of this connection's reply subjects (`_INBOX.alice`) instead of `_INBOX`: a server can then
+    /// let each user subscribe to its own replies only, so no caller reads another's.
+    pub inbox_prefix: Option<String>,
 }
 
 impl std::fmt::Debug for NatsConnect {
@@ -77,6 +83,7 @@ impl std::fmt::Debug for NatsConnect {
             .field("servers", &self.shown())
             .field("auth", &self.auth)
             .field("tls", &self.tls)
+            .field("inbox_prefix", &self.inbox_prefix)
             .finish()
     }
 }
@@ -122,6 +129,23 @@ impl NatsConnect {
             servers: vec![url.into()],
             auth: NatsAuth::None,
             tls: NatsTls::default(),
+            inbox_prefix: None,
+        }
+    }
+
+    /// Checks an inbox prefix: subject tokens of letters, digits, `-` and `_` joined by `.`, no wildcard,
+    /// at most [`MAX_INBOX_PREFIX`] bytes.
+    pub fn check_inbox_prefix(prefix: &str) -> Result<(), String> {
+        let tokens_fit = prefix.split('.').all(|t| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+        match (1..=MAX_INBOX_PREFIX).contains(&prefix.len()) && tokens_fit {
+            true => Ok(()),
+            false => Err(format!(
+                "{prefix:?}: subject tokens (letters, digits, - and _) joined by '.', at most {MAX_INBOX_PREFIX} bytes"
+            )),
         }
     }
 
@@ -239,6 +263,10 @@ impl NatsConnect {
                 options.nkey(seed.trim().to_string())
             }
         };
+        if let Some(prefix) = &self.inbox_prefix {
+            Self::check_inbox_prefix(prefix).map_err(ConnectError::Servers)?;
+            options = options.custom_inbox_prefix(prefix.clone());
+        }
         if self.tls.any() {
             options = options.require_tls(true);
         }
@@ -345,6 +373,7 @@ mod tests {
             servers: vec!["nats://alice:pw-in-url@127.0.0.1:4222".into()],
             auth: NatsAuth::TokenEnv("AW_TOKEN".into()),
             tls: NatsTls::default(),
+            inbox_prefix: None,
         };
         let shown = format!("{} {c:?}", c.shown());
         assert!(!shown.contains("pw-in-url"), "{shown}");
@@ -377,6 +406,25 @@ mod tests {
             !e.to_string().contains(":x@") && !e.to_string().contains(":y@"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn an_inbox_prefix_is_subject_tokens_without_wildcards() {
+        for good in ["_INBOX.alice", "inbox", "a-b_c.d1"] {
+            assert!(NatsConnect::check_inbox_prefix(good).is_ok(), "{good}");
+        }
+        let long = "a".repeat(MAX_INBOX_PREFIX + 1);
+        for bad in [
+            "",
+            "_INBOX.>",
+            "_INBOX.*",
+            "a..b",
+            ".a",
+            "a b",
+            long.as_str(),
+        ] {
+            assert!(NatsConnect::check_inbox_prefix(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -876,7 +876,7 @@ async fn a_model_turn_cancelled_mid_stream_parks_and_resume_asks_the_model_again
         request_timeout: Duration::from_secs(30),
         max_context_tokens: 8192,
         shell_dir: dir.path().to_path_buf(),
-        hidden_env: vec![],
+        env: Default::default(),
     };
     let agent = OpenAiAgent::new(config, http_client(Duration::from_secs(30)).unwrap());
     let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());

@@ -151,6 +151,8 @@ struct NatsView<'a> {
     tls_cert_file: Option<&'a Path>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_key_file: Option<&'a Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inbox_prefix: Option<&'a str>,
     identity: &'a str,
     workers: usize,
     elicit: bool,
@@ -415,6 +417,7 @@ impl<'a> View<'a> {
                     tls_ca_file: n.nats.tls.ca_file.as_deref(),
                     tls_cert_file: n.nats.tls.client_cert.as_ref().map(|(c, _)| c.as_path()),
                     tls_key_file: n.nats.tls.client_cert.as_ref().map(|(_, k)| k.as_path()),
+                    inbox_prefix: n.nats.inbox_prefix.as_deref(),
                     identity: &n.identity,
                     workers: n.workers,
                     elicit: n.elicit,

@@ -212,6 +212,8 @@ pub(crate) struct NatsFile {
     pub(crate) tls_cert_file: Option<PathBuf>,
     /// The client certificate's key (PEM).
     pub(crate) tls_key_file: Option<PathBuf>,
+    /// The prefix of this process's reply subjects (`_INBOX.alice`), for servers that give each user its own.
+    pub(crate) inbox_prefix: Option<String>,
 }
 
 /// `[serve]`.

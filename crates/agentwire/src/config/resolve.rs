@@ -1296,6 +1296,12 @@ pub(crate) fn nats_connect(
         (None, None) => None,
         _ => return Err(bad("tls_cert_file and tls_key_file go together")),
     };
+    if let Some(prefix) = &nats.inbox_prefix {
+        NatsConnect::check_inbox_prefix(prefix).map_err(|reason| ConfigError::Nats {
+            setting: "[nats] inbox_prefix",
+            reason,
+        })?;
+    }
     Ok(NatsConnect {
         servers,
         auth,
@@ -1303,6 +1309,7 @@ pub(crate) fn nats_connect(
             ca_file: nats.tls_ca_file.clone(),
             client_cert,
         },
+        inbox_prefix: nats.inbox_prefix.clone(),
     })
 }
 

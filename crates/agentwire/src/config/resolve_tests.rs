@@ -704,6 +704,11 @@ fn bad_values_name_their_flag_or_key() {
             "[nats] instance: \"h.1\"",
         ),
         (
+            vec![],
+            "[nats]\nurl = \"nats://x\"\nidentity = \"a\"\ninbox_prefix = \"_INBOX.>\"".into(),
+            "[nats] inbox_prefix",
+        ),
+        (
             vec![
                 "--nats",
                 "nats://x",
