@@ -151,6 +151,10 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         let mut store = EventStore::open(&path)?;
         store.purge_expired(Timestamp::now())?;
         store.prune(Timestamp::now(), &retention)?;
+        let refused = store.purge_refused(keys.as_ref().map(Keys::public_key).as_ref())?;
+        if refused > 0 {
+            tracing::warn!(events = refused, "removed stored room metadata not signed by the relay and events naming more than one room");
+        }
         if let Some(keys) = keys.filter(|_| rooms_on) {
             // Rooms created and changed by moderation events since, replayed in order.
             let moderation =

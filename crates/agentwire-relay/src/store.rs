@@ -411,6 +411,45 @@ impl EventStore {
         Ok(out)
     }
 
+    /// Deletes what the relay stores but no longer takes from a client: room metadata (39000-39003) not
+    /// signed by `relay` (all of it without a relay key), and events that name more than one room (`h`).
+    /// Stored before those rules, they would go on being served: a forged room name or member list, a
+    /// stranger's message in a closed or private room. Returns how many.
+    pub fn purge_refused(&mut self, relay: Option<&PublicKey>) -> Result<usize, RelayError> {
+        let tx = self.conn.transaction()?;
+        let mut seqs: Vec<i64> = Vec::new();
+        {
+            let mut metadata =
+                tx.prepare("SELECT seq, pubkey FROM events WHERE kind BETWEEN ?1 AND ?2")?;
+            let rows = metadata.query_map(
+                params![
+                    i64::from(crate::rooms::GROUP_METADATA),
+                    i64::from(crate::rooms::GROUP_ROLES)
+                ],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)),
+            )?;
+            for row in rows {
+                let (seq, pubkey) = row?;
+                if relay.is_none_or(|k| k.as_bytes().as_slice() != pubkey.as_slice()) {
+                    seqs.push(seq);
+                }
+            }
+            let mut rooms = tx.prepare(
+                "SELECT event_seq FROM tags WHERE name = 'h' GROUP BY event_seq HAVING COUNT(*) > 1",
+            )?;
+            for seq in rooms.query_map([], |r| r.get::<_, i64>(0))? {
+                seqs.push(seq?);
+            }
+        }
+        seqs.sort_unstable();
+        seqs.dedup();
+        for seq in &seqs {
+            delete_event(&tx, *seq)?;
+        }
+        tx.commit()?;
+        Ok(seqs.len())
+    }
+
     /// Deletes events expired at `now` (their NIP-40 expiration is `now` or earlier); returns how many.
     pub fn purge_expired(&mut self, now: Timestamp) -> Result<usize, RelayError> {
         let now = ts_to_sql(now);

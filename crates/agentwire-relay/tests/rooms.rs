@@ -345,3 +345,68 @@ async fn only_the_relay_writes_room_metadata() {
     assert!(!ok && message.starts_with("restricted: "), "{message}");
     plain.handle.shutdown().await;
 }
+
+/// Room metadata a client stored before the relay refused it, and events naming two rooms, are removed
+/// when the relay starts: they would go on being served (a forged room name dated ahead, a stranger's
+/// message in a closed room).
+#[tokio::test]
+async fn what_was_stored_before_the_room_rules_is_removed_at_start() {
+    use agentwire_relay::store::EventStore;
+    let (relay_keys, stranger, member) = (Keys::generate(), Keys::generate(), Keys::generate());
+    let dir = tempfile::TempDir::new().unwrap();
+    let forged = common::signed_at(
+        &stranger,
+        39000,
+        "",
+        vec![
+            Tag::parse(["d", "lab"]).unwrap(),
+            Tag::parse(["name", "Owned"]).unwrap(),
+        ],
+        common::now() + 3600,
+    );
+    let two_rooms = signed(
+        &stranger,
+        9,
+        "smuggled",
+        vec![
+            Tag::parse(["h", "lobby"]).unwrap(),
+            Tag::parse(["h", "lab"]).unwrap(),
+        ],
+    );
+    let fine = signed(&member, 9, "hello", h("lab"));
+    {
+        let mut store = EventStore::open(&dir.path().join("relay.sqlite")).unwrap();
+        store
+            .insert_batch(&[forged.clone(), two_rooms.clone(), fine.clone()])
+            .unwrap();
+    }
+    let mut config = common::config(&dir, Default::default());
+    config.rooms = vec![
+        room("lab", true, &[&member], &[]),
+        room("lobby", false, &[], &[]),
+    ];
+    config.relay_keys = Some(relay_keys.clone());
+    let relay = agentwire_relay::start(config).await.unwrap();
+    let mut c = common::Client::connect(&relay.url()).await;
+    let metadata = c
+        .query(
+            "meta",
+            vec![Filter::new().kind(Kind::from_u16(39000)).identifier("lab")],
+        )
+        .await;
+    assert!(!metadata.is_empty(), "the relay's own metadata is there");
+    assert!(
+        metadata.iter().all(|e| e.pubkey == relay_keys.public_key()),
+        "only the relay's: {metadata:?}"
+    );
+    let lab = c
+        .query(
+            "lab",
+            vec![Filter::new().custom_tag(nostr::filter::SingleLetterTag::LOWERCASE_H, "lab")],
+        )
+        .await;
+    let ids: Vec<_> = lab.iter().map(|e| e.id).collect();
+    assert!(ids.contains(&fine.id), "a room's own message stays");
+    assert!(!ids.contains(&two_rooms.id), "the smuggled one is gone");
+    relay.shutdown().await;
+}
