@@ -9,7 +9,9 @@ pub fn redact_userinfo(urls: &str, marker: &str) -> String {
             let Some((scheme, rest)) = url.split_once("://") else {
                 return url.to_string();
             };
-            let authority = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            // The user-info ends at the last `@` before any query or fragment: a password that should
+            // have been percent-encoded (`a/b`) is still user-info, and is hidden rather than shown.
+            let authority = rest.find(['?', '#']).unwrap_or(rest.len());
             match rest[..authority].rfind('@') {
                 Some(at) => format!("{scheme}://{marker}{}", &rest[at..]),
                 None => url.to_string(),
@@ -88,9 +90,14 @@ mod tests {
             "nats://<set>@h:4222,nats://<set>@k:1,nats://plain:2"
         );
         assert_eq!(
-            redact_userinfo("https://h/p@q?x=@", "*"),
-            "https://h/p@q?x=@",
-            "an @ past the authority is not user-info"
+            redact_userinfo("https://h/p?x=@", "*"),
+            "https://h/p?x=@",
+            "an @ in the query is not user-info"
+        );
+        assert_eq!(
+            redact_userinfo("nats://alice:ab/cd@host:4222", "*"),
+            "nats://*@host:4222",
+            "a password with an unencoded / is hidden, not cut at the /"
         );
     }
 }

@@ -692,7 +692,11 @@ impl Engine {
         let live_here = self.lock().live.contains_key(&id);
         if stored.outcome.is_none() && stored.owner == self.owner && !live_here {
             // A turn of ours that a crash cut off, sent again before the recovery pass reached it (which
-            // skips turns live here, as this one may have been for a moment): it ends here, once.
+            // skips turns live here, as this one may have been for a moment): it ends here, once, when the
+            // journal can take its outcome (else the recovery pass ends it later).
+            if !self.health.writable() {
+                return SubmitReply::JournalUnavailable("the journal cannot be written".into());
+            }
             let outcome = interrupted();
             let wire = sub.front.encode_outcome(&outcome);
             let finish = Finish::new(id, outcome, now_secs()).wire(wire);

@@ -307,6 +307,8 @@ impl UrlAuth {
         match (addr.username(), addr.password()) {
             (Some(user), Some(password)) => UrlAuth::UserPassword(decode(user), decode(password)),
             (Some(token), None) => UrlAuth::Token(decode(token)),
+            // `nats://:secret@host`: no user, so the secret is a token rather than dropped.
+            (None, Some(token)) if !token.is_empty() => UrlAuth::Token(decode(token)),
             (None, _) => UrlAuth::None,
         }
     }

@@ -106,7 +106,8 @@ pub struct JetStreamJournal {
     renewing: std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>,
     /// The instance name this process holds, once it holds one.
     held: std::sync::Mutex<Option<instance::Held>>,
-    halted: AtomicBool,
+    /// Set once the journal is halted (or closed, or has lost its instance's name): nothing writes after.
+    halted: std::sync::Arc<AtomicBool>,
 }
 
 /// A turn as its bucket holds it.
@@ -237,6 +238,17 @@ impl JetStreamJournal {
         for bucket in [&turns, &members, &running, &meta, &leases, &claims] {
             takes_writes(bucket).await?;
         }
+        // The bucket's age limit is the lease in force, whichever instance made it: renewing on another
+        // would let leases (and instance names) age out between two renewals.
+        let lease = match leases.status().await.map(|s| s.max_age()) {
+            Ok(age) if !age.is_zero() => {
+                if age != lease {
+                    tracing::warn!(configured = ?lease, bucket = ?age, "the journal's leases bucket has another lease; using the bucket's");
+                }
+                age
+            }
+            _ => lease,
+        };
         Ok(JetStreamJournal {
             js,
             turns,
@@ -248,7 +260,7 @@ impl JetStreamJournal {
             lease,
             renewing: Default::default(),
             held: Default::default(),
-            halted: AtomicBool::new(false),
+            halted: Default::default(),
         })
     }
 
@@ -285,11 +297,15 @@ impl JetStreamJournal {
             return;
         }
         let (leases, every, k) = (self.leases.clone(), self.lease / 3, bucket_key(id));
+        let halted = self.halted.clone();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.tick().await;
             loop {
                 tick.tick().await;
+                if halted.load(Ordering::SeqCst) {
+                    return;
+                }
                 if let Err(e) = leases.put(&k, Vec::new().into()).await {
                     tracing::warn!(error = %e, "could not renew a turn's lease");
                 }
@@ -865,7 +881,11 @@ impl Journal for JetStreamJournal {
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.release_instance())
+        Box::pin(async move {
+            self.release_instance().await;
+            // As after a halt: a turn still running past the drain renews and writes nothing more.
+            self.halt();
+        })
     }
 }
 

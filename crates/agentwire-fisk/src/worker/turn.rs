@@ -69,7 +69,15 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     // of an ack's latency). The reply set publishes nothing, its ack included, until they are sent: the
     // server handles one connection's SUB before a PUB that follows it, so they are live before the caller
     // can see the ack. (A flush would add a round trip to every ack.)
+    let resend = plan.resend;
     let subscribe = async {
+        if resend {
+            // Answered from the journal: nothing to cancel or answer here, and a second subscriber to the
+            // subjects of a turn live on this instance would take answers meant for it.
+            drop((cancels_gone_tx, elicits_gone_tx));
+            let _ = subscribed_tx.send(());
+            return;
+        }
         let subs = async {
             let c = worker
                 .client
@@ -121,7 +129,7 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         slot: plan.slot,
     };
     let submit = async {
-        match plan.resend {
+        match resend {
             true => worker.engine.answer_resend(sub).await,
             false => worker.engine.submit(sub).await,
         }

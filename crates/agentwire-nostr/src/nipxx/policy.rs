@@ -11,7 +11,8 @@ use std::collections::{HashMap, HashSet};
 /// which only ever errs towards letting a sender through.
 pub const MAX_TRACKED_SENDERS: usize = 100_000;
 
-/// Refusals answered per second, sustained, across all senders. Each refusal of a prompt that never ran is
+/// Refusals answered per second, sustained, across all senders the allow list does not name (all senders,
+/// without an allow list; a listed sender is bounded by its own rate). Each refusal of a prompt that never ran is
 /// journaled (so that the relay's copy, delivered again, gets the same answer and never a second terminal)
 /// and answered with a signed, stored error event: senders the allow list does not know, one per throwaway
 /// key, would otherwise fill the journal and the relay without bound. Past the budget a refused prompt is

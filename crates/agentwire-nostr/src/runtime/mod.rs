@@ -493,7 +493,9 @@ impl Runtime {
         };
         if let Err(r) = &admitted {
             let mut policy = self.policy.lock().unwrap_or_else(|p| p.into_inner());
-            if !policy.answer_refusal(Timestamp::now().as_secs() as f64) {
+            // A sender the allow list names has a rate of its own; only strangers share the budget.
+            let listed = policy.allow.as_ref().is_some_and(|a| a.contains(&client));
+            if !listed && !policy.answer_refusal(Timestamp::now().as_secs() as f64) {
                 tracing::debug!(event = %event.id, code = ?r.violation.code, "dropped a refused prompt past the refusal budget");
                 return;
             }
