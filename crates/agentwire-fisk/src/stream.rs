@@ -2,6 +2,9 @@
 //! the last marked final, and streamed text coalesced into blocks. No I/O and no clock: time comes in as
 //! `now`.
 //!
+//! The turn's first fragment of text goes out at once, so the caller sees the first words as soon as the
+//! agent has them; what follows is coalesced.
+//!
 //! Inputs are `handle_*` calls; outputs are drained with [`ReplyStream::poll_transmit`], in order. Held
 //! text must go out within [`TEXT_COALESCE_WINDOW`] of its first fragment even when the agent pauses, so a
 //! driver also sleeps until [`ReplyStream::poll_timeout`] and then calls
@@ -14,21 +17,24 @@
 //! let t0 = Instant::now();
 //! let mut s = ReplyStream::new(true);
 //! s.handle_text("Hel", t0);
-//! s.handle_text("lo", t0 + Duration::from_millis(50));
+//! assert_eq!(s.poll_transmit().unwrap().sequence, 1, "the first words at once");
+//! s.handle_text("lo", t0 + Duration::from_millis(10));
+//! s.handle_text(" there", t0 + Duration::from_millis(50));
 //! assert!(s.poll_transmit().is_none(), "held while more may come");
-//! assert_eq!(s.poll_timeout(), Some(t0 + TEXT_COALESCE_WINDOW));
-//! s.handle_timeout(t0 + TEXT_COALESCE_WINDOW);
+//! let deadline = t0 + Duration::from_millis(10) + TEXT_COALESCE_WINDOW;
+//! assert_eq!(s.poll_timeout(), Some(deadline));
+//! s.handle_timeout(deadline);
 //! let out = s.poll_transmit().unwrap();
-//! assert_eq!((out.sequence, out.last), (1, false));
+//! assert_eq!((out.sequence, out.last), (2, false));
 //! ```
 
 use crate::wire::{self, Block, Reply};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// Text fragments that arrive within this long of the first one are sent as one `event.text` block: a
+/// Text fragments that arrive within this long of the first one held are sent as one `event.text` block: a
 /// block is a piece of prose, not a token, and fewer, larger blocks are what fisk-ai callers render. It
-/// is also the longest a fragment waits when the agent pauses.
+/// is also the longest a fragment waits when the agent pauses. (The turn's very first fragment is not held.)
 pub const TEXT_COALESCE_WINDOW: Duration = Duration::from_millis(200);
 
 /// A message to publish.
@@ -49,6 +55,8 @@ pub struct ReplyStream {
     stream: bool,
     next: u64,
     held: Option<(String, Instant)>,
+    /// The turn's first text has gone out.
+    first_sent: bool,
     out: VecDeque<Outgoing>,
     finished: bool,
 }
@@ -60,6 +68,7 @@ impl ReplyStream {
             stream,
             next: 1,
             held: None,
+            first_sent: false,
             out: VecDeque::new(),
             finished: false,
         }
@@ -101,9 +110,19 @@ impl ReplyStream {
         }
     }
 
-    /// A fragment of streamed text: joins the held block while it is younger than the window.
+    /// A fragment of streamed text: the turn's first goes out at once; a later one joins the held block
+    /// while it is younger than the window.
     pub fn handle_text(&mut self, text: &str, now: Instant) {
-        if !self.stream || self.finished {
+        if !self.stream || self.finished || text.is_empty() {
+            return;
+        }
+        if !self.first_sent {
+            self.first_sent = true;
+            self.flush();
+            self.push(
+                Reply::Event(Block::text(wire::trim_block_text(text), false)),
+                false,
+            );
             return;
         }
         match self.held.as_mut() {
@@ -202,22 +221,47 @@ mod tests {
     }
 
     #[test]
+    fn the_first_words_go_at_once_and_what_follows_is_coalesced() {
+        let c = Clock { t0: Instant::now() };
+        let mut s = ReplyStream::new(true);
+        s.handle_reply(Reply::Ack(Ack::accepted()));
+        s.handle_text("The", c.at(0));
+        let out = drain(&mut s);
+        assert_eq!(
+            out.len(),
+            2,
+            "the ack, then the first words without waiting"
+        );
+        assert_eq!(text_of(&out[1]), Some(("The", false)));
+        assert_eq!(s.poll_timeout(), None);
+        s.handle_text(" first", c.at(5));
+        s.handle_text(" words", c.at(120));
+        assert!(drain(&mut s).is_empty(), "later fragments are held");
+        assert_eq!(s.poll_timeout(), Some(c.at(205)));
+    }
+
+    #[test]
     fn held_text_goes_out_when_the_window_closes_though_the_agent_pauses() {
         let c = Clock { t0: Instant::now() };
         let mut s = ReplyStream::new(true);
         s.handle_reply(Reply::Ack(Ack::accepted()));
+        s.handle_text("Hi, ", c.at(0));
         s.handle_text("first ", c.at(0));
         s.handle_text("words", c.at(120));
         // The agent pauses for seconds: the driver wakes at the deadline, not at the next event.
         let wake = s.poll_timeout().expect("a deadline while text is held");
         assert_eq!(wake, c.at(200));
         s.handle_timeout(c.at(199));
-        assert_eq!(drain(&mut s).len(), 1, "only the ack before the deadline");
+        assert_eq!(
+            drain(&mut s).len(),
+            2,
+            "the ack and the first words before the deadline"
+        );
         s.handle_timeout(wake);
         let out = drain(&mut s);
         assert_eq!(out.len(), 1);
         assert_eq!(text_of(&out[0]), Some(("first words", false)));
-        assert_eq!(out[0].sequence, 2);
+        assert_eq!(out[0].sequence, 3);
         assert_eq!(s.poll_timeout(), None, "nothing held, nothing to wait for");
     }
 
@@ -226,28 +270,34 @@ mod tests {
         let c = Clock { t0: Instant::now() };
         let mut s = ReplyStream::new(true);
         s.handle_text("a", c.at(0));
-        s.handle_text("b", c.at(250));
+        s.handle_text("b", c.at(10));
+        s.handle_text("b", c.at(260));
         s.handle_event(Block::thinking("hm"));
         s.handle_text("c", c.at(300));
-        s.handle_answer("abc", result("abc"));
+        s.handle_answer("abbc", result("abbc"));
         let out = drain(&mut s);
         let seqs: Vec<u64> = out.iter().map(|o| o.sequence).collect();
-        assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6], "numbered from 1 without gaps");
-        assert_eq!(text_of(&out[0]), Some(("a", false)));
-        assert_eq!(text_of(&out[1]), Some(("b", false)));
-        assert!(matches!(out[2].reply, Reply::Event(Block::Thinking(_))));
         assert_eq!(
-            text_of(&out[3]),
+            seqs,
+            vec![1, 2, 3, 4, 5, 6, 7],
+            "numbered from 1 without gaps"
+        );
+        assert_eq!(text_of(&out[0]), Some(("a", false)), "the first at once");
+        assert_eq!(text_of(&out[1]), Some(("b", false)));
+        assert_eq!(text_of(&out[2]), Some(("b", false)), "past the window");
+        assert!(matches!(out[3].reply, Reply::Event(Block::Thinking(_))));
+        assert_eq!(
+            text_of(&out[4]),
             Some(("c", false)),
             "held text is not the answer"
         );
         assert_eq!(
-            text_of(&out[4]),
-            Some(("abc", true)),
+            text_of(&out[5]),
+            Some(("abbc", true)),
             "one final block: the answer"
         );
-        assert!(out[5].last && matches!(out[5].reply, Reply::Result(_)));
-        assert!(out[..5].iter().all(|o| !o.last));
+        assert!(out[6].last && matches!(out[6].reply, Reply::Result(_)));
+        assert!(out[..6].iter().all(|o| !o.last));
     }
 
     #[test]
@@ -256,11 +306,13 @@ mod tests {
         let mut s = ReplyStream::new(true);
         s.handle_text("You said: ", c.at(0));
         s.handle_text("hi", c.at(10));
-        s.handle_answer("You said: hi", result("You said: hi"));
+        s.handle_text(" there", c.at(20));
+        s.handle_answer("hi there", result("You said: hi there"));
         let out = drain(&mut s);
-        assert_eq!(out.len(), 2);
-        assert_eq!(text_of(&out[0]), Some(("You said: hi", true)));
-        assert!(out[1].last);
+        assert_eq!(out.len(), 3);
+        assert_eq!(text_of(&out[0]), Some(("You said: ", false)));
+        assert_eq!(text_of(&out[1]), Some(("hi there", true)));
+        assert!(out[2].last);
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub(crate) async fn ask(
     };
     let mut streamed_final = None;
     let mut printed_any = false;
+    // The text printed since the last tool call or thought: the answer's final block holds all of it again.
+    let mut shown = String::new();
     let result = caller
         .prompt_until(
             PromptCall {
@@ -96,20 +98,26 @@ pub(crate) async fn ask(
                 "ack" if m.json["accepted"] == true => eprintln!("run {request}"),
                 "event.text" => {
                     let text = m.json["block"]["text"].as_str().unwrap_or("");
-                    if m.json["block"]["final"] == true {
+                    let fin = m.json["block"]["final"] == true;
+                    if fin {
                         streamed_final = Some(text.to_string());
                     }
                     if live {
-                        print!("{text}");
+                        let new = unshown(&shown, text, fin);
+                        print!("{new}");
                         let _ = std::io::stdout().flush();
+                        shown.push_str(new);
                         printed_any = true;
                     }
                 }
-                "event.tool_call" => eprintln!(
-                    "[tool {} start {}]",
-                    m.json["block"]["name"].as_str().unwrap_or("?"),
-                    m.json["block"]["input"]
-                ),
+                "event.tool_call" => {
+                    shown.clear();
+                    eprintln!(
+                        "[tool {} start {}]",
+                        m.json["block"]["name"].as_str().unwrap_or("?"),
+                        m.json["block"]["input"]
+                    )
+                }
                 "event.tool_result" => eprintln!(
                     "[tool result{} {}]",
                     if m.json["block"]["is_error"] == true {
@@ -186,6 +194,15 @@ fn say_stopped(why: Stop, p: &Prompted, request: &str, timeout: Duration) {
              try `agentwire cancel --nats URL --identity NAME {request}`"
         ),
         None => {}
+    }
+}
+
+/// What of text block `text` a terminal has not shown yet, given the text `shown` since the last tool
+/// call: the final block is the whole answer, whose start may have streamed in earlier blocks.
+fn unshown<'a>(shown: &str, text: &'a str, is_final: bool) -> &'a str {
+    match is_final {
+        true => text.strip_prefix(shown).unwrap_or(text),
+        false => text,
     }
 }
 
@@ -306,4 +323,25 @@ pub(crate) async fn discover(args: DiscoverArgs, nats: &NatsConnect) -> Result<E
         serde_json::to_string_pretty(&card).unwrap_or_default()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unshown;
+
+    #[test]
+    fn an_answer_streamed_before_its_final_block_is_shown_once() {
+        assert_eq!(unshown("", "The", false), "The");
+        assert_eq!(unshown("The", " first words", false), " first words");
+        assert_eq!(
+            unshown("The first words", "The first words, and the rest.", true),
+            ", and the rest."
+        );
+        assert_eq!(unshown("", "All at once.", true), "All at once.");
+        assert_eq!(
+            unshown("narration ", "Another answer.", true),
+            "Another answer.",
+            "a final block that does not continue what was shown is shown whole"
+        );
+    }
 }
