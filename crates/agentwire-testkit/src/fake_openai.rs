@@ -104,6 +104,8 @@ impl FakeOpenAi {
 }
 
 fn serve(stream: TcpStream, state: &Mutex<State>) {
+    // Each chunk leaves when it is written, as a model server streaming tokens sends them.
+    let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().expect("a second handle"));
     let (mut head, mut line) = (Vec::new(), String::new());
     let mut content_length = 0usize;
