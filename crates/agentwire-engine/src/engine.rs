@@ -198,6 +198,8 @@ pub struct Engine {
     agent_name: String,
     /// The instance name recorded with each turn: recovery ends only this owner's.
     owner: String,
+    /// Where every turn's progress is published for watchers (shared by a daemon's engines).
+    hub: Arc<crate::WatchHub>,
     health: Health,
     slots: crate::slots::Slots,
     /// Outcomes decided and journaled whose turn has left the live table but which are not yet handed to
@@ -221,7 +223,19 @@ impl Engine {
         agent: Arc<dyn Agent>,
         owner: impl Into<String>,
     ) -> Arc<Engine> {
+        Self::with_hub(journal, agent, owner, crate::WatchHub::new())
+    }
+
+    /// Like [`with_owner`](Self::with_owner), publishing its turns to `hub` (one hub for every engine of a
+    /// daemon, so that one watcher sees every agent's turns).
+    pub fn with_hub(
+        journal: Arc<dyn Journal>,
+        agent: Arc<dyn Agent>,
+        owner: impl Into<String>,
+        hub: Arc<crate::WatchHub>,
+    ) -> Arc<Engine> {
         Arc::new(Engine {
+            hub,
             state: Mutex::new(State::default()),
             journal,
             agent_name: agent.card().name,
@@ -490,11 +504,39 @@ impl Engine {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The hub this engine publishes its turns to.
+    pub fn watch_hub(&self) -> &Arc<crate::WatchHub> {
+        &self.hub
+    }
+
+    /// `sub` with its front beside the hub: what the turn does reaches watchers too.
+    fn watched(&self, mut sub: Submission) -> Submission {
+        let accepted = crate::WatchKind::Accepted {
+            queued: false,
+            protocol: sub.protocol.clone(),
+            agent: self.agent_name.clone(),
+            conversation: sub.input.conversation_id.clone(),
+            prompt: crate::watch::first_line(&sub.input.message),
+        };
+        sub.front = Arc::new(crate::watch::WatchedFront {
+            inner: sub.front,
+            hub: self.hub.clone(),
+            turn: sub.input.request_id.clone(),
+            accepted,
+        });
+        sub
+    }
+
     /// Submits a validated request: journals it, then runs or queues it.
     ///
     /// The turn is registered (and a live duplicate recognised) before this returns, so a cancel handled
     /// after this call finds it even while the returned future is still journaling it.
-    pub fn submit(self: &Arc<Self>, mut sub: Submission) -> BoxFuture<'static, SubmitReply> {
+    pub fn submit(self: &Arc<Self>, sub: Submission) -> BoxFuture<'static, SubmitReply> {
+        let sub = self.watched(sub);
+        self.submit_watched(sub)
+    }
+
+    fn submit_watched(self: &Arc<Self>, mut sub: Submission) -> BoxFuture<'static, SubmitReply> {
         let id = sub.input.request_id.clone();
         let conv = sub.input.conversation_id.clone();
         let (cancel_tx, _) = watch::channel(false);
@@ -527,7 +569,7 @@ impl Engine {
                     )
                     .retry_after(AGENT_BUSY_RETRY_AFTER_SECS);
                     let this = self.clone();
-                    return Box::pin(async move { this.refuse(sub, f).await });
+                    return Box::pin(async move { this.refuse_watched(sub, f).await });
                 }
             }
             let submitted = if sub.policy.exclusive {
@@ -552,7 +594,7 @@ impl Engine {
                     )
                     .retry_after(10);
                     let this = self.clone();
-                    return Box::pin(async move { this.refuse(sub, f).await });
+                    return Box::pin(async move { this.refuse_watched(sub, f).await });
                 }
             }
             st.live.insert(
@@ -616,7 +658,7 @@ impl Engine {
                         Refusal::TurnNotTaken,
                         "the journal holds a corrupt record for this turn or its conversation; an operator has to remove it",
                     );
-                    return self.refuse(sub, failure).await;
+                    return self.refuse_watched(sub, failure).await;
                 }
                 (Err(e), _) | (_, Err(e)) => {
                     tracing::error!(request = %id, error = %e, "journal could not claim a conversation");
@@ -711,6 +753,11 @@ impl Engine {
     /// Refuses a request before it runs (bad input, policy): the refusal is journaled under the request id,
     /// so a resend gets the same answer without being judged again, then delivered.
     pub async fn refuse(self: &Arc<Self>, sub: Submission, failure: Failure) -> SubmitReply {
+        let sub = self.watched(sub);
+        self.refuse_watched(sub, failure).await
+    }
+
+    async fn refuse_watched(self: &Arc<Self>, sub: Submission, failure: Failure) -> SubmitReply {
         if !self.health.writable() {
             return SubmitReply::JournalUnavailable("the journal cannot be written".into());
         }
@@ -832,7 +879,21 @@ impl Engine {
         let n = turns.len();
         for t in turns {
             let outcome = interrupted();
-            let front = make_front(&t);
+            let front = make_front(&t).map(|inner| {
+                let accepted = crate::WatchKind::Accepted {
+                    queued: false,
+                    protocol: t.protocol.clone(),
+                    agent: t.agent.clone(),
+                    conversation: t.conversation_id.clone(),
+                    prompt: crate::watch::first_line(t.input["message"].as_str().unwrap_or("")),
+                };
+                Arc::new(crate::watch::WatchedFront {
+                    inner,
+                    hub: self.hub.clone(),
+                    turn: t.request_id.clone(),
+                    accepted,
+                }) as Arc<dyn TurnFront>
+            });
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
             if self.health.writable() {

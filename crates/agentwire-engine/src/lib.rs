@@ -12,6 +12,7 @@ mod engine;
 mod health;
 mod lifecycle;
 mod slots;
+pub mod watch;
 
 pub use agent::{
     cancelled, past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, PastToolCall,
@@ -25,3 +26,7 @@ pub use engine::{
 pub use health::{RETRY_FIRST, RETRY_MAX};
 pub use lifecycle::Front;
 pub use slots::{Slot, SlotRefusal};
+pub use watch::{
+    AllWatch, Missed, TurnWatch, WatchEvent, WatchHub, WatchKind, MAX_WATCHED_EVENTS_PER_TURN,
+    RECENT_TURNS_KEPT, WATCH_QUEUE_CAPACITY,
+};

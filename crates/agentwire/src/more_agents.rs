@@ -53,6 +53,7 @@ pub(crate) async fn prepare(
     roost_socket: &Path,
     journal: &Arc<dyn Journal>,
     instance: Option<&str>,
+    hub: &Arc<agentwire_engine::WatchHub>,
 ) -> Result<Vec<Prepared>, String> {
     let mut out = Vec::new();
     for m in more {
@@ -63,7 +64,7 @@ pub(crate) async fn prepare(
             Some(i) => format!("{i}/agent:{name}"),
             None => format!("agent:{name}"),
         };
-        let engine = Engine::with_owner(journal.clone(), agent, owner);
+        let engine = Engine::with_hub(journal.clone(), agent, owner, hub.clone());
         if let Some(n) = m.choice.max_concurrent_turns {
             engine.limit_running(n);
         }

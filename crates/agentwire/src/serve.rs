@@ -168,18 +168,19 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
     let closing = journal.clone();
+    // One hub for every agent's turns: a watcher sees them all.
+    let hub = agentwire_engine::WatchHub::new();
     let more = crate::more_agents::prepare(
         &more_agents,
         &data_dir,
         &roost_socket,
         &journal,
         owner.as_deref(),
+        &hub,
     )
     .await?;
-    let engine = match &owner {
-        Some(o) => Engine::with_owner(journal, agent, o.clone()),
-        None => Engine::new(journal, agent),
-    };
+    let owner = owner.unwrap_or_else(|| agentwire_store::LOCAL_OWNER.to_string());
+    let engine = Engine::with_hub(journal, agent, owner, hub.clone());
     if let Some(n) = max_concurrent_turns {
         engine.limit_running(n);
     }

@@ -1,0 +1,426 @@
+//! Turns that many can watch. Every turn's progress (its acceptance, events, questions and outcome) is
+//! published to a hub beside the front that took the turn, which stays one subscriber among any number: a
+//! web page, a CLI following a run, metrics.
+//!
+//! - [`WatchHub::watch`] follows one turn: what it has done so far, then what it does next, with no gap and
+//!   no duplicate (the snapshot and the subscription are taken under the lock every publication holds).
+//! - [`WatchHub::watch_all`] follows every turn of every engine that shares the hub; each event has an id
+//!   that increases across the hub, and [`WatchHub::watch_all_since`] resumes after one.
+//! - A watcher never slows a turn: publication never waits. One that falls more than
+//!   [`WATCH_QUEUE_CAPACITY`] events behind is told how many it missed ([`Missed`]) and can read the turns
+//!   again (here while they are recent, then from the journal).
+
+use agentwire_core::{ConversationId, Outcome, Question, RequestId, TurnEvent};
+use agentwire_store::StoredTurn;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::broadcast;
+
+use crate::engine::{FrontAsk, TurnFront};
+
+/// Events a watcher may fall behind by before it is told it missed some: a turn streams tens of events a
+/// second, so this is seconds of every running turn's output, and a watcher that is further behind is not
+/// reading (a stopped page, a full socket).
+pub const WATCH_QUEUE_CAPACITY: usize = 4096;
+/// Events kept per turn for a watcher that joins part way, as many as a turn's transcript keeps: past it the
+/// oldest are let go (and counted), the outcome always kept.
+pub const MAX_WATCHED_EVENTS_PER_TURN: usize = 4096;
+/// Ended turns whose events stay in memory for late watchers and resumed streams; older ones are read from
+/// the journal.
+pub const RECENT_TURNS_KEPT: usize = 256;
+/// The most of a prompt a turn's acceptance carries: its first line, cut here.
+pub const MAX_PROMPT_SHOWN: usize = 200;
+
+/// What a turn did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum WatchKind {
+    /// Journaled and running (or waiting behind its conversation).
+    Accepted {
+        /// Waiting behind another turn of its conversation.
+        queued: bool,
+        /// The front that took it (`nipxx`, `fisk`, ...).
+        protocol: String,
+        /// The agent that runs it.
+        agent: String,
+        /// Its conversation.
+        conversation: ConversationId,
+        /// The first line of its prompt, at most [`MAX_PROMPT_SHOWN`] bytes.
+        prompt: String,
+    },
+    /// One event of the running turn.
+    Event(TurnEvent),
+    /// A question put to a person.
+    Question {
+        /// The question's id.
+        id: String,
+        /// The question.
+        question: Question,
+    },
+    /// The question was settled (answered, expired, cancelled).
+    QuestionClosed {
+        /// The question's id.
+        id: String,
+    },
+    /// The turn's one outcome, durable.
+    Outcome(Outcome),
+}
+
+/// One thing a turn did, as watchers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    /// Increases across the hub: a stream resumes after it ([`WatchHub::since`]).
+    pub id: u64,
+    /// The turn.
+    pub turn: RequestId,
+    /// Its place in the turn, from 0.
+    pub seq: u64,
+    /// What happened.
+    pub kind: WatchKind,
+}
+
+/// A watcher fell behind by this many events (they are in the hub while their turns are recent, and in the
+/// journal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("missed {0} events")]
+pub struct Missed(pub u64);
+
+#[derive(Default)]
+struct TurnLog {
+    events: VecDeque<Arc<WatchEvent>>,
+    next_seq: u64,
+    /// Events let go for the bound.
+    dropped: u64,
+    ended: bool,
+}
+
+#[derive(Default)]
+struct HubState {
+    next_id: u64,
+    turns: HashMap<RequestId, TurnLog>,
+    /// Ended turns, oldest first, so the oldest are let go past [`RECENT_TURNS_KEPT`].
+    ended: VecDeque<RequestId>,
+}
+
+/// The turns' events, for every watcher. Shared by the engines of one daemon.
+pub struct WatchHub {
+    state: Mutex<HubState>,
+    tx: broadcast::Sender<Arc<WatchEvent>>,
+}
+
+impl std::fmt::Debug for WatchHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchHub").finish_non_exhaustive()
+    }
+}
+
+impl Default for WatchHub {
+    fn default() -> Self {
+        WatchHub {
+            state: Mutex::default(),
+            tx: broadcast::channel(WATCH_QUEUE_CAPACITY).0,
+        }
+    }
+}
+
+impl WatchHub {
+    /// A hub with no turns.
+    pub fn new() -> Arc<WatchHub> {
+        Arc::new(WatchHub::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes what turn `turn` did. Never waits.
+    pub(crate) fn publish(&self, turn: &RequestId, kind: WatchKind) {
+        let mut st = self.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        let ends = matches!(kind, WatchKind::Outcome(_));
+        let log = st.turns.entry(turn.clone()).or_default();
+        let event = Arc::new(WatchEvent {
+            id,
+            turn: turn.clone(),
+            seq: log.next_seq,
+            kind,
+        });
+        log.next_seq += 1;
+        if log.events.len() >= MAX_WATCHED_EVENTS_PER_TURN && !ends {
+            log.events.pop_front();
+            log.dropped += 1;
+        }
+        log.events.push_back(event.clone());
+        if ends && !log.ended {
+            log.ended = true;
+            st.ended.push_back(turn.clone());
+            while st.ended.len() > RECENT_TURNS_KEPT {
+                if let Some(old) = st.ended.pop_front() {
+                    st.turns.remove(&old);
+                }
+            }
+        }
+        // No receiver is fine; a full one is told what it missed when it reads.
+        let _ = self.tx.send(event);
+    }
+
+    /// Follows turn `turn`: what it did so far, then what it does next. `None` when the hub does not know
+    /// it (never seen here, or ended long ago: read it from the journal).
+    pub fn watch(&self, turn: &RequestId) -> Option<TurnWatch> {
+        let st = self.lock();
+        let log = st.turns.get(turn)?;
+        let so_far: Vec<Arc<WatchEvent>> = log.events.iter().cloned().collect();
+        let ended = log.ended;
+        // Subscribed under the lock every publication holds: nothing published between the two is lost or
+        // seen twice.
+        let rx = (!ended).then(|| self.tx.subscribe());
+        Some(TurnWatch {
+            turn: turn.clone(),
+            so_far: so_far.into(),
+            dropped: log.dropped,
+            rx,
+        })
+    }
+
+    /// Follows every turn from now on.
+    pub fn watch_all(&self) -> AllWatch {
+        let _st = self.lock();
+        AllWatch {
+            rx: self.tx.subscribe(),
+        }
+    }
+
+    /// Follows every turn, from the events after `id` the hub still holds: [`Missed`] first when some after
+    /// it are gone.
+    pub fn watch_all_since(&self, id: u64) -> (Vec<Arc<WatchEvent>>, Option<Missed>, AllWatch) {
+        let st = self.lock();
+        let mut out: Vec<Arc<WatchEvent>> = st
+            .turns
+            .values()
+            .flat_map(|l| l.events.iter().filter(|e| e.id > id).cloned())
+            .collect();
+        out.sort_by_key(|e| e.id);
+        let wanted = st.next_id.saturating_sub(id.saturating_add(1));
+        let missed = (wanted > out.len() as u64).then(|| Missed(wanted - out.len() as u64));
+        let rx = self.tx.subscribe();
+        drop(st);
+        (out, missed, AllWatch { rx })
+    }
+}
+
+/// One turn followed.
+#[derive(Debug)]
+pub struct TurnWatch {
+    turn: RequestId,
+    so_far: VecDeque<Arc<WatchEvent>>,
+    /// Events of the turn let go before the watch began.
+    dropped: u64,
+    /// `None` once the turn has ended (nothing more comes).
+    rx: Option<broadcast::Receiver<Arc<WatchEvent>>>,
+}
+
+impl TurnWatch {
+    /// How many of the turn's first events were let go before this watch began (past
+    /// [`MAX_WATCHED_EVENTS_PER_TURN`]).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The turn's next event: first those it did before the watch began, then the live ones; `None` after
+    /// its outcome. [`Missed`] when this watcher fell behind.
+    pub async fn next(&mut self) -> Option<Result<Arc<WatchEvent>, Missed>> {
+        if let Some(e) = self.so_far.pop_front() {
+            if matches!(e.kind, WatchKind::Outcome(_)) {
+                self.rx = None;
+            }
+            return Some(Ok(e));
+        }
+        loop {
+            let rx = self.rx.as_mut()?;
+            match rx.recv().await {
+                Ok(e) if e.turn == self.turn => {
+                    if matches!(e.kind, WatchKind::Outcome(_)) {
+                        self.rx = None;
+                    }
+                    return Some(Ok(e));
+                }
+                Ok(_) => continue,
+                Err(broadcast::error::RecvError::Lagged(n)) => return Some(Err(Missed(n))),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+/// Every turn followed.
+#[derive(Debug)]
+pub struct AllWatch {
+    rx: broadcast::Receiver<Arc<WatchEvent>>,
+}
+
+impl AllWatch {
+    /// The next event of any turn; [`Missed`] when this watcher fell behind.
+    pub async fn next(&mut self) -> Option<Result<Arc<WatchEvent>, Missed>> {
+        match self.rx.recv().await {
+            Ok(e) => Some(Ok(e)),
+            Err(broadcast::error::RecvError::Lagged(n)) => Some(Err(Missed(n))),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}
+
+/// The first line of `message`, at most [`MAX_PROMPT_SHOWN`] bytes (at a character boundary).
+pub(crate) fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or("");
+    let mut end = line.len().min(MAX_PROMPT_SHOWN);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
+/// A turn's front as the engine holds it: the protocol's front, and the hub beside it.
+pub(crate) struct WatchedFront {
+    pub(crate) inner: Arc<dyn TurnFront>,
+    pub(crate) hub: Arc<WatchHub>,
+    pub(crate) turn: RequestId,
+    /// What the acceptance tells watchers.
+    pub(crate) accepted: WatchKind,
+}
+
+impl TurnFront for WatchedFront {
+    fn accepted(&self, queued: bool) {
+        let mut kind = self.accepted.clone();
+        if let WatchKind::Accepted { queued: q, .. } = &mut kind {
+            *q = queued;
+        }
+        self.hub.publish(&self.turn, kind);
+        self.inner.accepted(queued);
+    }
+
+    fn event(&self, event: TurnEvent) {
+        self.hub
+            .publish(&self.turn, WatchKind::Event(event.clone()));
+        self.inner.event(event);
+    }
+
+    fn encode_outcome(&self, outcome: &Outcome) -> Option<String> {
+        self.inner.encode_outcome(outcome)
+    }
+
+    fn deliver_outcome(&self, outcome: &Outcome, wire: Option<&str>) {
+        self.inner.deliver_outcome(outcome, wire);
+        self.hub
+            .publish(&self.turn, WatchKind::Outcome(outcome.clone()));
+    }
+
+    fn ask(&self, question: &Question) -> FrontAsk {
+        let asked = self.inner.ask(question);
+        if let FrontAsk::Sent { question_id, .. } = &asked {
+            self.hub.publish(
+                &self.turn,
+                WatchKind::Question {
+                    id: question_id.clone(),
+                    question: question.clone(),
+                },
+            );
+        }
+        asked
+    }
+
+    fn question_closed(&self, question_id: &str) {
+        self.hub.publish(
+            &self.turn,
+            WatchKind::QuestionClosed {
+                id: question_id.to_string(),
+            },
+        );
+        self.inner.question_closed(question_id);
+    }
+
+    fn replay(&self, stored: &StoredTurn) {
+        // A resend answered from the journal: the turn does nothing new.
+        self.inner.replay(stored);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u32) -> RequestId {
+        RequestId::new(format!("t:{n}")).unwrap()
+    }
+
+    fn text(s: &str) -> WatchKind {
+        WatchKind::Event(TurnEvent::Text { text: s.into() })
+    }
+
+    fn done() -> WatchKind {
+        WatchKind::Outcome(Outcome::Result(agentwire_core::TurnResult {
+            text: "ok".into(),
+            usage: Default::default(),
+            stop_reason: "stop".into(),
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_late_watcher_gets_the_turn_so_far_then_live_without_gap_or_duplicate() {
+        let hub = WatchHub::new();
+        hub.publish(&id(1), text("a"));
+        hub.publish(&id(2), text("other"));
+        hub.publish(&id(1), text("b"));
+        let mut w = hub.watch(&id(1)).expect("a live turn");
+        hub.publish(&id(1), text("c"));
+        hub.publish(&id(1), done());
+        let mut seqs = Vec::new();
+        while let Some(e) = w.next().await {
+            seqs.push(e.unwrap().seq);
+        }
+        assert_eq!(seqs, [0, 1, 2, 3]);
+        // An ended turn is watched whole, and ends.
+        let mut again = hub.watch(&id(1)).unwrap();
+        let mut n = 0;
+        while again.next().await.is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 4);
+        assert!(hub.watch(&id(9)).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_watcher_that_stops_reading_holds_up_nothing_and_is_told_what_it_missed() {
+        let hub = WatchHub::new();
+        let mut slow = hub.watch_all();
+        let extra = 10;
+        for n in 0..(WATCH_QUEUE_CAPACITY + extra) {
+            hub.publish(&id(1), text(&n.to_string()));
+        }
+        assert_eq!(slow.next().await, Some(Err(Missed(extra as u64))));
+        assert!(matches!(slow.next().await, Some(Ok(_))));
+    }
+
+    #[tokio::test]
+    async fn a_stream_resumes_after_an_id_and_says_when_some_are_gone() {
+        let hub = WatchHub::new();
+        for n in 0..5 {
+            hub.publish(&id(n), text("x"));
+        }
+        let (after, missed, _live) = hub.watch_all_since(2);
+        assert_eq!(after.iter().map(|e| e.id).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(missed, None);
+        for n in 0..(RECENT_TURNS_KEPT as u32 + 3) {
+            hub.publish(&id(100 + n), done());
+        }
+        let (_, missed, _) = hub.watch_all_since(0);
+        assert!(missed.is_some(), "ended turns past the bound are let go");
+    }
+
+    #[test]
+    fn the_prompt_shown_is_its_first_line_cut_at_a_character() {
+        assert_eq!(first_line("hello\nworld"), "hello");
+        let long = "é".repeat(MAX_PROMPT_SHOWN);
+        assert!(first_line(&long).len() <= MAX_PROMPT_SHOWN);
+    }
+}
