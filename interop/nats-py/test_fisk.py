@@ -317,7 +317,7 @@ def start_daemon(tmp, nats_url, elicit):
     data = Path(tmp) / "data"
     log = Path(tmp) / "agentwire.log"
     cmd = [_agentwire_bin(), "serve", "--data-dir", str(data), "--relay-listen", "127.0.0.1:0",
-           "--roost-socket", str(data / "roost.sock"),
+           "--http-listen", "127.0.0.1:0", "--roost-socket", str(data / "roost.sock"),
            "--nats", nats_url, "--identity", IDENTITY]
     if elicit:
         cmd.append("--nats-elicit")

@@ -48,7 +48,7 @@ export class Daemon {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentwire-interop-'))
     // The default profile takes plain and gift-wrapped (NIP-59) prompts alike, so both are tested here.
     const args = ['serve', '--data-dir', dataDir, '--relay-listen', '127.0.0.1:0',
-      '--roost-socket', path.join(dataDir, 'roost.sock'), ...extra]
+      '--http-listen', '127.0.0.1:0', '--roost-socket', path.join(dataDir, 'roost.sock'), ...extra]
     const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
     const d = new Daemon(child, dataDir)
     const lines = readline.createInterface({ input: child.stdout })

@@ -266,7 +266,8 @@ class RealDaemonTest(unittest.TestCase):
 
     def start_daemon(self):
         cmd = [self.bin, "--data-dir", self.data, "--config", self.config, "serve",
-               "--relay-listen", "127.0.0.1:0", "--roost-socket", self.socket]
+               "--relay-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+               "--roost-socket", self.socket]
         with open(self.log, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                                     env=self.env)

@@ -70,6 +70,7 @@ impl Daemon {
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--log", "warn", "serve", "--relay-listen", "127.0.0.1:0"])
+            .args(["--http-listen", "127.0.0.1:0"])
             .args(serve_args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

@@ -504,6 +504,11 @@ impl Engine {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The agent's card.
+    pub fn card(&self) -> crate::AgentCard {
+        self.agent.card()
+    }
+
     /// The hub this engine publishes its turns to.
     pub fn watch_hub(&self) -> &Arc<crate::WatchHub> {
         &self.hub
@@ -787,10 +792,24 @@ impl Engine {
 
     /// Cancels a turn on behalf of `requester`. Idempotent; a no-op after the outcome.
     pub async fn cancel(self: &Arc<Self>, id: &RequestId, requester: &str) -> CancelReply {
+        self.cancel_as(id, Some(requester)).await
+    }
+
+    /// Cancels turn `id` for the daemon's operator (the turn API's token holder), whoever asked for it.
+    pub async fn cancel_by_operator(self: &Arc<Self>, id: &RequestId) -> CancelReply {
+        self.cancel_as(id, None).await
+    }
+
+    /// Whether turn `id` is live in this engine.
+    pub fn is_live(&self, id: &RequestId) -> bool {
+        self.lock().live.contains_key(id)
+    }
+
+    async fn cancel_as(self: &Arc<Self>, id: &RequestId, requester: Option<&str>) -> CancelReply {
         let decision = {
             let mut st = self.lock();
             match st.live.get(id) {
-                Some(t) if t.requester == requester => {}
+                Some(t) if requester.is_none_or(|r| t.requester == r) => {}
                 _ => return CancelReply::Ignored,
             }
             let d = st.book.cancel(id);

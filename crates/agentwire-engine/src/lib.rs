@@ -27,6 +27,6 @@ pub use health::{RETRY_FIRST, RETRY_MAX};
 pub use lifecycle::Front;
 pub use slots::{Slot, SlotRefusal};
 pub use watch::{
-    AllWatch, Missed, TurnWatch, WatchEvent, WatchHub, WatchKind, MAX_WATCHED_EVENTS_PER_TURN,
-    RECENT_TURNS_KEPT, WATCH_QUEUE_CAPACITY,
+    AllWatch, Missed, TurnFilter, TurnState, TurnSummary, TurnWatch, WatchEvent, WatchHub,
+    WatchKind, MAX_WATCHED_EVENTS_PER_TURN, RECENT_TURNS_KEPT, WATCH_QUEUE_CAPACITY,
 };

@@ -69,14 +69,80 @@ pub enum WatchKind {
 /// One thing a turn did, as watchers see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchEvent {
-    /// Increases across the hub: a stream resumes after it ([`WatchHub::since`]).
+    /// Increases across the hub: a stream resumes after it ([`WatchHub::watch_all_since`]).
     pub id: u64,
     /// The turn.
     pub turn: RequestId,
     /// Its place in the turn, from 0.
     pub seq: u64,
+    /// When it was published, in Unix milliseconds.
+    pub at_ms: u64,
     /// What happened.
     pub kind: WatchKind,
+}
+
+/// Where a turn is, as watchers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnState {
+    /// Waiting behind another turn of its conversation.
+    Queued,
+    /// Running.
+    Running,
+    /// Waiting for a person's answer.
+    Waiting,
+    /// Ended with its outcome.
+    Ended,
+}
+
+impl TurnState {
+    /// Its name in the turn API (`queued`, `running`, `waiting`, `ended`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnState::Queued => "queued",
+            TurnState::Running => "running",
+            TurnState::Waiting => "waiting",
+            TurnState::Ended => "ended",
+        }
+    }
+
+    /// The state a name in the turn API names.
+    pub fn parse(name: &str) -> Option<TurnState> {
+        [
+            TurnState::Queued,
+            TurnState::Running,
+            TurnState::Waiting,
+            TurnState::Ended,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
+/// A turn the hub holds, in a line: what a list of turns shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSummary {
+    /// The turn.
+    pub id: RequestId,
+    /// The agent that runs it (empty: the hub saw only its end, as for a turn a crash cut off).
+    pub agent: String,
+    /// The front that took it.
+    pub protocol: String,
+    /// Its conversation, once known.
+    pub conversation: Option<ConversationId>,
+    /// The first line of its prompt.
+    pub prompt: String,
+    /// Where it is.
+    pub state: TurnState,
+    /// Its question's id while it waits for an answer.
+    pub question: Option<String>,
+    /// Its outcome, once ended.
+    pub outcome: Option<Outcome>,
+    /// When the hub first saw it, in Unix milliseconds.
+    pub started_ms: u64,
+    /// When it ended.
+    pub ended_ms: Option<u64>,
+    /// The id of its first event: turns are listed newest first by it, and it is a page's cursor.
+    pub first_id: u64,
 }
 
 /// A watcher fell behind by this many events (they are in the hub while their turns are recent, and in the
@@ -85,13 +151,100 @@ pub struct WatchEvent {
 #[error("missed {0} events")]
 pub struct Missed(pub u64);
 
-#[derive(Default)]
 struct TurnLog {
     events: VecDeque<Arc<WatchEvent>>,
     next_seq: u64,
     /// Events let go for the bound.
     dropped: u64,
     ended: bool,
+    summary: TurnSummary,
+}
+
+impl TurnLog {
+    fn new(turn: &RequestId, first_id: u64, at_ms: u64) -> TurnLog {
+        TurnLog {
+            events: VecDeque::new(),
+            next_seq: 0,
+            dropped: 0,
+            ended: false,
+            summary: TurnSummary {
+                id: turn.clone(),
+                agent: String::new(),
+                protocol: String::new(),
+                conversation: None,
+                prompt: String::new(),
+                state: TurnState::Running,
+                question: None,
+                outcome: None,
+                started_ms: at_ms,
+                ended_ms: None,
+                first_id,
+            },
+        }
+    }
+
+    /// The summary after `kind`.
+    fn note(&mut self, kind: &WatchKind, at_ms: u64) {
+        let s = &mut self.summary;
+        match kind {
+            WatchKind::Accepted {
+                queued,
+                protocol,
+                agent,
+                conversation,
+                prompt,
+            } => {
+                s.agent = agent.clone();
+                s.protocol = protocol.clone();
+                s.conversation = Some(conversation.clone());
+                s.prompt = prompt.clone();
+                s.state = match queued {
+                    true => TurnState::Queued,
+                    false => TurnState::Running,
+                };
+            }
+            WatchKind::Event(_) => {
+                if s.state == TurnState::Queued {
+                    s.state = TurnState::Running;
+                }
+            }
+            WatchKind::Question { id, .. } => {
+                s.state = TurnState::Waiting;
+                s.question = Some(id.clone());
+            }
+            WatchKind::QuestionClosed { .. } => {
+                s.state = TurnState::Running;
+                s.question = None;
+            }
+            WatchKind::Outcome(o) => {
+                s.state = TurnState::Ended;
+                s.question = None;
+                s.outcome = Some(o.clone());
+                s.ended_ms = Some(at_ms);
+            }
+        }
+    }
+}
+
+/// Which turns [`WatchHub::turns`] lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnFilter {
+    /// Only this agent's.
+    pub agent: Option<String>,
+    /// Only this front's.
+    pub protocol: Option<String>,
+    /// Only those in this state.
+    pub state: Option<TurnState>,
+    /// Only those older than the turn whose `first_id` this is (the next page).
+    pub before: Option<u64>,
+}
+
+/// The current time in Unix milliseconds.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 #[derive(Default)]
@@ -135,15 +288,21 @@ impl WatchHub {
 
     /// Publishes what turn `turn` did. Never waits.
     pub(crate) fn publish(&self, turn: &RequestId, kind: WatchKind) {
+        let at_ms = now_ms();
         let mut st = self.lock();
         let id = st.next_id;
         st.next_id += 1;
         let ends = matches!(kind, WatchKind::Outcome(_));
-        let log = st.turns.entry(turn.clone()).or_default();
+        let log = st
+            .turns
+            .entry(turn.clone())
+            .or_insert_with(|| TurnLog::new(turn, id, at_ms));
+        log.note(&kind, at_ms);
         let event = Arc::new(WatchEvent {
             id,
             turn: turn.clone(),
             seq: log.next_seq,
+            at_ms,
             kind,
         });
         log.next_seq += 1;
@@ -181,6 +340,32 @@ impl WatchHub {
             dropped: log.dropped,
             rx,
         })
+    }
+
+    /// The turns the hub holds (live, and the newest ended ones) that `filter` lets through, newest first,
+    /// at most `limit`.
+    pub fn turns(&self, filter: &TurnFilter, limit: usize) -> Vec<TurnSummary> {
+        let st = self.lock();
+        let mut out: Vec<TurnSummary> = st
+            .turns
+            .values()
+            .map(|l| &l.summary)
+            .filter(|s| filter.agent.as_ref().is_none_or(|a| *a == s.agent))
+            .filter(|s| filter.protocol.as_ref().is_none_or(|p| *p == s.protocol))
+            .filter(|s| filter.state.is_none_or(|x| x == s.state))
+            .filter(|s| filter.before.is_none_or(|b| s.first_id < b))
+            .cloned()
+            .collect();
+        out.sort_by_key(|s| std::cmp::Reverse(s.first_id));
+        out.truncate(limit);
+        out
+    }
+
+    /// One turn the hub holds, and its events so far.
+    pub fn turn(&self, turn: &RequestId) -> Option<(TurnSummary, Vec<Arc<WatchEvent>>)> {
+        let st = self.lock();
+        let log = st.turns.get(turn)?;
+        Some((log.summary.clone(), log.events.iter().cloned().collect()))
     }
 
     /// Follows every turn from now on.

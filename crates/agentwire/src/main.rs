@@ -7,6 +7,7 @@ mod ask_deadline;
 mod config;
 mod fisk_cli;
 mod fisk_questions;
+mod http_front;
 mod jobs;
 mod keys;
 mod more_agents;

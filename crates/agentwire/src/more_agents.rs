@@ -27,6 +27,7 @@ pub(crate) fn key_file(name: &str) -> String {
 /// A further agent, built but not yet on any front.
 pub(crate) struct Prepared {
     name: String,
+    kind: &'static str,
     keys: Option<Keys>,
     engine: Arc<Engine>,
     fisk_identity: Option<String>,
@@ -79,6 +80,7 @@ pub(crate) async fn prepare(
         let roost = m.roost.then(|| RoostHost::new(engine.clone(), name));
         out.push(Prepared {
             name: name.clone(),
+            kind: m.choice.kind.name(),
             keys,
             engine,
             fisk_identity: m.fisk_identity.clone(),
@@ -91,6 +93,9 @@ pub(crate) async fn prepare(
 /// A further agent on its fronts.
 pub(crate) struct Serving {
     name: String,
+    kind: &'static str,
+    /// Exposed on roost as a hosted profile.
+    roost: bool,
     pubkey: Option<PublicKey>,
     identity: Option<String>,
     engine: Arc<Engine>,
@@ -141,6 +146,8 @@ pub(crate) async fn start(
         }
         out.push(Serving {
             name: p.name,
+            kind: p.kind,
+            roost: p.roost.is_some(),
             pubkey,
             identity: p.fisk_identity,
             engine: p.engine,
@@ -234,6 +241,29 @@ impl Serving {
             "npub": self.pubkey.map(|k| keys::npub(&k)),
             "identity": self.identity,
         })
+    }
+
+    /// Its engine.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The agent as the turn API shows it.
+    pub(crate) fn http_info(&self) -> agentwire_http::AgentInfo {
+        let mut fronts: Vec<String> = self
+            .fronts
+            .iter()
+            .map(|f| f.protocol().to_string())
+            .collect();
+        if self.roost {
+            fronts.push("roost".into());
+        }
+        agentwire_http::AgentInfo {
+            name: self.name.clone(),
+            kind: self.kind.into(),
+            fronts,
+            card: self.engine.card(),
+        }
     }
 
     /// Drains its turns (within `grace`) and takes its fronts off the wire; returns the turns still running.

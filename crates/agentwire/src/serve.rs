@@ -155,6 +155,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         notify_webhook,
         more_agents,
         journal: journal_choice,
+        http,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let agent_keys = match &nipxx.key_file {
@@ -162,6 +163,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         None => keys::load_or_create(&data_dir, AGENT_KEY_FILE)?,
     };
     let agent_name = agent.name;
+    let agent_kind = agent.kind.name();
     let max_concurrent_turns = agent.max_concurrent_turns;
     let roost_socket = roost.socket;
     let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
@@ -308,6 +310,30 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Some(h) = &default_host {
         h.recovered();
     }
+    let http_server = match &http {
+        Some(choice) => {
+            let token = crate::http_front::load_or_create_token(&data_dir)?;
+            let mut own_fronts: Vec<String> =
+                fronts.iter().map(|f| f.protocol().to_string()).collect();
+            if default_host.is_some() {
+                own_fronts.push("roost".into());
+            }
+            let mut agents = vec![agentwire_http::AgentInfo {
+                name: agent_name.clone(),
+                kind: agent_kind.into(),
+                fronts: own_fronts,
+                card: engine.card(),
+            }];
+            agents.extend(more.iter().map(|m| m.http_info()));
+            let mut engines = vec![engine.clone()];
+            engines.extend(more.iter().map(|m| m.engine().clone()));
+            let server =
+                crate::http_front::start(choice, token.clone(), hub.clone(), engines, agents)
+                    .await?;
+            Some((server, token))
+        }
+        None => None,
+    };
     let pk = agent_keys.public_key();
     let mut ready = serde_json::json!({
         "ready": true,
@@ -325,6 +351,11 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     }
     if let Some(w) = &fisk {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
+    }
+    if let Some((server, token)) = &http_server {
+        // The token is the operator's, who reads the ready line; it is in the data dir too.
+        ready["http"] = server.url().into();
+        ready["http_token"] = token.reveal().into();
     }
     // Every agent the daemon serves, the `--agent` one first.
     let mut agents = vec![serde_json::json!({
@@ -354,6 +385,9 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     }
     if left > 0 {
         tracing::warn!(turns = left, "turns still running after the drain grace");
+    }
+    if let Some((server, _)) = http_server {
+        server.shutdown().await;
     }
     roost.shutdown();
     if let Some(r) = embedded {

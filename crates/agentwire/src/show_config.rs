@@ -61,6 +61,13 @@ pub(crate) fn redact_url(urls: &str) -> String {
 
 // The printed shape: the file's keys, plain values before tables (as TOML needs).
 
+/// `[http]`: `listen = "off"` when the server is off.
+#[derive(Serialize)]
+struct HttpView {
+    listen: String,
+    allow_remote: bool,
+}
+
 #[derive(Serialize)]
 struct View<'a> {
     data_dir: &'a Path,
@@ -70,6 +77,7 @@ struct View<'a> {
     nats: Option<NatsView<'a>>,
     roost: RoostView<'a>,
     journal: JournalView<'a>,
+    http: HttpView,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -436,6 +444,16 @@ impl<'a> View<'a> {
                     .iter()
                     .map(|(name, p)| (name.as_str(), ProfileView::of(p)))
                     .collect(),
+            },
+            http: match &c.http {
+                Some(h) => HttpView {
+                    listen: h.listen.to_string(),
+                    allow_remote: h.allow_remote,
+                },
+                None => HttpView {
+                    listen: "off".into(),
+                    allow_remote: false,
+                },
             },
             journal: match &c.journal {
                 crate::config::JournalChoice::Sqlite => JournalView {

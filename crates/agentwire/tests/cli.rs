@@ -113,6 +113,8 @@ fn serve_runs_the_roost_supervisor_and_does_not_take_a_live_socket() {
             "--data-dir",
             other.path().to_str().unwrap(),
             "serve",
+            "--http-listen",
+            "127.0.0.1:0",
             "--relay-listen",
             "127.0.0.1:0",
             "--roost-socket",

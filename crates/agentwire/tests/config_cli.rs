@@ -226,6 +226,8 @@ fn a_bad_key_or_value_fails_by_name_before_anything_starts() {
         dir.path(),
         &[
             "serve",
+            "--http-listen",
+            "127.0.0.1:0",
             "--data-dir",
             data_dir.to_str().unwrap(),
             "--agent",
@@ -260,6 +262,8 @@ fn logs_to_a_file_carry_no_colour_codes() {
     let child = agentwire(dir.path())
         .args([
             "serve",
+            "--http-listen",
+            "127.0.0.1:0",
             "--data-dir",
             data_dir.to_str().unwrap(),
             "--roost-socket",

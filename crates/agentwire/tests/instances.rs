@@ -89,6 +89,8 @@ fn start_or_refuse(
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
         .args([
             "serve",
+            "--http-listen",
+            "127.0.0.1:0",
             "--data-dir",
             data.to_str().unwrap(),
             "--config",

@@ -143,6 +143,8 @@ fn a_token_and_a_user_with_a_password_authenticate_the_worker_and_the_client() {
         let out = agentwire(
             &[
                 "serve",
+                "--http-listen",
+                "127.0.0.1:0",
                 "--data-dir",
                 dir.path().join(format!("bad{n}")).to_str().unwrap(),
                 "--relay-listen",
@@ -438,6 +440,8 @@ fn a_user_and_password_in_the_url_authenticate_and_stay_out_of_the_trace_log() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentwire"))
         .args([
             "serve",
+            "--http-listen",
+            "127.0.0.1:0",
             "--data-dir",
             dir.path().join("data").to_str().unwrap(),
             "--relay-listen",
@@ -461,7 +465,13 @@ fn a_user_and_password_in_the_url_authenticate_and_stay_out_of_the_trace_log() {
     assert!(
         ready.contains("\"ready\":true"),
         "serve did not start: {}",
-        std::fs::read_to_string(&log).unwrap_or_default().lines().rev().take(5).collect::<Vec<_>>().join("\n")
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let config = write(dir.path(), "empty.toml", "");
     let out = ask(&config, &url, "inurl", &[]);

@@ -209,6 +209,8 @@ fn a_key_file_that_is_missing_or_readable_by_others_is_refused_at_start() {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
             .args([
                 "serve",
+                "--http-listen",
+                "127.0.0.1:0",
                 "--config",
                 config.to_str().unwrap(),
                 "--data-dir",

@@ -174,6 +174,8 @@ fn a_key_variable_that_is_not_set_stops_serve_with_its_name() {
     let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
         .args([
             "serve",
+            "--http-listen",
+            "127.0.0.1:0",
             "--data-dir",
             dir.path().join("data").to_str().unwrap(),
             "--relay-listen",

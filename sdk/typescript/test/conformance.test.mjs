@@ -188,7 +188,7 @@ class Daemon {
     const env = { ...process.env }
     delete env.NODE_TEST_CONTEXT // the jobs inherit the daemon's environment: they are not test files
     const args = ['--data-dir', tmp.data, '--config', tmp.config, 'serve',
-      '--relay-listen', '127.0.0.1:0', '--roost-socket', tmp.socket]
+      '--relay-listen', '127.0.0.1:0', '--http-listen', '127.0.0.1:0', '--roost-socket', tmp.socket]
     const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env })
     const d = new Daemon(child)
     const lines = readline.createInterface({ input: child.stdout })

@@ -162,6 +162,14 @@ pub(crate) enum ConfigError {
     /// The embedded relay's limits contradict each other or are zero.
     #[error("[relay.limits]: {0}")]
     RelayLimits(String),
+    /// `[http]` cannot be used.
+    #[error("{setting}: {reason}")]
+    Http {
+        /// Where it came from.
+        setting: Setting,
+        /// What is wrong.
+        reason: String,
+    },
     /// `[notify]` cannot be used.
     #[error("[notify] {0}")]
     Notify(String),

@@ -13,6 +13,9 @@ pub(crate) struct ServeFlags {
     /// Address of the embedded relay (default 127.0.0.1:7777; port 0 picks a free one).
     #[arg(long)]
     pub(crate) relay_listen: Option<SocketAddr>,
+    /// Address of the HTTP server, the turn API (default 127.0.0.1:7780; port 0 picks one; `off`).
+    #[arg(long, value_parser = super::http_listen)]
+    pub(crate) http_listen: Option<super::HttpListen>,
     /// Use this external relay (repeatable). With it the embedded relay is off unless --relay-listen is given.
     #[arg(long = "relay", value_parser = super::relay_url)]
     pub(crate) relays: Vec<String>,

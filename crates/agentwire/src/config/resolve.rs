@@ -87,6 +87,18 @@ pub(crate) enum AgentKind {
     },
 }
 
+impl AgentKind {
+    /// Its kind's name, as `[agents.<name>] kind` takes it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            AgentKind::Demo => "demo",
+            AgentKind::Roost { .. } => "roost",
+            AgentKind::OpenAi(_) => "openai",
+            AgentKind::Cmd { .. } => "cmd",
+        }
+    }
+}
+
 /// A `kind = "openai"` agent's settings, checked; its API key is read from `api_key_env` when it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OpenAiSettings {
@@ -218,6 +230,52 @@ pub(crate) struct Resolved {
     pub(crate) more_agents: Vec<ExposedAgent>,
     /// Where turns are journaled.
     pub(crate) journal: JournalChoice,
+    /// The HTTP server, when on.
+    pub(crate) http: Option<HttpChoice>,
+}
+
+/// The HTTP server's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HttpChoice {
+    /// Its address.
+    pub(crate) listen: SocketAddr,
+    /// Clients beyond this host are served.
+    pub(crate) allow_remote: bool,
+}
+
+/// Where the HTTP server listens by default: this host only, next to the relay's 7777.
+pub(crate) const DEFAULT_HTTP_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7780);
+
+/// `[http]` and `--http-listen`: on by default on this host; a listen beyond it only with `allow_remote`.
+fn http(flags: &ServeFlags, file: &FileConfig) -> Result<Option<HttpChoice>, ConfigError> {
+    let (listen, setting) = match (flags.http_listen, &file.http.listen) {
+        (Some(l), _) => (l, "--http-listen"),
+        (None, Some(v)) => (
+            super::http_listen(v).map_err(|reason| ConfigError::Http {
+                setting: "[http] listen",
+                reason,
+            })?,
+            "[http] listen",
+        ),
+        (None, None) => (super::HttpListen::At(DEFAULT_HTTP_LISTEN), "[http] listen"),
+    };
+    let super::HttpListen::At(listen) = listen else {
+        return Ok(None);
+    };
+    let allow_remote = file.http.allow_remote.unwrap_or(false);
+    if !listen.ip().is_loopback() && !allow_remote {
+        return Err(ConfigError::Http {
+            setting,
+            reason: format!(
+                "{listen} is not a loopback address: listening beyond this host needs [http] allow_remote = true (the token guards the API)"
+            ),
+        });
+    }
+    Ok(Some(HttpChoice {
+        listen,
+        allow_remote,
+    }))
 }
 
 /// Where turns are journaled.
@@ -366,6 +424,7 @@ pub(crate) fn resolve(
         tasks: tasks(file)?,
         notify_webhook: notify_webhook(file, relay_on)?,
         journal: journal(flags, file, env)?,
+        http: http(flags, file)?,
         data_dir,
         agent,
     })

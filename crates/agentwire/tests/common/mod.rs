@@ -39,6 +39,9 @@ impl Daemon {
         {
             args.extend(["--relay-listen", "127.0.0.1:0"]);
         }
+        if !extra.contains(&"--http-listen") {
+            args.extend(["--http-listen", "127.0.0.1:0"]);
+        }
         let roost = data_dir.join("roost.sock");
         if !extra.contains(&"--roost-socket") {
             args.extend(["--roost-socket", roost.to_str().unwrap()]);

@@ -1,0 +1,150 @@
+//! Who may use the HTTP server: the token made once in the data dir (a request presents it as
+//! `Authorization: Bearer <token>`, or as the cookie a browser got from `/?token=`), and the `Host` a request
+//! names (on a loopback listen only the loopback names and the listen address, so a web page that rebinds
+//! its own name to 127.0.0.1 reaches nothing). Pure.
+
+use std::net::SocketAddr;
+
+/// The cookie a browser keeps the token in.
+pub const TOKEN_COOKIE: &str = "agentwire_token";
+/// Random bytes in a token: 256 bits, far past guessing.
+const TOKEN_BYTES: usize = 32;
+
+/// The API's token. Its `Debug` shows no part of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token([redacted])")
+    }
+}
+
+impl Token {
+    /// A new random token (hex).
+    pub fn generate() -> Result<Token, String> {
+        let mut bytes = [0u8; TOKEN_BYTES];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+            .map_err(|_| "the system's random source failed".to_string())?;
+        Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    /// A token read back (from the data dir's file): hex of [`TOKEN_BYTES`] bytes.
+    pub fn parse(text: &str) -> Result<Token, String> {
+        let t = text.trim();
+        match t.len() == TOKEN_BYTES * 2 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            true => Ok(Token(t.to_ascii_lowercase())),
+            false => Err(format!("not a token ({} hex digits)", TOKEN_BYTES * 2)),
+        }
+    }
+
+    /// The token, to write to its file or give to its owner (the ready line).
+    pub fn reveal(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `presented` is this token, compared in constant time.
+    pub fn matches(&self, presented: &str) -> bool {
+        #[allow(deprecated)]
+        let same = ring::constant_time::verify_slices_are_equal(
+            self.0.as_bytes(),
+            presented.trim().as_bytes(),
+        );
+        same.is_ok()
+    }
+}
+
+/// The token a request presents: its bearer token, else its token cookie.
+pub fn presented<'a>(authorization: Option<&'a str>, cookie: Option<&'a str>) -> Option<&'a str> {
+    if let Some(a) = authorization {
+        let (scheme, token) = a.trim().split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then_some(token.trim());
+    }
+    cookie?.split(';').find_map(|c| {
+        let (name, value) = c.trim().split_once('=')?;
+        (name == TOKEN_COOKIE).then_some(value)
+    })
+}
+
+/// Whether a request naming `host` (its `Host` header) may be served on `listen`: the listen address, or a
+/// loopback name (`localhost`, `127.0.0.1`, `[::1]`) with its port. With `allow_remote`, any: a server
+/// listening beyond this host is reached by names it cannot know, and the token guards it.
+pub fn host_allowed(host: Option<&str>, listen: SocketAddr, allow_remote: bool) -> bool {
+    if allow_remote {
+        return true;
+    }
+    let Some(host) = host else { return false };
+    let host = host.trim().to_ascii_lowercase();
+    let port = listen.port();
+    host == listen.to_string()
+        || [
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ]
+        .contains(&host)
+}
+
+/// Whether an address is this host's own (loopback): the only listen the server takes unless told to
+/// allow remote clients.
+pub fn is_local(listen: SocketAddr) -> bool {
+    listen.ip().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_random_hex_compared_whole_and_never_shown() {
+        let t = Token::generate().unwrap();
+        assert_eq!(t.reveal().len(), 64);
+        assert_ne!(t, Token::generate().unwrap());
+        assert!(t.matches(t.reveal()));
+        assert!(!t.matches(&t.reveal()[..63]));
+        assert!(!t.matches(""));
+        assert!(!format!("{t:?}").contains(t.reveal()));
+        assert_eq!(Token::parse(&format!("{}\n", t.reveal())).unwrap(), t);
+        assert!(Token::parse("abc").is_err());
+    }
+
+    #[test]
+    fn the_token_comes_as_a_bearer_or_as_the_cookie() {
+        assert_eq!(presented(Some("Bearer abc"), None), Some("abc"));
+        assert_eq!(presented(Some("bearer  abc "), None), Some("abc"));
+        assert_eq!(presented(Some("Basic abc"), None), None);
+        assert_eq!(
+            presented(None, Some("a=1; agentwire_token=xyz; b=2")),
+            Some("xyz")
+        );
+        assert_eq!(presented(None, Some("other=1")), None);
+        assert_eq!(presented(None, None), None);
+    }
+
+    #[test]
+    fn only_loopback_names_and_the_listen_address_are_served_locally() {
+        let listen: SocketAddr = "127.0.0.1:7780".parse().unwrap();
+        for ok in [
+            "127.0.0.1:7780",
+            "localhost:7780",
+            "LOCALHOST:7780",
+            "[::1]:7780",
+        ] {
+            assert!(host_allowed(Some(ok), listen, false), "{ok}");
+        }
+        for bad in [
+            "evil.example:7780",
+            "localhost:80",
+            "127.0.0.1",
+            "localhost.evil.example:7780",
+        ] {
+            assert!(!host_allowed(Some(bad), listen, false), "{bad}");
+        }
+        assert!(!host_allowed(None, listen, false));
+        assert!(host_allowed(Some("box.lan:7780"), listen, true));
+        assert!(is_local(listen));
+        assert!(!is_local("0.0.0.0:7780".parse().unwrap()));
+    }
+}

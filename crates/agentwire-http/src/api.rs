@@ -1,0 +1,364 @@
+//! The routes, the checks every request passes (its `Host`, and the token for `/api/`), and the turn API's
+//! handlers. A turn is read from the hub while it is live or recent, else from the journal.
+
+use crate::access;
+use crate::HttpContext;
+use agentwire_core::{Outcome, RequestId, Usage};
+use agentwire_engine::{AnswerReply, CancelReply, TurnFilter, TurnState, TurnSummary, WatchKind};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Extract};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+/// Turns in one page when a request names no `limit`.
+const DEFAULT_TURNS_PAGE: usize = 50;
+/// The most turns in one page: a page is one response, and a client pages on with the cursor.
+pub(crate) const MAX_TURNS_PAGE: usize = 500;
+/// The largest request body (an answer): a question's free text fits many times over.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct State {
+    pub(crate) ctx: Arc<HttpContext>,
+    pub(crate) token: access::Token,
+    pub(crate) listen: SocketAddr,
+    pub(crate) allow_remote: bool,
+    /// Becomes true when the server stops: open event streams end.
+    pub(crate) stopped: tokio::sync::watch::Receiver<bool>,
+    /// Event streams open now ([`crate::events::MAX_EVENT_STREAMS`]).
+    pub(crate) streams: Arc<AtomicUsize>,
+}
+
+/// A JSON refusal.
+pub(crate) fn refused(status: StatusCode, error: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": error.into() }))).into_response()
+}
+
+pub(crate) fn router(state: State) -> Router {
+    let api = Router::new()
+        .route("/agents", get(agents))
+        .route("/turns", get(turns))
+        .route("/turns/{id}", get(turn))
+        .route("/turns/{id}/cancel", post(cancel))
+        .route("/turns/{id}/answer", post(answer))
+        .route("/events", get(crate::events::stream))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            needs_token,
+        ));
+    Router::new()
+        .route("/health", get(health))
+        .route("/", get(index))
+        .nest("/api/v1", api)
+        .fallback(|| async { refused(StatusCode::NOT_FOUND, "no such route") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            allowed_host,
+        ))
+        .with_state(state)
+}
+
+/// Refuses a request whose `Host` this server does not answer to (DNS rebinding).
+async fn allowed_host(Extract(s): Extract<State>, req: Request, next: Next) -> Response {
+    let allowed = {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok());
+        access::host_allowed(host, s.listen, s.allow_remote)
+    };
+    if !allowed {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "this server answers to its own address and localhost only",
+        );
+    }
+    next.run(req).await
+}
+
+/// Refuses an API request without the token.
+async fn needs_token(Extract(s): Extract<State>, req: Request, next: Next) -> Response {
+    let ok = {
+        let h = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+        access::presented(h(header::AUTHORIZATION), h(header::COOKIE))
+            .is_some_and(|t| s.token.matches(t))
+    };
+    if !ok {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "the token is missing or wrong: Authorization: Bearer <http_token from the ready line or the data dir's http.token>",
+        );
+    }
+    next.run(req).await
+}
+
+async fn health(Extract(s): Extract<State>) -> Response {
+    let (ok, body) = (s.ctx.health)();
+    let status = match ok {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(body)).into_response()
+}
+
+#[derive(Deserialize)]
+struct IndexQuery {
+    token: Option<String>,
+}
+
+/// `/?token=T`: a browser keeps the token as a cookie (only this host's pages send it), then comes back to
+/// `/` without it in the address.
+async fn index(Extract(s): Extract<State>, Query(q): Query<IndexQuery>) -> Response {
+    match q.token {
+        Some(t) if s.token.matches(&t) => {
+            let cookie = format!(
+                "{}={}; HttpOnly; SameSite=Strict; Path=/",
+                access::TOKEN_COOKIE,
+                s.token.reveal()
+            );
+            (
+                StatusCode::SEE_OTHER,
+                [(header::SET_COOKIE, cookie), (header::LOCATION, "/".into())],
+            )
+                .into_response()
+        }
+        Some(_) => refused(StatusCode::UNAUTHORIZED, "the token is wrong"),
+        None => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "agentwire: the turn API is at /api/v1 (see the README)\n",
+        )
+            .into_response(),
+    }
+}
+
+async fn agents(Extract(s): Extract<State>) -> Response {
+    Json(json!({ "agents": s.ctx.agents })).into_response()
+}
+
+/// The tokens a turn used, from its outcome.
+fn usage(outcome: Option<&Outcome>) -> Usage {
+    match outcome {
+        Some(Outcome::Result(r)) => r.usage,
+        Some(Outcome::Failure(f)) => f.usage,
+        None => Usage::default(),
+    }
+}
+
+pub(crate) fn summary_json(t: &TurnSummary) -> Value {
+    json!({
+        "id": t.id.as_str(),
+        "agent": t.agent,
+        "protocol": t.protocol,
+        "conversation": t.conversation.as_ref().map(|c| c.as_str()),
+        "prompt": t.prompt,
+        "state": t.state.as_str(),
+        "question": t.question,
+        "outcome": t.outcome,
+        "started_ms": t.started_ms,
+        "ended_ms": t.ended_ms,
+        "usage": usage(t.outcome.as_ref()),
+    })
+}
+
+#[derive(Deserialize)]
+struct TurnsQuery {
+    agent: Option<String>,
+    protocol: Option<String>,
+    state: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<u64>,
+}
+
+async fn turns(Extract(s): Extract<State>, Query(q): Query<TurnsQuery>) -> Response {
+    let state = match q.state.as_deref().map(|n| (n, TurnState::parse(n))) {
+        None => None,
+        Some((_, Some(state))) => Some(state),
+        Some((n, None)) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                format!("state {n:?}: queued, running, waiting or ended"),
+            )
+        }
+    };
+    let limit = q.limit.unwrap_or(DEFAULT_TURNS_PAGE);
+    if limit == 0 || limit > MAX_TURNS_PAGE {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            format!("limit {limit}: 1 to {MAX_TURNS_PAGE}"),
+        );
+    }
+    let filter = TurnFilter {
+        agent: q.agent,
+        protocol: q.protocol,
+        state,
+        before: q.cursor,
+    };
+    // One more than asked: whether there is a next page.
+    let mut page = s.ctx.hub.turns(&filter, limit + 1);
+    let more = page.len() > limit;
+    page.truncate(limit);
+    let cursor = more.then(|| page.last().map(|t| t.first_id)).flatten();
+    Json(json!({
+        "turns": page.iter().map(summary_json).collect::<Vec<_>>(),
+        "cursor": cursor,
+    }))
+    .into_response()
+}
+
+fn request_id(id: &str) -> Result<RequestId, Box<Response>> {
+    RequestId::new(id)
+        .map_err(|e| Box::new(refused(StatusCode::BAD_REQUEST, format!("turn id: {e}"))))
+}
+
+/// A hub event as JSON: its ids, its time and what happened (`type` names it).
+pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
+    let mut v = match &e.kind {
+        WatchKind::Accepted {
+            queued,
+            protocol,
+            agent,
+            conversation,
+            prompt,
+        } => json!({"type": "accepted", "queued": queued, "protocol": protocol, "agent": agent,
+                    "conversation": conversation.as_str(), "prompt": prompt}),
+        WatchKind::Event(ev) => json!({"type": "event", "event": ev}),
+        WatchKind::Question { id, question } => {
+            json!({"type": "question", "question_id": id, "question": question})
+        }
+        WatchKind::QuestionClosed { id } => json!({"type": "question_closed", "question_id": id}),
+        WatchKind::Outcome(o) => json!({"type": "outcome", "outcome": o}),
+        _ => json!({"type": "other"}),
+    };
+    v["id"] = json!(e.id);
+    v["turn"] = json!(e.turn.as_str());
+    v["seq"] = json!(e.seq);
+    v["at_ms"] = json!(e.at_ms);
+    v
+}
+
+async fn turn(Extract(s): Extract<State>, Path(id): Path<String>) -> Response {
+    let id = match request_id(&id) {
+        Ok(id) => id,
+        Err(r) => return *r,
+    };
+    if let Some((summary, events)) = s.ctx.hub.turn(&id) {
+        let mut v = summary_json(&summary);
+        v["events"] = events.iter().map(|e| event_json(e)).collect();
+        return Json(v).into_response();
+    }
+    // Older than the hub holds: the journal's record.
+    let Some(engine) = s.ctx.engines.first() else {
+        return refused(StatusCode::NOT_FOUND, "no such turn");
+    };
+    match engine.lookup(&id).await {
+        Ok(Some(t)) => Json(json!({
+            "id": t.request_id.as_str(),
+            "agent": t.agent,
+            "protocol": t.protocol,
+            "conversation": t.conversation_id.as_str(),
+            "prompt": t.input["message"].as_str().unwrap_or("").lines().next().unwrap_or(""),
+            "state": if t.outcome.is_some() { "ended" } else { "running" },
+            "outcome": t.outcome,
+            "started_ms": t.accepted_at.saturating_mul(1000),
+            "usage": usage(t.outcome.as_ref()),
+            "events": [],
+        }))
+        .into_response(),
+        Ok(None) => refused(StatusCode::NOT_FOUND, "no such turn"),
+        Err(e) => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the journal could not be read: {e}"),
+        ),
+    }
+}
+
+async fn cancel(Extract(s): Extract<State>, Path(id): Path<String>) -> Response {
+    let id = match request_id(&id) {
+        Ok(id) => id,
+        Err(r) => return *r,
+    };
+    let Some(engine) = s.ctx.engines.iter().find(|e| e.is_live(&id)) else {
+        return refused(StatusCode::CONFLICT, "the turn is not running here");
+    };
+    match engine.cancel_by_operator(&id).await {
+        CancelReply::Cancelling => Json(json!({ "cancelled": true })).into_response(),
+        CancelReply::Ignored => refused(
+            StatusCode::CONFLICT,
+            "the turn is ending already, or was cancelled before",
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct AnswerBody {
+    #[serde(default)]
+    choices: Vec<String>,
+    text: Option<String>,
+}
+
+async fn answer(
+    Extract(s): Extract<State>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let id = match request_id(&id) {
+        Ok(id) => id,
+        Err(r) => return *r,
+    };
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_body {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "the answer is JSON: {\"choices\": [...], \"text\": ...}",
+        );
+    }
+    let body: AnswerBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("the answer: {e}")),
+    };
+    let Some((summary, events)) = s.ctx.hub.turn(&id) else {
+        return refused(StatusCode::NOT_FOUND, "no such turn");
+    };
+    let Some(question_id) = summary.question else {
+        return refused(StatusCode::CONFLICT, "the turn has no open question");
+    };
+    let question = events.iter().rev().find_map(|e| match &e.kind {
+        WatchKind::Question { id, question } if *id == question_id => Some(question.clone()),
+        _ => None,
+    });
+    let Some(question) = question else {
+        return refused(StatusCode::CONFLICT, "the turn has no open question");
+    };
+    let answer =
+        match crate::answer::answer_for(&question.kind, &body.choices, body.text.as_deref()) {
+            Ok(a) => a,
+            Err(e) => return refused(StatusCode::BAD_REQUEST, e),
+        };
+    let Some(engine) = s.ctx.engines.iter().find(|e| e.is_live(&id)) else {
+        return refused(StatusCode::CONFLICT, "the turn is not running here");
+    };
+    match engine.answer(&id, &question_id, answer) {
+        AnswerReply::Taken => Json(json!({ "answered": question_id })).into_response(),
+        AnswerReply::NotWaiting => refused(
+            StatusCode::CONFLICT,
+            "the question is no longer open (answered, expired or cancelled)",
+        ),
+        AnswerReply::DoesNotFit => refused(
+            StatusCode::BAD_REQUEST,
+            "the answer does not fit the question",
+        ),
+    }
+}

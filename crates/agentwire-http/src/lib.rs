@@ -1,0 +1,149 @@
+//! agentwire's HTTP server: one listener in the daemon for what is not a protocol front of its own. Today
+//! the turn API and its server-sent events; next the hub page and `/metrics`.
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /health` | `200` while the daemon takes turns, `503` otherwise (no token) |
+//! | `GET /?token=T` | sets the token cookie a browser then sends, and goes to `/` |
+//! | `GET /api/v1/agents` | every agent: its name, kind, fronts and card |
+//! | `GET /api/v1/turns?agent=&protocol=&state=&limit=&cursor=` | recent turns, newest first, and the next page's cursor |
+//! | `GET /api/v1/turns/{id}` | one turn, its events and outcome |
+//! | `GET /api/v1/events[?turn=ID]` | server-sent events: every turn live (resumed after `Last-Event-ID`), or one from its start |
+//! | `POST /api/v1/turns/{id}/cancel` | cancels a running turn, as its requester could |
+//! | `POST /api/v1/turns/{id}/answer` | answers its open question (`{"choices": [...], "text": ...}`) |
+//!
+//! Every `/api/` request needs the token ([`access`]); every request names an allowed `Host`. Refusals are
+//! JSON `{"error": ...}` with 400, 401, 403, 404, 409 or 503.
+
+pub mod access;
+pub mod answer;
+mod api;
+mod events;
+
+use agentwire_engine::{Engine, WatchHub};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+pub use access::Token;
+
+/// Where the server listens, and who it serves.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The listen address (`127.0.0.1:7780` by default; port 0 picks one).
+    pub listen: SocketAddr,
+    /// Serve clients beyond this host (a listen that is not loopback, and any `Host`).
+    pub allow_remote: bool,
+    /// The API's token.
+    pub token: Token,
+}
+
+/// An agent as `GET /api/v1/agents` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentInfo {
+    /// Its name.
+    pub name: String,
+    /// Its kind (`demo`, `openai`, `cmd`, `roost`).
+    pub kind: String,
+    /// The fronts it is exposed on (`nipxx`, `fisk`, `roost`, `tasks`).
+    pub fronts: Vec<String>,
+    /// Its card.
+    pub card: agentwire_engine::AgentCard,
+}
+
+/// Whether the daemon takes turns, and the body `GET /health` gives.
+pub type HealthCheck = Arc<dyn Fn() -> (bool, serde_json::Value) + Send + Sync>;
+
+/// What the server serves.
+#[derive(Clone)]
+pub struct HttpContext {
+    /// Every turn's events.
+    pub hub: Arc<WatchHub>,
+    /// The engines, one an agent: a turn is cancelled or answered in the one it is live in.
+    pub engines: Vec<Arc<Engine>>,
+    /// The agents.
+    pub agents: Vec<AgentInfo>,
+    /// The daemon's health.
+    pub health: HealthCheck,
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// A listen beyond this host without `allow_remote`.
+    #[error("{0} is not a loopback address: the HTTP server listens beyond this host only with [http] allow_remote = true")]
+    Remote(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The running server.
+pub struct HttpServer {
+    local_addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpServer {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `http://<address>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.local_addr)
+    }
+
+    /// Stops taking requests, ends open event streams, and waits for the server to close.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the server.
+pub async fn start(config: HttpConfig, ctx: HttpContext) -> Result<HttpServer, HttpError> {
+    if !config.allow_remote && !access::is_local(config.listen) {
+        return Err(HttpError::Remote(config.listen));
+    }
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| HttpError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let app = api::router(api::State {
+        ctx: Arc::new(ctx),
+        token: config.token,
+        listen: local_addr,
+        allow_remote: config.allow_remote,
+        stopped: stopped.clone(),
+        streams: Arc::default(),
+    });
+    let mut until = stopped;
+    let task = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = until.wait_for(|s| *s).await;
+        });
+        if let Err(e) = serve.await {
+            tracing::warn!(error = %e, "the HTTP server stopped");
+        }
+    });
+    Ok(HttpServer {
+        local_addr,
+        stop,
+        task,
+    })
+}

@@ -1,0 +1,93 @@
+//! The daemon's HTTP server as `serve` starts it: its token (made once in the data dir, `http.token`, mode
+//! 0600), the agents it shows, and the health it reports (the engine's, as the relay's `/health`).
+
+use agentwire_engine::{Engine, WatchHub};
+use agentwire_http::{AgentInfo, HttpConfig, HttpContext, HttpServer, Token};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The token's file in the data dir.
+pub(crate) const TOKEN_FILE: &str = "http.token";
+
+/// The data dir's token, made on first use. A file others may read is refused, as a key file is.
+pub(crate) fn load_or_create_token(data_dir: &Path) -> Result<Token, String> {
+    let path = data_dir.join(TOKEN_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let mode = std::fs::metadata(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .permissions()
+                .mode()
+                & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(format!(
+                    "{} may be read by others (mode {mode:o}): chmod 600 it",
+                    path.display()
+                ));
+            }
+            Token::parse(&text)
+                .map_err(|e| format!("{}: {e}; remove it to make a new one", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let token = Token::generate()?;
+            std::fs::create_dir_all(data_dir)
+                .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+            let part = data_dir.join(format!("{TOKEN_FILE}.part"));
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&part)
+                .and_then(|mut f| f.write_all(format!("{}\n", token.reveal()).as_bytes()))
+                .and_then(|()| std::fs::rename(&part, &path));
+            written.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(token)
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`.
+pub(crate) async fn start(
+    choice: &crate::config::HttpChoice,
+    token: Token,
+    hub: Arc<WatchHub>,
+    engines: Vec<Arc<Engine>>,
+    agents: Vec<AgentInfo>,
+) -> Result<HttpServer, String> {
+    let first = engines.first().map(Arc::downgrade);
+    let health: agentwire_http::HealthCheck = Arc::new(move || {
+        let Some(e) = first.as_ref().and_then(|e| e.upgrade()) else {
+            return (false, serde_json::json!({"ok": false, "stopping": true}));
+        };
+        let (writable, draining) = (e.journal_writable(), e.draining());
+        let ok = writable && !draining;
+        (
+            ok,
+            serde_json::json!({
+                "ok": ok,
+                "journal_writable": writable,
+                "draining": draining,
+                "live_turns": e.live_turns(),
+            }),
+        )
+    });
+    agentwire_http::start(
+        HttpConfig {
+            listen: choice.listen,
+            allow_remote: choice.allow_remote,
+            token,
+        },
+        HttpContext {
+            hub,
+            engines,
+            agents,
+            health,
+        },
+    )
+    .await
+    .map_err(|e| format!("--http-listen: {e}"))
+}

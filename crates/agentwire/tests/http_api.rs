@@ -1,0 +1,424 @@
+//! The turn API over real HTTP on the real daemon: the token and the `Host` check, the agents, turns listed,
+//! filtered and paged, one turn with its events, server-sent events that two watchers and the NIP-XX client
+//! see alike (one joining mid-turn, one resuming with `Last-Event-ID`), a cancel that ends a NIP-XX run, an
+//! answer that continues a fisk-ai run waiting on a question, and a remote listen refused.
+
+#[path = "../../agentwire-fisk/tests/worker/caller.rs"]
+mod caller;
+mod common;
+
+use agentwire_testkit::NatsServer;
+use common::{Client, Daemon};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The daemon's HTTP address and token, from its ready line.
+struct Api {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn of(d: &Daemon) -> Api {
+        Api {
+            base: d.ready["http"]
+                .as_str()
+                .expect("the ready line names http")
+                .into(),
+            token: d.ready["http_token"]
+                .as_str()
+                .expect("and its token")
+                .into(),
+            // The model agent's client: reqwest with the workspace's own TLS provider.
+            http: agentwire_agents::openai::http_client(Duration::from_secs(30)).unwrap(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body = r.bytes().await.unwrap_or_default();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body = r.bytes().await.unwrap_or_default();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    /// Opens the event stream (`path` with its query), resuming after `last` when given.
+    async fn events(&self, path: &str, last: Option<u64>) -> Sse {
+        let mut req = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(id) = last {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        Sse {
+            resp,
+            buf: String::new(),
+        }
+    }
+}
+
+/// A server-sent event stream being read.
+struct Sse {
+    resp: reqwest::Response,
+    buf: String,
+}
+
+/// One server-sent event: its id, its name and its JSON.
+#[derive(Debug, Clone)]
+struct Ev {
+    id: Option<u64>,
+    name: String,
+    data: Value,
+}
+
+impl Sse {
+    /// The next event within `wait`, `None` at the stream's end or the deadline.
+    async fn next(&mut self, wait: Duration) -> Option<Ev> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(at) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..at + 2).collect();
+                let mut ev = Ev {
+                    id: None,
+                    name: "message".into(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        ev.id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        ev.name = v.trim().into();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                ev.data = serde_json::from_str(&data).unwrap();
+                return Some(ev);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk())
+                .await
+                .ok()?
+                .ok()??;
+            self.buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// The events of turn `turn` up to and including its outcome.
+    async fn turn(&mut self, turn: &str) -> Vec<Ev> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next(Duration::from_secs(15)).await {
+            if e.data["turn"] != turn {
+                continue;
+            }
+            let end = e.name == "outcome";
+            out.push(e);
+            if end {
+                return out;
+            }
+        }
+        panic!("turn {turn} did not end on the stream: {out:?}");
+    }
+}
+
+fn seqs(evs: &[Ev]) -> Vec<u64> {
+    evs.iter()
+        .map(|e| e.data["seq"].as_u64().unwrap())
+        .collect()
+}
+
+/// A raw request with `host` as its Host header: its status.
+async fn status_with_host(base: &str, path: &str, host: &str, token: &str) -> u16 {
+    let addr = base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_api_lists_shows_streams_and_cancels_nipxx_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let api = Api::of(&d);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("http.token"))
+            .unwrap()
+            .trim(),
+        api.token,
+        "the token is the data dir's"
+    );
+
+    // No token, a wrong one, a foreign Host.
+    let bare = api
+        .http
+        .get(format!("{}/api/v1/agents", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status().as_u16(), 401);
+    assert!(bare.text().await.unwrap().contains("\"error\""));
+    let wrong = api
+        .http
+        .get(format!("{}/api/v1/agents", api.base))
+        .bearer_auth("0".repeat(64))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    assert_eq!(
+        status_with_host(&api.base, "/api/v1/agents", "evil.example:7780", &api.token).await,
+        403
+    );
+    let port = api.base.rsplit(':').next().unwrap();
+    assert_eq!(
+        status_with_host(
+            &api.base,
+            "/api/v1/agents",
+            &format!("localhost:{port}"),
+            &api.token
+        )
+        .await,
+        200
+    );
+    let health = api
+        .http
+        .get(format!("{}/health", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200, "health needs no token");
+
+    let (status, agents) = api.get("/api/v1/agents").await;
+    assert_eq!(status, 200);
+    assert_eq!(agents["agents"][0]["name"], "demo");
+    assert_eq!(agents["agents"][0]["kind"], "demo");
+    assert!(agents["agents"][0]["fronts"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("nipxx")));
+
+    // A run watched by a stream opened before it, one opened mid-turn, and its NIP-XX client.
+    let mut early = api.events("/api/v1/events", None).await;
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let prompt = c.prompt_event("sleep 800", None);
+    c.watch(&prompt.id);
+    c.publish(&prompt).await;
+    let turn = format!("nipxx:{}", prompt.id.to_hex());
+    c.wait_started(&prompt.id, Duration::from_secs(10)).await;
+    let mut late = api
+        .events(&format!("/api/v1/events?turn={turn}"), None)
+        .await;
+    let run = c
+        .collect(
+            &prompt.id,
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        )
+        .await;
+    assert_eq!(run.text(), "slept 800 ms");
+    let from_early = early.turn(&turn).await;
+    let from_late = late.turn(&turn).await;
+    assert_eq!(seqs(&from_early), seqs(&from_late), "one turn, seen alike");
+    assert_eq!(
+        seqs(&from_early),
+        (0..from_early.len() as u64).collect::<Vec<_>>(),
+        "from its start, without a gap"
+    );
+    assert_eq!(from_early[0].name, "accepted");
+    assert_eq!(from_early[0].data["prompt"], "sleep 800");
+    let deltas = from_early
+        .iter()
+        .filter(|e| e.data["event"]["type"] == "text")
+        .count();
+    assert_eq!(deltas, run.deltas().len(), "every delta the client got");
+    assert_eq!(
+        from_early.last().unwrap().data["outcome"]["outcome"],
+        "result"
+    );
+
+    // Resumed after an id: the rest, then live.
+    let resume_after = from_early[2].id.unwrap();
+    let mut resumed = api.events("/api/v1/events", Some(resume_after)).await;
+    let mut rest = Vec::new();
+    while rest.len() < from_early.len() - 3 {
+        let e = resumed
+            .next(Duration::from_secs(5))
+            .await
+            .expect("the rest");
+        if e.data["turn"] == turn.as_str() {
+            rest.push(e.id.unwrap());
+        }
+    }
+    let expected: Vec<u64> = from_early[3..].iter().map(|e| e.id.unwrap()).collect();
+    assert_eq!(rest, expected, "no gap, no duplicate");
+
+    // The turn, listed and alone.
+    let (_, one) = api.get(&format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(one["state"], "ended");
+    assert_eq!(one["agent"], "demo");
+    assert_eq!(one["protocol"], "nipxx");
+    assert_eq!(one["events"].as_array().unwrap().len(), from_early.len());
+    let (status, _) = api.get("/api/v1/turns/nipxx:nothing").await;
+    assert_eq!(status, 404);
+
+    // More turns, paged.
+    for n in 0..3 {
+        assert_eq!(c.ask(&format!("quick {n}")).await.text(), n.to_string());
+    }
+    let (_, page) = api.get("/api/v1/turns?limit=2").await;
+    let first: Vec<String> = page["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["prompt"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(first, ["quick 2", "quick 1"], "newest first");
+    let cursor = page["cursor"].as_u64().expect("a next page");
+    let (_, next) = api
+        .get(&format!("/api/v1/turns?limit=2&cursor={cursor}"))
+        .await;
+    let second: Vec<&str> = next["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["prompt"].as_str().unwrap())
+        .collect();
+    assert_eq!(second, ["quick 0", "sleep 800"]);
+    let (_, running) = api.get("/api/v1/turns?state=running").await;
+    assert_eq!(running["turns"].as_array().unwrap().len(), 0);
+    let (status, _) = api.get("/api/v1/turns?state=asleep").await;
+    assert_eq!(status, 400);
+    let (_, other) = api.get("/api/v1/turns?protocol=fisk").await;
+    assert!(other["turns"].as_array().unwrap().is_empty());
+
+    // Cancelled through the API: the client gets one CANCELLED.
+    let long = c.prompt_event("sleep 20000", None);
+    c.watch(&long.id);
+    c.publish(&long).await;
+    c.wait_started(&long.id, Duration::from_secs(10)).await;
+    let long_turn = format!("nipxx:{}", long.id.to_hex());
+    let (status, body) = api
+        .post(&format!("/api/v1/turns/{long_turn}/cancel"), json!({}))
+        .await;
+    assert_eq!((status, body), (200, json!({"cancelled": true})));
+    let run = c
+        .collect(
+            &long.id,
+            Duration::from_secs(10),
+            Duration::from_millis(200),
+        )
+        .await;
+    assert_eq!((run.error_code(), run.terminals), ("CANCELLED".into(), 1));
+    let (status, _) = api
+        .post(&format!("/api/v1/turns/{long_turn}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 409, "it has ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_through_the_api_continues_a_fisk_run_waiting_on_its_question() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &["--nats", &nats.url, "--identity", "hub", "--nats-elicit"],
+    );
+    let api = Api::of(&d);
+    let c = caller::Caller::connect(&nats.url, "hub").await;
+    let r = caller::tag("q");
+    let mut run = c.open_prompt(&r, "ask colour? | red | green").await;
+    run.until(|m| m.protocol().contains("elicit.request")).await;
+    let turn = format!("fisk:{r}");
+    let (_, waiting) = api.get("/api/v1/turns?state=waiting").await;
+    assert_eq!(waiting["turns"][0]["id"], turn.as_str(), "{waiting}");
+    let (status, _) = api
+        .post(
+            &format!("/api/v1/turns/{turn}/answer"),
+            json!({"choices": ["blue"]}),
+        )
+        .await;
+    assert_eq!(status, 400, "an option the question does not offer");
+    let (_, one) = api.get(&format!("/api/v1/turns/{turn}")).await;
+    let option = one["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "question")
+        .and_then(|e| {
+            e["question"]["kind"]["options"][1]["id"]
+                .as_str()
+                .map(String::from)
+        })
+        .expect("the question's options");
+    let (status, body) = api
+        .post(
+            &format!("/api/v1/turns/{turn}/answer"),
+            json!({ "choices": [option] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let set = run.finish().await;
+    let last = set.last().unwrap();
+    assert_eq!(last.json["text"], "green", "{set:#?}");
+    let (status, _) = api
+        .post(
+            &format!("/api/v1/turns/{turn}/answer"),
+            json!({ "choices": [option] }),
+        )
+        .await;
+    assert_eq!(status, 409, "no question is open any more");
+}
+
+#[test]
+fn a_listen_beyond_this_host_is_refused_without_allow_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "serve",
+            "--data-dir",
+            dir.path().join("d").to_str().unwrap(),
+            "--relay-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("allow_remote"), "{err}");
+    assert!(!dir.path().join("d").exists(), "nothing made");
+}
