@@ -14,6 +14,7 @@ mod more_agents;
 mod roost_front;
 mod serve;
 mod show_config;
+mod turns_cli;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -54,6 +55,10 @@ enum Command {
     Discover(fisk_cli::DiscoverArgs),
     /// Control the roost supervisor's jobs.
     Jobs(jobs::JobsArgs),
+    /// List the daemon's recent turns, of every agent and front (the turn API).
+    Turns(turns_cli::TurnsArgs),
+    /// Follow one turn as `ask` shows it, or every turn's events (the turn API).
+    Watch(turns_cli::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -136,6 +141,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 fisk_cli::discover(a, &nats).await
             }
             Command::Jobs(a) => jobs::run(a, roost_socket).await,
+            Command::Turns(a) => turns_cli::turns(a, data_dir).await,
+            Command::Watch(a) => turns_cli::watch(a, data_dir).await,
         }
     })
 }

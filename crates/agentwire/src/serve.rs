@@ -367,6 +367,17 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     agents.extend(more.iter().map(|m| m.ready()));
     ready["agents"] = agents.into();
     println!("{ready}");
+    // What this daemon serves, for the client commands on the same data dir (no secret: the token has a
+    // file of its own).
+    let serving = data_dir.join(crate::turns_cli::SERVING_FILE);
+    let mut shown = ready.clone();
+    if let Some(o) = shown.as_object_mut() {
+        o.remove("http_token");
+        o.insert("pid".into(), std::process::id().into());
+    }
+    if let Err(e) = std::fs::write(&serving, format!("{shown}\n")) {
+        tracing::warn!(file = %serving.display(), error = %e, "could not write what this daemon serves");
+    }
     tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;
     tracing::info!("shutting down");
@@ -396,6 +407,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     // Nothing writes any more: the journal checkpoints and closes its files (or gives up the instance's
     // name on a shared journal).
     closing.close().await;
+    let _ = std::fs::remove_file(&serving);
     Ok(ExitCode::SUCCESS)
 }
 

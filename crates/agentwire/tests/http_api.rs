@@ -422,3 +422,98 @@ fn a_listen_beyond_this_host_is_refused_without_allow_remote() {
     assert!(err.contains("allow_remote"), "{err}");
     assert!(!dir.path().join("d").exists(), "nothing made");
 }
+
+/// `agentwire turns` and `agentwire watch` on the data dir of a running daemon: they find it (its
+/// `serving.json` and `http.token`), list its turns and follow one as `ask` shows it; with no daemon
+/// serving the data dir, they say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["turns"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no agentwire is serving data dir"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut d = Daemon::start(dir.path(), &[]);
+    let serving = std::fs::read_to_string(dir.path().join("serving.json")).unwrap();
+    assert!(serving.contains(d.ready["http"].as_str().unwrap()));
+    assert!(
+        !serving.contains(d.ready["http_token"].as_str().unwrap()),
+        "no secret in it"
+    );
+    let mut c = Client::new(&d.relay, d.agent).await;
+    assert_eq!(c.ask("quick listed").await.text(), "listed");
+    let out = cli(&["turns"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("demo  nipxx  answered") && listed.contains("quick listed"),
+        "{listed}"
+    );
+
+    // Followed while it runs: its text, then exit 0 at its outcome.
+    let prompt = c.prompt_event("sleep 600", None);
+    c.watch(&prompt.id);
+    c.publish(&prompt).await;
+    c.wait_started(&prompt.id, Duration::from_secs(10)).await;
+    let turn = format!("nipxx:{}", prompt.id.to_hex());
+    let watched = tokio::task::spawn_blocking({
+        let dir = dir.path().to_path_buf();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+                .arg("--data-dir")
+                .arg(&dir)
+                .args(["watch", &turn])
+                .env("RUST_LOG", "warn")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(watched.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&watched.stdout);
+    let run = c
+        .collect(&prompt.id, Duration::from_secs(5), Duration::ZERO)
+        .await;
+    let streamed: String = run
+        .deltas()
+        .iter()
+        .map(|d| d["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        !streamed.is_empty() && text.contains(streamed.trim()),
+        "watch showed {text:?}, the client streamed {streamed:?}"
+    );
+
+    // Stopped: the file goes with it.
+    let pid = d.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    d.child.wait().unwrap();
+    assert!(!dir.path().join("serving.json").exists());
+
+    // A daemon that died without cleaning up is named as gone, at once.
+    std::fs::write(
+        dir.path().join("serving.json"),
+        r#"{"ready":true,"http":"http://127.0.0.1:1"}"#,
+    )
+    .unwrap();
+    let out = cli(&["turns"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not answer"), "{err}");
+}
