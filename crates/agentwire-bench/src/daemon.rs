@@ -37,18 +37,21 @@ pub(crate) struct Daemon {
     pub(crate) agent: PublicKey,
     /// Where its stderr goes.
     pub(crate) log: PathBuf,
+    /// Its HTTP server and the token, from the ready line.
+    pub(crate) http: Option<(String, String)>,
 }
 
 impl Daemon {
-    /// Starts `binary serve` on a fresh data directory inside `dir` and waits for its ready line.
-    pub(crate) fn start(binary: &Path, dir: &Path) -> Result<Daemon, String> {
+    /// Starts `binary serve` on a fresh data directory inside `dir` and waits for its ready line; with
+    /// `http`, its HTTP server on a free port (without, the flag is not given, so that a build from before
+    /// the HTTP server runs too).
+    pub(crate) fn start(binary: &Path, dir: &Path, http: bool) -> Result<Daemon, String> {
         let rate = BENCH_SENDER_RATE.to_string();
-        Self::start_with(
-            binary,
-            dir,
-            &config_toml(),
-            &["--rate-per-second", &rate, "--rate-burst", &rate],
-        )
+        let mut args = vec!["--rate-per-second", &rate, "--rate-burst", &rate];
+        if http {
+            args.extend(["--http-listen", "127.0.0.1:0"]);
+        }
+        Self::start_with(binary, dir, &config_toml(), &args)
     }
 
     /// Starts `binary serve` with the configuration file `config` and `serve_args` after `serve`, on a
@@ -70,7 +73,6 @@ impl Daemon {
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--log", "warn", "serve", "--relay-listen", "127.0.0.1:0"])
-            .args(["--http-listen", "127.0.0.1:0"])
             .args(serve_args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -109,11 +111,16 @@ impl Daemon {
             .as_str()
             .and_then(|h| PublicKey::from_hex(h).ok())
             .ok_or_else(|| format!("ready line {line:?} has no agent_pubkey"))?;
+        let http = v["http"]
+            .as_str()
+            .zip(v["http_token"].as_str())
+            .map(|(u, t)| (u.to_string(), t.to_string()));
         Ok(Daemon {
             child,
             relay,
             agent,
             log,
+            http,
         })
     }
 

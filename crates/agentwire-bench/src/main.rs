@@ -30,6 +30,7 @@
 mod daemon;
 mod peer;
 mod stats;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +85,10 @@ struct Args {
     /// Worker threads of this process's runtime (clients and echo peer); default: one per core.
     #[arg(long)]
     threads: Option<usize>,
+    /// Keep one client on the daemon's event stream (`GET /api/v1/events`, every turn) all along, reading
+    /// it as fast as it comes: what a watcher costs the turns.
+    #[arg(long)]
+    watch_all: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -234,7 +239,7 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         .prefix("agentwire-bench-")
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
-    let mut daemon = Daemon::start(&args.daemon, dir.path())?;
+    let mut daemon = Daemon::start(&args.daemon, dir.path(), args.watch_all)?;
     eprintln!(
         "daemon pid {} on {} (agent {}), data in {}",
         daemon.pid(),
@@ -243,6 +248,11 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         dir.path().display()
     );
     let echo = peer::spawn_echo(&daemon.relay).await?;
+    let watcher = match (args.watch_all, &daemon.http) {
+        (true, Some((url, token))) => Some(watch::spawn(url, token).await?),
+        (true, None) => return Err("--watch-all: the daemon runs no HTTP server".into()),
+        (false, _) => None,
+    };
     let mut out = json!({});
     if let Some(m) = daemon.memory() {
         out["memory_at_start"] = json!({ "peak_kib": m.peak_kib, "rss_kib": m.rss_kib });
@@ -277,6 +287,11 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         );
     }
     out["daemon_log_lines"] = json!(warnings);
+    if let Some(w) = watcher {
+        let seen = w.stop().await;
+        eprintln!("the watcher read {seen} events");
+        out["watched_events"] = json!(seen);
+    }
     drop(daemon);
     if args.keep_data {
         let kept = dir.keep();

@@ -70,7 +70,12 @@ pub(crate) fn agentwire(
     );
     let socket = dir.join("roost.sock");
     let socket = socket.to_str().ok_or("a temp dir that is not UTF-8")?;
-    let daemon = Daemon::start_with(binary, dir, &config, &["--roost-socket", socket])?;
+    let daemon = Daemon::start_with(
+        binary,
+        dir,
+        &config,
+        &["--roost-socket", socket, "--http-listen", "127.0.0.1:0"],
+    )?;
     Ok(Server {
         url: daemon.relay.clone(),
         process: Process::Agentwire(daemon),
