@@ -18,6 +18,9 @@ pub use agent::{
     cancelled, past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, PastToolCall,
     PastTurn, Resume, ToolSpec, TurnContext, TurnInput, EVENT_QUEUE_DEPTH, MAX_HISTORY_TURNS,
 };
+/// The journal's records as the engine hands them to fronts (a front depends on the engine's API, never on
+/// the journal).
+pub use agentwire_store::{ConversationTurn, ConversationView, StoreError, StoredTurn};
 pub use engine::{
     AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,
     AGENT_BUSY_RETRY_AFTER_SECS, INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,

@@ -33,6 +33,7 @@ pub mod client;
 pub mod daemon;
 pub mod escalation;
 mod field;
+pub mod front;
 pub mod profile;
 pub mod report;
 pub mod store;

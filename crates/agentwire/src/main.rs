@@ -11,7 +11,6 @@ mod http_front;
 mod jobs;
 mod keys;
 mod more_agents;
-mod roost_front;
 mod serve;
 mod show_config;
 mod turns_cli;

@@ -6,11 +6,11 @@
 
 use crate::config::ExposedAgent;
 use crate::keys;
-use crate::roost_front::RoostHost;
 use agentwire_engine::{Engine, Front, TurnFront};
 use agentwire_fisk::worker::{Worker, WorkerConfig};
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
+use agentwire_roost::front::RoostHost;
 use agentwire_store::Journal;
 use nostr::prelude::{Keys, PublicKey};
 use std::path::Path;

@@ -222,7 +222,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let default_host = roost
         .hosted
         .contains(&agent_name)
-        .then(|| crate::roost_front::RoostHost::new(engine.clone(), &agent_name));
+        .then(|| agentwire_roost::front::RoostHost::new(engine.clone(), &agent_name));
     let mut hosted: std::collections::HashMap<
         String,
         Arc<dyn agentwire_roost::daemon::hosted::Host>,

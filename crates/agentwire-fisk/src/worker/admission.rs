@@ -12,8 +12,8 @@ use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
 use agentwire_core::{
     CallAnswer, ConversationId, FailureCode, Outcome, Refusal, TurnEvent, TurnFailure, Usage,
 };
+use agentwire_engine::{ConversationTurn, ConversationView};
 use agentwire_engine::{Resume, Slot, SlotRefusal, TurnInput};
-use agentwire_store::{ConversationTurn, ConversationView};
 
 /// What to do with a request.
 pub(super) enum Plan {

@@ -8,8 +8,8 @@ use agentwire_core::{
     Answer, ApproveChoice, Asked, ConversationId, Outcome, Question, QuestionKind, Refusal,
     RequestId, TurnEvent, Usage,
 };
+use agentwire_engine::StoredTurn;
 use agentwire_engine::{Engine, FrontAsk, TurnFront};
-use agentwire_store::StoredTurn;
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
 

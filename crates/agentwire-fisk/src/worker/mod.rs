@@ -371,7 +371,7 @@ impl agentwire_engine::Front for Worker {
 
     fn recovery_front(
         &self,
-        _turn: &agentwire_store::StoredTurn,
+        _turn: &agentwire_engine::StoredTurn,
     ) -> Option<Arc<dyn agentwire_engine::TurnFront>> {
         // The caller's inbox is gone with the crash: the outcome is journaled, and a resend is answered
         // from there.

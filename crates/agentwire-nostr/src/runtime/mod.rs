@@ -13,10 +13,10 @@ use crate::nipxx::policy::{RateLimit, SenderPolicy};
 use crate::nipxx::{kinds, tags, Message, Violation};
 use crate::relay_conn::{Incoming, RelayConn};
 use agentwire_core::{ConversationId, Failure, FailureCode, RequestId};
+use agentwire_engine::StoredTurn;
 use agentwire_engine::{
     AgentCard, Engine, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
-use agentwire_store::StoredTurn;
 use nostr::prelude::{Event, EventBuilder, Filter, Kind, PublicKey, Tag, Timestamp};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

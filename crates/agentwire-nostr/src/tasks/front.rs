@@ -14,8 +14,8 @@ use crate::runtime::{Outbox, TERMINAL_RETRY_DELAYS};
 use agentwire_core::{
     now_secs, Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, RequestId, TurnEvent,
 };
+use agentwire_engine::StoredTurn;
 use agentwire_engine::{FrontAsk, TurnFront};
-use agentwire_store::StoredTurn;
 use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey, Tag};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};

@@ -21,11 +21,11 @@ use crate::crypto::Crypto;
 use crate::relay_conn::{Incoming, RelayConn};
 use crate::runtime::Outbox;
 use agentwire_core::{now_secs, ApproveChoice, ConversationId, QuestionKind, RequestId};
+use agentwire_engine::StoredTurn;
 use agentwire_engine::{
     AnswerReply, Engine, SlotRefusal, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
 use agentwire_relay::tinyagent;
-use agentwire_store::StoredTurn;
 use card::{Acceptance, Stopper, TaskRequest, TASK_CANCEL, TASK_ERROR, TASK_REQUEST, TASK_RESULT};
 use nostr::prelude::{Event, EventId, Filter, SingleLetterTag, Timestamp};
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -6,19 +6,19 @@
 //! the daemon's socket with the Rust agent client, like any agent: replies come one at a time and are
 //! acked once their turn is journaled; a reply while the turn asks a question is its answer; a later one
 //! waits behind the turn under way; an approval "for this session" or "always" stands for the rest of the
-//! job (kept in the conversation's meta). The row shows the turn ([`agentwire_roost::turn_row`]), and each
+//! job (kept in the conversation's meta). The row shows the turn ([`crate::turn_row`]), and each
 //! answer's whole text is appended to `output.log` in the job's dir (the row keeps 500 characters). A
 //! stopped job's turns are cancelled. After a restart the job is served again once the engine's recovery
 //! pass has ended what the crash cut off, and its row shows its newest turn's outcome.
 
+use crate::agent::{Delivery, Handler, JobEnv, RoostAgent};
+use crate::daemon::hosted::{Host, HostedJob};
+use crate::turn_row::{self, TurnRow};
 use agentwire_core::{ConversationId, Outcome, Question, RequestId, TurnEvent};
+use agentwire_engine::StoredTurn;
 use agentwire_engine::{
     AnswerReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
-use agentwire_roost::agent::{Delivery, Handler, JobEnv, RoostAgent};
-use agentwire_roost::daemon::hosted::{Host, HostedJob};
-use agentwire_roost::turn_row::{self, TurnRow};
-use agentwire_store::StoredTurn;
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,7 +26,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// The protocol the front's turns are journaled under.
-pub(crate) const PROTOCOL: &str = "roost";
+pub const PROTOCOL: &str = "roost";
 
 /// The first wait before a reply is submitted again to a journal that could not write; it doubles up to
 /// [`JOURNAL_RETRY_MAX`]. Meanwhile the reply stays unacked, so a restart delivers it again.
@@ -46,7 +46,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Serves one engine agent's hosted profile.
-pub(crate) struct RoostHost {
+pub struct RoostHost {
     engine: Arc<Engine>,
     name: String,
     recovered: watch::Sender<bool>,
@@ -54,7 +54,7 @@ pub(crate) struct RoostHost {
 
 impl RoostHost {
     /// The host of agent `name`, served by `engine`. Its jobs wait for [`RoostHost::recovered`].
-    pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Arc<RoostHost> {
+    pub fn new(engine: Arc<Engine>, name: &str) -> Arc<RoostHost> {
         Arc::new(RoostHost {
             engine,
             name: name.to_string(),
@@ -63,7 +63,7 @@ impl RoostHost {
     }
 
     /// The engine's recovery pass has run: jobs may read their rows from the journal and take replies.
-    pub(crate) fn recovered(&self) {
+    pub fn recovered(&self) {
         self.recovered.send_replace(true);
     }
 }
@@ -351,10 +351,7 @@ impl RoostTurn {
             Outcome::Result(r) => r.text.clone(),
             Outcome::Failure(f) => format!("[{}] {}", f.code.as_str(), f.message),
         };
-        let path = self
-            .job
-            .dir
-            .join(agentwire_roost::daemon::process::OUTPUT_FILE);
+        let path = self.job.dir.join(crate::daemon::process::OUTPUT_FILE);
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
