@@ -72,7 +72,8 @@ mod server;
 mod session;
 mod storage_threads;
 pub mod store;
-pub mod tinyagent;
+/// The question card and answer rules (their own pure crate, shared with the task-card adapter).
+pub use agentwire_tinyagent as tinyagent;
 mod wire;
 
 pub use error::RelayError;

@@ -1,10 +1,10 @@
 //! A running task's question as a tiny agent question card (kind 9 with `["tinyagent","1"]`), and a
 //! settled answer back as the core answer. Pure: the caller signs the card and checks answers with
-//! [`agentwire_relay::tinyagent`], the same rules the embedded relay settles by.
+//! [`agentwire_tinyagent`], the same rules the embedded relay settles by.
 
 use super::card::Thread;
 use agentwire_core::{Answer, Question, QuestionKind};
-use agentwire_relay::tinyagent::{MAX_OPTIONS, OPTION_ID_CHARS, OPTION_LABEL_CHARS};
+use agentwire_tinyagent::{MAX_OPTIONS, OPTION_ID_CHARS, OPTION_LABEL_CHARS};
 use nostr::prelude::{PublicKey, Tag};
 
 /// A question the card cannot carry.
@@ -168,12 +168,12 @@ mod tests {
     }
 
     /// The card signed and read back by the relay's own validation.
-    fn relay_reads(draft: &QuestionCardDraft) -> agentwire_relay::tinyagent::QuestionCard {
+    fn relay_reads(draft: &QuestionCardDraft) -> agentwire_tinyagent::QuestionCard {
         let ev = EventBuilder::new(Kind::Custom(9), draft.content.clone())
             .tags(draft.tags.clone())
             .finalize(&Keys::generate())
             .unwrap();
-        agentwire_relay::tinyagent::question(&ev).expect("a card the relay takes")
+        agentwire_tinyagent::question(&ev).expect("a card the relay takes")
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! cancel it, and the tags and contents of every event the adapter publishes. No I/O, no clock.
 
 use agentwire_core::{Outcome, TurnFailure};
-use agentwire_relay::tinyagent::{first_value, tag_values};
+use agentwire_tinyagent::{first_value, tag_values};
 use nostr::prelude::{Event, EventId, Kind, PublicKey, Tag};
 use std::collections::HashSet;
 

@@ -326,7 +326,7 @@ impl TurnFront for TaskFront {
         let Some(ev) = self.sign(card::CHAT, draft.content.clone(), draft.tags.clone()) else {
             return FrontAsk::Unavailable;
         };
-        let parsed = match agentwire_relay::tinyagent::question(&ev) {
+        let parsed = match agentwire_tinyagent::question(&ev) {
             Ok(p) => p,
             Err(rule) => {
                 tracing::error!(task = %self.task.id, %rule, "a question card the relay's rules refuse");

@@ -25,7 +25,7 @@ use agentwire_engine::StoredTurn;
 use agentwire_engine::{
     AnswerReply, Engine, SlotRefusal, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
-use agentwire_relay::tinyagent;
+use agentwire_tinyagent as tinyagent;
 use card::{Acceptance, Stopper, TaskRequest, TASK_CANCEL, TASK_ERROR, TASK_REQUEST, TASK_RESULT};
 use nostr::prelude::{Event, EventId, Filter, SingleLetterTag, Timestamp};
 use std::collections::{HashMap, HashSet, VecDeque};

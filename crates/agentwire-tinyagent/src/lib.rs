@@ -1,4 +1,5 @@
-//! Tiny agent interactions (`shared/specs/tinyagent-interactions-and-task-cards.md`), the relay's half:
+//! Tiny agent interactions (`shared/specs/tinyagent-interactions-and-task-cards.md`): the rules the relay
+//! settles questions by and the task-card adapter writes cards by, in one small pure crate both use:
 //! which kind 9 room messages are native question cards and whether one is well formed, and whether a
 //! kind 1111 (NIP-22) reply answers one validly. Pure functions over events and the time; the store keeps
 //! which answer settled which question (the first valid one).
@@ -530,5 +531,4 @@ fn content(card: &QuestionCard, content: &str) -> Result<Settlement, String> {
 }
 
 #[cfg(test)]
-#[path = "tinyagent_tests.rs"]
 mod tests;
