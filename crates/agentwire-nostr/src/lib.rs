@@ -1,6 +1,6 @@
 //! NIP-XX AI Agent Messages for agentwire: the pure protocol core ([`nipxx`]), NIP-44 and signing with cached
 //! keys ([`crypto`]), NIP-59 gift wrap ([`nip59`]), a relay connection ([`relay_conn`]), the agent runtime ([`runtime`]) and the client
-//! ([`client`]), and the task-card adapter for Nostr rooms ([`tasks`]).
+//! ([`client`]). The task-card adapter for Nostr rooms is a crate of its own, `agentwire-tasks`.
 
 pub mod client;
 pub mod crypto;
@@ -8,4 +8,3 @@ pub mod nip59;
 pub mod nipxx;
 pub mod relay_conn;
 pub mod runtime;
-pub mod tasks;

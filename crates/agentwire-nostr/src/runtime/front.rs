@@ -41,12 +41,14 @@ impl Outbox {
         }
     }
 
-    pub(crate) fn start(&self) {
+    /// A terminal is being sent: a shutdown waits for it.
+    pub fn start(&self) {
         self.in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    pub(crate) fn done(&self) {
+    /// A terminal has been sent (or given up).
+    pub fn done(&self) {
         if self
             .in_flight
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)

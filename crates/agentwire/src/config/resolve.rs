@@ -583,7 +583,7 @@ fn tasks(file: &FileConfig) -> Result<Option<Tasks>, ConfigError> {
     };
     let max_running = t
         .max_running
-        .unwrap_or(agentwire_nostr::tasks::DEFAULT_MAX_RUNNING_TASKS);
+        .unwrap_or(agentwire_tasks::DEFAULT_MAX_RUNNING_TASKS);
     if !(1..=MAX_RUNNING_TASKS).contains(&max_running) {
         return Err(ConfigError::Tasks(format!(
             "max_running must be 1 to {MAX_RUNNING_TASKS}, not {max_running}"
@@ -601,7 +601,7 @@ fn tasks(file: &FileConfig) -> Result<Option<Tasks>, ConfigError> {
         )?,
         question_window: secs(
             t.question_window_secs,
-            agentwire_nostr::tasks::DEFAULT_QUESTION_WINDOW.as_secs(),
+            agentwire_tasks::DEFAULT_QUESTION_WINDOW.as_secs(),
             QUESTION_WINDOW_SECS,
             "question_window_secs",
         )?,

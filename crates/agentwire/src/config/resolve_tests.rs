@@ -895,14 +895,8 @@ fn tasks_come_from_the_file_with_the_specs_defaults() {
     assert!(t.allowed.contains(&alice));
     assert_eq!(t.home.as_deref(), Some("lobby"));
     assert_eq!(t.progress_interval, Duration::from_secs(15));
-    assert_eq!(
-        t.question_window,
-        agentwire_nostr::tasks::DEFAULT_QUESTION_WINDOW
-    );
-    assert_eq!(
-        t.max_running,
-        agentwire_nostr::tasks::DEFAULT_MAX_RUNNING_TASKS
-    );
+    assert_eq!(t.question_window, agentwire_tasks::DEFAULT_QUESTION_WINDOW);
+    assert_eq!(t.max_running, agentwire_tasks::DEFAULT_MAX_RUNNING_TASKS);
     assert!(
         resolved(&[], "").tasks.is_none(),
         "off without rooms to watch"

@@ -17,14 +17,14 @@ pub mod progress;
 
 pub use front::{TaskFront, TaskRoute};
 
-use crate::crypto::Crypto;
-use crate::relay_conn::{Incoming, RelayConn};
-use crate::runtime::Outbox;
 use agentwire_core::{now_secs, ApproveChoice, ConversationId, QuestionKind, RequestId};
 use agentwire_engine::StoredTurn;
 use agentwire_engine::{
     AnswerReply, Engine, SlotRefusal, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
+use agentwire_nostr::crypto::Crypto;
+use agentwire_nostr::relay_conn::{Incoming, RelayConn};
+use agentwire_nostr::runtime::Outbox;
 use agentwire_tinyagent as tinyagent;
 use card::{Acceptance, Stopper, TaskRequest, TASK_CANCEL, TASK_ERROR, TASK_REQUEST, TASK_RESULT};
 use nostr::prelude::{Event, EventId, Filter, SingleLetterTag, Timestamp};

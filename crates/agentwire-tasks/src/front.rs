@@ -9,13 +9,13 @@ use super::card::{
 };
 use super::progress::Progress;
 use super::Shared;
-use crate::relay_conn::RelayConn;
-use crate::runtime::{Outbox, TERMINAL_RETRY_DELAYS};
 use agentwire_core::{
     now_secs, Answer, ApproveChoice, Asked, Outcome, Question, QuestionKind, RequestId, TurnEvent,
 };
 use agentwire_engine::StoredTurn;
 use agentwire_engine::{FrontAsk, TurnFront};
+use agentwire_nostr::relay_conn::RelayConn;
+use agentwire_nostr::runtime::{Outbox, TERMINAL_RETRY_DELAYS};
 use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey, Tag};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};

@@ -7,9 +7,9 @@ use agentwire_agents::DemoAgent;
 use agentwire_engine::{Engine, Front};
 use agentwire_nostr::crypto::Crypto;
 use agentwire_nostr::relay_conn::{Incoming, RelayConn};
-use agentwire_nostr::tasks::{TaskAdapter, TaskConfig, DEFAULT_MAX_RUNNING_TASKS};
 use agentwire_relay::{RelayConfig, RelayHandle, RoomConfig};
 use agentwire_store::SqliteJournal;
+use agentwire_tasks::{TaskAdapter, TaskConfig, DEFAULT_MAX_RUNNING_TASKS};
 use futures_util::{SinkExt, StreamExt};
 use nostr::prelude::{
     ClientMessage, Event, EventBuilder, EventId, Filter, Keys, Kind, PublicKey, RelayMessage,
