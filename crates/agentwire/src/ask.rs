@@ -143,8 +143,8 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
     match &target.agent {
         // A key, or the name of a further agent the local `serve` runs (its key in the data dir).
         Some(a) => keys::parse_public_key(a).or_else(|e| {
-            let by_name = crate::more_agents::key_file(a);
-            let dir = data_dir.join(crate::more_agents::AGENT_KEYS_DIR);
+            let by_name = crate::agents::key_file(a);
+            let dir = data_dir.join(crate::agents::AGENT_KEYS_DIR);
             let fit = !a.starts_with('.')
                 && a.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
@@ -158,12 +158,14 @@ fn agent_key(target: &Target, data_dir: &Path) -> Result<PublicKey, String> {
                 false => Err(e),
             }
         }),
-        None => keys::existing_public_key(data_dir, "agent.key").ok_or_else(|| {
-            format!(
-                "no --agent given and no agent key in {}",
-                data_dir.display()
-            )
-        }),
+        None => {
+            keys::existing_public_key(data_dir, crate::agents::AGENT_KEY_FILE).ok_or_else(|| {
+                format!(
+                    "no --agent given and no agent key in {}",
+                    data_dir.display()
+                )
+            })
+        }
     }
 }
 

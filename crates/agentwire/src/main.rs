@@ -2,6 +2,7 @@
 //! `ask --nats`, `cancel --nats`, `read`, `discover` over fisk-ai; `jobs` for roost; `config` to see the
 //! configuration in force).
 
+mod agents;
 mod ask;
 mod ask_deadline;
 mod config;
@@ -10,7 +11,6 @@ mod fisk_questions;
 mod http_front;
 mod jobs;
 mod keys;
-mod more_agents;
 mod serve;
 mod show_config;
 mod turns_cli;

@@ -6,12 +6,10 @@ use crate::keys;
 use agentwire_agents::openai::mcp::McpServers;
 use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
 use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
-use agentwire_engine::{Agent, Engine, Front};
-use agentwire_fisk::worker::Worker;
-use agentwire_nostr::crypto::Crypto;
-use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
+use agentwire_engine::{Agent, Engine};
+use agentwire_nostr::runtime::RuntimeConfig;
 use agentwire_store::SqliteJournal;
-use agentwire_tasks::{TaskAdapter, TaskConfig};
+use agentwire_tasks::TaskConfig;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -19,8 +17,6 @@ use std::time::Duration;
 
 /// The journal of turns and outcomes, in the data directory.
 const JOURNAL_FILE: &str = "journal.sqlite";
-/// The agent's key, in the data directory.
-const AGENT_KEY_FILE: &str = "agent.key";
 /// The embedded relay's own key (it signs room metadata), in the data directory.
 const RELAY_KEY_FILE: &str = "relay.key";
 
@@ -158,44 +154,49 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         http,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
-    let agent_keys = match &nipxx.key_file {
-        Some(path) => keys::load_shared(path)?,
-        None => keys::load_or_create(&data_dir, AGENT_KEY_FILE)?,
-    };
-    let agent_name = agent.name;
-    let agent_kind = agent.kind.name();
-    let max_concurrent_turns = agent.max_concurrent_turns;
     let roost_socket = roost.socket;
-    let agent = make_agent(&agent_name, &agent.kind, &roost_socket, &data_dir).await?;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
     let closing = journal.clone();
+    // Every agent on one path: the `--agent` one first, then every further one.
+    let mut specs = vec![crate::agents::AgentSpec {
+        name: agent.name.clone(),
+        kind: agent.kind.clone(),
+        max_concurrent_turns: agent.max_concurrent_turns,
+        default: true,
+        nipxx: true,
+        key_file: nipxx.key_file.clone(),
+        fisk_identity: nats.as_ref().map(|n| n.identity.clone()),
+        roost: roost.hosted.contains(&agent.name),
+        tasks: tasks.is_some(),
+    }];
+    specs.extend(more_agents.iter().map(crate::agents::AgentSpec::further));
     // One hub for every agent's turns: a watcher sees them all.
     let hub = agentwire_engine::WatchHub::new();
-    let more = crate::more_agents::prepare(
-        &more_agents,
-        &data_dir,
-        &roost_socket,
-        &journal,
-        owner.as_deref(),
-        &hub,
+    let prepared = crate::agents::prepare(
+        specs,
+        &crate::agents::Shared {
+            data_dir: &data_dir,
+            roost_socket: &roost_socket,
+            journal: &journal,
+            instance: owner.as_deref(),
+            hub: &hub,
+        },
     )
     .await?;
-    let owner = owner.unwrap_or_else(|| agentwire_store::LOCAL_OWNER.to_string());
-    let engine = Engine::with_hub(journal, agent, owner, hub.clone());
-    if let Some(n) = max_concurrent_turns {
-        engine.limit_running(n);
-    }
+    let default_engine = prepared[0].engine().clone();
     let embedded = match relay {
         Some(mut rc) => {
-            rc.unlimited_authors.insert(agent_keys.public_key());
-            rc.unlimited_authors
-                .extend(more.iter().filter_map(|m| m.public_key()));
-            if tasks.is_some() {
-                // The agent's key writes (and reads) in every room it watches.
-                rc.room_writers.insert(agent_keys.public_key());
+            // Every agent on NIP-XX may write without a rate; the task cards' agent in every room.
+            for p in &prepared {
+                if let Some(k) = p.keys() {
+                    rc.unlimited_authors.insert(k.public_key());
+                    if p.serves_tasks() {
+                        rc.room_writers.insert(k.public_key());
+                    }
+                }
             }
-            rc.health = Some(health_check(&engine));
+            rc.health = Some(health_check(&default_engine));
             if let Some(url) = &notify_webhook {
                 let notifier = agentwire_relay::notify::WebhookNotifier::start(url)
                     .map_err(|e| format!("[notify] {e}"))?;
@@ -218,21 +219,13 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     }
     relays.extend(external);
     // The engine agents a roost controller dispatches: each job of their profile is a conversation with
-    // them. Their jobs take replies once the engine's recovery pass below has run.
-    let default_host = roost
-        .hosted
-        .contains(&agent_name)
-        .then(|| agentwire_roost::front::RoostHost::new(engine.clone(), &agent_name));
-    let mut hosted: std::collections::HashMap<
-        String,
-        Arc<dyn agentwire_roost::daemon::hosted::Host>,
-    > = std::collections::HashMap::new();
-    if let Some(h) = &default_host {
-        hosted.insert(agent_name.clone(), h.clone());
-    }
-    for (name, h) in more.iter().filter_map(|m| m.roost_host()) {
-        hosted.insert(name, h);
-    }
+    // them. Their jobs take replies once their engine's recovery pass has run.
+    let hosted: std::collections::HashMap<String, Arc<dyn agentwire_roost::daemon::hosted::Host>> =
+        prepared
+            .iter()
+            .filter_map(|p| p.roost_host())
+            .map(|(name, h)| (name, h as Arc<dyn agentwire_roost::daemon::hosted::Host>))
+            .collect();
     let mut hosted_names: Vec<String> = hosted.keys().cloned().collect();
     hosted_names.sort();
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
@@ -243,38 +236,6 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     })
     .await
     .map_err(|e| e.to_string())?;
-    let nats_config = nats.clone();
-    let fisk = match nats {
-        None => None,
-        Some(worker) => Some(
-            Worker::start(worker, engine.clone())
-                .await
-                .map_err(|e| format!("fisk-ai worker: {e}"))?,
-        ),
-    };
-    let crypto = Arc::new(Crypto::new(agent_keys.clone()));
-    let task_adapter = match &tasks {
-        // The rooms live on the embedded relay when it runs, else on the first relay given.
-        Some(t) => Some(
-            TaskAdapter::start(
-                TaskConfig {
-                    relay: relays.first().cloned().unwrap_or_default(),
-                    watch: t.watch.iter().cloned().collect(),
-                    allowed: t.allowed.iter().copied().collect(),
-                    home: t.home.clone(),
-                    progress_interval: t.progress_interval,
-                    question_window: t.question_window,
-                    backlog_horizon: nipxx.backlog_horizon,
-                    max_running: t.max_running,
-                    verified_relay: embedded.is_some(),
-                },
-                crypto.clone(),
-                engine.clone(),
-            )
-            .await,
-        ),
-        None => None,
-    };
     let runtime_config = RuntimeConfig {
         relays: relays.clone(),
         allow: nipxx.allow.map(|a| a.into_iter().collect()),
@@ -285,48 +246,34 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         // The embedded relay checks ids and signatures before it stores or sends an event.
         verified_relays: embedded.iter().map(|r| r.url()).collect(),
     };
-    let runtime = Runtime::start(runtime_config.clone(), crypto, engine.clone()).await;
-    let lease = journal_choice.lease();
-    let more =
-        crate::more_agents::start(more, &runtime_config, nats_config.as_ref(), lease).await?;
-    let mut fronts: Vec<Arc<dyn Front>> = vec![runtime.clone()];
-    if let Some(w) = &fisk {
-        fronts.push(w.clone());
-    }
-    if let Some(t) = &task_adapter {
-        fronts.push(t.clone());
-    }
-    crate::more_agents::recover(&engine, &fronts, fisk.is_some(), &agent_name).await;
-    if let Some(lease) = lease {
-        crate::more_agents::sweep_abandoned(
-            engine.clone(),
-            fronts.clone(),
-            fisk.is_some(),
-            agent_name.clone(),
-            true,
-            lease,
-        );
-    }
-    if let Some(h) = &default_host {
-        h.recovered();
-    }
+    // The rooms live on the embedded relay when it runs, else on the first relay given.
+    let task_config = tasks.as_ref().map(|t| TaskConfig {
+        relay: relays.first().cloned().unwrap_or_default(),
+        watch: t.watch.iter().cloned().collect(),
+        allowed: t.allowed.iter().copied().collect(),
+        home: t.home.clone(),
+        progress_interval: t.progress_interval,
+        question_window: t.question_window,
+        backlog_horizon: nipxx.backlog_horizon,
+        max_running: t.max_running,
+        verified_relay: embedded.is_some(),
+    });
+    let served = crate::agents::start(
+        prepared,
+        &crate::agents::FrontsConfig {
+            runtime: &runtime_config,
+            nats: nats.as_ref(),
+            tasks: task_config,
+            lease: journal_choice.lease(),
+        },
+    )
+    .await?;
+    let default = &served[0];
     let http_server = match &http {
         Some(choice) => {
             let token = crate::http_front::load_or_create_token(&data_dir)?;
-            let mut own_fronts: Vec<String> =
-                fronts.iter().map(|f| f.protocol().to_string()).collect();
-            if default_host.is_some() {
-                own_fronts.push("roost".into());
-            }
-            let mut agents = vec![agentwire_http::AgentInfo {
-                name: agent_name.clone(),
-                kind: agent_kind.into(),
-                fronts: own_fronts,
-                card: engine.card(),
-            }];
-            agents.extend(more.iter().map(|m| m.http_info()));
-            let mut engines = vec![engine.clone()];
-            engines.extend(more.iter().map(|m| m.engine().clone()));
+            let agents = served.iter().map(|a| a.http_info()).collect();
+            let engines = served.iter().map(|a| a.engine().clone()).collect();
             let server =
                 crate::http_front::start(choice, token.clone(), hub.clone(), engines, agents)
                     .await?;
@@ -334,12 +281,14 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         }
         None => None,
     };
-    let pk = agent_keys.public_key();
+    let pk = default
+        .pubkey()
+        .ok_or("the default agent has no NIP-XX key")?;
     let mut ready = serde_json::json!({
         "ready": true,
         "relay": relays.first(),
         "relays": relays,
-        "agent": agent_name,
+        "agent": default.name(),
         "agent_pubkey": pk.to_hex(),
         "npub": keys::npub(&pk),
         "data_dir": data_dir,
@@ -349,7 +298,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Some(t) = &tasks {
         ready["tasks"] = serde_json::json!({ "watch": t.watch, "home": t.home });
     }
-    if let Some(w) = &fisk {
+    if let Some(w) = default.worker() {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
     }
     if let Some((server, token)) = &http_server {
@@ -358,14 +307,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         ready["http_token"] = token.reveal().into();
     }
     // Every agent the daemon serves, the `--agent` one first.
-    let mut agents = vec![serde_json::json!({
-        "name": agent_name,
-        "pubkey": pk.to_hex(),
-        "npub": keys::npub(&pk),
-        "identity": fisk.as_ref().map(|w| w.identity()),
-    })];
-    agents.extend(more.iter().map(|m| m.ready()));
-    ready["agents"] = agents.into();
+    ready["agents"] = served.iter().map(|a| a.ready()).collect::<Vec<_>>().into();
     println!("{ready}");
     // What this daemon serves, for the client commands on the same data dir (no secret: the token has a
     // file of its own).
@@ -378,7 +320,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Err(e) = std::fs::write(&serving, format!("{shown}\n")) {
         tracing::warn!(file = %serving.display(), error = %e, "could not write what this daemon serves");
     }
-    tracing::info!(agent = %agent_name, pubkey = %pk.to_hex(), "serving");
+    tracing::info!(agent = %default.name(), pubkey = %pk.to_hex(), "serving");
     wait_for_signal().await;
     tracing::info!("shutting down");
     // Every front drains through the engine: running turns finish within the grace; new fisk-ai requests
@@ -386,11 +328,11 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     // after the restart. Then each front sends what it still has (NIP-XX terminals and their retries) and
     // leaves the wire.
     // Every agent drains at once, so the grace is one grace however many agents there are.
-    let drains: Vec<_> = more
+    let drains: Vec<_> = served
         .into_iter()
-        .map(|m| tokio::spawn(async move { m.shut_down(DRAIN_GRACE).await }))
+        .map(|a| tokio::spawn(async move { a.shut_down(DRAIN_GRACE).await }))
         .collect();
-    let mut left = engine.shut_down(&fronts, DRAIN_GRACE).await;
+    let mut left = 0;
     for d in drains {
         left += d.await.unwrap_or(0);
     }
