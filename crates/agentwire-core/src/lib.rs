@@ -9,6 +9,7 @@
 pub mod child_env;
 mod event;
 mod ids;
+mod input;
 mod outcome;
 mod question;
 mod redact;
@@ -16,6 +17,7 @@ mod turnbook;
 
 pub use event::{StatusState, TurnEvent};
 pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
+pub use input::{PastToolCall, PastTurn, Resume, TurnInput};
 pub use outcome::{
     Failure, FailureCode, Outcome, Refusal, TurnFailure, TurnResult, Usage, REFUSALS, TURN_FAILURES,
 };

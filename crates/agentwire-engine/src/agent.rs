@@ -1,6 +1,8 @@
 //! The Agent trait: something that runs one turn and streams its events.
 
-use agentwire_core::{Asked, CallAnswer, ConversationId, Outcome, Question, RequestId, TurnEvent};
+use agentwire_core::{
+    Asked, Outcome, PastToolCall, PastTurn, Question, RequestId, TurnEvent, TurnInput,
+};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -44,56 +46,6 @@ pub struct AgentCard {
     pub max_context_tokens: u64,
 }
 
-/// One turn's input, as every front reduces its request to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnInput {
-    /// The request id.
-    pub request_id: RequestId,
-    /// The conversation.
-    pub conversation_id: ConversationId,
-    /// The person's message.
-    pub message: String,
-    /// The model to use (already checked against the card).
-    pub model: String,
-    /// Requested thinking effort, if any.
-    pub thinking: Option<String>,
-    /// Models to try in order when `model` turns out to be unavailable (all on the card).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fallback_models: Vec<String>,
-    /// Set when this turn continues one that stopped part way (suspended or deferred).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume: Option<Resume>,
-    /// The conversation's earlier turns, oldest first, for an agent that asks for them
-    /// ([`Agent::wants_history`]): filled by the engine from the journal when the turn starts, and never
-    /// journaled with the turn (each turn's own record holds its own part).
-    #[serde(skip)]
-    pub history: Vec<PastTurn>,
-}
-
-/// One earlier turn of a conversation that ended with an answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PastTurn {
-    /// The person's message.
-    pub message: String,
-    /// The tools the agent ran in it, in order.
-    pub tools: Vec<PastToolCall>,
-    /// The answer.
-    pub answer: String,
-}
-
-/// A tool call of an earlier turn and its result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PastToolCall {
-    /// The call's id.
-    pub call_id: String,
-    /// The tool.
-    pub name: String,
-    /// Its arguments.
-    pub arguments: serde_json::Value,
-    /// What it returned.
-    pub output: serde_json::Value,
-}
-
 /// Most earlier turns given to an agent, and read from the journal for it: a conversation can grow for
 /// ever, and a turn's read must not grow with it; 100 turns outgrow the context window of today's models
 /// but the largest, and the agent drops the oldest of these further to fit its own window.
@@ -118,7 +70,7 @@ pub fn past_turns(
             let Some(Outcome::Result(r)) = &t.turn.outcome else {
                 return None;
             };
-            let message = t.turn.input["message"].as_str()?.to_string();
+            let message = t.turn.input.message.clone();
             let mut tools: Vec<PastToolCall> = Vec::new();
             let events = t.transcript.as_ref().and_then(|v| v.as_array());
             for ev in events.into_iter().flatten() {
@@ -153,16 +105,6 @@ pub fn past_turns(
     let extra = past.len().saturating_sub(MAX_HISTORY_TURNS);
     past.drain(..extra);
     past
-}
-
-/// Where a resumed turn picks up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Resume {
-    /// The checkpoint the parked turn ended with (the agent's own format).
-    pub checkpoint: serde_json::Value,
-    /// Answers given since, to the calls the parked turn was waiting on.
-    #[serde(default)]
-    pub answers: Vec<CallAnswer>,
 }
 
 /// Puts a running turn's questions to a person, through the turn's protocol.
@@ -261,12 +203,21 @@ mod tests {
         ConversationTurn {
             turn: StoredTurn {
                 request_id: RequestId::new(format!("r{n}")).unwrap(),
-                conversation_id: ConversationId::new("c").unwrap(),
+                conversation_id: agentwire_core::ConversationId::new("c").unwrap(),
                 protocol: "test".into(),
                 owner: format!("host-{}", n % 2),
                 agent: "local".into(),
                 route: json!({}),
-                input: json!({ "message": format!("m{n}") }),
+                input: TurnInput {
+                    request_id: RequestId::new(format!("r{n}")).unwrap(),
+                    conversation_id: agentwire_core::ConversationId::new("c").unwrap(),
+                    message: format!("m{n}"),
+                    model: "m".into(),
+                    thinking: None,
+                    fallback_models: Vec::new(),
+                    resume: None,
+                    history: Vec::new(),
+                },
                 accepted_at: 0,
                 outcome,
                 wire: None,

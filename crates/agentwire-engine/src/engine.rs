@@ -1,7 +1,8 @@
 //! The async driver around the turn book: journal first, then act; one task per running turn.
 
-use crate::agent::{Agent, AskQuestion, Asker, TurnContext, TurnInput, EVENT_QUEUE_DEPTH};
+use crate::agent::{Agent, AskQuestion, Asker, TurnContext, EVENT_QUEUE_DEPTH};
 use crate::health::Health;
+use agentwire_core::TurnInput;
 use agentwire_core::{
     Answer, Asked, CancelDecision, ConversationId, Failure, Finished, Journaled, Outcome, Question,
     Refusal, RequestId, Submitted, TurnBook, TurnEvent, TurnFailure,
@@ -904,7 +905,7 @@ impl Engine {
                     protocol: t.protocol.clone(),
                     agent: t.agent.clone(),
                     conversation: t.conversation_id.clone(),
-                    prompt: crate::watch::first_line(t.input["message"].as_str().unwrap_or("")),
+                    prompt: crate::watch::first_line(&t.input.message),
                 };
                 Arc::new(crate::watch::WatchedFront {
                     inner,
@@ -1342,7 +1343,7 @@ impl Engine {
             owner: self.owner.clone(),
             agent: self.agent_name.clone(),
             route: sub.route.clone(),
-            input: serde_json::to_value(&sub.input).unwrap_or_default(),
+            input: sub.input.clone(),
             accepted_at: now_secs(),
             conversation_meta: sub.conversation_meta.clone(),
         }

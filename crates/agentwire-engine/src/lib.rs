@@ -15,9 +15,11 @@ mod slots;
 pub mod watch;
 
 pub use agent::{
-    cancelled, past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, PastToolCall,
-    PastTurn, Resume, ToolSpec, TurnContext, TurnInput, EVENT_QUEUE_DEPTH, MAX_HISTORY_TURNS,
+    cancelled, past_turns, Agent, AgentCard, AskQuestion, Asker, CancelSignal, ToolSpec,
+    TurnContext, EVENT_QUEUE_DEPTH, MAX_HISTORY_TURNS,
 };
+/// A turn's input (typed in the core, as the journal keeps it).
+pub use agentwire_core::{PastToolCall, PastTurn, Resume, TurnInput};
 /// The journal's records as the engine hands them to fronts (a front depends on the engine's API, never on
 /// the journal).
 pub use agentwire_store::{ConversationTurn, ConversationView, StoreError, StoredTurn};

@@ -119,14 +119,25 @@ impl JournalCommits {
         use agentwire_store::{Journal, NewTurn, LOCAL_OWNER};
         let i = self.n;
         self.n += 1;
+        let request_id = agentwire_core::RequestId::new(format!("fisk:probe{i}")).unwrap();
+        let conversation_id = agentwire_core::ConversationId::new(format!("fisk:{i:064}")).unwrap();
         let turn = NewTurn {
-            request_id: agentwire_core::RequestId::new(format!("fisk:probe{i}")).unwrap(),
-            conversation_id: agentwire_core::ConversationId::new(format!("fisk:{i:064}")).unwrap(),
+            request_id: request_id.clone(),
+            conversation_id: conversation_id.clone(),
             protocol: "fisk".into(),
             owner: LOCAL_OWNER.into(),
             agent: "demo".into(),
             route: serde_json::json!({ "request": format!("probe{i}") }),
-            input: serde_json::json!({"request_id": format!("fisk:probe{i}"), "message": "quick hi", "model": "demo"}),
+            input: agentwire_core::TurnInput {
+                request_id,
+                conversation_id,
+                message: "quick hi".into(),
+                model: "demo".into(),
+                thinking: None,
+                fallback_models: Vec::new(),
+                resume: None,
+                history: Vec::new(),
+            },
             accepted_at: 0,
             conversation_meta: Some(
                 serde_json::json!({"fingerprint": {"model": "demo"}, "tools": ["calculator", "shell"]}),

@@ -265,7 +265,7 @@ async fn turn(Extract(s): Extract<State>, Path(id): Path<String>) -> Response {
             "agent": t.agent,
             "protocol": t.protocol,
             "conversation": t.conversation_id.as_str(),
-            "prompt": t.input["message"].as_str().unwrap_or("").lines().next().unwrap_or(""),
+            "prompt": t.input.message.lines().next().unwrap_or(""),
             "state": if t.outcome.is_some() { "ended" } else { "running" },
             "outcome": t.outcome,
             "started_ms": t.accepted_at.saturating_mul(1000),

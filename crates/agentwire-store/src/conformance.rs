@@ -33,7 +33,16 @@ pub fn turn(n: u32) -> NewTurn {
         owner: LOCAL_OWNER.into(),
         agent: "demo".into(),
         route: serde_json::json!({"client": "abc"}),
-        input: serde_json::json!({"message": format!("m{n}")}),
+        input: agentwire_core::TurnInput {
+            request_id: RequestId::new(format!("nipxx:{n}")).expect("valid id"),
+            conversation_id: ConversationId::new("c").expect("valid id"),
+            message: format!("m{n}"),
+            model: "m".into(),
+            thinking: None,
+            fallback_models: Vec::new(),
+            resume: None,
+            history: Vec::new(),
+        },
         accepted_at: 100 + n as u64,
         conversation_meta: None,
     }

@@ -137,16 +137,19 @@ struct TurnDoc {
 
 impl TurnDoc {
     fn stored(&self) -> Result<StoredTurn, StoreError> {
+        let request_id = RequestId::new(self.request_id.clone())
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let conversation_id = ConversationId::new(self.conversation_id.clone())
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let input = crate::model::decode_input(self.input.clone(), &request_id, &conversation_id)?;
         Ok(StoredTurn {
-            request_id: RequestId::new(self.request_id.clone())
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            conversation_id: ConversationId::new(self.conversation_id.clone())
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            request_id,
+            conversation_id,
             protocol: self.protocol.clone(),
             owner: self.owner.clone(),
             agent: self.agent.clone(),
             route: self.route.clone(),
-            input: self.input.clone(),
+            input,
             accepted_at: self.accepted_at,
             outcome: self.outcome.clone(),
             wire: self.wire.clone(),
@@ -394,7 +397,7 @@ impl JetStreamJournal {
             owner: turn.owner,
             agent: turn.agent,
             route: turn.route,
-            input: turn.input,
+            input: serde_json::to_value(&turn.input).map_err(corrupt)?,
             accepted_at: turn.accepted_at,
             outcome: None,
             wire: None,

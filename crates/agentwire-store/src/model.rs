@@ -1,6 +1,6 @@
 //! What the journal stores and answers: the records every journal implementation shares, and its error.
 
-use agentwire_core::{ConversationId, Outcome, RequestId, Usage};
+use agentwire_core::{ConversationId, Outcome, RequestId, TurnInput, Usage};
 
 /// The owner recorded for turns of a journal that one daemon has to itself (the embedded SQLite journal).
 /// A shared journal records each instance's own name, so recovery ends only its own turns.
@@ -57,7 +57,7 @@ pub struct NewTurn {
     /// Where to send its outcome (protocol-specific), kept so an interrupted turn can be answered after a restart.
     pub route: serde_json::Value,
     /// The turn's input (message, model, ...).
-    pub input: serde_json::Value,
+    pub input: TurnInput,
     /// Unix seconds of acceptance.
     pub accepted_at: u64,
     /// The conversation's protocol-specific state to set in the same transaction, if it changed (a new
@@ -118,7 +118,7 @@ pub struct StoredTurn {
     /// Where its outcome goes.
     pub route: serde_json::Value,
     /// Its input.
-    pub input: serde_json::Value,
+    pub input: TurnInput,
     /// Unix seconds of acceptance.
     pub accepted_at: u64,
     /// Its outcome, once decided and journaled.
@@ -127,6 +127,21 @@ pub struct StoredTurn {
     pub wire: Option<String>,
     /// Tool calls the turn made (0 until it ends).
     pub tool_calls: u64,
+}
+
+/// A journaled input as a [`TurnInput`]; the turn's own ids fill an input journaled without them.
+pub(crate) fn decode_input(
+    mut input: serde_json::Value,
+    request_id: &RequestId,
+    conversation_id: &ConversationId,
+) -> Result<TurnInput, StoreError> {
+    if let Some(o) = input.as_object_mut() {
+        o.entry("request_id")
+            .or_insert_with(|| request_id.as_str().into());
+        o.entry("conversation_id")
+            .or_insert_with(|| conversation_id.as_str().into());
+    }
+    serde_json::from_value(input).map_err(|e| StoreError::Corrupt(format!("a turn's input: {e}")))
 }
 
 impl StoredTurn {

@@ -28,14 +28,18 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
     let agent: String = r.get(10)?;
     Ok((|| {
         let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
+        let request_id = RequestId::new(rid).map_err(|e| corrupt(&e))?;
+        let conversation_id = ConversationId::new(cid).map_err(|e| corrupt(&e))?;
+        let input: serde_json::Value = serde_json::from_str(&input).map_err(|e| corrupt(&e))?;
+        let input = crate::model::decode_input(input, &request_id, &conversation_id)?;
         Ok(StoredTurn {
-            request_id: RequestId::new(rid).map_err(|e| corrupt(&e))?,
-            conversation_id: ConversationId::new(cid).map_err(|e| corrupt(&e))?,
+            request_id,
+            conversation_id,
             protocol,
             owner,
             agent,
             route: serde_json::from_str(&route).map_err(|e| corrupt(&e))?,
-            input: serde_json::from_str(&input).map_err(|e| corrupt(&e))?,
+            input,
             accepted_at: accepted_at.max(0) as u64,
             outcome: outcome
                 .map(|o| serde_json::from_str(&o))
@@ -249,7 +253,7 @@ fn conversation_with_transcripts(
 
 impl Journal for SqliteJournal {
     fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
-        Box::pin(self.write(|reply| Write::Accept(turn, reply)))
+        Box::pin(self.write(|reply| Write::Accept(Box::new(turn), reply)))
     }
 
     fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>> {

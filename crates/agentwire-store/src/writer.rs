@@ -11,7 +11,8 @@ use tokio::sync::oneshot;
 pub(crate) const MAX_WRITES_PER_COMMIT: usize = 1024;
 
 pub(crate) enum Write {
-    Accept(NewTurn, oneshot::Sender<Result<Accepted, StoreError>>),
+    /// Boxed: a turn's record is far larger than the other writes.
+    Accept(Box<NewTurn>, oneshot::Sender<Result<Accepted, StoreError>>),
     Finish(Finish, oneshot::Sender<Result<(), StoreError>>),
     PutMeta {
         conversation: String,
@@ -245,7 +246,7 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
             t.conversation_id.as_str(),
             t.protocol,
             t.route.to_string(),
-            t.input.to_string(),
+            serde_json::to_string(&t.input).map_err(|e| StoreError::Corrupt(e.to_string()))?,
             t.accepted_at as i64,
             t.owner,
             t.agent,

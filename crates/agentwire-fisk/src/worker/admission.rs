@@ -251,12 +251,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     if let Some(stored) = record.turns.iter().find(|t| t.turn.request_id == id) {
         // A resend of a request of this conversation: the engine answers it from the journal
         // (`TurnFront::replay`), whatever the conversation's rules would say of it now.
-        let Ok(input) = serde_json::from_value::<TurnInput>(stored.turn.input.clone()) else {
-            return refused(
-                TurnFailure::Internal,
-                "the journaled turn of this request is unreadable",
-            );
-        };
+        let input = stored.turn.input.clone();
         let (total, tool_calls) = record.usage();
         return Plan::Run(Box::new(RunPlan {
             header,
@@ -343,8 +338,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
     }
     let last = record.last();
     let parked = conversation::parked(last.and_then(|t| t.outcome.as_ref()));
-    let parked_input: Option<TurnInput> =
-        last.and_then(|t| serde_json::from_value(t.input.clone()).ok());
+    let parked_input: Option<TurnInput> = last.map(|t| t.input.clone());
     let model = worker.profile.model.clone();
     let (message, resume, stream, replay) = match task {
         TaskRequest::Prompt(p) => {
@@ -390,9 +384,10 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             }
             let call = &a.answer.tool_use_id;
             let answered_before = record.turns.iter().any(|t| {
-                serde_json::from_value::<TurnInput>(t.turn.input.clone())
-                    .ok()
-                    .and_then(|i| i.resume)
+                t.turn
+                    .input
+                    .resume
+                    .as_ref()
                     .is_some_and(|r| r.answers.iter().any(|x| &x.call_id == call))
             });
             if answered_before {
@@ -496,11 +491,7 @@ pub(super) fn replay_replies(view: &ConversationView, replay: u64) -> Vec<Reply>
     } in record
     {
         let Some(outcome) = &t.outcome else { continue };
-        let input: Option<TurnInput> = serde_json::from_value(t.input.clone()).ok();
-        let prompt = input
-            .as_ref()
-            .filter(|i| i.resume.is_none())
-            .map(|i| i.message.clone());
+        let prompt = (t.input.resume.is_none()).then(|| t.input.message.clone());
         let events: Vec<TurnEvent> = transcript
             .as_ref()
             .and_then(|v| serde_json::from_value(v.clone()).ok())

@@ -1,0 +1,67 @@
+//! A turn's input as every front reduces its request to, and as the journal keeps it: typed, so that every
+//! reader gets the record decoded, never JSON to take apart.
+
+use crate::{CallAnswer, ConversationId, RequestId};
+use serde::{Deserialize, Serialize};
+
+/// One turn's input, as every front reduces its request to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnInput {
+    /// The request id.
+    pub request_id: RequestId,
+    /// The conversation.
+    pub conversation_id: ConversationId,
+    /// The person's message.
+    #[serde(default)]
+    pub message: String,
+    /// The model to use (already checked against the card).
+    #[serde(default)]
+    pub model: String,
+    /// Requested thinking effort, if any.
+    pub thinking: Option<String>,
+    /// Models to try in order when `model` turns out to be unavailable (all on the card).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
+    /// Set when this turn continues one that stopped part way (suspended or deferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+    /// The conversation's earlier turns, oldest first, for an agent that asks for them
+    /// (an agent's `wants_history`): filled by the engine from the journal when the turn starts, and never
+    /// journaled with the turn (each turn's own record holds its own part).
+    #[serde(skip)]
+    pub history: Vec<PastTurn>,
+}
+
+/// One earlier turn of a conversation that ended with an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PastTurn {
+    /// The person's message.
+    pub message: String,
+    /// The tools the agent ran in it, in order.
+    pub tools: Vec<PastToolCall>,
+    /// The answer.
+    pub answer: String,
+}
+
+/// A tool call of an earlier turn and its result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PastToolCall {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: serde_json::Value,
+    /// What it returned.
+    pub output: serde_json::Value,
+}
+
+/// Where a resumed turn picks up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    /// The checkpoint the parked turn ended with (the agent's own format).
+    pub checkpoint: serde_json::Value,
+    /// Answers given since, to the calls the parked turn was waiting on.
+    #[serde(default)]
+    pub answers: Vec<CallAnswer>,
+}
