@@ -1,11 +1,13 @@
-//! The async driver around the turn book: journal first, then act; one task per running turn.
+//! The async driver around the engine's pure core ([`EngineCore`]): journal first, then act; one task per
+//! running turn, and one timer task that sleeps until the core's next deadline and acts on what falls due.
 
 use crate::agent::{Agent, AskQuestion, Asker, TurnContext, EVENT_QUEUE_DEPTH};
+use crate::engine_core::{Action, Admission, Backoff, EngineCore, TurnPolicy, WakeId};
 use crate::health::Health;
 use agentwire_core::TurnInput;
 use agentwire_core::{
     Answer, Asked, CancelDecision, ConversationId, Failure, Finished, Journaled, Outcome, Question,
-    Refusal, RequestId, Submitted, TurnBook, TurnEvent, TurnFailure,
+    Refusal, RequestId, TurnEvent, TurnFailure,
 };
 use agentwire_store::{
     Accepted, Claim, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn,
@@ -23,32 +25,8 @@ use agentwire_core::now_secs;
 /// marker: the transcript is for reading a conversation back, and the outcome holds the full answer.
 pub const MAX_TRANSCRIPT_EVENTS: usize = 4096;
 
-/// How a protocol wants its turns handled.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TurnPolicy {
-    /// Refuse a turn while another turn of its conversation lives ([`SubmitReply::ConversationBusy`])
-    /// instead of queueing it.
-    pub exclusive: bool,
-    /// A cancel asks the agent to park at its next boundary (it ends the turn itself, suspended with a
-    /// checkpoint) instead of the engine dropping the turn at once.
-    pub park_on_cancel: bool,
-    /// Journal the turn's events with its outcome, so the conversation can be read back.
-    pub keep_transcript: bool,
-    /// When the agent already runs as many turns as it may ([`Engine::limit_running`]), refuse the turn
-    /// (`capacity`) instead of letting it wait for a turn to end.
-    pub refuse_when_full: bool,
-}
-
-/// Turns that may wait for the agent beyond those it runs at once ([`Engine::limit_running`]), across every
-/// protocol that waits rather than refuses: past them a turn is refused with `capacity` (NIP-XX
-/// `RATE_LIMIT`) and [`AGENT_BUSY_RETRY_AFTER_SECS`].
-pub const MAX_TURNS_WAITING_FOR_AGENT: usize = 64;
 /// The `retry_after` of a turn refused because the agent is full: long enough for a model turn or two.
 pub const AGENT_BUSY_RETRY_AFTER_SECS: u64 = 5;
-
-/// How often a turn whose conversation runs a turn on another instance (a shared journal's
-/// [`Journal::claim`]) looks again: a turn takes seconds, and a look is a read or two.
-const CONVERSATION_CLAIM_POLL: Duration = Duration::from_millis(200);
 
 /// How a front took a question.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +146,7 @@ struct LiveTurn {
     /// Someone has taken the job of journaling and delivering the decided outcome.
     delivering: bool,
     policy: TurnPolicy,
-    /// The question the turn waits on, if any (one at a time).
+    /// The question the turn waits on, if any (one at a time); its window is the core's.
     question: Option<OpenQuestion>,
     /// Its capacity slot, freed when the turn leaves the live table.
     _slot: Option<crate::Slot>,
@@ -178,20 +156,26 @@ struct OpenQuestion {
     id: String,
     question: Question,
     reply: oneshot::Sender<Asked>,
-    /// When the window closes, moved by [`Engine::extend_question`]; dropped with the question, which
-    /// ends its timer.
-    deadline: Option<watch::Sender<tokio::time::Instant>>,
 }
 
 #[derive(Default)]
 struct State {
-    book: TurnBook,
+    /// The decisions: the book, draining, every timer.
+    core: EngineCore,
     live: HashMap<RequestId, LiveTurn>,
-    draining: bool,
+    /// The tasks waiting on a wake-up of the core, woken when it falls due.
+    wakers: HashMap<WakeId, oneshot::Sender<()>>,
+}
+
+/// The driver's clock: tokio's, so that a test on paused time runs the engine's timers too.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// The engine. Cheap to share (`Arc`).
 pub struct Engine {
+    /// Itself, for the tasks it spawns (the timer task holds it weakly and ends with it).
+    me: Weak<Engine>,
     state: Mutex<State>,
     journal: Arc<dyn Journal>,
     agent: Arc<dyn Agent>,
@@ -210,6 +194,17 @@ pub struct Engine {
     ended: tokio::sync::Notify,
     /// How many turns the agent runs at once, and the permits for them, once limited.
     running: std::sync::OnceLock<(usize, Arc<tokio::sync::Semaphore>)>,
+    /// Told when the core's timers change, so the timer task sleeps until the right deadline.
+    timers_changed: Arc<tokio::sync::Notify>,
+    /// Whether the timer task runs (started with the first timer).
+    timer_task: std::sync::OnceLock<()>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // The timer task finds the engine gone and ends.
+        self.timers_changed.notify_one();
+    }
 }
 
 impl Engine {
@@ -235,7 +230,8 @@ impl Engine {
         owner: impl Into<String>,
         hub: Arc<crate::WatchHub>,
     ) -> Arc<Engine> {
-        Arc::new(Engine {
+        Arc::new_cyclic(|me| Engine {
+            me: me.clone(),
             hub,
             state: Mutex::new(State::default()),
             journal,
@@ -247,7 +243,66 @@ impl Engine {
             delivering: std::sync::atomic::AtomicUsize::new(0),
             ended: tokio::sync::Notify::new(),
             running: std::sync::OnceLock::new(),
+            timers_changed: Arc::new(tokio::sync::Notify::new()),
+            timer_task: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Tells the timer task that the core's timers changed (starting it the first time).
+    fn timers_changed(&self) {
+        self.timer_task.get_or_init(|| {
+            tokio::spawn(drive_timers(self.me.clone(), self.timers_changed.clone()));
+        });
+        self.timers_changed.notify_one();
+    }
+
+    /// Acts on every timer of the core due now: closes expired questions, wakes waiting tasks, ends a
+    /// drain's wait.
+    fn fire_due_timers(&self) {
+        let (mut closes, mut drain_over) = (Vec::new(), false);
+        {
+            let mut st = self.lock();
+            st.core.handle_timeout(now());
+            while let Some(action) = st.core.poll_action() {
+                match action {
+                    Action::CloseQuestion { turn, question } => closes.push((turn, question)),
+                    Action::Wake(id) => {
+                        if let Some(waker) = st.wakers.remove(&id) {
+                            let _ = waker.send(());
+                        }
+                    }
+                    Action::DrainGraceOver => drain_over = true,
+                }
+            }
+        }
+        for (turn, question) in closes.drain(..) {
+            self.question_expired(&turn, &question);
+        }
+        if drain_over {
+            self.ended.notify_waiters();
+        }
+    }
+
+    /// Waits for the wake-up `schedule` sets in the core. Dropping the future drops its timer.
+    async fn wait_for(&self, schedule: impl FnOnce(&mut EngineCore, std::time::Instant) -> WakeId) {
+        let (id, woken) = {
+            let mut st = self.lock();
+            let id = schedule(&mut st.core, now());
+            let (tx, rx) = oneshot::channel();
+            st.wakers.insert(id, tx);
+            (id, rx)
+        };
+        self.timers_changed();
+        struct Unwait<'a>(&'a Engine, WakeId);
+        impl Drop for Unwait<'_> {
+            fn drop(&mut self) {
+                let mut st = self.0.lock();
+                st.wakers.remove(&self.1);
+                st.core.handle_wake_dropped(self.1);
+            }
+        }
+        let _unwait = Unwait(self, id);
+        let _ = woken.await;
     }
 
     /// Lets the agent run at most `max` turns at once (an agent's `max_concurrent_turns`): more wait, up to
@@ -255,9 +310,13 @@ impl Engine {
     /// once, before the first turn; a second call changes nothing.
     pub fn limit_running(&self, max: usize) {
         let max = max.max(1);
-        let _ = self
+        if self
             .running
-            .set((max, Arc::new(tokio::sync::Semaphore::new(max))));
+            .set((max, Arc::new(tokio::sync::Semaphore::new(max))))
+            .is_ok()
+        {
+            self.lock().core.limit_running(max);
+        }
     }
 
     /// The agent this engine runs.
@@ -291,12 +350,12 @@ impl Engine {
         exclusive: Option<&ConversationId>,
     ) -> Result<crate::Slot, crate::SlotRefusal> {
         let st = self.lock();
-        if st.draining {
+        if st.core.draining() {
             return Err(crate::SlotRefusal::Draining);
         }
         let live = st.live.contains_key(request);
         let slot = crate::slots::take(&self.slots, protocol, slots, request, live)?;
-        if exclusive.is_some_and(|c| st.book.is_busy(c)) {
+        if exclusive.is_some_and(|c| st.core.book.is_busy(c)) {
             return Err(crate::SlotRefusal::ConversationBusy);
         }
         Ok(slot)
@@ -309,7 +368,7 @@ impl Engine {
 
     /// Whether the engine is draining for a shutdown.
     pub fn draining(&self) -> bool {
-        self.lock().draining
+        self.lock().core.draining()
     }
 
     /// The journal's record of a request id.
@@ -397,20 +456,21 @@ impl Engine {
 
     /// Probes the journal with backoff until a write succeeds again.
     fn spawn_probe(&self) {
-        let journal = self.journal.clone();
-        let health = self.health.clone();
+        let Some(this) = self.me.upgrade() else {
+            return;
+        };
         tokio::spawn(async move {
-            let mut delay = crate::health::RETRY_FIRST;
-            while !health.writable() {
-                tokio::time::sleep(delay).await;
-                match journal.probe().await {
+            let mut backoff = Backoff::default();
+            while !this.health.writable() {
+                this.wait_for(|core, now| core.handle_write_failed(&mut backoff, now))
+                    .await;
+                match this.journal.probe().await {
                     Ok(()) => {
                         tracing::info!("the journal can be written again");
-                        health.set_writable(true);
+                        this.health.set_writable(true);
                     }
                     Err(e) => tracing::debug!(error = %e, "the journal still cannot be written"),
                 }
-                delay = (delay * 2).min(crate::health::RETRY_MAX);
             }
         });
     }
@@ -426,7 +486,7 @@ impl Engine {
     /// Like [`finish_durably`](Self::finish_durably); also says whether the outcome is this one (`true`)
     /// or one the journal held already (`false`: somebody else decided and delivered it).
     async fn finish_durably_or_found(&self, finish: Finish) -> (Outcome, Option<String>, bool) {
-        let mut delay = crate::health::RETRY_FIRST;
+        let mut backoff = Backoff::default();
         loop {
             let r = self.journal.finish(finish.clone()).await;
             self.note_write(&r);
@@ -446,7 +506,7 @@ impl Engine {
                     }
                 }
                 Err(e) if e.is_unwritable() => {
-                    tracing::warn!(request = %finish.request_id, error = %e, retry_in = ?delay, "the outcome is not durable yet; holding it back");
+                    tracing::warn!(request = %finish.request_id, error = %e, retry_in = ?backoff.peek(), "the outcome is not durable yet; holding it back");
                 }
                 Err(e) => {
                     // The journal refuses this outcome for good (it never knew the turn): nothing a restart
@@ -455,18 +515,18 @@ impl Engine {
                     return (finish.outcome, finish.wire, true);
                 }
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(crate::health::RETRY_MAX);
+            self.wait_for(|core, now| core.handle_write_failed(&mut backoff, now))
+                .await;
         }
     }
 
     /// Stops taking new turns and waits until every live turn has ended or `grace` has passed. Returns
     /// how many turns were still live at the end.
     pub async fn drain(&self, grace: Duration) -> usize {
-        self.lock().draining = true;
-        let deadline = tokio::time::Instant::now() + grace;
+        self.lock().core.handle_drain(grace, now());
+        self.timers_changed();
         let left = || {
-            let live = self.lock().book.live();
+            let live = self.lock().core.book.live();
             live + self.delivering.load(std::sync::atomic::Ordering::SeqCst)
         };
         loop {
@@ -474,20 +534,21 @@ impl Engine {
             if left() == 0 {
                 return 0;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            if self.lock().core.drain_grace_over(now()) {
                 return left();
             }
+            notified.await;
         }
     }
 
     /// Number of live (pending, queued, running or ending) turns.
     pub fn live_turns(&self) -> usize {
-        self.lock().book.live()
+        self.lock().core.book.live()
     }
 
     /// Whether a turn of `conversation` is live here.
     pub fn conversation_busy(&self, conversation: &ConversationId) -> bool {
-        self.lock().book.is_busy(conversation)
+        self.lock().core.book.is_busy(conversation)
     }
 
     /// The live turns and their phases, for diagnostics.
@@ -495,7 +556,7 @@ impl Engine {
         let st = self.lock();
         st.live
             .keys()
-            .filter_map(|id| st.book.phase(id).map(|p| (id.clone(), p)))
+            .filter_map(|id| st.core.book.phase(id).map(|p| (id.clone(), p)))
             .collect()
     }
 
@@ -553,19 +614,16 @@ impl Engine {
         }
         {
             let mut st = self.lock();
-            if st.draining {
-                return Box::pin(async { SubmitReply::Draining });
-            }
-            if let Some((max, _)) = self.running.get() {
-                // Every live turn (running, or waiting for the agent or its conversation) counts; a resend
-                // of a live one goes on to be answered as a duplicate.
-                let live = st.live.len();
-                let bound = if sub.policy.refuse_when_full {
-                    *max
-                } else {
-                    max + MAX_TURNS_WAITING_FOR_AGENT
-                };
-                if live >= bound && !st.live.contains_key(&id) {
+            let live = st.live.len();
+            let already_live = st.live.contains_key(&id);
+            match st.core.admit(&id, &conv, sub.policy, live, already_live) {
+                Admission::New => {}
+                Admission::Draining => return Box::pin(async { SubmitReply::Draining }),
+                Admission::Duplicate => return Box::pin(async { SubmitReply::DuplicateLive }),
+                Admission::ConversationBusy => {
+                    return Box::pin(async { SubmitReply::ConversationBusy })
+                }
+                Admission::AgentFull { max } => {
                     drop(st);
                     let f = Failure::new(
                         Refusal::Capacity,
@@ -577,19 +635,7 @@ impl Engine {
                     let this = self.clone();
                     return Box::pin(async move { this.refuse_watched(sub, f).await });
                 }
-            }
-            let submitted = if sub.policy.exclusive {
-                st.book.submit_exclusive(id.clone(), conv.clone())
-            } else {
-                st.book.submit(id.clone(), conv.clone())
-            };
-            match submitted {
-                Submitted::New => {}
-                Submitted::Duplicate(_) => return Box::pin(async { SubmitReply::DuplicateLive }),
-                Submitted::ConversationBusy => {
-                    return Box::pin(async { SubmitReply::ConversationBusy })
-                }
-                Submitted::ConversationFull => {
+                Admission::ConversationFull => {
                     drop(st);
                     let f = Failure::new(
                         Refusal::SessionLimit,
@@ -627,7 +673,8 @@ impl Engine {
         let next = {
             let mut st = self.lock();
             st.live.remove(id);
-            st.book.forget(id)
+            st.core.handle_turn_left(id);
+            st.core.book.forget(id)
         };
         self.ended.notify_waiters();
         if let Some(next) = next {
@@ -689,7 +736,7 @@ impl Engine {
                 return SubmitReply::JournalUnavailable(e.to_string());
             }
         }
-        let next = self.lock().book.journaled(&id);
+        let next = self.lock().core.book.journaled(&id);
         match next {
             Journaled::Start => {
                 // The run is spawned before the front is told and begins after. Spawned after, it would
@@ -813,7 +860,7 @@ impl Engine {
                 Some(t) if requester.is_none_or(|r| t.requester == r) => {}
                 _ => return CancelReply::Ignored,
             }
-            let d = st.book.cancel(id);
+            let d = st.core.book.cancel(id);
             let mut closed = None;
             if d == CancelDecision::SignalAgent {
                 if let Some(t) = st.live.get_mut(id) {
@@ -824,6 +871,9 @@ impl Engine {
                     if let Some(q) = t.question.take() {
                         let _ = q.reply.send(Asked::Cancelled);
                         closed = Some((t.front.clone(), q.id));
+                    }
+                    if let Some((_, qid)) = &closed {
+                        st.core.handle_question_settled(id, qid);
                     }
                 }
             }
@@ -966,7 +1016,9 @@ impl Engine {
             }
             let q = t.question.take().expect("checked above");
             let _ = q.reply.send(Asked::Answered(answer));
-            (t.front.clone(), q.id)
+            let front = t.front.clone();
+            st.core.handle_question_settled(id, &q.id);
+            (front, q.id)
         };
         closed.0.question_closed(&closed.1);
         AnswerReply::Taken
@@ -984,7 +1036,9 @@ impl Engine {
             }
             let q = t.question.take().expect("checked above");
             let _ = q.reply.send(Asked::Unanswered);
-            (t.front.clone(), q.id)
+            let front = t.front.clone();
+            st.core.handle_question_settled(id, &q.id);
+            (front, q.id)
         };
         closed.0.question_closed(&closed.1);
         true
@@ -993,42 +1047,32 @@ impl Engine {
     /// Restarts the window of the question turn `id` waits on, from now (fisk-ai `elicit.waiting`).
     /// Returns whether that question is open.
     pub fn extend_question(&self, id: &RequestId, question_id: &str, window: Duration) -> bool {
-        let st = self.lock();
-        match st.live.get(id).and_then(|t| t.question.as_ref()) {
-            Some(q) if q.id == question_id => {
-                if let Some(d) = &q.deadline {
-                    d.send_replace(tokio::time::Instant::now() + window);
-                }
-                true
-            }
-            _ => false,
+        let mut st = self.lock();
+        let open = st
+            .live
+            .get(id)
+            .and_then(|t| t.question.as_ref())
+            .is_some_and(|q| q.id == question_id);
+        if open
+            && st
+                .core
+                .handle_question_extended(id, question_id, window, now())
+        {
+            drop(st);
+            self.timers_changed();
         }
+        open
     }
 
-    /// Closes the question at its deadline unless it is moved first; ends when the question does.
-    fn watch_window(
-        self: &Arc<Self>,
-        id: RequestId,
-        question_id: String,
-        mut deadline: watch::Receiver<tokio::time::Instant>,
-    ) {
-        let engine = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                let at = *deadline.borrow_and_update();
-                tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {
-                        if *deadline.borrow() == at {
-                            if let Some(e) = engine.upgrade() {
-                                e.question_expired(&id, &question_id);
-                            }
-                            return;
-                        }
-                    }
-                    changed = deadline.changed() => if changed.is_err() { return },
-                }
-            }
-        });
+    /// The question turn `id` waits on, if `question_id` names it: what a front checks an answer against,
+    /// so that it keeps no copy of the engine's open question.
+    pub fn waiting_question(&self, id: &RequestId, question_id: &str) -> Option<Question> {
+        let st = self.lock();
+        st.live
+            .get(id)
+            .and_then(|t| t.question.as_ref())
+            .filter(|q| q.id == question_id)
+            .map(|q| q.question.clone())
     }
 
     /// Whether turn `id` waits on question `question_id`.
@@ -1064,20 +1108,15 @@ impl Engine {
                 window,
             } => {
                 let (tx, rx) = oneshot::channel();
-                let deadline = window.map(|w| watch::channel(tokio::time::Instant::now() + w));
-                let (deadline_tx, deadline_rx) = match deadline {
-                    Some((tx, rx)) => (Some(tx), Some(rx)),
-                    None => (None, None),
-                };
                 t.question = Some(OpenQuestion {
                     id: question_id.clone(),
                     question,
                     reply: tx,
-                    deadline: deadline_tx,
                 });
-                drop(st);
-                if let Some(rx) = deadline_rx {
-                    self.watch_window(id.clone(), question_id, rx);
+                if let Some(w) = window {
+                    st.core.handle_question_asked(id, &question_id, w, now());
+                    drop(st);
+                    self.timers_changed();
                 }
                 Box::pin(async move { rx.await.unwrap_or(Asked::Cancelled) })
             }
@@ -1268,7 +1307,7 @@ impl Engine {
             }
             let mut signal = cancel.clone();
             tokio::select! {
-                _ = tokio::time::sleep(CONVERSATION_CLAIM_POLL) => {}
+                _ = self.wait_for(|core, now| core.handle_claim_busy(now)) => {}
                 _ = crate::agent::cancelled(&mut signal) => return Ok(false),
             }
         }
@@ -1288,7 +1327,8 @@ impl Engine {
     ) {
         let front = {
             let mut st = self.lock();
-            let State { book, live, .. } = &mut *st;
+            let State { core, live, .. } = &mut *st;
+            let book = &mut core.book;
             let Some(turn) = live.get_mut(id) else { return };
             // The book decides the one outcome; `EndNow` and `EndCancelled` decide it inside the book, so the
             // caller that follows them finds `AlreadyEnding` with nobody delivering yet and takes it.
@@ -1321,7 +1361,8 @@ impl Engine {
             self.delivering
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             st.live.remove(id);
-            st.book.ended(id)
+            st.core.handle_turn_left(id);
+            st.core.book.ended(id)
         };
         front.deliver_outcome(&outcome, wire.as_deref());
         self.delivering
@@ -1385,6 +1426,30 @@ impl AskQuestion for TurnAsker {
         match self.engine.upgrade() {
             Some(engine) => engine.open_question(&self.id, question),
             None => Box::pin(async { Asked::Cancelled }),
+        }
+    }
+}
+
+/// The timer task: sleeps until the core's next deadline (or a change of its timers), then fires what is
+/// due. Ends when the engine is gone.
+async fn drive_timers(engine: Weak<Engine>, changed: Arc<tokio::sync::Notify>) {
+    loop {
+        let next = match engine.upgrade() {
+            Some(e) => e.lock().core.poll_timeout(),
+            None => return,
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+                    _ = changed.notified() => {}
+                }
+            }
+            None => changed.notified().await,
+        }
+        match engine.upgrade() {
+            Some(e) => e.fire_due_timers(),
+            None => return,
         }
     }
 }

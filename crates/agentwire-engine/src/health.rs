@@ -1,15 +1,7 @@
 //! Whether the journal can be written: the engine's health, watched by fronts and shown to users.
 
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
-
-/// First wait before writing again after the journal failed a write: short, so a passing fault (a
-/// moment of full disk) costs little latency.
-pub const RETRY_FIRST: Duration = Duration::from_millis(100);
-/// Longest wait between tries: a journal that stays unwritable is probed this often, so a freed disk is
-/// noticed within it.
-pub const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// Shared, cheap to clone.
 #[derive(Clone)]

@@ -9,6 +9,7 @@
 
 mod agent;
 mod engine;
+pub mod engine_core;
 mod health;
 mod lifecycle;
 mod slots;
@@ -24,11 +25,12 @@ pub use agentwire_core::{PastToolCall, PastTurn, Resume, TurnInput};
 /// the journal).
 pub use agentwire_store::{ConversationTurn, ConversationView, StoreError, StoredTurn};
 pub use engine::{
-    AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnPolicy,
+    AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront,
     AGENT_BUSY_RETRY_AFTER_SECS, INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
-    MAX_TURNS_WAITING_FOR_AGENT,
 };
-pub use health::{RETRY_FIRST, RETRY_MAX};
+pub use engine_core::{
+    TurnPolicy, CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
+};
 pub use lifecycle::Front;
 pub use slots::{Slot, SlotRefusal};
 pub use watch::{

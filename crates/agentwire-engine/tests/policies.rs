@@ -557,20 +557,28 @@ async fn the_engine_closes_a_question_at_its_window_unless_it_is_extended() {
     e.submit(sub("t:1", "c", "ask", front.clone(), FISK_LIKE))
         .await;
     front.wait_asked(1).await;
-    // Held open twice (an elicit.waiting each time), past the first window; each extension lands well
-    // inside the window it extends, even on a loaded machine.
+    // On tokio's paused clock from here: the windows are the engine core's timers, so they are checked to
+    // the millisecond without sleeping. Held open twice (an elicit.waiting each time), past the first
+    // window.
+    tokio::time::pause();
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        tokio::time::advance(Duration::from_millis(600)).await;
         assert!(e.extend_question(&id, "q1", Duration::from_millis(1000)));
     }
-    assert!(
-        e.is_waiting_on(&id, "q1"),
-        "still open past its first window"
-    );
     assert!(
         !e.extend_question(&id, "q9", Duration::from_secs(1)),
         "no such question"
     );
+    tokio::time::advance(Duration::from_millis(999)).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        e.is_waiting_on(&id, "q1"),
+        "still open past its first window, until 1 s after the last extension"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    tokio::time::resume();
     // Then nobody answers: the window closes and the agent hears so.
     match front.outcome().await {
         Outcome::Result(r) => assert_eq!(r.text, "Unanswered"),

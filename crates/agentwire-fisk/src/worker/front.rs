@@ -13,17 +13,9 @@ use agentwire_engine::{Engine, FrontAsk, TurnFront};
 use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
-/// The question a turn waits on.
-pub(crate) struct OpenQuestion {
-    pub(crate) id: String,
-    pub(crate) kind: QuestionKind,
-    pub(crate) tool: String,
-}
-
 struct State {
     acked: bool,
     iteration: u64,
-    question: Option<OpenQuestion>,
     /// Tool calls this turn made so far.
     tool_calls: u64,
 }
@@ -62,7 +54,6 @@ impl FiskFront {
             state: Mutex::new(State {
                 acked: false,
                 iteration: 0,
-                question: None,
                 tool_calls: 0,
             }),
         }
@@ -72,13 +63,12 @@ impl FiskFront {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The open question's id, kind and tool, if `question_id` names it.
+    /// The open question's kind and tool, if `question_id` names it: the engine's, which alone holds it.
     pub(crate) fn open_question(&self, question_id: &str) -> Option<(QuestionKind, String)> {
-        let st = self.lock();
-        st.question
-            .as_ref()
-            .filter(|q| q.id == question_id)
-            .map(|q| (q.kind.clone(), q.tool.clone()))
+        let engine = self.engine.upgrade()?;
+        engine
+            .waiting_question(&self.setup.request_id, question_id)
+            .map(|q| (q.kind, q.tool))
     }
 
     /// Restarts the open question's window (an `elicit.waiting`). Returns whether it was open.
@@ -166,9 +156,6 @@ impl TurnFront for FiskFront {
 
     fn deliver_outcome(&self, outcome: &Outcome, _wire: Option<&str>) {
         let mut st = self.lock();
-        if let Some(q) = st.question.take() {
-            drop(q);
-        }
         if !st.acked {
             // Refused after all (the journal failed): the ack says so.
             st.acked = true;
@@ -207,7 +194,6 @@ impl TurnFront for FiskFront {
                 choice: ApproveChoice::Always,
             }));
         }
-        let mut st = self.lock();
         let id = ksuid().to_string();
         let wait_ms = self.setup.window.as_millis() as u64;
         self.set.send(Reply::Question(wire::Question {
@@ -216,22 +202,10 @@ impl TurnFront for FiskFront {
             wait_ms: Some(wait_ms),
             ask: mapping::ask(&question.kind),
         }));
-        st.question = Some(OpenQuestion {
-            id: id.clone(),
-            kind: question.kind.clone(),
-            tool: question.tool.clone(),
-        });
         // The window is the engine's: it closes the question unless an `elicit.waiting` moves it.
         FrontAsk::Sent {
             question_id: id,
             window: Some(self.setup.window),
-        }
-    }
-
-    fn question_closed(&self, question_id: &str) {
-        let mut st = self.lock();
-        if st.question.as_ref().is_some_and(|q| q.id == question_id) {
-            st.question = None;
         }
     }
 }

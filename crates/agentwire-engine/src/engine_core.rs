@@ -1,0 +1,313 @@
+//! The engine's decisions, pure: which submitted turn is admitted (draining, the agent's capacity, its
+//! conversation), when an open question's window closes, how long a turn waits before it looks at its
+//! conversation's claim again, how long a failed journal write waits before the next try, and when a
+//! drain's grace is over. Grown from the [`TurnBook`], which it holds.
+//!
+//! Nothing here reads a clock or runs a timer: the driver (`engine.rs`) tells it what happened with
+//! `handle_*(now)`, sleeps until [`EngineCore::poll_timeout`], calls [`EngineCore::handle_timeout`] and
+//! acts on each [`EngineCore::poll_action`]. So its tests run on a virtual clock.
+
+use agentwire_core::{ConversationId, RequestId, Submitted, TurnBook};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// First wait before writing again after the journal failed a write: short, so a passing fault (a
+/// moment of full disk) costs little latency.
+pub const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// Longest wait between tries: a journal that stays unwritable is probed this often, so a freed disk is
+/// noticed within it.
+pub const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// How often a turn whose conversation runs a turn on another instance (a shared journal's claim) looks
+/// again: a turn takes seconds, and a look is a read or two.
+pub const CONVERSATION_CLAIM_POLL: Duration = Duration::from_millis(200);
+
+/// Turns that may wait for the agent beyond those it runs at once ([`EngineCore::limit_running`]), across
+/// every protocol that waits rather than refuses: past them a turn is refused with `capacity` (NIP-XX
+/// `RATE_LIMIT`) and `AGENT_BUSY_RETRY_AFTER_SECS`.
+pub const MAX_TURNS_WAITING_FOR_AGENT: usize = 64;
+
+/// How a protocol wants its turns handled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnPolicy {
+    /// Refuse a turn while another turn of its conversation lives (`SubmitReply::ConversationBusy`)
+    /// instead of queueing it.
+    pub exclusive: bool,
+    /// A cancel asks the agent to park at its next boundary (it ends the turn itself, suspended with a
+    /// checkpoint) instead of the engine dropping the turn at once.
+    pub park_on_cancel: bool,
+    /// Journal the turn's events with its outcome, so the conversation can be read back.
+    pub keep_transcript: bool,
+    /// When the agent already runs as many turns as it may ([`EngineCore::limit_running`]), refuse the turn
+    /// (`capacity`) instead of letting it wait for a turn to end.
+    pub refuse_when_full: bool,
+}
+
+/// What [`EngineCore::admit`] decided for a submitted turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Taken: registered in the book, to be journaled.
+    New,
+    /// The engine is draining for a shutdown.
+    Draining,
+    /// The agent runs `max` turns at once and as many wait as may: refused with `capacity`.
+    AgentFull {
+        /// The agent's limit.
+        max: usize,
+    },
+    /// The request id is live already (a resend).
+    Duplicate,
+    /// Under an exclusive policy, another turn of the conversation lives.
+    ConversationBusy,
+    /// The conversation has as many turns waiting as it may.
+    ConversationFull,
+}
+
+/// A waiting task's wake-up, made by [`EngineCore::handle_claim_busy`], [`EngineCore::handle_write_failed`]
+/// or [`EngineCore::handle_wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WakeId(u64);
+
+/// What the driver does when a timer is due.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The question's window closed with no answer: close it (the agent is told `Unanswered`).
+    CloseQuestion {
+        /// The turn that asked.
+        turn: RequestId,
+        /// The question's id on the wire.
+        question: String,
+    },
+    /// Wake the task waiting on this.
+    Wake(WakeId),
+    /// The drain's grace is over: the drain stops waiting.
+    DrainGraceOver,
+}
+
+/// Waits between tries of something that failed for the journal's reasons: [`RETRY_FIRST`], doubling up
+/// to [`RETRY_MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { next: RETRY_FIRST }
+    }
+}
+
+impl Backoff {
+    /// The wait before the next try.
+    pub fn peek(&self) -> Duration {
+        self.next
+    }
+
+    /// Takes the wait before the next try and doubles the one after it (up to [`RETRY_MAX`]).
+    pub fn take(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (d * 2).min(RETRY_MAX);
+        d
+    }
+}
+
+/// The engine's pure state: the turn book, draining, and every timer.
+#[derive(Default)]
+pub struct EngineCore {
+    /// Which turn of a conversation runs, queues or ends.
+    pub(crate) book: TurnBook,
+    draining: bool,
+    drain_deadline: Option<Instant>,
+    running_limit: Option<usize>,
+    /// Timers by deadline; the sequence number keeps equal deadlines in the order they were set.
+    timers: BTreeMap<(Instant, u64), Action>,
+    /// Where each action's timer is, so that it can be moved or dropped.
+    scheduled: HashMap<Action, (Instant, u64)>,
+    seq: u64,
+    due: VecDeque<Action>,
+}
+
+impl EngineCore {
+    /// Lets the agent run at most `max` turns at once. Set once; a second call changes nothing.
+    pub fn limit_running(&mut self, max: usize) {
+        self.running_limit.get_or_insert(max.max(1));
+    }
+
+    /// The agent's limit of turns at once, if it has one.
+    pub fn running_limit(&self) -> Option<usize> {
+        self.running_limit
+    }
+
+    /// Whether the engine is draining for a shutdown.
+    pub fn draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Decides on a submitted turn `id` of `conversation`, with `live` turns live now and `already_live`
+    /// saying whether `id` is one of them: draining first, then the agent's capacity (a resend of a live
+    /// turn goes on to be answered as a duplicate), then the book.
+    pub fn admit(
+        &mut self,
+        id: &RequestId,
+        conversation: &ConversationId,
+        policy: TurnPolicy,
+        live: usize,
+        already_live: bool,
+    ) -> Admission {
+        if self.draining {
+            return Admission::Draining;
+        }
+        if let Some(max) = self.running_limit {
+            // Every live turn (running, or waiting for the agent or its conversation) counts.
+            let bound = if policy.refuse_when_full {
+                max
+            } else {
+                max + MAX_TURNS_WAITING_FOR_AGENT
+            };
+            if live >= bound && !already_live {
+                return Admission::AgentFull { max };
+            }
+        }
+        let submitted = if policy.exclusive {
+            self.book.submit_exclusive(id.clone(), conversation.clone())
+        } else {
+            self.book.submit(id.clone(), conversation.clone())
+        };
+        match submitted {
+            Submitted::New => Admission::New,
+            Submitted::Duplicate(_) => Admission::Duplicate,
+            Submitted::ConversationBusy => Admission::ConversationBusy,
+            Submitted::ConversationFull => Admission::ConversationFull,
+        }
+    }
+
+    /// Starts draining: no new turns; the drain waits for live ones until `grace` from `now` (an earlier
+    /// drain's deadline stands if it is sooner).
+    pub fn handle_drain(&mut self, grace: Duration, now: Instant) {
+        self.draining = true;
+        let at = now + grace;
+        if self.drain_deadline.is_none_or(|d| at < d) {
+            self.drain_deadline = Some(at);
+            self.set(Action::DrainGraceOver, at);
+        }
+    }
+
+    /// Whether a drain's grace is over at `now`.
+    pub fn drain_grace_over(&self, now: Instant) -> bool {
+        self.drain_deadline.is_some_and(|d| now >= d)
+    }
+
+    /// Turn `turn` put question `question` to its requester, open for `window` from `now`.
+    pub fn handle_question_asked(
+        &mut self,
+        turn: &RequestId,
+        question: &str,
+        window: Duration,
+        now: Instant,
+    ) {
+        self.set(close_question(turn, question), now + window);
+    }
+
+    /// Restarts the window of an open question from `now`. Returns whether it had a window.
+    pub fn handle_question_extended(
+        &mut self,
+        turn: &RequestId,
+        question: &str,
+        window: Duration,
+        now: Instant,
+    ) -> bool {
+        let action = close_question(turn, question);
+        if !self.scheduled.contains_key(&action) {
+            return false;
+        }
+        self.set(action, now + window);
+        true
+    }
+
+    /// The question is settled (answered, cancelled, closed): its window is dropped.
+    pub fn handle_question_settled(&mut self, turn: &RequestId, question: &str) {
+        self.unset(&close_question(turn, question));
+    }
+
+    /// Turn `turn` left the engine: any window of its question goes with it.
+    pub fn handle_turn_left(&mut self, turn: &RequestId) {
+        let windows: Vec<Action> = self
+            .scheduled
+            .keys()
+            .filter(|a| matches!(a, Action::CloseQuestion { turn: t, .. } if t == turn))
+            .cloned()
+            .collect();
+        for a in windows {
+            self.unset(&a);
+        }
+    }
+
+    /// A turn found its conversation held by another turn: it looks again [`CONVERSATION_CLAIM_POLL`]
+    /// from `now`, woken by the returned id.
+    pub fn handle_claim_busy(&mut self, now: Instant) -> WakeId {
+        self.handle_wait(CONVERSATION_CLAIM_POLL, now)
+    }
+
+    /// A journal write (or probe) failed for the journal's reasons: the next try is after `backoff`'s wait
+    /// from `now`, woken by the returned id.
+    pub fn handle_write_failed(&mut self, backoff: &mut Backoff, now: Instant) -> WakeId {
+        let wait = backoff.take();
+        self.handle_wait(wait, now)
+    }
+
+    /// A wake-up `wait` from `now`.
+    pub fn handle_wait(&mut self, wait: Duration, now: Instant) -> WakeId {
+        self.seq += 1;
+        let id = WakeId(self.seq);
+        self.set(Action::Wake(id), now + wait);
+        id
+    }
+
+    /// The task waiting on `id` stopped waiting (it was cancelled): its timer goes.
+    pub fn handle_wake_dropped(&mut self, id: WakeId) {
+        self.unset(&Action::Wake(id));
+    }
+
+    /// The next deadline, if any timer is set: the driver sleeps until then (or until told of a change).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.keys().next().map(|(at, _)| *at)
+    }
+
+    /// Moves every timer due at `now` to the actions, in deadline order.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let action = entry.remove();
+            self.scheduled.remove(&action);
+            self.due.push_back(action);
+        }
+    }
+
+    /// The next thing to do, if a timer fell due.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.due.pop_front()
+    }
+
+    fn set(&mut self, action: Action, at: Instant) {
+        self.unset(&action);
+        self.seq += 1;
+        let key = (at, self.seq);
+        self.timers.insert(key, action.clone());
+        self.scheduled.insert(action, key);
+    }
+
+    fn unset(&mut self, action: &Action) {
+        if let Some(key) = self.scheduled.remove(action) {
+            self.timers.remove(&key);
+        }
+    }
+}
+
+fn close_question(turn: &RequestId, question: &str) -> Action {
+    Action::CloseQuestion {
+        turn: turn.clone(),
+        question: question.to_string(),
+    }
+}

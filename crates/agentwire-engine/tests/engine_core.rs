@@ -1,0 +1,280 @@
+//! The engine's pure core on a virtual clock: question windows, claim waits, write backoff and the drain's
+//! grace fire exactly when they are due, once, under arbitrary interleavings (checked against a model);
+//! admission decides in the engine's order.
+
+use agentwire_core::{ConversationId, RequestId};
+use agentwire_engine::engine_core::{
+    Action, Admission, Backoff, EngineCore, TurnPolicy, WakeId, CONVERSATION_CLAIM_POLL,
+    MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
+};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+fn turn(n: usize) -> RequestId {
+    RequestId::new(format!("turn-{n}")).unwrap()
+}
+
+fn conv(n: usize) -> ConversationId {
+    ConversationId::new(format!("conv-{n}")).unwrap()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Ask {
+        turn: usize,
+        question: usize,
+        window: u64,
+    },
+    Extend {
+        turn: usize,
+        question: usize,
+        window: u64,
+    },
+    Settle {
+        turn: usize,
+        question: usize,
+    },
+    TurnLeft {
+        turn: usize,
+    },
+    ClaimBusy,
+    WriteFailed {
+        backoff: usize,
+    },
+    DropWake {
+        pick: usize,
+    },
+    Drain {
+        grace: u64,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u64..3_000).prop_map(Op::Advance),
+        3 => (0usize..3, 0usize..2, 0u64..2_000)
+            .prop_map(|(turn, question, window)| Op::Ask { turn, question, window }),
+        2 => (0usize..3, 0usize..2, 0u64..2_000)
+            .prop_map(|(turn, question, window)| Op::Extend { turn, question, window }),
+        2 => (0usize..3, 0usize..2).prop_map(|(turn, question)| Op::Settle { turn, question }),
+        1 => (0usize..3).prop_map(|turn| Op::TurnLeft { turn }),
+        2 => Just(Op::ClaimBusy),
+        2 => (0usize..2).prop_map(|backoff| Op::WriteFailed { backoff }),
+        1 => any::<usize>().prop_map(|pick| Op::DropWake { pick }),
+        1 => (0u64..5_000).prop_map(|grace| Op::Drain { grace }),
+    ]
+}
+
+fn question(turn_n: usize, q: usize) -> Action {
+    Action::CloseQuestion {
+        turn: turn(turn_n),
+        question: format!("q{q}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the order of events, each timer fires once, exactly at the first poll at or after its
+    /// deadline as the model computes it (a window restarts when extended, a settled question or a dropped
+    /// wake never fires), `poll_timeout` is always the earliest pending deadline, and backoff doubles up to
+    /// its cap.
+    #[test]
+    fn timers_fire_when_due_and_once(ops in proptest::collection::vec(op(), 1..80)) {
+        let start = Instant::now();
+        let mut now = start;
+        let mut core = EngineCore::default();
+        let mut model: HashMap<Action, Instant> = HashMap::new();
+        let mut wakes: Vec<WakeId> = Vec::new();
+        let mut backoffs = [Backoff::default(), Backoff::default()];
+        let mut expected_delay = [RETRY_FIRST, RETRY_FIRST];
+        let mut drain_deadline: Option<Instant> = None;
+        for op in ops {
+            match op {
+                Op::Advance(ms) => {
+                    now += Duration::from_millis(ms);
+                    core.handle_timeout(now);
+                    let mut fired = Vec::new();
+                    while let Some(a) = core.poll_action() {
+                        fired.push(a);
+                    }
+                    let mut due: Vec<Action> = model
+                        .iter()
+                        .filter(|(_, at)| **at <= now)
+                        .map(|(a, _)| a.clone())
+                        .collect();
+                    let mut fired_sorted = fired.clone();
+                    due.sort_by_key(|a| format!("{a:?}"));
+                    fired_sorted.sort_by_key(|a| format!("{a:?}"));
+                    prop_assert_eq!(&fired_sorted, &due, "what fell due at {:?}", now - start);
+                    // In deadline order.
+                    let at: Vec<Instant> = fired.iter().map(|a| model[a]).collect();
+                    prop_assert!(at.windows(2).all(|w| w[0] <= w[1]));
+                    for a in &fired {
+                        model.remove(a);
+                        if let Action::DrainGraceOver = a {
+                            prop_assert!(core.drain_grace_over(now));
+                        }
+                    }
+                }
+                Op::Ask { turn: t, question: q, window } => {
+                    core.handle_question_asked(&turn(t), &format!("q{q}"), Duration::from_millis(window), now);
+                    model.insert(question(t, q), now + Duration::from_millis(window));
+                }
+                Op::Extend { turn: t, question: q, window } => {
+                    let had = core.handle_question_extended(&turn(t), &format!("q{q}"), Duration::from_millis(window), now);
+                    let key = question(t, q);
+                    prop_assert_eq!(had, model.contains_key(&key));
+                    if had {
+                        model.insert(key, now + Duration::from_millis(window));
+                    }
+                }
+                Op::Settle { turn: t, question: q } => {
+                    core.handle_question_settled(&turn(t), &format!("q{q}"));
+                    model.remove(&question(t, q));
+                }
+                Op::TurnLeft { turn: t } => {
+                    core.handle_turn_left(&turn(t));
+                    model.retain(|a, _| !matches!(a, Action::CloseQuestion { turn: x, .. } if *x == turn(t)));
+                }
+                Op::ClaimBusy => {
+                    let id = core.handle_claim_busy(now);
+                    prop_assert!(model.insert(Action::Wake(id), now + CONVERSATION_CLAIM_POLL).is_none(), "a fresh wake id");
+                    wakes.push(id);
+                }
+                Op::WriteFailed { backoff } => {
+                    let id = core.handle_write_failed(&mut backoffs[backoff], now);
+                    model.insert(Action::Wake(id), now + expected_delay[backoff]);
+                    expected_delay[backoff] = (expected_delay[backoff] * 2).min(RETRY_MAX);
+                    prop_assert_eq!(backoffs[backoff].peek(), expected_delay[backoff]);
+                    wakes.push(id);
+                }
+                Op::DropWake { pick } => {
+                    if !wakes.is_empty() {
+                        let id = wakes.remove(pick % wakes.len());
+                        core.handle_wake_dropped(id);
+                        model.remove(&Action::Wake(id));
+                    }
+                }
+                Op::Drain { grace } => {
+                    core.handle_drain(Duration::from_millis(grace), now);
+                    prop_assert!(core.draining());
+                    let at = now + Duration::from_millis(grace);
+                    if drain_deadline.is_none_or(|d| at < d) {
+                        drain_deadline = Some(at);
+                        model.insert(Action::DrainGraceOver, at);
+                    }
+                    prop_assert_eq!(core.drain_grace_over(now), drain_deadline.is_some_and(|d| now >= d));
+                }
+            }
+            prop_assert_eq!(core.poll_timeout(), model.values().min().copied());
+        }
+    }
+}
+
+#[test]
+fn backoff_doubles_from_first_to_max() {
+    let mut b = Backoff::default();
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        waits.push(b.take());
+    }
+    assert_eq!(waits[0], RETRY_FIRST);
+    assert_eq!(waits[1], RETRY_FIRST * 2);
+    assert!(waits.windows(2).all(|w| w[1] == (w[0] * 2).min(RETRY_MAX)));
+    assert_eq!(*waits.last().unwrap(), RETRY_MAX);
+}
+
+#[test]
+fn a_question_window_moves_when_extended_and_closes_once() {
+    let t0 = Instant::now();
+    let mut core = EngineCore::default();
+    core.handle_question_asked(&turn(1), "q", Duration::from_secs(10), t0);
+    core.handle_timeout(t0 + Duration::from_secs(9));
+    assert_eq!(core.poll_action(), None);
+    assert!(core.handle_question_extended(
+        &turn(1),
+        "q",
+        Duration::from_secs(10),
+        t0 + Duration::from_secs(9)
+    ));
+    core.handle_timeout(t0 + Duration::from_secs(18));
+    assert_eq!(core.poll_action(), None, "the window restarted at 9 s");
+    core.handle_timeout(t0 + Duration::from_secs(19));
+    assert_eq!(
+        core.poll_action(),
+        Some(Action::CloseQuestion {
+            turn: turn(1),
+            question: "q".into()
+        })
+    );
+    core.handle_timeout(t0 + Duration::from_secs(60));
+    assert_eq!(core.poll_action(), None, "once");
+    assert!(
+        !core.handle_question_extended(&turn(1), "q", Duration::from_secs(1), t0),
+        "closed"
+    );
+}
+
+#[test]
+fn admission_in_the_engines_order() {
+    let mut core = EngineCore::default();
+    let queue = TurnPolicy::default();
+    let exclusive = TurnPolicy {
+        exclusive: true,
+        ..Default::default()
+    };
+    let refuse_full = TurnPolicy {
+        refuse_when_full: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        core.admit(&turn(1), &conv(1), queue, 0, false),
+        Admission::New
+    );
+    assert_eq!(
+        core.admit(&turn(1), &conv(1), queue, 1, true),
+        Admission::Duplicate
+    );
+    assert_eq!(
+        core.admit(&turn(2), &conv(1), exclusive, 1, false),
+        Admission::ConversationBusy
+    );
+    assert_eq!(
+        core.admit(&turn(3), &conv(1), queue, 1, false),
+        Admission::New,
+        "queued behind turn 1"
+    );
+
+    core.limit_running(2);
+    core.limit_running(9);
+    assert_eq!(core.running_limit(), Some(2), "set once");
+    assert_eq!(
+        core.admit(&turn(4), &conv(2), refuse_full, 2, false),
+        Admission::AgentFull { max: 2 }
+    );
+    assert_eq!(
+        core.admit(&turn(4), &conv(2), queue, 2, false),
+        Admission::New,
+        "waits for the agent"
+    );
+    let full = 2 + MAX_TURNS_WAITING_FOR_AGENT;
+    assert_eq!(
+        core.admit(&turn(5), &conv(3), queue, full, false),
+        Admission::AgentFull { max: 2 }
+    );
+    assert_eq!(
+        core.admit(&turn(1), &conv(1), queue, full, true),
+        Admission::Duplicate,
+        "a resend of a live turn is a duplicate, not a refusal"
+    );
+
+    core.handle_drain(Duration::from_secs(5), Instant::now());
+    assert_eq!(
+        core.admit(&turn(6), &conv(4), queue, 0, false),
+        Admission::Draining,
+        "draining first"
+    );
+}
