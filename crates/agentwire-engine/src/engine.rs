@@ -361,6 +361,37 @@ impl Engine {
         Ok(slot)
     }
 
+    /// Admits a request of a protocol with `slots` runs at a time, in one step: refused while draining; a
+    /// request of `conversation` that the journal holds is a resend ([`Admitted::Resend`], to answer from
+    /// the journal whatever runs here now, so no refusal is given for a turn whose terminal the caller may
+    /// have); else [`take_slot`](Self::take_slot) decides (capacity, duplicate, and with `exclusive` a
+    /// busy conversation). The read is the journal's own (a shared journal's leader).
+    pub async fn admit(
+        &self,
+        protocol: &str,
+        slots: usize,
+        request: &RequestId,
+        conversation: Option<&ConversationId>,
+        exclusive: bool,
+    ) -> Result<crate::Admitted, crate::AdmitError> {
+        if self.draining() {
+            return Err(crate::AdmitError::Slot(crate::SlotRefusal::Draining));
+        }
+        if let Some(conversation) = conversation {
+            match self.journal.lookup(request.clone()).await {
+                Ok(Some(stored)) if &stored.conversation_id == conversation => {
+                    return Ok(crate::Admitted::Resend(Box::new(stored)))
+                }
+                Ok(_) => {}
+                Err(e) => return Err(crate::AdmitError::Journal(e)),
+            }
+        }
+        let busy = conversation.filter(|_| exclusive);
+        self.take_slot(protocol, slots, request, busy)
+            .map(crate::Admitted::New)
+            .map_err(crate::AdmitError::Slot)
+    }
+
     /// How many capacity slots of `protocol` are taken.
     pub fn slots_in_use(&self, protocol: &str) -> usize {
         crate::slots::in_use(&self.slots, protocol)
@@ -760,20 +791,17 @@ impl Engine {
         }
     }
 
-    /// Answers a request the journal already holds (a resend) from the journal, without taking a place in
-    /// its conversation or a capacity slot: a resend of a finished turn gets its journaled terminal whatever
-    /// runs here now, and holds up no other turn of the conversation while it is answered. A request the
-    /// journal does not hold (yet) is submitted as usual.
-    pub async fn answer_resend(self: &Arc<Self>, sub: Submission) -> SubmitReply {
-        let id = sub.input.request_id.clone();
-        match self.journal.lookup(id.clone()).await {
-            Ok(Some(stored)) => self.answer_stored(&sub, Box::new(stored)).await,
-            Ok(None) => self.submit(sub).await,
-            Err(e) => {
-                tracing::error!(request = %id, error = %e, "could not read a resent request's turn");
-                SubmitReply::JournalUnavailable(e.to_string())
-            }
-        }
+    /// Answers a request the journal already holds as `stored` (a resend, found by [`admit`](Self::admit))
+    /// from the journal, without taking a place in its conversation or a capacity slot: a resend of a
+    /// finished turn gets its journaled terminal whatever runs here now, and holds up no other turn of the
+    /// conversation while it is answered.
+    pub async fn answer_resend(
+        self: &Arc<Self>,
+        sub: Submission,
+        stored: Box<StoredTurn>,
+    ) -> SubmitReply {
+        // Not published to watchers: the turn was, when it ran.
+        self.answer_stored(&sub, stored).await
     }
 
     /// Answers a request the journal holds as `stored` (not live here): its journaled outcome, the refusal a

@@ -32,7 +32,7 @@ pub use engine_core::{
     TurnPolicy, CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
 };
 pub use lifecycle::Front;
-pub use slots::{Slot, SlotRefusal};
+pub use slots::{AdmitError, Admitted, Slot, SlotRefusal};
 pub use watch::{
     AllWatch, Missed, TurnFilter, TurnState, TurnSummary, TurnWatch, WatchEvent, WatchHub,
     WatchKind, MAX_WATCHED_EVENTS_PER_TURN, RECENT_TURNS_KEPT, WATCH_QUEUE_CAPACITY,

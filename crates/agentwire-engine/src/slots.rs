@@ -7,6 +7,27 @@ use agentwire_core::RequestId;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+/// What [`Engine::admit`](crate::Engine::admit) found for a request.
+#[derive(Debug)]
+pub enum Admitted {
+    /// The journal holds this request of this conversation: a resend, answered from the journal by
+    /// [`Engine::answer_resend`](crate::Engine::answer_resend) with no slot and no place in its conversation.
+    Resend(Box<agentwire_store::StoredTurn>),
+    /// A new request, with the slot to hand to the submission.
+    New(Slot),
+}
+
+/// Why [`Engine::admit`](crate::Engine::admit) refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmitError {
+    /// Refused for its slot (draining, capacity, a duplicate, a busy conversation).
+    #[error("refused: {0:?}")]
+    Slot(SlotRefusal),
+    /// The journal could not say whether the request is a resend.
+    #[error("the journal could not be read")]
+    Journal(#[source] agentwire_store::StoreError),
+}
+
 /// Why no slot was taken, in the order they are checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotRefusal {

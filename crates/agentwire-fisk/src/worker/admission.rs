@@ -12,8 +12,8 @@ use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
 use agentwire_core::{
     CallAnswer, ConversationId, FailureCode, Outcome, Refusal, TurnEvent, TurnFailure, Usage,
 };
+use agentwire_engine::{AdmitError, Admitted, Resume, Slot, SlotRefusal, StoredTurn, TurnInput};
 use agentwire_engine::{ConversationTurn, ConversationView};
-use agentwire_engine::{Resume, Slot, SlotRefusal, TurnInput};
 
 /// What to do with a request.
 pub(super) enum Plan {
@@ -50,9 +50,9 @@ pub(super) struct RunPlan {
     pub(super) meta_changed: bool,
     /// The worker slot taken for it, kept by the engine until the turn ends.
     pub(super) slot: Option<Slot>,
-    /// A resend of a request the journal holds: answered from the journal, with no slot and no place in
-    /// the conversation.
-    pub(super) resend: bool,
+    /// A resend of a request the journal holds (its record): answered from the journal, with no slot and
+    /// no place in the conversation.
+    pub(super) resend: Option<Box<StoredTurn>>,
 }
 
 fn refused(code: impl Into<FailureCode>, message: impl Into<String>) -> Plan {
@@ -116,72 +116,65 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     }
     let header = task.header().clone();
     let tag = header.request.clone();
-    let busy = task.conversation_token().map(conversation::conversation_id);
-    if let Some(conversation) = &busy {
-        if worker.engine.draining() {
+    let conversation = task.conversation_token().map(conversation::conversation_id);
+    // One step of the engine's: a request of this conversation the journal holds is a resend, answered
+    // from the journal (its terminal, or `duplicate_request` while it is still in flight) whatever this
+    // instance runs now, so none of the refusals is given for a turn the caller may already have the
+    // terminal of; else the spec's order: draining, capacity, duplicate_request, conversation_busy, the
+    // slot taken before any read of ours, so concurrent requests cannot overbook.
+    let admitted = worker
+        .engine
+        .admit(
+            super::PROTOCOL,
+            worker.config.workers,
+            &request_id(&tag),
+            conversation.as_ref(),
+            true,
+        )
+        .await;
+    let slot = match admitted {
+        Ok(Admitted::New(slot)) => slot,
+        Ok(Admitted::Resend(stored)) => {
+            return match plan_turn(worker, task, header, Some(&stored)).await {
+                Plan::Run(mut run) => {
+                    run.resend = Some(stored);
+                    Plan::Run(run)
+                }
+                other => other,
+            };
+        }
+        Err(AdmitError::Journal(e)) => {
             return refused(
-                Refusal::Draining,
-                "the worker is shutting down and takes no new runs",
-            );
+                TurnFailure::Internal,
+                format!("the journal could not be read: {e}"),
+            )
         }
-        // A request of this conversation the journal holds is a resend: it is answered from the journal
-        // (its terminal, or `duplicate_request` while it is still in flight), whatever this instance runs
-        // now, so none of the refusals below is given for a turn the caller may already have the terminal
-        // of. The read is the journal's own (a shared journal's leader), never older than that terminal.
-        match worker.engine.lookup(&request_id(&tag)).await {
-            Ok(Some(stored)) if &stored.conversation_id == conversation => {
-                return match plan_turn(worker, task, header).await {
-                    Plan::Run(mut run) => {
-                        run.resend = true;
-                        Plan::Run(run)
-                    }
-                    other => other,
-                };
-            }
-            Ok(_) => {}
-            Err(e) => {
-                return refused(
-                    TurnFailure::Internal,
-                    format!("the journal could not be read: {e}"),
-                )
-            }
-        }
-    }
-    // The spec's order: draining, capacity, duplicate_request, conversation_busy; the slot is taken
-    // before any read, so concurrent requests cannot overbook.
-    let slot = match worker.engine.take_slot(
-        super::PROTOCOL,
-        worker.config.workers,
-        &request_id(&tag),
-        busy.as_ref(),
-    ) {
-        Ok(slot) => slot,
-        Err(SlotRefusal::Draining) => {
+        Err(AdmitError::Slot(SlotRefusal::Draining)) => {
             return refused(
                 Refusal::Draining,
                 "the worker is shutting down and takes no new runs",
             )
         }
-        Err(SlotRefusal::Capacity { slots }) => {
+        Err(AdmitError::Slot(SlotRefusal::Capacity { slots })) => {
             return refused(
                 Refusal::Capacity,
                 format!("every worker slot ({slots}) is busy; retry, or ask another instance"),
             )
         }
-        Err(SlotRefusal::Duplicate) => {
+        Err(AdmitError::Slot(SlotRefusal::Duplicate)) => {
             return refused(
                 Refusal::DuplicateRequest,
                 format!("a run with request {tag:?} is already in flight here"),
             )
         }
-        Err(SlotRefusal::ConversationBusy) => {
+        Err(AdmitError::Slot(SlotRefusal::ConversationBusy)) => {
             return refused(
                 Refusal::ConversationBusy,
                 "a turn of this conversation is running here; wait for its terminal message",
             )
         }
     };
-    match plan_turn(worker, task, header).await {
+    match plan_turn(worker, task, header, None).await {
         Plan::Run(mut run) => {
             run.slot = Some(slot);
             Plan::Run(run)
@@ -191,7 +184,13 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     }
 }
 
-async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan {
+/// Plans the turn of `task`; `resend` is the journal's record of it when the engine found it a resend.
+async fn plan_turn(
+    worker: &Worker,
+    task: &TaskRequest,
+    header: Header,
+    resend: Option<&StoredTurn>,
+) -> Plan {
     let (token, new) = match task.conversation_token() {
         Some(t) => (t.to_string(), false),
         None => (random_token(), true),
@@ -248,10 +247,10 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         }
     };
     let id = request_id(&header.request);
-    if let Some(stored) = record.turns.iter().find(|t| t.turn.request_id == id) {
+    if let Some(stored) = resend {
         // A resend of a request of this conversation: the engine answers it from the journal
         // (`TurnFront::replay`), whatever the conversation's rules would say of it now.
-        let input = stored.turn.input.clone();
+        let input = stored.input.clone();
         let (total, tool_calls) = record.usage();
         return Plan::Run(Box::new(RunPlan {
             header,
@@ -271,7 +270,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
             meta,
             meta_changed: false,
             slot: None,
-            resend: true,
+            resend: None,
         }));
     }
     let force = match task {
@@ -451,7 +450,7 @@ async fn plan_turn(worker: &Worker, task: &TaskRequest, header: Header) -> Plan 
         meta,
         meta_changed,
         slot: None,
-        resend: false,
+        resend: None,
     }))
 }
 

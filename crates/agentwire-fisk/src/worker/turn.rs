@@ -70,8 +70,9 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
     // server handles one connection's SUB before a PUB that follows it, so they are live before the caller
     // can see the ack. (A flush would add a round trip to every ack.)
     let resend = plan.resend;
+    let is_resend = resend.is_some();
     let subscribe = async {
-        if resend {
+        if is_resend {
             // Answered from the journal: nothing to cancel or answer here, and a second subscriber to the
             // subjects of a turn live on this instance would take answers meant for it.
             drop((cancels_gone_tx, elicits_gone_tx));
@@ -128,10 +129,11 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         conversation_meta: meta_record,
         slot: plan.slot,
     };
-    let submit = async {
+    let engine = &worker.engine;
+    let submit = async move {
         match resend {
-            true => worker.engine.answer_resend(sub).await,
-            false => worker.engine.submit(sub).await,
+            Some(stored) => engine.answer_resend(sub, stored).await,
+            None => engine.submit(sub).await,
         }
     };
     let (submitted, ()) = tokio::join!(submit, subscribe);
