@@ -23,9 +23,24 @@ pub const CANCEL_FOLLOW: Duration = Duration::from_secs(5);
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// NATS could not be reached or refused an operation.
-    #[error("nats: {0}")]
-    Nats(String),
+    /// No NATS server took the connection (or its settings are wrong).
+    #[error(transparent)]
+    Connect(#[from] crate::connection::ConnectError),
+    /// The caller's name is not a fisk-ai identity.
+    #[error("caller name {0:?} must be letters, digits, '-' and '_'")]
+    Name(String),
+    /// NATS refused or dropped an operation (`what`: the request, the subscription, the publish, ...).
+    #[error("nats {what}: {source}")]
+    Nats {
+        /// The operation.
+        what: &'static str,
+        /// The client's error.
+        #[source]
+        source: async_nats::Error,
+    },
+    /// The reply subscription ended before the reply set did (the connection closed).
+    #[error("nats: the reply subscription ended")]
+    SubscriptionEnded,
     /// Nobody serves that identity (or request).
     #[error("no worker answers on {0}")]
     NoResponders(String),
@@ -157,11 +172,8 @@ impl Caller {
         nats: &crate::connection::NatsConnect,
         name: &str,
     ) -> Result<Caller, ClientError> {
-        let client = nats
-            .connect(name)
-            .await
-            .map_err(|e| ClientError::Nats(e.to_string()))?;
-        let me = Identity::new(name).map_err(|e| ClientError::Nats(e.to_string()))?;
+        let client = nats.connect(name).await?;
+        let me = Identity::new(name).map_err(|_| ClientError::Name(name.to_string()))?;
         Ok(Caller { client, me })
     }
 
@@ -372,7 +384,7 @@ impl Caller {
             .client
             .request(nats::elicit_subject(identity, request), m.to_bytes().into())
             .await
-            .map_err(|e| ClientError::Nats(e.to_string()))?;
+            .map_err(|e| nats_error("request", e))?;
         if let Some(h) = &reply.headers {
             if let Some(text) = h.get(nats::HEADER_SERVICE_ERROR) {
                 return Err(ClientError::Service {
@@ -461,16 +473,26 @@ impl Caller {
             .client
             .subscribe(inbox.clone())
             .await
-            .map_err(|e| ClientError::Nats(e.to_string()))?;
+            .map_err(|e| nats_error("subscribe", e))?;
         self.client
             .publish_with_reply(subject, inbox, body.into())
             .await
-            .map_err(|e| ClientError::Nats(e.to_string()))?;
+            .map_err(|e| nats_error("publish", e))?;
         self.client
             .flush()
             .await
-            .map_err(|e| ClientError::Nats(e.to_string()))?;
+            .map_err(|e| nats_error("flush", e))?;
         Ok(sub)
+    }
+}
+
+fn nats_error(
+    what: &'static str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> ClientError {
+    ClientError::Nats {
+        what,
+        source: Box::new(e),
     }
 }
 
@@ -481,7 +503,7 @@ async fn next(
 ) -> Result<Received, ClientError> {
     let m = match tokio::time::timeout_at(deadline, sub.next()).await {
         Ok(Some(m)) => m,
-        Ok(None) => return Err(ClientError::Nats("the subscription ended".into())),
+        Ok(None) => return Err(ClientError::SubscriptionEnded),
         Err(_) => {
             return Err(ClientError::Timeout(
                 deadline.saturating_duration_since(tokio::time::Instant::now()),

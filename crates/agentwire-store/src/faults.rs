@@ -41,7 +41,10 @@ impl FaultyJournal {
     fn check(&self) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError::Sqlite(FAULT_MESSAGE.into()));
+            return Err(StoreError::from(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some(FAULT_MESSAGE.into()),
+            )));
         }
         Ok(())
     }
@@ -134,5 +137,31 @@ impl Journal for FaultyJournal {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Journal, SqliteJournal};
+
+    #[tokio::test]
+    async fn a_failed_write_says_what_refused_it_and_keeps_it_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = Arc::new(SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap());
+        let faulty = FaultyJournal::new(inner);
+        faulty.fail_writes(true);
+        let e = faulty.probe().await.expect_err("writes fail while failing");
+        assert!(e.is_unwritable());
+        assert!(e.to_string().contains(FAULT_MESSAGE), "{e}");
+        let source = std::error::Error::source(&e).expect("a source");
+        match source.downcast_ref::<rusqlite::Error>() {
+            Some(rusqlite::Error::SqliteFailure(f, _)) => {
+                assert_eq!(f.code, rusqlite::ErrorCode::DiskFull)
+            }
+            other => panic!("not SQLite's disk-full error: {other:?}"),
+        }
+        assert_eq!(e.clone(), e, "a clone is the same error");
+        assert_ne!(e, StoreError::Unavailable(FAULT_MESSAGE), "of another kind");
     }
 }

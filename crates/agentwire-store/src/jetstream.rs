@@ -177,8 +177,8 @@ pub fn bucket_key(id: &str) -> String {
 
 /// A write the journal could not make: the cluster is unreachable, has no quorum, or timed out. Worth
 /// retrying (the engine holds outcomes back meanwhile).
-fn unwritable(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Sqlite(format!("jetstream: {e}"))
+fn unwritable(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::jetstream(e)
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
@@ -420,7 +420,7 @@ impl JetStreamJournal {
                     return Ok(Accepted::Existing(Box::new(doc.stored()?)));
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(unwritable(
+                    return Err(StoreError::Unavailable(
                         "a turn being written elsewhere is not readable yet",
                     ));
                 }
@@ -467,7 +467,9 @@ impl JetStreamJournal {
                 return Ok(());
             }
         }
-        Err(unwritable("the turn kept changing under its outcome"))
+        Err(StoreError::Unavailable(
+            "the turn kept changing under its outcome",
+        ))
     }
 
     /// Whether turn `id` still runs: its record has no outcome, or is not written yet while its lease
@@ -526,7 +528,9 @@ impl JetStreamJournal {
         // Other turns kept taking it first: it is theirs.
         match self.claim_holder(claim_key).await?.0 {
             Some(holder) => Ok(Claim::Busy(RequestId::new(holder).map_err(corrupt)?)),
-            None => Err(unwritable("the conversation's claim kept moving")),
+            None => Err(StoreError::Unavailable(
+                "the conversation's claim kept moving",
+            )),
         }
     }
 

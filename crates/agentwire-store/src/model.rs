@@ -1,42 +1,99 @@
 //! What the journal stores and answers: the records every journal implementation shares, and its error.
 
 use agentwire_core::{ConversationId, Outcome, RequestId, TurnInput, Usage};
+use std::sync::Arc;
 
 /// The owner recorded for turns of a journal that one daemon has to itself (the embedded SQLite journal).
 /// A shared journal records each instance's own name, so recovery ends only its own turns.
 pub const LOCAL_OWNER: &str = "local";
 
-/// Errors at the journal's boundary.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Errors at the journal's boundary, each with the error under it where there is one (its
+/// [`source`](std::error::Error::source), shared so that one failed batch can fail each write in it).
+#[derive(Debug, Clone)]
 pub enum StoreError {
-    /// The storage refused an operation (a full disk, an I/O error, a locked database).
-    #[error("journal database error: {0}")]
-    Sqlite(String),
+    /// SQLite refused an operation (a full disk, an I/O error, a locked database).
+    Sqlite(Arc<rusqlite::Error>),
+    /// The JetStream cluster could not take or answer an operation (unreachable, no quorum, timed out).
+    JetStream(Arc<dyn std::error::Error + Send + Sync>),
+    /// The storage could not complete an operation for a reason of its own, with no error under it (a
+    /// record that kept changing under a write, a transaction rolled back, an injected fault).
+    Unavailable(&'static str),
+    /// The journal's own thread or task could not run (the system refused a thread, a read task died).
+    Task(Arc<dyn std::error::Error + Send + Sync>),
     /// A row could not be decoded.
-    #[error("journal row is corrupt: {0}")]
     Corrupt(String),
     /// An outcome was written for a turn the journal never accepted.
-    #[error("no turn {0} in the journal")]
     UnknownTurn(String),
     /// An outcome was written for a turn that already has one.
-    #[error("turn {0} already has an outcome")]
     AlreadyEnded(String),
     /// The writer is gone (the journal was halted or its thread stopped).
-    #[error("journal writer stopped")]
     WriterGone,
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Sqlite(e) => write!(f, "journal database error: {e}"),
+            StoreError::JetStream(e) => write!(f, "journal cluster error: {e}"),
+            StoreError::Unavailable(why) => write!(f, "journal unavailable: {why}"),
+            StoreError::Task(e) => write!(f, "journal task failed: {e}"),
+            StoreError::Corrupt(what) => write!(f, "journal row is corrupt: {what}"),
+            StoreError::UnknownTurn(id) => write!(f, "no turn {id} in the journal"),
+            StoreError::AlreadyEnded(id) => write!(f, "turn {id} already has an outcome"),
+            StoreError::WriterGone => f.write_str("journal writer stopped"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    /// The error under it, as its own type (not the shared pointer), so a caller can downcast it.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Sqlite(e) => Some(e.as_ref()),
+            StoreError::JetStream(e) | StoreError::Task(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
 }
 
 impl StoreError {
     /// Whether the error is about the journal's ability to write (worth retrying once it can again), rather
     /// than about the request (an unknown turn, a second outcome).
     pub fn is_unwritable(&self) -> bool {
-        matches!(self, StoreError::Sqlite(_) | StoreError::WriterGone)
+        matches!(
+            self,
+            StoreError::Sqlite(_)
+                | StoreError::JetStream(_)
+                | StoreError::Unavailable(_)
+                | StoreError::Task(_)
+                | StoreError::WriterGone
+        )
+    }
+
+    /// A JetStream error, kept as the source.
+    pub fn jetstream(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::JetStream(Arc::new(e))
+    }
+
+    /// A failed thread or task of the journal's own, kept as the source.
+    pub fn task(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::Task(Arc::new(e))
     }
 }
 
+/// Two errors are equal when they are the same kind and say the same (a source compares by its text).
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for StoreError {}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Sqlite(e.to_string())
+        StoreError::Sqlite(Arc::new(e))
     }
 }
 

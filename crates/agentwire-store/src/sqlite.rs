@@ -163,7 +163,7 @@ impl SqliteJournal {
         std::thread::Builder::new()
             .name("journal-writer".into())
             .spawn(move || writer::run(conn, rx, writer_gate))
-            .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
+            .map_err(StoreError::task)?;
         Ok(SqliteJournal {
             writes: tx,
             reader: Arc::new(Mutex::new(Some(reader))),
@@ -194,7 +194,7 @@ impl SqliteJournal {
             f(conn.as_ref().ok_or(StoreError::WriterGone)?)
         })
         .await
-        .map_err(|e| StoreError::Sqlite(format!("journal read task failed: {e}")))?
+        .map_err(StoreError::task)?
     }
 }
 

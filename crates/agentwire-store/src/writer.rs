@@ -76,9 +76,9 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
     let tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
-            let msg = e.to_string();
+            let e = StoreError::from(e);
             for w in batch {
-                fail(w, StoreError::Sqlite(msg.clone()));
+                fail(w, e.clone());
             }
             return;
         }
@@ -131,7 +131,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
             // The transaction is gone: what the batch wrote so far was rolled back with it.
             let e = match &r {
                 Err(e) => e.clone(),
-                Ok(_) => StoreError::Sqlite("the journal's transaction was rolled back".into()),
+                Ok(_) => StoreError::Unavailable("the journal's transaction was rolled back"),
             };
             broken = Some(e);
         }
@@ -160,15 +160,15 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                     }
                     (w, Err(e)) => fail(w, e),
                     (w @ Write::Close(_), Ok(_)) | (w, Ok(None)) => {
-                        fail(w, StoreError::Sqlite("no accept result".into()))
+                        fail(w, StoreError::Unavailable("no accept result"))
                     }
                 }
             }
         }
         Err(e) => {
-            let msg = e.to_string();
+            let e = StoreError::from(e);
             for (w, _) in results {
-                fail(w, StoreError::Sqlite(msg.clone()));
+                fail(w, e.clone());
             }
         }
     }
@@ -274,7 +274,7 @@ fn accept(conn: &Connection, t: &NewTurn) -> Result<Accepted, StoreError> {
             row_to_turn,
         )
         .optional()?
-        .ok_or_else(|| StoreError::Sqlite("conflicting row vanished".into()))?;
+        .ok_or(StoreError::Unavailable("conflicting row vanished"))?;
     Ok(Accepted::Existing(Box::new(existing?)))
 }
 

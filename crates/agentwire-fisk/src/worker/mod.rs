@@ -59,9 +59,18 @@ pub enum WorkerError {
     /// Slots out of range.
     #[error("workers must be 1 to {MAX_WORKERS}, not {0}")]
     Workers(usize),
-    /// NATS could not be reached or refused a subscription.
-    #[error("nats: {0}")]
-    Nats(String),
+    /// No NATS server took the connection (or its settings are wrong).
+    #[error(transparent)]
+    Connect(#[from] crate::connection::ConnectError),
+    /// The NATS service or one of its endpoints could not be started (`what`: which).
+    #[error("nats: could not start the {what}: {source}")]
+    Service {
+        /// The service or the endpoint.
+        what: &'static str,
+        /// The client's error.
+        #[source]
+        source: async_nats::Error,
+    },
 }
 
 /// The parts of the agent's card that every turn's admission reads.
@@ -109,27 +118,35 @@ impl Worker {
         let client = config
             .nats
             .connect(&format!("agentwire {}", config.identity))
-            .await
-            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+            .await?;
         let service = client
             .service_builder()
             .description("agentwire fisk-ai worker")
             .queue_group(&config.identity)
             .start("agentwire", env!("CARGO_PKG_VERSION"))
             .await
-            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+            .map_err(|source| WorkerError::Service {
+                what: "service",
+                source,
+            })?;
         let mut tasks = service
             .endpoint_builder()
             .name("task")
             .add(nats::task_subject(&config.identity))
             .await
-            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+            .map_err(|source| WorkerError::Service {
+                what: "task endpoint",
+                source,
+            })?;
         let mut discovery = service
             .endpoint_builder()
             .name("discovery")
             .add(nats::discovery_subject(&config.identity))
             .await
-            .map_err(|e| WorkerError::Nats(e.to_string()))?;
+            .map_err(|source| WorkerError::Service {
+                what: "discovery endpoint",
+                source,
+            })?;
         // The subscriptions are live at the server before anyone is told the worker is up. A server that
         // does not echo (a worker account without rights on its own inboxes) only loses that promise.
         if let Err(e) = server_sync(&client).await {

@@ -60,7 +60,7 @@ fn instance_key(name: &str) -> String {
 fn nonce() -> Result<String, StoreError> {
     let mut bytes = [0u8; 16];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-        .map_err(|_| StoreError::Sqlite("the system's random source failed".into()))?;
+        .map_err(|_| StoreError::Unavailable("the system's random source failed"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
