@@ -1,0 +1,326 @@
+//! The async driver around the engine's pure core ([`EngineCore`]): journal first, then act; one task per
+//! running turn, and one timer task that sleeps until the core's next deadline and acts on what falls due.
+
+use crate::agent::{Agent, AskQuestion, Asker, TurnContext, EVENT_QUEUE_DEPTH};
+use crate::engine_core::{Action, Admission, Backoff, EngineCore, TurnPolicy, WakeId};
+use crate::health::Health;
+use agentwire_core::TurnInput;
+use agentwire_core::{
+    Answer, Asked, CancelDecision, ConversationId, Failure, Finished, Journaled, Outcome, Question,
+    Refusal, RequestId, TurnEvent, TurnFailure,
+};
+use agentwire_store::{
+    Accepted, Claim, ConversationView, Finish, Journal, NewTurn, StoreError, StoredTurn,
+    LOCAL_OWNER,
+};
+use futures_util::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use agentwire_core::now_secs;
+
+mod admission;
+mod ending;
+mod journal;
+mod questions;
+mod run;
+mod timers;
+
+use ending::interrupted;
+use questions::TurnAsker;
+use timers::now;
+
+/// Most events of one turn kept for its transcript. A turn that streams more keeps its first ones and a
+/// marker: the transcript is for reading a conversation back, and the outcome holds the full answer.
+pub const MAX_TRANSCRIPT_EVENTS: usize = 4096;
+
+/// The `retry_after` of a turn refused because the agent is full: long enough for a model turn or two.
+pub const AGENT_BUSY_RETRY_AFTER_SECS: u64 = 5;
+
+/// How a front took a question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrontAsk {
+    /// Sent to the requester under this id; the answer comes through [`Engine::answer`]. With a window,
+    /// the engine closes the question when it ends unanswered ([`Engine::extend_question`] moves it; a
+    /// front may also close it itself with [`Engine::question_expired`]).
+    Sent {
+        /// The question's id on the wire.
+        question_id: String,
+        /// How long the question stays open without an answer.
+        window: Option<Duration>,
+    },
+    /// Settled without asking (a standing approval, an operator-less worker).
+    Settled(Asked),
+    /// This protocol cannot ask.
+    Unavailable,
+}
+
+/// The answer to [`Engine::answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerReply {
+    /// The waiting turn took the answer.
+    Taken,
+    /// No question with that id is open on that turn (never asked, already answered, or its window closed).
+    NotWaiting,
+    /// The answer does not fit the question (a select option that was not offered, ...).
+    DoesNotFit,
+}
+
+/// The retry hint given with a turn a crash cut off: long enough for the daemon to be back, short enough
+/// that a client retrying soon gets an answer.
+pub const INTERRUPTED_RETRY_AFTER_SECS: u64 = 5;
+
+/// The protocol side of one turn: puts its events and its outcome on the wire.
+pub trait TurnFront: Send + Sync + 'static {
+    /// The turn is journaled and will run (or waits behind its conversation): acknowledge it on the wire.
+    fn accepted(&self, queued: bool);
+    /// One event of the running turn, in order. Must not block (queue it).
+    fn event(&self, event: TurnEvent);
+    /// The wire form of the outcome, journaled with it so a resend is byte-identical.
+    fn encode_outcome(&self, outcome: &Outcome) -> Option<String>;
+    /// Send the journaled outcome.
+    fn deliver_outcome(&self, outcome: &Outcome, wire: Option<&str>);
+    /// Puts a question to the requester. Called with the engine's lock held: it must only queue the
+    /// question for sending and must not call back into the engine. Default: this protocol cannot ask.
+    fn ask(&self, _question: &Question) -> FrontAsk {
+        FrontAsk::Unavailable
+    }
+    /// The question is settled (answered, expired or cancelled): stop holding it open.
+    fn question_closed(&self, _question_id: &str) {}
+    /// The request id ran before (a resend): answer it from the journal's record, which is not run again.
+    /// The record may have no outcome yet (a turn a crash cut off, which recovery ends). Must not block.
+    fn replay(&self, _stored: &StoredTurn) {}
+}
+
+/// A validated request, ready for the engine.
+pub struct Submission {
+    /// The turn's input.
+    pub input: TurnInput,
+    /// Which front (`nipxx`, ...).
+    pub protocol: String,
+    /// Who asked (a pubkey, a NATS identity): only they may cancel.
+    pub requester: String,
+    /// Where the outcome goes, journaled for restarts.
+    pub route: serde_json::Value,
+    /// The front that serves this turn.
+    pub front: Arc<dyn TurnFront>,
+    /// How the protocol wants the turn handled.
+    pub policy: TurnPolicy,
+    /// The conversation's protocol state to journal with the turn, in the same write.
+    pub conversation_meta: Option<serde_json::Value>,
+    /// The capacity slot taken for it ([`Engine::take_slot`]), kept until the turn ends.
+    pub slot: Option<crate::Slot>,
+}
+
+/// The answer to [`Engine::submit`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubmitReply {
+    /// Journaled; running now or queued behind its conversation.
+    Accepted {
+        /// Whether it waits behind another turn.
+        queued: bool,
+    },
+    /// The request id is live already: a resend, not run again.
+    DuplicateLive,
+    /// The journal has this request id: a resend, answered from the journal through
+    /// [`TurnFront::replay`].
+    DuplicateStored(Box<StoredTurn>),
+    /// Refused before acceptance; the failure was journaled and delivered through the front.
+    Refused(Failure),
+    /// Under an exclusive policy, another turn of the conversation lives. Nothing was journaled or sent:
+    /// the front answers it.
+    ConversationBusy,
+    /// The journal cannot be written, so the turn was not taken: nothing was journaled or sent, and the
+    /// front decides (NIP-XX leaves the prompt on the relay for later; fisk-ai refuses it). The text says
+    /// why, for logs.
+    JournalUnavailable(String),
+    /// The engine is draining for a shutdown and takes no new turns. Nothing was journaled or sent.
+    Draining,
+}
+
+/// The answer to [`Engine::cancel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReply {
+    /// The turn will end (or has ended) as cancelled because of this request.
+    Cancelling,
+    /// Nothing to do: asked before, already ended, unknown, or not the requester's turn.
+    Ignored,
+}
+
+struct LiveTurn {
+    requester: String,
+    input: TurnInput,
+    front: Arc<dyn TurnFront>,
+    cancel: watch::Sender<bool>,
+    /// Someone has taken the job of journaling and delivering the decided outcome.
+    delivering: bool,
+    policy: TurnPolicy,
+    /// The question the turn waits on, if any (one at a time); its window is the core's.
+    question: Option<OpenQuestion>,
+    /// Its capacity slot, freed when the turn leaves the live table.
+    _slot: Option<crate::Slot>,
+}
+
+struct OpenQuestion {
+    id: String,
+    question: Question,
+    reply: oneshot::Sender<Asked>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The decisions: the book, draining, every timer.
+    core: EngineCore,
+    live: HashMap<RequestId, LiveTurn>,
+    /// The tasks waiting on a wake-up of the core, woken when it falls due.
+    wakers: HashMap<WakeId, oneshot::Sender<()>>,
+}
+
+/// The engine. Cheap to share (`Arc`).
+pub struct Engine {
+    /// Itself, for the tasks it spawns (the timer task holds it weakly and ends with it).
+    me: Weak<Engine>,
+    state: Mutex<State>,
+    journal: Arc<dyn Journal>,
+    agent: Arc<dyn Agent>,
+    /// The agent's name (its card's), recorded with each turn: its history is its own turns only.
+    agent_name: String,
+    /// The instance name recorded with each turn: recovery ends only this owner's.
+    owner: String,
+    /// Where every turn's progress is published for watchers (shared by a daemon's engines).
+    hub: Arc<crate::WatchHub>,
+    health: Health,
+    slots: crate::slots::Slots,
+    /// Outcomes decided and journaled whose turn has left the live table but which are not yet handed to
+    /// their front: a drain waits for them too.
+    delivering: std::sync::atomic::AtomicUsize,
+    /// Told whenever a live turn ends, for [`Engine::drain`].
+    ended: tokio::sync::Notify,
+    /// How many turns the agent runs at once, and the permits for them, once limited.
+    running: std::sync::OnceLock<(usize, Arc<tokio::sync::Semaphore>)>,
+    /// Told when the core's timers change, so the timer task sleeps until the right deadline.
+    timers_changed: Arc<tokio::sync::Notify>,
+    /// Whether the timer task runs (started with the first timer).
+    timer_task: std::sync::OnceLock<()>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // The timer task finds the engine gone and ends.
+        self.timers_changed.notify_one();
+    }
+}
+
+impl Engine {
+    /// An engine over a journal and an agent, owning the turns it journals as [`LOCAL_OWNER`].
+    pub fn new(journal: Arc<dyn Journal>, agent: Arc<dyn Agent>) -> Arc<Engine> {
+        Self::with_owner(journal, agent, LOCAL_OWNER)
+    }
+
+    /// An engine whose turns are journaled as `owner`'s (an instance's name on a shared journal).
+    pub fn with_owner(
+        journal: Arc<dyn Journal>,
+        agent: Arc<dyn Agent>,
+        owner: impl Into<String>,
+    ) -> Arc<Engine> {
+        Self::with_hub(journal, agent, owner, crate::WatchHub::new())
+    }
+
+    /// Like [`with_owner`](Self::with_owner), publishing its turns to `hub` (one hub for every engine of a
+    /// daemon, so that one watcher sees every agent's turns).
+    pub fn with_hub(
+        journal: Arc<dyn Journal>,
+        agent: Arc<dyn Agent>,
+        owner: impl Into<String>,
+        hub: Arc<crate::WatchHub>,
+    ) -> Arc<Engine> {
+        Arc::new_cyclic(|me| Engine {
+            me: me.clone(),
+            hub,
+            state: Mutex::new(State::default()),
+            journal,
+            agent_name: agent.card().name,
+            agent,
+            owner: owner.into(),
+            health: Health::default(),
+            slots: Default::default(),
+            delivering: std::sync::atomic::AtomicUsize::new(0),
+            ended: tokio::sync::Notify::new(),
+            running: std::sync::OnceLock::new(),
+            timers_changed: Arc::new(tokio::sync::Notify::new()),
+            timer_task: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Lets the agent run at most `max` turns at once (an agent's `max_concurrent_turns`): more wait, up to
+    /// [`MAX_TURNS_WAITING_FOR_AGENT`], or are refused under a [`TurnPolicy::refuse_when_full`] policy. Set
+    /// once, before the first turn; a second call changes nothing.
+    pub fn limit_running(&self, max: usize) {
+        let max = max.max(1);
+        if self
+            .running
+            .set((max, Arc::new(tokio::sync::Semaphore::new(max))))
+            .is_ok()
+        {
+            self.lock().core.limit_running(max);
+        }
+    }
+
+    /// The agent this engine runs.
+    pub fn agent(&self) -> &Arc<dyn Agent> {
+        &self.agent
+    }
+
+    /// Whether the journal can be written now: while it cannot, the engine takes no new turns and holds
+    /// decided outcomes back until they are durable.
+    pub fn journal_writable(&self) -> bool {
+        self.health.writable()
+    }
+
+    /// Watches [`journal_writable`](Self::journal_writable) as it changes.
+    pub fn watch_journal_writable(&self) -> watch::Receiver<bool> {
+        self.health.watch()
+    }
+
+    /// Whether the engine is draining for a shutdown.
+    pub fn draining(&self) -> bool {
+        self.lock().core.draining()
+    }
+
+    /// Number of live (pending, queued, running or ending) turns.
+    pub fn live_turns(&self) -> usize {
+        self.lock().core.book.live()
+    }
+
+    /// Whether a turn of `conversation` is live here.
+    pub fn conversation_busy(&self, conversation: &ConversationId) -> bool {
+        self.lock().core.book.is_busy(conversation)
+    }
+
+    /// The live turns and their phases, for diagnostics.
+    pub fn live_phases(&self) -> Vec<(RequestId, agentwire_core::TurnPhase)> {
+        let st = self.lock();
+        st.live
+            .keys()
+            .filter_map(|id| st.core.book.phase(id).map(|p| (id.clone(), p)))
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the book half-updated (each method is one step), so a
+        // poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The agent's card.
+    pub fn card(&self) -> crate::AgentCard {
+        self.agent.card()
+    }
+
+    /// The hub this engine publishes its turns to.
+    pub fn watch_hub(&self) -> &Arc<crate::WatchHub> {
+        &self.hub
+    }
+}

@@ -1,0 +1,145 @@
+//! Questions a running turn puts to its requester: one open at a time per turn, its window kept by the
+//! core, answered, expired or cancelled once.
+
+use super::*;
+
+impl Engine {
+    /// An answer to the question turn `id` waits on.
+    pub fn answer(&self, id: &RequestId, question_id: &str, answer: Answer) -> AnswerReply {
+        let closed = {
+            let mut st = self.lock();
+            let Some(t) = st.live.get_mut(id) else {
+                return AnswerReply::NotWaiting;
+            };
+            match &t.question {
+                Some(q) if q.id == question_id => {
+                    if !answer.fits(&q.question.kind) {
+                        return AnswerReply::DoesNotFit;
+                    }
+                }
+                _ => return AnswerReply::NotWaiting,
+            }
+            let q = t.question.take().expect("checked above");
+            let _ = q.reply.send(Asked::Answered(answer));
+            let front = t.front.clone();
+            st.core.handle_question_settled(id, &q.id);
+            (front, q.id)
+        };
+        closed.0.question_closed(&closed.1);
+        AnswerReply::Taken
+    }
+
+    /// The question's window closed with no answer. Returns whether it was still open.
+    pub fn question_expired(&self, id: &RequestId, question_id: &str) -> bool {
+        let closed = {
+            let mut st = self.lock();
+            let Some(t) = st.live.get_mut(id) else {
+                return false;
+            };
+            if t.question.as_ref().map(|q| q.id.as_str()) != Some(question_id) {
+                return false;
+            }
+            let q = t.question.take().expect("checked above");
+            let _ = q.reply.send(Asked::Unanswered);
+            let front = t.front.clone();
+            st.core.handle_question_settled(id, &q.id);
+            (front, q.id)
+        };
+        closed.0.question_closed(&closed.1);
+        true
+    }
+
+    /// Restarts the window of the question turn `id` waits on, from now (fisk-ai `elicit.waiting`).
+    /// Returns whether that question is open.
+    pub fn extend_question(&self, id: &RequestId, question_id: &str, window: Duration) -> bool {
+        let mut st = self.lock();
+        let open = st
+            .live
+            .get(id)
+            .and_then(|t| t.question.as_ref())
+            .is_some_and(|q| q.id == question_id);
+        if open
+            && st
+                .core
+                .handle_question_extended(id, question_id, window, now())
+        {
+            drop(st);
+            self.timers_changed();
+        }
+        open
+    }
+
+    /// The question turn `id` waits on, if `question_id` names it: what a front checks an answer against,
+    /// so that it keeps no copy of the engine's open question.
+    pub fn waiting_question(&self, id: &RequestId, question_id: &str) -> Option<Question> {
+        let st = self.lock();
+        st.live
+            .get(id)
+            .and_then(|t| t.question.as_ref())
+            .filter(|q| q.id == question_id)
+            .map(|q| q.question.clone())
+    }
+
+    /// Whether turn `id` waits on question `question_id`.
+    pub fn is_waiting_on(&self, id: &RequestId, question_id: &str) -> bool {
+        let st = self.lock();
+        st.live
+            .get(id)
+            .and_then(|t| t.question.as_ref())
+            .is_some_and(|q| q.id == question_id)
+    }
+
+    pub(super) fn open_question(
+        self: &Arc<Self>,
+        id: &RequestId,
+        question: Question,
+    ) -> BoxFuture<'static, Asked> {
+        let mut st = self.lock();
+        let Some(t) = st.live.get_mut(id) else {
+            return Box::pin(async { Asked::Cancelled });
+        };
+        if *t.cancel.borrow() {
+            return Box::pin(async { Asked::Cancelled });
+        }
+        if t.question.is_some() {
+            // One question at a time: an agent that asks again before the first is settled gets no second.
+            return Box::pin(async { Asked::Unavailable });
+        }
+        match t.front.ask(&question) {
+            FrontAsk::Unavailable => Box::pin(async { Asked::Unavailable }),
+            FrontAsk::Settled(a) => Box::pin(async move { a }),
+            FrontAsk::Sent {
+                question_id,
+                window,
+            } => {
+                let (tx, rx) = oneshot::channel();
+                t.question = Some(OpenQuestion {
+                    id: question_id.clone(),
+                    question,
+                    reply: tx,
+                });
+                if let Some(w) = window {
+                    st.core.handle_question_asked(id, &question_id, w, now());
+                    drop(st);
+                    self.timers_changed();
+                }
+                Box::pin(async move { rx.await.unwrap_or(Asked::Cancelled) })
+            }
+        }
+    }
+}
+
+/// A running turn's [`AskQuestion`]: questions go to the turn's front through the engine.
+pub(super) struct TurnAsker {
+    pub(super) engine: Weak<Engine>,
+    pub(super) id: RequestId,
+}
+
+impl AskQuestion for TurnAsker {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Asked> {
+        match self.engine.upgrade() {
+            Some(engine) => engine.open_question(&self.id, question),
+            None => Box::pin(async { Asked::Cancelled }),
+        }
+    }
+}
