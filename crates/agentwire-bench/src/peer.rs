@@ -161,6 +161,69 @@ impl BenchClient {
     }
 }
 
+impl BenchClient {
+    /// Sends `text` as a prompt and follows its run to the terminal; returns the time from the start of the
+    /// prompt's encryption to the first answer text in order (decrypted and checked by the run view).
+    /// (Used by the `first-token` binary, which includes this file too.)
+    #[allow(dead_code)]
+    pub(crate) async fn first_text(
+        &mut self,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<Duration, RunError> {
+        let started = Instant::now();
+        let payload = PromptPayload::new(text.to_string()).to_json();
+        let content = self
+            .crypto
+            .encrypt(&self.peer, &payload)
+            .map_err(|e| RunError::Refused(e.to_string()))?;
+        let prompt = self.crypto.sign(
+            EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
+                .tags(tags::prompt(&self.peer, None)),
+        );
+        let mut view = RunView::new(self.crypto.public_key(), self.peer, prompt.id);
+        let (conn, rx, crypto) = (&self.conn, &mut self.rx, &self.crypto);
+        let published = async {
+            match conn.publish(&prompt).await {
+                Ok(ok) if ok.accepted => Ok(()),
+                Ok(ok) => Err(RunError::Refused(ok.message)),
+                Err(e) => Err(RunError::Refused(e.to_string())),
+            }
+        };
+        let followed = async {
+            let mut first = None;
+            loop {
+                let event = match rx.recv().await {
+                    Some(Incoming::Event { event, .. }) => event,
+                    Some(_) => continue,
+                    None => return Err(RunError::Closed),
+                };
+                if event.verify().is_err() {
+                    continue;
+                }
+                let plain = crypto.decrypt(&event.pubkey, &event.content).ok();
+                let updates = view.apply(&Message::signed(*event), plain.as_deref());
+                if first.is_none() && updates.iter().any(|u| matches!(u, Update::Text(_))) {
+                    first = Some(started.elapsed());
+                }
+                if updates.contains(&Update::Terminal) {
+                    return first.ok_or(RunError::WrongText);
+                }
+            }
+        };
+        let both = async { tokio::try_join!(published, followed) };
+        match tokio::time::timeout(timeout, both).await {
+            Err(_) => Err(RunError::Timeout),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(((), first))) => match view.terminal() {
+                Some(Terminal::Response(_)) => Ok(first),
+                Some(Terminal::Error(e)) => Err(RunError::AiError(e.code.as_str().to_string())),
+                None => Err(RunError::Timeout),
+            },
+        }
+    }
+}
+
 /// Starts the echo peer on `url`: its own key and connection, a subscription to the prompts addressed to
 /// it (as the agent's runtime has), and for each prompt what the agent's path does minus the engine and
 /// the journal: verify, check the tags, decrypt, parse the payload, then build the ai.response the demo

@@ -1,0 +1,329 @@
+//! `first-token`: when a model's first words reach a caller, on every front and for a watcher, against the
+//! real daemon.
+//!
+//! A fake OpenAI-compatible server (real HTTP on loopback, `TCP_NODELAY`) streams an answer of 11 chunks
+//! 2 ms apart, its first at once. `agentwire serve` runs a model agent on it, exposed over NIP-XX (the
+//! embedded relay) and fisk-ai (a real nats-server), with the HTTP server on. In alternating rounds the time
+//! to the first text is taken:
+//!
+//! - **direct**: read from the model server itself (what no front can beat);
+//! - **relay round trip** (not a first text): NIP-XX's transport alone, a signed, encrypted prompt to an
+//!   echo peer in this process and its answer back through the same relay, with no engine and no journal;
+//! - **NIP-XX**: a signed, encrypted prompt to the first in-order text of its deltas (decrypted, checked);
+//! - **fisk-ai**: a prompt over NATS to the first `event.text`;
+//! - **watcher**: for each NIP-XX and fisk-ai round, the first text `event` on an `/api/v1/events` stream
+//!   opened before the rounds (a `watch_all` watcher of every turn), from the same start.
+//!
+//! Prints medians and p90s, and one JSON line. Run it from the workspace root after
+//! `cargo build --release -p agentwire -p agentwire-bench`: `target/release/first-token --rounds 100`.
+//! The figures and the method are in `docs/benchmarks.md`.
+
+#[allow(dead_code)]
+#[path = "../daemon.rs"]
+mod daemon;
+#[allow(dead_code)]
+#[path = "../peer.rs"]
+mod peer;
+
+use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
+use agentwire_testkit::NatsServer;
+use clap::Parser;
+use futures_util::StreamExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The answer's pieces and the time between two: eleven chunks 2 ms apart, about 22 ms in all.
+const PIECES: usize = 11;
+const GAP: Duration = Duration::from_millis(2);
+/// How long one round may take before the benchmark gives up.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
+/// The fisk-ai identity the daemon serves the model agent under.
+const IDENTITY: &str = "first";
+
+/// Time to the first text, directly and through each front.
+#[derive(Debug, Parser)]
+#[command(name = "first-token", version, about)]
+struct Args {
+    /// Rounds of each kind.
+    #[arg(long, default_value_t = 100)]
+    rounds: usize,
+    /// The agentwire binary to benchmark.
+    #[arg(long, default_value = "target/release/agentwire")]
+    daemon: PathBuf,
+}
+
+fn script() -> Scripted {
+    let words: Vec<String> = (0..PIECES).map(|i| format!("word{i} ")).collect();
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    Scripted::Stream {
+        chunks: text_chunks(&refs, (5, PIECES as u64)),
+        gap: GAP,
+    }
+}
+
+fn quantiles(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1000.0;
+    (at(0.5), at(0.9))
+}
+
+/// When the watcher saw the first text of any turn since it was last reset.
+type FirstSeen = Arc<Mutex<Option<Instant>>>;
+
+/// Opens the daemon's event stream and notes when a text event arrives while the slot is empty.
+async fn watch_all(url: &str, token: &str, first: FirstSeen) -> Result<(), String> {
+    let addr = url.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr)
+        .await
+        .map_err(|e| format!("watcher: {addr}: {e}"))?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let req = format!(
+        "GET /api/v1/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("watcher: {e}"))?;
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut pending = String::new();
+        loop {
+            let n = match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let now = Instant::now();
+            pending.push_str(&String::from_utf8_lossy(&buf[..n]));
+            while let Some(end) = pending.find('\n') {
+                let line: String = pending.drain(..=end).collect();
+                let Some(data) = line.trim_end().strip_prefix("data:") else {
+                    continue;
+                };
+                let v: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_default();
+                if v["type"] == "event" && v["event"]["type"] == "text" {
+                    let mut slot = first.lock().unwrap_or_else(|p| p.into_inner());
+                    slot.get_or_insert(now);
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Posts `body` to the model server's chat completions over a fresh connection (as the model agent's first
+/// call makes one), returns the time from `t` to the first chunk holding text, then reads the stream out.
+async fn direct_first_text(base_url: &str, body: &str, t: Instant) -> Result<Duration, String> {
+    let rest = base_url.trim_start_matches("http://");
+    let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("model server: {e}"))?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let req = format!(
+        "POST /{path}/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("model server: {e}"))?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut seen = String::new();
+    let mut first = None;
+    loop {
+        let n = s
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("model server: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if first.is_none() && seen.contains("\"content\"") {
+            first = Some(t.elapsed());
+        }
+    }
+    first.ok_or_else(|| "the model server sent no text".to_string())
+}
+
+fn fisk_prompt(request: &str) -> Vec<u8> {
+    serde_json::json!({
+        "protocol": "io.choria.fisk-ai.v1.request.prompt",
+        "id": format!("m{request}"),
+        "request": request,
+        "conversation": "bench",
+        "sequence": 0,
+        "time": "2026-12-01T00:00:00Z",
+        "sender": {"name": "bench"},
+        "prompt": "say something",
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn config(base_url: &str, nats_url: &str) -> String {
+    format!(
+        "{}\n[serve]\nagent = \"model\"\n\n[agents.model]\nkind = \"openai\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\n\n[nats]\nurl = \"{nats_url}\"\nidentity = \"{IDENTITY}\"\nelicit = false\n",
+        daemon::config_toml()
+    )
+}
+
+struct Figures {
+    direct: Vec<Duration>,
+    relay_round_trip: Vec<Duration>,
+    nipxx: Vec<Duration>,
+    fisk: Vec<Duration>,
+    watcher_nipxx: Vec<Duration>,
+    watcher_fisk: Vec<Duration>,
+}
+
+async fn bench(args: &Args) -> Result<Figures, String> {
+    let fake = FakeOpenAi::start();
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let rate = daemon::BENCH_SENDER_RATE.to_string();
+    let d = daemon::Daemon::start_with(
+        &args.daemon,
+        dir.path(),
+        &config(&fake.base_url, &nats.url),
+        &[
+            "--rate-per-second",
+            &rate,
+            "--rate-burst",
+            &rate,
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+    )?;
+    let (http, token) = d.http.clone().ok_or("the daemon runs no HTTP server")?;
+    let first_seen: FirstSeen = Arc::default();
+    watch_all(&http, &token, first_seen.clone()).await?;
+    let mut client = peer::BenchClient::connect(&d.relay, d.agent).await?;
+    let echo = peer::spawn_echo(&d.relay).await?;
+    let mut raw = peer::BenchClient::connect(&d.relay, echo).await?;
+    let caller = async_nats::connect(&nats.url)
+        .await
+        .map_err(|e| format!("nats: {e}"))?;
+    let body = serde_json::json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "say something"}]}).to_string();
+
+    let mut f = Figures {
+        direct: vec![],
+        relay_round_trip: vec![],
+        nipxx: vec![],
+        fisk: vec![],
+        watcher_nipxx: vec![],
+        watcher_fisk: vec![],
+    };
+    let reset = || *first_seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    let seen_since = |t: Instant| {
+        first_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|at| at.saturating_duration_since(t))
+    };
+    for round in 0..args.rounds {
+        // Directly from the model server: the time to its first chunk of text.
+        fake.push(script());
+        let t = Instant::now();
+        f.direct
+            .push(direct_first_text(&fake.base_url, &body, t).await?);
+
+        // NIP-XX's transport alone: a prompt to the echo peer and its answer back through the same relay.
+        let rt = raw
+            .run(ROUND_TIMEOUT)
+            .await
+            .map_err(|e| format!("raw round {round}: {e:?}"))?;
+        f.relay_round_trip.push(rt.total);
+
+        // Over NIP-XX, and the watcher of every turn.
+        fake.push(script());
+        reset();
+        let t = Instant::now();
+        let first = client
+            .first_text("say something", ROUND_TIMEOUT)
+            .await
+            .map_err(|e| format!("NIP-XX round {round}: {e:?}"))?;
+        f.nipxx.push(first);
+        f.watcher_nipxx
+            .push(seen_since(t).ok_or("the watcher saw no text of the NIP-XX run")?);
+
+        // Over fisk-ai, and the watcher.
+        fake.push(script());
+        reset();
+        let inbox = caller.new_inbox();
+        let mut replies = caller
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        caller
+            .publish_with_reply(
+                agentwire_fisk::wire::nats::task_subject(IDENTITY),
+                inbox,
+                fisk_prompt(&format!("r{round}")).into(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut got_first = None;
+        loop {
+            let m = tokio::time::timeout(ROUND_TIMEOUT, replies.next())
+                .await
+                .map_err(|_| format!("fisk-ai round {round}: no reply in time"))?
+                .ok_or("the reply subscription ended")?;
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            let kind = v["protocol"].as_str().unwrap_or("");
+            if got_first.is_none() && kind.ends_with("event.text") {
+                got_first = Some(t.elapsed());
+            }
+            if kind.ends_with(".result") || kind.ends_with(".error") {
+                break;
+            }
+        }
+        f.fisk
+            .push(got_first.ok_or_else(|| format!("fisk-ai round {round}: no event.text"))?);
+        f.watcher_fisk
+            .push(seen_since(t).ok_or("the watcher saw no text of the fisk-ai run")?);
+    }
+    Ok(f)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let f = match bench(&args).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("first-token: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rows = [
+        ("direct", "first text, read from the model server", f.direct),
+        (
+            "relay_round_trip",
+            "a raw NIP-XX round trip (no engine)",
+            f.relay_round_trip,
+        ),
+        ("nipxx", "first text, through NIP-XX", f.nipxx),
+        (
+            "watcher_nipxx",
+            "first text, a watcher of the NIP-XX run",
+            f.watcher_nipxx,
+        ),
+        ("fisk", "first text, through fisk-ai", f.fisk),
+        (
+            "watcher_fisk",
+            "first text, a watcher of the fisk-ai run",
+            f.watcher_fisk,
+        ),
+    ];
+    let mut json = serde_json::json!({"rounds": args.rounds, "stream_ms": (GAP * PIECES as u32).as_secs_f64() * 1000.0});
+    for (key, what, v) in rows {
+        let (m, p90) = quantiles(v);
+        eprintln!("{what:<42} median {m:.2} ms, p90 {p90:.2} ms");
+        json[key] = serde_json::json!({"median_ms": m, "p90_ms": p90});
+    }
+    println!("{json}");
+    ExitCode::SUCCESS
+}
