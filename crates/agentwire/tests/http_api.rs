@@ -1,7 +1,8 @@
 //! The turn API over real HTTP on the real daemon: the token and the `Host` check, the agents, turns listed,
 //! filtered and paged, one turn with its events, server-sent events that two watchers and the NIP-XX client
 //! see alike (one joining mid-turn, one resuming with `Last-Event-ID`), a cancel that ends a NIP-XX run, an
-//! answer that continues a fisk-ai run waiting on a question, and a remote listen refused.
+//! answer that continues a turn waiting on its question and a cancel that ends a running one on fisk-ai, task
+//! cards and roost controllers' jobs, and a remote listen refused.
 
 #[path = "../../agentwire-fisk/tests/worker/caller.rs"]
 mod caller;
@@ -62,6 +63,19 @@ impl Api {
         let status = r.status().as_u16();
         let body = r.bytes().await.unwrap_or_default();
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    /// `GET path` until its body satisfies `want` (the daemon's other views may be a moment ahead).
+    async fn get_until(&self, path: &str, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let (status, body) = self.get(path).await;
+            if status == 200 && want(&body) {
+                return body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{path}: {body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Opens the event stream (`path` with its query), resuming after `last` when given.
@@ -349,7 +363,7 @@ async fn the_turn_api_lists_shows_streams_and_cancels_nipxx_runs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_through_the_api_continues_a_fisk_run_waiting_on_its_question() {
+async fn an_answer_and_a_cancel_through_the_api_continue_and_end_fisk_runs() {
     let nats = NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(
@@ -362,7 +376,9 @@ async fn an_answer_through_the_api_continues_a_fisk_run_waiting_on_its_question(
     let mut run = c.open_prompt(&r, "ask colour? | red | green").await;
     run.until(|m| m.protocol().contains("elicit.request")).await;
     let turn = format!("fisk:{r}");
-    let (_, waiting) = api.get("/api/v1/turns?state=waiting").await;
+    let waiting = api
+        .get_until("/api/v1/turns?state=waiting", |b| b["turns"][0].is_object())
+        .await;
     assert_eq!(waiting["turns"][0]["id"], turn.as_str(), "{waiting}");
     let (status, _) = api
         .post(
@@ -400,6 +416,21 @@ async fn an_answer_through_the_api_continues_a_fisk_run_waiting_on_its_question(
         )
         .await;
     assert_eq!(status, 409, "no question is open any more");
+
+    // A cancel through the API ends a running fisk-ai run as the caller's own cancel would: parked at the
+    // agent's next boundary (`suspended`), the caller's reply set ending with it.
+    let r = caller::tag("long");
+    let mut run = c.open_prompt(&r, "sleep 2000").await;
+    run.until(|m| m.protocol().ends_with("event.text")).await;
+    let turn = format!("fisk:{r}");
+    let (status, body) = api
+        .post(&format!("/api/v1/turns/{turn}/cancel"), json!({}))
+        .await;
+    assert_eq!((status, body), (200, json!({"cancelled": true})));
+    let set = run.finish().await;
+    assert_eq!(caller::code(&set), "suspended", "{set:#?}");
+    let (_, one) = api.get(&format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(one["state"], "ended", "{one}");
 }
 
 #[test]
@@ -516,4 +547,242 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not answer"), "{err}");
+}
+
+/// A task card (43001) in a room, from `keys` to `agent`.
+fn task_card(
+    keys: &nostr::prelude::Keys,
+    agent: &nostr::prelude::PublicKey,
+    prompt: &str,
+) -> nostr::prelude::Event {
+    use nostr::prelude::{EventBuilder, FinalizeEvent, Kind, Tag};
+    EventBuilder::new(Kind::Custom(43001), prompt)
+        .tags([Tag::public_key(*agent), Tag::parse(["h", "lab"]).unwrap()])
+        .finalize(keys)
+        .unwrap()
+}
+
+/// The next event on `rx` that `want` takes.
+async fn next_event(
+    rx: &mut tokio::sync::mpsc::Receiver<agentwire_nostr::relay_conn::Incoming>,
+    want: impl Fn(&nostr::prelude::Event) -> bool,
+) -> nostr::prelude::Event {
+    use agentwire_nostr::relay_conn::Incoming;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(Incoming::Event { event, .. })) if want(&event) => return *event,
+            Ok(Some(_)) => {}
+            other => panic!("not seen: {other:?}"),
+        }
+    }
+}
+
+/// The turn API on task cards: an answer through it settles the task's question card and the task goes on
+/// to its result; a cancel through it ends a running task with its error card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_and_a_cancel_through_the_api_continue_and_end_task_cards() {
+    use agentwire_nostr::relay_conn::RelayConn;
+    use nostr::prelude::{Filter, Keys, Kind, SingleLetterTag};
+    let dir = tempfile::tempdir().unwrap();
+    let alice = Keys::generate();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\n",
+            a = alice.public_key().to_hex()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let api = Api::of(&d);
+    let (conn, mut rx) = RelayConn::connect(&d.relay);
+    assert!(conn.wait_connected(Duration::from_secs(10)).await);
+    conn.subscribe(
+        "room",
+        vec![Filter::new()
+            .kinds([9, 43002, 43003, 43004, 43005, 43006].map(Kind::Custom))
+            .custom_tags(SingleLetterTag::from_char('h').unwrap(), ["lab"])],
+    );
+    let about = |e: &nostr::prelude::Event, id: &nostr::prelude::EventId| {
+        e.tags
+            .iter()
+            .any(|t| t.as_slice().get(1) == Some(&id.to_hex()))
+    };
+
+    // A question card, answered through the API.
+    let asking = task_card(&alice, &d.agent, "ask colour? | red | green");
+    assert!(conn.publish(&asking).await.unwrap().accepted);
+    let card = next_event(&mut rx, |e| e.kind.as_u16() == 9).await;
+    let waiting = api
+        .get_until("/api/v1/turns?state=waiting", |b| b["turns"][0].is_object())
+        .await;
+    let turn = waiting["turns"][0]["id"]
+        .as_str()
+        .expect("a waiting turn")
+        .to_string();
+    assert_eq!(waiting["turns"][0]["protocol"], "tasks", "{waiting}");
+    let (_, one) = api.get(&format!("/api/v1/turns/{turn}")).await;
+    let question = one["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "question")
+        .expect("its question")
+        .clone();
+    assert_eq!(
+        question["question_id"],
+        card.id.to_hex(),
+        "the card is the question: {question}"
+    );
+    let option = question["question"]["kind"]["options"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, body) = api
+        .post(
+            &format!("/api/v1/turns/{turn}/answer"),
+            json!({ "choices": [option] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let result = next_event(&mut rx, |e| {
+        e.kind.as_u16() == 43004 && about(e, &asking.id)
+    })
+    .await;
+    assert_eq!(result.content, "green");
+
+    // A running task, cancelled through the API.
+    let long = task_card(&alice, &d.agent, "sleep 60000");
+    assert!(conn.publish(&long).await.unwrap().accepted);
+    next_event(&mut rx, |e| e.kind.as_u16() == 43002 && about(e, &long.id)).await;
+    let running = api
+        .get_until("/api/v1/turns?state=running", |b| b["turns"][0].is_object())
+        .await;
+    let turn = running["turns"][0]["id"]
+        .as_str()
+        .expect("a running turn")
+        .to_string();
+    let (status, body) = api
+        .post(&format!("/api/v1/turns/{turn}/cancel"), json!({}))
+        .await;
+    assert_eq!((status, body), (200, json!({"cancelled": true})));
+    let ended = next_event(&mut rx, |e| {
+        matches!(e.kind.as_u16(), 43004 | 43006) && about(e, &long.id)
+    })
+    .await;
+    assert_eq!(
+        ended.kind.as_u16(),
+        43006,
+        "ended with an error card: {}",
+        ended.content
+    );
+}
+
+/// The turn API on turns of engine agents behind roost controllers: an answer through it settles the
+/// blocked job's question and its row goes on to done; a cancel through it ends the job's running turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_and_a_cancel_through_the_api_continue_and_end_roost_turns() {
+    use agentwire_roost::client::Controller;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"), &[]);
+    let api = Api::of(&d);
+    let socket = std::path::PathBuf::from(d.ready["roost_socket"].as_str().unwrap());
+    let call = |op: &'static str, args: Value| {
+        let socket = socket.clone();
+        async move {
+            let mut c = Controller::connect(&socket).await.unwrap();
+            c.call(op, args)
+                .await
+                .unwrap_or_else(|e| panic!("{op}: {e}"))
+        }
+    };
+    let row_state = |id: String, want: &'static str| {
+        let socket = socket.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            loop {
+                let mut c = Controller::connect(&socket).await.unwrap();
+                let rows = c.call("rows", json!({})).await.unwrap();
+                let row = rows["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["id"] == id.as_str())
+                    .cloned();
+                if let Some(r) = row.filter(|r| r["state"] == want) {
+                    return r;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "job {id} not {want}"
+                );
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        }
+    };
+
+    let job = call(
+        "dispatch",
+        json!({ "profile": "demo", "task": "confirm Ship it?", "name": "ship" }),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    row_state(id.clone(), "blocked").await;
+    let waiting = api
+        .get_until("/api/v1/turns?state=waiting&protocol=roost", |b| {
+            b["turns"][0].is_object()
+        })
+        .await;
+    let turn = waiting["turns"][0]["id"]
+        .as_str()
+        .expect("a waiting roost turn")
+        .to_string();
+    let (_, one) = api.get(&format!("/api/v1/turns/{turn}")).await;
+    let question = one["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "question")
+        .expect("its question")["question"]["kind"]
+        .clone();
+    assert_eq!(
+        (&question["kind"], &question["question"]),
+        (&json!("confirm"), &json!("Ship it?")),
+        "{question}"
+    );
+    let yes = "yes";
+    let (status, body) = api
+        .post(
+            &format!("/api/v1/turns/{turn}/answer"),
+            json!({ "choices": [yes] }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let r = row_state(id.clone(), "done").await;
+    assert_eq!(r["summary"], "yes", "{r}");
+
+    call("reply", json!({ "id": id, "text": "sleep 60000" })).await;
+    row_state(id.clone(), "working").await;
+    let running = api
+        .get_until("/api/v1/turns?state=running&protocol=roost", |b| {
+            b["turns"][0].is_object()
+        })
+        .await;
+    let turn = running["turns"][0]["id"]
+        .as_str()
+        .expect("a running roost turn")
+        .to_string();
+    let (status, body) = api
+        .post(&format!("/api/v1/turns/{turn}/cancel"), json!({}))
+        .await;
+    assert_eq!((status, body), (200, json!({"cancelled": true})));
+    let one = api
+        .get_until(&format!("/api/v1/turns/{turn}"), |t| t["state"] == "ended")
+        .await;
+    assert_eq!(one["outcome"]["code"], "cancelled", "{one}");
 }
