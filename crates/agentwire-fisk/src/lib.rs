@@ -37,6 +37,7 @@ pub mod client;
 pub mod connection;
 pub mod conversation;
 pub mod mapping;
+pub mod settings;
 pub mod stream;
 pub mod wire;
 pub mod worker;

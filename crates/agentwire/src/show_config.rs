@@ -74,7 +74,7 @@ struct View<'a> {
     serve: ServeView<'a>,
     nipxx: NipxxView<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    nats: Option<NatsView<'a>>,
+    nats: Option<agentwire_fisk::settings::NatsView<'a>>,
     roost: RoostView<'a>,
     journal: JournalView<'a>,
     http: HttpView,
@@ -138,38 +138,6 @@ struct NipxxView<'a> {
     nip59: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     key_file: Option<&'a Path>,
-}
-
-#[derive(Serialize)]
-struct NatsView<'a> {
-    url: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    creds_file: Option<&'a Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    password_env: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    token_env: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    nkey_seed_file: Option<&'a Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tls_ca_file: Option<&'a Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tls_cert_file: Option<&'a Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tls_key_file: Option<&'a Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    inbox_prefix: Option<&'a str>,
-    identity: &'a str,
-    workers: usize,
-    elicit: bool,
-    request_timeout_secs: u64,
-    system_prompt: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    instance: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -397,44 +365,10 @@ impl<'a> View<'a> {
                 nip59: c.nipxx.nip59,
                 key_file: c.nipxx.key_file.as_deref(),
             },
-            nats: c.nats.as_ref().map(|n| {
-                use agentwire_fisk::connection::NatsAuth;
-                let a = &n.nats.auth;
-                NatsView {
-                    url: redact_url(&n.nats.servers.join(",")),
-                    creds_file: match a {
-                        NatsAuth::CredsFile(p) => Some(p.as_path()),
-                        _ => None,
-                    },
-                    user: match a {
-                        NatsAuth::UserPassword { user, .. } => Some(user.as_str()),
-                        _ => None,
-                    },
-                    password_env: match a {
-                        NatsAuth::UserPassword { password_env, .. } => Some(password_env.as_str()),
-                        _ => None,
-                    },
-                    token_env: match a {
-                        NatsAuth::TokenEnv(v) => Some(v.as_str()),
-                        _ => None,
-                    },
-                    nkey_seed_file: match a {
-                        NatsAuth::NKeySeedFile(p) => Some(p.as_path()),
-                        _ => None,
-                    },
-                    tls_ca_file: n.nats.tls.ca_file.as_deref(),
-                    tls_cert_file: n.nats.tls.client_cert.as_ref().map(|(c, _)| c.as_path()),
-                    tls_key_file: n.nats.tls.client_cert.as_ref().map(|(_, k)| k.as_path()),
-                    inbox_prefix: n.nats.inbox_prefix.as_deref(),
-                    identity: &n.identity,
-                    workers: n.workers,
-                    elicit: n.elicit,
-                    request_timeout_secs: n.request_timeout.as_secs(),
-                    system_prompt: &n.system_prompt,
-                    max_tokens: n.max_tokens,
-                    instance: n.instance.as_deref(),
-                }
-            }),
+            nats: c
+                .nats
+                .as_ref()
+                .map(|n| agentwire_fisk::settings::view(n, redact_url)),
             roost: RoostView {
                 socket: &c.roost.socket,
                 config: c.roost.config.as_deref(),

@@ -10,14 +10,9 @@ pub(crate) type Setting = &'static str;
 /// A configuration that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub(crate) enum ConfigError {
-    /// NATS connection settings that cannot be used (a server list, a mix of ways to authenticate).
-    #[error("{setting}: {reason}")]
-    Nats {
-        /// Where it came from.
-        setting: Setting,
-        /// What is wrong.
-        reason: String,
-    },
+    /// `[nats]` and its flags, as the fisk-ai front's section refuses them.
+    #[error(transparent)]
+    Fisk(#[from] agentwire_fisk::settings::SettingError),
     /// `[journal]` settings that cannot be used.
     #[error("{setting}: {reason}")]
     Journal {
@@ -71,29 +66,6 @@ pub(crate) enum ConfigError {
         /// The least value allowed.
         min: f64,
     },
-    /// fisk-ai worker slots out of range.
-    #[error("{setting} must be 1 to {max}, not {value}")]
-    Workers {
-        /// Where it came from.
-        setting: Setting,
-        /// The value.
-        value: usize,
-        /// The most allowed.
-        max: usize,
-    },
-    /// A fisk-ai identity or instance name that cannot be part of a subject.
-    #[error("{setting}: {value:?} must be letters, digits, '-' and '_'")]
-    Identity {
-        /// Where it came from.
-        setting: Setting,
-        /// The value.
-        value: String,
-    },
-    /// The fisk-ai worker is on but has no identity.
-    #[error(
-        "--nats needs --identity NAME (or [nats] identity, or nats_identity in the served agent's [agents.<name>])"
-    )]
-    MissingIdentity,
     /// An agent name that is not built in and has no `[agents.<name>]` entry.
     #[error(
         "{setting}: unknown agent {name:?}; available: demo, roost:<profile>, or an [agents.<name>] entry"

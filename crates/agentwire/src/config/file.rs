@@ -22,8 +22,8 @@ pub(crate) struct FileConfig {
     pub(crate) nipxx: NipxxFile,
     /// Embedded relay settings.
     pub(crate) relay: RelayFile,
-    /// fisk-ai on NATS.
-    pub(crate) nats: NatsFile,
+    /// fisk-ai on NATS: the front's own section.
+    pub(crate) nats: agentwire_fisk::settings::NatsSection,
     /// The roost supervisor.
     pub(crate) roost: RoostFile,
     /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
@@ -186,46 +186,6 @@ pub(crate) struct RoostFile {
     pub(crate) config: Option<PathBuf>,
     /// `[roost.profiles.<name>]`.
     pub(crate) profiles: HashMap<String, Profile>,
-}
-
-/// `[nats]`: the fisk-ai worker.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct NatsFile {
-    /// The NATS server URL, or several comma-separated; the worker runs when set.
-    pub(crate) url: Option<String>,
-    /// The fisk-ai identity.
-    pub(crate) identity: Option<String>,
-    /// Runs at a time.
-    pub(crate) workers: Option<usize>,
-    /// Questions on.
-    pub(crate) elicit: Option<bool>,
-    /// The question window in seconds.
-    pub(crate) request_timeout_secs: Option<u64>,
-    /// The system prompt (part of a conversation's fingerprint).
-    pub(crate) system_prompt: Option<String>,
-    /// The token allowance per conversation.
-    pub(crate) max_tokens: Option<u64>,
-    /// This instance's name (`sender.instance`).
-    pub(crate) instance: Option<String>,
-    /// A `.creds` file (a user JWT and its nkey seed).
-    pub(crate) creds_file: Option<PathBuf>,
-    /// A user (with `password_env`).
-    pub(crate) user: Option<String>,
-    /// The environment variable holding `user`'s password.
-    pub(crate) password_env: Option<String>,
-    /// The environment variable holding a token.
-    pub(crate) token_env: Option<String>,
-    /// A file holding an nkey seed.
-    pub(crate) nkey_seed_file: Option<PathBuf>,
-    /// A CA (PEM) the servers' certificates chain to.
-    pub(crate) tls_ca_file: Option<PathBuf>,
-    /// A client certificate (PEM), with `tls_key_file`.
-    pub(crate) tls_cert_file: Option<PathBuf>,
-    /// The client certificate's key (PEM).
-    pub(crate) tls_key_file: Option<PathBuf>,
-    /// The prefix of this process's reply subjects (`_INBOX.alice`), for servers that give each user its own.
-    pub(crate) inbox_prefix: Option<String>,
 }
 
 /// `[serve]`.

@@ -17,9 +17,10 @@ use super::{
     Environment, DEFAULT_BACKLOG_HORIZON_SECS, DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND,
 };
 use agentwire_core::child_env::ChildEnv;
-use agentwire_fisk::connection::{NatsAuth, NatsConnect, NatsTls};
+use agentwire_fisk::connection::NatsConnect;
+use agentwire_fisk::settings::{self, FiskFlags};
 use agentwire_fisk::wire::Identity;
-use agentwire_fisk::worker::{WorkerConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS};
+use agentwire_fisk::worker::WorkerConfig;
 use agentwire_nostr::nipxx::policy::RateLimit;
 use agentwire_relay::{RelayConfig, RelayError, RoomConfig};
 use agentwire_roost::profile::Profile;
@@ -1241,135 +1242,35 @@ fn nipxx(flags: &ServeFlags, file: &FileConfig) -> Result<Nipxx, ConfigError> {
     })
 }
 
-/// `[nats]` and its flags. The identity is `--identity`, then `[nats] identity`, then the served agent's own
-/// `[agents.<name>] nats_identity`: an agent's settings hold for the `--agent` agent too.
+/// `[nats]` and its flags, resolved by the fisk-ai front's section; the served agent's own
+/// `[agents.<name>] nats_identity` is the identity when neither `--identity` nor `[nats] identity` gives one.
 fn nats(
     flags: &ServeFlags,
     file: &FileConfig,
     agent: &str,
 ) -> Result<Option<WorkerConfig>, ConfigError> {
-    let (url, setting_of_url) = match (&flags.nats, &file.nats.url) {
-        (Some(u), _) => (u.clone(), "--nats"),
-        (None, Some(u)) => (u.clone(), "[nats] url"),
-        (None, None) => return Ok(None),
+    let own = file
+        .agents
+        .get(agent)
+        .and_then(|e| e.nats_identity.as_deref());
+    let fisk = FiskFlags {
+        nats: flags.nats.as_deref(),
+        identity: flags.identity.as_deref(),
+        workers: flags.nats_workers,
+        request_timeout_secs: flags.nats_request_timeout,
+        elicit: flags.nats_elicit,
     };
-    let own = file.agents.get(agent).and_then(|e| e.nats_identity.clone());
-    let (identity, setting) = match (flags.identity.clone(), file.nats.identity.clone(), own) {
-        (Some(i), ..) => (i, "--identity"),
-        (None, Some(i), _) => (i, "[nats] identity"),
-        (None, None, Some(i)) => (i, "[agents.<name>] nats_identity"),
-        (None, None, None) => return Err(ConfigError::MissingIdentity),
-    };
-    let me = Identity::new(identity.clone()).map_err(|_| ConfigError::Identity {
-        setting,
-        value: identity.clone(),
-    })?;
-    if let Some(instance) = &file.nats.instance {
-        me.with_instance(instance.clone())
-            .map_err(|_| ConfigError::Identity {
-                setting: "[nats] instance",
-                value: instance.clone(),
-            })?;
-    }
-    let (workers, setting) = pick(
-        flags.nats_workers,
-        "--nats-workers",
-        file.nats.workers,
-        "[nats] workers",
-        DEFAULT_WORKERS,
-    );
-    if workers == 0 || workers > MAX_WORKERS {
-        return Err(ConfigError::Workers {
-            setting,
-            value: workers,
-            max: MAX_WORKERS,
-        });
-    }
-    let (request_timeout, _) = pick(
-        flags.nats_request_timeout.map(Duration::from_secs),
-        "--nats-request-timeout",
-        file.nats.request_timeout_secs.map(Duration::from_secs),
-        "[nats] request_timeout_secs",
-        DEFAULT_REQUEST_TIMEOUT,
-    );
-    let nats = nats_connect(&url, setting_of_url, &file.nats)?;
-    Ok(Some(WorkerConfig {
-        nats,
-        identity,
-        workers,
-        elicit: flags.nats_elicit || file.nats.elicit.unwrap_or(false),
-        request_timeout,
-        system_prompt: file.nats.system_prompt.clone().unwrap_or_default(),
-        max_tokens: file.nats.max_tokens,
-        instance: file.nats.instance.clone(),
-    }))
+    Ok(settings::resolve(fisk, &file.nats, own)?)
 }
 
 /// The NATS connection of server list `list` (from `setting`) with `[nats]`'s credentials and TLS: for
-/// the worker and for every client command. One way to authenticate at most; secrets are named here and
-/// read when connecting.
+/// a JetStream journal and every client command.
 pub(crate) fn nats_connect(
     list: &str,
     setting: Setting,
-    nats: &super::file::NatsFile,
+    nats: &settings::NatsSection,
 ) -> Result<NatsConnect, ConfigError> {
-    let servers = NatsConnect::parse_servers(list).map_err(|e| ConfigError::Nats {
-        setting,
-        reason: e.to_string(),
-    })?;
-    let bad = |reason: &str| ConfigError::Nats {
-        setting: "[nats]",
-        reason: reason.into(),
-    };
-    let ways = [
-        nats.creds_file.is_some(),
-        nats.user.is_some() || nats.password_env.is_some(),
-        nats.token_env.is_some(),
-        nats.nkey_seed_file.is_some(),
-    ];
-    if ways.iter().filter(|w| **w).count() > 1 {
-        return Err(bad(
-            "one way to authenticate: creds_file, user with password_env, token_env or nkey_seed_file",
-        ));
-    }
-    let auth = match (
-        &nats.creds_file,
-        &nats.user,
-        &nats.password_env,
-        &nats.token_env,
-        &nats.nkey_seed_file,
-    ) {
-        (Some(c), ..) => NatsAuth::CredsFile(c.clone()),
-        (_, Some(user), Some(var), ..) => NatsAuth::UserPassword {
-            user: user.clone(),
-            password_env: var.clone(),
-        },
-        (_, Some(_), None, ..) => return Err(bad("user needs password_env")),
-        (_, None, Some(_), ..) => return Err(bad("password_env needs user")),
-        (_, _, _, Some(var), _) => NatsAuth::TokenEnv(var.clone()),
-        (_, _, _, _, Some(f)) => NatsAuth::NKeySeedFile(f.clone()),
-        _ => NatsAuth::None,
-    };
-    let client_cert = match (&nats.tls_cert_file, &nats.tls_key_file) {
-        (Some(c), Some(k)) => Some((c.clone(), k.clone())),
-        (None, None) => None,
-        _ => return Err(bad("tls_cert_file and tls_key_file go together")),
-    };
-    if let Some(prefix) = &nats.inbox_prefix {
-        NatsConnect::check_inbox_prefix(prefix).map_err(|reason| ConfigError::Nats {
-            setting: "[nats] inbox_prefix",
-            reason,
-        })?;
-    }
-    Ok(NatsConnect {
-        servers,
-        auth,
-        tls: NatsTls {
-            ca_file: nats.tls_ca_file.clone(),
-            client_cert,
-        },
-        inbox_prefix: nats.inbox_prefix.clone(),
-    })
+    Ok(settings::connect(list, setting, nats)?)
 }
 
 #[cfg(test)]

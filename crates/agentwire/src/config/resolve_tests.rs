@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::config::file;
+use agentwire_fisk::settings::SettingError;
 use agentwire_roost::profile::TaskMode;
 use clap::Parser;
 use nostr::prelude::{Keys, ToBech32};
@@ -415,7 +416,7 @@ fn the_served_agents_own_nats_identity_names_its_worker() {
     // Another agent's identity is not this one's.
     assert!(matches!(
         error(&["--nats", "nats://x"], toml),
-        ConfigError::MissingIdentity
+        ConfigError::Fisk(SettingError::MissingIdentity)
     ));
 }
 
@@ -490,17 +491,17 @@ fn nats_settings_take_a_server_list_one_way_to_authenticate_and_tls_in_pairs() {
         assert!(
             matches!(
                 error(&[], &format!("{base}{bad}")),
-                ConfigError::Nats { .. }
+                ConfigError::Fisk(SettingError::Nats { .. })
             ),
             "{bad}"
         );
     }
     assert!(matches!(
         error(&["--nats", "nats://a:1,,http://[::1"], base),
-        ConfigError::Nats {
+        ConfigError::Fisk(SettingError::Nats {
             setting: "--nats",
             ..
-        }
+        })
     ));
 }
 
