@@ -25,9 +25,8 @@ pub fn is_room_metadata(kind: Kind) -> bool {
     (GROUP_METADATA..=GROUP_ROLES).contains(&kind.as_u16())
 }
 
-/// The longest room id: NIP-29 ids are short (`[a-z0-9-_]`), and one is kept per room in memory and in
-/// every room event's tag.
-pub const MAX_ROOM_ID_LEN: usize = 64;
+/// The longest room id (the tiny agent rules' own).
+pub use agentwire_tinyagent::MAX_ROOM_ID_LEN;
 
 /// One room as configured (`[[rooms]]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,13 +184,7 @@ pub fn room_of(event: &Event) -> Option<&str> {
 }
 
 /// Whether `id` is a room id this relay takes: 1 to [`MAX_ROOM_ID_LEN`] of a-z, 0-9, `-` and `_`.
-pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_ROOM_ID_LEN
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-}
+pub use agentwire_tinyagent::valid_room_id as valid_id;
 
 impl Rooms {
     /// The configured rooms.

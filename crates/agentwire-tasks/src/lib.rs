@@ -14,6 +14,7 @@ pub mod ask;
 pub mod card;
 mod front;
 pub mod progress;
+pub mod settings;
 
 pub use front::{TaskFront, TaskRoute};
 

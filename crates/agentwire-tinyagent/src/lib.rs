@@ -23,6 +23,20 @@ pub const MAX_ANSWER_CHARS: usize = 8_000;
 /// not an answer dated after the question's expiration.
 pub const MAX_ANSWER_SKEW_SECS: u64 = 60;
 
+/// The longest room id (a NIP-29 group's `h` value): ids are short (`[a-z0-9-_]`), and one is kept per room
+/// in memory and in every room event's tag.
+pub const MAX_ROOM_ID_LEN: usize = 64;
+
+/// Whether `id` is a room id: 1 to [`MAX_ROOM_ID_LEN`] of a-z, 0-9, `-` and `_` (what the embedded relay
+/// takes, and what the task-card adapter watches).
+pub fn valid_room_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ROOM_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
 /// The kind of a room message (NIP-29 chat), which a question card is.
 pub const ROOM_MESSAGE: Kind = Kind::Custom(9);
 /// The kind of a NIP-22 comment, which an answer is.

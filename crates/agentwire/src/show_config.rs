@@ -81,7 +81,7 @@ struct View<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tasks: Option<TasksView<'a>>,
+    tasks: Option<agentwire_tasks::settings::TasksView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     notify: Option<NotifyView>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,17 +94,6 @@ struct View<'a> {
 struct NotifyView {
     /// Path and query hidden: a webhook URL often carries a token.
     webhook: String,
-}
-
-#[derive(Serialize)]
-struct TasksView<'a> {
-    watch: Vec<&'a str>,
-    allowed: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    home: Option<&'a str>,
-    progress_interval_secs: u64,
-    question_window_secs: u64,
-    max_running: usize,
 }
 
 #[derive(Serialize)]
@@ -408,14 +397,7 @@ impl<'a> View<'a> {
                 },
             },
             agents,
-            tasks: c.tasks.as_ref().map(|t| TasksView {
-                watch: t.watch.iter().map(String::as_str).collect(),
-                allowed: hex(&t.allowed),
-                home: t.home.as_deref(),
-                progress_interval_secs: t.progress_interval.as_secs(),
-                question_window_secs: t.question_window.as_secs(),
-                max_running: t.max_running,
-            }),
+            tasks: c.tasks.as_ref().map(agentwire_tasks::settings::view),
             notify: c.notify_webhook.as_ref().map(|w| NotifyView {
                 webhook: agentwire_relay::notify::redacted_webhook_url(w),
             }),

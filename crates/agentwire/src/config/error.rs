@@ -146,8 +146,8 @@ pub(crate) enum ConfigError {
     #[error("[notify] {0}")]
     Notify(String),
     /// `[tasks]` cannot be used.
-    #[error("[tasks] {0}")]
-    Tasks(String),
+    #[error(transparent)]
+    Tasks(#[from] agentwire_tasks::settings::SettingError),
     /// A `[[rooms]]` entry that cannot be used.
     #[error("[[rooms]] entry {index}: {reason}")]
     Room {

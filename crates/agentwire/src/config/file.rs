@@ -31,7 +31,7 @@ pub(crate) struct FileConfig {
     /// `[[rooms]]`: the embedded relay's rooms (NIP-29 groups addressed by `h`).
     pub(crate) rooms: Vec<RoomFile>,
     /// `[tasks]`: the task-card adapter.
-    pub(crate) tasks: TasksFile,
+    pub(crate) tasks: agentwire_tasks::settings::TasksSection,
     /// `[notify]`: who the relay tells when an event should wake someone.
     pub(crate) notify: NotifyFile,
     /// `[journal]`: where turns are journaled.
@@ -74,24 +74,6 @@ pub(crate) struct JournalFile {
 pub(crate) struct NotifyFile {
     /// The URL the embedded relay POSTs each notification to.
     pub(crate) webhook: Option<String>,
-}
-
-/// `[tasks]`: long task cards in rooms.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct TasksFile {
-    /// The rooms watched (`h` values); the adapter runs when any is given.
-    pub(crate) watch: Vec<String>,
-    /// Who may give tasks and send `!cancel` (hex or npub).
-    pub(crate) allowed: Vec<String>,
-    /// Where handoff threads open (default: the task's own room).
-    pub(crate) home: Option<String>,
-    /// The least seconds between two progress updates of a task.
-    pub(crate) progress_interval_secs: Option<u64>,
-    /// How long a question card stays open, in seconds.
-    pub(crate) question_window_secs: Option<u64>,
-    /// Tasks that run at once.
-    pub(crate) max_running: Option<usize>,
 }
 
 /// `[[rooms]]`: one room of the embedded relay.

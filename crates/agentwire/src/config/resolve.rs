@@ -41,14 +41,6 @@ pub(crate) const DEFAULT_RELAY_LISTEN: SocketAddr =
 pub(crate) const MIN_RATE_PER_SECOND: f64 = 0.0;
 /// The least burst: a bucket that cannot hold one prompt would refuse every sender.
 pub(crate) const MIN_RATE_BURST: f64 = 1.0;
-/// The spec's progress interval: one 43003 per task at most every 15 s.
-pub(crate) const DEFAULT_PROGRESS_INTERVAL_SECS: u64 = 15;
-/// The progress interval's bounds: more than one a second floods a room, less than one an hour is none.
-pub(crate) const PROGRESS_INTERVAL_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
-/// A question card's window's bounds: at least a minute for a person to answer, at most a day.
-pub(crate) const QUESTION_WINDOW_SECS: std::ops::RangeInclusive<u64> = 60..=86_400;
-/// The most tasks that run at once (the engine's slots for the adapter).
-pub(crate) const MAX_RUNNING_TASKS: usize = 64;
 /// The embedded relay's events, in the data directory.
 pub(crate) const RELAY_DB_FILE: &str = "relay.sqlite";
 
@@ -187,22 +179,8 @@ pub(crate) struct Roost {
     pub(crate) hosted: Vec<String>,
 }
 
-/// The task-card adapter.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Tasks {
-    /// The rooms watched.
-    pub(crate) watch: BTreeSet<String>,
-    /// Who may give tasks.
-    pub(crate) allowed: BTreeSet<PublicKey>,
-    /// Where handoff threads open.
-    pub(crate) home: Option<String>,
-    /// The least time between two progress updates of a task.
-    pub(crate) progress_interval: Duration,
-    /// How long a question card stays open.
-    pub(crate) question_window: Duration,
-    /// Tasks that run at once.
-    pub(crate) max_running: usize,
-}
+/// The task-card adapter's settings (its section's own).
+pub(crate) type Tasks = agentwire_tasks::settings::TaskSettings;
 
 /// The configuration `serve` runs with, every value settled and checked.
 #[derive(Debug, Clone)]
@@ -552,62 +530,7 @@ fn notify_webhook(file: &FileConfig, relay_on: bool) -> Result<Option<String>, C
 }
 
 fn tasks(file: &FileConfig) -> Result<Option<Tasks>, ConfigError> {
-    let t = &file.tasks;
-    if t.watch.is_empty() {
-        return Ok(None);
-    }
-    for id in t.watch.iter().chain(&t.home) {
-        if !agentwire_relay::rooms::valid_id(id) {
-            return Err(ConfigError::Tasks(format!(
-                "{id:?} is not a room id (1-{} of a-z 0-9 - _)",
-                agentwire_relay::rooms::MAX_ROOM_ID_LEN
-            )));
-        }
-    }
-    let allowed = public_keys(&t.allowed, "[tasks] allowed")?;
-    if allowed.is_empty() {
-        return Err(ConfigError::Tasks(
-            "allowed is empty: nobody could give the agent a task".into(),
-        ));
-    }
-    let secs = |v: Option<u64>, default: u64, range: std::ops::RangeInclusive<u64>, key: &str| {
-        let v = v.unwrap_or(default);
-        if range.contains(&v) {
-            Ok(Duration::from_secs(v))
-        } else {
-            Err(ConfigError::Tasks(format!(
-                "{key} must be {} to {}, not {v}",
-                range.start(),
-                range.end()
-            )))
-        }
-    };
-    let max_running = t
-        .max_running
-        .unwrap_or(agentwire_tasks::DEFAULT_MAX_RUNNING_TASKS);
-    if !(1..=MAX_RUNNING_TASKS).contains(&max_running) {
-        return Err(ConfigError::Tasks(format!(
-            "max_running must be 1 to {MAX_RUNNING_TASKS}, not {max_running}"
-        )));
-    }
-    Ok(Some(Tasks {
-        watch: t.watch.iter().cloned().collect(),
-        allowed,
-        home: t.home.clone(),
-        progress_interval: secs(
-            t.progress_interval_secs,
-            DEFAULT_PROGRESS_INTERVAL_SECS,
-            PROGRESS_INTERVAL_SECS,
-            "progress_interval_secs",
-        )?,
-        question_window: secs(
-            t.question_window_secs,
-            agentwire_tasks::DEFAULT_QUESTION_WINDOW.as_secs(),
-            QUESTION_WINDOW_SECS,
-            "question_window_secs",
-        )?,
-        max_running,
-    }))
+    Ok(agentwire_tasks::settings::resolve(&file.tasks)?)
 }
 
 /// The roost.json in force and the profiles: `[roost.profiles]` and the roost.json's, checked, with the
