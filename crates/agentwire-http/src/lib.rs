@@ -19,6 +19,7 @@ pub mod access;
 pub mod answer;
 mod api;
 mod events;
+pub mod settings;
 
 use agentwire_engine::{Engine, WatchHub};
 use std::net::SocketAddr;

@@ -24,25 +24,7 @@ pub(crate) use resolve::{
 use agentwire_nostr::relay_conn::RelayTls;
 use std::path::{Path, PathBuf};
 
-/// Where the HTTP server listens: an address, or off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HttpListen {
-    /// On this address.
-    At(std::net::SocketAddr),
-    /// Not at all.
-    Off,
-}
-
-/// `--http-listen`'s value parser: an address, or `off`.
-pub(crate) fn http_listen(value: &str) -> Result<HttpListen, String> {
-    match value.trim() {
-        "off" => Ok(HttpListen::Off),
-        v => v
-            .parse()
-            .map(HttpListen::At)
-            .map_err(|_| format!("{v:?}: an address (127.0.0.1:7780) or off")),
-    }
-}
+pub(crate) use agentwire_http::settings::{http_listen, HttpListen};
 
 /// The default relay clients talk to.
 pub(crate) const DEFAULT_RELAY_URL: &str = "ws://127.0.0.1:7777";

@@ -61,13 +61,6 @@ pub(crate) fn redact_url(urls: &str) -> String {
 
 // The printed shape: the file's keys, plain values before tables (as TOML needs).
 
-/// `[http]`: `listen = "off"` when the server is off.
-#[derive(Serialize)]
-struct HttpView {
-    listen: String,
-    allow_remote: bool,
-}
-
 #[derive(Serialize)]
 struct View<'a> {
     data_dir: &'a Path,
@@ -77,7 +70,7 @@ struct View<'a> {
     nats: Option<agentwire_fisk::settings::NatsView<'a>>,
     roost: RoostView<'a>,
     journal: JournalView<'a>,
-    http: HttpView,
+    http: agentwire_http::settings::HttpView,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -368,16 +361,7 @@ impl<'a> View<'a> {
                     .map(|(name, p)| (name.as_str(), ProfileView::of(p)))
                     .collect(),
             },
-            http: match &c.http {
-                Some(h) => HttpView {
-                    listen: h.listen.to_string(),
-                    allow_remote: h.allow_remote,
-                },
-                None => HttpView {
-                    listen: "off".into(),
-                    allow_remote: false,
-                },
-            },
+            http: agentwire_http::settings::view(c.http.as_ref()),
             journal: match &c.journal {
                 crate::config::JournalChoice::Sqlite => JournalView {
                     kind: "sqlite",

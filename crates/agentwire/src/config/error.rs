@@ -134,14 +134,9 @@ pub(crate) enum ConfigError {
     /// The embedded relay's limits contradict each other or are zero.
     #[error("[relay.limits]: {0}")]
     RelayLimits(String),
-    /// `[http]` cannot be used.
-    #[error("{setting}: {reason}")]
-    Http {
-        /// Where it came from.
-        setting: Setting,
-        /// What is wrong.
-        reason: String,
-    },
+    /// `[http]` or `--http-listen` cannot be used.
+    #[error(transparent)]
+    Http(#[from] agentwire_http::settings::SettingError),
     /// `[notify]` cannot be used.
     #[error("[notify] {0}")]
     Notify(String),

@@ -37,17 +37,7 @@ pub(crate) struct FileConfig {
     /// `[journal]`: where turns are journaled.
     pub(crate) journal: JournalFile,
     /// `[http]`: the HTTP server.
-    pub(crate) http: HttpFile,
-}
-
-/// `[http]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct HttpFile {
-    /// Its address, or `off`.
-    pub(crate) listen: Option<String>,
-    /// Serve clients beyond this host.
-    pub(crate) allow_remote: Option<bool>,
+    pub(crate) http: agentwire_http::settings::HttpSection,
 }
 
 /// `[journal]`.

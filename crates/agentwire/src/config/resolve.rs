@@ -213,48 +213,15 @@ pub(crate) struct Resolved {
     pub(crate) http: Option<HttpChoice>,
 }
 
-/// The HTTP server's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HttpChoice {
-    /// Its address.
-    pub(crate) listen: SocketAddr,
-    /// Clients beyond this host are served.
-    pub(crate) allow_remote: bool,
-}
+/// The HTTP server's settings (its section's own).
+pub(crate) type HttpChoice = agentwire_http::settings::HttpSettings;
 
-/// Where the HTTP server listens by default: this host only, next to the relay's 7777.
-pub(crate) const DEFAULT_HTTP_LISTEN: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 7780);
-
-/// `[http]` and `--http-listen`: on by default on this host; a listen beyond it only with `allow_remote`.
+/// `[http]` and `--http-listen`, resolved by the HTTP server's section.
 fn http(flags: &ServeFlags, file: &FileConfig) -> Result<Option<HttpChoice>, ConfigError> {
-    let (listen, setting) = match (flags.http_listen, &file.http.listen) {
-        (Some(l), _) => (l, "--http-listen"),
-        (None, Some(v)) => (
-            super::http_listen(v).map_err(|reason| ConfigError::Http {
-                setting: "[http] listen",
-                reason,
-            })?,
-            "[http] listen",
-        ),
-        (None, None) => (super::HttpListen::At(DEFAULT_HTTP_LISTEN), "[http] listen"),
-    };
-    let super::HttpListen::At(listen) = listen else {
-        return Ok(None);
-    };
-    let allow_remote = file.http.allow_remote.unwrap_or(false);
-    if !listen.ip().is_loopback() && !allow_remote {
-        return Err(ConfigError::Http {
-            setting,
-            reason: format!(
-                "{listen} is not a loopback address: listening beyond this host needs [http] allow_remote = true (the token guards the API)"
-            ),
-        });
-    }
-    Ok(Some(HttpChoice {
-        listen,
-        allow_remote,
-    }))
+    Ok(agentwire_http::settings::resolve(
+        flags.http_listen,
+        &file.http,
+    )?)
 }
 
 /// Where turns are journaled.
