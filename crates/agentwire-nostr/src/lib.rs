@@ -8,3 +8,4 @@ pub mod nip59;
 pub mod nipxx;
 pub mod relay_conn;
 pub mod runtime;
+pub mod settings;

@@ -28,14 +28,6 @@ pub(crate) use agentwire_http::settings::{http_listen, HttpListen};
 
 /// The default relay clients talk to.
 pub(crate) const DEFAULT_RELAY_URL: &str = "ws://127.0.0.1:7777";
-/// Prompts stored while the agent was down are served on start if younger than this (one hour): old enough
-/// to cover a restart or an upgrade, young enough that nobody is surprised by an answer to yesterday's prompt.
-pub(crate) const DEFAULT_BACKLOG_HORIZON_SECS: u64 = 3600;
-/// Default sustained prompts per second per sender.
-pub(crate) const DEFAULT_RATE_PER_SECOND: f64 = 50.0;
-/// Default burst of prompts per sender.
-pub(crate) const DEFAULT_RATE_BURST: f64 = 100.0;
-
 /// What the defaults read from the process, read once so that resolution itself is pure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Environment {

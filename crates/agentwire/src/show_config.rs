@@ -65,7 +65,7 @@ pub(crate) fn redact_url(urls: &str) -> String {
 struct View<'a> {
     data_dir: &'a Path,
     serve: ServeView<'a>,
-    nipxx: NipxxView<'a>,
+    nipxx: agentwire_nostr::settings::NipxxView<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nats: Option<agentwire_fisk::settings::NatsView<'a>>,
     roost: RoostView<'a>,
@@ -107,19 +107,6 @@ struct ServeView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     relay_ca_file: Option<&'a Path>,
     agent: &'a str,
-}
-
-#[derive(Serialize)]
-struct NipxxView<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allow: Option<Vec<String>>,
-    block: Vec<String>,
-    rate_per_second: f64,
-    rate_burst: f64,
-    backlog_horizon_secs: u64,
-    nip59: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    key_file: Option<&'a Path>,
 }
 
 #[derive(Serialize)]
@@ -307,9 +294,6 @@ struct RelayView<'a> {
 
 impl<'a> View<'a> {
     fn of(c: &'a Resolved) -> Self {
-        let hex = |keys: &std::collections::BTreeSet<nostr::prelude::PublicKey>| {
-            keys.iter().map(|k| k.to_hex()).collect::<Vec<_>>()
-        };
         let mut agents = BTreeMap::new();
         if c.agent.entry {
             agents.insert(c.agent.name.as_str(), AgentView::of(&c.agent));
@@ -338,15 +322,7 @@ impl<'a> View<'a> {
                 relay_ca_file: c.relay_ca_file.as_deref(),
                 agent: &c.agent.name,
             },
-            nipxx: NipxxView {
-                allow: c.nipxx.allow.as_ref().map(hex),
-                block: hex(&c.nipxx.block),
-                rate_per_second: c.nipxx.rate.per_second,
-                rate_burst: c.nipxx.rate.burst,
-                backlog_horizon_secs: c.nipxx.backlog_horizon.as_secs(),
-                nip59: c.nipxx.nip59,
-                key_file: c.nipxx.key_file.as_deref(),
-            },
+            nipxx: agentwire_nostr::settings::view(&c.nipxx),
             nats: c
                 .nats
                 .as_ref()

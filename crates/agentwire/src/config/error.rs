@@ -56,16 +56,9 @@ pub(crate) enum ConfigError {
         /// The value.
         value: String,
     },
-    /// A number below its minimum, or not finite.
-    #[error("{setting} must be a finite number of at least {min}, not {value}")]
-    Number {
-        /// Where it came from.
-        setting: Setting,
-        /// The value.
-        value: f64,
-        /// The least value allowed.
-        min: f64,
-    },
+    /// `[nipxx]` or its flags cannot be used.
+    #[error(transparent)]
+    Nipxx(#[from] agentwire_nostr::settings::SettingError),
     /// An agent name that is not built in and has no `[agents.<name>]` entry.
     #[error(
         "{setting}: unknown agent {name:?}; available: demo, roost:<profile>, or an [agents.<name>] entry"

@@ -19,7 +19,7 @@ pub(crate) struct FileConfig {
     /// `serve` settings.
     pub(crate) serve: ServeFile,
     /// NIP-XX runtime settings.
-    pub(crate) nipxx: NipxxFile,
+    pub(crate) nipxx: agentwire_nostr::settings::NipxxSection,
     /// Embedded relay settings.
     pub(crate) relay: RelayFile,
     /// fisk-ai on NATS: the front's own section.
@@ -172,27 +172,6 @@ pub(crate) struct ServeFile {
     pub(crate) agent: Option<String>,
     /// A PEM file of extra CA certificates trusted for `wss://` relays, besides Mozilla's roots.
     pub(crate) relay_ca_file: Option<PathBuf>,
-}
-
-/// `[nipxx]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct NipxxFile {
-    /// Only these senders (hex or npub) may prompt.
-    pub(crate) allow: Option<Vec<String>>,
-    /// These senders are refused.
-    pub(crate) block: Vec<String>,
-    /// Sustained prompts per second per sender.
-    pub(crate) rate_per_second: Option<f64>,
-    /// Burst per sender.
-    pub(crate) rate_burst: Option<f64>,
-    /// Backlog horizon in seconds.
-    pub(crate) backlog_horizon_secs: Option<u64>,
-    /// The privacy-first profile (NIP-59 gift wrap in and out).
-    pub(crate) nip59: Option<bool>,
-    /// The `--agent` agent's secret key (hex or nsec), read from this file instead of `agent.key` in the
-    /// data dir: one key that several instances serve.
-    pub(crate) key_file: Option<PathBuf>,
 }
 
 /// `[relay]`.

@@ -13,15 +13,13 @@
 use super::error::{ConfigError, Setting};
 use super::file::FileConfig;
 use super::flags::ServeFlags;
-use super::{
-    Environment, DEFAULT_BACKLOG_HORIZON_SECS, DEFAULT_RATE_BURST, DEFAULT_RATE_PER_SECOND,
-};
+use super::Environment;
 use agentwire_core::child_env::ChildEnv;
 use agentwire_fisk::connection::NatsConnect;
 use agentwire_fisk::settings::{self, FiskFlags};
 use agentwire_fisk::wire::Identity;
 use agentwire_fisk::worker::WorkerConfig;
-use agentwire_nostr::nipxx::policy::RateLimit;
+use agentwire_nostr::settings::NipxxFlags;
 use agentwire_relay::{RelayConfig, RelayError, RoomConfig};
 use agentwire_roost::profile::Profile;
 use nostr::prelude::PublicKey;
@@ -36,11 +34,6 @@ pub(crate) const DEFAULT_AGENT: &str = "demo";
 /// The embedded relay's default address: loopback, so a bare `serve` is not reachable from the network.
 pub(crate) const DEFAULT_RELAY_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 7777);
-/// The least sustained prompt rate: zero means a sender's burst, once spent, never refills; below zero
-/// means nothing.
-pub(crate) const MIN_RATE_PER_SECOND: f64 = 0.0;
-/// The least burst: a bucket that cannot hold one prompt would refuse every sender.
-pub(crate) const MIN_RATE_BURST: f64 = 1.0;
 /// The embedded relay's events, in the data directory.
 pub(crate) const RELAY_DB_FILE: &str = "relay.sqlite";
 
@@ -148,22 +141,8 @@ pub(crate) struct AgentChoice {
 /// The range of `max_concurrent_turns`.
 pub(crate) const MAX_CONCURRENT_TURNS: std::ops::RangeInclusive<usize> = 1..=1024;
 
-/// The NIP-XX runtime's sender policy and profile.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Nipxx {
-    /// Only these senders may prompt, when set.
-    pub(crate) allow: Option<BTreeSet<PublicKey>>,
-    /// These senders are refused.
-    pub(crate) block: BTreeSet<PublicKey>,
-    /// The per-sender prompt rate.
-    pub(crate) rate: RateLimit,
-    /// Stored prompts younger than this are served after a restart.
-    pub(crate) backlog_horizon: Duration,
-    /// The privacy-first profile (NIP-59 gift wrap in and out).
-    pub(crate) nip59: bool,
-    /// The agent's key from this file (shared by several instances), not the data dir's.
-    pub(crate) key_file: Option<PathBuf>,
-}
+/// The NIP-XX runtime's sender policy and profile (its section's own).
+pub(crate) type Nipxx = agentwire_nostr::settings::NipxxSettings;
 
 /// The roost supervisor.
 #[derive(Debug, Clone, PartialEq)]
@@ -1072,64 +1051,17 @@ fn public_keys(list: &[String], setting: Setting) -> Result<BTreeSet<PublicKey>,
         .collect()
 }
 
-fn at_least(value: f64, min: f64, setting: Setting) -> Result<f64, ConfigError> {
-    if value.is_finite() && value >= min {
-        Ok(value)
-    } else {
-        Err(ConfigError::Number {
-            setting,
-            value,
-            min,
-        })
-    }
-}
-
+/// `[nipxx]` and its flags, resolved by the NIP-XX front's section.
 fn nipxx(flags: &ServeFlags, file: &FileConfig) -> Result<Nipxx, ConfigError> {
-    let allow = if !flags.allow.is_empty() {
-        Some(public_keys(&flags.allow, "--allow")?)
-    } else {
-        file.nipxx
-            .allow
-            .as_deref()
-            .map(|list| public_keys(list, "[nipxx] allow"))
-            .transpose()?
+    let nipxx = NipxxFlags {
+        allow: &flags.allow,
+        block: &flags.block,
+        rate_per_second: flags.rate_per_second,
+        rate_burst: flags.rate_burst,
+        backlog_horizon_secs: flags.backlog_horizon_secs,
+        nip59: flags.nip59,
     };
-    let block = if !flags.block.is_empty() {
-        public_keys(&flags.block, "--block")?
-    } else {
-        public_keys(&file.nipxx.block, "[nipxx] block")?
-    };
-    let (per_second, setting) = pick(
-        flags.rate_per_second,
-        "--rate-per-second",
-        file.nipxx.rate_per_second,
-        "[nipxx] rate_per_second",
-        DEFAULT_RATE_PER_SECOND,
-    );
-    let per_second = at_least(per_second, MIN_RATE_PER_SECOND, setting)?;
-    let (burst, setting) = pick(
-        flags.rate_burst,
-        "--rate-burst",
-        file.nipxx.rate_burst,
-        "[nipxx] rate_burst",
-        DEFAULT_RATE_BURST,
-    );
-    let burst = at_least(burst, MIN_RATE_BURST, setting)?;
-    let (horizon, _) = pick(
-        flags.backlog_horizon_secs,
-        "--backlog-horizon-secs",
-        file.nipxx.backlog_horizon_secs,
-        "[nipxx] backlog_horizon_secs",
-        DEFAULT_BACKLOG_HORIZON_SECS,
-    );
-    Ok(Nipxx {
-        allow,
-        block,
-        rate: RateLimit { per_second, burst },
-        backlog_horizon: Duration::from_secs(horizon),
-        nip59: flags.nip59 || file.nipxx.nip59.unwrap_or(false),
-        key_file: file.nipxx.key_file.clone(),
-    })
+    Ok(agentwire_nostr::settings::resolve(nipxx, &file.nipxx)?)
 }
 
 /// `[nats]` and its flags, resolved by the fisk-ai front's section; the served agent's own

@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::file;
 use agentwire_fisk::settings::SettingError;
+use agentwire_nostr::nipxx::policy::RateLimit;
 use agentwire_roost::profile::TaskMode;
 use clap::Parser;
 use nostr::prelude::{Keys, ToBech32};
