@@ -36,6 +36,7 @@ mod field;
 pub mod front;
 pub mod profile;
 pub mod report;
+pub mod settings;
 pub mod store;
 pub mod supervisor;
 pub mod turn_row;

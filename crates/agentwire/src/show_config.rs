@@ -10,7 +10,6 @@
 use crate::config::{AgentKind, Resolved, ServeFlags};
 use agentwire_nostr::relay_conn::RelayTls;
 use agentwire_relay::RelayLimits;
-use agentwire_roost::profile::{Profile, TaskMode};
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -68,7 +67,7 @@ struct View<'a> {
     nipxx: agentwire_nostr::settings::NipxxView<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nats: Option<agentwire_fisk::settings::NatsView<'a>>,
-    roost: RoostView<'a>,
+    roost: agentwire_roost::settings::RoostView<'a>,
     journal: JournalView<'a>,
     http: agentwire_http::settings::HttpView,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -122,28 +121,6 @@ struct JournalView<'a> {
     instance: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_secs: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct RoostView<'a> {
-    socket: &'a Path,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    config: Option<&'a Path>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    profiles: BTreeMap<&'a str, ProfileView<'a>>,
-}
-
-#[derive(Serialize)]
-struct ProfileView<'a> {
-    command: &'a [String],
-    task: &'static str,
-    protocol: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    pass_env: &'a [String],
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    env: BTreeMap<&'a str, &'static str>,
 }
 
 /// An `env` setting as shown: each variable named, its value [`REDACTED`] (it may be a token).
@@ -327,16 +304,12 @@ impl<'a> View<'a> {
                 .nats
                 .as_ref()
                 .map(|n| agentwire_fisk::settings::view(n, redact_url)),
-            roost: RoostView {
-                socket: &c.roost.socket,
-                config: c.roost.config.as_deref(),
-                profiles: c
-                    .roost
-                    .profiles
-                    .iter()
-                    .map(|(name, p)| (name.as_str(), ProfileView::of(p)))
-                    .collect(),
-            },
+            roost: agentwire_roost::settings::view(
+                &c.roost.socket,
+                c.roost.config.as_deref(),
+                &c.roost.profiles,
+                REDACTED,
+            ),
             http: agentwire_http::settings::view(c.http.as_ref()),
             journal: match &c.journal {
                 crate::config::JournalChoice::Sqlite => JournalView {
@@ -385,22 +358,6 @@ impl<'a> View<'a> {
                     admins: r.admins.iter().map(|k| k.to_hex()).collect(),
                 })
                 .collect(),
-        }
-    }
-}
-
-impl<'a> ProfileView<'a> {
-    fn of(p: &'a Profile) -> Self {
-        ProfileView {
-            command: &p.command,
-            task: match p.task {
-                TaskMode::Type => "type",
-                TaskMode::Argv => "argv",
-            },
-            protocol: p.protocol,
-            user: p.user.as_deref(),
-            pass_env: &p.pass_env,
-            env: env_view(&p.env),
         }
     }
 }

@@ -145,3 +145,10 @@ pub(crate) enum ConfigError {
         reason: String,
     },
 }
+
+/// A roost profile the roost front's section refuses.
+impl From<agentwire_roost::profile::ProfileError> for ConfigError {
+    fn from(e: agentwire_roost::profile::ProfileError) -> Self {
+        ConfigError::Profile(e.to_string())
+    }
+}

@@ -25,7 +25,7 @@ pub(crate) struct FileConfig {
     /// fisk-ai on NATS: the front's own section.
     pub(crate) nats: agentwire_fisk::settings::NatsSection,
     /// The roost supervisor.
-    pub(crate) roost: RoostFile,
+    pub(crate) roost: agentwire_roost::settings::RoostSection,
     /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
     pub(crate) agents: HashMap<String, AgentFile>,
     /// `[[rooms]]`: the embedded relay's rooms (NIP-29 groups addressed by `h`).
@@ -146,18 +146,6 @@ pub(crate) struct McpFile {
     pub(crate) env: Option<BTreeMap<String, String>>,
     /// The daemon's variables passed on to it by name (a token it needs); no other is.
     pub(crate) pass_env: Option<Vec<String>>,
-}
-
-/// `[roost]`: the roost supervisor.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct RoostFile {
-    /// The socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
-    pub(crate) socket: Option<PathBuf>,
-    /// A roost.json whose `agentProfiles` are read too.
-    pub(crate) config: Option<PathBuf>,
-    /// `[roost.profiles.<name>]`.
-    pub(crate) profiles: HashMap<String, Profile>,
 }
 
 /// `[serve]`.

@@ -325,11 +325,11 @@ pub(crate) fn resolve(
         }
     }
     let roost = Roost {
-        socket: flags
-            .roost_socket
-            .clone()
-            .or_else(|| file.roost.socket.clone())
-            .unwrap_or_else(|| env.default_roost_socket(&data_dir)),
+        socket: agentwire_roost::settings::socket(
+            &file.roost,
+            flags.roost_socket.as_deref(),
+            env.default_roost_socket(&data_dir),
+        ),
         config,
         profiles,
         hosted,
@@ -487,15 +487,11 @@ fn roost_profiles(
     agent: &AgentChoice,
     read_roost_json: impl FnOnce(&Path) -> Result<HashMap<String, Profile>, ConfigError>,
 ) -> Result<(Option<PathBuf>, HashMap<String, Profile>), ConfigError> {
-    let config = flags
-        .roost_config
-        .clone()
-        .or_else(|| file.roost.config.clone());
-    let mut profiles = file.roost.profiles.clone();
-    if let Some(path) = &config {
-        profiles.extend(read_roost_json(path)?);
-    }
-    agentwire_roost::profile::check(&profiles).map_err(|e| ConfigError::Profile(e.to_string()))?;
+    let (config, profiles) = agentwire_roost::settings::profiles(
+        &file.roost,
+        flags.roost_config.as_deref(),
+        read_roost_json,
+    )?;
     if let AgentKind::Roost { profile } = &agent.kind {
         if !profiles.contains_key(profile) {
             return Err(ConfigError::UnknownProfile {
