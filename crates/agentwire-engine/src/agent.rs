@@ -72,22 +72,21 @@ pub fn past_turns(
             };
             let message = t.turn.input.message.clone();
             let mut tools: Vec<PastToolCall> = Vec::new();
-            let events = t.transcript.as_ref().and_then(|v| v.as_array());
-            for ev in events.into_iter().flatten() {
-                match serde_json::from_value::<TurnEvent>(ev.clone()) {
-                    Ok(TurnEvent::ToolCall {
+            for ev in t.transcript.iter().flatten() {
+                match ev.clone() {
+                    TurnEvent::ToolCall {
                         call_id,
                         name,
                         arguments,
-                    }) => tools.push(PastToolCall {
+                    } => tools.push(PastToolCall {
                         call_id,
                         name,
                         arguments,
                         output: serde_json::Value::Null,
                     }),
-                    Ok(TurnEvent::ToolResult {
+                    TurnEvent::ToolResult {
                         call_id, output, ..
-                    }) => {
+                    } => {
                         if let Some(c) = tools.iter_mut().rev().find(|c| c.call_id == call_id) {
                             c.output = output;
                         }
@@ -198,7 +197,7 @@ mod tests {
     fn stored(
         n: usize,
         outcome: Option<Outcome>,
-        transcript: Option<serde_json::Value>,
+        transcript: Option<Vec<TurnEvent>>,
     ) -> ConversationTurn {
         ConversationTurn {
             turn: StoredTurn {
@@ -237,7 +236,7 @@ mod tests {
 
     #[test]
     fn past_turns_are_the_answered_ones_before_this_one_with_their_tools() {
-        let tools = serde_json::to_value(vec![
+        let tools = vec![
             TurnEvent::Text { text: "x".into() },
             TurnEvent::ToolCall {
                 call_id: "c1".into(),
@@ -251,8 +250,7 @@ mod tests {
                 success: true,
                 duration_ms: 0,
             },
-        ])
-        .unwrap();
+        ];
         let view = ConversationView {
             turns: vec![
                 stored(1, answer("a1"), Some(tools)),

@@ -259,7 +259,9 @@ async fn an_exclusive_conversation_refuses_a_second_turn_and_parks_on_cancel() {
     assert_eq!(record.len(), 1);
     assert_eq!(
         record[0].transcript,
-        Some(serde_json::json!([{"type": "text", "text": "working"}]))
+        Some(vec![TurnEvent::Text {
+            text: "working".into()
+        }])
     );
     // Now the conversation takes its next turn.
     let third = Front::asking();

@@ -6,7 +6,9 @@
 //! durability across a reopen is checked too.
 
 use crate::{Accepted, Finish, Journal, NewTurn, StoreError, LOCAL_OWNER};
-use agentwire_core::{ConversationId, Failure, Outcome, RequestId, TurnFailure, TurnResult, Usage};
+use agentwire_core::{
+    ConversationId, Failure, Outcome, RequestId, TurnEvent, TurnFailure, TurnResult, Usage,
+};
 use std::sync::Arc;
 
 /// Opens one store; calling it again opens the same store anew (a restart).
@@ -163,14 +165,16 @@ pub async fn a_conversation_reads_back_in_order_with_meta_across_a_reopen(open: 
             j.accept(turn(n)).await.unwrap();
         }
         let mut first = Finish::new(turn(0).request_id, ok("a"), 300);
-        first.transcript = Some(serde_json::json!([{"type": "text", "text": "hi"}]));
+        first.transcript = Some(vec![TurnEvent::Text { text: "hi".into() }]);
         j.finish(first).await.unwrap();
         j.finish(Finish::new(turn(1).request_id, ok("b"), 301))
             .await
             .unwrap();
         // A second outcome keeps neither its outcome nor its transcript.
         let mut again = Finish::new(turn(0).request_id, ok("z"), 302);
-        again.transcript = Some(serde_json::json!([{"type": "text", "text": "other"}]));
+        again.transcript = Some(vec![TurnEvent::Text {
+            text: "other".into(),
+        }]);
         assert!(j.finish(again).await.is_err());
         assert_eq!(j.conversation_meta(conv()).await.unwrap(), None);
         for v in 1..=2 {
@@ -189,7 +193,7 @@ pub async fn a_conversation_reads_back_in_order_with_meta_across_a_reopen(open: 
     assert_eq!(ids, vec!["nipxx:0", "nipxx:1", "nipxx:2"]);
     assert_eq!(
         view.turns[0].transcript,
-        Some(serde_json::json!([{"type": "text", "text": "hi"}]))
+        Some(vec![TurnEvent::Text { text: "hi".into() }])
     );
     assert_eq!(view.turns[0].turn.outcome, Some(ok("a")));
     assert_eq!(view.turns[1].transcript, None);
@@ -224,7 +228,7 @@ pub async fn a_conversation_reads_back_in_order_with_meta_across_a_reopen(open: 
     assert_eq!(all.turns.len(), 3);
     assert_eq!(
         all.turns[0].transcript,
-        Some(serde_json::json!([{"type": "text", "text": "hi"}]))
+        Some(vec![TurnEvent::Text { text: "hi".into() }])
     );
 }
 

@@ -442,7 +442,10 @@ impl JetStreamJournal {
             }
             doc.outcome = Some(finish.outcome.clone());
             doc.wire = finish.wire.clone();
-            doc.transcript = finish.transcript.clone();
+            doc.transcript = finish
+                .transcript
+                .as_ref()
+                .map(|t| serde_json::to_value(t).unwrap_or_default());
             doc.tool_calls = finish.tool_calls;
             doc.ended_at = Some(finish.ended_at);
             let body = serde_json::to_vec(&doc).map_err(corrupt)?;
@@ -610,7 +613,11 @@ impl JetStreamJournal {
         for id in ids {
             // A member whose turn was never written (a crash between the two) is no turn.
             if let Some((doc, _)) = self.turn_entry(&id).await? {
-                let transcript = transcripts.then(|| doc.transcript.clone()).flatten();
+                let transcript = transcripts
+                    .then(|| doc.transcript.clone())
+                    .flatten()
+                    .map(crate::model::decode_transcript)
+                    .transpose()?;
                 turns.push(ConversationTurn {
                     turn: doc.stored()?,
                     transcript,

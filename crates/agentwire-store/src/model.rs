@@ -1,6 +1,6 @@
 //! What the journal stores and answers: the records every journal implementation shares, and its error.
 
-use agentwire_core::{ConversationId, Outcome, RequestId, TurnInput, Usage};
+use agentwire_core::{ConversationId, Outcome, RequestId, TurnEvent, TurnInput, Usage};
 use std::sync::Arc;
 
 /// The owner recorded for turns of a journal that one daemon has to itself (the embedded SQLite journal).
@@ -131,8 +131,8 @@ pub struct Finish {
     pub outcome: Outcome,
     /// The outcome as sent on the wire (e.g. the signed terminal event), for byte-identical resends.
     pub wire: Option<String>,
-    /// The turn's events (a JSON array), kept for reading the conversation back.
-    pub transcript: Option<serde_json::Value>,
+    /// The turn's events, kept for reading the conversation back.
+    pub transcript: Option<Vec<TurnEvent>>,
     /// How many tool calls the turn made (counted by the engine from its events).
     pub tool_calls: u64,
     /// Unix seconds of the end.
@@ -217,8 +217,30 @@ impl StoredTurn {
 pub struct ConversationTurn {
     /// The turn.
     pub turn: StoredTurn,
-    /// Its events (a JSON array), if asked for and kept.
-    pub transcript: Option<serde_json::Value>,
+    /// Its events, if asked for and kept.
+    pub transcript: Option<Vec<TurnEvent>>,
+}
+
+/// A transcript as the journal keeps it (a JSON array of events) decoded for readers. Each event is decoded
+/// on its own, and one this build does not know (written by a newer one) is left out: a transcript is for
+/// reading a conversation back, and the outcome holds the answer. Anything but an array is corrupt.
+pub(crate) fn decode_transcript(kept: serde_json::Value) -> Result<Vec<TurnEvent>, StoreError> {
+    match kept {
+        serde_json::Value::Array(events) => Ok(events
+            .into_iter()
+            .filter_map(|e| serde_json::from_value(e).ok())
+            .collect()),
+        other => Err(StoreError::Corrupt(format!(
+            "a transcript is a {}, not a list of events",
+            match other {
+                serde_json::Value::Object(_) => "object",
+                serde_json::Value::String(_) => "string",
+                serde_json::Value::Number(_) => "number",
+                serde_json::Value::Bool(_) => "boolean",
+                _ => "null",
+            }
+        ))),
+    }
 }
 
 /// A conversation's turns in the order they were accepted.
@@ -262,4 +284,29 @@ pub enum Claim {
     Taken,
     /// Another turn of the conversation runs (on this instance or another): this one.
     Busy(RequestId),
+}
+
+#[cfg(test)]
+mod transcript_tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_is_read_event_by_event_and_an_unknown_event_is_left_out() {
+        let kept = serde_json::json!([
+            {"type": "text", "text": "hi"},
+            {"type": "a_kind_from_a_newer_build", "x": 1},
+            {"type": "thinking", "text": "hm"},
+        ]);
+        assert_eq!(
+            decode_transcript(kept),
+            Ok(vec![
+                TurnEvent::Text { text: "hi".into() },
+                TurnEvent::Thinking { text: "hm".into() },
+            ])
+        );
+        assert!(matches!(
+            decode_transcript(serde_json::json!({"type": "text"})),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
 }

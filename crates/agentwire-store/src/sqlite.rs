@@ -240,9 +240,10 @@ fn conversation_with_transcripts(
     for r in rows {
         let (turn, events) = r?;
         let transcript = events
-            .map(|e| serde_json::from_str(&e))
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .map(|e| serde_json::from_str(&e).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?
+            .map(crate::model::decode_transcript)
+            .transpose()?;
         turns.push(ConversationTurn {
             turn: turn?,
             transcript,

@@ -309,7 +309,7 @@ fn finish(conn: &Connection, f: &Finish) -> Result<(), StoreError> {
         conn.prepare_cached(
             "INSERT OR IGNORE INTO transcripts (request_id, events) VALUES (?1, ?2)",
         )?
-        .execute(params![id, t.to_string()])?;
+        .execute(params![id, serde_json::to_string(t).unwrap_or_default()])?;
     }
     Ok(())
 }

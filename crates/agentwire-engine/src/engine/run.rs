@@ -229,7 +229,7 @@ impl Engine {
             request_id: id.clone(),
             outcome,
             wire,
-            transcript: transcript.map(|t| serde_json::to_value(t).unwrap_or_default()),
+            transcript,
             tool_calls,
             ended_at: now_secs(),
         };

@@ -491,10 +491,7 @@ pub(super) fn replay_replies(view: &ConversationView, replay: u64) -> Vec<Reply>
     {
         let Some(outcome) = &t.outcome else { continue };
         let prompt = (t.input.resume.is_none()).then(|| t.input.message.clone());
-        let events: Vec<TurnEvent> = transcript
-            .as_ref()
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
+        let events: &[TurnEvent] = transcript.as_deref().unwrap_or_default();
         let answered = matches!(outcome, Outcome::Result(_));
         let mut blocks = mapping::replay_blocks(prompt.as_deref(), &events, answered);
         if let Outcome::Result(r) = outcome {
