@@ -493,7 +493,7 @@ pub(super) fn replay_replies(view: &ConversationView, replay: u64) -> Vec<Reply>
         let prompt = (t.input.resume.is_none()).then(|| t.input.message.clone());
         let events: &[TurnEvent] = transcript.as_deref().unwrap_or_default();
         let answered = matches!(outcome, Outcome::Result(_));
-        let mut blocks = mapping::replay_blocks(prompt.as_deref(), &events, answered);
+        let mut blocks = mapping::replay_blocks(prompt.as_deref(), events, answered);
         if let Outcome::Result(r) = outcome {
             // As live: the answer is the one final text block.
             let last_is_answer = matches!(blocks.iter().rev().find(|b| matches!(b, Block::Text(_))), Some(Block::Text(x)) if x.text == r.text);
