@@ -324,6 +324,44 @@ impl WatchHub {
         let _ = self.tx.send(event);
     }
 
+    /// Lists ended turns the journal holds (`turns`, newest first, as [`Journal::latest`] reads them) among
+    /// the recent ones, as a daemon does at start so that its turn list goes on where the last run left
+    /// it. Their events are the journal's (a list entry, not a stream); a turn the hub knows already, or
+    /// one without an outcome (recovery ends it, and the hub sees that), is left out. Past
+    /// [`RECENT_TURNS_KEPT`], the oldest go first.
+    ///
+    /// [`Journal::latest`]: agentwire_store::Journal::latest
+    pub fn remember(&self, turns: &[StoredTurn]) {
+        let mut st = self.lock();
+        for t in turns.iter().rev() {
+            let Some(outcome) = &t.outcome else { continue };
+            if st.turns.contains_key(&t.request_id) {
+                continue;
+            }
+            let id = st.next_id;
+            st.next_id += 1;
+            let started_ms = t.accepted_at.saturating_mul(1000);
+            let mut log = TurnLog::new(&t.request_id, id, started_ms);
+            log.ended = true;
+            log.summary = TurnSummary {
+                agent: t.agent.clone(),
+                protocol: t.protocol.clone(),
+                conversation: Some(t.conversation_id.clone()),
+                prompt: first_line(&t.input.message),
+                state: TurnState::Ended,
+                outcome: Some(outcome.clone()),
+                ..log.summary
+            };
+            st.turns.insert(t.request_id.clone(), log);
+            st.ended.push_back(t.request_id.clone());
+            while st.ended.len() > RECENT_TURNS_KEPT {
+                if let Some(old) = st.ended.pop_front() {
+                    st.turns.remove(&old);
+                }
+            }
+        }
+    }
+
     /// Follows turn `turn`: what it did so far, then what it does next. `None` when the hub does not know
     /// it (never seen here, or ended long ago: read it from the journal).
     pub fn watch(&self, turn: &RequestId) -> Option<TurnWatch> {

@@ -245,3 +245,38 @@ async fn two_engines_sharing_a_hub_are_watched_as_one() {
     }
     assert_eq!(agents.into_iter().collect::<Vec<_>>(), ["a", "b"]);
 }
+
+/// Ended turns the journal holds are listed after a restart as the recent ones, older than any live turn,
+/// each once; a turn without an outcome is not.
+#[tokio::test]
+async fn the_hub_remembers_the_journals_latest_ended_turns() {
+    use agentwire_store::{conformance, Finish, Journal, SqliteJournal};
+    let dir = tempfile::tempdir().unwrap();
+    let journal = SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap();
+    for n in 0..3 {
+        journal.accept(conformance::turn(n)).await.unwrap();
+    }
+    for n in 0..2 {
+        let done = Finish::new(
+            conformance::turn(n).request_id,
+            conformance::result("ok", Default::default()),
+            200,
+        );
+        journal.finish(done).await.unwrap();
+    }
+    let hub = agentwire_engine::WatchHub::new();
+    let latest = journal.latest(10).await.unwrap();
+    hub.remember(&latest);
+    hub.remember(&latest);
+    let listed = hub.turns(&agentwire_engine::TurnFilter::default(), 10);
+    let ids: Vec<&str> = listed.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["nipxx:1", "nipxx:0"],
+        "ended ones, newest first, once"
+    );
+    assert_eq!(listed[0].state, agentwire_engine::TurnState::Ended);
+    assert_eq!(listed[0].prompt, "m1");
+    assert_eq!(listed[0].agent, "demo");
+    assert_eq!(listed[0].started_ms, 101_000);
+}

@@ -24,6 +24,44 @@ pub async fn run_all(fresh: impl Fn() -> Opener) {
     a_new_turn_sets_its_conversation_meta_in_the_same_write(fresh()).await;
     a_halted_journal_commits_nothing_more(fresh()).await;
     a_probe_succeeds_on_a_writable_journal(fresh()).await;
+    the_latest_turns_come_newest_first_across_conversations(fresh()).await;
+}
+
+/// The newest turns across conversations, newest accepted first, each once with its newest record (an
+/// ended turn with its outcome), at most as many as asked for, and the same after a reopen.
+pub async fn the_latest_turns_come_newest_first_across_conversations(open: Opener) {
+    {
+        let j = open();
+        assert!(j.latest(10).await.unwrap().is_empty(), "none yet");
+        for n in 0..5 {
+            let mut t = turn(n);
+            if n % 2 == 1 {
+                t.conversation_id = ConversationId::new("other").unwrap();
+                t.input.conversation_id = t.conversation_id.clone();
+            }
+            j.accept(t).await.unwrap();
+        }
+        j.finish(Finish::new(turn(1).request_id, ok("one"), 200))
+            .await
+            .unwrap();
+    }
+    let j = open();
+    let ids = |ts: &[crate::StoredTurn]| -> Vec<String> {
+        ts.iter().map(|t| t.request_id.to_string()).collect()
+    };
+    let all = j.latest(10).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        ["nipxx:4", "nipxx:3", "nipxx:2", "nipxx:1", "nipxx:0"]
+    );
+    assert_eq!(all[3].outcome, Some(ok("one")), "its newest record");
+    assert_eq!(all[3].conversation_id.as_str(), "other");
+    // Fewer than all: as many as asked for, still newest accepted first, the newest among them. (Which
+    // others is the backend's: the newest accepted, or the ones written to most lately.)
+    let two = j.latest(2).await.unwrap();
+    assert_eq!(two.len(), 2);
+    assert_eq!(two[0].request_id.as_str(), "nipxx:4");
+    assert!(two[0].accepted_at > two[1].accepted_at);
 }
 
 /// A turn numbered `n` of conversation `c`.

@@ -107,6 +107,10 @@ impl Journal for FaultyJournal {
         })
     }
 
+    fn latest(&self, limit: usize) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        self.inner.latest(limit)
+    }
+
     fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
         self.inner.interrupted(owner)
     }

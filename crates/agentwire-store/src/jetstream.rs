@@ -110,6 +110,11 @@ pub struct JetStreamJournal {
     halted: std::sync::Arc<AtomicBool>,
 }
 
+/// How many of the turns bucket's messages [`Journal::latest`] reads at most per turn it returns: a turn
+/// has two records (accepted, ended), so twice is enough, and the rest is room for records of other
+/// kinds (a resend's rewrite) without reading the whole history.
+const LATEST_SCAN_FACTOR: usize = 4;
+
 /// A turn as its bucket holds it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct TurnDoc {
@@ -341,6 +346,56 @@ impl JetStreamJournal {
         };
         let doc: TurnDoc = serde_json::from_slice(&value).map_err(corrupt)?;
         Ok(Some((doc, revision)))
+    }
+
+    /// [`Journal::latest`]: the turns bucket's stream read backwards from its last message (a turn's
+    /// record is written when it is accepted and again when it ends), each turn once, its newest record,
+    /// until `limit` turns or [`LATEST_SCAN_FACTOR`] times as many messages; then ordered by acceptance.
+    /// So these are the turns written to most lately: a turn accepted long ago that ended just now is
+    /// among them, one accepted earlier whose records lie before the scan is not.
+    async fn latest_turns(&self, limit: usize) -> Result<Vec<StoredTurn>, StoreError> {
+        let last = self
+            .turns
+            .stream
+            .get_info()
+            .await
+            .map_err(unwritable)?
+            .state
+            .last_sequence;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let floor = last.saturating_sub((limit * LATEST_SCAN_FACTOR) as u64);
+        let mut seq = last;
+        while seq > floor && out.len() < limit {
+            let got = self
+                .turns
+                .stream
+                .raw_message_builder()
+                .sequence(seq)
+                .send()
+                .await;
+            seq -= 1;
+            let m = match got {
+                Ok(m) => m,
+                // Purged or deleted from the stream: not a turn any more.
+                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => continue,
+                Err(e) => return Err(unwritable(e)),
+            };
+            let removed = m
+                .headers
+                .get("KV-Operation")
+                .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+            // The bucket's readiness marker (`takes_writes`) is no turn: a turn's key is hex.
+            let marker = m.subject.as_str() == format!("{}ready", self.turns.prefix);
+            if !seen.insert(m.subject.to_string()) || removed || marker {
+                continue;
+            }
+            let doc: TurnDoc = serde_json::from_slice(&m.payload).map_err(corrupt)?;
+            out.push(doc.stored()?);
+        }
+        // Read by last write (an ending rewrites a turn's record); listed by acceptance.
+        out.sort_by_key(|t| std::cmp::Reverse(t.accepted_at));
+        Ok(out)
     }
 
     /// [`Journal::accept`]. A lease that this instance's claim began renewing goes on only for a turn it
@@ -851,6 +906,10 @@ impl Journal for JetStreamJournal {
             self.put_meta(conversation.as_str(), &protocol, meta, updated_at)
                 .await
         })
+    }
+
+    fn latest(&self, limit: usize) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        Box::pin(self.latest_turns(limit.min(crate::MAX_LATEST_TURNS)))
     }
 
     fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {

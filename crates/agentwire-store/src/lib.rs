@@ -29,6 +29,10 @@ pub use sqlite::SqliteJournal;
 use agentwire_core::{ConversationId, RequestId};
 use futures_util::future::BoxFuture;
 
+/// The most turns [`Journal::latest`] reads: a turn list's worth (a page of the turn API is at most 200),
+/// one bounded read at start.
+pub const MAX_LATEST_TURNS: usize = 1000;
+
 /// A journal backend. Every method is async: reads and writes may wait on a disk or a network, never on a
 /// runtime thread. Object safe (`Arc<dyn Journal>`).
 pub trait Journal: Send + Sync + 'static {
@@ -79,6 +83,11 @@ pub trait Journal: Send + Sync + 'static {
         meta: serde_json::Value,
         updated_at: u64,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The newest `limit` turns across every conversation, agent and protocol, newest accepted first (turns
+    /// accepted in the same second in no set order): what ran lately, for the turn list after a restart (at
+    /// most [`MAX_LATEST_TURNS`]).
+    fn latest(&self, limit: usize) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>>;
 
     /// Turns of `owner` that were accepted but have no outcome, every protocol's, in the order they were
     /// accepted: after a restart, the ones a crash cut off.

@@ -334,6 +334,23 @@ impl Journal for SqliteJournal {
         }))
     }
 
+    fn latest(&self, limit: usize) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
+        let limit = limit.min(crate::MAX_LATEST_TURNS);
+        Box::pin(self.read(move |conn| {
+            // Rows are inserted as turns are accepted: the rowid is the order of acceptance, and its
+            // index reads the newest first without a sort.
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM turns ORDER BY rowid DESC LIMIT ?1"
+            ))?;
+            let rows = stmt.query_map([limit as i64], row_to_turn)?;
+            let mut out = Vec::new();
+            for r in rows {
+                out.push(r??);
+            }
+            Ok(out)
+        }))
+    }
+
     fn interrupted(&self, owner: String) -> BoxFuture<'_, Result<Vec<StoredTurn>, StoreError>> {
         Box::pin(self.read(move |conn| turns_where(conn, "outcome IS NULL AND owner = ?1", &owner)))
     }

@@ -268,6 +268,11 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         },
     )
     .await?;
+    // The turn list goes on where the last run left it.
+    match journal.latest(agentwire_engine::RECENT_TURNS_KEPT).await {
+        Ok(turns) => hub.remember(&turns),
+        Err(e) => tracing::warn!(error = %e, "could not read the latest turns for the turn list"),
+    }
     let default = &served[0];
     let http_server = match &http {
         Some(choice) => {

@@ -547,6 +547,16 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not answer"), "{err}");
+
+    // Started again: the list goes on where the last run left it (from the journal).
+    std::fs::remove_file(dir.path().join("serving.json")).unwrap();
+    let _d = Daemon::start(dir.path(), &[]);
+    let out = cli(&["turns"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listed.contains("quick listed"),
+        "{listed}"
+    );
 }
 
 /// A task card (43001) in a room, from `keys` to `agent`.
