@@ -253,6 +253,9 @@ struct HubState {
     turns: HashMap<RequestId, TurnLog>,
     /// Ended turns, oldest first, so the oldest are let go past [`RECENT_TURNS_KEPT`].
     ended: VecDeque<RequestId>,
+    /// Ids given to turns listed from the journal ([`WatchHub::remember`]): no event has them, so a
+    /// watcher resuming before them has missed none.
+    remembered: std::collections::BTreeSet<u64>,
 }
 
 /// The turns' events, for every watcher. Shared by the engines of one daemon.
@@ -340,6 +343,7 @@ impl WatchHub {
             }
             let id = st.next_id;
             st.next_id += 1;
+            st.remembered.insert(id);
             let started_ms = t.accepted_at.saturating_mul(1000);
             let mut log = TurnLog::new(&t.request_id, id, started_ms);
             log.ended = true;
@@ -424,7 +428,11 @@ impl WatchHub {
             .flat_map(|l| l.events.iter().filter(|e| e.id > id).cloned())
             .collect();
         out.sort_by_key(|e| e.id);
-        let wanted = st.next_id.saturating_sub(id.saturating_add(1));
+        let remembered = st.remembered.range(id.saturating_add(1)..).count() as u64;
+        let wanted = st
+            .next_id
+            .saturating_sub(id.saturating_add(1))
+            .saturating_sub(remembered);
         let missed = (wanted > out.len() as u64).then(|| Missed(wanted - out.len() as u64));
         let rx = self.tx.subscribe();
         drop(st);

@@ -279,4 +279,9 @@ async fn the_hub_remembers_the_journals_latest_ended_turns() {
     assert_eq!(listed[0].prompt, "m1");
     assert_eq!(listed[0].agent, "demo");
     assert_eq!(listed[0].started_ms, 101_000);
+    let (events, missed, _) = hub.watch_all_since(0);
+    assert!(
+        events.is_empty() && missed.is_none(),
+        "a listed turn is no missed event"
+    );
 }

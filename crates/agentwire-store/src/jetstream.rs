@@ -390,8 +390,14 @@ impl JetStreamJournal {
             if !seen.insert(m.subject.to_string()) || removed || marker {
                 continue;
             }
-            let doc: TurnDoc = serde_json::from_slice(&m.payload).map_err(corrupt)?;
-            out.push(doc.stored()?);
+            // A corrupt record is left out of a list (and is a typed error where it is read by id).
+            let stored = serde_json::from_slice::<TurnDoc>(&m.payload)
+                .map_err(corrupt)
+                .and_then(|doc| doc.stored());
+            match stored {
+                Ok(t) => out.push(t),
+                Err(e) => tracing::warn!(error = %e, "a turn record left out of the latest turns"),
+            }
         }
         // Read by last write (an ending rewrites a turn's record); listed by acceptance.
         out.sort_by_key(|t| std::cmp::Reverse(t.accepted_at));

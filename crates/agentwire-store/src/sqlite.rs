@@ -345,7 +345,11 @@ impl Journal for SqliteJournal {
             let rows = stmt.query_map([limit as i64], row_to_turn)?;
             let mut out = Vec::new();
             for r in rows {
-                out.push(r??);
+                // A corrupt row is left out of a list (and is a typed error where it is read by id).
+                match r? {
+                    Ok(t) => out.push(t),
+                    Err(e) => tracing::warn!(error = %e, "a turn row left out of the latest turns"),
+                }
             }
             Ok(out)
         }))

@@ -173,6 +173,12 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     specs.extend(more_agents.iter().map(crate::agents::AgentSpec::further));
     // One hub for every agent's turns: a watcher sees them all.
     let hub = agentwire_engine::WatchHub::new();
+    // The turn list goes on where the last run left it: filled before any turn (a recovered one
+    // included) is published, so the journal's turns are listed as older than every turn of this run.
+    match journal.latest(agentwire_engine::RECENT_TURNS_KEPT).await {
+        Ok(turns) => hub.remember(&turns),
+        Err(e) => tracing::warn!(error = %e, "could not read the latest turns for the turn list"),
+    }
     let prepared = crate::agents::prepare(
         specs,
         &crate::agents::Shared {
@@ -268,11 +274,6 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         },
     )
     .await?;
-    // The turn list goes on where the last run left it.
-    match journal.latest(agentwire_engine::RECENT_TURNS_KEPT).await {
-        Ok(turns) => hub.remember(&turns),
-        Err(e) => tracing::warn!(error = %e, "could not read the latest turns for the turn list"),
-    }
     let default = &served[0];
     let http_server = match &http {
         Some(choice) => {

@@ -9,6 +9,8 @@ impl Engine {
     pub async fn drain(&self, grace: Duration) -> usize {
         self.lock().core.handle_drain(grace, now());
         self.timers_changed();
+        // The core's grace ends the wait; this deadline is a backstop that needs no other task.
+        let backstop = tokio::time::Instant::now() + grace;
         let left = || {
             let live = self.lock().core.book.live();
             live + self.delivering.load(std::sync::atomic::Ordering::SeqCst)
@@ -21,7 +23,9 @@ impl Engine {
             if self.lock().core.drain_grace_over(now()) {
                 return left();
             }
-            notified.await;
+            if tokio::time::timeout_at(backstop, notified).await.is_err() {
+                return left();
+            }
         }
     }
 

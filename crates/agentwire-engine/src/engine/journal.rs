@@ -89,12 +89,15 @@ impl Engine {
 
     /// Probes the journal with backoff until a write succeeds again.
     pub(super) fn spawn_probe(&self) {
-        let Some(this) = self.me.upgrade() else {
-            return;
-        };
+        let me = self.me.clone();
         tokio::spawn(async move {
             let mut backoff = Backoff::default();
-            while !this.health.writable() {
+            // The engine is held for one try at a time: a probe keeps no engine alive that its owner let go.
+            loop {
+                let Some(this) = me.upgrade() else { return };
+                if this.health.writable() {
+                    return;
+                }
                 this.wait_for(|core, now| core.handle_write_failed(&mut backoff, now))
                     .await;
                 match this.journal.probe().await {

@@ -202,8 +202,8 @@ pub struct Engine {
     running: std::sync::OnceLock<(usize, Arc<tokio::sync::Semaphore>)>,
     /// Told when the core's timers change, so the timer task sleeps until the right deadline.
     timers_changed: Arc<tokio::sync::Notify>,
-    /// Whether the timer task runs (started with the first timer).
-    timer_task: std::sync::OnceLock<()>,
+    /// The timer task, started with the first timer.
+    timer_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for Engine {
@@ -250,7 +250,7 @@ impl Engine {
             ended: tokio::sync::Notify::new(),
             running: std::sync::OnceLock::new(),
             timers_changed: Arc::new(tokio::sync::Notify::new()),
-            timer_task: std::sync::OnceLock::new(),
+            timer_task: Mutex::new(None),
         })
     }
 

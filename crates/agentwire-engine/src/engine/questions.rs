@@ -31,22 +31,14 @@ impl Engine {
 
     /// The question's window closed with no answer. Returns whether it was still open.
     pub fn question_expired(&self, id: &RequestId, question_id: &str) -> bool {
-        let closed = {
-            let mut st = self.lock();
-            let Some(t) = st.live.get_mut(id) else {
-                return false;
-            };
-            if t.question.as_ref().map(|q| q.id.as_str()) != Some(question_id) {
-                return false;
+        let closed = expire_question(&mut self.lock(), id, question_id);
+        match closed {
+            Some((front, qid)) => {
+                front.question_closed(&qid);
+                true
             }
-            let q = t.question.take().expect("checked above");
-            let _ = q.reply.send(Asked::Unanswered);
-            let front = t.front.clone();
-            st.core.handle_question_settled(id, &q.id);
-            (front, q.id)
-        };
-        closed.0.question_closed(&closed.1);
-        true
+            None => false,
+        }
     }
 
     /// Restarts the window of the question turn `id` waits on, from now (fisk-ai `elicit.waiting`).
@@ -142,4 +134,22 @@ impl AskQuestion for TurnAsker {
             None => Box::pin(async { Asked::Cancelled }),
         }
     }
+}
+
+/// Closes turn `id`'s question `question_id` unanswered under the engine's lock (the agent hears
+/// `Unanswered`); returns the front to tell once the lock is let go.
+pub(super) fn expire_question(
+    st: &mut State,
+    id: &RequestId,
+    question_id: &str,
+) -> Option<(Arc<dyn TurnFront>, String)> {
+    let t = st.live.get_mut(id)?;
+    if t.question.as_ref().map(|q| q.id.as_str()) != Some(question_id) {
+        return None;
+    }
+    let q = t.question.take()?;
+    let _ = q.reply.send(Asked::Unanswered);
+    let front = t.front.clone();
+    st.core.handle_question_settled(id, &q.id);
+    Some((front, q.id))
 }

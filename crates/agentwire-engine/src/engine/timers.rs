@@ -4,11 +4,19 @@
 use super::*;
 
 impl Engine {
-    /// Tells the timer task that the core's timers changed (starting it the first time).
+    /// Tells the timer task that the core's timers changed (starting it the first time, and again should it
+    /// ever have stopped: a front that panicked while told of a closed question must not leave every wait
+    /// of the engine without its wake-up).
     pub(super) fn timers_changed(&self) {
-        self.timer_task.get_or_init(|| {
-            tokio::spawn(drive_timers(self.me.clone(), self.timers_changed.clone()));
-        });
+        {
+            let mut task = self.timer_task.lock().unwrap_or_else(|p| p.into_inner());
+            if task.as_ref().is_none_or(|t| t.is_finished()) {
+                *task = Some(tokio::spawn(drive_timers(
+                    self.me.clone(),
+                    self.timers_changed.clone(),
+                )));
+            }
+        }
         self.timers_changed.notify_one();
     }
 
@@ -21,7 +29,15 @@ impl Engine {
             st.core.handle_timeout(now());
             while let Some(action) = st.core.poll_action() {
                 match action {
-                    Action::CloseQuestion { turn, question } => closes.push((turn, question)),
+                    // Closed under the same lock as the timer fell due: an extension that comes after
+                    // finds the question closed, never one whose window is gone.
+                    Action::CloseQuestion { turn, question } => {
+                        if let Some(closed) =
+                            super::questions::expire_question(&mut st, &turn, &question)
+                        {
+                            closes.push(closed);
+                        }
+                    }
                     Action::Wake(id) => {
                         if let Some(waker) = st.wakers.remove(&id) {
                             let _ = waker.send(());
@@ -31,8 +47,8 @@ impl Engine {
                 }
             }
         }
-        for (turn, question) in closes.drain(..) {
-            self.question_expired(&turn, &question);
+        for (front, question) in closes.drain(..) {
+            front.question_closed(&question);
         }
         if drain_over {
             self.ended.notify_waiters();
