@@ -171,8 +171,15 @@ proptest! {
                             (None, None) => unreachable!("a submit is awaited or answered"),
                         });
                     }
+                    // A turn leaves the live table just before its front is told its outcome: wait for both.
+                    let told_all = || {
+                        fronts.iter().zip(&replies).all(|(f, reply)| {
+                            matches!(reply, SubmitReply::JournalUnavailable(_))
+                                || f.outcomes.load(Ordering::SeqCst) > 0
+                        })
+                    };
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-                    while engine.live_turns() > 0 && tokio::time::Instant::now() < deadline {
+                    while (engine.live_turns() > 0 || !told_all()) && tokio::time::Instant::now() < deadline {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     assert_eq!(engine.live_turns(), 0, "stuck: {:?}", engine.live_phases());
