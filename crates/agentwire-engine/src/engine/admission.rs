@@ -153,6 +153,8 @@ impl Engine {
                     policy: sub.policy,
                     question: None,
                     _slot: sub.slot.take(),
+                    protocol: sub.protocol.clone(),
+                    taken: now(),
                 },
             );
         }

@@ -161,6 +161,10 @@ struct LiveTurn {
     question: Option<OpenQuestion>,
     /// Its capacity slot, freed when the turn leaves the live table.
     _slot: Option<crate::Slot>,
+    /// The front that took it (`nipxx`, ...), for the operator's log.
+    protocol: String,
+    /// When it was taken, for the duration in the operator's log.
+    taken: std::time::Instant,
 }
 
 struct OpenQuestion {

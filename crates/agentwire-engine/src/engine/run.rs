@@ -21,7 +21,7 @@ impl Engine {
     }
 
     pub(super) async fn run(self: Arc<Self>, id: RequestId) {
-        let (input, front, mut cancel_rx, policy) = {
+        let (input, front, mut cancel_rx, policy, protocol) = {
             let st = self.lock();
             let Some(t) = st.live.get(&id) else { return };
             (
@@ -29,6 +29,7 @@ impl Engine {
                 t.front.clone(),
                 t.cancel.subscribe(),
                 t.policy,
+                t.protocol.clone(),
             )
         };
         if *cancel_rx.borrow() {
@@ -70,6 +71,10 @@ impl Engine {
                 }
             }
         };
+        tracing::info!(
+            agent = %self.agent_name, protocol = %protocol, conversation = %input.conversation_id,
+            request = %id, "turn started"
+        );
         let wants_history = self.agent.wants_history();
         let mut input = input;
         if wants_history {
@@ -222,6 +227,7 @@ impl Engine {
                 return;
             }
             turn.delivering = true;
+            log_ended(&self.agent_name, id, turn, &outcome);
             turn.front.clone()
         };
         let wire = front.encode_outcome(&outcome);
@@ -253,6 +259,55 @@ impl Engine {
             self.start(next);
         }
     }
+}
+
+/// The operator's line for a turn's end: `info` with its outcome (or code), duration and tokens; `warn` with
+/// the cause when it failed for the agent's reasons (its model server unreachable, refusing, or answering
+/// what cannot be read; the agent failing or crashing). Never the prompt or the answer.
+fn log_ended(agent: &str, id: &RequestId, turn: &LiveTurn, outcome: &Outcome) {
+    let duration_ms = turn.taken.elapsed().as_millis() as u64;
+    let (protocol, conversation) = (&turn.protocol, &turn.input.conversation_id);
+    match outcome {
+        Outcome::Result(r) => tracing::info!(
+            %agent, %protocol, %conversation, request = %id, outcome = %"result", duration_ms,
+            input_tokens = r.usage.input_tokens, output_tokens = r.usage.output_tokens,
+            "turn ended"
+        ),
+        Outcome::Failure(f) => {
+            let code = f.code.as_str();
+            let tokens = f.usage.input_tokens + f.usage.output_tokens;
+            if agents_fault(&f.code) {
+                tracing::warn!(
+                    %agent, %protocol, %conversation, request = %id, outcome = %code, duration_ms,
+                    tokens, cause = %f.message, "turn failed for the agent's reasons"
+                );
+            } else {
+                tracing::info!(
+                    %agent, %protocol, %conversation, request = %id, outcome = %code, duration_ms,
+                    tokens, "turn ended"
+                );
+            }
+        }
+    }
+}
+
+/// Whether a failure is the agent's doing (or its model server's), which an operator should look into,
+/// rather than the requester's (a cancel, a refusal, a budget) or the daemon's lifecycle (a restart).
+fn agents_fault(code: &agentwire_core::FailureCode) -> bool {
+    use agentwire_core::FailureCode;
+    matches!(
+        code,
+        FailureCode::Turn(
+            TurnFailure::ModelUnavailable
+                | TurnFailure::AgentFailed
+                | TurnFailure::Crashed
+                | TurnFailure::EmptyResponse
+                | TurnFailure::ProviderBusy
+                | TurnFailure::ProviderRefused
+                | TurnFailure::ToolError
+                | TurnFailure::Internal
+        )
+    )
 }
 
 fn normalise(o: Outcome) -> Outcome {

@@ -32,6 +32,16 @@ impl Daemon {
 
     /// Like [`Daemon::start`], with `env` set for the daemon (and its log on stderr).
     pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::start_logging(data_dir, extra, env, Stdio::inherit())
+    }
+
+    /// Like [`Daemon::start_with_env`], its log (stderr) going to `log`.
+    pub fn start_logging(
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: Stdio,
+    ) -> Daemon {
         let mut args = vec!["serve", "--data-dir", data_dir.to_str().unwrap()];
         if !extra
             .iter()
@@ -52,7 +62,7 @@ impl Daemon {
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("agentwire starts");
         let mut line = String::new();
