@@ -106,8 +106,38 @@ impl BenchClient {
     pub(crate) async fn run(&mut self, timeout: Duration) -> Result<Timing, RunError> {
         self.counter += 1;
         let text = format!("bench {}", self.counter);
+        let (followed, terminal) = self.follow(&format!("quick {text}"), timeout).await?;
+        match terminal {
+            Terminal::Response(r) if r.text == text => Ok(followed.timing),
+            Terminal::Response(_) => Err(RunError::WrongText),
+            Terminal::Error(e) => Err(RunError::AiError(e.code.as_str().to_string())),
+        }
+    }
+
+    /// Sends `text` as a prompt and follows its run to the terminal; returns the time from the start of the
+    /// prompt's encryption to the first answer text in order (decrypted and checked by the run view).
+    /// (Used by the `first-token` binary, which includes this file too.)
+    #[allow(dead_code)]
+    pub(crate) async fn first_text(
+        &mut self,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<Duration, RunError> {
+        match self.follow(text, timeout).await? {
+            (followed, Terminal::Response(_)) => followed.first_text.ok_or(RunError::WrongText),
+            (_, Terminal::Error(e)) => Err(RunError::AiError(e.code.as_str().to_string())),
+        }
+    }
+
+    /// Encrypts, signs and publishes `text` as a prompt, and follows its run to the terminal through the
+    /// client's run view (each event verified and decrypted), timing it from the first byte of work.
+    async fn follow(
+        &mut self,
+        text: &str,
+        timeout: Duration,
+    ) -> Result<(Followed, Terminal), RunError> {
         let started = Instant::now();
-        let payload = PromptPayload::new(format!("quick {text}")).to_json();
+        let payload = PromptPayload::new(text.to_string()).to_json();
         let content = self
             .crypto
             .encrypt(&self.peer, &payload)
@@ -126,72 +156,7 @@ impl BenchClient {
             }
         };
         let answered = async {
-            loop {
-                let event = match rx.recv().await {
-                    Some(Incoming::Event { event, .. }) => event,
-                    Some(_) => continue,
-                    None => return Err(RunError::Closed),
-                };
-                if event.verify().is_err() {
-                    continue;
-                }
-                let plain = crypto.decrypt(&event.pubkey, &event.content).ok();
-                let message = Message::signed(*event);
-                if view
-                    .apply(&message, plain.as_deref())
-                    .contains(&Update::Terminal)
-                {
-                    return Ok(());
-                }
-            }
-        };
-        let both = async { tokio::try_join!(published, answered) };
-        let ok = match tokio::time::timeout(timeout, both).await {
-            Err(_) => return Err(RunError::Timeout),
-            Ok(Err(e)) => return Err(e),
-            Ok(Ok((ok, ()))) => ok,
-        };
-        let total = started.elapsed();
-        match view.terminal() {
-            Some(Terminal::Response(r)) if r.text == text => Ok(Timing { total, ok }),
-            Some(Terminal::Response(_)) => Err(RunError::WrongText),
-            Some(Terminal::Error(e)) => Err(RunError::AiError(e.code.as_str().to_string())),
-            None => Err(RunError::Timeout),
-        }
-    }
-}
-
-impl BenchClient {
-    /// Sends `text` as a prompt and follows its run to the terminal; returns the time from the start of the
-    /// prompt's encryption to the first answer text in order (decrypted and checked by the run view).
-    /// (Used by the `first-token` binary, which includes this file too.)
-    #[allow(dead_code)]
-    pub(crate) async fn first_text(
-        &mut self,
-        text: &str,
-        timeout: Duration,
-    ) -> Result<Duration, RunError> {
-        let started = Instant::now();
-        let payload = PromptPayload::new(text.to_string()).to_json();
-        let content = self
-            .crypto
-            .encrypt(&self.peer, &payload)
-            .map_err(|e| RunError::Refused(e.to_string()))?;
-        let prompt = self.crypto.sign(
-            EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
-                .tags(tags::prompt(&self.peer, None)),
-        );
-        let mut view = RunView::new(self.crypto.public_key(), self.peer, prompt.id);
-        let (conn, rx, crypto) = (&self.conn, &mut self.rx, &self.crypto);
-        let published = async {
-            match conn.publish(&prompt).await {
-                Ok(ok) if ok.accepted => Ok(()),
-                Ok(ok) => Err(RunError::Refused(ok.message)),
-                Err(e) => Err(RunError::Refused(e.to_string())),
-            }
-        };
-        let followed = async {
-            let mut first = None;
+            let mut first_text = None;
             loop {
                 let event = match rx.recv().await {
                     Some(Incoming::Event { event, .. }) => event,
@@ -203,25 +168,33 @@ impl BenchClient {
                 }
                 let plain = crypto.decrypt(&event.pubkey, &event.content).ok();
                 let updates = view.apply(&Message::signed(*event), plain.as_deref());
-                if first.is_none() && updates.iter().any(|u| matches!(u, Update::Text(_))) {
-                    first = Some(started.elapsed());
+                if first_text.is_none() && updates.iter().any(|u| matches!(u, Update::Text(_))) {
+                    first_text = Some(started.elapsed());
                 }
                 if updates.contains(&Update::Terminal) {
-                    return first.ok_or(RunError::WrongText);
+                    return Ok(first_text);
                 }
             }
         };
-        let both = async { tokio::try_join!(published, followed) };
-        match tokio::time::timeout(timeout, both).await {
-            Err(_) => Err(RunError::Timeout),
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(((), first))) => match view.terminal() {
-                Some(Terminal::Response(_)) => Ok(first),
-                Some(Terminal::Error(e)) => Err(RunError::AiError(e.code.as_str().to_string())),
-                None => Err(RunError::Timeout),
-            },
-        }
+        let both = async { tokio::try_join!(published, answered) };
+        let (ok, first_text) = match tokio::time::timeout(timeout, both).await {
+            Err(_) => return Err(RunError::Timeout),
+            Ok(r) => r?,
+        };
+        let timing = Timing {
+            total: started.elapsed(),
+            ok,
+        };
+        let terminal = view.terminal().cloned().ok_or(RunError::Timeout)?;
+        Ok((Followed { timing, first_text }, terminal))
     }
+}
+
+/// One run followed to its terminal.
+struct Followed {
+    timing: Timing,
+    /// When its first answer text came, if any did.
+    first_text: Option<Duration>,
 }
 
 /// Starts the echo peer on `url`: its own key and connection, a subscription to the prompts addressed to
