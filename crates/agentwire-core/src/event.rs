@@ -80,3 +80,49 @@ pub enum TurnEvent {
         name: Option<String>,
     },
 }
+
+impl TurnEvent {
+    /// The event's kind, as its JSON `type` names it (for a log line that must not carry its text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TurnEvent::Status { .. } => "status",
+            TurnEvent::Text { .. } => "text",
+            TurnEvent::Thinking { .. } => "thinking",
+            TurnEvent::ToolCall { .. } => "tool_call",
+            TurnEvent::ToolResult { .. } => "tool_result",
+            TurnEvent::Warning { .. } => "warning",
+            TurnEvent::File { .. } => "file",
+            TurnEvent::Handoff { .. } => "handoff",
+        }
+    }
+
+    /// The tool an event is about, if it is tool telemetry.
+    pub fn tool(&self) -> Option<&str> {
+        match self {
+            TurnEvent::ToolCall { name, .. } | TurnEvent::ToolResult { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_is_the_json_type() {
+        let events = [
+            TurnEvent::Text { text: "a".into() },
+            TurnEvent::ToolCall {
+                call_id: "1".into(),
+                name: "shell".into(),
+                arguments: serde_json::json!({}),
+            },
+            TurnEvent::Handoff { name: None },
+        ];
+        for ev in events {
+            let json = serde_json::to_value(&ev).unwrap();
+            assert_eq!(json["type"], ev.kind());
+        }
+    }
+}

@@ -11,6 +11,8 @@
 
 use async_nats::ServerAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The first wait before reconnecting; it doubles with each failed attempt up to [`RECONNECT_MAX`].
@@ -219,6 +221,7 @@ impl NatsConnect {
         let (addrs, url_auth) = Self::addresses(&self.servers)?;
         let shown = self.shown();
         let logged = shown.clone();
+        let lost = Arc::new(AtomicBool::new(false));
         let mut options = async_nats::ConnectOptions::new()
             .name(name)
             .connection_timeout(CONNECT_TIMEOUT)
@@ -226,7 +229,8 @@ impl NatsConnect {
             .reconnect_delay_callback(reconnect_delay)
             .event_callback(move |event| {
                 let servers = logged.clone();
-                async move { log_event(&servers, event) }
+                let lost = lost.clone();
+                async move { log_event(&servers, &lost, event) }
             });
         options = match &self.auth {
             NatsAuth::None => match url_auth {
@@ -339,13 +343,23 @@ fn reconnect_delay(attempts: usize) -> Duration {
         .min(RECONNECT_MAX)
 }
 
-fn log_event(servers: &str, event: async_nats::Event) {
+/// Logs what became of a connection: the first connect at `debug` (the caller says what it serves), a
+/// connection lost and found again as news an operator wants, a close at `debug`, anything else as a
+/// warning. `lost` is set
+/// while the connection is down.
+fn log_event(servers: &str, lost: &AtomicBool, event: async_nats::Event) {
     use async_nats::Event;
     match event {
-        Event::Connected => tracing::info!(%servers, "NATS connected"),
+        Event::Connected if lost.swap(false, Ordering::Relaxed) => {
+            tracing::info!(%servers, "NATS connected again")
+        }
+        Event::Connected => tracing::debug!(%servers, "NATS connected"),
         Event::Disconnected => {
+            lost.store(true, Ordering::Relaxed);
             tracing::warn!(%servers, "NATS disconnected; reconnecting with backoff")
         }
+        // The client's own close: a command or a daemon leaving as it meant to.
+        Event::Closed => tracing::debug!(%servers, "NATS connection closed"),
         Event::LameDuckMode => {
             tracing::warn!(%servers, "the NATS server is going away (lame duck); moving")
         }

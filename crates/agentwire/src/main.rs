@@ -11,6 +11,7 @@ mod fisk_questions;
 mod http_front;
 mod jobs;
 mod keys;
+mod logging;
 mod serve;
 mod show_config;
 mod turns_cli;
@@ -29,9 +30,14 @@ struct Cli {
     /// The data directory (keys, journal, relay events). Default: $XDG_DATA_HOME/agentwire.
     #[arg(long, global = true, env = "AGENTWIRE_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Log filter for stderr (e.g. `info`, `agentwire=debug`); RUST_LOG also works.
-    #[arg(long, global = true, default_value = "info")]
-    log: String,
+    /// Log filter for stderr: a level (`info`, `debug`) or `target=level` pairs (`info,agentwire=debug`).
+    /// Default: RUST_LOG, else `[log] filter`, else `info`.
+    #[arg(long, global = true)]
+    log: Option<String>,
+    /// Log lines as `text` for a person or `json` (one object a line) for a log collector. Default:
+    /// `[log] format`, else text.
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<logging::LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -62,35 +68,35 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal: a log file or a journal gets no escape sequences.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match run(cli) {
+    // The file first: its `[log]` section shapes the log, and a file that cannot be read is said plainly.
+    let file = match &cli.config {
+        Some(p) => match config::load(p) {
+            Ok(f) => f,
+            Err(e) => return fail(&e.to_string()),
+        },
+        None => config::FileConfig::default(),
+    };
+    if let Err(e) = logging::init(cli.log.as_deref(), cli.log_format, &file.log) {
+        return fail(&e);
+    }
+    match run(cli, file) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("agentwire: {e}");
-            ExitCode::from(1)
-        }
+        Err(e) => fail(&e),
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+/// Says why the command could not run, and exits 1.
+fn fail(why: &str) -> ExitCode {
+    eprintln!("agentwire: {why}");
+    ExitCode::from(1)
+}
+
+fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
     let Cli {
-        config: config_file,
         data_dir: data_dir_flag,
         command,
         ..
     } = cli;
-    let file = match &config_file {
-        Some(p) => config::load(p).map_err(|e| e.to_string())?,
-        None => config::FileConfig::default(),
-    };
     let env = config::Environment::from_process();
     // What `serve` runs with, and what `config` prints: resolved in one place, before anything starts.
     let in_force = |flags: &config::ServeFlags| {

@@ -326,22 +326,60 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     if let Err(e) = std::fs::write(&serving, format!("{shown}\n")) {
         tracing::warn!(file = %serving.display(), error = %e, "could not write what this daemon serves");
     }
-    tracing::info!(agent = %default.name(), pubkey = %pk.to_hex(), "serving");
-    wait_for_signal().await;
-    tracing::info!("shutting down");
+    // What an operator needs to reach it, in one line (the ready line on stdout has it all, as JSON).
+    tracing::info!(
+        agent = %default.name(),
+        pubkey = %pk.to_hex(),
+        relay = relays.first().map(String::as_str).unwrap_or("none"),
+        http = ready["http"].as_str().unwrap_or("off"),
+        nats = ready["nats"]["url"].as_str().unwrap_or("off"),
+        identity = ready["nats"]["identity"].as_str(),
+        roost_socket = %roost_socket.display(),
+        "serving"
+    );
+    let mut signals = Signals::new();
+    let signal = signals.next().await;
+    let running: usize = served.iter().map(|a| a.engine().live_turns()).sum();
+    match running {
+        0 => tracing::info!(%signal, "shutting down"),
+        n => tracing::info!(
+            %signal,
+            "shutting down: waiting for {n} running turn{}, up to {} s; {signal} again to stop now",
+            if n == 1 { "" } else { "s" },
+            DRAIN_GRACE.as_secs()
+        ),
+    }
     // Every front drains through the engine: running turns finish within the grace; new fisk-ai requests
     // get `draining`, and a new NIP-XX prompt is left on the relay, where the backlog horizon serves it
     // after the restart. Then each front sends what it still has (NIP-XX terminals and their retries) and
     // leaves the wire.
     // Every agent drains at once, so the grace is one grace however many agents there are.
+    let engines: Vec<_> = served.iter().map(|a| a.engine().clone()).collect();
     let drains: Vec<_> = served
         .into_iter()
         .map(|a| tokio::spawn(async move { a.shut_down(DRAIN_GRACE).await }))
         .collect();
-    let mut left = 0;
-    for d in drains {
-        left += d.await.unwrap_or(0);
-    }
+    let drained = async {
+        let mut left = 0;
+        for d in drains {
+            left += d.await.unwrap_or(0);
+        }
+        left
+    };
+    let left = tokio::select! {
+        left = drained => left,
+        again = signals.next() => {
+            // The turns still running end as after a crash: the next start records each as interrupted
+            // (and a NIP-XX requester gets its terminal then). The journal's files are safe at any point.
+            let running: usize = engines.iter().map(|e| e.live_turns()).sum();
+            tracing::warn!(
+                signal = %again, turns = running,
+                "stopping now; running turns end as interrupted on the next start"
+            );
+            let _ = std::fs::remove_file(&serving);
+            return Ok(ExitCode::from(EXIT_STOPPED_NOW));
+        }
+    };
     if left > 0 {
         tracing::warn!(turns = left, "turns still running after the drain grace");
     }
@@ -356,6 +394,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     // name on a shared journal).
     closing.close().await;
     let _ = std::fs::remove_file(&serving);
+    tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -385,11 +424,37 @@ fn health_check(engine: &Arc<Engine>) -> agentwire_relay::HealthCheck {
     })
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+/// Exit code when a second signal stopped `serve` before its turns ended (128 + SIGINT, as shells say).
+const EXIT_STOPPED_NOW: u8 = 130;
+
+/// The signals that stop `serve`: SIGINT (Ctrl-C) and SIGTERM (a service manager's stop).
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Signals {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
+        }
+    }
+
+    /// Waits for the next one, and names it as a person would press or send it.
+    async fn next(&mut self) -> &'static str {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            _ = recv(&mut self.int) => "Ctrl-C",
+            _ = recv(&mut self.term) => "SIGTERM",
+        }
     }
 }

@@ -118,6 +118,11 @@ impl Engine {
         let mut transcript = (policy.keep_transcript || wants_history).then(Vec::new);
         let mut tool_calls = 0u64;
         let mut pass = |ev: TurnEvent| {
+            // Each event's kind (and its tool), never its text: at debug an operator sees a turn move.
+            tracing::debug!(
+                request = %id, event = ev.kind(), tool = ev.tool(),
+                "turn event"
+            );
             if matches!(ev, TurnEvent::ToolCall { .. }) {
                 tool_calls += 1;
             }

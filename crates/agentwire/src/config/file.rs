@@ -38,6 +38,8 @@ pub(crate) struct FileConfig {
     pub(crate) journal: JournalFile,
     /// `[http]`: the HTTP server.
     pub(crate) http: agentwire_http::settings::HttpSection,
+    /// `[log]`: the log's filter and format (read before anything else runs).
+    pub(crate) log: crate::logging::LogSection,
 }
 
 /// `[journal]`.
