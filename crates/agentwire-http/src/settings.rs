@@ -31,10 +31,10 @@ pub enum HttpListen {
 pub fn http_listen(value: &str) -> Result<HttpListen, String> {
     match value.trim() {
         "off" => Ok(HttpListen::Off),
-        v => v
-            .parse()
-            .map(HttpListen::At)
-            .map_err(|_| format!("{v:?}: an address (127.0.0.1:7780) or off")),
+        v => v.parse().map(HttpListen::At).map_err(|_| {
+            let port = v.rsplit_once(':').map_or("7780", |(_, p)| p);
+            format!("{v:?} is not an IP address and port (such as 127.0.0.1:{port}) or off")
+        }),
     }
 }
 

@@ -1,7 +1,8 @@
 //! A fake OpenAI-compatible model server over real HTTP on a loopback port, for the model agent's tests
 //! (no model server runs here). Each `POST …/chat/completions` gets the next scripted reply: a stream of
 //! server-sent events (chunks a given time apart, then `data: [DONE]`) or a status with a body. It keeps
-//! every request (its `Authorization` header and JSON body) and counts streams the client walked away from.
+//! every such request (its `Authorization` header and JSON body) and counts streams the client walked away
+//! from. `GET …/models` (the agent's check at start) is answered with an empty list and only counted.
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -52,6 +53,7 @@ struct State {
     script: VecDeque<Scripted>,
     received: Vec<Received>,
     aborted: usize,
+    models_asked: usize,
 }
 
 /// The fake server; stops accepting when dropped.
@@ -93,6 +95,11 @@ impl FakeOpenAi {
         self.lock().received.clone()
     }
 
+    /// How many times `GET …/models` was asked.
+    pub fn models_asked(&self) -> usize {
+        self.lock().models_asked
+    }
+
     /// How many streams the client closed before their end.
     pub fn aborted(&self) -> usize {
         self.lock().aborted
@@ -131,11 +138,24 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
     if reader.read_exact(&mut body).is_err() {
         return;
     }
-    let path = head
+    let mut request_line = head
         .first()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("")
-        .to_string();
+        .map(|l| l.split_whitespace())
+        .into_iter()
+        .flatten();
+    let method = request_line.next().unwrap_or("").to_string();
+    let path = request_line.next().unwrap_or("").to_string();
+    if method == "GET" && path.ends_with("/models") {
+        state.lock().unwrap_or_else(|p| p.into_inner()).models_asked += 1;
+        let mut out = stream;
+        respond(
+            &mut out,
+            200,
+            &[("content-type".into(), "application/json".into())],
+            r#"{"object":"list","data":[]}"#,
+        );
+        return;
+    }
     let reply = {
         let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
         s.received.push(Received {

@@ -64,12 +64,12 @@ pub(crate) struct AskArgs {
     /// Model to ask for.
     #[arg(long)]
     model: Option<String>,
-    /// Thinking effort: low, medium, high or max.
-    #[arg(long)]
+    /// Thinking effort (NIP-XX only).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(agentwire_nostr::nipxx::payload::THINKING_LEVELS))]
     thinking: Option<String>,
-    /// Seconds to wait for the answer; then the run is cancelled. (With --nats, time spent answering the
-    /// agent's questions does not count.)
-    #[arg(long, default_value_t = 120)]
+    /// Seconds to wait for the answer (at least 1); then the run is cancelled. (With --nats, time spent
+    /// answering the agent's questions does not count.)
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
     /// Privacy-first profile: gift-wrap the prompt (NIP-59) and read the wrapped answer. The agent must
     /// announce `supports_nip59`.

@@ -37,6 +37,9 @@ pub(crate) struct Environment {
     pub(crate) runtime_dir: Option<PathBuf>,
     /// The host's name (the first part of a shared journal's default instance name).
     pub(crate) host_name: String,
+    /// The names of the environment variables that are set and not empty (never their values): a model
+    /// agent's `api_key_env` must name one of them.
+    pub(crate) set_vars: std::collections::BTreeSet<String>,
 }
 
 impl Environment {
@@ -50,6 +53,10 @@ impl Environment {
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from),
             host_name: host_name(),
+            set_vars: std::env::vars_os()
+                .filter(|(_, value)| !value.is_empty())
+                .filter_map(|(name, _)| name.into_string().ok())
+                .collect(),
         }
     }
 
@@ -103,6 +110,32 @@ pub(crate) fn client_nats(
     file: &FileConfig,
 ) -> Result<agentwire_fisk::connection::NatsConnect, String> {
     resolve::nats_connect(list, "--nats", &file.nats).map_err(|e| e.to_string())
+}
+
+/// A listen address as `--relay-listen` takes it: an IP address and a port. A host name is refused with
+/// the fix (it is not looked up: `localhost` may mean two addresses, or none).
+pub(crate) fn listen_addr(value: &str) -> Result<std::net::SocketAddr, String> {
+    value.trim().parse().map_err(|_| {
+        let port = value.rsplit_once(':').map_or("7777", |(_, p)| p);
+        format!("{value:?} is not an IP address and port: give one such as 127.0.0.1:{port}")
+    })
+}
+
+/// Why a listen address could not be bound, with the fix when another program has it.
+pub(crate) fn bind_failed(
+    flag: &str,
+    error: &dyn std::fmt::Display,
+    source: &std::io::Error,
+) -> String {
+    match source.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "{flag}: {error}; another program listens there: stop it, or give {flag} another port (port 0 picks a free one)"
+        ),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{flag}: {error}; ports below 1024 need privileges: give a port above 1023")
+        }
+        _ => format!("{flag}: {error}"),
+    }
 }
 
 /// Checks a relay URL (`ws://` or `wss://` with a host); also the `--relay` flags' value parser.

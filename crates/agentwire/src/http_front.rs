@@ -89,5 +89,10 @@ pub(crate) async fn start(
         },
     )
     .await
-    .map_err(|e| format!("--http-listen: {e}"))
+    .map_err(|e| match &e {
+        agentwire_http::HttpError::Bind { source, .. } => {
+            crate::config::bind_failed("--http-listen", &e, source)
+        }
+        _ => format!("--http-listen: {e}"),
+    })
 }

@@ -68,7 +68,13 @@ pub(crate) fn init(
 /// Parses a filter, refusing a bare word that is not a level (`inf`, `verbose`): tracing would read it as
 /// a module name at `trace` and show nothing the user meant.
 pub(crate) fn parse_filter(filter: &str) -> Result<EnvFilter, String> {
-    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+    // Spaces after the commas are a person's, not part of a directive.
+    let directives: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    for &directive in &directives {
         let bare = !directive.contains('=') && !directive.contains('[');
         if bare && !LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
             return Err(format!(
@@ -77,7 +83,8 @@ pub(crate) fn parse_filter(filter: &str) -> Result<EnvFilter, String> {
             ));
         }
     }
-    EnvFilter::try_new(filter).map_err(|e| format!("`{filter}` is not a log filter: {e}"))
+    EnvFilter::try_new(directives.join(","))
+        .map_err(|e| format!("`{filter}` is not a log filter: {e}"))
 }
 
 #[cfg(test)]

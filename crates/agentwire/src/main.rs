@@ -6,6 +6,7 @@ mod agents;
 mod ask;
 mod ask_deadline;
 mod config;
+mod data_dir_lock;
 mod fisk_cli;
 mod fisk_questions;
 mod http_front;

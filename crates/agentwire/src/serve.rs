@@ -69,11 +69,23 @@ pub(crate) async fn make_agent(
                 },
                 http,
             );
-            if s.mcp.is_empty() {
-                Arc::new(agent)
-            } else {
-                Arc::new(agent.with_mcp(McpServers::start(s.mcp.clone()).await))
-            }
+            let agent = match s.mcp.is_empty() {
+                true => Arc::new(agent),
+                false => Arc::new(agent.with_mcp(McpServers::start(s.mcp.clone()).await)),
+            };
+            // The model server is asked at start, beside it: a failure is a warning naming the server, so
+            // an operator learns of a wrong URL or key before a user's turn fails on it.
+            let probed = agent.clone();
+            let name = name.to_string();
+            tokio::spawn(async move {
+                if let Err(why) = probed.probe().await {
+                    tracing::warn!(
+                        agent = %name, server = %probed.server(),
+                        "the model server did not answer GET /models: {why}; turns fail until it does"
+                    );
+                }
+            });
+            agent
         }
         AgentKind::Demo => Arc::new(DemoAgent),
         AgentKind::Roost { profile } => {
@@ -136,8 +148,44 @@ async fn open_journal(
     }
 }
 
-/// Runs the daemon with `config` until SIGINT or SIGTERM.
+/// Runs the daemon with `config` until SIGINT or SIGTERM. The data dir is taken first, before any port
+/// is opened; a start that fails leaves no data dir it made behind.
 pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let data_dir = config.data_dir.clone();
+    let made = !data_dir.exists();
+    let lock = crate::data_dir_lock::DataDirLock::take(&data_dir)?;
+    match start(config).await {
+        Ok(running) => {
+            let code = running.serve().await;
+            drop(lock);
+            code
+        }
+        Err(e) => {
+            drop(lock);
+            if made {
+                let _ = std::fs::remove_dir_all(&data_dir);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A started daemon: what its shutdown stops, in order.
+struct Running {
+    served: Vec<crate::agents::Serving>,
+    http_server: Option<agentwire_http::HttpServer>,
+    roost: agentwire_roost::daemon::Daemon,
+    embedded: Option<agentwire_relay::RelayHandle>,
+    journal: Arc<dyn agentwire_store::Journal>,
+    /// `serving.json` in the data dir.
+    serving: std::path::PathBuf,
+}
+
+/// Starts every part `config` names, prints the ready line and writes `serving.json`.
+async fn start(config: Resolved) -> Result<Running, String> {
     let Resolved {
         data_dir,
         agent,
@@ -152,12 +200,12 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         more_agents,
         journal: journal_choice,
         http,
+        warnings: _,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let roost_socket = roost.socket;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
-    let closing = journal.clone();
     // Every agent on one path: the `--agent` one first, then every further one.
     let mut specs = vec![crate::agents::AgentSpec {
         name: agent.name.clone(),
@@ -211,11 +259,12 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
             if !rc.rooms.is_empty() || !rc.admins.is_empty() || tasks.is_some() {
                 rc.relay_keys = Some(keys::load_or_create(&data_dir, RELAY_KEY_FILE)?);
             }
-            Some(
-                agentwire_relay::start(rc)
-                    .await
-                    .map_err(|e| format!("embedded relay: {e}"))?,
-            )
+            Some(agentwire_relay::start(rc).await.map_err(|e| match &e {
+                agentwire_relay::RelayError::Bind { source, .. } => {
+                    crate::config::bind_failed("--relay-listen", &e, source)
+                }
+                _ => format!("embedded relay: {e}"),
+            })?)
         }
         None => None,
     };
@@ -337,65 +386,87 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
         roost_socket = %roost_socket.display(),
         "serving"
     );
-    let mut signals = Signals::new();
-    let signal = signals.next().await;
-    let running: usize = served.iter().map(|a| a.engine().live_turns()).sum();
-    match running {
-        0 => tracing::info!(%signal, "shutting down"),
-        n => tracing::info!(
-            %signal,
-            "shutting down: waiting for {n} running turn{}, up to {} s; {signal} again to stop now",
-            if n == 1 { "" } else { "s" },
-            DRAIN_GRACE.as_secs()
-        ),
-    }
-    // Every front drains through the engine: running turns finish within the grace; new fisk-ai requests
-    // get `draining`, and a new NIP-XX prompt is left on the relay, where the backlog horizon serves it
-    // after the restart. Then each front sends what it still has (NIP-XX terminals and their retries) and
-    // leaves the wire.
-    // Every agent drains at once, so the grace is one grace however many agents there are.
-    let engines: Vec<_> = served.iter().map(|a| a.engine().clone()).collect();
-    let drains: Vec<_> = served
-        .into_iter()
-        .map(|a| tokio::spawn(async move { a.shut_down(DRAIN_GRACE).await }))
-        .collect();
-    let drained = async {
-        let mut left = 0;
-        for d in drains {
-            left += d.await.unwrap_or(0);
+    Ok(Running {
+        served,
+        http_server: http_server.map(|(server, _)| server),
+        roost,
+        embedded,
+        journal,
+        serving,
+    })
+}
+
+impl Running {
+    /// Serves until a signal, then drains and stops every part.
+    async fn serve(self) -> Result<ExitCode, String> {
+        let Running {
+            served,
+            http_server,
+            roost,
+            embedded,
+            journal,
+            serving,
+        } = self;
+        let mut signals = Signals::new();
+        let signal = signals.next().await;
+        let running: usize = served.iter().map(|a| a.engine().live_turns()).sum();
+        match running {
+            0 => tracing::info!(%signal, "shutting down"),
+            n => tracing::info!(
+                %signal,
+                "shutting down: waiting for {n} running turn{}, up to {} s; {signal} again to stop now",
+                if n == 1 { "" } else { "s" },
+                DRAIN_GRACE.as_secs()
+            ),
         }
-        left
-    };
-    let left = tokio::select! {
-        left = drained => left,
-        again = signals.next() => {
-            // The turns still running end as after a crash: the next start records each as interrupted
-            // (and a NIP-XX requester gets its terminal then). The journal's files are safe at any point.
-            let running: usize = engines.iter().map(|e| e.live_turns()).sum();
-            tracing::warn!(
-                signal = %again, turns = running,
-                "stopping now; running turns end as interrupted on the next start"
-            );
-            let _ = std::fs::remove_file(&serving);
-            return Ok(ExitCode::from(EXIT_STOPPED_NOW));
+        // Every front drains through the engine: running turns finish within the grace; new fisk-ai requests
+        // get `draining`, and a new NIP-XX prompt is left on the relay, where the backlog horizon serves it
+        // after the restart. Then each front sends what it still has (NIP-XX terminals and their retries) and
+        // leaves the wire.
+        // Every agent drains at once, so the grace is one grace however many agents there are.
+        let engines: Vec<_> = served.iter().map(|a| a.engine().clone()).collect();
+        let drains: Vec<_> = served
+            .into_iter()
+            .map(|a| tokio::spawn(async move { a.shut_down(DRAIN_GRACE).await }))
+            .collect();
+        let drained = async {
+            let mut left = 0;
+            for d in drains {
+                left += d.await.unwrap_or(0);
+            }
+            left
+        };
+        let left = tokio::select! {
+            left = drained => left,
+            again = signals.next() => {
+                // The turns still running end as after a crash: the next start records each as interrupted
+                // (and a NIP-XX requester gets its terminal then). The journal's files are safe at any point.
+                let running: usize = engines.iter().map(|e| e.live_turns()).sum();
+                tracing::warn!(
+                    signal = %again, turns = running,
+                    "stopping now; running turns end as interrupted on the next start"
+                );
+                let _ = std::fs::remove_file(&serving);
+                return Ok(ExitCode::from(EXIT_STOPPED_NOW));
+            }
+        };
+        if left > 0 {
+            tracing::warn!(turns = left, "turns still running after the drain grace");
         }
-    };
-    if left > 0 {
-        tracing::warn!(turns = left, "turns still running after the drain grace");
+        if let Some(server) = http_server {
+            server.shutdown().await;
+        }
+        roost.shutdown();
+        if let Some(r) = embedded {
+            r.shutdown().await;
+        }
+        // Nothing writes any more: the journal checkpoints and closes its files (or gives up the instance's
+        // name on a shared journal).
+        journal.close().await;
+        let _ = std::fs::remove_file(&serving);
+        tracing::info!("stopped");
+        Ok(ExitCode::SUCCESS)
     }
-    if let Some((server, _)) = http_server {
-        server.shutdown().await;
-    }
-    roost.shutdown();
-    if let Some(r) = embedded {
-        r.shutdown().await;
-    }
-    // Nothing writes any more: the journal checkpoints and closes its files (or gives up the instance's
-    // name on a shared journal).
-    closing.close().await;
-    let _ = std::fs::remove_file(&serving);
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `GET /health` on the embedded relay's port: `200` while the engine takes turns, `503` while its journal

@@ -35,6 +35,10 @@ pub(crate) fn run(json: bool, config: &Resolved) -> Result<ExitCode, String> {
     if let Some(path) = &config.relay_ca_file {
         RelayTls::new(Some(path)).map_err(|e| e.to_string())?;
     }
+    // What `serve` would log as a warning, said here too (on stderr: the output stays readable TOML).
+    for warning in &config.warnings {
+        eprintln!("agentwire: warning: {warning}");
+    }
     print!("{}", render(config, json)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -400,7 +400,11 @@ fn an_openai_agent_is_shown_with_its_key_variable_not_its_key_and_reads_back() {
     assert_eq!(local["mcp"][0]["command"][1].as_str(), Some("files.py"));
     let saved = dir.path().join("in-force.toml");
     std::fs::write(&saved, &out.stdout).unwrap();
-    let again = run(dir.path(), &["--config", saved.to_str().unwrap(), "config"]);
+    let again = agentwire(dir.path())
+        .args(["--config", saved.to_str().unwrap(), "config"])
+        .env("MY_KEY", "sk-never-shown")
+        .output()
+        .unwrap();
     assert_eq!(text(&again.stdout), shown);
 }
 

@@ -84,6 +84,11 @@ async fn over_nipxx_the_model_streams_calls_tools_and_its_refusals_map() {
     );
     assert_eq!(sent.body["messages"][0]["content"], "Be brief.");
     assert_eq!(sent.body["messages"][1]["content"], "hi");
+    // The daemon asked the server for its models at start (its check), and that is not a turn's call.
+    assert!(
+        fake.models_asked() >= 1,
+        "the model server was probed at start"
+    );
 
     fake.push(stream(tool_call_chunks(
         "call_1",

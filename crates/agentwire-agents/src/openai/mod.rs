@@ -38,6 +38,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_PLAIN_BODY_BYTES: usize = stream::MAX_REPLY_BYTES + 64 * 1024;
 /// The most bytes of an error body read, for its message.
 const MAX_ERROR_BODY_BYTES: usize = 16 * 1024;
+/// How long the check at start waits for the model server's `GET /models`: a healthy server answers at
+/// once, and a start should not hang on one that does not.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest prompt the agent takes.
 const MAX_PROMPT_BYTES: usize = 1024 * 1024;
 
@@ -100,6 +103,42 @@ impl OpenAiAgent {
         self
     }
 
+    /// Asks the model server what models it has (`GET …/models`), as a check at start: `Err` says why it
+    /// would fail a turn (unreachable, refused, not an API), with no secret in it.
+    pub async fn probe(&self) -> Result<(), String> {
+        let url = format!("{}/models", self.config.base_url.trim_end_matches('/'));
+        let mut request = self.http.get(&url).timeout(PROBE_TIMEOUT);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(&key.0);
+        }
+        match request.send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(format!("answered {}", r.status())),
+            Err(e) if e.is_timeout() => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
+            Err(e) if e.is_connect() => Err("cannot connect".into()),
+            Err(e) => {
+                let key = self.config.api_key.as_ref().map_or("", |k| k.0.as_str());
+                let words = e.without_url().to_string();
+                Err(agentwire_core::redact_secrets(&words, &[key], "[redacted]"))
+            }
+        }
+    }
+
+    /// Where the model server is, for a log line: the base URL's scheme, host, port and path, never a
+    /// user-info or a query (either may hold a key).
+    pub fn server(&self) -> String {
+        match reqwest::Url::parse(&self.config.base_url) {
+            Ok(u) => format!(
+                "{}://{}{}{}",
+                u.scheme(),
+                u.host_str().unwrap_or(""),
+                u.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                u.path().trim_end_matches('/')
+            ),
+            Err(_) => "(not a URL)".into(),
+        }
+    }
+
     /// The built-ins configured, then every MCP server's tools (as last listed).
     fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self
@@ -115,9 +154,16 @@ impl OpenAiAgent {
     }
 }
 
-/// Whether `url` can be a model server's base URL: `http://` or `https://` with a host.
+/// The path of the chat completions call, added to the base URL.
+const CHAT_COMPLETIONS: &str = "/chat/completions";
+
+/// Whether `url` can be a model server's base URL: `http://` or `https://` with a host, not already ending
+/// in [`CHAT_COMPLETIONS`] (a common paste, which would call `…/chat/completions/chat/completions`).
 pub fn check_base_url(url: &str) -> Result<(), String> {
     match reqwest::Url::parse(url) {
+        Ok(u) if u.path().trim_end_matches('/').ends_with(CHAT_COMPLETIONS) => Err(format!(
+            "ends in {CHAT_COMPLETIONS}: give the API's base (such as http://127.0.0.1:8080/v1); the agent adds {CHAT_COMPLETIONS} itself"
+        )),
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
         // Not the URL itself: its query may hold a key.
         _ => Err("not an http:// or https:// URL with a host".into()),
@@ -505,7 +551,7 @@ impl Turn {
             body["reasoning_effort"] = json!(effort);
         }
         let url = format!(
-            "{}/chat/completions",
+            "{}{CHAT_COMPLETIONS}",
             self.config.base_url.trim_end_matches('/')
         );
         let mut request = self

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, Default, Args)]
 pub(crate) struct ServeFlags {
     /// Address of the embedded relay (default 127.0.0.1:7777; port 0 picks a free one).
-    #[arg(long)]
+    #[arg(long, value_parser = super::listen_addr)]
     pub(crate) relay_listen: Option<SocketAddr>,
     /// Address of the HTTP server, the turn API (default 127.0.0.1:7780; port 0 picks one; `off`).
     #[arg(long, value_parser = super::http_listen)]

@@ -190,6 +190,9 @@ pub(crate) struct Resolved {
     pub(crate) journal: JournalChoice,
     /// The HTTP server, when on.
     pub(crate) http: Option<HttpChoice>,
+    /// What is allowed but likely a mistake (an `[agents.<name>]` entry nothing serves), each naming its
+    /// key: `serve` logs them, `config` prints them on stderr.
+    pub(crate) warnings: Vec<String>,
 }
 
 /// The HTTP server's settings (its section's own).
@@ -335,6 +338,11 @@ pub(crate) fn resolve(
         hosted,
     };
     secrets_not_passed(file, &roost.profiles)?;
+    let served = std::iter::once(&agent).chain(more_agents.iter().map(|m| &m.choice));
+    for choice in served {
+        api_key_set(choice, env)?;
+    }
+    let warnings = unused_agents(file, &agent.name)?;
     Ok(Resolved {
         relay,
         relays,
@@ -352,7 +360,44 @@ pub(crate) fn resolve(
         http: http(flags, file)?,
         data_dir,
         agent,
+        warnings,
     })
+}
+
+/// A served model agent's `api_key_env` names a variable that is set: `serve` reads the key from it at
+/// start, and `config` refuses what `serve` would.
+fn api_key_set(choice: &AgentChoice, env: &super::Environment) -> Result<(), ConfigError> {
+    let AgentKind::OpenAi(s) = &choice.kind else {
+        return Ok(());
+    };
+    match &s.api_key_env {
+        Some(var) if !env.set_vars.contains(var) => Err(ConfigError::AgentSetting {
+            name: choice.name.clone(),
+            key: "api_key_env",
+            reason: format!("the environment variable {var} is not set (or is empty)"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Every `[agents.<name>]` entry is checked, served or not (a wrong kind or a missing key is an error now,
+/// not when it is first served); one that nothing serves (not the `--agent` one, no `expose`) is a warning
+/// naming it.
+fn unused_agents(file: &FileConfig, default: &str) -> Result<Vec<String>, ConfigError> {
+    let mut names: Vec<&String> = file.agents.keys().collect();
+    names.sort();
+    let mut warnings = Vec::new();
+    for name in names {
+        let entry = &file.agents[name];
+        if name == default || entry.expose.is_some() {
+            continue;
+        }
+        entry_choice(name.clone(), entry)?;
+        warnings.push(format!(
+            "[agents.{name}] is not served: it is not --agent (or [serve] agent) and has no expose"
+        ));
+    }
+    Ok(warnings)
 }
 
 /// `[journal]`: SQLite unless `kind = "jetstream"`, whose servers default to `--nats` / `[nats] url` and

@@ -32,6 +32,7 @@ fn env() -> Environment {
         data_dir: PathBuf::from("/home/me/.local/share/agentwire"),
         runtime_dir: Some(PathBuf::from("/run/user/1000")),
         host_name: "host-a".into(),
+        set_vars: ["OPENAI_API_KEY".to_string()].into(),
     }
 }
 
