@@ -34,14 +34,14 @@ pub(crate) const EXIT_UNKNOWN_RUN: u8 = 4;
 /// Where and to whom.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
-    /// The relay (ws:// or wss://).
-    #[arg(long, default_value = config::DEFAULT_RELAY_URL, value_parser = config::relay_url)]
-    relay: String,
+    /// The relay (ws:// or wss://). Default: the relay of the `serve` running on the data dir.
+    #[arg(long, value_parser = config::relay_url)]
+    relay: Option<String>,
     /// A PEM file of CA certificates to trust for a wss:// relay, besides Mozilla's roots.
     #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
     relay_ca_file: Option<PathBuf>,
-    /// The agent (hex, npub, or the name of a further local agent). Default: the agent key in the data dir
-    /// (the local `serve`).
+    /// The agent (hex, npub, or the name of an agent the local `serve` runs). Default: the local `serve`'s
+    /// `--agent` agent.
     #[arg(long)]
     agent: Option<String>,
     /// Your key file (hex secret); default `client.key` in the data dir, created on first use.
@@ -75,11 +75,11 @@ pub(crate) struct AskArgs {
     /// announce `supports_nip59`.
     #[arg(long)]
     nip59: bool,
-    /// Ask a fisk-ai worker on these NATS servers (comma-separated) instead (needs --identity); `[nats]` in
-    /// the config gives credentials and TLS.
+    /// fisk-ai: ask a worker on these NATS servers (comma-separated) instead of NIP-XX; `[nats]` in the
+    /// config gives credentials and TLS.
     #[arg(long)]
     pub(crate) nats: Option<String>,
-    /// The fisk-ai worker's identity (with --nats).
+    /// fisk-ai: the worker's identity (default: the local serve's).
     #[arg(long, requires = "nats")]
     identity: Option<String>,
     /// Continue this fisk-ai conversation (the token a previous `ask --nats` printed).
@@ -101,11 +101,11 @@ pub(crate) struct CancelArgs {
     /// Gift-wrap the cancel (NIP-59), for a run that was asked with `--nip59`.
     #[arg(long)]
     nip59: bool,
-    /// Cancel a fisk-ai run on these NATS servers (comma-separated) instead (needs --identity); `[nats]` in
-    /// the config gives credentials and TLS.
+    /// fisk-ai: cancel a run on these NATS servers (comma-separated) instead of NIP-XX; `[nats]` in the
+    /// config gives credentials and TLS.
     #[arg(long)]
     pub(crate) nats: Option<String>,
-    /// The fisk-ai worker's identity (with --nats).
+    /// fisk-ai: the worker's identity (default: the local serve's).
     #[arg(long, requires = "nats")]
     identity: Option<String>,
     /// The run: its prompt event id, or with --nats its request (both printed by `ask` as `run <id>`).
@@ -119,12 +119,56 @@ pub(crate) struct InfoArgs {
     target: Target,
 }
 
-/// Connects to the target's relay, trusting its CA file if one is given.
-async fn connect(target: &Target) -> Result<(RelayConn, mpsc::Receiver<Incoming>), String> {
+/// Where the agent is and who it is: `--relay` and `--agent`, else what the `serve` running on the data dir
+/// wrote ([`crate::serving`]); with neither, the user is told that no daemon serves the data dir.
+struct Reach {
+    relay: String,
+    agent: PublicKey,
+}
+
+fn reach(target: &Target, data_dir: &Path) -> Result<Reach, String> {
+    let serving = crate::serving::Serving::find(data_dir);
+    let relay = match (&target.relay, &serving) {
+        (Some(r), _) => r.clone(),
+        (None, Ok(s)) => s
+            .relay()
+            .ok_or("the local serve names no relay")?
+            .to_string(),
+        (None, Err(none)) => return Err(format!("{none} (or name a relay with --relay)")),
+    };
+    let served = serving.as_ref().ok();
+    let agent = match (&target.agent, served) {
+        (Some(name), Some(s)) if s.agent_named(name).is_some() => {
+            keys::parse_public_key(s.agent_named(name).unwrap_or_default())?
+        }
+        (None, Some(s)) if s.agent_pubkey().is_some() => {
+            keys::parse_public_key(s.agent_pubkey().unwrap_or_default())?
+        }
+        _ => agent_key(target, data_dir)?,
+    };
+    Ok(Reach { relay, agent })
+}
+
+/// The fisk-ai worker to ask: `--identity`, else the one the `serve` running on the data dir serves.
+fn fisk_identity(flag: Option<&str>, data_dir: &Path) -> Result<String, String> {
+    if let Some(identity) = flag {
+        return Ok(identity.to_string());
+    }
+    match crate::serving::Serving::find(data_dir) {
+        Ok(s) => s.nats_identity().map(str::to_string).ok_or_else(|| {
+            "--nats needs --identity NAME (the local serve runs no fisk-ai worker)".to_string()
+        }),
+        Err(none) => Err(format!("--nats needs --identity NAME ({none})")),
+    }
+}
+
+/// Connects to `relay`, trusting the target's CA file if one is given.
+async fn connect(
+    target: &Target,
+    relay: &str,
+) -> Result<(RelayConn, mpsc::Receiver<Incoming>), String> {
     config::install_relay_ca_file(target.relay_ca_file.as_deref())?;
-    client::connect(&target.relay)
-        .await
-        .map_err(|e| e.to_string())
+    client::connect(relay).await.map_err(|e| e.to_string())
 }
 
 fn client_crypto(target: &Target, data_dir: &Path) -> Result<Arc<Crypto>, String> {
@@ -176,10 +220,8 @@ pub(crate) async fn ask(
     data_dir: PathBuf,
 ) -> Result<ExitCode, String> {
     if let Some(nats) = &nats {
-        let identity = args
-            .identity
-            .as_deref()
-            .ok_or("--nats needs --identity NAME")?;
+        let identity = fisk_identity(args.identity.as_deref(), &data_dir)?;
+        let identity = identity.as_str();
         // A fisk-ai ask without --conversation always starts a new conversation: --new has nothing to do.
         return crate::fisk_cli::ask(
             nats,
@@ -191,8 +233,8 @@ pub(crate) async fn ask(
         .await;
     }
     let crypto = client_crypto(&args.target, &data_dir)?;
-    let agent = agent_key(&args.target, &data_dir)?;
-    let (conn, mut incoming) = connect(&args.target).await?;
+    let Reach { relay, agent } = reach(&args.target, &data_dir)?;
+    let (conn, mut incoming) = connect(&args.target, &relay).await?;
     let mut prompt = PromptPayload::new(args.prompt.join(" "));
     prompt.model = args.model.clone();
     prompt.thinking = args.thinking.clone();
@@ -375,17 +417,15 @@ pub(crate) async fn cancel(
     data_dir: PathBuf,
 ) -> Result<ExitCode, String> {
     if let Some(nats) = &nats {
-        let identity = args
-            .identity
-            .as_deref()
-            .ok_or("--nats needs --identity NAME")?;
+        let identity = fisk_identity(args.identity.as_deref(), &data_dir)?;
+        let identity = identity.as_str();
         return crate::fisk_cli::cancel(nats, identity, &args.prompt_id).await;
     }
     let crypto = client_crypto(&args.target, &data_dir)?;
-    let agent = agent_key(&args.target, &data_dir)?;
     let prompt = EventId::from_hex(&args.prompt_id)
         .map_err(|_| format!("{:?} is not an event id", args.prompt_id))?;
-    let (conn, mut incoming) = connect(&args.target).await?;
+    let Reach { relay, agent } = reach(&args.target, &data_dir)?;
+    let (conn, mut incoming) = connect(&args.target, &relay).await?;
     let session = args
         .session
         .clone()
@@ -405,8 +445,8 @@ pub(crate) async fn cancel(
 
 /// Runs `info`.
 pub(crate) async fn info(args: InfoArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
-    let agent = agent_key(&args.target, &data_dir)?;
-    let (conn, mut incoming) = connect(&args.target).await?;
+    let Reach { relay, agent } = reach(&args.target, &data_dir)?;
+    let (conn, mut incoming) = connect(&args.target, &relay).await?;
     match client::info(&conn, &mut incoming, &agent)
         .await
         .map_err(|e| e.to_string())?
@@ -417,11 +457,7 @@ pub(crate) async fn info(args: InfoArgs, data_dir: PathBuf) -> Result<ExitCode, 
             Ok(ExitCode::SUCCESS)
         }
         None => {
-            eprintln!(
-                "agentwire: no ai.info from {} on {}",
-                agent.to_hex(),
-                args.target.relay
-            );
+            eprintln!("agentwire: no ai.info from {} on {}", agent.to_hex(), relay);
             Ok(ExitCode::from(EXIT_AGENT_ERROR))
         }
     }

@@ -26,8 +26,6 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use agentwire_http::settings::{http_listen, HttpListen};
 
-/// The default relay clients talk to.
-pub(crate) const DEFAULT_RELAY_URL: &str = "ws://127.0.0.1:7777";
 /// What the defaults read from the process, read once so that resolution itself is pure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Environment {

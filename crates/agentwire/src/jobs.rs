@@ -4,7 +4,7 @@
 use agentwire_roost::client::Controller;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `jobs` flags.
@@ -80,9 +80,20 @@ enum JobsCommand {
     },
 }
 
-/// Runs `jobs` against `--socket`, else `configured` (the supervisor's socket as `serve` resolves it).
-pub(crate) async fn run(args: JobsArgs, configured: PathBuf) -> Result<ExitCode, String> {
-    let socket = args.socket.unwrap_or(configured);
+/// Runs `jobs` against `--socket`, else the socket of the daemon serving `data_dir`, else `configured` (the
+/// supervisor's socket as `serve` would resolve it); with none, says that no daemon serves the data dir.
+pub(crate) async fn run(
+    args: JobsArgs,
+    data_dir: &Path,
+    configured: PathBuf,
+) -> Result<ExitCode, String> {
+    let serving = crate::serving::Serving::find(data_dir);
+    let socket = match (args.socket, &serving) {
+        (Some(s), _) => s,
+        (None, Ok(s)) => s.roost_socket().unwrap_or(configured),
+        (None, Err(_)) if configured.exists() => configured,
+        (None, Err(none)) => return Err(format!("{none} (or name a socket with --socket)")),
+    };
     let mut c = Controller::connect(&socket)
         .await
         .map_err(|e| e.to_string())?;

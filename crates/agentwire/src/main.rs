@@ -14,6 +14,7 @@ mod jobs;
 mod keys;
 mod logging;
 mod serve;
+mod serving;
 mod show_config;
 mod turns_cli;
 
@@ -146,7 +147,7 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
                 let nats = config::client_nats(&a.nats, &file)?;
                 fisk_cli::discover(a, &nats).await
             }
-            Command::Jobs(a) => jobs::run(a, roost_socket).await,
+            Command::Jobs(a) => jobs::run(a, &data_dir, roost_socket).await,
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
         }

@@ -366,15 +366,13 @@ async fn start(config: Resolved) -> Result<Running, String> {
     println!("{ready}");
     // What this daemon serves, for the client commands on the same data dir (no secret: the token has a
     // file of its own).
-    let serving = data_dir.join(crate::turns_cli::SERVING_FILE);
-    let mut shown = ready.clone();
-    if let Some(o) = shown.as_object_mut() {
-        o.remove("http_token");
-        o.insert("pid".into(), std::process::id().into());
-    }
-    if let Err(e) = std::fs::write(&serving, format!("{shown}\n")) {
-        tracing::warn!(file = %serving.display(), error = %e, "could not write what this daemon serves");
-    }
+    let serving = match crate::serving::Serving::write(&data_dir, &ready) {
+        Ok(path) => path,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not write what this daemon serves; client commands need flags to find it");
+            data_dir.join(crate::serving::SERVING_FILE)
+        }
+    };
     // What an operator needs to reach it, in one line (the ready line on stdout has it all, as JSON).
     tracing::info!(
         agent = %default.name(),

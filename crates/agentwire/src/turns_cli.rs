@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The file `serve` writes its ready line to in the data dir while it runs (no secret in it).
-pub(crate) const SERVING_FILE: &str = "serving.json";
 /// How long a request to the daemon may take: it answers from memory.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Exit code when the watched turn ended in a failure.
@@ -67,26 +65,20 @@ struct Daemon {
 }
 
 fn find(target: &HttpTarget, data_dir: &Path) -> Result<Daemon, String> {
-    let serving = std::fs::read_to_string(data_dir.join(SERVING_FILE))
-        .ok()
-        .and_then(|s| serde_json::from_str::<Value>(&s).ok());
-    let found_in = (target.http.is_none() && serving.is_some()).then(|| data_dir.to_path_buf());
-    let base = match (&target.http, &serving) {
-        (Some(u), _) => u.trim_end_matches('/').to_string(),
-        (None, Some(s)) => match s["http"].as_str() {
-            Some(u) => u.to_string(),
-            None => {
-                return Err(format!(
-                    "the agentwire serving data dir {} runs no HTTP server ([http] listen = \"off\")",
-                    data_dir.display()
-                ))
+    let (base, found_in) = match &target.http {
+        Some(u) => (u.trim_end_matches('/').to_string(), None),
+        None => {
+            let serving = crate::serving::Serving::find(data_dir)
+                .map_err(|none| format!("{none} (or name one with --http)"))?;
+            match serving.http() {
+                Some(u) => (u.to_string(), Some(serving.data_dir().to_path_buf())),
+                None => {
+                    return Err(format!(
+                        "the agentwire serving data dir {} runs no HTTP server ([http] listen = \"off\")",
+                        data_dir.display()
+                    ))
+                }
             }
-        },
-        (None, None) => {
-            return Err(format!(
-                "no agentwire is serving data dir {}; start it with `agentwire serve` (or name one with --http)",
-                data_dir.display()
-            ))
         }
     };
     let token_file = data_dir.join(crate::http_front::TOKEN_FILE);

@@ -546,7 +546,7 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
     let out = cli(&["turns"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("does not answer"), "{err}");
+    assert!(err.contains("stopped without cleaning up"), "{err}");
 
     // Started again: the list goes on where the last run left it (from the journal).
     std::fs::remove_file(dir.path().join("serving.json")).unwrap();
