@@ -31,21 +31,26 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 /// under fisk-ai, no worker running it).
 pub(crate) const EXIT_UNKNOWN_RUN: u8 = 4;
 
+/// The heading of the options only NIP-XX uses.
+const NIPXX: &str = "NIP-XX options";
+/// The heading of the options only fisk-ai uses.
+const FISK: &str = "fisk-ai options (with --nats)";
+
 /// Where and to whom.
 #[derive(Debug, Args)]
 pub(crate) struct Target {
     /// The relay (ws:// or wss://). Default: the relay of the `serve` running on the data dir.
-    #[arg(long, value_parser = config::relay_url)]
+    #[arg(long, help_heading = NIPXX, value_parser = config::relay_url)]
     relay: Option<String>,
     /// A PEM file of CA certificates to trust for a wss:// relay, besides Mozilla's roots.
-    #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
+    #[arg(long, help_heading = NIPXX, env = "AGENTWIRE_RELAY_CA_FILE")]
     relay_ca_file: Option<PathBuf>,
     /// The agent (hex, npub, or the name of an agent the local `serve` runs). Default: the local `serve`'s
     /// `--agent` agent.
-    #[arg(long)]
+    #[arg(long, help_heading = NIPXX)]
     agent: Option<String>,
     /// Your key file (hex secret); default `client.key` in the data dir, created on first use.
-    #[arg(long)]
+    #[arg(long, help_heading = NIPXX)]
     key: Option<PathBuf>,
 }
 
@@ -56,16 +61,16 @@ pub(crate) struct AskArgs {
     target: Target,
     /// The session (`s` tag) to ask in, e.g. one an earlier `ask` printed as `session <tag>`. Default
     /// `sender:<your pubkey>`: every ask from your key is one conversation, its history growing.
-    #[arg(long)]
+    #[arg(long, help_heading = NIPXX)]
     session: Option<String>,
     /// Start a new session (a fresh random tag, printed as `session <tag>` for `--session`).
-    #[arg(long, conflicts_with_all = ["session", "conversation"])]
+    #[arg(long, help_heading = NIPXX, conflicts_with_all = ["session", "conversation"])]
     new: bool,
-    /// Model to ask for.
-    #[arg(long)]
+    /// Model to ask for (one the agent's ai.info lists).
+    #[arg(long, help_heading = NIPXX)]
     model: Option<String>,
-    /// Thinking effort (NIP-XX only).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(agentwire_nostr::nipxx::payload::THINKING_LEVELS))]
+    /// Thinking effort.
+    #[arg(long, help_heading = NIPXX, value_parser = clap::builder::PossibleValuesParser::new(agentwire_nostr::nipxx::payload::THINKING_LEVELS))]
     thinking: Option<String>,
     /// Seconds to wait for the answer (at least 1); then the run is cancelled. (With --nats, time spent
     /// answering the agent's questions does not count.)
@@ -73,17 +78,17 @@ pub(crate) struct AskArgs {
     timeout: u64,
     /// Privacy-first profile: gift-wrap the prompt (NIP-59) and read the wrapped answer. The agent must
     /// announce `supports_nip59`.
-    #[arg(long)]
+    #[arg(long, help_heading = NIPXX)]
     nip59: bool,
     /// fisk-ai: ask a worker on these NATS servers (comma-separated) instead of NIP-XX; `[nats]` in the
     /// config gives credentials and TLS.
-    #[arg(long)]
+    #[arg(long, help_heading = FISK)]
     pub(crate) nats: Option<String>,
     /// fisk-ai: the worker's identity (default: the local serve's).
-    #[arg(long, requires = "nats")]
+    #[arg(long, help_heading = FISK, requires = "nats")]
     identity: Option<String>,
     /// Continue this fisk-ai conversation (the token a previous `ask --nats` printed).
-    #[arg(long, requires = "nats")]
+    #[arg(long, help_heading = FISK, requires = "nats")]
     conversation: Option<String>,
     /// The prompt.
     #[arg(required = true, num_args = 1..)]
@@ -96,19 +101,20 @@ pub(crate) struct CancelArgs {
     #[command(flatten)]
     target: Target,
     /// The session tag the run used.
-    #[arg(long)]
+    #[arg(long, help_heading = NIPXX)]
     session: Option<String>,
     /// Gift-wrap the cancel (NIP-59), for a run that was asked with `--nip59`.
-    #[arg(long)]
+    #[arg(long, help_heading = NIPXX)]
     nip59: bool,
     /// fisk-ai: cancel a run on these NATS servers (comma-separated) instead of NIP-XX; `[nats]` in the
     /// config gives credentials and TLS.
-    #[arg(long)]
+    #[arg(long, help_heading = FISK)]
     pub(crate) nats: Option<String>,
     /// fisk-ai: the worker's identity (default: the local serve's).
-    #[arg(long, requires = "nats")]
+    #[arg(long, help_heading = FISK, requires = "nats")]
     identity: Option<String>,
     /// The run: its prompt event id, or with --nats its request (both printed by `ask` as `run <id>`).
+    #[arg(value_name = "RUN")]
     prompt_id: String,
 }
 

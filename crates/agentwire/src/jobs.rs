@@ -10,8 +10,8 @@ use std::process::ExitCode;
 /// `jobs` flags.
 #[derive(Debug, Args)]
 pub(crate) struct JobsArgs {
-    /// The daemon's socket (default as `serve`'s).
-    #[arg(long, global = true)]
+    /// The roost supervisor's socket (default: the one of the `serve` running on the data dir).
+    #[arg(long = "roost-socket", alias = "socket", global = true)]
     socket: Option<PathBuf>,
     #[command(subcommand)]
     command: JobsCommand,
@@ -20,6 +20,9 @@ pub(crate) struct JobsArgs {
 #[derive(Debug, Subcommand)]
 enum JobsCommand {
     /// Start a job from a profile.
+    #[command(
+        after_help = "Example:\n  agentwire jobs dispatch coder \"fix the failing test\" --name fix-1"
+    )]
     Dispatch {
         /// The profile.
         profile: String,
@@ -33,12 +36,14 @@ enum JobsCommand {
         request_id: Option<String>,
     },
     /// The jobs' rows.
+    #[command(after_help = "Example:\n  agentwire jobs ls")]
     Ls {
         /// As JSON.
         #[arg(long)]
         json: bool,
     },
     /// Reply to a job.
+    #[command(after_help = "Example:\n  agentwire jobs reply fix-1 \"yes, go on\"")]
     Reply {
         /// The job.
         id: String,
@@ -52,21 +57,25 @@ enum JobsCommand {
         request_id: Option<String>,
     },
     /// Stop a job.
+    #[command(after_help = "Example:\n  agentwire jobs stop fix-1")]
     Stop {
         /// The job.
         id: String,
     },
     /// Stop and forget a job.
+    #[command(after_help = "Example:\n  agentwire jobs rm fix-1")]
     Rm {
         /// The job.
         id: String,
     },
     /// Start a job's process again.
+    #[command(after_help = "Example:\n  agentwire jobs respawn fix-1")]
     Respawn {
         /// The job.
         id: String,
     },
     /// What happened across the jobs.
+    #[command(after_help = "Example:\n  agentwire jobs events --after 120 --limit 50")]
     Events {
         /// Only after this cursor.
         #[arg(long)]
@@ -80,7 +89,7 @@ enum JobsCommand {
     },
 }
 
-/// Runs `jobs` against `--socket`, else the socket of the daemon serving `data_dir`, else `configured` (the
+/// Runs `jobs` against `--roost-socket`, else the socket of the daemon serving `data_dir`, else `configured` (the
 /// supervisor's socket as `serve` would resolve it); with none, says that no daemon serves the data dir.
 pub(crate) async fn run(
     args: JobsArgs,
@@ -92,7 +101,7 @@ pub(crate) async fn run(
         (Some(s), _) => s,
         (None, Ok(s)) => s.roost_socket().unwrap_or(configured),
         (None, Err(_)) if configured.exists() => configured,
-        (None, Err(none)) => return Err(format!("{none} (or name a socket with --socket)")),
+        (None, Err(none)) => return Err(format!("{none} (or name a socket with --roost-socket)")),
     };
     let mut c = Controller::connect(&socket)
         .await

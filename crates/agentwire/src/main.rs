@@ -5,6 +5,7 @@
 mod agents;
 mod ask;
 mod ask_deadline;
+mod cli;
 mod config;
 mod data_dir_lock;
 mod fisk_cli;
@@ -18,58 +19,18 @@ mod serving;
 mod show_config;
 mod turns_cli;
 
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use clap::Parser;
+use cli::{Cli, Command};
 use std::process::ExitCode;
-
-/// Puts AI agents on the wire.
-#[derive(Debug, Parser)]
-#[command(name = "agentwire", version, about)]
-struct Cli {
-    /// A TOML config file; flags override its keys.
-    #[arg(long, global = true, env = "AGENTWIRE_CONFIG")]
-    config: Option<PathBuf>,
-    /// The data directory (keys, journal, relay events). Default: $XDG_DATA_HOME/agentwire.
-    #[arg(long, global = true, env = "AGENTWIRE_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// Log filter for stderr: a level (`info`, `debug`) or `target=level` pairs (`info,agentwire=debug`).
-    /// Default: RUST_LOG, else `[log] filter`, else `info`.
-    #[arg(long, global = true)]
-    log: Option<String>,
-    /// Log lines as `text` for a person or `json` (one object a line) for a log collector. Default:
-    /// `[log] format`, else text.
-    #[arg(long, global = true, value_enum)]
-    log_format: Option<logging::LogFormat>,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the daemon: the embedded relay and the agent behind NIP-XX.
-    Serve(config::ServeFlags),
-    /// Print the configuration `serve` would run with (flags over --config over defaults), as TOML.
-    Config(show_config::ConfigArgs),
-    /// Prompt an agent over NIP-XX and stream the answer.
-    Ask(ask::AskArgs),
-    /// Cancel a run you started, and say what became of it.
-    Cancel(ask::CancelArgs),
-    /// Print an agent's ai.info.
-    Info(ask::InfoArgs),
-    /// Read a fisk-ai conversation back (`request.read`).
-    Read(fisk_cli::ReadArgs),
-    /// Ask a fisk-ai worker what it is (its agent card).
-    Discover(fisk_cli::DiscoverArgs),
-    /// Control the roost supervisor's jobs.
-    Jobs(jobs::JobsArgs),
-    /// List the daemon's recent turns, of every agent and front (the turn API).
-    Turns(turns_cli::TurnsArgs),
-    /// Follow one turn as `ask` shows it, or every turn's events (the turn API).
-    Watch(turns_cli::WatchArgs),
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Generated from the definitions alone: no config, log or runtime.
+    match &cli.command {
+        Command::Completions { shell } => return cli::completions(*shell),
+        Command::Man { dir } => return cli::man(dir.as_deref()).unwrap_or_else(|e| fail(&e)),
+        _ => {}
+    }
     // The file first: its `[log]` section shapes the log, and a file that cannot be read is said plainly.
     let file = match &cli.config {
         Some(p) => match config::load(p) {
@@ -150,6 +111,7 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
             Command::Jobs(a) => jobs::run(a, &data_dir, roost_socket).await,
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
+            Command::Completions { .. } | Command::Man { .. } => Ok(ExitCode::SUCCESS),
         }
     })
 }

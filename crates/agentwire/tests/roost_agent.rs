@@ -95,7 +95,7 @@ async fn nipxx_prompts_are_served_by_a_roost_job_one_job_per_session() {
     // One job served the whole session.
     let socket = d.ready["roost_socket"].as_str().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["jobs", "--socket", socket, "ls", "--json"])
+        .args(["jobs", "--roost-socket", socket, "ls", "--json"])
         .output()
         .unwrap();
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 fn jobs(socket: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["jobs", "--socket", socket])
+        .args(["jobs", "--roost-socket", socket])
         .args(args)
         .output()
         .expect("agentwire runs")

@@ -22,7 +22,8 @@ pub(crate) struct ServeFlags {
     /// A PEM file of CA certificates to trust for wss:// relays, besides Mozilla's roots.
     #[arg(long, env = "AGENTWIRE_RELAY_CA_FILE")]
     pub(crate) relay_ca_file: Option<PathBuf>,
-    /// The agent to serve (`demo`).
+    /// The agent to serve: `demo` (the default), the name of an `[agents.<name>]` entry in the config, or
+    /// `roost:<profile>` (a roost job of that profile per conversation).
     #[arg(long)]
     pub(crate) agent: Option<String>,
     /// Only these senders may prompt (hex or npub; repeatable).

@@ -1,0 +1,138 @@
+//! The command line's shape: the global options, every subcommand with its help and one example, and what
+//! is generated from the same definitions (`completions <shell>`, `man`).
+
+use crate::{ask, config, fisk_cli, jobs, logging, show_config, turns_cli};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The heading the options every command takes are shown under, once, after the command's own.
+const GLOBAL: &str = "Global options";
+
+/// Puts AI agents on the wire.
+#[derive(Debug, Parser)]
+#[command(name = "agentwire", version, about)]
+pub(crate) struct Cli {
+    /// A TOML config file; flags override its keys.
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTWIRE_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// The data directory (keys, journal, relay events). Default: $XDG_DATA_HOME/agentwire.
+    #[arg(long, global = true, help_heading = GLOBAL, env = "AGENTWIRE_DATA_DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Log filter for stderr: a level (`info`, `debug`) or `target=level` pairs (`info,agentwire=debug`).
+    /// Default: RUST_LOG, else `[log] filter`, else `info`.
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub(crate) log: Option<String>,
+    /// Log lines as `text` for a person or `json` (one object a line) for a log collector. Default:
+    /// `[log] format`, else text.
+    #[arg(long, global = true, help_heading = GLOBAL, value_enum)]
+    pub(crate) log_format: Option<logging::LogFormat>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the daemon: the embedded relay, the agents behind every front (NIP-XX, fisk-ai with --nats, task
+    /// cards with [tasks], roost), the roost supervisor and the HTTP server.
+    #[command(after_help = "Example:\n  agentwire serve --agent local --config agentwire.toml")]
+    Serve(config::ServeFlags),
+    /// Print the configuration `serve` would run with (flags over --config over defaults), as TOML.
+    #[command(after_help = "Example:\n  agentwire --config agentwire.toml config --agent local")]
+    Config(show_config::ConfigArgs),
+    /// Prompt an agent and stream the answer: over NIP-XX, or over fisk-ai with --nats.
+    #[command(
+        after_help = "Examples:\n  agentwire ask \"what is 6*7?\"\n  agentwire ask --nats nats://127.0.0.1:4222 \"what is 6*7?\""
+    )]
+    Ask(ask::AskArgs),
+    /// Cancel a run you started, and say what became of it.
+    #[command(
+        after_help = "Example (the id `ask` printed as `run <id>`):\n  agentwire cancel 5c1f…e2"
+    )]
+    Cancel(ask::CancelArgs),
+    /// Print an agent's ai.info (NIP-XX).
+    #[command(after_help = "Example:\n  agentwire info --agent shout")]
+    Info(ask::InfoArgs),
+    /// Read a fisk-ai conversation back (`request.read`).
+    #[command(
+        after_help = "Example (the token `ask --nats` printed):\n  agentwire read --nats nats://127.0.0.1:4222 --identity demo <token>"
+    )]
+    Read(fisk_cli::ReadArgs),
+    /// Ask a fisk-ai worker what it is (its agent card).
+    #[command(after_help = "Example:\n  agentwire discover --nats nats://127.0.0.1:4222 demo")]
+    Discover(fisk_cli::DiscoverArgs),
+    /// Control the roost supervisor's jobs.
+    #[command(
+        after_help = "Example:\n  agentwire jobs dispatch coder \"fix the failing test\" --name fix-1"
+    )]
+    Jobs(jobs::JobsArgs),
+    /// List the daemon's recent turns, of every agent and front (the turn API).
+    #[command(after_help = "Example:\n  agentwire turns --protocol fisk --state running")]
+    Turns(turns_cli::TurnsArgs),
+    /// Follow one turn as `ask` shows it, or every turn's events (the turn API).
+    #[command(after_help = "Example (an id `turns` listed):\n  agentwire watch nipxx:5c1f…e2")]
+    Watch(turns_cli::WatchArgs),
+    /// Print a shell's completion script for agentwire.
+    #[command(
+        after_help = "Example (bash):\n  agentwire completions bash > ~/.local/share/bash-completion/completions/agentwire"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print agentwire's man page (roff), or write a page per command, from the same definitions as this help.
+    #[command(
+        after_help = "Examples:\n  agentwire man > agentwire.1 && man ./agentwire.1\n  agentwire man --dir /usr/local/share/man/man1"
+    )]
+    Man {
+        /// Write agentwire.1 and a page per command (agentwire-ask.1, …) into this directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// Writes the completion script for `shell` to stdout.
+pub(crate) fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut command = Cli::command();
+    clap_complete::generate(shell, &mut command, "agentwire", &mut std::io::stdout());
+    ExitCode::SUCCESS
+}
+
+/// Writes the man pages: `agentwire.1` to stdout, or with `dir`, it and a page per command
+/// (`agentwire-ask.1`, …) into that directory, as `man agentwire-ask` finds them.
+pub(crate) fn man(dir: Option<&std::path::Path>) -> Result<ExitCode, String> {
+    let mut command = Cli::command();
+    command.build();
+    let page = |cmd: clap::Command| -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .map_err(|e| format!("cannot render the man page: {e}"))?;
+        Ok(out)
+    };
+    let Some(dir) = dir else {
+        std::io::Write::write_all(&mut std::io::stdout(), &page(command)?)
+            .map_err(|e| format!("cannot write the man page: {e}"))?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let write = |name: &str, bytes: Vec<u8>| {
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    for sub in command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+    {
+        let name = format!("agentwire-{}", sub.get_name());
+        write(
+            &name,
+            page(
+                sub.clone()
+                    .display_name(&name)
+                    .bin_name(name.replace('-', " ")),
+            )?,
+        )?;
+    }
+    write("agentwire", page(command)?)?;
+    Ok(ExitCode::SUCCESS)
+}
