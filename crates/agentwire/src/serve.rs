@@ -283,6 +283,30 @@ async fn start(config: Resolved) -> Result<Running, String> {
             .collect();
     let mut hosted_names: Vec<String> = hosted.keys().cloned().collect();
     hosted_names.sort();
+    // What `jobs profiles` lists: each profile's program (not its arguments, which may carry a secret) and
+    // every engine agent a job can be dispatched to.
+    let mut profile_list: Vec<serde_json::Value> = roost
+        .profiles
+        .iter()
+        .map(|(name, p)| {
+            let program = p.command.first().map(|c| {
+                Path::new(c)
+                    .file_name()
+                    .map_or(c.clone(), |f| f.to_string_lossy().into_owned())
+            });
+            serde_json::json!({
+                "name": name, "kind": "process", "program": program,
+                "task": match p.task { agentwire_roost::profile::TaskMode::Type => "type", agentwire_roost::profile::TaskMode::Argv => "argv" },
+                "protocol": p.protocol,
+            })
+        })
+        .chain(
+            hosted_names
+                .iter()
+                .map(|name| serde_json::json!({ "name": name, "kind": "agent" })),
+        )
+        .collect();
+    profile_list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
         data_dir: data_dir.join("roost"),
@@ -349,6 +373,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         "data_dir": data_dir,
         "roost_socket": roost_socket,
         "roost_profiles": hosted_names,
+        "profiles": profile_list,
     });
     if let Some(t) = &tasks {
         ready["tasks"] = serde_json::json!({ "watch": t.watch, "home": t.home });

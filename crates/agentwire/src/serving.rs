@@ -92,6 +92,14 @@ impl Serving {
         self.ready["roost_socket"].as_str().map(PathBuf::from)
     }
 
+    /// The roost profiles a job can be dispatched from, and the engine agents (as the ready line lists them).
+    pub(crate) fn profiles(&self) -> Vec<Value> {
+        self.ready["profiles"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The fisk-ai identity of the `--agent` agent, when it serves fisk-ai.
     pub(crate) fn nats_identity(&self) -> Option<&str> {
         self.ready["nats"]["identity"].as_str()

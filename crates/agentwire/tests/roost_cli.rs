@@ -1,16 +1,38 @@
-//! `agentwire serve`'s roost supervisor driven with `agentwire jobs`, as a user does.
+//! `agentwire serve`'s roost supervisor driven with `agentwire jobs`, as a user does: `--json` for a
+//! program, and for a person tables, a blocked job's question, replies checked against it, names for ids,
+//! `follow`, `profiles` and `log`.
 
 mod common;
 
 use common::Daemon;
-use std::process::{Command, Output};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
+/// `agentwire jobs --json --roost-socket SOCKET ARGS...`: the daemon's answers as JSON.
 fn jobs(socket: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["jobs", "--roost-socket", socket])
+        .args(["jobs", "--json", "--roost-socket", socket])
         .args(args)
         .output()
         .expect("agentwire runs")
+}
+
+/// `agentwire --data-dir DIR jobs ARGS...`, as a person types it: the daemon found through the data dir.
+fn people(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("jobs")
+        .args(args)
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("agentwire runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -158,4 +180,158 @@ fn nothing_acknowledged_is_lost_when_the_daemon_is_killed() {
         id.as_str()
     );
     json(&jobs(s, &["rm", &id]));
+}
+
+/// A roost agent on the Python client (sdk/python) that asks which branch to take, says what it chose on
+/// its output, and is done.
+const ASKER: &str = r#"
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+from roost_agent import RoostAgent
+done = threading.Event()
+def on_reply(r):
+    print("chose", r.text, flush=True)
+    agent.report("done", summary="took " + r.text)
+    done.set()
+agent = RoostAgent.from_env("asker", version="1", on_reply=on_reply)
+print("starting", flush=True)
+agent.report("blocked", summary="at the fork", question="Which branch?", choices=["main", "dev"],
+             waiting_for="question")
+done.wait(60)
+agent.close()
+"#;
+
+#[test]
+fn a_person_reads_tables_answers_the_question_by_name_and_follows_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("asker.py");
+    std::fs::write(&agent, ASKER).unwrap();
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
+    let cfg = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[roost.profiles.asker]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
+            agent.display(),
+            sdk.display()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let _d = Daemon::start(&data, &["--config", cfg.to_str().unwrap()]);
+
+    let out = people(&data, &["profiles"]);
+    let listed = text(&out.stdout);
+    assert!(listed.starts_with("PROFILE"), "{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("asker") && l.contains("roost agent") && l.contains("python3")),
+        "{listed}"
+    );
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("demo") && l.contains("engine agent")),
+        "{listed}"
+    );
+
+    let out = people(&data, &["dispatch", "asker", "--name", "fork"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("started fork ("),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // The table: a header, the row, and under it what the job asks.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let table = loop {
+        let t = text(&people(&data, &["ls"]).stdout);
+        if t.contains("asks: Which branch?") {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "the job never asked:\n{t}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("STATE"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("fork")
+            && lines[1].contains("blocked")
+            && lines[1].contains("at the fork"),
+        "{table}"
+    );
+    assert_eq!(
+        &lines[2..5],
+        ["    asks: Which branch?", "      1. main", "      2. dev"]
+    );
+
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["jobs", "follow", "fork"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // A reply that answers nothing the job asks is refused, saying what fits.
+    let out = people(&data, &["reply", "fork", "maybe"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("Which branch?") && err.contains("main | dev"),
+        "{err}"
+    );
+    // By its number, by the job's name.
+    let out = people(&data, &["reply", "fork", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "fork: reply 1 saved");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let code = loop {
+        if let Some(status) = follow.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "follow did not end with the job");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut followed = String::new();
+    follow
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut followed)
+        .unwrap();
+    assert_eq!(code, Some(0), "{followed}");
+    for said in [
+        "[blocked] at the fork",
+        "asks: Which branch?",
+        "  2. dev",
+        "chose dev",
+        "[done] took dev",
+    ] {
+        assert!(followed.contains(said), "{said:?} in:\n{followed}");
+    }
+
+    let log = text(&people(&data, &["log", "fork"]).stdout);
+    assert!(
+        log.contains("starting") && log.contains("chose dev"),
+        "{log}"
+    );
+    let events = text(&people(&data, &["events", "--job", "fork"]).stdout);
+    assert!(
+        events.starts_with("SEQ") && events.contains(" fork "),
+        "{events}"
+    );
+    let out = people(&data, &["stop", "nobody"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no job has the id or name \"nobody\""));
+    let rows: serde_json::Value =
+        serde_json::from_slice(&people(&data, &["ls", "--json"]).stdout).unwrap();
+    assert_eq!(rows["rows"][0]["name"], "fork");
 }
