@@ -13,6 +13,7 @@ mod input;
 mod outcome;
 mod question;
 mod redact;
+mod tool_line;
 mod turnbook;
 
 pub use event::{StatusState, TurnEvent};
@@ -26,6 +27,7 @@ pub use question::{
     Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
 };
 pub use redact::{redact_secrets, redact_userinfo};
+pub use tool_line::{arguments_summary, tool_line, MAX_ARGUMENTS_SUMMARY_CHARS};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,

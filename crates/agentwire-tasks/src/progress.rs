@@ -44,7 +44,7 @@ impl Progress {
             }
             TurnEvent::ToolCall {
                 name, arguments, ..
-            } => self.tool = Some(clip(&format!("{name} {arguments}"))),
+            } => self.tool = Some(clip(&agentwire_core::tool_line(name, arguments))),
             TurnEvent::ToolResult { name, success, .. } => {
                 let how = if *success { "done" } else { "failed" };
                 self.tool = Some(clip(&format!("{name} {how}")));

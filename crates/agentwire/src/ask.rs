@@ -296,7 +296,7 @@ pub(crate) async fn ask(
                 t.output
                     .as_ref()
                     .or(t.arguments.as_ref())
-                    .map(|v| format!(" {v}"))
+                    .map(|v| format!(" {}", agentwire_core::arguments_summary(v)))
                     .unwrap_or_default()
             ),
             Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),

@@ -115,7 +115,7 @@ pub(crate) async fn ask(
                     eprintln!(
                         "[tool {} start {}]",
                         m.json["block"]["name"].as_str().unwrap_or("?"),
-                        m.json["block"]["input"]
+                        agentwire_core::arguments_summary(&m.json["block"]["input"])
                     )
                 }
                 "event.tool_result" => eprintln!(

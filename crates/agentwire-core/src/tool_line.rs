@@ -1,0 +1,76 @@
+//! A tool call as a person reads it in a progress line: the tool's name and a short summary of its
+//! arguments (`shell ls -la`, `search query=rust, limit=5`), never a JSON dump.
+
+use serde_json::Value;
+
+/// The longest argument summary, in characters: a progress line is one line on a card or a terminal.
+pub const MAX_ARGUMENTS_SUMMARY_CHARS: usize = 80;
+
+/// `name` and a summary of `arguments`: an object's one value alone (`calculator 6*7`), else its
+/// `key=value` pairs; strings unquoted, nested values as `{…}` and `[…]`, cut to
+/// [`MAX_ARGUMENTS_SUMMARY_CHARS`] with `…`.
+pub fn tool_line(name: &str, arguments: &Value) -> String {
+    let summary = arguments_summary(arguments);
+    match summary.is_empty() {
+        true => name.to_string(),
+        false => format!("{name} {summary}"),
+    }
+}
+
+/// A summary of a tool's arguments, as [`tool_line`] shows them.
+pub fn arguments_summary(arguments: &Value) -> String {
+    let summary = match arguments {
+        Value::Object(map) if map.len() == 1 => map.values().map(scalar).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k}={}", scalar(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Null => String::new(),
+        other => scalar(other),
+    };
+    let one_line: String = summary
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match one_line.chars().count() > MAX_ARGUMENTS_SUMMARY_CHARS {
+        true => one_line
+            .chars()
+            .take(MAX_ARGUMENTS_SUMMARY_CHARS - 1)
+            .chain(['…'])
+            .collect(),
+        false => one_line,
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(m) if m.is_empty() => "{}".into(),
+        Value::Object(_) => "{…}".into(),
+        Value::Array(a) if a.is_empty() => "[]".into(),
+        Value::Array(_) => "[…]".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_call_reads_as_its_name_and_its_arguments_in_short() {
+        assert_eq!(tool_line("calculator", &json!({"expression": "6*7"})), "calculator 6*7");
+        assert_eq!(
+            tool_line("search", &json!({"query": "rust", "limit": 5, "filters": {"a": 1}})),
+            "search filters={…}, limit=5, query=rust"
+        );
+        assert_eq!(tool_line("clock", &json!({})), "clock");
+        assert_eq!(tool_line("clock", &Value::Null), "clock");
+        let long = tool_line("shell", &json!({"command": "x".repeat(500)}));
+        assert_eq!(long.chars().count(), "shell ".len() + MAX_ARGUMENTS_SUMMARY_CHARS);
+        assert!(long.ends_with('…'));
+        assert_eq!(tool_line("shell", &json!({"command": "ls\n-la"})), "shell ls -la");
+    }
+}
