@@ -11,6 +11,9 @@ use nostr::event::{Event, EventId, Kind};
 use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 
+mod reply;
+pub use reply::{answer_content, answer_tags};
+
 /// The spec's limit on options per question.
 pub const MAX_OPTIONS: usize = 12;
 /// The spec's bounds on an option id, in characters.
