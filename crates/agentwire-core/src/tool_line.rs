@@ -61,16 +61,28 @@ mod tests {
 
     #[test]
     fn a_tool_call_reads_as_its_name_and_its_arguments_in_short() {
-        assert_eq!(tool_line("calculator", &json!({"expression": "6*7"})), "calculator 6*7");
         assert_eq!(
-            tool_line("search", &json!({"query": "rust", "limit": 5, "filters": {"a": 1}})),
+            tool_line("calculator", &json!({"expression": "6*7"})),
+            "calculator 6*7"
+        );
+        assert_eq!(
+            tool_line(
+                "search",
+                &json!({"query": "rust", "limit": 5, "filters": {"a": 1}})
+            ),
             "search filters={…}, limit=5, query=rust"
         );
         assert_eq!(tool_line("clock", &json!({})), "clock");
         assert_eq!(tool_line("clock", &Value::Null), "clock");
         let long = tool_line("shell", &json!({"command": "x".repeat(500)}));
-        assert_eq!(long.chars().count(), "shell ".len() + MAX_ARGUMENTS_SUMMARY_CHARS);
+        assert_eq!(
+            long.chars().count(),
+            "shell ".len() + MAX_ARGUMENTS_SUMMARY_CHARS
+        );
         assert!(long.ends_with('…'));
-        assert_eq!(tool_line("shell", &json!({"command": "ls\n-la"})), "shell ls -la");
+        assert_eq!(
+            tool_line("shell", &json!({"command": "ls\n-la"})),
+            "shell ls -la"
+        );
     }
 }

@@ -123,23 +123,44 @@ mod tests {
         let (agent, person) = (Keys::generate(), Keys::generate());
         let single = card(&agent, &person, "single", false);
         for typed in ["stop", "Stop here", "2", " STOP HERE "] {
-            assert_eq!(settle(&single, &person, typed).unwrap().choices, ["stop"], "{typed}");
+            assert_eq!(
+                settle(&single, &person, typed).unwrap().choices,
+                ["stop"],
+                "{typed}"
+            );
         }
         let e = settle(&single, &person, "maybe").unwrap_err();
-        assert!(e.contains("1 continue (Continue playing), 2 stop (Stop here)"), "{e}");
+        assert!(
+            e.contains("1 continue (Continue playing), 2 stop (Stop here)"),
+            "{e}"
+        );
         assert!(settle(&single, &person, "1,2").is_err());
 
         let multiple = card(&agent, &person, "multiple", false);
-        assert_eq!(settle(&multiple, &person, "1, stop").unwrap().choices, ["continue", "stop"]);
-        assert!(settle(&multiple, &person, "1, 1").unwrap_err().contains("twice"));
+        assert_eq!(
+            settle(&multiple, &person, "1, stop").unwrap().choices,
+            ["continue", "stop"]
+        );
+        assert!(settle(&multiple, &person, "1, 1")
+            .unwrap_err()
+            .contains("twice"));
 
         let text = card(&agent, &person, "text", false);
-        assert_eq!(settle(&text, &person, "why not").unwrap().text.as_deref(), Some("why not"));
+        assert_eq!(
+            settle(&text, &person, "why not").unwrap().text.as_deref(),
+            Some("why not")
+        );
         assert!(settle(&text, &person, "  ").is_err());
 
         let freeform = card(&agent, &person, "single", true);
         let s = settle(&freeform, &person, "after lunch").unwrap();
-        assert_eq!((s.choices.len(), s.text.as_deref()), (0, Some("after lunch")));
-        assert_eq!(settle(&freeform, &person, "continue").unwrap().choices, ["continue"]);
+        assert_eq!(
+            (s.choices.len(), s.text.as_deref()),
+            (0, Some("after lunch"))
+        );
+        assert_eq!(
+            settle(&freeform, &person, "continue").unwrap().choices,
+            ["continue"]
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The command line's shape: the global options, every subcommand with its help and one example, and what
 //! is generated from the same definitions (`completions <shell>`, `man`).
 
-use crate::{ask, config, fisk_cli, jobs, logging, show_config, turns_cli};
+use crate::{ask, config, fisk_cli, jobs, logging, rooms, show_config, turns_cli};
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +72,25 @@ pub(crate) enum Command {
     /// Follow one turn as `ask` shows it, or every turn's events (the turn API).
     #[command(after_help = "Example (an id `turns` listed):\n  agentwire watch nipxx:5c1f…e2")]
     Watch(turns_cli::WatchArgs),
+    /// Your client key (npub and hex), to put in a room's `members` or `[tasks] allowed`.
+    #[command(after_help = "Example:\n  agentwire whoami")]
+    Whoami(rooms::WhoamiArgs),
+    /// The relay's rooms, and NIP-29 moderation for its admins (create a room, add members).
+    #[command(
+        after_help = "Example:\n  agentwire room create lab --closed && agentwire room add-member lab npub1…"
+    )]
+    Room(rooms::RoomArgs),
+    /// Give the agent a task card in a room and follow it to its end, answering its questions here.
+    #[command(
+        after_help = "Example:\n  agentwire task --room lab \"summarise yesterday's build failures\""
+    )]
+    Task(rooms::TaskArgs),
+    /// A room's open question cards and running tasks.
+    #[command(after_help = "Example:\n  agentwire cards --room lab")]
+    Cards(rooms::CardsArgs),
+    /// Answer a question card (an option's number, id or label, or text).
+    #[command(after_help = "Example (a card `cards` listed):\n  agentwire answer 3f9a…c1 2")]
+    Answer(rooms::AnswerArgs),
     /// Print a shell's completion script for agentwire.
     #[command(
         after_help = "Example (bash):\n  agentwire completions bash > ~/.local/share/bash-completion/completions/agentwire"

@@ -33,7 +33,7 @@ impl Person {
     }
 
     /// Prints `prompt` and reads a line; `None` at end of input.
-    async fn read_line(&self, prompt: &str) -> Option<String> {
+    pub(crate) async fn read_line(&self, prompt: &str) -> Option<String> {
         if let Some(tx) = self.unstarted.lock().ok().and_then(|mut u| u.take()) {
             // A plain thread, not the runtime's blocking pool: the runtime waits for its pool when it shuts
             // down, and a read nobody wants any more would hold the process open.

@@ -14,9 +14,11 @@ mod http_front;
 mod jobs;
 mod keys;
 mod logging;
+mod rooms;
 mod serve;
 mod serving;
 mod show_config;
+mod tabular;
 mod turns_cli;
 
 use clap::Parser;
@@ -111,6 +113,11 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
             Command::Jobs(a) => jobs::run(a, &data_dir, roost_socket).await,
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
+            Command::Whoami(a) => rooms::whoami(a, &data_dir),
+            Command::Room(a) => rooms::room(a, &data_dir).await,
+            Command::Task(a) => rooms::task(a, &data_dir).await,
+            Command::Cards(a) => rooms::cards(a, &data_dir).await,
+            Command::Answer(a) => rooms::answer(a, &data_dir).await,
             Command::Completions { .. } | Command::Man { .. } => Ok(ExitCode::SUCCESS),
         }
     })

@@ -376,7 +376,10 @@ async fn start(config: Resolved) -> Result<Running, String> {
         "profiles": profile_list,
     });
     if let Some(t) = &tasks {
-        ready["tasks"] = serde_json::json!({ "watch": t.watch, "home": t.home });
+        // Who may post tasks (public keys, no secret): `agentwire task` says so when its key is not one.
+        let allowed: Vec<String> = t.allowed.iter().map(|k| k.to_hex()).collect();
+        ready["tasks"] =
+            serde_json::json!({ "watch": t.watch, "home": t.home, "allowed": allowed });
     }
     if let Some(w) = default.worker() {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });

@@ -100,6 +100,21 @@ impl Serving {
             .unwrap_or_default()
     }
 
+    /// The rooms the task-card adapter watches and who may post tasks (hex keys), when it runs.
+    pub(crate) fn tasks(&self) -> Option<(Vec<String>, Vec<String>)> {
+        let t = self.ready.get("tasks")?;
+        let list = |k: &str| -> Vec<String> {
+            t[k].as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Some((list("watch"), list("allowed")))
+    }
+
     /// The fisk-ai identity of the `--agent` agent, when it serves fisk-ai.
     pub(crate) fn nats_identity(&self) -> Option<&str> {
         self.ready["nats"]["identity"].as_str()

@@ -3,47 +3,10 @@
 
 use serde_json::Value;
 
+use crate::tabular::{cell, columns};
+
 /// The widest a summary or a question is shown in a table (the whole is in `--json`).
 const MAX_CELL_CHARS: usize = 60;
-
-/// `text` cut to `max` characters, with `…` when cut, on one line.
-fn cell(text: &str, max: usize) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match one_line.chars().count() > max {
-        true => one_line.chars().take(max - 1).chain(['…']).collect(),
-        false => one_line,
-    }
-}
-
-/// Lays `rows` out in columns under `header`, two spaces apart; the last column is not padded.
-pub(crate) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let last = cells.len().saturating_sub(1);
-        let mut out = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            out.push_str(c);
-            if i < last {
-                let pad = widths[i] - c.chars().count() + 2;
-                out.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.trim_end().to_string() + "\n"
-    };
-    let mut out = line(header.to_vec());
-    for r in rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out
-}
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
@@ -263,13 +226,5 @@ mod tests {
         assert_eq!(reply_text(&row, "/stop").unwrap(), "/stop");
         let working = json!({"state": "working", "question": null});
         assert_eq!(reply_text(&working, "anything").unwrap(), "anything");
-    }
-
-    #[test]
-    fn a_long_summary_is_cut_on_one_line() {
-        let long = "a\nb".repeat(100);
-        let c = cell(&long, 10);
-        assert_eq!(c.chars().count(), 10);
-        assert!(c.ends_with('…') && !c.contains('\n'));
     }
 }

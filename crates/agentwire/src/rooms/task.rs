@@ -1,0 +1,286 @@
+//! `agentwire task "<text>" --room R`: posts a task card (43001) to the agent serving the room, follows its
+//! card to the end (accepted, progress, the result's full text or the error), answers the agent's question
+//! cards at the terminal, and exits by the outcome. A task nobody takes is said so, with the reason when
+//! the local serve's settings tell it.
+
+use super::cards::{card_of, send_answer, shown};
+use super::{RelayTarget, Session};
+use crate::ask_deadline::AskDeadline;
+use crate::fisk_questions::Person;
+use agentwire_nostr::relay_conn::Incoming;
+use agentwire_tasks::card::{
+    TASK_ACCEPTED, TASK_CANCEL, TASK_ERROR, TASK_PROGRESS, TASK_REQUEST, TASK_RESULT,
+};
+use agentwire_tinyagent::ROOM_MESSAGE;
+use clap::Args;
+use nostr::prelude::{
+    Event, EventBuilder, EventId, Filter, PublicKey, SingleLetterTag, Tag, Timestamp,
+};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How long a task may wait for its 43002 before `task` says nobody has taken it. The adapter accepts a
+/// task when its turn begins, at once unless the agent is busy with others.
+const ACCEPT_WAIT: Duration = Duration::from_secs(10);
+/// Exit code when the task ended in an error (43006).
+const EXIT_FAILED: u8 = 2;
+/// Exit code when no end came within `--timeout` (the task is cancelled).
+const EXIT_TIMEOUT: u8 = 3;
+/// Exit code when no agent took the task and the local serve's settings say why.
+const EXIT_NOT_TAKEN: u8 = 4;
+/// Exit code after Ctrl-C (128 + SIGINT); the task is cancelled (43005).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// `task` flags.
+#[derive(Debug, Args)]
+pub(crate) struct TaskArgs {
+    #[command(flatten)]
+    target: RelayTarget,
+    /// The room to post it in.
+    #[arg(long)]
+    room: String,
+    /// The agent to give it to (hex or npub). Default: the local serve's agent.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Seconds to wait for the task's end (at least 1); then it is cancelled. Time spent answering the
+    /// agent's questions does not count.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// The task.
+    #[arg(required = true, num_args = 1..)]
+    text: Vec<String>,
+}
+
+fn tag(parts: &[&str]) -> Result<Tag, String> {
+    Tag::parse(parts.iter().copied()).map_err(|e| format!("a tag {parts:?}: {e}"))
+}
+
+/// Why nobody took the task, when the local serve's settings say: it does not watch the room, or does not
+/// take tasks from this key.
+fn why_not_taken(s: &Session, agent: &PublicKey, room: &str, me: &PublicKey) -> Option<String> {
+    let serving = s.serving.as_ref()?;
+    if serving.agent_pubkey() != Some(agent.to_hex().as_str()) {
+        return None;
+    }
+    let Some((watch, allowed)) = serving.tasks() else {
+        return Some(
+            "the local agentwire takes no task cards ([tasks] watch names no room)".into(),
+        );
+    };
+    if !watch.iter().any(|w| w == room) {
+        return Some(format!(
+            "the local agentwire does not watch room {room} ([tasks] watch: {})",
+            watch.join(", ")
+        ));
+    }
+    if !allowed.contains(&me.to_hex()) {
+        return Some(format!(
+            "the local agentwire takes tasks only from [tasks] allowed, and your key {} is not there (`agentwire whoami`)",
+            crate::keys::npub(me)
+        ));
+    }
+    None
+}
+
+/// `agentwire task`.
+pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, String> {
+    if !agentwire_tinyagent::valid_room_id(&args.room) {
+        return Err(format!("{:?} is not a room id", args.room));
+    }
+    let mut s = Session::open(&args.target, data_dir).await?;
+    let agent = match (
+        &args.agent,
+        s.serving.as_ref().and_then(|v| v.agent_pubkey()),
+    ) {
+        (Some(a), _) => crate::keys::parse_public_key(a)?,
+        (None, Some(hex)) => crate::keys::parse_public_key(hex)?,
+        (None, None) => return Err("no --agent given and the local serve names none".into()),
+    };
+    let me = s.crypto.public_key();
+    let room = args.room.clone();
+    let text = args.text.join(" ");
+
+    let h = SingleLetterTag::from_char('h').map_err(|e| e.to_string())?;
+    let since = Timestamp::from(Timestamp::now().as_secs().saturating_sub(5));
+    let request = s
+        .publish(
+            EventBuilder::new(TASK_REQUEST, text)
+                .tags([tag(&["p", &agent.to_hex()])?, tag(&["h", &room])?]),
+        )
+        .await
+        .map_err(|e| format!("the task was not posted: {e}"))?;
+    eprintln!("task {}", request.id.to_hex());
+    // The task's card, and the agent's questions to this key in the room.
+    s.conn.subscribe(
+        "card",
+        vec![Filter::new()
+            .kinds([TASK_ACCEPTED, TASK_PROGRESS, TASK_RESULT, TASK_ERROR])
+            .event(request.id)
+            .author(agent)],
+    );
+    s.conn.subscribe(
+        "asks",
+        vec![Filter::new()
+            .kind(ROOM_MESSAGE)
+            .author(agent)
+            .pubkey(me)
+            .custom_tag(h, room.clone())
+            .since(since)],
+    );
+
+    let deadline = AskDeadline::new(Duration::from_secs(args.timeout));
+    let person = Person::new(deadline.clone());
+    let mut accepted = false;
+    let mut told_waiting = false;
+    let accept_by = tokio::time::sleep(ACCEPT_WAIT);
+    tokio::pin!(accept_by);
+    let mut answered: std::collections::HashSet<EventId> = Default::default();
+    loop {
+        let incoming = tokio::select! {
+            m = s.rx.recv() => m,
+            _ = &mut accept_by, if !accepted && !told_waiting => {
+                told_waiting = true;
+                match why_not_taken(&s, &agent, &room, &me) {
+                    Some(why) => {
+                        eprintln!("agentwire: nobody took the task within {} s: {why}", ACCEPT_WAIT.as_secs());
+                        cancel(&s, &request, &agent, &room).await;
+                        return Ok(ExitCode::from(EXIT_NOT_TAKEN));
+                    }
+                    None => eprintln!(
+                        "[not accepted within {} s: the agent may be busy with other tasks, or nobody watches {room}; still waiting]",
+                        ACCEPT_WAIT.as_secs()
+                    ),
+                }
+                continue;
+            }
+            _ = deadline.passed() => {
+                eprintln!("agentwire: the task did not end within {} s; cancelling it", args.timeout);
+                cancel(&s, &request, &agent, &room).await;
+                return Ok(ExitCode::from(EXIT_TIMEOUT));
+            }
+            _ = tokio::signal::ctrl_c() => {
+                cancel(&s, &request, &agent, &room).await;
+                eprintln!("cancelled task {}", request.id.to_hex());
+                return Ok(ExitCode::from(EXIT_INTERRUPTED));
+            }
+        };
+        let Some(Incoming::Event { event, .. }) = incoming else {
+            if incoming.is_none() {
+                return Err("the relay connection ended".into());
+            }
+            continue;
+        };
+        if event.verify().is_err() || event.pubkey != agent {
+            continue;
+        }
+        match event.kind {
+            k if k == TASK_ACCEPTED => {
+                if !accepted {
+                    eprintln!("[accepted]");
+                }
+                accepted = true;
+            }
+            k if k == TASK_PROGRESS => {
+                for line in event.content.lines().filter(|l| !l.trim().is_empty()) {
+                    eprintln!("[progress] {line}");
+                }
+            }
+            k if k == TASK_RESULT => {
+                print_result(&mut s, &event, &request.id).await;
+                return Ok(ExitCode::SUCCESS);
+            }
+            k if k == TASK_ERROR => {
+                eprintln!("error: {}", event.content.trim());
+                return Ok(ExitCode::from(EXIT_FAILED));
+            }
+            k if k == ROOM_MESSAGE => {
+                let Some(card) = card_of(&event) else {
+                    continue;
+                };
+                if !card.asked.contains(&me) || !answered.insert(event.id) {
+                    continue;
+                }
+                ask_person(&s, &person, &deadline, &event, &card).await?;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Puts a question card to the person, asking again until an answer fits, and publishes it.
+async fn ask_person(
+    s: &Session,
+    person: &std::sync::Arc<Person>,
+    deadline: &std::sync::Arc<AskDeadline>,
+    event: &Event,
+    card: &agentwire_tinyagent::QuestionCard,
+) -> Result<(), String> {
+    let _paused = deadline.pause();
+    eprint!("\n{}", shown(event, card));
+    loop {
+        let Some(line) = person.read_line("> ").await else {
+            eprintln!("[no answer given: the question stays open in the room]");
+            return Ok(());
+        };
+        match send_answer(s, event, card, &line).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(why)) => eprintln!("{why}"),
+            Err(e) => {
+                eprintln!("the answer was not taken: {e}");
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The result: the full text of the thread message it links (the card keeps one line), else its content.
+async fn print_result(s: &mut Session, result: &Event, request: &EventId) {
+    let linked: Vec<EventId> = agentwire_tinyagent::tag_values(result, "e")
+        .filter_map(|t| t.get(1).and_then(|v| EventId::from_hex(v).ok()))
+        .filter(|id| id != request)
+        .collect();
+    let messages = match linked.is_empty() {
+        true => vec![],
+        false => s
+            .query(vec![Filter::new().ids(linked.clone())])
+            .await
+            .unwrap_or_default(),
+    };
+    // In the order the result names them: the answer first, then any posted files.
+    let texts: Vec<&str> = linked
+        .iter()
+        .filter_map(|id| {
+            messages
+                .iter()
+                .find(|m| m.id == *id && m.pubkey == result.pubkey)
+        })
+        .map(|m| m.content.as_str())
+        .collect();
+    let mut out = std::io::stdout();
+    match texts.first() {
+        Some(text) => {
+            let _ = writeln!(out, "{}", text.trim_end());
+        }
+        None => {
+            let _ = writeln!(out, "{}", result.content.trim_end());
+        }
+    }
+}
+
+/// The requester's cancel (43005): the adapter stops the turn and publishes nothing further.
+async fn cancel(s: &Session, request: &Event, agent: &PublicKey, room: &str) {
+    let tags = [
+        tag(&["e", &request.id.to_hex()]),
+        tag(&["p", &agent.to_hex()]),
+        tag(&["h", room]),
+    ];
+    let tags: Vec<Tag> = tags.into_iter().filter_map(Result::ok).collect();
+    if let Err(e) = s
+        .publish(EventBuilder::new(TASK_CANCEL, "").tags(tags))
+        .await
+    {
+        eprintln!("agentwire: could not cancel the task: {e}");
+    }
+}
