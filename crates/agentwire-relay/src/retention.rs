@@ -24,22 +24,23 @@ pub const ROOM_KINDS: [u16; 10] = [
 pub const KEPT_KINDS: std::ops::RangeInclusive<u16> = 9_000..=9_020;
 
 /// Default days an agent's run events are kept.
-pub const DEFAULT_AGENT_DAYS: u32 = 30;
+pub const DEFAULT_AGENT_DAYS: f64 = 30.0;
 /// Default days room events are kept: 0, forever (a room's history is its users').
-pub const DEFAULT_ROOMS_DAYS: u32 = 0;
+pub const DEFAULT_ROOMS_DAYS: f64 = 0.0;
 /// Default days every other regular event is kept.
-pub const DEFAULT_OTHER_DAYS: u32 = 90;
+pub const DEFAULT_OTHER_DAYS: f64 = 90.0;
 
-/// Days each class of stored events is kept; 0 keeps it forever.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Days each class of stored events is kept; 0 keeps it forever. A fraction of a day is a shorter time
+/// (`0.25` is six hours): a soak test levels the data dir off within its run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetentionPolicy {
     /// NIP-XX run events and gift wraps ([`AGENT_KINDS`]).
-    pub agent_days: u32,
+    pub agent_days: f64,
     /// Room chat, threads, comments and task cards ([`ROOM_KINDS`]); open questions are kept.
-    pub rooms_days: u32,
+    pub rooms_days: f64,
     /// Every other regular event.
-    pub other_days: u32,
+    pub other_days: f64,
 }
 
 impl Default for RetentionPolicy {
@@ -80,12 +81,33 @@ pub fn class_of(kind: Kind) -> KindClass {
     KindClass::Other
 }
 
-fn cutoff(days: u32, now: Timestamp) -> Option<Timestamp> {
-    (days > 0)
-        .then(|| Timestamp::from_secs(now.as_secs().saturating_sub(u64::from(days) * DAY_SECS)))
+fn cutoff(days: f64, now: Timestamp) -> Option<Timestamp> {
+    let secs = days_to_secs(days)?;
+    Some(Timestamp::from_secs(now.as_secs().saturating_sub(secs)))
+}
+
+/// `days` as whole seconds; `None` for 0 (forever) or a value that is no time (negative, not finite).
+pub fn days_to_secs(days: f64) -> Option<u64> {
+    (days.is_finite() && days > 0.0).then(|| (days * DAY_SECS as f64).round().max(1.0) as u64)
 }
 
 impl RetentionPolicy {
+    /// Why this policy cannot be used (a negative or non-finite number of days), naming the key.
+    pub fn check(&self) -> Result<(), String> {
+        for (key, days) in [
+            ("agent_days", self.agent_days),
+            ("rooms_days", self.rooms_days),
+            ("other_days", self.other_days),
+        ] {
+            if !days.is_finite() || days < 0.0 {
+                return Err(format!(
+                    "{key}: {days} is not a number of days (0 keeps for ever)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Events of `class` created before the returned time are pruned at `now` (none: kept).
     pub fn prune_before(&self, class: KindClass, now: Timestamp) -> Option<Timestamp> {
         match class {

@@ -178,6 +178,11 @@ impl CardCache {
     }
 }
 
+/// Each connection's page cache, in KiB (SQLite's `cache_size` as a negative number), set rather than left
+/// to a build's default so the relay's memory is known: the writer and each of the readers hold at most
+/// this (5 connections, 20 MiB in all).
+pub const CACHE_KIB: i64 = 4 * 1024;
+
 impl EventStore {
     /// Opens (creating if needed) the database at `path` for writing: WAL journal,
     /// `synchronous=FULL` so a committed event survives power loss, schema created or checked.
@@ -199,6 +204,8 @@ impl EventStore {
         conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
             .map_err(open_err)?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)
+            .map_err(open_err)?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(open_err)?;
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
@@ -232,6 +239,8 @@ impl EventStore {
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
         conn.pragma_update(None, "query_only", true)
+            .map_err(open_err)?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(Self {

@@ -391,9 +391,9 @@ fn retention_prunes_each_class_by_age_and_keeps_open_questions_and_kept_kinds() 
         ])
         .unwrap();
     let policy = RetentionPolicy {
-        agent_days: 30,
-        rooms_days: 90,
-        other_days: 90,
+        agent_days: 30.0,
+        rooms_days: 90.0,
+        other_days: 90.0,
     };
     let pruned = store.prune(Timestamp::from_secs(now), &policy).unwrap();
     assert_eq!(
@@ -414,9 +414,9 @@ fn retention_prunes_each_class_by_age_and_keeps_open_questions_and_kept_kinds() 
     }
     // Zero days keeps a class forever.
     let keep_all = RetentionPolicy {
-        agent_days: 0,
-        rooms_days: 0,
-        other_days: 0,
+        agent_days: 0.0,
+        rooms_days: 0.0,
+        other_days: 0.0,
     };
     assert_eq!(
         store

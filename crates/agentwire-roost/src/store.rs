@@ -46,12 +46,17 @@ pub struct Store {
     conn: Connection,
 }
 
+/// The connection's page cache, in KiB (SQLite's `cache_size` as a negative number): set rather than left
+/// to a build's default, so the supervisor's memory is known.
+const CACHE_KIB: i64 = 2 * 1024;
+
 impl Store {
     /// Opens (or creates) the store at `path`.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, job TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS dispatch_ids (request_id TEXT PRIMARY KEY, job_id TEXT NOT NULL);

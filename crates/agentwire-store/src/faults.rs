@@ -135,6 +135,13 @@ impl Journal for FaultyJournal {
         })
     }
 
+    fn prune(&self, prune: crate::model::Prune) -> BoxFuture<'_, Result<usize, StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.prune(prune).await
+        })
+    }
+
     fn halt(&self) {
         self.inner.halt()
     }

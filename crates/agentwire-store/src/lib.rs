@@ -21,8 +21,8 @@ mod writer;
 
 pub use faults::{FaultyJournal, FAULT_MESSAGE};
 pub use model::{
-    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, StoreError, StoredTurn,
-    LOCAL_OWNER,
+    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, Prune, StoreError,
+    StoredTurn, LOCAL_OWNER,
 };
 pub use sqlite::SqliteJournal;
 
@@ -112,6 +112,14 @@ pub trait Journal: Send + Sync + 'static {
         _id: RequestId,
     ) -> BoxFuture<'_, Result<Claim, StoreError>> {
         Box::pin(async { Ok(Claim::Taken) })
+    }
+
+    /// Forgets ended turns past their retention ([`Prune`]): their records and transcripts, and the
+    /// conversations of the pruned protocols left with no turn. Never a turn without an outcome. Returns how
+    /// many turns were forgotten (at most `prune.limit`; call again while it returns the limit). A backend
+    /// that keeps everything returns 0.
+    fn prune(&self, _prune: Prune) -> BoxFuture<'_, Result<usize, StoreError>> {
+        Box::pin(async { Ok(0) })
     }
 
     /// One durable write that changes no turn: succeeds once the journal can write again.

@@ -310,3 +310,16 @@ mod transcript_tests {
         ));
     }
 }
+
+/// What [`crate::Journal::prune`] forgets: turns that ended before `ended_before` (Unix seconds), of every
+/// protocol but `keep`, at most `limit` of them in one pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prune {
+    /// Turns that ended before this (Unix seconds) are forgotten.
+    pub ended_before: u64,
+    /// Protocols whose turns are kept whatever their age (fisk-ai: its conversations stay until an
+    /// operator removes them).
+    pub keep: Vec<String>,
+    /// The most turns one pass forgets (a pass is one transaction: it holds the writer that long).
+    pub limit: usize,
+}

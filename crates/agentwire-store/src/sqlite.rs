@@ -59,10 +59,16 @@ pub struct SqliteJournal {
     gate: writer::Gate,
 }
 
+/// Each connection's page cache, in KiB (SQLite's `cache_size` as a negative number): set, not left to a
+/// build's default, so the daemon's memory is known: two connections (the writer and the reader) hold at
+/// most this each.
+pub(crate) const CACHE_KIB: i64 = 4 * 1024;
+
 fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     Ok(conn)
 }
@@ -146,7 +152,8 @@ fn migrate_in(conn: &Connection) -> Result<(), StoreError> {
     }
     conn.execute_batch(
         "DROP INDEX IF EXISTS turns_live;
-         CREATE INDEX IF NOT EXISTS turns_open ON turns(owner) WHERE outcome IS NULL;",
+         CREATE INDEX IF NOT EXISTS turns_open ON turns(owner) WHERE outcome IS NULL;
+         CREATE INDEX IF NOT EXISTS turns_ended ON turns(ended_at) WHERE outcome IS NOT NULL;",
     )?;
     Ok(())
 }
@@ -318,6 +325,10 @@ impl Journal for SqliteJournal {
         }))
     }
 
+    fn prune(&self, prune: crate::model::Prune) -> BoxFuture<'_, Result<usize, StoreError>> {
+        Box::pin(self.write(move |reply| Write::Prune { prune, reply }))
+    }
+
     fn put_conversation_meta(
         &self,
         conversation: ConversationId,
@@ -386,4 +397,37 @@ impl Journal for SqliteJournal {
             .await;
         })
     }
+}
+
+/// Forgets up to `p.limit` ended turns that ended before `p.ended_before`, of protocols not in `p.keep`,
+/// with their transcripts; then the conversations of those protocols left with no turn.
+pub(crate) fn prune(tx: &Connection, p: &crate::model::Prune) -> Result<usize, StoreError> {
+    let keep = serde_json::to_string(&p.keep).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let ids: Vec<String> = tx
+        .prepare_cached(
+            "SELECT request_id FROM turns
+             WHERE outcome IS NOT NULL AND ended_at < ?1
+               AND protocol NOT IN (SELECT value FROM json_each(?2))
+             ORDER BY ended_at LIMIT ?3",
+        )?
+        .query_map(
+            rusqlite::params![p.ended_before as i64, keep, p.limit as i64],
+            |r| r.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        tx.prepare_cached("DELETE FROM transcripts WHERE request_id = ?1")?
+            .execute([id])?;
+        tx.prepare_cached("DELETE FROM turns WHERE request_id = ?1")?
+            .execute([id])?;
+    }
+    if !ids.is_empty() {
+        tx.prepare_cached(
+            "DELETE FROM conversations
+             WHERE protocol NOT IN (SELECT value FROM json_each(?1)) AND updated_at < ?2
+               AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = conversations.conversation_id)",
+        )?
+        .execute(rusqlite::params![keep, p.ended_before as i64])?;
+    }
+    Ok(ids.len())
 }

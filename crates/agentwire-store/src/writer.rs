@@ -23,6 +23,12 @@ pub(crate) enum Write {
     },
     /// A write that changes no turn: is the journal writable?
     Probe(oneshot::Sender<Result<(), StoreError>>),
+    /// Forget ended turns (and their transcripts) that ended before a time, of every protocol but those
+    /// kept, and the conversations of those protocols left with no turn.
+    Prune {
+        prune: crate::model::Prune,
+        reply: oneshot::Sender<Result<usize, StoreError>>,
+    },
     /// The last: checkpoint the write-ahead log into the database and close the connection.
     Close(oneshot::Sender<()>),
 }
@@ -147,21 +153,25 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
         Ok(()) => {
             for (w, r) in results {
                 match (w, r) {
-                    (Write::Accept(_, reply), Ok(Some(a))) => {
+                    (Write::Accept(_, reply), Ok(Written::Accepted(a))) => {
                         let _ = reply.send(Ok(a));
+                    }
+                    (Write::Prune { reply, .. }, Ok(Written::Pruned(n))) => {
+                        let _ = reply.send(Ok(n));
                     }
                     (
                         Write::Finish(_, reply)
                         | Write::Probe(reply)
                         | Write::PutMeta { reply, .. },
-                        Ok(_),
+                        Ok(Written::Nothing),
                     ) => {
                         let _ = reply.send(Ok(()));
                     }
                     (w, Err(e)) => fail(w, e),
-                    (w @ Write::Close(_), Ok(_)) | (w, Ok(None)) => {
-                        fail(w, StoreError::Unavailable("no accept result"))
-                    }
+                    (w, Ok(_)) => fail(
+                        w,
+                        StoreError::Unavailable("a write's result of another kind"),
+                    ),
                 }
             }
         }
@@ -174,18 +184,26 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
     }
 }
 
-fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Option<Accepted>, StoreError> {
+/// What one write did, for its reply.
+enum Written {
+    Nothing,
+    Accepted(Accepted),
+    Pruned(usize),
+}
+
+fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Written, StoreError> {
     match w {
         // Never in a batch: `run` takes it out first.
         Write::Close(_) => Err(StoreError::WriterGone),
-        Write::Accept(t, _) => accept(tx, t).map(Some),
-        Write::Finish(f, _) => finish(tx, f).map(|_| None),
+        Write::Accept(t, _) => accept(tx, t).map(Written::Accepted),
+        Write::Finish(f, _) => finish(tx, f).map(|_| Written::Nothing),
+        Write::Prune { prune: p, .. } => crate::sqlite::prune(tx, p).map(Written::Pruned),
         Write::Probe(_) => tx
             .prepare_cached(
                 "INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT(id) DO UPDATE SET at = at + 1",
             )
             .and_then(|mut stmt| stmt.execute([]))
-            .map(|_| None)
+            .map(|_| Written::Nothing)
             .map_err(StoreError::from),
         Write::PutMeta {
             conversation,
@@ -202,7 +220,7 @@ fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Option<Accepted>, 
             .and_then(|mut stmt| {
                 stmt.execute(params![conversation, protocol, meta, *updated_at as i64])
             })
-            .map(|_| None)
+            .map(|_| Written::Nothing)
             .map_err(StoreError::from),
     }
 }
@@ -224,6 +242,9 @@ fn fail(w: Write, e: StoreError) {
             let _ = reply.send(Err(e));
         }
         Write::Finish(_, reply) | Write::Probe(reply) | Write::PutMeta { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Write::Prune { reply, .. } => {
             let _ = reply.send(Err(e));
         }
         // A close after another close: the journal is closed already.

@@ -140,3 +140,69 @@ async fn a_closed_journal_leaves_no_write_ahead_log_and_reopens_with_everything(
         "what committed is there after the close"
     );
 }
+
+#[tokio::test]
+async fn ended_turns_past_their_retention_are_pruned_but_fisk_ai_and_open_turns_are_kept() {
+    use agentwire_core::{ConversationId, RequestId, Usage};
+    use agentwire_store::Prune;
+    let j = fresh_sqlite()();
+    let ok = || conformance::result("done", Usage::default());
+    // nipxx:1 ended long ago, nipxx:2 lately, nipxx:3 still runs; a fisk-ai turn ended long ago.
+    for n in 1..=3 {
+        j.accept(turn(n)).await.unwrap();
+    }
+    let mut fisk = turn(9);
+    fisk.request_id = RequestId::new("fisk:9").unwrap();
+    fisk.input.request_id = fisk.request_id.clone();
+    fisk.conversation_id = ConversationId::new("fisk-c").unwrap();
+    fisk.input.conversation_id = fisk.conversation_id.clone();
+    fisk.protocol = "fisk".into();
+    j.accept(fisk).await.unwrap();
+    j.finish(Finish::new(turn(1).request_id, ok(), 100))
+        .await
+        .unwrap();
+    j.finish(Finish::new(turn(2).request_id, ok(), 5_000))
+        .await
+        .unwrap();
+    j.finish(Finish::new(RequestId::new("fisk:9").unwrap(), ok(), 100))
+        .await
+        .unwrap();
+    let prune = |limit| Prune {
+        ended_before: 1_000,
+        keep: vec!["fisk".into()],
+        limit,
+    };
+    assert_eq!(j.prune(prune(10)).await.unwrap(), 1);
+    let gone = |n: &str| {
+        let j = j.clone();
+        let id = RequestId::new(n).unwrap();
+        async move { j.lookup(id).await.unwrap().is_none() }
+    };
+    assert!(gone("nipxx:1").await, "ended before the cut: forgotten");
+    assert!(!gone("nipxx:2").await, "ended after the cut: kept");
+    assert!(!gone("nipxx:3").await, "still running: kept");
+    assert!(!gone("fisk:9").await, "fisk-ai is kept");
+    assert_eq!(
+        j.prune(prune(10)).await.unwrap(),
+        0,
+        "nothing more to forget"
+    );
+    // A pass forgets at most its limit.
+    for n in 10..15 {
+        j.accept(turn(n)).await.unwrap();
+        j.finish(Finish::new(turn(n).request_id, ok(), 50))
+            .await
+            .unwrap();
+    }
+    assert_eq!(j.prune(prune(2)).await.unwrap(), 2);
+    assert_eq!(j.prune(prune(10)).await.unwrap(), 3);
+    // The conversation of pruned turns stays while a turn of it does.
+    assert_eq!(
+        j.conversation(ConversationId::new("c").unwrap(), false)
+            .await
+            .unwrap()
+            .turns
+            .len(),
+        2
+    );
+}

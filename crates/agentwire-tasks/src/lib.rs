@@ -14,6 +14,7 @@ pub mod ask;
 pub mod card;
 mod front;
 pub mod progress;
+pub mod recent;
 pub mod settings;
 
 pub use front::{TaskFront, TaskRoute};
@@ -122,6 +123,8 @@ impl Shared {
     }
 
     pub(crate) fn task_ended(&self, id: &EventId) {
+        // A card still open when its task ends (the turn ended while it asked) is answered by nobody now.
+        lock(&self.cards).retain(|_, c| c.task != *id);
         let _ = self.ended.send(*id);
     }
 }
@@ -187,8 +190,8 @@ impl TaskAdapter {
             },
             caught_up: false,
             held: Vec::new(),
-            finished: HashSet::new(),
-            cancelled: HashSet::new(),
+            finished: Default::default(),
+            cancelled: Default::default(),
             waiting: VecDeque::new(),
         };
         tokio::spawn(driver.run(incoming, ended_rx));
@@ -238,10 +241,10 @@ struct Driver {
     caught_up: bool,
     /// Requests that arrived before that, run once it is known which have ended.
     held: Vec<Event>,
-    /// Requests the relay shows a result or error for.
-    finished: HashSet<EventId>,
-    /// Requests their requester cancelled (request, requester).
-    cancelled: HashSet<(EventId, nostr::prelude::PublicKey)>,
+    /// Requests the relay shows a result or error for (the newest ones).
+    finished: recent::RecentSet<EventId>,
+    /// Requests their requester cancelled (request, requester; the newest ones).
+    cancelled: recent::RecentSet<(EventId, nostr::prelude::PublicKey)>,
     /// Tasks waiting for a slot or for the journal.
     waiting: VecDeque<TaskRequest>,
 }

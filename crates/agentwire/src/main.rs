@@ -14,6 +14,7 @@ mod http_front;
 mod jobs;
 mod keys;
 mod logging;
+mod pruning;
 mod rooms;
 mod serve;
 mod serving;

@@ -180,6 +180,8 @@ struct Running {
     roost: agentwire_roost::daemon::Daemon,
     embedded: Option<agentwire_relay::RelayHandle>,
     journal: Arc<dyn agentwire_store::Journal>,
+    /// The journal's retention pass, stopped before the journal closes.
+    pruning: Option<tokio::task::JoinHandle<()>>,
     /// `serving.json` in the data dir.
     serving: std::path::PathBuf,
 }
@@ -201,11 +203,13 @@ async fn start(config: Resolved) -> Result<Running, String> {
         journal: journal_choice,
         http,
         warnings: _,
+        journal_retention,
     } = config;
     keys::ensure_data_dir(&data_dir)?;
     let roost_socket = roost.socket;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
+    let pruning = journal_retention.map(|r| crate::pruning::start(journal.clone(), r));
     // Every agent on one path: the `--agent` one first, then every further one.
     let mut specs = vec![crate::agents::AgentSpec {
         name: agent.name.clone(),
@@ -418,6 +422,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         roost,
         embedded,
         journal,
+        pruning,
         serving,
     })
 }
@@ -431,6 +436,7 @@ impl Running {
             roost,
             embedded,
             journal,
+            pruning,
             serving,
         } = self;
         let mut signals = Signals::new();
@@ -485,6 +491,9 @@ impl Running {
         roost.shutdown();
         if let Some(r) = embedded {
             r.shutdown().await;
+        }
+        if let Some(p) = pruning {
+            p.abort();
         }
         // Nothing writes any more: the journal checkpoints and closes its files (or gives up the instance's
         // name on a shared journal).

@@ -125,6 +125,13 @@ struct JournalView<'a> {
     instance: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_secs: Option<u64>,
+    /// Days ended turns are kept (0: for ever).
+    retention_days: f64,
+}
+
+/// A retention as the days `[journal] retention_days` takes (0: for ever).
+fn retention_days(retention: Option<std::time::Duration>) -> f64 {
+    retention.map_or(0.0, |d| d.as_secs_f64() / 86_400.0)
 }
 
 /// An `env` setting as shown: each variable named, its value [`REDACTED`] (it may be a token).
@@ -323,6 +330,7 @@ impl<'a> View<'a> {
                     replicas: None,
                     instance: None,
                     lease_secs: None,
+                    retention_days: retention_days(c.journal_retention),
                 },
                 crate::config::JournalChoice::JetStream(j) => JournalView {
                     kind: "jetstream",
@@ -331,6 +339,7 @@ impl<'a> View<'a> {
                     replicas: Some(j.replicas),
                     instance: Some(j.instance.shown(&c.data_dir)),
                     lease_secs: Some(j.lease.as_secs()),
+                    retention_days: retention_days(c.journal_retention),
                 },
             },
             agents,

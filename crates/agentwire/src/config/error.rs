@@ -127,6 +127,9 @@ pub(crate) enum ConfigError {
     /// The embedded relay's limits contradict each other or are zero.
     #[error("[relay.limits]: {0}")]
     RelayLimits(String),
+    /// `[relay.retention]` holds a number that is no time.
+    #[error("[relay.retention] {0}")]
+    RelayRetention(String),
     /// `[http]` or `--http-listen` cannot be used.
     #[error(transparent)]
     Http(#[from] agentwire_http::settings::SettingError),

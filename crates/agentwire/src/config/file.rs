@@ -58,6 +58,9 @@ pub(crate) struct JournalFile {
     pub(crate) instance: Option<String>,
     /// How long a running turn's instance may be silent before another instance ends the turn.
     pub(crate) lease_secs: Option<u64>,
+    /// Days an ended NIP-XX, task-card or roost turn is kept (0 keeps them for ever; fisk-ai's are kept
+    /// until an operator removes them).
+    pub(crate) retention_days: Option<f64>,
 }
 
 /// `[notify]`.

@@ -190,6 +190,8 @@ pub(crate) struct Resolved {
     pub(crate) journal: JournalChoice,
     /// The HTTP server, when on.
     pub(crate) http: Option<HttpChoice>,
+    /// How long ended turns (but fisk-ai's) are kept in the journal: `None` for ever.
+    pub(crate) journal_retention: Option<Duration>,
     /// What is allowed but likely a mistake (an `[agents.<name>]` entry nothing serves), each naming its
     /// key: `serve` logs them, `config` prints them on stderr.
     pub(crate) warnings: Vec<String>,
@@ -246,6 +248,10 @@ const MAX_LEASE_SECS: u64 = 3600;
 
 /// The default prefix of a JetStream journal's buckets.
 pub(crate) const DEFAULT_JOURNAL_STREAM: &str = "AGENTWIRE";
+/// Days an ended turn is kept in the journal by default: as long as the embedded relay keeps an agent's
+/// run events by default, so a resend of anything the relay still holds is recognised.
+pub(crate) const DEFAULT_JOURNAL_RETENTION_DAYS: f64 =
+    agentwire_relay::retention::DEFAULT_AGENT_DAYS;
 /// Most replicas of a bucket: JetStream's own bound.
 const MAX_JOURNAL_REPLICAS: usize = 5;
 
@@ -343,14 +349,17 @@ pub(crate) fn resolve(
         api_key_set(choice, env)?;
     }
     let warnings = unused_agents(file, &agent.name)?;
+    let nipxx = nipxx(flags, file)?;
+    let journal_retention = journal_retention(file, &nipxx, relay.as_ref())?;
     Ok(Resolved {
+        journal_retention,
         relay,
         relays,
         relay_ca_file: flags
             .relay_ca_file
             .clone()
             .or_else(|| file.serve.relay_ca_file.clone()),
-        nipxx: nipxx(flags, file)?,
+        nipxx,
         more_agents,
         nats,
         roost,
@@ -398,6 +407,50 @@ fn unused_agents(file: &FileConfig, default: &str) -> Result<Vec<String>, Config
         ));
     }
     Ok(warnings)
+}
+
+/// `[journal] retention_days`: default [`DEFAULT_JOURNAL_RETENTION_DAYS`], 0 for ever; never shorter than
+/// the time a resend must be recognised within: the NIP-XX backlog horizon (stored prompts that young are
+/// served after a restart) and the embedded relay's retention of prompts (it refuses a prompt it still
+/// has as a duplicate; one it forgot comes through again).
+fn journal_retention(
+    file: &FileConfig,
+    nipxx: &Nipxx,
+    relay: Option<&RelayConfig>,
+) -> Result<Option<Duration>, ConfigError> {
+    let days = file
+        .journal
+        .retention_days
+        .unwrap_or(DEFAULT_JOURNAL_RETENTION_DAYS);
+    let bad = |reason: String| ConfigError::Journal {
+        setting: "[journal] retention_days",
+        reason,
+    };
+    if !days.is_finite() || days < 0.0 {
+        return Err(bad(format!(
+            "{days} is not a number of days (0 keeps for ever)"
+        )));
+    }
+    let Some(secs) = agentwire_relay::retention::days_to_secs(days) else {
+        return Ok(None);
+    };
+    let horizon = nipxx.backlog_horizon.as_secs();
+    if secs < horizon {
+        return Err(bad(format!(
+            "{days} days is shorter than the NIP-XX backlog horizon ({horizon} s): a prompt served after a restart must still be known"
+        )));
+    }
+    if let Some(relay_secs) =
+        relay.and_then(|r| agentwire_relay::retention::days_to_secs(r.retention.agent_days))
+    {
+        if secs < relay_secs {
+            return Err(bad(format!(
+                "{days} days is shorter than the relay's [relay.retention] agent_days ({}): a prompt the relay still has must still be known",
+                relay.map_or(0.0, |r| r.retention.agent_days)
+            )));
+        }
+    }
+    Ok(Some(Duration::from_secs(secs)))
 }
 
 /// `[journal]`: SQLite unless `kind = "jetstream"`, whose servers default to `--nats` / `[nats] url` and
@@ -1028,6 +1081,10 @@ fn embedded_relay(
     if let Some(name) = &file.relay.name {
         relay.name = name.clone();
     }
+    file.relay
+        .retention
+        .check()
+        .map_err(ConfigError::RelayRetention)?;
     relay.retention = file.relay.retention;
     for url in &file.relay.public_urls {
         agentwire_relay::check_public_url(url).map_err(|reason| ConfigError::RelayUrl {

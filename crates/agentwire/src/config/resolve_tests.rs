@@ -874,7 +874,7 @@ fn relay_public_urls_come_from_the_file_and_a_non_ws_one_is_named() {
 fn retention_comes_from_the_file_with_defaults_for_the_rest() {
     let r = resolved(&[], "[relay.retention]\nagent_days = 7\n");
     let retention = r.relay.unwrap().retention;
-    assert_eq!(retention.agent_days, 7);
+    assert_eq!(retention.agent_days, 7.0);
     assert_eq!(
         retention.other_days,
         agentwire_relay::retention::DEFAULT_OTHER_DAYS
@@ -1227,4 +1227,44 @@ fn a_shared_key_file_is_the_default_agents_under_nipxx_and_a_further_agents_when
             ..
         }
     ));
+}
+
+#[test]
+fn the_journal_keeps_ended_turns_as_long_as_a_resend_must_be_known() {
+    let day = Duration::from_secs(86_400);
+    assert_eq!(resolved(&[], "").journal_retention, Some(day * 30));
+    assert_eq!(
+        resolved(&[], "[journal]\nretention_days = 0\n").journal_retention,
+        None,
+        "0 keeps for ever"
+    );
+    // Shorter than the relay keeps prompts: refused, naming both.
+    let e = error(&[], "[journal]\nretention_days = 7\n").to_string();
+    assert!(
+        e.contains("[journal] retention_days") && e.contains("agent_days (30)"),
+        "{e}"
+    );
+    // With the relay keeping them a day, a day is enough; the backlog horizon is the floor.
+    let r = resolved(
+        &[],
+        "[journal]\nretention_days = 1\n[relay.retention]\nagent_days = 1\n",
+    );
+    assert_eq!(r.journal_retention, Some(day));
+    let e = error(
+        &["--backlog-horizon-secs", "7200"],
+        "[journal]\nretention_days = 0.01\n[relay.retention]\nagent_days = 0.01\n",
+    )
+    .to_string();
+    assert!(e.contains("backlog horizon (7200 s)"), "{e}");
+    let short = resolved(
+        &["--backlog-horizon-secs", "60"],
+        "[journal]\nretention_days = 0.005\n[relay.retention]\nagent_days = 0.005\n",
+    );
+    assert_eq!(short.journal_retention, Some(Duration::from_secs(432)));
+    for bad in ["-1", "nan"] {
+        let e = error(&[], &format!("[journal]\nretention_days = {bad}\n")).to_string();
+        assert!(e.contains("not a number of days"), "{e}");
+    }
+    let e = error(&[], "[relay.retention]\nagent_days = -2\n").to_string();
+    assert!(e.contains("[relay.retention] agent_days"), "{e}");
 }
