@@ -100,6 +100,8 @@ fn run_writer(
     let mut inserts: Vec<(Arc<Published>, oneshot::Sender<Committed>)> =
         Vec::with_capacity(MAX_WRITE_BATCH);
     let mut purge: Option<Timestamp> = None;
+    // When the last retention pass ran, if it left events to prune behind.
+    let mut backlog: Option<std::time::Instant> = None;
     while let Some(first) = ops.blocking_recv() {
         let mut next = Some(first);
         while let Some(op) = next.take() {
@@ -129,11 +131,35 @@ fn run_writer(
                 Ok(n) => tracing::debug!(purged = n, "relay purged expired events"),
                 Err(error) => tracing::warn!(%error, "relay could not purge expired events"),
             }
-            match store.prune(now, &retention) {
-                Ok(0) => {}
-                Ok(n) => tracing::debug!(pruned = n, "relay pruned events past their retention"),
-                Err(error) => tracing::warn!(%error, "relay could not prune old events"),
-            }
+            backlog = prune_pass(&mut store, now, &retention);
+        } else if backlog.is_some_and(|at| at.elapsed() >= PRUNE_BACKLOG_PAUSE) {
+            // A pass that deleted all it may left more behind: under a steady load more events age out each
+            // minute than one pass deletes, so passes follow each other, a pause apart, until it is done.
+            backlog = prune_pass(&mut store, Timestamp::now(), &retention);
+        }
+    }
+}
+
+/// The pause between two retention passes while a backlog is worked off: the writer commits the events
+/// waiting meanwhile, and a pass of [`crate::limits::MAX_PRUNED_PER_PASS`] a second keeps up with far more
+/// than the relay takes in.
+const PRUNE_BACKLOG_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One retention pass at `now`; `Some(now)` when it deleted all a pass may, so more may be left.
+fn prune_pass(
+    store: &mut EventStore,
+    now: Timestamp,
+    retention: &RetentionPolicy,
+) -> Option<std::time::Instant> {
+    match store.prune(now, retention) {
+        Ok(0) => None,
+        Ok(n) => {
+            tracing::debug!(pruned = n, "relay pruned events past their retention");
+            (n >= crate::limits::MAX_PRUNED_PER_PASS).then(std::time::Instant::now)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "relay could not prune old events");
+            None
         }
     }
 }
