@@ -134,7 +134,7 @@ async fn index(Extract(s): Extract<State>, Query(q): Query<IndexQuery>) -> Respo
         Some(_) => refused(StatusCode::UNAUTHORIZED, "the token is wrong"),
         None => (
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "agentwire: the turn API is at /api/v1 (see the README)\n",
+            "agentwire: the turn API is at /api/v1 (see docs/http-api.md)\n",
         )
             .into_response(),
     }

@@ -102,6 +102,7 @@ fn run_writer(
     let mut purge: Option<Timestamp> = None;
     // When the last retention pass ran, if it left events to prune behind.
     let mut backlog: Option<std::time::Instant> = None;
+    let mut last_purge = std::time::Instant::now();
     while let Some(first) = ops.blocking_recv() {
         let mut next = Some(first);
         while let Some(op) = next.take() {
@@ -125,7 +126,13 @@ fn run_writer(
                 publish_metadata(&mut store, rooms, &changed, &fanout);
             }
         }
+        // Under a steady load the queue can be full at every tick, when the tick's purge is not queued:
+        // the writer keeps the interval itself too.
+        if purge.is_none() && last_purge.elapsed() >= crate::limits::PURGE_INTERVAL {
+            purge = Some(Timestamp::now());
+        }
         if let Some(now) = purge.take() {
+            last_purge = std::time::Instant::now();
             match store.purge_expired(now) {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(purged = n, "relay purged expired events"),

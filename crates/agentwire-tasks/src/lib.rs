@@ -74,6 +74,10 @@ pub struct TaskConfig {
     pub max_running: usize,
     /// The relay checks every event's id and signature before it sends it (the embedded relay).
     pub verified_relay: bool,
+    /// Requests older than this are never run, however they arrive: the journal forgets a task's turn
+    /// after its retention, so a request re-published after that must not run again. `None`: the journal
+    /// keeps every turn.
+    pub max_request_age: Option<Duration>,
 }
 
 /// A question card waiting for its answer.
@@ -290,6 +294,15 @@ impl Driver {
         }
         match ev.kind {
             k if k == TASK_REQUEST => {
+                let floor = self
+                    .shared
+                    .config
+                    .max_request_age
+                    .map_or(0, |age| now_secs().saturating_sub(age.as_secs()));
+                if ev.created_at.as_secs() < floor {
+                    tracing::debug!(request = %ev.id, "a task request older than the journal remembers turns: not run");
+                    return;
+                }
                 if self.caught_up {
                     self.on_request(ev).await;
                 } else {

@@ -28,12 +28,18 @@ pub fn answer_content(card: &QuestionCard, typed: &str) -> Result<String, String
     Ok(answer)
 }
 
-/// The option `typed` names: its id, its label (in any case) or its number (from 1).
+/// The option `typed` names: an option's id, else an option's label (in any case), else its number (from
+/// 1): an id always means its own option, even when another option's label reads the same.
 fn option_of(card: &QuestionCard, typed: &str) -> Option<String> {
     let typed = typed.trim();
     card.options
         .iter()
-        .find(|(id, label)| id == typed || label.eq_ignore_ascii_case(typed))
+        .find(|(id, _)| id == typed)
+        .or_else(|| {
+            card.options
+                .iter()
+                .find(|(_, label)| label.eq_ignore_ascii_case(typed))
+        })
         .or_else(|| {
             let n: usize = typed.parse().ok()?;
             card.options.get(n.checked_sub(1)?)

@@ -1,8 +1,9 @@
 //! The process's log on stderr: which lines (`--log`, `RUST_LOG`, `[log] filter`) and in which shape
 //! (`--log-format`, `[log] format`: lines for a person, JSON objects for a log collector).
 //!
-//! A filter is checked before anything runs: a word that is neither a level nor `target=level` is refused
-//! with the fix, rather than read as a module name that matches nothing and silences the log.
+//! A filter given to agentwire (`--log`, `[log] filter`) is checked before anything runs: a word that is
+//! neither a level nor `target=level` is refused with the fix, rather than read as a module name that
+//! matches nothing and silences the log. `RUST_LOG`, the environment's, is read as tracing reads it.
 
 use clap::ValueEnum;
 use serde::Deserialize;
@@ -50,7 +51,15 @@ pub(crate) fn init(
         (None, None, Some(f)) => (f.clone(), "[log] filter"),
         (None, None, None) => (DEFAULT_FILTER.to_string(), "the default"),
     };
-    let filter = parse_filter(&filter).map_err(|e| format!("{from}: {e}"))?;
+    let filter = match from {
+        // RUST_LOG is the environment's, shared with other programs: read as tracing reads it, and one that
+        // does not parse is said and replaced by the default rather than stopping the command.
+        "RUST_LOG" => EnvFilter::try_new(&filter).unwrap_or_else(|e| {
+            eprintln!("agentwire: RUST_LOG is not a log filter ({e}); using {DEFAULT_FILTER}");
+            EnvFilter::new(DEFAULT_FILTER)
+        }),
+        _ => parse_filter(&filter).map_err(|e| format!("{from}: {e}"))?,
+    };
     let format = flag_format.or(section.format).unwrap_or_default();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

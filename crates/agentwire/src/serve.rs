@@ -81,7 +81,7 @@ pub(crate) async fn make_agent(
                 if let Err(why) = probed.probe().await {
                     tracing::warn!(
                         agent = %name, server = %probed.server(),
-                        "the model server did not answer GET /models: {why}; turns fail until it does"
+                        "the model server did not answer GET /models well: {why}; check base_url and the key"
                     );
                 }
             });
@@ -164,10 +164,13 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
             code
         }
         Err(e) => {
-            drop(lock);
+            // Removed while the lock is held, so that no other `serve` takes the dir meanwhile.
             if made {
-                let _ = std::fs::remove_dir_all(&data_dir);
+                if let Err(error) = std::fs::remove_dir_all(&data_dir) {
+                    tracing::warn!(dir = %data_dir.display(), %error, "could not remove the data dir this failed start made");
+                }
             }
+            drop(lock);
             Err(e)
         }
     }
@@ -209,7 +212,6 @@ async fn start(config: Resolved) -> Result<Running, String> {
     let roost_socket = roost.socket;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
     let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
-    let pruning = journal_retention.map(|r| crate::pruning::start(journal.clone(), r));
     // Every agent on one path: the `--agent` one first, then every further one.
     let mut specs = vec![crate::agents::AgentSpec {
         name: agent.name.clone(),
@@ -328,6 +330,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         nip59: nipxx.nip59,
         // The embedded relay checks ids and signatures before it stores or sends an event.
         verified_relays: embedded.iter().map(|r| r.url()).collect(),
+        max_prompt_age: journal_retention,
     };
     // The rooms live on the embedded relay when it runs, else on the first relay given.
     let task_config = tasks.as_ref().map(|t| TaskConfig {
@@ -340,6 +343,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         backlog_horizon: nipxx.backlog_horizon,
         max_running: t.max_running,
         verified_relay: embedded.is_some(),
+        max_request_age: journal_retention,
     });
     let served = crate::agents::start(
         prepared,
@@ -416,6 +420,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         roost_socket = %roost_socket.display(),
         "serving"
     );
+    // Started last: a start that fails before here leaves nothing holding the journal.
+    let pruning = journal_retention.map(|r| crate::pruning::start(journal.clone(), r));
     Ok(Running {
         served,
         http_server: http_server.map(|(server, _)| server),
@@ -461,15 +467,32 @@ impl Running {
             .into_iter()
             .map(|a| tokio::spawn(async move { a.shut_down(DRAIN_GRACE).await }))
             .collect();
-        let drained = async {
+        let roost = &roost;
+        // The whole stop, from the drain to the journal's close, yields to a second signal.
+        let stopping = async {
             let mut left = 0;
             for d in drains {
                 left += d.await.unwrap_or(0);
             }
-            left
+            if left > 0 {
+                tracing::warn!(turns = left, "turns still running after the drain grace");
+            }
+            if let Some(server) = http_server {
+                server.shutdown().await;
+            }
+            roost.shutdown();
+            if let Some(r) = embedded {
+                r.shutdown().await;
+            }
+            if let Some(p) = &pruning {
+                p.abort();
+            }
+            // Nothing writes any more: the journal checkpoints and closes its files (or gives up the
+            // instance's name on a shared journal).
+            journal.close().await;
         };
-        let left = tokio::select! {
-            left = drained => left,
+        tokio::select! {
+            () = stopping => {}
             again = signals.next() => {
                 // The turns still running end as after a crash: the next start records each as interrupted
                 // (and a NIP-XX requester gets its terminal then). The journal's files are safe at any point.
@@ -478,26 +501,12 @@ impl Running {
                     signal = %again, turns = running,
                     "stopping now; running turns end as interrupted on the next start"
                 );
+                // The supervisor writes its rows and leaves its socket (jobs outlive the daemon).
+                roost.shutdown();
                 let _ = std::fs::remove_file(&serving);
                 return Ok(ExitCode::from(EXIT_STOPPED_NOW));
             }
-        };
-        if left > 0 {
-            tracing::warn!(turns = left, "turns still running after the drain grace");
         }
-        if let Some(server) = http_server {
-            server.shutdown().await;
-        }
-        roost.shutdown();
-        if let Some(r) = embedded {
-            r.shutdown().await;
-        }
-        if let Some(p) = pruning {
-            p.abort();
-        }
-        // Nothing writes any more: the journal checkpoints and closes its files (or gives up the instance's
-        // name on a shared journal).
-        journal.close().await;
         let _ = std::fs::remove_file(&serving);
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)

@@ -25,7 +25,10 @@ impl Serving {
             o.remove("http_token");
             o.insert("pid".into(), std::process::id().into());
         }
-        std::fs::write(&path, format!("{shown}\n"))?;
+        // Written aside and renamed into place: a client never reads half a file.
+        let partial = data_dir.join(format!("{SERVING_FILE}.partial"));
+        std::fs::write(&partial, format!("{shown}\n"))?;
+        std::fs::rename(&partial, &path)?;
         Ok(path)
     }
 

@@ -39,6 +39,14 @@ pub(crate) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// `text` with control characters (escape sequences among them) shown as spaces, lines kept: what a
+/// peer wrote, safe to print at a terminal.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,6 +57,7 @@ mod tests {
         let c = cell(&long, 10);
         assert_eq!(c.chars().count(), 10);
         assert!(c.ends_with('…') && !c.contains('\n'));
+        assert_eq!(printable("a\u{1b}[2Jb\nc"), "a [2Jb\nc");
         let t = columns(&["A", "LONGER"], &[vec!["xyz".into(), "1".into()]]);
         assert_eq!(t, "A    LONGER\nxyz  1\n");
     }

@@ -36,22 +36,31 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// Reads the daemon's stderr until a line has every one of `words`, within 10 s.
-fn wait_for_line(lines: &mut impl Iterator<Item = String>, words: &[&str]) -> String {
+/// The daemon's stderr lines, read on a thread of their own so a wait can time out when it falls silent.
+fn lines_of(stderr: std::process::ChildStderr) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits up to 10 s for a line with every one of `words`.
+fn wait_for_line(lines: &std::sync::mpsc::Receiver<String>, words: &[&str]) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        if words.iter().all(|w| line.contains(w)) {
-            return line;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if words.iter().all(|w| line.contains(w)) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no {words:?} within 10 s in:\n{}", seen.join("\n")),
         }
-        seen.push(line);
-        assert!(
-            Instant::now() < deadline,
-            "no {words:?} in:\n{}",
-            seen.join("\n")
-        );
     }
-    panic!("the log ended without {words:?}:\n{}", seen.join("\n"));
 }
 
 #[test]
@@ -93,10 +102,8 @@ fn an_agent_entry_nothing_serves_is_a_warning_and_a_broken_one_an_error() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(serve.stderr.take().unwrap())
-        .lines()
-        .map_while(Result::ok);
-    let warned = wait_for_line(&mut lines, &["WARN", "[agents.spare] is not served"]);
+    let lines = lines_of(serve.stderr.take().unwrap());
+    let warned = wait_for_line(&lines, &["WARN", "[agents.spare] is not served"]);
     assert!(warned.contains("has no expose"), "{warned}");
     let _ = serve.kill();
     let _ = serve.wait();
@@ -218,10 +225,8 @@ fn a_model_server_that_does_not_answer_is_a_warning_naming_it() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(serve.stderr.take().unwrap())
-        .lines()
-        .map_while(Result::ok);
-    let warned = wait_for_line(&mut lines, &["WARN", "did not answer GET /models"]);
+    let lines = lines_of(serve.stderr.take().unwrap());
+    let warned = wait_for_line(&lines, &["WARN", "did not answer GET /models"]);
     assert!(
         warned.contains(&format!("server=http://127.0.0.1:{port}/v1"))
             && warned.contains("cannot connect"),

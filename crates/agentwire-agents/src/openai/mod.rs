@@ -113,6 +113,10 @@ impl OpenAiAgent {
         }
         match request.send().await {
             Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => Err(
+                "answered 404 Not Found: base_url may be wrong, or the server has no /models"
+                    .into(),
+            ),
             Ok(r) => Err(format!("answered {}", r.status())),
             Err(e) if e.is_timeout() => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
             Err(e) if e.is_connect() => Err("cannot connect".into()),

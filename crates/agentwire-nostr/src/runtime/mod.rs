@@ -64,6 +64,10 @@ pub struct RuntimeConfig {
     /// Relays (by URL) that run in this process and have checked every event's id and signature before
     /// passing it on (the embedded relay): their events are not checked a second time.
     pub verified_relays: HashSet<String>,
+    /// Prompts older than this are never served, however they arrive: the journal forgets a turn after its
+    /// retention, so a prompt re-published after that must not run again. `None`: the journal keeps every
+    /// turn.
+    pub max_prompt_age: Option<Duration>,
 }
 
 /// A running NIP-XX runtime.
@@ -81,10 +85,23 @@ pub struct Runtime {
     outbox: Arc<Outbox>,
     /// Prompts older than this are not served (the backlog horizon, fixed at start).
     serve_since: Timestamp,
+    /// Prompts older than this, counted from now, are not served ([`RuntimeConfig::max_prompt_age`]).
+    max_prompt_age: Option<Duration>,
     /// Indexes (in `relays`) of relays whose events are verified already.
     verified: Vec<bool>,
     /// Prompts the journal could not take, served once it writes again.
     deferred: Mutex<Deferred>,
+}
+
+impl Runtime {
+    /// Whether a prompt made at `created_at` may be served: not before the backlog horizon at start, and
+    /// not older than the journal remembers turns.
+    fn young_enough(&self, created_at: Timestamp) -> bool {
+        let floor = self.max_prompt_age.map_or(0, |age| {
+            Timestamp::now().as_secs().saturating_sub(age.as_secs())
+        });
+        created_at >= self.serve_since && created_at.as_secs() >= floor
+    }
 }
 
 impl agentwire_engine::Front for Runtime {
@@ -164,6 +181,7 @@ impl Runtime {
             unwraps: Mutex::new(UnwrapBudget::new(config.relays.len())),
             outbox: Arc::default(),
             serve_since,
+            max_prompt_age: config.max_prompt_age,
             verified: config
                 .relays
                 .iter()
@@ -455,7 +473,7 @@ impl Runtime {
             Message::signed(event)
         };
         match message.kind {
-            kinds::PROMPT if message.created_at >= self.serve_since => self.handle_prompt(message),
+            kinds::PROMPT if self.young_enough(message.created_at) => self.handle_prompt(message),
             kinds::CANCEL => self.handle_cancel(message),
             _ => {}
         }

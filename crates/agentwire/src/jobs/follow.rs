@@ -1,5 +1,6 @@
 //! `agentwire jobs follow <job>`: the job's row each time it changes (its state, summary, question and
-//! choices) and the new lines of its output, until it ends; the exit code says how it ended.
+//! choices) and the new lines of its output, until it ends; the exit code says how it ended (5: still
+//! running after a day of following).
 
 use super::table;
 use agentwire_roost::client::Controller;
@@ -17,6 +18,8 @@ const FOLLOW_MAX: Duration = Duration::from_secs(24 * 3600);
 const EXIT_FAILED: u8 = 2;
 /// Exit code when the followed job was stopped, exited without saying it was done, or was removed.
 const EXIT_STOPPED: u8 = 3;
+/// Exit code when `follow` stopped following after [`FOLLOW_MAX`] with the job still running.
+const EXIT_STILL_RUNNING: u8 = 5;
 /// Exit code after Ctrl-C (128 + SIGINT); the job goes on.
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -94,6 +97,8 @@ pub(crate) async fn follow(
     let mut output = Output::new(output_log(data_dir, &id));
     let deadline = tokio::time::Instant::now() + FOLLOW_MAX;
     let mut poll = tokio::time::interval(OUTPUT_POLL);
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("cannot watch for Ctrl-C: {e}"))?;
     loop {
         if let Some(code) = ended(&current) {
             output.drain(json);
@@ -109,8 +114,8 @@ pub(crate) async fn follow(
                 }
             }
             _ = poll.tick() => output.drain(json),
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
-            _ = tokio::time::sleep_until(deadline) => return Ok(ExitCode::SUCCESS),
+            _ = interrupt.recv() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+            _ = tokio::time::sleep_until(deadline) => return Ok(ExitCode::from(EXIT_STILL_RUNNING)),
         }
     }
 }

@@ -97,7 +97,7 @@ enum JobsCommand {
         job: Option<String>,
     },
     /// Follow one job: its row as it changes and its output, until it ends (exit 0 done, 2 failed, 3
-    /// stopped or gone).
+    /// stopped or gone, 5 still running after a day of following).
     #[command(after_help = "Example:\n  agentwire jobs follow fix-1")]
     Follow {
         /// The job (its name or id).
@@ -134,9 +134,26 @@ pub(crate) async fn run(
     }
     let socket = match (args.socket, &serving) {
         (Some(s), _) => s,
-        (None, Ok(s)) => s.roost_socket().unwrap_or(configured),
-        (None, Err(_)) if configured.exists() => configured,
+        (None, Ok(s)) => s.roost_socket().unwrap_or(configured.clone()),
+        (None, Err(_)) if configured.exists() => configured.clone(),
         (None, Err(none)) => return Err(format!("{none} (or name a socket with --roost-socket)")),
+    };
+    // Where the jobs' directories are: under the data dir of the daemon behind the socket, when it is known
+    // to be this data dir's.
+    let jobs_home: Option<PathBuf> = match &serving {
+        Ok(s) if s.roost_socket().as_deref() == Some(socket.as_path()) => {
+            Some(s.data_dir().to_path_buf())
+        }
+        Err(_) if socket == configured => Some(data_dir.to_path_buf()),
+        _ => None,
+    };
+    let jobs_home = || {
+        jobs_home.clone().ok_or_else(|| {
+            format!(
+                "the job's output is in the data dir of the daemon behind {}: run with its --data-dir",
+                socket.display()
+            )
+        })
     };
     let mut c = Controller::connect(&socket)
         .await
@@ -246,15 +263,18 @@ pub(crate) async fn run(
             Ok(ExitCode::SUCCESS)
         }
         JobsCommand::Follow { job } => {
+            let home = jobs_home()?;
             let row = find_row(&mut c, &job).await?;
-            follow::follow(c, row, data_dir, args.json).await
+            follow::follow(c, row, &home, args.json).await
         }
         JobsCommand::Log { job } => {
+            let home = jobs_home()?;
             let row = find_row(&mut c, &job).await?;
-            let path = follow::output_log(data_dir, row["id"].as_str().unwrap_or_default());
-            let text = std::fs::read(&path)
+            let path = follow::output_log(&home, row["id"].as_str().unwrap_or_default());
+            let mut file = std::fs::File::open(&path)
                 .map_err(|e| format!("{job}'s output {}: {e}", path.display()))?;
-            std::io::Write::write_all(&mut std::io::stdout(), &text)
+            // Streamed, not read whole: a job's output can be long.
+            std::io::copy(&mut file, &mut std::io::stdout().lock())
                 .map_err(|e| format!("cannot write the output: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }

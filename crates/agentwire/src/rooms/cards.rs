@@ -2,7 +2,7 @@
 //! answer <card> <choice|text>` (a kind 1111 answer the relay settles).
 
 use super::{RelayTarget, Session};
-use crate::tabular::{cell, columns};
+use crate::tabular::{cell, columns, printable};
 use agentwire_tasks::card::{TASK_ACCEPTED, TASK_CANCEL, TASK_ERROR, TASK_REQUEST, TASK_RESULT};
 use agentwire_tinyagent::{QuestionCard, Selection, COMMENT, ROOM_MESSAGE};
 use clap::Args;
@@ -50,14 +50,20 @@ pub(super) fn card_of(event: &Event) -> Option<QuestionCard> {
 
 /// A card as a person reads it: the question, then its options numbered, then how to answer.
 pub(super) fn shown(event: &Event, card: &QuestionCard) -> String {
+    // What a room member wrote, printed at a terminal: no escape sequences.
     let mut out = String::new();
     if let Some(s) = &card.subject {
-        out.push_str(&format!("{s}\n"));
+        out.push_str(&format!("{}\n", printable(s)));
     }
-    out.push_str(event.content.trim());
+    out.push_str(printable(event.content.trim()).as_str());
     out.push('\n');
     for (i, (id, label)) in card.options.iter().enumerate() {
-        out.push_str(&format!("  {}. {label} ({id})\n", i + 1));
+        out.push_str(&format!(
+            "  {}. {} ({})\n",
+            i + 1,
+            printable(label),
+            printable(id)
+        ));
     }
     out.push_str(match (card.selection, card.freeform) {
         (Selection::Text, _) => "(answer with text)\n",

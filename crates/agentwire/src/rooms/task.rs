@@ -137,6 +137,10 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
     let accept_by = tokio::time::sleep(ACCEPT_WAIT);
     tokio::pin!(accept_by);
     let mut answered: std::collections::HashSet<EventId> = Default::default();
+    // One listener for the whole command, made before anything waits: a Ctrl-C while a question is on
+    // screen cancels the task too.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("cannot watch for Ctrl-C: {e}"))?;
     loop {
         let incoming = tokio::select! {
             m = s.rx.recv() => m,
@@ -160,7 +164,7 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
                 cancel(&s, &request, &agent, &room).await;
                 return Ok(ExitCode::from(EXIT_TIMEOUT));
             }
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupt.recv() => {
                 cancel(&s, &request, &agent, &room).await;
                 eprintln!("cancelled task {}", request.id.to_hex());
                 return Ok(ExitCode::from(EXIT_INTERRUPTED));
@@ -183,7 +187,10 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
                 accepted = true;
             }
             k if k == TASK_PROGRESS => {
-                for line in event.content.lines().filter(|l| !l.trim().is_empty()) {
+                for line in crate::tabular::printable(&event.content)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                {
                     eprintln!("[progress] {line}");
                 }
             }
@@ -202,7 +209,14 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
                 if !card.asked.contains(&me) || !answered.insert(event.id) {
                     continue;
                 }
-                ask_person(&s, &person, &deadline, &event, &card).await?;
+                tokio::select! {
+                    asked = ask_person(&s, &person, &deadline, &event, &card) => asked?,
+                    _ = interrupt.recv() => {
+                        cancel(&s, &request, &agent, &room).await;
+                        eprintln!("\ncancelled task {}", request.id.to_hex());
+                        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+                    }
+                }
             }
             _ => {}
         }
