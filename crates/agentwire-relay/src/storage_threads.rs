@@ -152,17 +152,18 @@ fn run_writer(
 /// than the relay takes in.
 const PRUNE_BACKLOG_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// One retention pass at `now`; `Some(now)` when it deleted all a pass may, so more may be left.
+/// One retention pass at `now`; `Some(now)` when it looked at all a pass may, so more may be left.
 fn prune_pass(
     store: &mut EventStore,
     now: Timestamp,
     retention: &RetentionPolicy,
 ) -> Option<std::time::Instant> {
-    match store.prune(now, retention) {
-        Ok(0) => None,
-        Ok(n) => {
-            tracing::debug!(pruned = n, "relay pruned events past their retention");
-            (n >= crate::limits::MAX_PRUNED_PER_PASS).then(std::time::Instant::now)
+    match store.prune_some(now, retention) {
+        Ok(p) => {
+            if p.deleted > 0 {
+                tracing::debug!(pruned = p.deleted, "relay pruned events past their retention");
+            }
+            p.more.then(std::time::Instant::now)
         }
         Err(error) => {
             tracing::warn!(%error, "relay could not prune old events");

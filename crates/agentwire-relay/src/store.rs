@@ -183,6 +183,15 @@ impl CardCache {
 /// this (5 connections, 20 MiB in all).
 pub const CACHE_KIB: i64 = 4 * 1024;
 
+/// What one retention pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Events deleted.
+    pub deleted: usize,
+    /// The pass looked at all it may: more may be past their retention.
+    pub more: bool,
+}
+
 impl EventStore {
     /// Opens (creating if needed) the database at `path` for writing: WAL journal,
     /// `synchronous=FULL` so a committed event survives power loss, schema created or checked.
@@ -475,13 +484,23 @@ impl EventStore {
     /// Deletes the events `policy` says are too old at `now` (at most [`MAX_PRUNED_PER_PASS`], oldest
     /// first), keeping open tiny agent questions; returns how many.
     pub fn prune(&mut self, now: Timestamp, policy: &RetentionPolicy) -> Result<usize, RelayError> {
+        self.prune_some(now, policy).map(|p| p.deleted)
+    }
+
+    /// One retention pass, as [`EventStore::prune`], saying whether it looked at all it may (so more may
+    /// be left: kept events among the oldest count against the pass without being deleted).
+    pub fn prune_some(
+        &mut self,
+        now: Timestamp,
+        policy: &RetentionPolicy,
+    ) -> Result<Pruned, RelayError> {
         let classes = [KindClass::Agent, KindClass::Rooms, KindClass::Other];
         let Some(oldest_cut) = classes
             .iter()
             .filter_map(|c| policy.prune_before(*c, now))
             .min()
         else {
-            return Ok(0);
+            return Ok(Pruned::default());
         };
         let tx = self.conn.transaction()?;
         let candidates: Vec<(i64, u16, i64, Vec<u8>)> = tx
@@ -494,6 +513,7 @@ impl EventStore {
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )?
             .collect::<Result<_, _>>()?;
+        let more = candidates.len() >= MAX_PRUNED_PER_PASS;
         let mut n = 0;
         for (seq, kind, created_at, id) in candidates {
             let class = retention::class_of(Kind::from_u16(kind));
@@ -518,7 +538,7 @@ impl EventStore {
             n += 1;
         }
         tx.commit()?;
-        Ok(n)
+        Ok(Pruned { deleted: n, more })
     }
 
     /// The number of stored events, expired or not.
