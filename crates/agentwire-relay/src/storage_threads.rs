@@ -161,7 +161,10 @@ fn prune_pass(
     match store.prune_some(now, retention) {
         Ok(p) => {
             if p.deleted > 0 {
-                tracing::debug!(pruned = p.deleted, "relay pruned events past their retention");
+                tracing::debug!(
+                    pruned = p.deleted,
+                    "relay pruned events past their retention"
+                );
             }
             p.more.then(std::time::Instant::now)
         }

@@ -178,14 +178,7 @@ async fn connect(
 }
 
 fn client_crypto(target: &Target, data_dir: &Path) -> Result<Arc<Crypto>, String> {
-    let keys = match &target.key {
-        Some(p) => {
-            let t = std::fs::read_to_string(p)
-                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            nostr::prelude::Keys::parse(t.trim()).map_err(|e| format!("{}: {e}", p.display()))?
-        }
-        None => keys::load_or_create(data_dir, "client.key")?,
-    };
+    let keys = crate::rooms::client_keys(target.key.as_deref(), data_dir)?;
     Ok(Arc::new(Crypto::new(keys)))
 }
 
