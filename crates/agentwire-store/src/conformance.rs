@@ -25,6 +25,138 @@ pub async fn run_all(fresh: impl Fn() -> Opener) {
     a_halted_journal_commits_nothing_more(fresh()).await;
     a_probe_succeeds_on_a_writable_journal(fresh()).await;
     the_latest_turns_come_newest_first_across_conversations(fresh()).await;
+    ended_turns_past_their_retention_are_pruned(fresh()).await;
+}
+
+/// Prunes every turn that ended before `ended_before`, pass after pass of at most `limit` turns each, as
+/// the daemon's retention task does: how many were forgotten.
+async fn prune_all(j: &Arc<dyn Journal>, ended_before: u64, limit: usize) -> usize {
+    let mut forgotten = 0;
+    for _ in 0..100 {
+        let pass = j
+            .prune(crate::Prune {
+                ended_before,
+                keep: vec!["fisk".into()],
+                limit,
+            })
+            .await
+            .unwrap();
+        assert!(pass.forgotten <= limit, "a pass forgets at most its limit");
+        forgotten += pass.forgotten;
+        if !pass.more {
+            return forgotten;
+        }
+    }
+    panic!("pruning never finished");
+}
+
+/// A turn `n` of conversation `c` (of `protocol`).
+fn turn_of(n: u32, c: &str, protocol: &str) -> NewTurn {
+    let mut t = turn(n);
+    t.request_id = RequestId::new(format!("{protocol}:{n}")).expect("valid id");
+    t.input.request_id = t.request_id.clone();
+    t.conversation_id = ConversationId::new(c).expect("valid id");
+    t.input.conversation_id = t.conversation_id.clone();
+    t.protocol = protocol.into();
+    t
+}
+
+/// Ended turns past their retention are forgotten, in passes of a bounded size; turns that still run,
+/// that ended after the cut, or are fisk-ai's are kept. A conversation keeps its meta while a turn of it
+/// is left; one left with none loses its meta and takes new turns as a new one. Times below grow in the
+/// order turns are written, as a clock does.
+pub async fn ended_turns_past_their_retention_are_pruned(open: Opener) {
+    let j = open();
+    let gone = |id: &str| {
+        let (j, id) = (j.clone(), RequestId::new(id).expect("valid id"));
+        async move { j.lookup(id).await.unwrap().is_none() }
+    };
+    let meta = |c: &str| {
+        let (j, c) = (j.clone(), ConversationId::new(c).expect("valid id"));
+        async move { j.conversation_meta(c).await.unwrap() }
+    };
+    let turns = |c: &str| {
+        let (j, c) = (j.clone(), ConversationId::new(c).expect("valid id"));
+        async move { j.conversation(c, false).await.unwrap().turns.len() }
+    };
+    let mut first = turn_of(1, "c", "nipxx");
+    first.conversation_meta = Some(serde_json::json!({"m": "c"}));
+    let mut other = turn_of(4, "old", "nipxx");
+    other.conversation_meta = Some(serde_json::json!({"m": "old"}));
+    for t in [
+        first,
+        turn_of(2, "c", "nipxx"),
+        turn_of(3, "c", "nipxx"),
+        turn_of(9, "fisk-c", "fisk"),
+        other,
+    ] {
+        j.accept(t).await.unwrap();
+    }
+    for (id, at) in [
+        ("nipxx:1", 200),
+        ("fisk:9", 200),
+        ("nipxx:4", 300),
+        ("nipxx:2", 5_000),
+    ] {
+        let id = RequestId::new(id).expect("valid id");
+        j.finish(Finish::new(id, ok("done"), at)).await.unwrap();
+    }
+    assert_eq!(prune_all(&j, 1_000, 10).await, 2);
+    assert!(gone("nipxx:1").await, "ended before the cut: forgotten");
+    assert!(gone("nipxx:4").await, "ended before the cut: forgotten");
+    assert!(!gone("nipxx:2").await, "ended after the cut: kept");
+    assert!(!gone("nipxx:3").await, "still running: kept");
+    assert!(!gone("fisk:9").await, "fisk-ai is kept");
+    assert_eq!(turns("c").await, 2, "a conversation keeps its turns left");
+    assert_eq!(meta("c").await, Some(serde_json::json!({"m": "c"})));
+    assert_eq!(turns("old").await, 0);
+    assert_eq!(
+        meta("old").await,
+        None,
+        "a conversation with no turn left is forgotten"
+    );
+    assert_eq!(prune_all(&j, 1_000, 10).await, 0, "nothing more to forget");
+    // The forgotten conversation starts again; its turn runs alone.
+    assert_eq!(
+        j.accept(turn_of(5, "old", "nipxx")).await.unwrap(),
+        Accepted::New
+    );
+    let claim = j
+        .claim(
+            ConversationId::new("old").unwrap(),
+            RequestId::new("nipxx:5").unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claim, crate::Claim::Taken);
+    // Many turns, pruned in passes of two; the running one's end puts it after them.
+    for n in 10..15 {
+        j.accept(turn_of(n, "c", "nipxx")).await.unwrap();
+        let id = RequestId::new(format!("nipxx:{n}")).unwrap();
+        j.finish(Finish::new(id, ok("done"), 6_000 + n as u64))
+            .await
+            .unwrap();
+    }
+    j.finish(Finish::new(
+        RequestId::new("nipxx:3").unwrap(),
+        ok("done"),
+        7_000,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(prune_all(&j, 10_000, 2).await, 7);
+    assert_eq!(turns("c").await, 0);
+    assert_eq!(meta("c").await, None);
+    assert!(!gone("nipxx:5").await, "still running: kept");
+    assert!(!gone("fisk:9").await, "fisk-ai is kept");
+    // Across a reopen (a restart reads the kept turns again, and forgets nothing more).
+    let j = open();
+    assert_eq!(prune_all(&j, 10_000, 2).await, 0);
+    assert!(j
+        .lookup(RequestId::new("fisk:9").unwrap())
+        .await
+        .unwrap()
+        .is_some());
 }
 
 /// The newest turns across conversations, newest accepted first, each once with its newest record (an

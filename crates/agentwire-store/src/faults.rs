@@ -135,7 +135,10 @@ impl Journal for FaultyJournal {
         })
     }
 
-    fn prune(&self, prune: crate::model::Prune) -> BoxFuture<'_, Result<usize, StoreError>> {
+    fn prune(
+        &self,
+        prune: crate::model::Prune,
+    ) -> BoxFuture<'_, Result<crate::model::Pruned, StoreError>> {
         Box::pin(async move {
             self.check()?;
             self.inner.prune(prune).await

@@ -34,7 +34,8 @@
 //! dedupes only within the stream's duplicate window (two minutes by default), so a resend after it would
 //! be a second turn, while a subject's sequence is checked however late the resend comes.
 //!
-//! Keys are the ids hex-encoded, which fits the buckets' key alphabet whatever the ids hold.
+//! Keys are the ids hex-encoded, which fits the buckets' key alphabet whatever the ids hold. Ended turns
+//! past their retention are removed by [`prune`].
 
 use crate::{
     Accepted, Claim, ConversationTurn, ConversationView, Finish, Journal, NewTurn, StoreError,
@@ -42,6 +43,7 @@ use crate::{
 };
 
 mod instance;
+mod prune;
 use agentwire_core::{ConversationId, Outcome, RequestId};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, kv};
@@ -108,6 +110,8 @@ pub struct JetStreamJournal {
     held: std::sync::Mutex<Option<instance::Held>>,
     /// Set once the journal is halted (or closed, or has lost its instance's name): nothing writes after.
     halted: std::sync::Arc<AtomicBool>,
+    /// Where the next prune pass reads the turns bucket's stream from ([`prune`]).
+    prune_from: std::sync::Mutex<u64>,
 }
 
 /// How many of the turns bucket's messages [`Journal::latest`] reads at most per turn it returns: a turn
@@ -269,13 +273,14 @@ impl JetStreamJournal {
             renewing: Default::default(),
             held: Default::default(),
             halted: Default::default(),
+            prune_from: Default::default(),
         })
     }
 
     /// Writes `value` under `key` of `bucket` only if the key's last revision is `revision` (0: the key
     /// has none): `true` when this write made it, `false` when the key had moved on. Decided by the server
-    /// alone, never by a read, which a lagging replica could answer; these buckets never delete a turn or a
-    /// member, so a refused create means it is there.
+    /// alone, never by a read, which a lagging replica could answer; only retention removes a turn or a
+    /// member ([`prune`]), so a refused create means it is there.
     async fn write_at(
         &self,
         bucket: &kv::Store,
@@ -935,6 +940,10 @@ impl Journal for JetStreamJournal {
             self.claim_conversation(conversation.as_str(), id.as_str())
                 .await
         })
+    }
+
+    fn prune(&self, prune: crate::Prune) -> BoxFuture<'_, Result<crate::Pruned, StoreError>> {
+        Box::pin(self.prune_turns(prune))
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {

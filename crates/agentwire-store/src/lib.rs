@@ -21,8 +21,8 @@ mod writer;
 
 pub use faults::{FaultyJournal, FAULT_MESSAGE};
 pub use model::{
-    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, Prune, StoreError,
-    StoredTurn, LOCAL_OWNER,
+    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, Prune, Pruned,
+    StoreError, StoredTurn, LOCAL_OWNER,
 };
 pub use sqlite::SqliteJournal;
 
@@ -115,11 +115,11 @@ pub trait Journal: Send + Sync + 'static {
     }
 
     /// Forgets ended turns past their retention ([`Prune`]): their records and transcripts, and the
-    /// conversations of the pruned protocols left with no turn. Never a turn without an outcome. Returns how
-    /// many turns were forgotten (at most `prune.limit`; call again while it returns the limit). A backend
-    /// that keeps everything returns 0.
-    fn prune(&self, _prune: Prune) -> BoxFuture<'_, Result<usize, StoreError>> {
-        Box::pin(async { Ok(0) })
+    /// conversations of the pruned protocols left with no turn. Never a turn without an outcome. One pass
+    /// looks at most at `prune.limit` turns; call again while it says there is [`Pruned::more`]. A backend
+    /// that keeps everything forgets nothing.
+    fn prune(&self, _prune: Prune) -> BoxFuture<'_, Result<Pruned, StoreError>> {
+        Box::pin(async { Ok(Pruned::default()) })
     }
 
     /// One durable write that changes no turn: succeeds once the journal can write again.

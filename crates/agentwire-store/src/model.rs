@@ -312,7 +312,7 @@ mod transcript_tests {
 }
 
 /// What [`crate::Journal::prune`] forgets: turns that ended before `ended_before` (Unix seconds), of every
-/// protocol but `keep`, at most `limit` of them in one pass.
+/// protocol but `keep`, in passes bounded by `limit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prune {
     /// Turns that ended before this (Unix seconds) are forgotten.
@@ -320,6 +320,16 @@ pub struct Prune {
     /// Protocols whose turns are kept whatever their age (fisk-ai: its conversations stay until an
     /// operator removes them).
     pub keep: Vec<String>,
-    /// The most turns one pass forgets (a pass is one transaction: it holds the writer that long).
+    /// The most turns one pass looks at (SQLite: forgets; a pass is one transaction and holds the writer
+    /// that long. JetStream: reads, one request each, in the order they were last written).
     pub limit: usize,
+}
+
+/// What one [`crate::Journal::prune`] pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Turns forgotten.
+    pub forgotten: usize,
+    /// Whether the pass stopped at its limit with more to look at: the caller goes on with another pass.
+    pub more: bool,
 }

@@ -325,8 +325,19 @@ impl Journal for SqliteJournal {
         }))
     }
 
-    fn prune(&self, prune: crate::model::Prune) -> BoxFuture<'_, Result<usize, StoreError>> {
-        Box::pin(self.write(move |reply| Write::Prune { prune, reply }))
+    fn prune(
+        &self,
+        prune: crate::model::Prune,
+    ) -> BoxFuture<'_, Result<crate::model::Pruned, StoreError>> {
+        let limit = prune.limit;
+        let pass = self.write(move |reply| Write::Prune { prune, reply });
+        Box::pin(async move {
+            let forgotten = pass.await?;
+            Ok(crate::model::Pruned {
+                forgotten,
+                more: forgotten == limit,
+            })
+        })
     }
 
     fn put_conversation_meta(

@@ -517,3 +517,55 @@ async fn an_instance_name_is_held_by_one_live_process_and_freed_by_its_exit_or_d
         Err(HoldError::Taken { .. })
     ));
 }
+
+/// Retention leaves nothing behind in the buckets: after turns of many conversations are pruned, the
+/// turns, members, running, claims and meta streams hold what they held before them (no delete markers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruned_turns_leave_no_messages_behind_in_the_buckets() {
+    use agentwire_core::{ConversationId, RequestId};
+    use agentwire_store::{conformance::result, Finish, Prune};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let j = open(&nats.url, "KEEPS").await;
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let held = || {
+        let js = js.clone();
+        async move {
+            let mut counts = Vec::new();
+            for b in ["TURNS", "MEMBERS", "RUNNING", "CLAIMS", "META"] {
+                let mut s = js.get_stream(format!("KV_KEEPS_{b}")).await.unwrap();
+                counts.push((b, s.info().await.unwrap().state.messages));
+            }
+            counts
+        }
+    };
+    let before = held().await;
+    for n in 0..40 {
+        let mut t = conformance::turn(n);
+        t.conversation_id = ConversationId::new(format!("c{}", n % 8)).unwrap();
+        t.input.conversation_id = t.conversation_id.clone();
+        t.conversation_meta = Some(serde_json::json!({ "n": n }));
+        let (conversation, id) = (t.conversation_id.clone(), t.request_id.clone());
+        j.claim(conversation, id.clone()).await.unwrap();
+        j.accept(t).await.unwrap();
+        let done = result("done", Default::default());
+        j.finish(Finish::new(id, done, 500)).await.unwrap();
+    }
+    assert_ne!(held().await, before, "the turns are in the buckets");
+    let pass = j
+        .prune(Prune {
+            ended_before: 1_000,
+            keep: Vec::new(),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!((pass.forgotten, pass.more), (40, false));
+    assert_eq!(held().await, before, "every bucket is back where it was");
+    assert!(j
+        .lookup(RequestId::new("nipxx:0").unwrap())
+        .await
+        .unwrap()
+        .is_none());
+}

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The protocols whose ended turns are never pruned.
 const KEPT_PROTOCOLS: [&str; 1] = [agentwire_fisk::worker::PROTOCOL];
-/// The most turns one pass forgets: a pass is one transaction on the journal's writer, which holds the
-/// turns behind it (about 10 ms of deletes here).
+/// The most turns one pass looks at: on SQLite a pass is one transaction on the journal's writer, which
+/// holds the turns behind it (about 10 ms of deletes here); on JetStream a pass reads one turn a request.
 const PRUNE_BATCH: usize = 1000;
 /// How often the journal is pruned at most: a day's retention is kept to within minutes.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
@@ -39,9 +39,9 @@ pub(crate) fn start(journal: Arc<dyn Journal>, retention: Duration) -> tokio::ta
             let mut forgotten = 0;
             loop {
                 match journal.prune(prune.clone()).await {
-                    Ok(n) => {
-                        forgotten += n;
-                        if n < PRUNE_BATCH {
+                    Ok(pass) => {
+                        forgotten += pass.forgotten;
+                        if !pass.more {
                             break;
                         }
                         // Let the turns queued behind a full pass write before the next one.

@@ -125,9 +125,8 @@ struct JournalView<'a> {
     instance: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_secs: Option<u64>,
-    /// Days ended turns are kept (0: for ever); a jetstream journal keeps every turn.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retention_days: Option<f64>,
+    /// Days ended turns are kept (0: for ever).
+    retention_days: f64,
 }
 
 /// A retention as the days `[journal] retention_days` takes (0: for ever).
@@ -331,7 +330,7 @@ impl<'a> View<'a> {
                     replicas: None,
                     instance: None,
                     lease_secs: None,
-                    retention_days: Some(retention_days(c.journal_retention)),
+                    retention_days: retention_days(c.journal_retention),
                 },
                 crate::config::JournalChoice::JetStream(j) => JournalView {
                     kind: "jetstream",
@@ -340,7 +339,7 @@ impl<'a> View<'a> {
                     replicas: Some(j.replicas),
                     instance: Some(j.instance.shown(&c.data_dir)),
                     lease_secs: Some(j.lease.as_secs()),
-                    retention_days: None,
+                    retention_days: retention_days(c.journal_retention),
                 },
             },
             agents,

@@ -348,21 +348,10 @@ pub(crate) fn resolve(
     for choice in served {
         api_key_set(choice, env)?;
     }
-    let mut warnings = unused_agents(file, &agent.name)?;
+    let warnings = unused_agents(file, &agent.name)?;
     let nipxx = nipxx(flags, file)?;
     let journal = journal(flags, file, env)?;
-    let journal_retention = match &journal {
-        JournalChoice::Sqlite => journal_retention(file, &nipxx, relay.as_ref())?,
-        // A shared journal is not pruned yet: it keeps every turn, and says so when asked to prune.
-        JournalChoice::JetStream(_) => {
-            if file.journal.retention_days.is_some() {
-                warnings.push(
-                    "[journal] retention_days is not applied to a jetstream journal yet: it keeps every turn".into(),
-                );
-            }
-            None
-        }
-    };
+    let journal_retention = journal_retention(file, &nipxx, relay.as_ref())?;
     Ok(Resolved {
         journal_retention,
         relay,
