@@ -99,6 +99,11 @@ pub struct Job {
     /// The feed cursor of its `start` event: orders the jobs of one conversation (the newest serves it).
     #[serde(default)]
     pub dispatched: u64,
+    /// When it last changed (Unix seconds of its newest feed event: started, replied to, a new state,
+    /// ended): retention forgets a job idle that long ([`Supervisor::idle_since`]). 0 in stores written
+    /// before it, where the daemon reads it as its start.
+    #[serde(default)]
+    pub touched: u64,
 }
 
 /// One entry of the event feed.
@@ -183,6 +188,7 @@ impl Supervisor {
                 reports: j.reports,
                 conversation: j.conversation.clone(),
                 dispatched: j.dispatched,
+                touched: j.touched,
             }),
             pending: self.jobs.get(id).map_or(0, |j| j.pending.len()),
             dispatch_ids: self
@@ -219,6 +225,9 @@ impl Supervisor {
 
     /// Records a feed event.
     pub fn event(&mut self, at: u64, id: &str, what: &str, text: impl Into<String>) {
+        if let Some(job) = self.jobs.get_mut(id) {
+            job.touched = job.touched.max(at);
+        }
         self.next_event += 1;
         self.events.push_back(FeedEvent {
             seq: self.next_event,
@@ -309,6 +318,7 @@ impl Supervisor {
                 reports: 0,
                 conversation: None,
                 dispatched: self.next_event,
+                touched: at,
             },
         );
         Ok(&self.jobs[&id])
@@ -356,6 +366,13 @@ impl Supervisor {
                 .push(id.to_string());
         }
         self.conversations = index;
+    }
+
+    /// The jobs that have not changed since `before` (Unix seconds), oldest first.
+    pub fn idle_since(&self, before: u64) -> Vec<&Job> {
+        let mut idle: Vec<&Job> = self.jobs.values().filter(|j| j.touched < before).collect();
+        idle.sort_unstable_by_key(|j| (j.touched, &j.id));
+        idle
     }
 
     /// Removes job `id` with its dispatch ids and its place in the conversation index.
@@ -582,6 +599,22 @@ mod tests {
         assert_eq!(found(&s, "p"), None);
         assert!(s.dispatched("d1").is_none(), "its dispatch ids go with it");
         assert!(s.remove("j1").is_none());
+    }
+
+    #[test]
+    fn a_job_is_idle_since_its_newest_event_and_the_idlest_come_first() {
+        let mut s = sup();
+        s.add("j2".into(), "t2".into(), "p", None, None, None, 5)
+            .unwrap();
+        let idle = |s: &Supervisor, before| -> Vec<String> {
+            s.idle_since(before).iter().map(|j| j.id.clone()).collect()
+        };
+        assert_eq!(idle(&s, 6), ["j1", "j2"]);
+        assert_eq!(idle(&s, 5), ["j1"]);
+        // A reply is a change: the job is not idle since before it.
+        s.reply("j1", "go on", None, None, true, 9).unwrap();
+        assert_eq!(idle(&s, 6), ["j2"]);
+        assert_eq!(idle(&s, 10), ["j2", "j1"]);
     }
 
     #[test]

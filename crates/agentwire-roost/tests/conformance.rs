@@ -27,6 +27,7 @@ fn config(dir: &Path) -> DaemonConfig {
         data_dir: dir.join("d"),
         profiles,
         hosted: Default::default(),
+        retention: None,
     }
 }
 

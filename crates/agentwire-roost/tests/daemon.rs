@@ -154,6 +154,7 @@ fn config(dir: &Path) -> DaemonConfig {
         data_dir: dir.join("data"),
         profiles,
         hosted: Default::default(),
+        retention: None,
     }
 }
 
@@ -778,5 +779,75 @@ async fn a_resent_reply_to_a_job_that_exited_since_starts_it_again_but_a_stopped
     assert_eq!(respawns(&ctl.ok("events", json!({"id": id})).await), 2);
     assert_eq!(only_state(&daemon, &mut ctl).await, "stopped");
     ctl.ok("rm", json!({"id": id})).await;
+    daemon.shutdown();
+}
+
+/// With a retention, a job idle past it goes with its dir when nobody waits on it: one that ended, one
+/// dispatched for a conversation (it serves turns, which the journal forgets as long after). A person's
+/// job whose process runs is kept; `rm` removes its dir too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_idle_past_the_retention_are_removed_with_their_dirs_unless_a_person_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = DaemonConfig {
+        retention: Some(Duration::from_secs(2)),
+        ..config(dir.path())
+    };
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let ended = dispatch(&mut ctl, "brief", "done at once").await;
+    let running = dispatch(&mut ctl, "agent", "a person's").await;
+    let served = ctl
+        .ok(
+            "dispatch",
+            json!({"profile": "agent", "task": "a turn", "conversation": "nipxx:c1"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let job_dir = |id: &str| cfg.data_dir.join("jobs").join(id);
+    job_env(&cfg.data_dir, &served).await;
+    assert!(job_dir(&ended).exists() && job_dir(&served).exists());
+    let ids = |rows: &Value| -> Vec<String> {
+        let mut ids: Vec<String> = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while ids(&ctl.ok("rows", json!({})).await) != std::slice::from_ref(&running) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "idle jobs not removed: {}",
+            ctl.ok("rows", json!({})).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!job_dir(&ended).exists(), "an ended job's dir goes with it");
+    assert!(
+        !job_dir(&served).exists(),
+        "a served job's dir goes with it"
+    );
+    assert!(job_dir(&running).exists());
+    let events = ctl.ok("events", json!({"id": ended})).await;
+    let rm = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["what"] == "rm")
+        .unwrap_or_else(|| panic!("an rm event: {events}"));
+    assert!(rm["text"].as_str().unwrap().contains("retention"), "{rm}");
+    // Kept past its retention while its process runs; removed by hand, its dir goes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        ids(&ctl.ok("rows", json!({})).await),
+        std::slice::from_ref(&running)
+    );
+    ctl.ok("rm", json!({"id": running})).await;
+    assert!(!job_dir(&running).exists(), "rm removes the job's dir");
     daemon.shutdown();
 }

@@ -34,6 +34,7 @@ fn config(dir: &Path) -> DaemonConfig {
         data_dir: dir.join("data"),
         profiles,
         hosted: Default::default(),
+        retention: None,
     }
 }
 

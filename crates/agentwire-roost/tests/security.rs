@@ -193,6 +193,7 @@ fn config(dir: &Path, extra: impl FnOnce(&mut HashMap<String, Profile>)) -> Daem
         data_dir: dir.join("data"),
         profiles,
         hosted: Default::default(),
+        retention: None,
     }
 }
 

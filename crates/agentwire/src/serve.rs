@@ -318,6 +318,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         data_dir: data_dir.join("roost"),
         profiles: roost.profiles,
         hosted: agentwire_roost::daemon::hosted::Hosted(hosted),
+        // Jobs serving turns go with their turns' retention.
+        retention: journal_retention,
     })
     .await
     .map_err(|e| e.to_string())?;

@@ -148,5 +148,7 @@ impl Shared {
                 self.push_row(&st, id);
             }
         }
+        drop(st);
+        self.expire_idle_jobs();
     }
 }

@@ -23,6 +23,7 @@ pub mod hosted;
 mod housekeeping;
 pub mod peer;
 pub mod process;
+pub mod retention;
 pub mod run_as;
 mod state;
 mod stopping;
@@ -57,6 +58,8 @@ pub struct DaemonConfig {
     pub profiles: HashMap<String, Profile>,
     /// The profiles served in this process ([`hosted`]); a name here is not also in `profiles`.
     pub hosted: hosted::Hosted,
+    /// How long a job may stay idle before it is removed with its dir ([`retention`]); none keeps every job.
+    pub retention: Option<Duration>,
 }
 
 /// Why the daemon did not start.
@@ -124,6 +127,7 @@ impl Daemon {
         let shared = Shared::new(config.clone(), run_as, store, sup);
         shared.rearm(escalations);
         shared.readopt();
+        shared.date_undated_jobs();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let s = shared.clone();
         let mut stop = stop_rx.clone();

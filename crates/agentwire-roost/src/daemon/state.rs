@@ -64,6 +64,8 @@ pub(super) struct State {
     pub(super) next_conn: u64,
     /// The newest feed event written to the store.
     pub(super) written_event: u64,
+    /// When retention last looked for idle jobs ([`super::retention`]).
+    pub(super) retention_checked: Option<std::time::Instant>,
 }
 
 pub(super) struct Shared {
@@ -160,6 +162,7 @@ impl Shared {
                 to_forget: Vec::new(),
                 next_conn: 1,
                 written_event: 0,
+                retention_checked: None,
             }),
             store: Mutex::new(store),
         })
@@ -626,12 +629,7 @@ impl Shared {
                 self.persist(&mut st, &[id], &[], None)?;
             }
             "rm" => {
-                self.stop_job(&mut st, id);
-                st.sup.remove(id);
-                st.job_conn.remove(id);
-                st.children.remove(id);
-                st.sup.event(at, id, "rm", "removed");
-                self.persist(&mut st, &[], &[id.to_string()], None)?;
+                self.remove_job(&mut st, id, "removed")?;
             }
             _ => {
                 self.stop_job(&mut st, id);
@@ -646,6 +644,23 @@ impl Shared {
         }
         self.push_row(&st, id);
         Ok(json!({}))
+    }
+
+    /// Stops and removes job `id` (feed event `rm` with `why`), and its dir with what its agent wrote.
+    pub(super) fn remove_job(&self, st: &mut State, id: &str, why: &str) -> Result<(), Refusal> {
+        self.stop_job(st, id);
+        st.sup.remove(id);
+        st.job_conn.remove(id);
+        st.children.remove(id);
+        st.sup.event(now(), id, "rm", why);
+        self.persist(st, &[], &[id.to_string()], None)?;
+        let dir = self.config.data_dir.join("jobs").join(id);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(job = %id, dir = %dir.display(), error = %e, "could not remove a removed job's dir");
+            }
+        }
+        Ok(())
     }
 
     /// `rows`.
