@@ -23,11 +23,11 @@ pub use outcome::{
     Failure, FailureCode, Outcome, Refusal, TurnFailure, TurnResult, Usage, REFUSALS, TURN_FAILURES,
 };
 pub use question::{
-    Answer, ApproveChoice, Asked, CallAnswer, Interaction, Question, QuestionKind, QuestionOption,
-    Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
+    typed_option, Answer, ApproveChoice, Asked, CallAnswer, Interaction, Question, QuestionKind,
+    QuestionOption, Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
 };
 pub use redact::{redact_secrets, redact_userinfo};
-pub use tool_line::{arguments_summary, tool_line, MAX_ARGUMENTS_SUMMARY_CHARS};
+pub use tool_line::{arguments_summary, one_line, tool_line, MAX_ARGUMENTS_SUMMARY_CHARS};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,

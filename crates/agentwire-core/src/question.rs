@@ -448,6 +448,24 @@ pub struct CallAnswer {
     pub answer: Answer,
 }
 
+/// The option a person typed at a terminal among `labels`: a label as it is, else in any case, else its
+/// number from 1. Its index.
+pub fn typed_option<S: AsRef<str>>(typed: &str, labels: &[S]) -> Option<usize> {
+    let typed = typed.trim();
+    labels
+        .iter()
+        .position(|l| l.as_ref() == typed)
+        .or_else(|| {
+            labels
+                .iter()
+                .position(|l| l.as_ref().eq_ignore_ascii_case(typed))
+        })
+        .or_else(|| {
+            let n: usize = typed.parse().ok()?;
+            n.checked_sub(1).filter(|i| *i < labels.len())
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,5 +575,21 @@ mod tests {
         .unwrap();
         assert_eq!(q.kind.selection(), Selection::Single);
         assert!(q.asked.is_empty());
+    }
+
+    #[test]
+    fn an_option_is_typed_by_its_label_in_any_case_or_by_its_number() {
+        let labels = ["Yes", "no", "2"];
+        assert_eq!(typed_option(" yes ", &labels), Some(0));
+        assert_eq!(typed_option("NO", &labels), Some(1));
+        assert_eq!(
+            typed_option("2", &labels),
+            Some(2),
+            "a label before a number"
+        );
+        assert_eq!(typed_option("1", &labels), Some(0));
+        assert_eq!(typed_option("4", &labels), None);
+        assert_eq!(typed_option("0", &labels), None);
+        assert_eq!(typed_option("maybe", &labels), None);
     }
 }

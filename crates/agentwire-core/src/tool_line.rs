@@ -29,17 +29,23 @@ pub fn arguments_summary(arguments: &Value) -> String {
         Value::Null => String::new(),
         other => scalar(other),
     };
-    let one_line: String = summary
+    one_line(&summary, MAX_ARGUMENTS_SUMMARY_CHARS)
+}
+
+/// `text` on one line (control characters, newlines among them, as spaces), cut to `max` characters
+/// with `…` when it is longer.
+pub fn one_line(text: &str, max: usize) -> String {
+    let line: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    match one_line.chars().count() > MAX_ARGUMENTS_SUMMARY_CHARS {
-        true => one_line
+    match line.chars().count() > max {
+        true => line
             .chars()
-            .take(MAX_ARGUMENTS_SUMMARY_CHARS - 1)
+            .take(max.saturating_sub(1))
             .chain(['…'])
             .collect(),
-        false => one_line,
+        false => line,
     }
 }
 

@@ -134,14 +134,7 @@ struct Reach {
 
 fn reach(target: &Target, data_dir: &Path) -> Result<Reach, String> {
     let serving = crate::serving::Serving::find(data_dir);
-    let relay = match (&target.relay, &serving) {
-        (Some(r), _) => r.clone(),
-        (None, Ok(s)) => s
-            .relay()
-            .ok_or("the local serve names no relay")?
-            .to_string(),
-        (None, Err(none)) => return Err(format!("{none} (or name a relay with --relay)")),
-    };
+    let relay = crate::serving::relay(target.relay.as_deref(), &serving)?;
     let served = serving.as_ref().ok();
     let agent = match (&target.agent, served) {
         (Some(name), Some(s)) if s.agent_named(name).is_some() => {

@@ -149,21 +149,12 @@ fn confirm(a: &str) -> Result<bool, String> {
 fn select(a: &str, options: &[String]) -> Result<u64, String> {
     let a = a.trim();
     let range = format!("1-{}", options.len());
-    if let Ok(n) = a.parse::<u64>() {
-        return match (1..=options.len() as u64).contains(&n) {
-            true => Ok(n - 1),
-            false => Err(format!(
-                "{n} is not one of {range}; type a number or an option's label"
-            )),
-        };
-    }
-    let by_label = options
-        .iter()
-        .position(|o| o == a)
-        .or_else(|| options.iter().position(|o| o.eq_ignore_ascii_case(a)));
-    match by_label {
-        Some(i) => Ok(i as u64),
-        None => Err(format!(
+    match (agentwire_core::typed_option(a, options), a.parse::<u64>()) {
+        (Some(i), _) => Ok(i as u64),
+        (None, Ok(n)) => Err(format!(
+            "{n} is not one of {range}; type a number or an option's label"
+        )),
+        (None, Err(_)) => Err(format!(
             "{a:?} is not an option; type a number ({range}) or an option's label"
         )),
     }

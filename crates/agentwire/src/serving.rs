@@ -124,6 +124,22 @@ impl Serving {
     }
 }
 
+/// The relay a client command reaches: `flag` (`--relay`), else the one the local serve runs (`serving`,
+/// as [`Serving::find`] gave it); with neither, what is missing and how to name one.
+pub(crate) fn relay(
+    flag: Option<&str>,
+    serving: &Result<Serving, String>,
+) -> Result<String, String> {
+    match (flag, serving) {
+        (Some(r), _) => Ok(r.to_string()),
+        (None, Ok(s)) => s
+            .relay()
+            .map(str::to_string)
+            .ok_or_else(|| "the local serve names no relay".to_string()),
+        (None, Err(none)) => Err(format!("{none} (or name a relay with --relay)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

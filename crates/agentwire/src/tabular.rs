@@ -1,16 +1,7 @@
 //! Text laid out for a person at a terminal: columns under a header, and cells cut to one short line.
 
 /// `text` cut to `max` characters, with `…` when cut, on one line.
-pub(crate) fn cell(text: &str, max: usize) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match one_line.chars().count() > max {
-        true => one_line.chars().take(max - 1).chain(['…']).collect(),
-        false => one_line,
-    }
-}
+pub(crate) use agentwire_core::one_line as cell;
 
 /// Lays `rows` out in columns under `header`, two spaces apart; the last column is not padded.
 pub(crate) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -20,8 +20,8 @@ const EXIT_FAILED: u8 = 2;
 const EXIT_STOPPED: u8 = 3;
 /// Exit code when `follow` stopped following after [`FOLLOW_MAX`] with the job still running.
 const EXIT_STILL_RUNNING: u8 = 5;
-/// Exit code after Ctrl-C (128 + SIGINT); the job goes on.
-const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code after Ctrl-C (the job goes on).
+use crate::ask::EXIT_INTERRUPTED;
 
 /// Where the supervisor keeps a job's output, under the data dir `serve` runs on.
 pub(crate) fn output_log(data_dir: &Path, id: &str) -> PathBuf {

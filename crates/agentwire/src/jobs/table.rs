@@ -95,15 +95,7 @@ pub(crate) fn reply_text(row: &Value, text: &str) -> Result<String, String> {
         return Ok(text.to_string());
     }
     let one = |part: &str| -> Option<String> {
-        let part = part.trim();
-        if let Some(c) = choices.iter().find(|c| c.eq_ignore_ascii_case(part)) {
-            return Some(c.clone());
-        }
-        part.parse::<usize>()
-            .ok()
-            .and_then(|n| n.checked_sub(1))
-            .and_then(|i| choices.get(i))
-            .cloned()
+        agentwire_core::typed_option(part, &choices).map(|i| choices[i].clone())
     };
     if let Some(c) = one(text) {
         return Ok(c);

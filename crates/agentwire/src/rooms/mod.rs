@@ -56,6 +56,11 @@ pub(crate) struct Session {
 }
 
 /// The client key `--key` names, else the data dir's `client.key` (created on first use).
+/// A Nostr tag from its parts, refused with what was wrong.
+fn tag(parts: &[&str]) -> Result<nostr::prelude::Tag, String> {
+    nostr::prelude::Tag::parse(parts.iter().copied()).map_err(|e| format!("a tag {parts:?}: {e}"))
+}
+
 pub(crate) fn client_keys(
     key: Option<&Path>,
     data_dir: &Path,
@@ -74,14 +79,7 @@ impl Session {
     /// Connects to `target`'s relay (else the local serve's), as its key.
     pub(crate) async fn open(target: &RelayTarget, data_dir: &Path) -> Result<Session, String> {
         let serving = crate::serving::Serving::find(data_dir);
-        let relay = match (&target.relay, &serving) {
-            (Some(r), _) => r.clone(),
-            (None, Ok(s)) => s
-                .relay()
-                .ok_or("the local serve names no relay")?
-                .to_string(),
-            (None, Err(none)) => return Err(format!("{none} (or name a relay with --relay)")),
-        };
+        let relay = crate::serving::relay(target.relay.as_deref(), &serving)?;
         crate::config::install_relay_ca_file(target.relay_ca_file.as_deref())?;
         let crypto = Arc::new(Crypto::new(client_keys(target.key.as_deref(), data_dir)?));
         let (conn, rx) = RelayConn::connect_authenticated(&relay, crypto.clone());

@@ -2,10 +2,10 @@
 //! | add-member` (NIP-29 moderation: 9007 creates a room, 9002 sets its name and access, 9000 adds people;
 //! the relay takes them from its admins and the room's).
 
-use super::{RelayTarget, Session};
+use super::{tag, RelayTarget, Session};
 use crate::tabular::columns;
 use clap::{Args, Subcommand};
-use nostr::prelude::{EventBuilder, Filter, Kind, Tag};
+use nostr::prelude::{EventBuilder, Filter, Kind};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -151,10 +151,6 @@ pub(crate) async fn room(args: RoomArgs, data_dir: &Path) -> Result<ExitCode, St
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-fn tag(parts: &[&str]) -> Result<Tag, String> {
-    Tag::parse(parts.iter().copied()).map_err(|e| format!("a tag {parts:?}: {e}"))
 }
 
 /// `room list`: the relay's metadata (39000) and member lists (39002), as a table.

@@ -4,7 +4,7 @@
 //! the local serve's settings tell it.
 
 use super::cards::{card_of, send_answer, shown};
-use super::{RelayTarget, Session};
+use super::{tag, RelayTarget, Session};
 use crate::ask_deadline::AskDeadline;
 use crate::fisk_questions::Person;
 use agentwire_nostr::relay_conn::Incoming;
@@ -30,8 +30,8 @@ const EXIT_FAILED: u8 = 2;
 const EXIT_TIMEOUT: u8 = 3;
 /// Exit code when no agent took the task and the local serve's settings say why.
 const EXIT_NOT_TAKEN: u8 = 4;
-/// Exit code after Ctrl-C (128 + SIGINT); the task is cancelled (43005).
-const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code after Ctrl-C (the task is cancelled: 43005).
+use crate::ask::EXIT_INTERRUPTED;
 
 /// `task` flags.
 #[derive(Debug, Args)]
@@ -51,10 +51,6 @@ pub(crate) struct TaskArgs {
     /// The task.
     #[arg(required = true, num_args = 1..)]
     text: Vec<String>,
-}
-
-fn tag(parts: &[&str]) -> Result<Tag, String> {
-    Tag::parse(parts.iter().copied()).map_err(|e| format!("a tag {parts:?}: {e}"))
 }
 
 /// Why nobody took the task, when the local serve's settings say: it does not watch the room, or does not
