@@ -39,6 +39,9 @@ pub(crate) struct Daemon {
     pub(crate) log: PathBuf,
     /// Its HTTP server and the token, from the ready line.
     pub(crate) http: Option<(String, String)>,
+    /// Its roost supervisor's socket, from the ready line (the soak dispatches jobs on it).
+    #[allow(dead_code)]
+    pub(crate) roost_socket: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -115,12 +118,14 @@ impl Daemon {
             .as_str()
             .zip(v["http_token"].as_str())
             .map(|(u, t)| (u.to_string(), t.to_string()));
+        let roost_socket = v["roost_socket"].as_str().map(PathBuf::from);
         Ok(Daemon {
             child,
             relay,
             agent,
             log,
             http,
+            roost_socket,
         })
     }
 

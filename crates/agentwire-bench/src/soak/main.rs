@@ -1,6 +1,7 @@
 //! `soak`: does a long-running daemon level off? It starts `agentwire serve` (embedded relay, demo agent,
-//! a room with the task-card adapter) with a short retention, loads it for a long time with NIP-XX runs
-//! from many clients (closed loop) and task cards in the room, and samples every minute the daemon's
+//! a room with the task-card adapter, the agent hosted as a roost profile) with a short retention, loads
+//! it for a long time with NIP-XX runs from many clients (closed loop), task cards in the room and roost
+//! jobs dispatched over the supervisor's socket, and samples every minute the daemon's
 //! resident memory (VmRSS), its data dir's size and what was served. A daemon that levels off has both
 //! flat once the retention has come round; one that leaks rises to the end.
 //!
@@ -51,6 +52,9 @@ struct Args {
     /// Task cards posted per second.
     #[arg(long, default_value_t = 2.0)]
     tasks_per_sec: f64,
+    /// Roost jobs dispatched per second (each a job of the hosted demo agent with one turn).
+    #[arg(long, default_value_t = 1.0)]
+    jobs_per_sec: f64,
     /// How long ended turns and the relay's run events and room events are kept, seconds.
     #[arg(long, default_value_t = 300)]
     retention_secs: u64,
@@ -66,6 +70,8 @@ struct Counts {
     run_failures: AtomicU64,
     tasks: AtomicU64,
     task_failures: AtomicU64,
+    jobs: AtomicU64,
+    job_failures: AtomicU64,
 }
 
 fn config(retention_days: f64, tasker: &Keys) -> String {
@@ -163,6 +169,71 @@ async fn tasker(
     Ok(())
 }
 
+/// Dispatches jobs of the hosted demo agent at `per_sec` until `until`, and counts those whose row ends
+/// `done` (a job that fails, or dispatches refused, count as failures).
+async fn dispatcher(
+    socket: PathBuf,
+    counts: Arc<Counts>,
+    per_sec: f64,
+    until: Instant,
+) -> Result<(), String> {
+    use agentwire_roost::client::Controller;
+    let connect = || async {
+        Controller::connect(&socket)
+            .await
+            .map_err(|e| format!("the roost socket: {e}"))
+    };
+    let mut watcher = connect().await?;
+    watcher
+        .call("subscribe", json!({}))
+        .await
+        .map_err(|e| e.to_string())?;
+    let in_flight: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
+    let (ends, flying) = (counts.clone(), in_flight.clone());
+    tokio::spawn(async move {
+        while let Ok(e) = watcher.next_event().await {
+            let row = &e["row"];
+            let Some(id) = row["id"].as_str() else {
+                continue;
+            };
+            let counter = match row["state"].as_str() {
+                Some("done") => &ends.jobs,
+                Some("failed" | "exited" | "stopped") => &ends.job_failures,
+                _ => continue,
+            };
+            if flying.lock().unwrap_or_else(|p| p.into_inner()).remove(id) {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let mut ctl = connect().await?;
+    let every = Duration::from_secs_f64(1.0 / per_sec.max(0.001));
+    let mut tick = tokio::time::interval(every);
+    let mut n = 0u64;
+    while Instant::now() < until {
+        tick.tick().await;
+        n += 1;
+        let task = format!("calc {n} * 3");
+        match ctl
+            .call("dispatch", json!({ "profile": "demo", "task": task }))
+            .await
+        {
+            Ok(v) => {
+                if let Some(id) = v["id"].as_str() {
+                    in_flight
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id.to_string());
+                }
+            }
+            Err(_) => {
+                counts.job_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn soak(args: Args) -> Result<serde_json::Value, String> {
     if !args.daemon.exists() {
         return Err(format!(
@@ -212,28 +283,61 @@ async fn soak(args: Args) -> Result<serde_json::Value, String> {
         args.tasks_per_sec,
         until,
     )));
+    if args.jobs_per_sec > 0.0 {
+        let socket = d
+            .roost_socket
+            .clone()
+            .ok_or("the daemon runs no roost socket")?;
+        load.push(tokio::spawn(dispatcher(
+            socket,
+            counts.clone(),
+            args.jobs_per_sec,
+            until,
+        )));
+    }
+    // The jobs the supervisor holds, sampled: retention keeps them level.
+    let mut rows = match &d.roost_socket {
+        Some(s) => agentwire_roost::client::Controller::connect(s).await.ok(),
+        None => None,
+    };
     let mut samples = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(args.sample_secs.max(1)));
-    eprintln!("minute  runs       failed  tasks   failed  rss_mib  data_mib");
+    eprintln!(
+        "minute  runs       failed  tasks   failed  jobs    failed  held    rss_mib  data_mib"
+    );
     loop {
         tick.tick().await;
         let memory = d.memory().ok_or("the daemon is gone")?;
+        let held = match rows.as_mut() {
+            Some(c) => c
+                .call("rows", json!({}))
+                .await
+                .ok()
+                .and_then(|v| v["rows"].as_array().map(Vec::len)),
+            None => None,
+        };
         let sample = json!({
             "secs": started.elapsed().as_secs(),
             "runs": counts.runs.load(Ordering::Relaxed),
             "run_failures": counts.run_failures.load(Ordering::Relaxed),
             "tasks": counts.tasks.load(Ordering::Relaxed),
             "task_failures": counts.task_failures.load(Ordering::Relaxed),
+            "jobs": counts.jobs.load(Ordering::Relaxed),
+            "job_failures": counts.job_failures.load(Ordering::Relaxed),
+            "jobs_held": held,
             "rss_kib": memory.rss_kib,
             "data_dir_bytes": dir_bytes(&data_dir),
         });
         eprintln!(
-            "{:>6.1}  {:>9}  {:>6}  {:>6}  {:>6}  {:>7.1}  {:>8.1}",
+            "{:>6.1}  {:>9}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}  {:>7.1}  {:>8.1}",
             started.elapsed().as_secs_f64() / 60.0,
-            sample["runs"],
-            sample["run_failures"],
-            sample["tasks"],
-            sample["task_failures"],
+            sample["runs"].to_string(),
+            sample["run_failures"].to_string(),
+            sample["tasks"].to_string(),
+            sample["task_failures"].to_string(),
+            sample["jobs"].to_string(),
+            sample["job_failures"].to_string(),
+            sample["jobs_held"].to_string(),
             memory.rss_kib as f64 / 1024.0,
             sample["data_dir_bytes"].as_u64().unwrap_or(0) as f64 / 1_048_576.0,
         );
@@ -251,6 +355,7 @@ async fn soak(args: Args) -> Result<serde_json::Value, String> {
         "duration_secs": args.duration_secs,
         "clients": args.clients,
         "tasks_per_sec": args.tasks_per_sec,
+        "jobs_per_sec": args.jobs_per_sec,
         "retention_secs": args.retention_secs,
         "samples": samples,
     }))
