@@ -13,6 +13,9 @@ pub const MAX_PENDING_REPLIES: usize = 50;
 pub const MAX_REPLY_IDS: usize = 100;
 /// Events kept in the feed (the spec's last 1000).
 pub const MAX_EVENTS: usize = 1000;
+/// The name only the concierge's job goes by: no session takes it (`dispatch`, `rename`, a reported name).
+pub const CONCIERGE_NAME: &str = "concierge";
+
 /// Longest reply text: a reply is typed into an agent; a megabyte is more than any person types, and keeps
 /// a request line far under the 4 MiB line limit.
 pub const MAX_REPLY_BYTES: usize = 1024 * 1024;
@@ -104,6 +107,15 @@ pub struct Job {
     /// before it, where the daemon reads it as its start.
     #[serde(default)]
     pub touched: u64,
+    /// Pinned by a person (the hub's `pin`): shown first.
+    #[serde(default)]
+    pub pinned: bool,
+    /// Its place in the order a person gave (`reorder`), from 0; none: after those that have one.
+    #[serde(default)]
+    pub order: Option<u64>,
+    /// Named by a person (`rename`): the name the agent reports no longer changes the row.
+    #[serde(default)]
+    pub renamed: bool,
 }
 
 /// One entry of the event feed.
@@ -189,6 +201,9 @@ impl Supervisor {
                 conversation: j.conversation.clone(),
                 dispatched: j.dispatched,
                 touched: j.touched,
+                pinned: j.pinned,
+                order: j.order,
+                renamed: j.renamed,
             }),
             pending: self.jobs.get(id).map_or(0, |j| j.pending.len()),
             dispatch_ids: self
@@ -294,6 +309,11 @@ impl Supervisor {
             })
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| format!("{profile}-{}", &id[..id.len().min(6)]));
+        if name == CONCIERGE_NAME {
+            return Err(Refusal::bad(format!(
+                "the name {CONCIERGE_NAME:?} is the concierge's; name the job otherwise"
+            )));
+        }
         if let Some(r) = request_id {
             self.dispatch_ids.insert(r.to_string(), id.clone());
         }
@@ -319,6 +339,9 @@ impl Supervisor {
                 conversation: None,
                 dispatched: self.next_event,
                 touched: at,
+                pinned: false,
+                order: None,
+                renamed: false,
             },
         );
         Ok(&self.jobs[&id])
@@ -471,7 +494,8 @@ impl Supervisor {
         let job = self.authorised(id, token)?;
         let changed = job.report.as_ref().map(|r| r.state) != Some(report.state);
         if let Some(n) = &report.name {
-            if !n.is_empty() {
+            // A person's name for the row stands; the concierge's name is not a session's to take.
+            if !n.is_empty() && !job.renamed && n != CONCIERGE_NAME {
                 job.name = n.clone();
             }
         }
@@ -482,6 +506,94 @@ impl Supervisor {
             self.event(at, id, "state", state.as_str().to_string());
         }
         Ok(changed)
+    }
+}
+
+/// How the rows were arranged (names, pins, order) and the feed's end, to put back when a change to them
+/// could not be made durable.
+#[derive(Debug)]
+pub struct Arrangement {
+    jobs: Vec<(String, String, bool, bool, Option<u64>)>,
+    next_event: u64,
+}
+
+impl Supervisor {
+    /// The rows' arrangement now, for [`rearrange`](Self::rearrange).
+    pub fn arrangement(&self) -> Arrangement {
+        Arrangement {
+            jobs: self
+                .jobs
+                .values()
+                .map(|j| (j.id.clone(), j.name.clone(), j.renamed, j.pinned, j.order))
+                .collect(),
+            next_event: self.next_event,
+        }
+    }
+
+    /// Puts back an [`Arrangement`].
+    pub fn rearrange(&mut self, before: Arrangement) {
+        for (id, name, renamed, pinned, order) in before.jobs {
+            if let Some(j) = self.jobs.get_mut(&id) {
+                (j.name, j.renamed, j.pinned, j.order) = (name, renamed, pinned, order);
+            }
+        }
+        self.events.retain(|e| e.seq <= before.next_event);
+        self.next_event = before.next_event;
+    }
+
+    /// `pin {id, pinned}`.
+    pub fn pin(&mut self, id: &str, pinned: bool) -> Result<(), Refusal> {
+        self.job_mut(id)?.pinned = pinned;
+        Ok(())
+    }
+
+    /// `rename {id, name}`: the row's name from now on, whatever the agent reports (folded to one line,
+    /// 1-200 characters; not the concierge's).
+    pub fn rename(&mut self, id: &str, name: &str, at: u64) -> Result<(), Refusal> {
+        let name = fold_name(name);
+        if name.is_empty() || name.chars().count() > crate::report::MAX_NAME_CHARS {
+            return Err(Refusal::bad(format!(
+                "a name is 1-{} characters on one line",
+                crate::report::MAX_NAME_CHARS
+            )));
+        }
+        if name == CONCIERGE_NAME {
+            return Err(Refusal::bad(format!(
+                "the name {CONCIERGE_NAME:?} is the concierge's"
+            )));
+        }
+        let job = self.job_mut(id)?;
+        let before = std::mem::replace(&mut job.name, name.clone());
+        job.renamed = true;
+        self.event(at, id, "rename", format!("{before} -> {name}"));
+        Ok(())
+    }
+
+    /// `reorder {ids}`: the jobs named take these places, in this order; the others follow (their
+    /// `order` cleared). Every id must be a job's, each once.
+    pub fn reorder(&mut self, ids: &[String]) -> Result<(), Refusal> {
+        let mut seen = std::collections::HashSet::new();
+        for id in ids {
+            self.job(id)?;
+            if !seen.insert(id) {
+                return Err(Refusal::bad(format!("{id:?} is named twice")));
+            }
+        }
+        for job in self.jobs.values_mut() {
+            job.order = None;
+        }
+        for (place, id) in ids.iter().enumerate() {
+            if let Some(job) = self.jobs.get_mut(id) {
+                job.order = Some(place as u64);
+            }
+        }
+        Ok(())
+    }
+
+    fn job_mut(&mut self, id: &str) -> Result<&mut Job, Refusal> {
+        self.jobs
+            .get_mut(id)
+            .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no job {id:?}")))
     }
 }
 

@@ -851,3 +851,128 @@ async fn jobs_idle_past_the_retention_are_removed_with_their_dirs_unless_a_perso
     assert!(!job_dir(&running).exists(), "rm removes the job's dir");
     daemon.shutdown();
 }
+
+/// The hub's arranging ops: `pin`, `rename`, `reorder` set what rows carry, durably (across a restart);
+/// a person's name stands against the names the agent reports; the concierge's name is nobody else's;
+/// each is refused `unsupported` on a session's connection, and names an existing job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pin_rename_and_reorder_arrange_the_rows_durably_and_are_refused_to_sessions() {
+    let (_dir, cfg, daemon, mut ctl) = started().await;
+    let a = dispatch(&mut ctl, "agent", "first").await;
+    let b = dispatch(&mut ctl, "agent", "second").await;
+    let row = |rows: &Value, id: &str| -> Value {
+        rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    ctl.ok("pin", json!({"id": b, "pinned": true})).await;
+    ctl.ok("rename", json!({"id": a, "name": "the\nreader"}))
+        .await;
+    ctl.ok("reorder", json!({"ids": [b, a]})).await;
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_eq!(row(&rows, &b)["pinned"], true);
+    assert_eq!(row(&rows, &a)["pinned"], false);
+    assert_eq!(row(&rows, &a)["name"], "the reader", "folded to one line");
+    assert_eq!(
+        (
+            row(&rows, &b)["order"].clone(),
+            row(&rows, &a)["order"].clone()
+        ),
+        (json!(0), json!(1))
+    );
+    // A reorder naming one job puts it first; the other has no place any more.
+    ctl.ok("reorder", json!({"ids": [a]})).await;
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_eq!(
+        (
+            row(&rows, &a)["order"].clone(),
+            row(&rows, &b)["order"].clone()
+        ),
+        (json!(0), Value::Null)
+    );
+
+    // Refusals, each with its code.
+    for (op, args, code) in [
+        ("pin", json!({"id": "nope", "pinned": true}), "not_found"),
+        ("pin", json!({"id": a, "pinned": "yes"}), "bad_request"),
+        ("rename", json!({"id": a, "name": "  "}), "bad_request"),
+        (
+            "rename",
+            json!({"id": a, "name": "x".repeat(201)}),
+            "bad_request",
+        ),
+        (
+            "rename",
+            json!({"id": a, "name": "concierge"}),
+            "bad_request",
+        ),
+        ("rename", json!({"id": "nope", "name": "n"}), "not_found"),
+        ("reorder", json!({"ids": [a, a]}), "bad_request"),
+        ("reorder", json!({"ids": ["nope"]}), "not_found"),
+        ("reorder", json!({"ids": "a"}), "bad_request"),
+        (
+            "dispatch",
+            json!({"profile": "agent", "name": "concierge"}),
+            "bad_request",
+        ),
+    ] {
+        assert_eq!(ctl.code(op, args.clone()).await, code, "{op} {args}");
+    }
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_eq!(
+        row(&rows, &a)["name"],
+        "the reader",
+        "a refused rename changed nothing"
+    );
+
+    // The agent reports a name of its own: the person's stands. And a session may not arrange rows.
+    let token = job_env(&cfg.data_dir, &a).await["ROOST_JOB_TOKEN"].clone();
+    let mut agent = Client::connect(&cfg.socket).await;
+    agent
+        .ok(
+            "report",
+            json!({"id": a, "token": token, "report": {"state": "working", "name": "self-named"}}),
+        )
+        .await;
+    for (op, args) in [
+        ("pin", json!({"id": a, "pinned": false})),
+        ("rename", json!({"id": a, "name": "mine"})),
+        ("reorder", json!({"ids": [a]})),
+        ("shutdown", json!({})),
+    ] {
+        assert_eq!(
+            agent.code(op, args).await,
+            "unsupported",
+            "{op} on a session"
+        );
+    }
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_eq!(row(&rows, &a)["name"], "the reader");
+    let events = ctl.ok("events", json!({"id": a})).await;
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["what"] == "rename"),
+        "a rename is in the feed: {events}"
+    );
+
+    // Across a restart.
+    daemon.shutdown();
+    drop(agent);
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let rows = ctl.ok("rows", json!({})).await;
+    assert_eq!(row(&rows, &b)["pinned"], true);
+    assert_eq!(row(&rows, &a)["name"], "the reader");
+    assert_eq!(row(&rows, &a)["order"], 0);
+    for id in [a, b] {
+        ctl.ok("rm", json!({"id": id})).await;
+    }
+    daemon.shutdown();
+}

@@ -448,13 +448,21 @@ impl Running {
             serving,
         } = self;
         let mut signals = Signals::new();
-        let signal = signals.next().await;
+        // A signal, or a roost controller's `shutdown` (then a signal still stops at once).
+        let signal = tokio::select! {
+            signal = signals.next() => signal,
+            () = roost.shutdown_asked() => "the roost shutdown op",
+        };
+        let again = match signal {
+            "SIGTERM" => "SIGTERM",
+            _ => "Ctrl-C",
+        };
         let running: usize = served.iter().map(|a| a.engine().live_turns()).sum();
         match running {
             0 => tracing::info!(%signal, "shutting down"),
             n => tracing::info!(
                 %signal,
-                "shutting down: waiting for {n} running turn{}, up to {} s; {signal} again to stop now",
+                "shutting down: waiting for {n} running turn{}, up to {} s; {again} again to stop now",
                 if n == 1 { "" } else { "s" },
                 DRAIN_GRACE.as_secs()
             ),

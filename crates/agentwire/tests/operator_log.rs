@@ -213,3 +213,38 @@ fn a_log_filter_that_does_not_parse_is_refused_with_the_fix() {
     );
     assert!(out.stdout.is_empty(), "nothing ran");
 }
+
+/// A roost controller's `shutdown` drains and stops the whole daemon as a signal does: it answers, says so
+/// in the log, exits 0 and leaves no `serving.json` (a job's connection is refused it: the supervisor's tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_roost_shutdown_op_stops_the_daemon_as_a_signal_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("serve.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let mut d = Daemon::start_logging(
+        &dir.path().join("data"),
+        &[],
+        &[("RUST_LOG", "info")],
+        Stdio::from(log_file),
+    );
+    let socket = d.ready["roost_socket"].as_str().unwrap().to_string();
+    let mut ctl = agentwire_roost::client::Controller::connect(std::path::Path::new(&socket))
+        .await
+        .unwrap();
+    assert_eq!(
+        ctl.call("shutdown", serde_json::json!({})).await.unwrap(),
+        serde_json::json!({})
+    );
+    assert_eq!(exit_code(&mut d, Duration::from_secs(20)), Some(0));
+    assert!(
+        line_with(&log_path, &["shutting down", "roost shutdown op"])
+            .await
+            .contains("INFO")
+    );
+    assert!(
+        line_with(&log_path, &["a controller asked the daemon to shut down"])
+            .await
+            .contains("INFO")
+    );
+    assert!(!d.data_dir.join("serving.json").exists());
+}

@@ -335,3 +335,55 @@ fn a_person_reads_tables_answers_the_question_by_name_and_follows_the_job() {
         serde_json::from_slice(&people(&data, &["ls", "--json"]).stdout).unwrap();
     assert_eq!(rows["rows"][0]["name"], "fork");
 }
+
+/// A person arranges the jobs: `pin`, `rename` and `reorder` by name, and `ls` shows them so (pinned first,
+/// marked `*`, then in the order given).
+#[test]
+fn pin_rename_and_reorder_arrange_what_ls_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        "[roost.profiles.sleeper]\ncommand = [\"sh\", \"-c\", \"exec sleep 30\"]\n",
+    )
+    .unwrap();
+    let d = Daemon::start(dir.path(), &["--config", cfg.to_str().unwrap()]);
+    for name in ["alpha", "beta", "gamma"] {
+        let out = people(&d.data_dir, &["dispatch", "sleeper", "--name", name]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let said = |args: &[&str]| {
+        let out = people(&d.data_dir, args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    assert_eq!(
+        said(&["rename", "beta", "the second"]),
+        "beta: named the second\n"
+    );
+    said(&["reorder", "gamma", "the second", "alpha"]);
+    said(&["pin", "alpha"]);
+    let names: Vec<String> = said(&["ls"])
+        .lines()
+        .skip(1)
+        .map(|l| l.split("  ").next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(names, ["* alpha", "gamma", "the second"]);
+    said(&["pin", "alpha", "--off"]);
+    let first = said(&["ls"]).lines().nth(1).unwrap_or_default().to_string();
+    assert!(first.starts_with("gamma "), "{first}");
+    let out = people(&d.data_dir, &["rename", "gamma", "concierge"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("concierge's"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = people(&d.data_dir, &["reorder", "nobody"]);
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -33,7 +33,7 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// What the daemon offers in `hello`.
 const CAPABILITIES: [&str; 2] = ["replies", "steer"];
 /// The controller's ops: refused on a session's connection.
-const CONTROLLER_OPS: [&str; 9] = [
+const CONTROLLER_OPS: [&str; 13] = [
     "dispatch",
     "conversation",
     "reply",
@@ -43,6 +43,10 @@ const CONTROLLER_OPS: [&str; 9] = [
     "rows",
     "subscribe",
     "events",
+    "pin",
+    "rename",
+    "reorder",
+    "shutdown",
 ];
 
 enum Read {
@@ -300,6 +304,8 @@ fn handle(
         "rows" => Ok(shared.rows()),
         "subscribe" => Ok(shared.subscribe(conn)),
         "events" => shared.events(args),
+        "pin" | "rename" | "reorder" => shared.arrange(op, args),
+        "shutdown" => Ok(shared.ask_shutdown()),
         other => Err(Refusal::bad(format!("unknown op {other:?}"))),
     }
 }

@@ -199,6 +199,13 @@ impl Daemon {
         let _ = std::fs::remove_file(&self.socket);
     }
 
+    /// Returns once a controller has asked the daemon to shut down (the `shutdown` op): the caller drains
+    /// what it serves and calls [`shutdown`](Self::shutdown).
+    pub async fn shutdown_asked(&self) {
+        let mut asked = self.shared.shutdown_asked.subscribe();
+        let _ = asked.wait_for(|a| *a).await;
+    }
+
     /// The socket's path.
     pub fn socket(&self) -> &std::path::Path {
         &self.socket

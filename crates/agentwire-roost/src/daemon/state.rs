@@ -74,6 +74,8 @@ pub(super) struct Shared {
     run_as: HashMap<String, RunAs>,
     state: Mutex<State>,
     store: Mutex<Store>,
+    /// Set by the `shutdown` op: whoever runs the daemon drains and stops it ([`super::Daemon::shutdown_asked`]).
+    pub(super) shutdown_asked: tokio::sync::watch::Sender<bool>,
 }
 
 /// Unix milliseconds: a stop's deadline must mean the same to the next daemon.
@@ -121,6 +123,8 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "pending": job.pending.len(),
         "reports": job.reports,
         "conversation": job.conversation,
+        "pinned": job.pinned,
+        "order": job.order,
     })
 }
 
@@ -165,6 +169,7 @@ impl Shared {
                 retention_checked: None,
             }),
             store: Mutex::new(store),
+            shutdown_asked: tokio::sync::watch::channel(false).0,
         })
     }
 
@@ -661,6 +666,73 @@ impl Shared {
             }
         }
         Ok(())
+    }
+
+    /// `pin {id, pinned}`, `rename {id, name}` and `reorder {ids}`: how a person arranges the rows. Durable
+    /// before the answer; undone when the write fails.
+    pub(super) fn arrange(&self, op: &str, args: &Map<String, Value>) -> Result<Value, Refusal> {
+        use crate::wire::Args;
+        let mut st = self.lock();
+        let before = st.sup.arrangement();
+        let changed: Vec<String> = match op {
+            "pin" => {
+                let id = args.req_str("id")?;
+                let pinned = match args.get("pinned") {
+                    Some(Value::Bool(b)) => *b,
+                    _ => return Err(Refusal::bad("`pinned` is true or false")),
+                };
+                st.sup.pin(id, pinned)?;
+                vec![id.to_string()]
+            }
+            "rename" => {
+                let id = args.req_str("id")?;
+                st.sup.rename(id, args.req_str("name")?, now())?;
+                vec![id.to_string()]
+            }
+            _ => {
+                let ids: Vec<String> = match args.get("ids") {
+                    Some(Value::Array(a)) if a.len() <= st.sup.jobs.len() => a
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| Refusal::bad("`ids` holds job ids (strings)"))?,
+                    Some(Value::Array(_)) => {
+                        return Err(Refusal::bad("`ids` names more jobs than there are"))
+                    }
+                    _ => return Err(Refusal::bad("`ids` is a list of job ids")),
+                };
+                let had: HashMap<String, Option<u64>> = st
+                    .sup
+                    .jobs
+                    .iter()
+                    .map(|(id, j)| (id.clone(), j.order))
+                    .collect();
+                st.sup.reorder(&ids)?;
+                st.sup
+                    .jobs
+                    .iter()
+                    .filter(|(id, j)| had.get(*id) != Some(&j.order))
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            }
+        };
+        let refs: Vec<&str> = changed.iter().map(String::as_str).collect();
+        if let Err(e) = self.persist(&mut st, &refs, &[], None) {
+            st.sup.rearrange(before);
+            return Err(e);
+        }
+        for id in &changed {
+            self.push_row(&st, id);
+        }
+        Ok(json!({}))
+    }
+
+    /// `shutdown {}`: answered, then the daemon is drained and stopped by whoever runs it; jobs run on, as
+    /// across a restart.
+    pub(super) fn ask_shutdown(&self) -> Value {
+        tracing::info!("a controller asked the daemon to shut down");
+        self.shutdown_asked.send_replace(true);
+        json!({})
     }
 
     /// `rows`.

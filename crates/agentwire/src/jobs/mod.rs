@@ -106,6 +106,30 @@ enum JobsCommand {
     /// The profiles a job can be dispatched from, and the engine agents.
     #[command(after_help = "Example:\n  agentwire jobs profiles")]
     Profiles,
+    /// Pin a job: `ls` shows it first (`--off` unpins it).
+    #[command(after_help = "Example:\n  agentwire jobs pin fix-1")]
+    Pin {
+        /// The job (its name or id).
+        job: String,
+        /// Unpin it.
+        #[arg(long)]
+        off: bool,
+    },
+    /// Name a job: the name stands whatever its agent reports.
+    #[command(after_help = "Example:\n  agentwire jobs rename fix-1 \"flaky test\"")]
+    Rename {
+        /// The job (its name or id).
+        job: String,
+        /// Its new name.
+        name: String,
+    },
+    /// Put jobs in this order: `ls` shows them so, after the pinned ones; the others follow.
+    #[command(after_help = "Example:\n  agentwire jobs reorder fix-1 docs-2")]
+    Reorder {
+        /// The jobs (names or ids), first first.
+        #[arg(required = true)]
+        jobs: Vec<String>,
+    },
     /// A job's output (`output.log` in its directory).
     #[command(after_help = "Example:\n  agentwire jobs log fix-1")]
     Log {
@@ -261,6 +285,29 @@ pub(crate) async fn run(
                 false => println!("{r}"),
             }
             Ok(ExitCode::SUCCESS)
+        }
+        JobsCommand::Pin { job, off } => {
+            let row = find_row(&mut c, &job).await?;
+            let r = call(&mut c, "pin", json!({ "id": row["id"], "pinned": !off })).await?;
+            out(
+                &r,
+                format!("{job}: {}", if off { "unpinned" } else { "pinned" }),
+            )
+        }
+        JobsCommand::Rename { job, name } => {
+            let row = find_row(&mut c, &job).await?;
+            let r = call(&mut c, "rename", json!({ "id": row["id"], "name": name })).await?;
+            out(&r, format!("{job}: named {name}"))
+        }
+        JobsCommand::Reorder { jobs } => {
+            let rows = call(&mut c, "rows", json!({})).await?;
+            let rows = rows["rows"].as_array().cloned().unwrap_or_default();
+            let ids = jobs
+                .iter()
+                .map(|j| pick(&rows, j).map(|r| r["id"].clone()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let r = call(&mut c, "reorder", json!({ "ids": ids })).await?;
+            out(&r, format!("in this order: {}", jobs.join(", ")))
         }
         JobsCommand::Follow { job } => {
             let home = jobs_home()?;

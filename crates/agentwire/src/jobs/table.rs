@@ -35,13 +35,17 @@ pub(crate) fn rows(rows: &[Value]) -> String {
     let header = ["NAME", "ID", "PROFILE", "STATE", "SUMMARY"];
     let mut table = Vec::new();
     let mut under: Vec<Option<String>> = Vec::new();
+    // As a person arranged them: pinned first, then in the order given, then the rest.
+    let mut rows: Vec<&Value> = rows.iter().collect();
+    rows.sort_by_key(|r| (r["pinned"] != true, r["order"].as_u64().unwrap_or(u64::MAX)));
     for r in rows {
         let mut state = s(r, "state").to_string();
         if r["pending"].as_u64().unwrap_or(0) > 0 {
             state = format!("{state} ({} waiting)", r["pending"]);
         }
+        let pin = if r["pinned"] == true { "* " } else { "" };
         table.push(vec![
-            s(r, "name").to_string(),
+            format!("{pin}{}", s(r, "name")),
             s(r, "id").to_string(),
             s(r, "profile").to_string(),
             state,
