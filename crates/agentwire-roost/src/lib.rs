@@ -34,6 +34,7 @@ pub mod daemon;
 pub mod escalation;
 mod field;
 pub mod front;
+pub mod peer_item;
 pub mod profile;
 pub mod report;
 pub mod settings;

@@ -169,11 +169,15 @@ impl Store {
                 "INSERT INTO jobs (id, job) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET job = ?2",
             )?
             .execute(params![job.id, serde_json::to_string(job)?])?;
-            // Replies: the acked ones go, the new ones (numbered past every stored one) are added; those
-            // stored already are not written again.
-            let first_waiting = job.pending.front().map_or(i64::MAX, |p| p.seq as i64);
-            tx.prepare_cached("DELETE FROM pending WHERE job_id = ?1 AND seq < ?2")?
-                .execute(params![job.id, first_waiting])?;
+            // Replies: the acked ones go (a peer item is acked by itself, so one may go from between
+            // others), the new ones (numbered past every stored one) are added; those stored already are
+            // not written again.
+            let waiting: Vec<u64> = job.pending.iter().map(|p| p.seq).collect();
+            tx.prepare_cached(
+                "DELETE FROM pending WHERE job_id = ?1
+                 AND seq NOT IN (SELECT value FROM json_each(?2))",
+            )?
+            .execute(params![job.id, serde_json::to_string(&waiting)?])?;
             let stored: Option<i64> = tx
                 .prepare_cached("SELECT MAX(seq) FROM pending WHERE job_id = ?1")?
                 .query_row([&job.id], |r| r.get(0))?;
@@ -254,7 +258,7 @@ mod tests {
             .query_row("SELECT job FROM jobs WHERE id = 'j1'", [], |r| r.get(0))
             .unwrap();
         assert!(!record.contains("r2"), "{record}");
-        sup.ack("j1", "t", 2).unwrap();
+        sup.ack("j1", "t", 2, false).unwrap();
         sup.reply("j1", "r4", None, None, false, 3).unwrap();
         store
             .write(&[&sup.jobs["j1"]], &[], &[], &[], Escalations::default())
@@ -262,7 +266,7 @@ mod tests {
         let loaded = Store::open(&path).unwrap().load().unwrap();
         assert_eq!(seqs(&loaded), [3, 4]);
         assert_eq!(loaded.jobs["j1"].pending[1].text, "r4");
-        sup.ack("j1", "t", 4).unwrap();
+        sup.ack("j1", "t", 4, false).unwrap();
         store
             .write(&[&sup.jobs["j1"]], &[], &[], &[], Escalations::default())
             .unwrap();

@@ -40,6 +40,13 @@ pub struct Pending {
     pub text: String,
     /// How it joins the work.
     pub mode: Option<ReplyMode>,
+    /// From another session (a peer item), not from the user: who sent it and what kind it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<crate::peer_item::PeerItem>,
+    /// Delivered as a peer item (its agent said `agentItems: true`), acked by itself (`exact`); else an
+    /// ordinary reply, which an ack up to its seq covers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
 }
 
 /// Whether the job's process runs.
@@ -116,6 +123,9 @@ pub struct Job {
     /// Named by a person (`rename`): the name the agent reports no longer changes the row.
     #[serde(default)]
     pub renamed: bool,
+    /// The job that spawned it, if one did (its parent; `spawn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// One entry of the event feed.
@@ -127,10 +137,17 @@ pub struct FeedEvent {
     pub at: u64,
     /// The job.
     pub id: String,
-    /// What happened: `start`, `state`, `reply`, `stop`, `exit`, `rm`, `respawn`, `restart`.
+    /// What happened: `start`, `state`, `reply`, `stop`, `exit`, `rm`, `respawn`, `restart`, `rename`, and
+    /// the peer items: `message`, `report`, `notice`.
     pub what: String,
     /// Details.
     pub text: String,
+    /// The name of the session that caused it (a message's sender), if a session did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub who: Option<String>,
+    /// That session's id: names can be shared.
+    #[serde(default, rename = "whoId", skip_serializing_if = "Option::is_none")]
+    pub who_id: Option<String>,
 }
 
 /// What a reply did.
@@ -204,6 +221,7 @@ impl Supervisor {
                 pinned: j.pinned,
                 order: j.order,
                 renamed: j.renamed,
+                parent: j.parent.clone(),
             }),
             pending: self.jobs.get(id).map_or(0, |j| j.pending.len()),
             dispatch_ids: self
@@ -240,6 +258,18 @@ impl Supervisor {
 
     /// Records a feed event.
     pub fn event(&mut self, at: u64, id: &str, what: &str, text: impl Into<String>) {
+        self.event_by(at, id, what, text, None);
+    }
+
+    /// Records a feed event about job `id` that session `who` caused.
+    pub fn event_by(
+        &mut self,
+        at: u64,
+        id: &str,
+        what: &str,
+        text: impl Into<String>,
+        who: Option<&crate::peer_item::From>,
+    ) {
         if let Some(job) = self.jobs.get_mut(id) {
             job.touched = job.touched.max(at);
         }
@@ -250,6 +280,8 @@ impl Supervisor {
             id: id.to_string(),
             what: what.into(),
             text: text.into(),
+            who: who.map(|w| w.name.clone()),
+            who_id: who.map(|w| w.id.clone()),
         });
         while self.events.len() > MAX_EVENTS {
             self.events.pop_front();
@@ -342,6 +374,7 @@ impl Supervisor {
                 pinned: false,
                 order: None,
                 renamed: false,
+                parent: None,
             },
         );
         Ok(&self.jobs[&id])
@@ -468,6 +501,8 @@ impl Supervisor {
             seq,
             text: text.to_string(),
             mode,
+            item: None,
+            exact: false,
         });
         remember(job, request_id);
         let preview: String = text.chars().take(80).collect();
@@ -475,12 +510,81 @@ impl Supervisor {
         Ok(Replied::Saved(seq))
     }
 
-    /// An ack: every pending reply up to `seq` is done. Returns how many were cleared.
-    pub fn ack(&mut self, id: &str, token: &str, seq: u64) -> Result<usize, Refusal> {
+    /// An ack: every pending reply up to `seq` is done (a peer item delivered as one is acked by itself);
+    /// with `exact`, only `seq`. Returns what was cleared.
+    pub fn ack(
+        &mut self,
+        id: &str,
+        token: &str,
+        seq: u64,
+        exact: bool,
+    ) -> Result<Vec<Pending>, Refusal> {
         let job = self.authorised(id, token)?;
-        let before = job.pending.len();
-        job.pending.retain(|p| p.seq > seq);
-        Ok(before - job.pending.len())
+        let cleared = |p: &Pending| match exact {
+            true => p.seq == seq,
+            false => p.seq <= seq && !p.exact,
+        };
+        let (gone, kept): (VecDeque<Pending>, VecDeque<Pending>) = std::mem::take(&mut job.pending)
+            .into_iter()
+            .partition(cleared);
+        job.pending = kept;
+        Ok(gone.into())
+    }
+
+    /// Puts back what an [`ack`](Self::ack) cleared (its write failed), in order.
+    pub fn unack(&mut self, id: &str, cleared: Vec<Pending>) {
+        if let Some(job) = self.jobs.get_mut(id) {
+            job.pending.extend(cleared);
+            job.pending.make_contiguous().sort_by_key(|p| p.seq);
+        }
+    }
+
+    /// Queues peer item `item` carrying `text` for job `to` (its envelope as the text), as an item when
+    /// `as_item` (the agent takes them), else as an ordinary reply. `full` when
+    /// [`MAX_WAITING_ITEMS`](crate::peer_item::MAX_WAITING_ITEMS) items, or
+    /// [`MAX_PENDING_REPLIES`] of anything, wait. Its seq.
+    pub fn queue_item(
+        &mut self,
+        to: &str,
+        item: crate::peer_item::PeerItem,
+        text: &str,
+        as_item: bool,
+        at: u64,
+    ) -> Result<u64, Refusal> {
+        use crate::peer_item::MAX_WAITING_ITEMS;
+        if text.len() > MAX_REPLY_BYTES {
+            return Err(Refusal::bad(format!(
+                "a message is at most {MAX_REPLY_BYTES} bytes"
+            )));
+        }
+        let job = self.job_mut(to)?;
+        let items = job.pending.iter().filter(|p| p.item.is_some()).count();
+        if items >= MAX_WAITING_ITEMS || job.pending.len() >= MAX_PENDING_REPLIES {
+            return Err(Refusal::new(
+                ErrorCode::Full,
+                format!("{MAX_WAITING_ITEMS} items are waiting for {}", job.name),
+            ));
+        }
+        let seq = job.next_seq;
+        job.next_seq += 1;
+        let envelope = crate::peer_item::envelope(&item, text);
+        let (kind, from) = (item.kind, item.from.clone());
+        job.pending.push_back(Pending {
+            seq,
+            text: envelope,
+            mode: None,
+            item: Some(item),
+            exact: as_item,
+        });
+        let preview: String = text.chars().take(80).collect();
+        self.event_by(
+            at,
+            to,
+            kind.as_str(),
+            format!("#{seq} from {}: {preview}", from.name),
+            Some(&from),
+        );
+        Ok(seq)
     }
 
     /// A report: the job's row. Returns whether the state changed (worth a feed event).
@@ -738,11 +842,15 @@ mod tests {
                 Ok(Replied::Saved(n))
             );
         }
-        assert_eq!(s.ack("j1", "t1", 2), Ok(2));
+        assert_eq!(s.ack("j1", "t1", 2, false).map(|c| c.len()), Ok(2));
         assert_eq!(s.job("j1").unwrap().pending.len(), 1);
-        assert_eq!(s.ack("j1", "t1", 2), Ok(0), "acking again is harmless");
         assert_eq!(
-            s.ack("j1", "wrong", 3).unwrap_err().code,
+            s.ack("j1", "t1", 2, false).map(|c| c.len()),
+            Ok(0),
+            "acking again is harmless"
+        );
+        assert_eq!(
+            s.ack("j1", "wrong", 3, false).unwrap_err().code,
             ErrorCode::Unauthorized
         );
         assert_eq!(
@@ -762,7 +870,7 @@ mod tests {
             s.reply("j1", "x", None, None, true, 1).unwrap_err().code,
             ErrorCode::Full
         );
-        s.ack("j1", "t1", 50).unwrap();
+        s.ack("j1", "t1", 50, false).unwrap();
         assert_eq!(
             s.reply("j1", "a", None, Some("req-1"), true, 1),
             Ok(Replied::Saved(51))
@@ -804,7 +912,7 @@ mod tests {
         for n in 0..150 {
             s.reply("j1", "x", None, Some(&format!("r{n}")), true, 1)
                 .unwrap();
-            s.ack("j1", "t1", u64::MAX).unwrap();
+            s.ack("j1", "t1", u64::MAX, false).unwrap();
         }
         assert_eq!(s.job("j1").unwrap().reply_ids.len(), MAX_REPLY_IDS);
         assert_eq!(

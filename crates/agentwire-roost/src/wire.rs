@@ -41,6 +41,8 @@ pub enum ErrorCode {
     Busy,
     /// Not for this kind of job or connection.
     Unsupported,
+    /// Too many messages from this sender lately (M43: 30 a minute).
+    RateLimited,
     /// A code this version does not know (round-trips).
     Unknown(String),
 }
@@ -55,6 +57,7 @@ impl ErrorCode {
             ErrorCode::Full => "full",
             ErrorCode::Busy => "busy",
             ErrorCode::Unsupported => "unsupported",
+            ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Unknown(s) => s,
         }
     }
@@ -68,6 +71,7 @@ impl ErrorCode {
             "full" => ErrorCode::Full,
             "busy" => ErrorCode::Busy,
             "unsupported" => ErrorCode::Unsupported,
+            "rate_limited" => ErrorCode::RateLimited,
             other => ErrorCode::Unknown(other.to_string()),
         }
     }

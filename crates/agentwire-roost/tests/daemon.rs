@@ -1,81 +1,17 @@
 //! The roost daemon over a real unix socket with real job processes: dispatch, reports, numbered replies
 //! and acks, request ids, refusals, limits, and a daemon restart under a running agent.
 
+mod common;
+
 use agentwire_roost::daemon::{Daemon, DaemonConfig};
 use agentwire_roost::profile::{Profile, TaskMode};
+use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-
-/// A JSON-lines client for tests: requests answered in order; events kept aside.
-struct Client {
-    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
-    writer: tokio::net::unix::OwnedWriteHalf,
-    next: u64,
-    events: Vec<Value>,
-}
-
-impl Client {
-    async fn connect(socket: &Path) -> Client {
-        let s = UnixStream::connect(socket).await.expect("socket");
-        let (r, w) = s.into_split();
-        Client {
-            reader: BufReader::new(r),
-            writer: w,
-            next: 0,
-            events: vec![],
-        }
-    }
-    async fn line(&mut self) -> Option<Value> {
-        let mut l = String::new();
-        match tokio::time::timeout(Duration::from_secs(5), self.reader.read_line(&mut l)).await {
-            Ok(Ok(n)) if n > 0 => Some(serde_json::from_str(&l).expect("a JSON line")),
-            _ => None,
-        }
-    }
-    async fn call(&mut self, op: &str, args: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        let mut line = json!({"id": id, "op": op, "args": args}).to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.unwrap();
-        loop {
-            let v = self.line().await.expect("an answer");
-            if v.get("event").is_some() {
-                self.events.push(v);
-                continue;
-            }
-            assert_eq!(v["id"], id, "answers in order");
-            return v;
-        }
-    }
-    async fn ok(&mut self, op: &str, args: Value) -> Value {
-        let v = self.call(op, args).await;
-        assert_eq!(v["ok"], true, "{op}: {v}");
-        v["result"].clone()
-    }
-    async fn code(&mut self, op: &str, args: Value) -> String {
-        let v = self.call(op, args).await;
-        assert_eq!(v["ok"], false, "{op}: {v}");
-        v["code"].as_str().unwrap().to_string()
-    }
-    /// The next deliver event (from those already read, or the socket).
-    async fn deliver(&mut self) -> Value {
-        if let Some(i) = self.events.iter().position(|e| e["event"] == "deliver") {
-            return self.events.remove(i);
-        }
-        loop {
-            let v = self.line().await.expect("a deliver event");
-            if v["event"] == "deliver" {
-                return v;
-            }
-            self.events.push(v);
-        }
-    }
-}
 
 /// A daemon in a new temp dir (kept alive by the first value) and a controller's connection to it.
 async fn started() -> (tempfile::TempDir, DaemonConfig, Daemon, Client) {

@@ -31,7 +31,7 @@ const KEPT_LINE_BUFFER_BYTES: usize = 64 * 1024;
 /// The protocol version this daemon speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 /// What the daemon offers in `hello`.
-const CAPABILITIES: [&str; 2] = ["replies", "steer"];
+const CAPABILITIES: [&str; 3] = ["replies", "steer", "agent-items"];
 /// The controller's ops: refused on a session's connection.
 const CONTROLLER_OPS: [&str; 13] = [
     "dispatch",
@@ -295,7 +295,12 @@ fn handle(
         "ack" => {
             let id = args.req_str("id")?;
             let token = args.req_str("token")?;
-            shared.ack(id, token, args.req_u64("seq")?)
+            let exact = match args.get("exact") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(Refusal::bad("`exact` is true or false")),
+            };
+            shared.ack(id, token, args.req_u64("seq")?, exact)
         }
         "dispatch" => shared.dispatch(args),
         "conversation" => shared.conversation(args),
@@ -305,6 +310,8 @@ fn handle(
         "subscribe" => Ok(shared.subscribe(conn)),
         "events" => shared.events(args),
         "pin" | "rename" | "reorder" => shared.arrange(op, args),
+        "peers" => shared.peers(conn),
+        "send" => shared.send(conn, args),
         "shutdown" => Ok(shared.ask_shutdown()),
         other => Err(Refusal::bad(format!("unknown op {other:?}"))),
     }

@@ -22,6 +22,7 @@ mod conn;
 pub mod hosted;
 mod housekeeping;
 pub mod peer;
+mod peers;
 pub mod process;
 pub mod retention;
 pub mod run_as;

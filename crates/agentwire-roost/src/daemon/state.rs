@@ -9,7 +9,7 @@ use super::DaemonConfig;
 use crate::escalation::Escalation;
 use crate::report::Report;
 use crate::store::{Escalations, Store};
-use crate::supervisor::{Job, Life, Pending, Replied, ReplyMode, Supervisor};
+use crate::supervisor::{Job, Life, Replied, ReplyMode, Supervisor};
 use crate::wire::{event_line, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -66,6 +66,8 @@ pub(super) struct State {
     pub(super) written_event: u64,
     /// When retention last looked for idle jobs ([`super::retention`]).
     pub(super) retention_checked: Option<std::time::Instant>,
+    /// The message rules of `send` ([`crate::peer_item::MessageRules`]).
+    pub(super) message_rules: crate::peer_item::MessageRules,
 }
 
 pub(super) struct Shared {
@@ -128,11 +130,16 @@ pub fn row(job: &Job, connected: bool) -> Value {
     })
 }
 
-fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> String {
+pub(super) fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> String {
     let mut f = Map::new();
     f.insert("id".into(), json!(job_id));
     f.insert("seq".into(), json!(p.seq));
     f.insert("text".into(), json!(p.text));
+    if let (Some(item), true) = (&p.item, p.exact) {
+        f.insert("kind".into(), json!(item.kind));
+        f.insert("from".into(), json!(item.from));
+        f.insert("relation".into(), json!(item.relation));
+    }
     if let Some(m) = p.mode {
         f.insert(
             "mode".into(),
@@ -167,6 +174,7 @@ impl Shared {
                 next_conn: 1,
                 written_event: 0,
                 retention_checked: None,
+                message_rules: Default::default(),
             }),
             store: Mutex::new(store),
             shutdown_asked: tokio::sync::watch::channel(false).0,
@@ -179,7 +187,7 @@ impl Shared {
 
     /// Writes job `id` now if it can; else it is marked dirty and written at the next tick. For a change
     /// made after what the answer acknowledges was already durable.
-    fn mark_written_later(&self, st: &mut State, id: &str) {
+    pub(super) fn mark_written_later(&self, st: &mut State, id: &str) {
         if let Err(e) = self.persist(st, &[id], &[], None) {
             tracing::warn!(job = id, error = %e, "could not write a job; trying again at the next tick");
             st.dirty.insert(id.to_string());
@@ -311,30 +319,21 @@ impl Shared {
         Ok(json!({}))
     }
 
-    /// `ack`.
-    pub(super) fn ack(&self, id: &str, token: &str, seq: u64) -> Result<Value, Refusal> {
+    /// `ack {id, token, seq, exact?}`.
+    pub(super) fn ack(
+        &self,
+        id: &str,
+        token: &str,
+        seq: u64,
+        exact: bool,
+    ) -> Result<Value, Refusal> {
         let mut st = self.lock();
-        // What the ack clears, kept to put back if the write fails (not the whole job: its pending
-        // replies may hold megabytes, and acks are frequent).
-        let cleared: Vec<Pending> = st
-            .sup
-            .jobs
-            .get(id)
-            .map(|j| {
-                j.pending
-                    .iter()
-                    .take_while(|p| p.seq <= seq)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        if st.sup.ack(id, token, seq)? > 0 {
+        // What the ack clears is put back if the write fails (not the whole job: its pending replies may
+        // hold megabytes, and acks are frequent).
+        let cleared = st.sup.ack(id, token, seq, exact)?;
+        if !cleared.is_empty() {
             if let Err(e) = self.persist(&mut st, &[id], &[], None) {
-                if let Some(job) = st.sup.jobs.get_mut(id) {
-                    for p in cleared.into_iter().rev() {
-                        job.pending.push_front(p);
-                    }
-                }
+                st.sup.unack(id, cleared);
                 return Err(e);
             }
             self.push_row(&st, id);

@@ -1,0 +1,306 @@
+//! The peer ops over the real socket (M43): sessions list each other with `peers` and `send` each other
+//! messages as peer items, delivered at once, queued, or to a job started again for them; the envelope;
+//! items acked one by one (and only those, across a restart); the message rules at their exact bounds:
+//! a duplicate within a minute, 30 messages a minute per sender, 20 items waiting per session.
+
+mod common;
+
+use agentwire_roost::daemon::{Daemon, DaemonConfig};
+use agentwire_roost::profile::{Profile, TaskMode};
+use common::Client;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+fn config(dir: &Path) -> DaemonConfig {
+    let mut profiles = HashMap::new();
+    // An agent the test plays: the process records its environment and waits.
+    profiles.insert(
+        "agent".to_string(),
+        Profile {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "env > env.txt; exec sleep 60".into(),
+            ],
+            task: TaskMode::Type,
+            protocol: true,
+            ..Default::default()
+        },
+    );
+    // One that records its environment and exits at once.
+    profiles.insert(
+        "brief".to_string(),
+        Profile {
+            command: vec!["sh".into(), "-c".into(), "env > env.txt".into()],
+            task: TaskMode::Type,
+            protocol: true,
+            ..Default::default()
+        },
+    );
+    DaemonConfig {
+        socket: dir.join("run").join("roost.sock"),
+        data_dir: dir.join("data"),
+        profiles,
+        hosted: Default::default(),
+        retention: None,
+    }
+}
+
+/// The job's token, once its process has written its environment.
+async fn token(data: &Path, id: &str) -> String {
+    let path = data.join("jobs").join(id).join("env.txt");
+    for _ in 0..200 {
+        if let Some(t) = std::fs::read_to_string(&path).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
+                .map(str::to_string)
+        }) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("job {id} did not start");
+}
+
+struct Session {
+    id: String,
+    token: String,
+    c: Client,
+}
+
+impl Session {
+    /// Connects as job `id` and reports (with `agentItems` when `items`).
+    async fn report(cfg: &DaemonConfig, id: &str, items: bool) -> Session {
+        let token = token(&cfg.data_dir, id).await;
+        let mut c = Client::connect(&cfg.socket).await;
+        c.ok(
+            "report",
+            json!({"id": id, "token": token, "report": {"state": "working", "agentItems": items}}),
+        )
+        .await;
+        Session {
+            id: id.to_string(),
+            token,
+            c,
+        }
+    }
+
+    async fn send(&mut self, to: &str, text: &str) -> Value {
+        self.c.ok("send", json!({"to": to, "text": text})).await
+    }
+
+    async fn ack(&mut self, seq: &Value, exact: bool) {
+        let args = json!({"id": self.id, "token": self.token, "seq": seq, "exact": exact});
+        self.c.ok("ack", args).await;
+    }
+}
+
+async fn dispatch(ctl: &mut Client, profile: &str, name: &str) -> String {
+    ctl.ok(
+        "dispatch",
+        json!({"profile": profile, "task": "begin", "name": name}),
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn pending(rows: &Value, id: &str) -> u64 {
+    rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .map(|r| r["pending"].as_u64().unwrap())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_send_each_other_messages_under_the_message_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let lead = dispatch(&mut ctl, "agent", "lead").await;
+    let helper = dispatch(&mut ctl, "agent", "helper").await;
+    let other = dispatch(&mut ctl, "agent", "other").await;
+    dispatch(&mut ctl, "agent", "twin").await;
+    dispatch(&mut ctl, "agent", "twin").await;
+
+    // Not a session, or not reported yet: the peer ops are refused.
+    assert_eq!(ctl.code("peers", json!({})).await, "unauthorized");
+    let mut hello_only = Client::connect(&cfg.socket).await;
+    hello_only
+        .ok(
+            "hello",
+            json!({"protocol": 1, "agent": {"name": "x", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(
+        hello_only
+            .code("send", json!({"to": helper, "text": "hi"}))
+            .await,
+        "unauthorized"
+    );
+
+    let mut a = Session::report(&cfg, &lead, false).await;
+    let mut b = Session::report(&cfg, &helper, true).await;
+    for s in [&mut a, &mut b] {
+        let task = s.c.deliver().await;
+        s.ack(&task["seq"], false).await;
+    }
+    let peers = a.c.ok("peers", json!({})).await;
+    let list = peers["peers"].as_array().unwrap();
+    assert_eq!(list.len(), 5);
+    let me: Vec<&Value> = list.iter().filter(|p| p["self"] == true).collect();
+    assert_eq!((me.len(), me[0]["id"].as_str()), (1, Some(lead.as_str())));
+    assert!(list
+        .iter()
+        .any(|p| p["name"] == "helper" && p["state"] == "working"));
+
+    // Delivered at once, as a peer item, to an agent that takes them; acked by itself.
+    let sent = a.send("helper", "the tests pass; take the docs").await;
+    assert_eq!(sent, json!({"outcome": "delivered", "id": helper}));
+    let item = b.c.deliver().await;
+    assert_eq!(item["kind"], "message");
+    assert_eq!(item["from"], json!({"id": lead, "name": "lead"}));
+    assert_eq!(item["relation"], "peer");
+    let text = item["text"].as_str().unwrap();
+    assert!(
+        text.contains("not from the user") && text.contains("no authority"),
+        "{text}"
+    );
+    assert!(text.contains("the tests pass; take the docs"));
+    // An ack that is not exact does not cover an item.
+    b.ack(&item["seq"], false).await;
+    assert_eq!(pending(&ctl.ok("rows", json!({})).await, &helper), 1);
+    b.ack(&item["seq"], true).await;
+    assert_eq!(pending(&ctl.ok("rows", json!({})).await, &helper), 0);
+
+    // The same text again within the minute: a duplicate, not delivered.
+    let again = a.send(&helper, "the tests pass; take the docs").await;
+    assert_eq!(again, json!({"outcome": "duplicate", "id": helper}));
+    assert_eq!(pending(&ctl.ok("rows", json!({})).await, &helper), 0);
+
+    // Queued for a job whose agent is not connected; an agent that does not take items gets the
+    // envelope as an ordinary reply.
+    assert_eq!(
+        a.send("other", "look at the flaky test").await["outcome"],
+        "queued"
+    );
+    let mut c = Session::report(&cfg, &other, false).await;
+    let first = c.c.deliver().await;
+    assert_eq!(first["text"], "begin");
+    let message = c.c.deliver().await;
+    assert!(message.get("kind").is_none(), "{message}");
+    assert!(message["text"]
+        .as_str()
+        .unwrap()
+        .contains("look at the flaky test"));
+    c.ack(&message["seq"], false).await;
+    assert_eq!(pending(&ctl.ok("rows", json!({})).await, &other), 0);
+
+    // Refusals.
+    for (args, code) in [
+        (json!({"to": "twin", "text": "hi"}), "bad_request"),
+        (json!({"to": "nobody", "text": "hi"}), "not_found"),
+        (json!({"to": lead, "text": "hi"}), "bad_request"),
+        (json!({"to": helper, "text": "  "}), "bad_request"),
+        (json!({"to": helper}), "bad_request"),
+    ] {
+        assert_eq!(a.c.code("send", args.clone()).await, code, "{args}");
+    }
+
+    // 30 messages a minute per sender: lead has sent 2 (a duplicate is not sent). The messages count
+    // against the 20 waiting at `other` too, whatever form they arrive in.
+    for n in 0..28 {
+        assert_eq!(
+            a.send("other", &format!("note {n}")).await["outcome"],
+            "delivered"
+        );
+        // Taken as a reply: an ack up to it covers it (else 20 would wait and the next be `full`).
+        let d = c.c.deliver().await;
+        c.ack(&d["seq"], false).await;
+    }
+    assert_eq!(
+        a.c.code("send", json!({"to": "other", "text": "one more"}))
+            .await,
+        "rate_limited"
+    );
+
+    // 20 items waiting per session: the 21st is refused `full` (and does not count against the sender).
+    let mut seqs = Vec::new();
+    for n in 0..20 {
+        assert_eq!(
+            c.send(&helper, &format!("item {n}")).await["outcome"],
+            "delivered"
+        );
+        seqs.push(b.c.deliver().await["seq"].clone());
+    }
+    assert_eq!(
+        c.c.code("send", json!({"to": helper, "text": "item 20"}))
+            .await,
+        "full"
+    );
+    // The fifth is acked by itself; the rest wait across a restart, and only they come again.
+    b.ack(&seqs[4], true).await;
+    let events = ctl.ok("events", json!({"id": helper})).await;
+    let from_other = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["what"] == "message" && e["whoId"] == other.as_str() && e["who"] == "other")
+        .count();
+    assert_eq!(
+        from_other, 20,
+        "each message is in the feed with who sent it"
+    );
+    daemon.shutdown();
+    drop((a, b, c, ctl));
+
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut b = Session::report(&cfg, &helper, true).await;
+    let mut again = Vec::new();
+    for _ in 0..19 {
+        let d = b.c.deliver().await;
+        assert_eq!(d["kind"], "message");
+        again.push(d["seq"].clone());
+    }
+    let expected: Vec<Value> = seqs.iter().filter(|s| **s != seqs[4]).cloned().collect();
+    assert_eq!(again, expected);
+
+    // A job that had ended is started for a message.
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let brief = dispatch(&mut ctl, "brief", "brief").await;
+    token(&cfg.data_dir, &brief).await;
+    let mut exited = false;
+    for _ in 0..100 {
+        let rows = ctl.ok("rows", json!({})).await;
+        let row = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == brief)
+            .cloned();
+        if row.is_some_and(|r| r["state"] == "exited") {
+            exited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(exited, "the brief job exits");
+    assert_eq!(b.send(&brief, "wake up").await["outcome"], "started");
+    let events = ctl.ok("events", json!({"id": brief})).await;
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["what"] == "respawn" && e["text"] == "started for a message"),
+        "{events}"
+    );
+    daemon.shutdown();
+}
