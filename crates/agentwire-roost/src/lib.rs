@@ -41,4 +41,5 @@ pub mod settings;
 pub mod store;
 pub mod supervisor;
 pub mod turn_row;
+pub mod watch;
 pub mod wire;

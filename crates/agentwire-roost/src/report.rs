@@ -93,6 +93,28 @@ pub struct Report {
     pub agent_items: bool,
 }
 
+impl Report {
+    /// A report in `state` with nothing else said.
+    pub fn new(state: JobState) -> Report {
+        Report {
+            state,
+            status: None,
+            waiting_for: None,
+            summary: None,
+            question: None,
+            choices: Vec::new(),
+            tool: None,
+            error: None,
+            name: None,
+            model: None,
+            thinking: None,
+            context: None,
+            usage: None,
+            agent_items: false,
+        }
+    }
+}
+
 /// A report as read off the wire, before validation: every field takes any JSON, so that a wrong type is
 /// refused by [`ReportFields::validate`] with the field's name whichever way the report was read (from the
 /// line directly on the hot path, or from a JSON tree).

@@ -65,6 +65,8 @@ impl Store {
                  reply TEXT NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;
              -- Keyed by the process, not the job: a removed job's process is still escalated, and a
              -- respawned job's old process has an escalation of its own beside the new one.
+             -- The watches sessions hold (M43), written whole when they change: at most 20 a session.
+             CREATE TABLE IF NOT EXISTS watches (n INTEGER PRIMARY KEY, watch TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS escalations (pid INTEGER NOT NULL, identity TEXT NOT NULL,
                  job_id TEXT NOT NULL, deadline_ms INTEGER NOT NULL,
                  PRIMARY KEY (pid, identity)) WITHOUT ROWID;",
@@ -115,6 +117,10 @@ impl Store {
         events.reverse();
         sup.next_event = events.last().map_or(0, |e| e.seq);
         sup.events = events.into();
+        let mut stmt = self.conn.prepare("SELECT watch FROM watches ORDER BY n")?;
+        for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
+            sup.watches.push(serde_json::from_str(&row?)?);
+        }
         sup.index_conversations();
         Ok(sup)
     }
@@ -136,7 +142,7 @@ impl Store {
     }
 
     /// Writes jobs (and forgets `removed` ones), dispatch ids, new feed events and stop escalations in one
-    /// transaction.
+    /// transaction ([`write_all`](Self::write_all) without watches).
     pub fn write(
         &mut self,
         jobs: &[&Job],
@@ -144,6 +150,19 @@ impl Store {
         dispatch: &[(String, String)],
         events: &[&FeedEvent],
         escalations: Escalations<'_>,
+    ) -> Result<(), StoreError> {
+        self.write_all(jobs, removed, dispatch, events, escalations, None)
+    }
+
+    /// Like [`write`](Self::write), and with `watches`, every watch held now in place of those stored.
+    pub fn write_all(
+        &mut self,
+        jobs: &[&Job],
+        removed: &[String],
+        dispatch: &[(String, String)],
+        events: &[&FeedEvent],
+        escalations: Escalations<'_>,
+        watches: Option<&[crate::watch::Watch]>,
     ) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
         // Forgotten before the new ones are added: a pid reused at once has a record of its own (another
@@ -215,6 +234,13 @@ impl Store {
                 "DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?1",
             )?
             .execute([crate::supervisor::MAX_EVENTS as i64])?;
+        }
+        if let Some(watches) = watches {
+            tx.prepare_cached("DELETE FROM watches")?.execute([])?;
+            for w in watches {
+                tx.prepare_cached("INSERT INTO watches (watch) VALUES (?1)")?
+                    .execute([serde_json::to_string(w)?])?;
+            }
         }
         tx.commit()?;
         Ok(())

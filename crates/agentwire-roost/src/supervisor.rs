@@ -2,7 +2,7 @@
 //! they were taken under, the conversations they serve, and the event feed. Pure: the daemon drives it,
 //! persists what it says to, and puts its effects on the wire.
 
-use crate::report::Report;
+use crate::report::{JobState, Report};
 use crate::wire::{check_request_id, fold_name, ErrorCode, Refusal};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -128,6 +128,20 @@ pub struct Job {
     pub parent: Option<String>,
 }
 
+impl Job {
+    /// The state its row shows: the reported one while it runs (`starting` before a report), `stopped`,
+    /// and once its process has ended `done` or `failed` as reported, else `exited`.
+    pub fn row_state(&self) -> &'static str {
+        match (self.report.as_ref().map(|r| r.state), self.life) {
+            (Some(s), Life::Running) => s.as_str(),
+            (None, Life::Running) => "starting",
+            (_, Life::Stopped) => "stopped",
+            (Some(s @ (JobState::Done | JobState::Failed)), Life::Exited) => s.as_str(),
+            (_, Life::Exited) => "exited",
+        }
+    }
+}
+
 /// One entry of the event feed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeedEvent {
@@ -178,6 +192,15 @@ pub struct Supervisor {
     /// only removed by hand, so they add up).
     #[serde(skip)]
     conversations: HashMap<String, Vec<String>>,
+    /// The watches sessions hold ([`crate::watch`]).
+    #[serde(skip)]
+    pub watches: Vec<crate::watch::Watch>,
+    /// Set when [`watches`](Self::watches) changed since they were last written.
+    #[serde(skip)]
+    pub watches_changed: bool,
+    /// Notices queued by watches that fired, not yet handed to their agents: (watcher, seq).
+    #[serde(skip)]
+    pub fired: Vec<(String, u64)>,
 }
 
 /// What one job looked like before a change, to put back when the change could not be made durable: the
@@ -286,6 +309,109 @@ impl Supervisor {
         while self.events.len() > MAX_EVENTS {
             self.events.pop_front();
         }
+        if matches!(what, "state" | "stop" | "exit" | "rm") {
+            self.fire_watches(id, at);
+        }
+    }
+
+    /// Fires the watches on job `id` that its row's state now meets (a job no longer here is `removed`):
+    /// each a `notice` item to its watcher, once.
+    pub fn fire_watches(&mut self, id: &str, at: u64) {
+        use crate::watch::notice_text;
+        if !self.watches.iter().any(|w| w.target == id) {
+            return;
+        }
+        let (state, summary) = match self.jobs.get(id) {
+            Some(j) => (
+                j.row_state(),
+                j.report.as_ref().and_then(|r| r.summary.clone()),
+            ),
+            None => ("removed", None),
+        };
+        let (fired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.watches)
+            .into_iter()
+            .partition(|w| w.target == id && w.when.fired_by(state));
+        self.watches = kept;
+        for w in fired {
+            self.watches_changed = true;
+            let text = notice_text(&w.name, w.when, state, summary.as_deref());
+            self.notify(&w.watcher, id, &w.name, text, at);
+        }
+    }
+
+    /// Queues a notice from job `from` (named `name`) to `watcher`, for its agent at the next write.
+    fn notify(&mut self, watcher: &str, from: &str, name: &str, text: String, at: u64) {
+        use crate::peer_item::{ItemKind, PeerItem, Relation};
+        let Some(w) = self.jobs.get(watcher) else {
+            return;
+        };
+        let relation = Relation::of(
+            from,
+            self.jobs.get(from).and_then(|j| j.parent.as_deref()),
+            watcher,
+            w.parent.as_deref(),
+        );
+        let as_item = w.report.as_ref().is_some_and(|r| r.agent_items);
+        let item = PeerItem {
+            kind: ItemKind::Notice,
+            from: crate::peer_item::From {
+                id: from.to_string(),
+                name: name.to_string(),
+            },
+            relation,
+        };
+        match self.queue_item(watcher, item, &text, as_item, at) {
+            Ok(seq) => self.fired.push((watcher.to_string(), seq)),
+            Err(e) => {
+                tracing::warn!(watcher, error = %e.message, "a watch fired, and its notice could not be queued")
+            }
+        }
+    }
+
+    /// `watch {id, when}` by session `watcher` on job `target`: `Ok(true)` when it is already so (the notice
+    /// is queued now), `Ok(false)` when kept to fire later. At most
+    /// [`MAX_WATCHES_PER_SESSION`](crate::watch::MAX_WATCHES_PER_SESSION) a session (`full`); watching the
+    /// same again replaces it.
+    pub fn watch(
+        &mut self,
+        watcher: &str,
+        target: &str,
+        when: crate::watch::When,
+        now_ms: u64,
+    ) -> Result<bool, Refusal> {
+        use crate::watch::{notice_text, Watch, MAX_WATCHES_PER_SESSION, WATCH_TTL_MS};
+        let job = self.job(target)?;
+        let (name, state) = (job.name.clone(), job.row_state());
+        if when.fired_by(state) {
+            let summary = job.report.as_ref().and_then(|r| r.summary.clone());
+            let text = notice_text(&name, when, state, summary.as_deref());
+            self.notify(watcher, target, &name, text, now_ms / 1000);
+            return Ok(true);
+        }
+        self.watches
+            .retain(|w| !(w.watcher == watcher && w.target == target && w.when == when));
+        if self.watches.iter().filter(|w| w.watcher == watcher).count() >= MAX_WATCHES_PER_SESSION {
+            return Err(Refusal::new(
+                ErrorCode::Full,
+                format!("a session holds at most {MAX_WATCHES_PER_SESSION} watches"),
+            ));
+        }
+        self.watches.push(Watch {
+            watcher: watcher.to_string(),
+            target: target.to_string(),
+            name,
+            when,
+            until_ms: now_ms.saturating_add(WATCH_TTL_MS),
+        });
+        self.watches_changed = true;
+        Ok(false)
+    }
+
+    /// Drops the watches past their time.
+    pub fn expire_watches(&mut self, now_ms: u64) {
+        let before = self.watches.len();
+        self.watches.retain(|w| w.until_ms > now_ms);
+        self.watches_changed |= self.watches.len() != before;
     }
 
     /// A job by id.
@@ -431,10 +557,14 @@ impl Supervisor {
         idle
     }
 
-    /// Removes job `id` with its dispatch ids and its place in the conversation index.
+    /// Removes job `id` with its dispatch ids, its place in the conversation index and the watches it
+    /// held (those on it fire with its `rm` event).
     pub fn remove(&mut self, id: &str) -> Option<Job> {
         let job = self.jobs.remove(id)?;
         self.dispatch_ids.retain(|_, j| j != id);
+        let before = self.watches.len();
+        self.watches.retain(|w| w.watcher != id);
+        self.watches_changed |= self.watches.len() != before;
         self.unindex(&job);
         Some(job)
     }
@@ -529,6 +659,18 @@ impl Supervisor {
             .partition(cleared);
         job.pending = kept;
         Ok(gone.into())
+    }
+
+    /// Sets how job `id`'s waiting peer items go to its agent, before they are sent on a new reporting
+    /// connection: as items when its latest report says `agentItems`, else as ordinary replies (an item
+    /// queued before the agent's first report is decided here).
+    pub fn items_as_reported(&mut self, id: &str) {
+        if let Some(job) = self.jobs.get_mut(id) {
+            let takes = job.report.as_ref().is_some_and(|r| r.agent_items);
+            for p in job.pending.iter_mut().filter(|p| p.item.is_some()) {
+                p.exact = takes;
+            }
+        }
     }
 
     /// Puts back what an [`ack`](Self::ack) cleared (its write failed), in order.
@@ -643,6 +785,28 @@ impl Supervisor {
         }
         self.events.retain(|e| e.seq <= before.next_event);
         self.next_event = before.next_event;
+    }
+
+    /// Job `id` handed its result back: its row ends `done` with `text` (cut to the summary's length) as
+    /// its summary.
+    pub fn handed_back(&mut self, id: &str, text: &str, at: u64) {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let summary: String = text
+            .chars()
+            .take(crate::report::MAX_SUMMARY_CHARS)
+            .collect();
+        let report = job
+            .report
+            .get_or_insert_with(|| crate::report::Report::new(JobState::Done));
+        report.state = JobState::Done;
+        report.status = Some("idle".into());
+        report.summary = Some(summary);
+        report.question = None;
+        report.choices.clear();
+        report.tool = None;
+        self.event(at, id, "state", JobState::Done.as_str());
     }
 
     /// `pin {id, pinned}`.
@@ -815,6 +979,32 @@ mod tests {
         assert_eq!(found(&s, "p"), None);
         assert!(s.dispatched("d1").is_none(), "its dispatch ids go with it");
         assert!(s.remove("j1").is_none());
+    }
+
+    #[test]
+    fn a_watch_fires_once_on_its_state_and_is_dropped_after_twelve_hours() {
+        use crate::watch::{When, WATCH_TTL_MS};
+        let mut s = sup();
+        s.add("j2".into(), "t2".into(), "p", None, Some("two"), None, 1)
+            .unwrap();
+        assert_eq!(s.watch("j1", "j2", When::Ended, 0), Ok(false));
+        assert_eq!(s.watch("j1", "j2", When::Idle, 0), Ok(false));
+        s.report("j2", "t2", Report::new(JobState::Blocked), 2)
+            .unwrap();
+        // Idle fired (a question); ended did not.
+        assert_eq!(s.fired.len(), 1);
+        assert_eq!(s.watches.len(), 1);
+        let notice = &s.jobs["j1"].pending.back().unwrap().text;
+        assert!(notice.contains("two is idle (blocked)"), "{notice}");
+        s.report("j2", "t2", Report::new(JobState::Working), 3)
+            .unwrap();
+        s.expire_watches(WATCH_TTL_MS - 1);
+        assert_eq!(s.watches.len(), 1);
+        s.expire_watches(WATCH_TTL_MS);
+        assert!(s.watches.is_empty(), "twelve hours on, unfired: dropped");
+        s.report("j2", "t2", Report::new(JobState::Failed), 4)
+            .unwrap();
+        assert_eq!(s.fired.len(), 1, "a dropped watch fires nothing");
     }
 
     #[test]

@@ -299,8 +299,187 @@ async fn sessions_send_each_other_messages_under_the_message_rules() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e["what"] == "respawn" && e["text"] == "started for a message"),
+            .any(|e| e["what"] == "respawn" && e["text"] == "started for a peer item"),
         "{events}"
     );
+    daemon.shutdown();
+}
+
+/// A parent spawns children, which message each other as siblings and hand their results back as
+/// `report` items (their rows end `done` with it); the parent watches them and is told once, as a
+/// `notice`, when one is idle or has ended (at once when it is so already, and across a restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_spawns_watches_and_takes_its_childrens_results_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let lead = dispatch(&mut ctl, "agent", "lead").await;
+    let mut p = Session::report(&cfg, &lead, true).await;
+    let task = p.c.deliver().await;
+    p.ack(&task["seq"], false).await;
+
+    let spawned =
+        p.c.ok(
+            "spawn",
+            json!({"profile": "agent", "task": "part one", "name": "c1"}),
+        )
+        .await;
+    assert_eq!(spawned["name"], "c1");
+    let c1 = spawned["id"].as_str().unwrap().to_string();
+    let c2 =
+        p.c.ok(
+            "spawn",
+            json!({"profile": "agent", "task": "part two", "name": "c2"}),
+        )
+        .await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    assert_eq!(
+        p.c.code("spawn", json!({"profile": "nope", "task": "x"}))
+            .await,
+        "not_found"
+    );
+    let mut one = Session::report(&cfg, &c1, true).await;
+    assert_eq!(one.c.deliver().await["text"], "part one");
+    let peers = one.c.ok("peers", json!({})).await;
+    let me = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["self"] == true)
+        .cloned()
+        .unwrap();
+    assert_eq!(me["parent"], lead.as_str());
+    let events = ctl.ok("events", json!({"id": c1})).await;
+    let start = &events["events"][0];
+    assert_eq!(
+        (start["what"].clone(), start["whoId"].clone()),
+        (json!("start"), json!(lead))
+    );
+
+    // Siblings.
+    assert_eq!(
+        one.send("c2", "I take the parser").await["outcome"],
+        "queued"
+    );
+    let mut two = Session::report(&cfg, &c2, true).await;
+    assert_eq!(two.c.deliver().await["text"], "part two");
+    let note = two.c.deliver().await;
+    assert_eq!(
+        (note["kind"].clone(), note["relation"].clone()),
+        (json!("message"), json!("sibling"))
+    );
+
+    // Watches, and their refusals.
+    let w = p.c.ok("watch", json!({"id": "c1", "when": "idle"})).await;
+    assert_eq!(
+        w,
+        json!({"id": c1, "name": "c1", "when": "idle", "fired": false})
+    );
+    assert_eq!(
+        p.c.ok("watch", json!({"id": c2, "when": "ended"})).await["fired"],
+        false
+    );
+    for (args, code) in [
+        (json!({"id": c1, "when": "soon"}), "bad_request"),
+        (json!({"id": "nobody", "when": "idle"}), "not_found"),
+        (json!({"id": lead, "when": "idle"}), "bad_request"),
+    ] {
+        assert_eq!(p.c.code("watch", args.clone()).await, code, "{args}");
+    }
+
+    // The child hands its result back: a `report` item to the parent, its row done, and the parent's
+    // watch on it fires.
+    assert_eq!(
+        p.c.code("handback", json!({"text": "no parent"})).await,
+        "bad_request"
+    );
+    one.c
+        .ok("handback", json!({"text": "parser done: 3 files"}))
+        .await;
+    let report = p.c.deliver().await;
+    assert_eq!(report["kind"], "report");
+    assert_eq!(report["from"], json!({"id": c1, "name": "c1"}));
+    assert_eq!(report["relation"], "child");
+    assert!(report["text"]
+        .as_str()
+        .unwrap()
+        .contains("parser done: 3 files"));
+    p.ack(&report["seq"], true).await;
+    let notice = p.c.deliver().await;
+    assert_eq!(notice["kind"], "notice");
+    assert_eq!(notice["from"]["id"], c1.as_str());
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap()
+            .contains("c1 is idle (done): parser done: 3 files"),
+        "{notice}"
+    );
+    p.ack(&notice["seq"], true).await;
+    let rows = ctl.ok("rows", json!({})).await;
+    let row = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == c1)
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (row["state"].clone(), row["summary"].clone()),
+        (json!("done"), json!("parser done: 3 files"))
+    );
+    // Already so: fired at once.
+    let again = p.c.ok("watch", json!({"id": c1, "when": "idle"})).await;
+    assert_eq!(again["fired"], true);
+    let at_once = p.c.deliver().await;
+    assert_eq!(at_once["kind"], "notice");
+    p.ack(&at_once["seq"], true).await;
+
+    // At most 20 watches a session: it holds one (c2 ended); 19 more fit, the next is `full`.
+    let mut targets = Vec::new();
+    for n in 0..10 {
+        targets.push(dispatch(&mut ctl, "agent", &format!("w{n}")).await);
+    }
+    let mut held = 1;
+    'fill: for t in &targets {
+        for when in ["idle", "ended"] {
+            if held == 20 {
+                break 'fill;
+            }
+            assert_eq!(
+                p.c.ok("watch", json!({"id": t, "when": when})).await["fired"],
+                false
+            );
+            held += 1;
+        }
+    }
+    assert_eq!(
+        p.c.code("watch", json!({"id": targets[9], "when": "ended"}))
+            .await,
+        "full"
+    );
+
+    // Kept across a restart: c2 stopped after it is told the parent.
+    daemon.shutdown();
+    drop((p, one, two, ctl));
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let mut p = Session::report(&cfg, &lead, true).await;
+    ctl.ok("stop", json!({"id": c2})).await;
+    let notice = p.c.deliver().await;
+    assert_eq!(notice["kind"], "notice");
+    assert!(
+        notice["text"]
+            .as_str()
+            .unwrap()
+            .contains("c2 has ended (stopped)"),
+        "{notice}"
+    );
+    for id in targets.iter().chain([&c1, &c2, &lead]) {
+        ctl.ok("rm", json!({"id": id})).await;
+    }
     daemon.shutdown();
 }

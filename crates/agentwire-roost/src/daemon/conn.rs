@@ -312,6 +312,9 @@ fn handle(
         "pin" | "rename" | "reorder" => shared.arrange(op, args),
         "peers" => shared.peers(conn),
         "send" => shared.send(conn, args),
+        "spawn" => shared.spawn(conn, args),
+        "handback" => shared.handback(conn, args),
+        "watch" => shared.watch(conn, args),
         "shutdown" => Ok(shared.ask_shutdown()),
         other => Err(Refusal::bad(format!("unknown op {other:?}"))),
     }

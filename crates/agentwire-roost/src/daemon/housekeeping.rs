@@ -137,8 +137,14 @@ impl Shared {
                 }
             }
         }
+        st.sup.expire_watches(super::state::now_ms());
         let dirty: Vec<String> = st.dirty.drain().collect();
-        if !dirty.is_empty() || !st.to_journal.is_empty() || !st.to_forget.is_empty() {
+        let pending_writes = !st.sup.fired.is_empty() || st.sup.watches_changed;
+        if !dirty.is_empty()
+            || !st.to_journal.is_empty()
+            || !st.to_forget.is_empty()
+            || pending_writes
+        {
             let refs: Vec<&str> = dirty.iter().map(String::as_str).collect();
             if let Err(e) = self.persist(&mut st, &refs, &[], None) {
                 tracing::warn!(error = %e, "could not write rows; trying again at the next tick");

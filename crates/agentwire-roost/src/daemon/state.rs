@@ -93,20 +93,7 @@ fn random_hex(bytes: usize) -> String {
 /// A job's row, as `rows` and `subscribe` give it.
 pub fn row(job: &Job, connected: bool) -> Value {
     let r = job.report.as_ref();
-    let state = match (r, job.life) {
-        (Some(r), Life::Running) => json!(r.state),
-        (_, Life::Stopped) => json!("stopped"),
-        (Some(r), Life::Exited)
-            if matches!(
-                r.state,
-                crate::report::JobState::Done | crate::report::JobState::Failed
-            ) =>
-        {
-            json!(r.state)
-        }
-        (_, Life::Exited) => json!("exited"),
-        (None, Life::Running) => json!("starting"),
-    };
+    let state = job.row_state();
     json!({
         "id": job.id,
         "name": job.name,
@@ -203,7 +190,15 @@ impl Shared {
         removed: &[String],
         dispatch: Option<(String, String)>,
     ) -> Result<(), Refusal> {
-        let list: Vec<&Job> = jobs.iter().filter_map(|id| st.sup.jobs.get(*id)).collect();
+        // Watchers that notices were queued for are written with the rest.
+        let mut ids: Vec<&str> = jobs.to_vec();
+        for (watcher, _) in &st.sup.fired {
+            if !ids.contains(&watcher.as_str()) {
+                ids.push(watcher);
+            }
+        }
+        let list: Vec<&Job> = ids.iter().filter_map(|id| st.sup.jobs.get(*id)).collect();
+        let watches = st.sup.watches_changed.then_some(&st.sup.watches[..]);
         let events: Vec<_> = st
             .sup
             .events
@@ -218,11 +213,26 @@ impl Shared {
         self.store
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .write(&list, removed, &dispatch, &events, escalations)
+            .write_all(&list, removed, &dispatch, &events, escalations, watches)
             .map_err(|e| Refusal::new(ErrorCode::Busy, format!("could not save: {e}")))?;
         st.written_event = st.sup.next_event;
         st.to_journal.clear();
         st.to_forget.clear();
+        st.sup.watches_changed = false;
+        // The notices are durable: to the agents of their watchers that are connected.
+        for (watcher, seq) in std::mem::take(&mut st.sup.fired) {
+            let line = st.sup.jobs.get(&watcher).and_then(|j| {
+                j.pending
+                    .iter()
+                    .find(|p| p.seq == seq)
+                    .map(|p| deliver_line(&watcher, p))
+            });
+            let outbox = st.job_conn.get(&watcher).and_then(|c| st.outboxes.get(c));
+            if let (Some(line), Some(o)) = (line, outbox) {
+                o.send(line);
+            }
+            self.push_row(st, &watcher);
+        }
         Ok(())
     }
 
@@ -301,6 +311,7 @@ impl Shared {
         };
         if previous != Some(conn) {
             // A new reporting connection: every reply not yet acked is sent again.
+            st.sup.items_as_reported(id);
             let lines: Vec<String> = st.sup.jobs[id]
                 .pending
                 .iter()
@@ -343,6 +354,15 @@ impl Shared {
 
     /// `dispatch`.
     pub(super) fn dispatch(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
+        self.dispatch_with(args, None)
+    }
+
+    /// A dispatch, of a child of session `parent` when there is one (`spawn`).
+    pub(super) fn dispatch_with(
+        &self,
+        args: &Map<String, Value>,
+        parent: Option<crate::peer_item::From>,
+    ) -> Result<Value, Refusal> {
         use crate::wire::Args;
         let profile_name = args.req_str("profile")?;
         let task = args.opt_str("task")?.map(String::from);
@@ -378,6 +398,16 @@ impl Shared {
             // In the job's own record, written below with it: the conversation's job is found again
             // after a restart, and goes with the job when it is removed.
             st.sup.serve_conversation(&id, c);
+        }
+        if let Some(parent) = parent {
+            // Its start is the parent's doing.
+            if let Some(e) = st.sup.events.back_mut() {
+                e.who = Some(parent.name.clone());
+                e.who_id = Some(parent.id.clone());
+            }
+            if let Some(job) = st.sup.jobs.get_mut(&id) {
+                job.parent = Some(parent.id);
+            }
         }
         if let (crate::profile::TaskMode::Type, Some(t)) = (task_mode, &task) {
             // The first task is reply 1.
@@ -551,6 +581,8 @@ impl Shared {
             }
             Replied::Stop => {
                 self.stop_job(&mut st, id);
+                // Its `stop` event came before the stop: the watches on it see it stopped now.
+                st.sup.fire_watches(id, now());
                 self.persist(&mut st, &[id], &[], None)?;
                 self.push_row(&st, id);
                 Ok(json!({ "saved": true, "stopped": true }))
