@@ -29,6 +29,7 @@
 //! be a terminal agent (`protocol = false`); it runs in that user's home directory (or `/`).
 
 pub mod agent;
+pub mod board;
 pub mod client;
 pub mod daemon;
 pub mod escalation;

@@ -12,7 +12,7 @@
 
 use crate::escalation::Escalation;
 use crate::supervisor::{FeedEvent, Job, Pending, Supervisor};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// Why the store failed.
@@ -67,6 +67,8 @@ impl Store {
              -- respawned job's old process has an escalation of its own beside the new one.
              -- The watches sessions hold (M43), written whole when they change: at most 20 a session.
              CREATE TABLE IF NOT EXISTS watches (n INTEGER PRIMARY KEY, watch TEXT NOT NULL);
+             -- The task board (M47), written whole when it changes: at most 200 tasks.
+             CREATE TABLE IF NOT EXISTS board (n INTEGER PRIMARY KEY CHECK (n = 1), board TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS escalations (pid INTEGER NOT NULL, identity TEXT NOT NULL,
                  job_id TEXT NOT NULL, deadline_ms INTEGER NOT NULL,
                  PRIMARY KEY (pid, identity)) WITHOUT ROWID;",
@@ -117,6 +119,15 @@ impl Store {
         events.reverse();
         sup.next_event = events.last().map_or(0, |e| e.seq);
         sup.events = events.into();
+        if let Some(board) = self
+            .conn
+            .query_row("SELECT board FROM board WHERE n = 1", [], |r| {
+                r.get::<_, String>(0)
+            })
+            .optional()?
+        {
+            sup.board = serde_json::from_str(&board)?;
+        }
         let mut stmt = self.conn.prepare("SELECT watch FROM watches ORDER BY n")?;
         for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
             sup.watches.push(serde_json::from_str(&row?)?);
@@ -151,10 +162,12 @@ impl Store {
         events: &[&FeedEvent],
         escalations: Escalations<'_>,
     ) -> Result<(), StoreError> {
-        self.write_all(jobs, removed, dispatch, events, escalations, None)
+        self.write_all(jobs, removed, dispatch, events, escalations, None, None)
     }
 
-    /// Like [`write`](Self::write), and with `watches`, every watch held now in place of those stored.
+    /// Like [`write`](Self::write), and with `watches`, every watch held now in place of those stored, and
+    /// with `board`, the task board.
+    #[allow(clippy::too_many_arguments)]
     pub fn write_all(
         &mut self,
         jobs: &[&Job],
@@ -163,6 +176,7 @@ impl Store {
         events: &[&FeedEvent],
         escalations: Escalations<'_>,
         watches: Option<&[crate::watch::Watch]>,
+        board: Option<&crate::board::Board>,
     ) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
         // Forgotten before the new ones are added: a pid reused at once has a record of its own (another
@@ -234,6 +248,10 @@ impl Store {
                 "DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?1",
             )?
             .execute([crate::supervisor::MAX_EVENTS as i64])?;
+        }
+        if let Some(board) = board {
+            tx.prepare_cached("INSERT OR REPLACE INTO board (n, board) VALUES (1, ?1)")?
+                .execute([serde_json::to_string(board)?])?;
         }
         if let Some(watches) = watches {
             tx.prepare_cached("DELETE FROM watches")?.execute([])?;

@@ -162,6 +162,9 @@ pub struct FeedEvent {
     /// That session's id: names can be shared.
     #[serde(default, rename = "whoId", skip_serializing_if = "Option::is_none")]
     pub who_id: Option<String>,
+    /// Why, for a `task` event: `add`, `claim`, `release`, `done`, `drop` or `assign`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// What a reply did.
@@ -201,6 +204,12 @@ pub struct Supervisor {
     /// Notices queued by watches that fired, not yet handed to their agents: (watcher, seq).
     #[serde(skip)]
     pub fired: Vec<(String, u64)>,
+    /// The task board ([`crate::board`]).
+    #[serde(skip)]
+    pub board: crate::board::Board,
+    /// Set when the board changed since it was last written (and pushed).
+    #[serde(skip)]
+    pub board_changed: bool,
 }
 
 /// What one job looked like before a change, to put back when the change could not be made durable: the
@@ -305,12 +314,66 @@ impl Supervisor {
             text: text.into(),
             who: who.map(|w| w.name.clone()),
             who_id: who.map(|w| w.id.clone()),
+            why: None,
         });
         while self.events.len() > MAX_EVENTS {
             self.events.pop_front();
         }
         if matches!(what, "state" | "stop" | "exit" | "rm") {
             self.fire_watches(id, at);
+            self.release_claims_of_gone(id, at);
+        }
+    }
+
+    /// A board change: the board is to be written, and the change is a `task` event (about the job that
+    /// holds or held the task, else the actor's).
+    pub fn board_event(&mut self, change: &crate::board::Change, at: u64) {
+        self.board_changed = true;
+        let about = change
+            .task
+            .owner
+            .as_ref()
+            .map(|o| o.id.clone())
+            .or_else(|| change.by.who_id.clone())
+            .unwrap_or_default();
+        self.next_event += 1;
+        self.events.push_back(FeedEvent {
+            seq: self.next_event,
+            at,
+            id: about,
+            what: "task".into(),
+            text: change.text.clone(),
+            who: Some(change.by.who.clone()),
+            who_id: change.by.who_id.clone(),
+            why: Some(change.why.into()),
+        });
+        while self.events.len() > MAX_EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    /// Whether session `id` holds anything: a job not failed, stopped, exited or removed.
+    pub fn holds(&self, id: &str) -> bool {
+        self.jobs
+            .get(id)
+            .is_some_and(|j| !matches!(j.row_state(), "failed" | "stopped" | "exited"))
+    }
+
+    /// Releases the tasks of job `id` when it no longer holds anything (it failed, was stopped, exited or
+    /// was removed), each a `task` event.
+    fn release_claims_of_gone(&mut self, id: &str, at: u64) {
+        if self.holds(id) {
+            return;
+        }
+        let state = self.jobs.get(id).map_or("removed", |j| j.row_state());
+        let name = self.jobs.get(id).map(|j| j.name.clone());
+        let by = crate::board::By {
+            who: name.clone().unwrap_or_else(|| id.to_string()),
+            who_id: Some(id.to_string()),
+        };
+        let why = format!("{} {state}", by.who);
+        for change in self.board.release_held_by(id, &why, by) {
+            self.board_event(&change, at);
         }
     }
 

@@ -43,6 +43,10 @@ pub enum ErrorCode {
     Unsupported,
     /// Too many messages from this sender lately (M43: 30 a minute).
     RateLimited,
+    /// A task that comes after tasks not yet done (M47).
+    Blocked,
+    /// A task another live session holds (M47).
+    Conflict,
     /// A code this version does not know (round-trips).
     Unknown(String),
 }
@@ -58,6 +62,8 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::Unsupported => "unsupported",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Blocked => "blocked",
+            ErrorCode::Conflict => "conflict",
             ErrorCode::Unknown(s) => s,
         }
     }
@@ -72,6 +78,8 @@ impl ErrorCode {
             "busy" => ErrorCode::Busy,
             "unsupported" => ErrorCode::Unsupported,
             "rate_limited" => ErrorCode::RateLimited,
+            "blocked" => ErrorCode::Blocked,
+            "conflict" => ErrorCode::Conflict,
             other => ErrorCode::Unknown(other.to_string()),
         }
     }

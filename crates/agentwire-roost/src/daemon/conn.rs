@@ -315,6 +315,7 @@ fn handle(
         "spawn" => shared.spawn(conn, args),
         "handback" => shared.handback(conn, args),
         "watch" => shared.watch(conn, args),
+        "task" => shared.task(conn, *session, peer.may_control(), args),
         "shutdown" => Ok(shared.ask_shutdown()),
         other => Err(Refusal::bad(format!("unknown op {other:?}"))),
     }

@@ -139,7 +139,8 @@ impl Shared {
         }
         st.sup.expire_watches(super::state::now_ms());
         let dirty: Vec<String> = st.dirty.drain().collect();
-        let pending_writes = !st.sup.fired.is_empty() || st.sup.watches_changed;
+        let pending_writes =
+            !st.sup.fired.is_empty() || st.sup.watches_changed || st.sup.board_changed;
         if !dirty.is_empty()
             || !st.to_journal.is_empty()
             || !st.to_forget.is_empty()

@@ -18,6 +18,7 @@
 //! profile dispatched last for it (null when there is none), whatever its state. agentwire's roost-backed
 //! agent serves a conversation's turns as one job's replies and finds that job with it after a restart.
 
+mod board_ops;
 mod conn;
 pub mod hosted;
 mod housekeeping;

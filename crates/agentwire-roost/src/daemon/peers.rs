@@ -24,7 +24,7 @@ impl Shared {
     }
 
     /// A job by id or by its name, which must name one job only.
-    fn target(st: &State, to: &str) -> Result<String, Refusal> {
+    pub(super) fn target(st: &State, to: &str) -> Result<String, Refusal> {
         if st.sup.jobs.contains_key(to) {
             return Ok(to.to_string());
         }

@@ -199,6 +199,7 @@ impl Shared {
         }
         let list: Vec<&Job> = ids.iter().filter_map(|id| st.sup.jobs.get(*id)).collect();
         let watches = st.sup.watches_changed.then_some(&st.sup.watches[..]);
+        let board = st.sup.board_changed.then_some(&st.sup.board);
         let events: Vec<_> = st
             .sup
             .events
@@ -213,12 +214,23 @@ impl Shared {
         self.store
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .write_all(&list, removed, &dispatch, &events, escalations, watches)
+            .write_all(
+                &list,
+                removed,
+                &dispatch,
+                &events,
+                escalations,
+                watches,
+                board,
+            )
             .map_err(|e| Refusal::new(ErrorCode::Busy, format!("could not save: {e}")))?;
         st.written_event = st.sup.next_event;
         st.to_journal.clear();
         st.to_forget.clear();
         st.sup.watches_changed = false;
+        if std::mem::take(&mut st.sup.board_changed) {
+            self.push_board(st);
+        }
         // The notices are durable: to the agents of their watchers that are connected.
         for (watcher, seq) in std::mem::take(&mut st.sup.fired) {
             let line = st.sup.jobs.get(&watcher).and_then(|j| {
@@ -234,6 +246,24 @@ impl Shared {
             self.push_row(st, &watcher);
         }
         Ok(())
+    }
+
+    /// The board's counts to every subscribed controller: `{"event": "board", open, claimed, blocked,
+    /// done}`.
+    pub(super) fn push_board(&self, st: &State) {
+        if st.subscribers.is_empty() {
+            return;
+        }
+        let mut f = Map::new();
+        if let Ok(Value::Object(counts)) = serde_json::to_value(st.sup.board.counts()) {
+            f.extend(counts);
+        }
+        let line = event_line("board", f);
+        for c in &st.subscribers {
+            if let Some(o) = st.outboxes.get(c) {
+                o.send(line.clone());
+            }
+        }
     }
 
     pub(super) fn push_row(&self, st: &State, job_id: &str) {

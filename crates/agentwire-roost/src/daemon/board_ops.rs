@@ -1,0 +1,181 @@
+//! `task {action, ...}` (M47): the task board on any connection. The hub's connection acts as the user; a
+//! session's, after its report, as that session (a session not reported yet, or whose job ended, is
+//! `unauthorized`). Each change is durable before the answer, a `task` feed event, and a `board` push; a
+//! holder whose task the person finished, released or dropped is told in a message, and `assign` sends the
+//! task to a session as one.
+
+use super::state::{now, Shared, State};
+use crate::board::{self, Actor, Change};
+use crate::peer_item::{From, ItemKind, PeerItem, Relation};
+use crate::wire::{Args, ErrorCode, Refusal};
+use serde_json::{json, Map, Value};
+
+impl Shared {
+    /// Who acts on a connection: a session (a reported job that still holds anything), else the user on
+    /// a controller's connection.
+    fn actor(st: &State, conn: u64, session: bool, controller: bool) -> Result<Actor, Refusal> {
+        if session {
+            let id = Self::session_job(st, conn)?;
+            if !st.sup.holds(&id) {
+                return Err(Refusal::new(
+                    ErrorCode::Unauthorized,
+                    "this session's job has ended",
+                ));
+            }
+            let name = st.sup.jobs[&id].name.clone();
+            return Ok(Actor::Session(board::Session { id, name }));
+        }
+        match controller {
+            true => Ok(Actor::User),
+            false => Err(Refusal::new(
+                ErrorCode::Unauthorized,
+                "the board is the hub's and the sessions' (after their report)",
+            )),
+        }
+    }
+
+    /// `task {action, ...}` on connection `conn` (`session`: it said `hello` or `report`; `controller`: it
+    /// may control jobs).
+    pub(super) fn task(
+        &self,
+        conn: u64,
+        session: bool,
+        controller: bool,
+        args: &Map<String, Value>,
+    ) -> Result<Value, Refusal> {
+        let action = args.req_str("action")?;
+        let mut st = self.lock();
+        let actor = Self::actor(&st, conn, session, controller)?;
+        let id = || board::task_id(args.get("id").unwrap_or(&Value::Null));
+        let at = now();
+        let before = st.sup.board.clone();
+        let changes: Vec<Change> = match action {
+            "list" => return Ok(json!({ "tasks": st.sup.board.tasks })),
+            "add" => {
+                let after = match args.get("after") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(a)) => {
+                        a.iter().map(board::task_id).collect::<Result<_, _>>()?
+                    }
+                    Some(_) => return Err(Refusal::bad("`after` is a list of task ids")),
+                };
+                let title = args.req_str("title")?;
+                let detail = args.opt_str("detail")?;
+                vec![st.sup.board.add(&actor, title, detail, after, at)?]
+            }
+            "claim" => {
+                let id = id()?;
+                // Whether its holder, if any, still holds anything.
+                let holder = st
+                    .sup
+                    .board
+                    .tasks
+                    .iter()
+                    .find(|t| t.id == id)
+                    .and_then(|t| t.owner.as_ref())
+                    .map(|o| o.id.clone());
+                let alive = holder.as_deref().is_some_and(|h| st.sup.holds(h));
+                st.sup.board.claim(&actor, id, &|_| alive, at)?
+            }
+            "done" => vec![st
+                .sup
+                .board
+                .done(&actor, id()?, args.opt_str("result")?, at)?],
+            "release" => vec![st.sup.board.release(&actor, id()?)?],
+            "drop" => vec![st.sup.board.drop_task(&actor, id()?)?],
+            "assign" => return self.assign(&mut st, &actor, id()?, args.req_str("to")?),
+            other => {
+                return Err(Refusal::bad(format!(
+                    "action {other:?} is not list, add, claim, done, release, drop or assign"
+                )))
+            }
+        };
+        if let Err(e) = self.record(&mut st, &actor, &changes, at) {
+            st.sup.board = before;
+            return Err(e);
+        }
+        let task = changes.last().map(|c| c.task.clone());
+        Ok(json!({ "tasks": st.sup.board.tasks, "task": task }))
+    }
+
+    /// Records `changes` (feed events, the board written) and tells the holders they name, durably.
+    fn record(
+        &self,
+        st: &mut State,
+        actor: &Actor,
+        changes: &[Change],
+        at: u64,
+    ) -> Result<(), Refusal> {
+        for c in changes {
+            st.sup.board_event(c, at);
+        }
+        self.persist(st, &[], &[], None)?;
+        for c in changes {
+            if let Some((holder, text)) = &c.tell {
+                if st.sup.jobs.contains_key(holder) {
+                    // The change stands whether or not the holder can take the message now.
+                    if let Err(e) = self.put_item(st, holder, board_item(actor), text) {
+                        tracing::warn!(job = %holder, error = %e.message, "could not tell a task's holder");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `assign {id, to}`: the task goes to session `to` as a message; once it reached it (`sent`:
+    /// `delivered`, `queued` or `started`) the task is marked `assigned`.
+    fn assign(&self, st: &mut State, actor: &Actor, id: u64, to: &str) -> Result<Value, Refusal> {
+        st.sup.board.check_assign(actor, id)?;
+        let target = Self::target(st, to)?;
+        let profile = &st.sup.jobs[&target].profile;
+        if self
+            .config
+            .profiles
+            .get(profile)
+            .is_some_and(|p| !p.protocol)
+        {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("{to} is a terminal command: it takes no messages"),
+            ));
+        }
+        let text = st
+            .sup
+            .board
+            .assignment_text(id)
+            .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no task #{id}")))?;
+        let sent = self.put_item(st, &target, board_item(actor), &text)?;
+        let session = board::Session {
+            name: st.sup.jobs[&target].name.clone(),
+            id: target,
+        };
+        let at = now();
+        let before = st.sup.board.clone();
+        let change = st.sup.board.assigned(actor, id, session, at)?;
+        if let Err(e) = self.record(st, actor, std::slice::from_ref(&change), at) {
+            st.sup.board = before;
+            return Err(e);
+        }
+        Ok(json!({ "tasks": st.sup.board.tasks, "task": change.task, "sent": sent }))
+    }
+}
+
+/// A board message's item: from the session that acted, or from the board on the user's behalf.
+fn board_item(actor: &Actor) -> PeerItem {
+    let from = match actor {
+        Actor::User => From {
+            id: String::new(),
+            name: "the task board".into(),
+        },
+        Actor::Concierge(s) | Actor::Session(s) => From {
+            id: s.id.clone(),
+            name: s.name.clone(),
+        },
+    };
+    PeerItem {
+        kind: ItemKind::Message,
+        from,
+        relation: Relation::Peer,
+    }
+}

@@ -1,0 +1,292 @@
+//! The task board (M47) over the real socket: the hub adds dependent tasks, three agents split them (a
+//! claim waits for `after`, a held task is a `conflict`), one is killed while it holds a claim and its
+//! task is released and taken over; the person releases, drops and assigns (the holder or the assignee is
+//! told in a message); every refusal with its code; `task` feed events, `board` pushes, and the board
+//! across a restart.
+
+mod common;
+
+use agentwire_roost::daemon::{Daemon, DaemonConfig};
+use agentwire_roost::profile::{Profile, TaskMode};
+use common::Client;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+fn config(dir: &Path) -> DaemonConfig {
+    let mut profiles = HashMap::new();
+    profiles.insert(
+        "agent".to_string(),
+        Profile {
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "env > env.txt; echo $$ > pid; exec sleep 60".into(),
+            ],
+            task: TaskMode::Type,
+            protocol: true,
+            ..Default::default()
+        },
+    );
+    DaemonConfig {
+        socket: dir.join("run").join("roost.sock"),
+        data_dir: dir.join("data"),
+        profiles,
+        hosted: Default::default(),
+        retention: None,
+    }
+}
+
+/// A file the job's process wrote, once it is there.
+async fn job_file(cfg: &DaemonConfig, id: &str, file: &str, has: &str) -> String {
+    let path = cfg.data_dir.join("jobs").join(id).join(file);
+    for _ in 0..200 {
+        if let Ok(t) = std::fs::read_to_string(&path) {
+            if t.contains(has) {
+                return t;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("job {id} wrote no {file}");
+}
+
+/// A session: job `name` dispatched, its agent connected and reported, its task acked.
+async fn session(
+    cfg: &DaemonConfig,
+    ctl: &mut Client,
+    name: &str,
+    items: bool,
+) -> (String, Client) {
+    let id = ctl
+        .ok(
+            "dispatch",
+            json!({"profile": "agent", "task": "help", "name": name}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env = job_file(cfg, &id, "env.txt", "ROOST_JOB_TOKEN").await;
+    let token = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
+        .unwrap()
+        .to_string();
+    let mut c = Client::connect(&cfg.socket).await;
+    c.ok(
+        "report",
+        json!({"id": id, "token": token, "report": {"state": "working", "agentItems": items}}),
+    )
+    .await;
+    let task = c.deliver().await;
+    c.ok("ack", json!({"id": id, "token": token, "seq": task["seq"]}))
+        .await;
+    (id, c)
+}
+
+fn task(r: &Value, id: u64) -> &Value {
+    r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap()
+}
+
+async fn board(ctl: &mut Client) -> Value {
+    ctl.ok("task", json!({"action": "list"})).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_agents_split_dependent_tasks_and_a_killed_holder_loses_its_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    ctl.ok("subscribe", json!({})).await;
+    let (a, mut ca) = session(&cfg, &mut ctl, "alpha", true).await;
+    let (b, mut cb) = session(&cfg, &mut ctl, "beta", false).await;
+    let (c, mut cc) = session(&cfg, &mut ctl, "gamma", false).await;
+
+    let add = |title: &str, after: Value| json!({"action": "add", "title": title, "after": after});
+    let t1 = ctl.ok("task", add("design", json!([]))).await;
+    assert_eq!(t1["task"]["id"], 1);
+    assert_eq!(t1["task"]["by"], json!({"who": "user"}));
+    ctl.ok("task", add("build", json!([1]))).await;
+    let t3 = ca
+        .ok(
+            "task",
+            json!({"action": "add", "title": "test", "detail": "all of it", "after": ["2"]}),
+        )
+        .await;
+    assert_eq!(t3["task"]["by"], json!({"who": "alpha", "whoId": a}));
+
+    // Who may do what, and the codes.
+    let mut hello_only = Client::connect(&cfg.socket).await;
+    hello_only
+        .ok(
+            "hello",
+            json!({"protocol": 1, "agent": {"name": "x", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(
+        hello_only.code("task", json!({"action": "list"})).await,
+        "unauthorized"
+    );
+    let claim = |id: Value| json!({"action": "claim", "id": id});
+    for (hub, args, code) in [
+        (true, claim(json!(1)), "unsupported"),
+        (false, claim(json!(2)), "blocked"),
+        (false, claim(json!(9)), "not_found"),
+        (false, claim(json!("x")), "bad_request"),
+        (false, json!({"action": "drop", "id": 1}), "unsupported"),
+        (
+            false,
+            json!({"action": "assign", "id": 1, "to": a}),
+            "unsupported",
+        ),
+        (false, json!({"action": "release", "id": 1}), "bad_request"),
+        (false, json!({"action": "shuffle"}), "bad_request"),
+        (true, add("", json!([])), "bad_request"),
+        (true, add("t", json!([7])), "bad_request"),
+    ] {
+        let client = if hub { &mut ctl } else { &mut cb };
+        assert_eq!(client.code("task", args.clone()).await, code, "{args}");
+    }
+
+    // alpha designs; beta may not take it meanwhile; then beta builds.
+    ca.ok("task", claim(json!(1))).await;
+    assert_eq!(cb.code("task", claim(json!(1))).await, "conflict");
+    assert_eq!(
+        cb.code("task", json!({"action": "done", "id": 1})).await,
+        "unsupported"
+    );
+    let done = ca
+        .ok(
+            "task",
+            json!({"action": "done", "id": 1, "result": "the spec"}),
+        )
+        .await;
+    assert_eq!(
+        (
+            done["task"]["state"].clone(),
+            done["task"]["result"].clone()
+        ),
+        (json!("done"), json!("the spec"))
+    );
+    let built = cb.ok("task", claim(json!(2))).await;
+    assert_eq!(built["task"]["owner"], json!({"id": b, "name": "beta"}));
+    assert_eq!(cc.code("task", claim(json!(3))).await, "blocked");
+
+    // beta is killed while it holds #2: the claim is released, and gamma takes it over.
+    let pid = job_file(&cfg, &b, "pid", "").await.trim().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut released = false;
+    for _ in 0..100 {
+        if task(&board(&mut ctl).await, 2)["state"] == "open" {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(released, "a dead holder's claim is released");
+    cc.ok("task", claim(json!(2))).await;
+
+    // The person releases it: gamma is told (as a reply: it takes no items), then takes it again and
+    // finishes; the person drops nothing done.
+    ctl.ok("task", json!({"action": "release", "id": 2})).await;
+    let told = cc.deliver().await;
+    let text = told["text"].as_str().unwrap();
+    assert!(
+        text.contains("from the task board") && text.contains("user released your task #2 build"),
+        "{text}"
+    );
+    cc.ok("task", claim(json!(2))).await;
+    cc.ok("task", json!({"action": "done", "id": 2})).await;
+    assert_eq!(
+        ctl.code("task", json!({"action": "drop", "id": 2})).await,
+        "bad_request"
+    );
+
+    // #3 is assigned to alpha: a message with how to claim it, and the task marked until the claim.
+    let assigned = ctl
+        .ok("task", json!({"action": "assign", "id": 3, "to": "alpha"}))
+        .await;
+    assert_eq!(assigned["sent"], "delivered");
+    assert_eq!(assigned["task"]["assigned"]["id"], a.as_str());
+    let message = ca.deliver().await;
+    assert_eq!(message["kind"], "message");
+    assert!(message["text"]
+        .as_str()
+        .unwrap()
+        .contains("task #3 on the task board: test"));
+    assert_eq!(
+        ctl.code("task", json!({"action": "assign", "id": 3, "to": "nobody"}))
+            .await,
+        "not_found"
+    );
+    let claimed = ca.ok("task", claim(json!(3))).await;
+    assert_eq!(claimed["task"]["assigned"], Value::Null);
+    // Dropped while alpha holds it: alpha is told.
+    ctl.ok("task", json!({"action": "drop", "id": 3})).await;
+    let dropped = ca.deliver().await;
+    assert!(dropped["text"]
+        .as_str()
+        .unwrap()
+        .contains("dropped your task #3 test"));
+
+    // The feed has every change with why and who; subscribed hubs got the counts.
+    let events = ctl.ok("events", json!({})).await;
+    let whys: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["what"] == "task")
+        .map(|e| e["why"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        whys,
+        [
+            "add", "add", "add", "claim", "done", "claim", "release", "claim", "release", "claim",
+            "done", "assign", "claim", "drop"
+        ]
+    );
+    let pushed = ctl
+        .events
+        .iter()
+        .rfind(|e| e["event"] == "board")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        pushed,
+        json!({"event": "board", "open": 0, "claimed": 0, "blocked": 0, "done": 2})
+    );
+
+    // Across a restart.
+    daemon.shutdown();
+    drop((ca, cb, cc, ctl));
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let after = board(&mut ctl).await;
+    let states: Vec<&str> = after["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["done", "done", "dropped"]);
+    assert_eq!(
+        ctl.ok("task", add("next", json!([]))).await["task"]["id"],
+        4
+    );
+    for id in [a, b, c] {
+        ctl.ok("rm", json!({"id": id})).await;
+    }
+    daemon.shutdown();
+}
