@@ -290,3 +290,104 @@ async fn three_agents_split_dependent_tasks_and_a_killed_holder_loses_its_claim(
     }
     daemon.shutdown();
 }
+
+/// A foreground process registers as a peer: it lists and messages the sessions and is messaged while
+/// connected, uses the board, may not control jobs; its claims outlive its connection by 5 s, stay when it
+/// registers again under its name within them, and are released after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_peer_uses_the_board_and_its_claims_go_five_seconds_after_it_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let (a, mut ca) = session(&cfg, &mut ctl, "alpha", true).await;
+    ctl.ok("task", json!({"action": "add", "title": "one"}))
+        .await;
+    ctl.ok("task", json!({"action": "add", "title": "two"}))
+        .await;
+
+    let mut pi = Client::connect(&cfg.socket).await;
+    assert_eq!(
+        pi.code("peer_register", json!({"name": "concierge"})).await,
+        "bad_request"
+    );
+    let me = pi.ok("peer_register", json!({"name": "pi"})).await;
+    assert_eq!(me, json!({"id": "fg:pi", "name": "pi"}));
+    let mut twin = Client::connect(&cfg.socket).await;
+    assert_eq!(
+        twin.code("peer_register", json!({"name": "pi"})).await,
+        "bad_request",
+        "one connection a name"
+    );
+    assert_eq!(
+        pi.code("rows", json!({})).await,
+        "unsupported",
+        "a peer controls no jobs"
+    );
+    assert_eq!(
+        pi.code("spawn", json!({"profile": "agent", "task": "x"}))
+            .await,
+        "unsupported"
+    );
+    let peers = pi.ok("peers", json!({})).await;
+    let list = peers["peers"].as_array().unwrap();
+    assert!(list
+        .iter()
+        .any(|p| p["id"] == "fg:pi" && p["self"] == true && p["role"] == "foreground"));
+    assert!(list
+        .iter()
+        .any(|p| p["id"] == a.as_str() && p["self"] == false));
+
+    // Messages both ways.
+    assert_eq!(
+        pi.ok("send", json!({"to": "alpha", "text": "hello from pi"}))
+            .await["outcome"],
+        "delivered"
+    );
+    let got = ca.deliver().await;
+    assert_eq!(got["from"], json!({"id": "fg:pi", "name": "pi"}));
+    assert_eq!(
+        ca.ok("send", json!({"to": "pi", "text": "hi pi"})).await["outcome"],
+        "delivered"
+    );
+    let back = pi.deliver().await;
+    assert_eq!(
+        (back["kind"].clone(), back["from"]["id"].clone()),
+        (json!("message"), json!(a))
+    );
+
+    // Its claim holds while it is away for less than the grace, and when it is back under its name.
+    pi.ok("task", json!({"action": "claim", "id": 1})).await;
+    drop(pi);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        ca.code("task", json!({"action": "claim", "id": 1})).await,
+        "conflict"
+    );
+    let mut pi = Client::connect(&cfg.socket).await;
+    pi.ok("peer_register", json!({"name": "pi"})).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        ca.code("task", json!({"action": "claim", "id": 1})).await,
+        "conflict",
+        "back in time: kept"
+    );
+    pi.ok("task", json!({"action": "claim", "id": 2})).await;
+    drop(pi);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let list = ctl.ok("task", json!({"action": "list"})).await;
+    assert_eq!(task(&list, 1)["state"], "open");
+    assert_eq!(task(&list, 2)["state"], "open");
+    let events = ctl.ok("events", json!({})).await;
+    assert!(
+        events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["why"] == "release" && e["text"] == "#1 one: pi left"),
+        "{events}"
+    );
+    ca.ok("task", json!({"action": "claim", "id": 1})).await;
+    ctl.ok("rm", json!({"id": a})).await;
+    daemon.shutdown();
+}

@@ -15,15 +15,14 @@ impl Shared {
     /// a controller's connection.
     fn actor(st: &State, conn: u64, session: bool, controller: bool) -> Result<Actor, Refusal> {
         if session {
-            let id = Self::session_job(st, conn)?;
-            if !st.sup.holds(&id) {
+            let me = Self::session_of(st, conn)?;
+            if !Self::holds(st, &me.id) {
                 return Err(Refusal::new(
                     ErrorCode::Unauthorized,
                     "this session's job has ended",
                 ));
             }
-            let name = st.sup.jobs[&id].name.clone();
-            return Ok(Actor::Session(board::Session { id, name }));
+            return Ok(Actor::Session(me));
         }
         match controller {
             true => Ok(Actor::User),
@@ -74,7 +73,7 @@ impl Shared {
                     .find(|t| t.id == id)
                     .and_then(|t| t.owner.as_ref())
                     .map(|o| o.id.clone());
-                let alive = holder.as_deref().is_some_and(|h| st.sup.holds(h));
+                let alive = holder.as_deref().is_some_and(|h| Self::holds(&st, h));
                 st.sup.board.claim(&actor, id, &|_| alive, at)?
             }
             "done" => vec![st
@@ -112,9 +111,12 @@ impl Shared {
         self.persist(st, &[], &[], None)?;
         for c in changes {
             if let Some((holder, text)) = &c.tell {
-                if st.sup.jobs.contains_key(holder) {
+                if Self::holds(st, holder)
+                    && (st.sup.jobs.contains_key(holder)
+                        || st.fg_peers.values().any(|p| p.id == *holder))
+                {
                     // The change stands whether or not the holder can take the message now.
-                    if let Err(e) = self.put_item(st, holder, board_item(actor), text) {
+                    if let Err(e) = self.put_to(st, holder, board_item(actor), text) {
                         tracing::warn!(job = %holder, error = %e.message, "could not tell a task's holder");
                     }
                 }
@@ -128,13 +130,8 @@ impl Shared {
     fn assign(&self, st: &mut State, actor: &Actor, id: u64, to: &str) -> Result<Value, Refusal> {
         st.sup.board.check_assign(actor, id)?;
         let target = Self::target(st, to)?;
-        let profile = &st.sup.jobs[&target].profile;
-        if self
-            .config
-            .profiles
-            .get(profile)
-            .is_some_and(|p| !p.protocol)
-        {
+        let profile = st.sup.jobs.get(&target).map(|j| j.profile.as_str());
+        if profile.is_some_and(|p| self.config.profiles.get(p).is_some_and(|p| !p.protocol)) {
             return Err(Refusal::new(
                 ErrorCode::Unsupported,
                 format!("{to} is a terminal command: it takes no messages"),
@@ -145,11 +142,12 @@ impl Shared {
             .board
             .assignment_text(id)
             .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no task #{id}")))?;
-        let sent = self.put_item(st, &target, board_item(actor), &text)?;
-        let session = board::Session {
-            name: st.sup.jobs[&target].name.clone(),
-            id: target,
+        let sent = self.put_to(st, &target, board_item(actor), &text)?;
+        let name = match st.sup.jobs.get(&target) {
+            Some(j) => j.name.clone(),
+            None => Self::session_name(st, &target),
         };
+        let session = board::Session { name, id: target };
         let at = now();
         let before = st.sup.board.clone();
         let change = st.sup.board.assigned(actor, id, session, at)?;

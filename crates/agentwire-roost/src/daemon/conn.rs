@@ -311,6 +311,10 @@ fn handle(
         "events" => shared.events(args),
         "pin" | "rename" | "reorder" => shared.arrange(op, args),
         "peers" => shared.peers(conn),
+        "peer_register" => {
+            *session = true;
+            shared.peer_register(conn, args)
+        }
         "send" => shared.send(conn, args),
         "spawn" => shared.spawn(conn, args),
         "handback" => shared.handback(conn, args),

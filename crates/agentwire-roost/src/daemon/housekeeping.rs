@@ -138,6 +138,7 @@ impl Shared {
             }
         }
         st.sup.expire_watches(super::state::now_ms());
+        self.release_departed_peers(&mut st);
         let dirty: Vec<String> = st.dirty.drain().collect();
         let pending_writes =
             !st.sup.fired.is_empty() || st.sup.watches_changed || st.sup.board_changed;

@@ -1,12 +1,23 @@
 //! The peer ops a session uses on its own connection after its report (M43): `peers` lists the sessions,
 //! `send` puts a message to one of them as a peer item ([`crate::peer_item`]): delivered at once when its
-//! agent is connected, queued when not, its job started again when it had ended.
+//! agent is connected, queued when not, its job started again when it had ended. A foreground process
+//! (not a job) becomes a peer with `peer_register {name}`: it lists, sends, is sent to while connected, and
+//! uses the task board; its claims are released [`FG_CLAIM_GRACE`] after it leaves unless it registers
+//! again under the same name.
 
 use super::state::{deliver_line, now, now_ms, row, Shared, State};
 use crate::peer_item::{From, Held, ItemKind, PeerItem, Relation};
 use crate::supervisor::Life;
+use crate::wire::event_line;
 use crate::wire::{Args, ErrorCode, Refusal};
+use agentwire_core::now_secs;
 use serde_json::{json, Map, Value};
+
+/// How long a foreground peer's claims outlive its connection (the spec's `PI_ROOST_FG_CLAIM_GRACE_MS`):
+/// a peer that reconnects at once keeps its tasks.
+pub(super) const FG_CLAIM_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// The prefix of a foreground peer's id: no job's (hex) id has it.
+const FG_ID_PREFIX: &str = "fg:";
 
 impl Shared {
     /// The job a connection speaks for: the one that reported on it last.
@@ -23,17 +34,103 @@ impl Shared {
             })
     }
 
+    /// The session a connection speaks for: a job after its report, or a registered foreground peer.
+    pub(super) fn session_of(st: &State, conn: u64) -> Result<crate::board::Session, Refusal> {
+        if let Some(fg) = st.fg_peers.get(&conn) {
+            return Ok(fg.clone());
+        }
+        let id = Self::session_job(st, conn)?;
+        let name = st.sup.jobs[&id].name.clone();
+        Ok(crate::board::Session { id, name })
+    }
+
+    /// Whether session `id` (a job, or a foreground peer) holds anything: a job not failed, stopped,
+    /// exited or removed; a foreground peer connected, or gone for less than [`FG_CLAIM_GRACE`].
+    pub(super) fn holds(st: &State, id: &str) -> bool {
+        match id.starts_with(FG_ID_PREFIX) {
+            true => st.fg_peers.values().any(|p| p.id == id) || st.fg_leaving.contains_key(id),
+            false => st.sup.holds(id),
+        }
+    }
+
+    /// A foreground peer's name by its id (its id, when it is not connected).
+    pub(super) fn session_name(st: &State, id: &str) -> String {
+        st.fg_peers
+            .values()
+            .find(|p| p.id == id)
+            .map_or_else(|| id.to_string(), |p| p.name.clone())
+    }
+
+    /// `peer_register {name}` → `{id, name}`: this connection is a foreground peer from now on.
+    pub(super) fn peer_register(
+        &self,
+        conn: u64,
+        args: &Map<String, Value>,
+    ) -> Result<Value, Refusal> {
+        let name = crate::wire::fold_name(args.req_str("name")?);
+        if name.is_empty() || name.chars().count() > crate::report::MAX_NAME_CHARS {
+            return Err(Refusal::bad(format!(
+                "a name is 1-{} characters on one line",
+                crate::report::MAX_NAME_CHARS
+            )));
+        }
+        if name == crate::supervisor::CONCIERGE_NAME {
+            return Err(Refusal::bad("the name \"concierge\" is the concierge's"));
+        }
+        let id = format!("{FG_ID_PREFIX}{name}");
+        let mut st = self.lock();
+        if st.fg_peers.iter().any(|(c, p)| p.id == id && *c != conn) {
+            return Err(Refusal::bad(format!(
+                "a foreground peer named {name:?} is connected"
+            )));
+        }
+        // Back within the grace: its claims stand.
+        st.fg_leaving.remove(&id);
+        let me = crate::board::Session { id, name };
+        st.fg_peers.insert(conn, me.clone());
+        Ok(json!({ "id": me.id, "name": me.name }))
+    }
+
+    /// Releases the claims of foreground peers gone for longer than [`FG_CLAIM_GRACE`].
+    pub(super) fn release_departed_peers(&self, st: &mut State) {
+        let now = std::time::Instant::now();
+        let gone: Vec<String> = st
+            .fg_leaving
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            st.fg_leaving.remove(&id);
+            let name = id.trim_start_matches(FG_ID_PREFIX).to_string();
+            let by = crate::board::By {
+                who: name.clone(),
+                who_id: Some(id.clone()),
+            };
+            for change in st
+                .sup
+                .board
+                .release_held_by(&id, &format!("{name} left"), by)
+            {
+                st.sup.board_event(&change, now_secs());
+            }
+        }
+    }
+
     /// A job by id or by its name, which must name one job only.
     pub(super) fn target(st: &State, to: &str) -> Result<String, Refusal> {
-        if st.sup.jobs.contains_key(to) {
+        let fg = st.fg_peers.values().map(|p| (&p.id, &p.name));
+        if st.sup.jobs.contains_key(to) || fg.clone().any(|(id, _)| id == to) {
             return Ok(to.to_string());
         }
         let named: Vec<&String> = st
             .sup
             .jobs
             .values()
-            .filter(|j| j.name == to)
-            .map(|j| &j.id)
+            .map(|j| (&j.id, &j.name))
+            .chain(fg)
+            .filter(|(_, name)| *name == to)
+            .map(|(id, _)| id)
             .collect();
         match named[..] {
             [id] => Ok(id.clone()),
@@ -51,7 +148,7 @@ impl Shared {
     /// `peers {}`: the sessions (jobs not removed), each with `self` true for the caller.
     pub(super) fn peers(&self, conn: u64) -> Result<Value, Refusal> {
         let st = self.lock();
-        let me = Self::session_job(&st, conn)?;
+        let me = Self::session_of(&st, conn)?.id;
         let mut peers: Vec<Value> = st
             .sup
             .jobs
@@ -71,6 +168,19 @@ impl Shared {
                 })
             })
             .collect();
+        peers.extend(st.fg_peers.values().map(|p| {
+            json!({
+                "id": p.id,
+                "name": p.name,
+                "profile": Value::Null,
+                "role": "foreground",
+                "state": "working",
+                "status": Value::Null,
+                "summary": Value::Null,
+                "parent": Value::Null,
+                "self": p.id == me,
+            })
+        }));
         peers.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
         Ok(json!({ "peers": peers }))
     }
@@ -85,23 +195,24 @@ impl Shared {
             return Err(Refusal::bad("a message has text"));
         }
         let mut st = self.lock();
-        let me = Self::session_job(&st, conn)?;
+        let sender = Self::session_of(&st, conn)?;
+        let me = sender.id.clone();
         let target = Self::target(&st, to)?;
         if target == me {
             return Err(Refusal::bad("a session does not send to itself"));
         }
-        let (sender, receiver) = (&st.sup.jobs[&me], &st.sup.jobs[&target]);
+        let parent = |id: &str| st.sup.jobs.get(id).and_then(|j| j.parent.clone());
         let item = PeerItem {
             kind: ItemKind::Message,
             from: From {
                 id: me.clone(),
-                name: sender.name.clone(),
+                name: sender.name,
             },
             relation: Relation::of(
                 &me,
-                sender.parent.as_deref(),
+                parent(&me).as_deref(),
                 &target,
-                receiver.parent.as_deref(),
+                parent(&target).as_deref(),
             ),
         };
         match st.message_rules.admit(&me, &target, text, now_ms()) {
@@ -117,13 +228,49 @@ impl Shared {
             }
             Ok(()) => {}
         }
-        match self.put_item(&mut st, &target, item, text) {
+        match self.put_to(&mut st, &target, item, text) {
             Ok(outcome) => Ok(json!({ "outcome": outcome, "id": target })),
             Err(e) => {
                 st.message_rules.withdraw(&me);
                 Err(e)
             }
         }
+    }
+
+    /// Puts peer item `item` with `text` to session `target`: a foreground peer's is delivered on its
+    /// connection now (it keeps nothing for later), a job's as [`put_item`](Self::put_item) does.
+    pub(super) fn put_to(
+        &self,
+        st: &mut State,
+        target: &str,
+        item: PeerItem,
+        text: &str,
+    ) -> Result<&'static str, Refusal> {
+        let Some((conn, _)) = st.fg_peers.iter().find(|(_, p)| p.id == target) else {
+            return self.put_item(st, target, item, text);
+        };
+        let mut f = Map::new();
+        f.insert("id".into(), json!(target));
+        f.insert(
+            "text".into(),
+            json!(crate::peer_item::envelope(&item, text)),
+        );
+        f.insert("kind".into(), json!(item.kind));
+        f.insert("from".into(), json!(item.from));
+        f.insert("relation".into(), json!(item.relation));
+        if let Some(o) = st.outboxes.get(conn) {
+            o.send(event_line("deliver", f));
+        }
+        let preview: String = text.chars().take(80).collect();
+        st.sup.event_by(
+            now(),
+            target,
+            item.kind.as_str(),
+            format!("from {}: {preview}", item.from.name),
+            Some(&item.from),
+        );
+        self.persist(st, &[], &[], None)?;
+        Ok("delivered")
     }
 
     /// Puts peer item `item` with `text` to job `target`, durably: delivered now when its agent is
@@ -179,7 +326,7 @@ impl Shared {
         let when = crate::watch::When::parse(when_arg)
             .ok_or_else(|| Refusal::bad(format!("`when` is idle or ended, not {when_arg:?}")))?;
         let mut st = self.lock();
-        let me = Self::session_job(&st, conn)?;
+        let me = Self::sender(&st, conn)?.id;
         let target = Self::target(&st, args.req_str("id")?)?;
         if target == me {
             return Err(Refusal::bad("a session does not watch itself"));
@@ -197,8 +344,14 @@ impl Shared {
         Ok(json!({ "id": target, "name": name, "when": when.as_str(), "fired": fired }))
     }
 
-    /// The caller as an item's sender.
+    /// The caller as an item's sender: a job (a foreground peer does not spawn, watch or hand back).
     fn sender(st: &State, conn: u64) -> Result<From, Refusal> {
+        if st.fg_peers.contains_key(&conn) {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                "spawn, handback and watch are a job's; a foreground peer lists, sends and uses the board",
+            ));
+        }
         let me = Self::session_job(st, conn)?;
         Ok(From {
             name: st.sup.jobs[&me].name.clone(),

@@ -68,6 +68,10 @@ pub(super) struct State {
     pub(super) retention_checked: Option<std::time::Instant>,
     /// The message rules of `send` ([`crate::peer_item::MessageRules`]).
     pub(super) message_rules: crate::peer_item::MessageRules,
+    /// Foreground peers (`peer_register`), by connection.
+    pub(super) fg_peers: HashMap<u64, crate::board::Session>,
+    /// Foreground peers that left, by id, and when their claims go unless they register again.
+    pub(super) fg_leaving: HashMap<String, std::time::Instant>,
 }
 
 pub(super) struct Shared {
@@ -162,6 +166,8 @@ impl Shared {
                 written_event: 0,
                 retention_checked: None,
                 message_rules: Default::default(),
+                fg_peers: HashMap::new(),
+                fg_leaving: HashMap::new(),
             }),
             store: Mutex::new(store),
             shutdown_asked: tokio::sync::watch::channel(false).0,
@@ -315,6 +321,10 @@ impl Shared {
         for j in jobs {
             st.job_conn.remove(&j);
             self.push_row(&st, &j);
+        }
+        if let Some(fg) = st.fg_peers.remove(&conn) {
+            let release_at = std::time::Instant::now() + super::peers::FG_CLAIM_GRACE;
+            st.fg_leaving.insert(fg.id, release_at);
         }
     }
 
