@@ -329,6 +329,32 @@ class RoostAgent(object):
             raise call.error
         return call.result
 
+    def peers(self, timeout=REQUEST_TIMEOUT):
+        """The sessions (``peers {}``): a list of ``{id, name, profile, role, state, status, summary, parent,
+        self}``."""
+        return self.request("peers", {}, timeout)["peers"]
+
+    def send(self, to, text, timeout=REQUEST_TIMEOUT):
+        """A message to session ``to`` (an id or a unique name): ``{outcome, id}``, the outcome
+        ``delivered``, ``queued``, ``started`` or ``duplicate``."""
+        return self.request("send", {"to": to, "text": text}, timeout)
+
+    def spawn(self, profile, task, name=None, timeout=REQUEST_TIMEOUT):
+        """A child job of ``profile`` with ``task`` whose parent is this job: ``{id, name}``."""
+        args = {"profile": profile, "task": task}
+        if name is not None:
+            args["name"] = name
+        return self.request("spawn", args, timeout)
+
+    def handback(self, text, timeout=REQUEST_TIMEOUT):
+        """This job's result to its parent (a ``report`` item); the row ends ``done`` with it."""
+        return self.request("handback", {"text": text}, timeout)
+
+    def watch(self, session, when="idle", timeout=REQUEST_TIMEOUT):
+        """Be told once (a ``notice`` item) when ``session`` is next ``idle`` or has ``ended``:
+        ``{id, name, when, fired}``."""
+        return self.request("watch", {"id": session, "when": when}, timeout)
+
     def tasks(self, timeout=REQUEST_TIMEOUT):
         """The task board (``task {action: "list"}``)."""
         return self.request("task", {"action": "list"}, timeout)

@@ -54,6 +54,8 @@ CLOSE_TIMEOUT = 2.0
 
 PROFILE = "py"
 ECHO_PROFILE = "echo"
+# A job whose process only writes its environment and waits: the test speaks for it with the client.
+HOLD_PROFILE = "hold"
 ECHO_AGENT = os.path.join(REPO, "examples", "python", "echo_agent.py")
 
 # The scripted agent: uses the client, records what it receives in its job dir, writes its pid. Its reply
@@ -229,7 +231,8 @@ class RealDaemonTest(unittest.TestCase):
         self.config = os.path.join(self.tmp, "agentwire.toml")
         with open(self.config, "w") as f:
             for name, command in ((PROFILE, [sys.executable, script, HERE]),
-                                  (ECHO_PROFILE, [sys.executable, ECHO_AGENT])):
+                                  (ECHO_PROFILE, [sys.executable, ECHO_AGENT]),
+                                  (HOLD_PROFILE, ["sh", "-c", "env > env.txt; echo $$ > agent.pid; exec sleep 120"])):
                 f.write("[roost.profiles.%s]\ncommand = %s\ntask = \"type\"\nprotocol = true\n\n"
                         % (name, json.dumps(command)))
         self.env = {k: v for k, v in os.environ.items()
@@ -414,6 +417,90 @@ class RealDaemonTest(unittest.TestCase):
         self.assertEqual(self.replies(), [(1, "first task"), (2, "second"), (3, "after restart"), (4, "bye")])
         self.assertEqual(len(self.records("exit")), 1)
         self.assertEqual(len(self.records("start")), 1, "one agent process for the whole scenario")
+
+    def held(self, name, items):
+        """A job of the hold profile named ``name``, spoken for by a client in this process (its peer items
+        as items when ``items``): the client, and what it receives."""
+        job = self.ctl.call("dispatch", profile=HOLD_PROFILE, task="hold", name=name)
+        env_file = os.path.join(self.data, "roost", "jobs", job["id"], "env.txt")
+
+        def token():
+            try:
+                with open(env_file) as f:
+                    for line in f:
+                        if line.startswith("ROOST_JOB_TOKEN="):
+                            return line.strip().split("=", 1)[1]
+            except OSError:
+                return None
+        got = []
+        agent = RoostAgent(job["id"], wait_for(token, "the job's token"), self.socket, name=name,
+                           on_reply=got.append, capabilities=["report", "replies", "agent-items", "peers"])
+        agent.report("working", summary="holding", extra={"agentItems": True} if items else None)
+        self.assertTrue(agent.flush(CALL_TIMEOUT))
+        self.addCleanup(agent.close)
+        return job["id"], agent, got
+
+    def test_the_fleet_ops_and_the_board_through_the_client(self):
+        lead_id, lead, lead_got = self.held("lead", items=True)
+        peer_id, peer, peer_got = self.held("peer", items=False)
+        names = sorted(p["name"] for p in lead.peers())
+        self.assertEqual(names, ["lead", "peer"])
+        self.assertEqual([p["id"] for p in lead.peers() if p["self"]], [lead_id])
+
+        # A message: an ordinary reply to a client that did not ask for items, its envelope as the text.
+        self.assertEqual(lead.send("peer", "take the docs"), {"outcome": "delivered", "id": peer_id})
+        wait_for(lambda: any("take the docs" in r.text for r in peer_got), "the message", diag=self.diag)
+        message = [r for r in peer_got if "take the docs" in r.text][0]
+        self.assertIsNone(message.kind)
+        self.assertIn("not from the user", message.text)
+        self.assertEqual(lead.send("peer", "take the docs")["outcome"], "duplicate")
+
+        # A child, watched, hands its result back: a report item and a notice, each acked by itself.
+        child = lead.spawn(HOLD_PROFILE, "part one", name="kid")
+        self.assertEqual(child["name"], "kid")
+        self.assertFalse(lead.watch("kid", "idle")["fired"])
+        with self.assertRaises(RoostError) as refused:
+            lead.watch("kid", "soon")
+        self.assertEqual(refused.exception.code, "bad_request")
+        kid_env = os.path.join(self.data, "roost", "jobs", child["id"], "env.txt")
+
+        def kid_token():
+            try:
+                with open(kid_env) as f:
+                    return [l.strip().split("=", 1)[1] for l in f if l.startswith("ROOST_JOB_TOKEN=")][0]
+            except (OSError, IndexError):
+                return None
+        kid = RoostAgent(child["id"], wait_for(kid_token, "the child's token"), self.socket, name="kid",
+                         on_reply=lambda r: None)
+        self.addCleanup(kid.close)
+        kid.report("working")
+        self.assertTrue(kid.flush(CALL_TIMEOUT))
+        self.assertEqual(kid.handback("parsed 3 files"), {})
+        wait_for(lambda: {r.kind for r in lead_got} >= {"report", "notice"}, "the report and the notice",
+                 diag=self.diag)
+        report = [r for r in lead_got if r.kind == "report"][0]
+        self.assertIn("parsed 3 files", report.text)
+        self.assertEqual(report.raw["relation"], "child")
+        wait_for(lambda: self.ctl.row(lead_id)["pending"] == 0, "the items acked one by one", diag=self.diag)
+        row = self.ctl.row(child["id"])
+        self.assertEqual((row["state"], row["summary"]), ("done", "parsed 3 files"))
+
+        # The board: add with after, blocked, claim, conflict, done.
+        first = lead.add_task("design", detail="the spec")["task"]
+        second = lead.add_task("build", after=[first["id"]])["task"]
+        with self.assertRaises(RoostError) as blocked:
+            peer.claim_task(second["id"])
+        self.assertEqual(blocked.exception.code, "blocked")
+        peer.claim_task(first["id"])
+        with self.assertRaises(RoostError) as conflict:
+            lead.claim_task(first["id"])
+        self.assertEqual(conflict.exception.code, "conflict")
+        done = peer.task_done(first["id"], result="written")["task"]
+        self.assertEqual((done["state"], done["result"]), ("done", "written"))
+        lead.claim_task(str(second["id"]))
+        lead.release_task(second["id"])
+        states = [(t["title"], t["state"]) for t in lead.tasks()["tasks"]]
+        self.assertEqual(states, [("design", "done"), ("build", "open")])
 
     def test_a_restarted_agent_skips_what_it_had_finished_and_only_acks_it(self):
         self.dispatch("first task")
