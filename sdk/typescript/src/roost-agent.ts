@@ -17,6 +17,9 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
+import type { BoardResult, Peer, SendOutcome, WatchResult } from "./protocol.js";
+
+export type * from "./protocol.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 1;
@@ -406,21 +409,42 @@ export class RoostAgent {
     return withTimeout(this.track(conn.request(op, args)), Math.max(1, ms - (Date.now() - started)), op);
   }
 
+  /** The sessions (`peers {}`). */
+  async peers(): Promise<Peer[]> {
+    return ((await this.call("peers")) as { peers: Peer[] }).peers;
+  }
+  /** A message to session `to` (an id or a unique name). */
+  send(to: string, text: string): Promise<SendOutcome> {
+    return this.call("send", { to, text }) as Promise<SendOutcome>;
+  }
+  /** A child job of `profile` with `task`, whose parent is this job. */
+  spawn(profile: string, task: string, name?: string): Promise<{ id: string; name: string }> {
+    return this.call("spawn", { profile, task, ...(name !== undefined ? { name } : {}) }) as Promise<{ id: string; name: string }>;
+  }
+  /** This job's result to its parent (a `report` item); the row ends `done` with it. */
+  handback(text: string): Promise<unknown> {
+    return this.call("handback", { text });
+  }
+  /** Be told once (a `notice` item) when `session` is next idle or has ended. */
+  watch(session: string, when: "idle" | "ended" = "idle"): Promise<WatchResult> {
+    return this.call("watch", { id: session, when }) as Promise<WatchResult>;
+  }
+
   /** The task board (`task {action: "list"}`). */
-  tasks(): Promise<unknown> {
-    return this.call("task", { action: "list" });
+  tasks(): Promise<BoardResult> {
+    return this.call("task", { action: "list" }) as Promise<BoardResult>;
   }
-  claimTask(id: number | string): Promise<unknown> {
-    return this.call("task", { action: "claim", id });
+  claimTask(id: number | string): Promise<BoardResult> {
+    return this.call("task", { action: "claim", id }) as Promise<BoardResult>;
   }
-  taskDone(id: number | string, result?: string): Promise<unknown> {
-    return this.call("task", { action: "done", id, ...(result !== undefined ? { result } : {}) });
+  taskDone(id: number | string, result?: string): Promise<BoardResult> {
+    return this.call("task", { action: "done", id, ...(result !== undefined ? { result } : {}) }) as Promise<BoardResult>;
   }
-  releaseTask(id: number | string): Promise<unknown> {
-    return this.call("task", { action: "release", id });
+  releaseTask(id: number | string): Promise<BoardResult> {
+    return this.call("task", { action: "release", id }) as Promise<BoardResult>;
   }
-  addTask(title: string, more: { detail?: string; after?: Array<number | string> } = {}): Promise<unknown> {
-    return this.call("task", { action: "add", title, ...more });
+  addTask(title: string, more: { detail?: string; after?: Array<number | string> } = {}): Promise<BoardResult> {
+    return this.call("task", { action: "add", title, ...more }) as Promise<BoardResult>;
   }
 
   /**

@@ -170,7 +170,9 @@ function makeTemp() {
   const config = path.join(base, 'agentwire.toml')
   const profile = (name, script) =>
     `[roost.profiles.${name}]\ncommand = [${JSON.stringify(process.execPath)}, ${JSON.stringify(script)}]\ntask = "type"\nprotocol = true\n`
-  fs.writeFileSync(config, profile('ts', agentPath) + '\n' + profile('echo', ECHO_AGENT))
+  // `hold`: a job whose process writes its environment and waits; the test speaks for it with the client.
+  const hold = `[roost.profiles.hold]\ncommand = ["sh", "-c", "env > env.txt; echo $$ > agent.pid; exec sleep 120"]\ntask = "type"\nprotocol = true\n`
+  fs.writeFileSync(config, profile('ts', agentPath) + '\n' + profile('echo', ECHO_AGENT) + '\n' + hold)
   return {
     base,
     config,
@@ -564,6 +566,76 @@ test('the example echo agent answers replies and ends on "bye"', async (t) => {
     }, id, EXIT_TIMEOUT_MS)
     assert.equal(readJson(s.file(id, 'agent.json'))?.seq, 3)
   } finally {
+    await s.cleanup()
+  }
+})
+
+test('the fleet ops and the board through the client, and the controller client', async (t) => {
+  preflight()
+  const { RoostAgent } = await import(pathToFileURL(CLIENT).href)
+  const { DaemonClient } = await import(pathToFileURL(path.join(SDK_DIR, 'dist', 'client.js')).href)
+  const s = new Scene(t)
+  const agents = []
+  try {
+    await s.startDaemon()
+    const hub = await DaemonClient.connect(s.tmp.socket)
+    const pushed = []
+    hub.onEvent = (e) => pushed.push(e)
+    await hub.call('subscribe')
+    /** A hold job named `name`, spoken for here; what it receives. */
+    const held = async (name, items) => {
+      const { id } = await hub.call('dispatch', { profile: 'hold', task: 'hold', name })
+      s.jobs.push(id)
+      const token = await s.wait(`${name}'s token`, () => {
+        try {
+          return fs.readFileSync(s.file(id, 'env.txt'), 'utf8').match(/^ROOST_JOB_TOKEN=(.*)$/m)?.[1]
+        } catch {
+          return undefined
+        }
+      }, id)
+      const got = []
+      const agent = new RoostAgent({ id, token, socket: s.tmp.socket, dir: null }, {
+        name, version: '1', onReply: (r) => { got.push(r) }, capabilities: ['report', 'replies', 'agent-items', 'peers'],
+      })
+      agents.push(agent)
+      agent.report({ state: 'working', summary: 'holding', ...(items ? { agentItems: true } : {}) })
+      await s.waitRow(id, `${name} connected`, (r) => r.connected && r.summary === 'holding')
+      return { id, agent, got }
+    }
+    const lead = await held('lead', true)
+    const peer = await held('peer', false)
+    assert.deepEqual((await lead.agent.peers()).map((p) => [p.name, p.self]).sort(), [['lead', true], ['peer', false]])
+    assert.deepEqual(await lead.agent.send('peer', 'take the docs'), { outcome: 'delivered', id: peer.id })
+    await s.wait('the message', () => peer.got.some((r) => r.text.includes('take the docs') && r.kind === undefined), peer.id)
+    assert.equal((await lead.agent.send('peer', 'take the docs')).outcome, 'duplicate')
+
+    const kid = await lead.agent.spawn('hold', 'part one', 'kid')
+    assert.equal(kid.name, 'kid')
+    assert.equal((await lead.agent.watch('kid', 'ended')).fired, false)
+    await assert.rejects(lead.agent.watch('kid', 'soon'), (e) => e.code === 'bad_request')
+    s.jobs.push(kid.id)
+    await hub.call('stop', { id: kid.id })
+    await s.wait('the notice', () => lead.got.some((r) => r.kind === 'notice' && r.text.includes('kid has ended (stopped)')), lead.id)
+    await s.waitRow(lead.id, 'the notice acked by itself', (r) => r.pending === 0)
+
+    const first = (await lead.agent.addTask('design', { detail: 'the spec' })).task
+    const second = (await hub.task('add', { title: 'build', after: [first.id] })).task
+    assert.deepEqual(second.by, { who: 'user' })
+    await assert.rejects(peer.agent.claimTask(second.id), (e) => e.code === 'blocked')
+    await peer.agent.claimTask(first.id)
+    await assert.rejects(lead.agent.claimTask(first.id), (e) => e.code === 'conflict')
+    const done = (await peer.agent.taskDone(first.id, 'written')).task
+    assert.deepEqual([done.state, done.result], ['done', 'written'])
+    await lead.agent.claimTask(String(second.id))
+    await lead.agent.releaseTask(second.id)
+    assert.deepEqual((await lead.agent.tasks()).tasks.map((x) => [x.title, x.state]), [['design', 'done'], ['build', 'open']])
+    await assert.rejects(hub.task('claim', { id: second.id }), (e) => e.code === 'unsupported')
+    await s.wait('a board push', () => pushed.some((e) => e.event === 'board' && e.done === 1 && e.open === 1))
+    const { events } = await hub.events()
+    assert.ok(events.some((e) => e.what === 'message' && e.whoId === lead.id), JSON.stringify(events))
+    hub.close()
+  } finally {
+    for (const a of agents) await a.close().catch(() => {})
     await s.cleanup()
   }
 })

@@ -1,0 +1,104 @@
+// The roost protocol's shapes that controllers and agents share: rows, feed events, peers, peer items and
+// the task board (M43, M47, M49), as `agentwire serve` answers them.
+
+/** A job's row (`rows`, `subscribe`'s `row` events). */
+export interface Row {
+  id: string;
+  name: string;
+  profile: string;
+  state: string;
+  status: string | null;
+  waitingFor: string | null;
+  summary: string | null;
+  question: string | null;
+  choices: string[];
+  tool: string | null;
+  error: string | null;
+  model: string | null;
+  capabilities: string[];
+  connected: boolean;
+  pending: number;
+  reports: number;
+  conversation: string | null;
+  pinned: boolean;
+  order: number | null;
+  [field: string]: unknown;
+}
+
+/** One entry of the events feed (`events`). */
+export interface FeedEvent {
+  seq: number;
+  at: number;
+  id: string;
+  what: string;
+  text: string;
+  /** The session that caused it, by name and id. */
+  who?: string;
+  whoId?: string;
+  /** A `task` event's change: add, claim, release, done, drop, assign. */
+  why?: string;
+}
+
+/** A session, as `peers` lists it. */
+export interface Peer {
+  id: string;
+  name: string;
+  profile: string | null;
+  role: string | null;
+  state: string;
+  status: string | null;
+  summary: string | null;
+  parent: string | null;
+  self: boolean;
+}
+
+/** What `send` did. */
+export interface SendOutcome {
+  outcome: "delivered" | "queued" | "started" | "duplicate";
+  id: string;
+}
+
+/** What `watch` answered. */
+export interface WatchResult {
+  id: string;
+  name: string;
+  when: "idle" | "ended";
+  fired: boolean;
+}
+
+/** The kinds of peer item a `deliver` event carries. */
+export type ItemKind = "message" | "report" | "notice" | "digest";
+/** What the sender of a peer item is to its receiver. */
+export type Relation = "parent" | "child" | "sibling" | "peer";
+
+/** A task on the board. */
+export interface BoardTask {
+  id: number;
+  title: string;
+  detail: string | null;
+  state: "open" | "claimed" | "done" | "dropped";
+  after: number[];
+  by: { who: string; whoId?: string };
+  at: number;
+  owner: { id: string; name: string } | null;
+  claimedAt: number | null;
+  doneAt: number | null;
+  result: string | null;
+  assigned: { id: string; name: string; at: number } | null;
+}
+
+/** What every `task` action answers. */
+export interface BoardResult {
+  tasks: BoardTask[];
+  task?: BoardTask | null;
+  /** `assign`: how the message reached the session. */
+  sent?: "delivered" | "queued" | "started";
+}
+
+/** The counts subscribed controllers are pushed (`{"event": "board", ...}`). */
+export interface BoardCounts {
+  open: number;
+  claimed: number;
+  blocked: number;
+  done: number;
+}
