@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, oneshot, watch, Notify};
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest wait between reconnects: a restarted daemon is back within seconds.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// How long [`RoostAgent::call`] waits for its answer.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The file in the job dir with the last finished reply.
 pub const STATE_FILE: &str = "agent.json";
 
@@ -60,6 +62,11 @@ pub struct Delivery {
     pub text: String,
     /// `steer` or `followUp`.
     pub mode: Option<String>,
+    /// For a peer item (the agent reported `agentItems: true`): `message`, `report`, `notice` or `digest`;
+    /// it is acked by itself (`exact`). None for the user's replies.
+    pub kind: Option<String>,
+    /// A peer item's sender, `{id, name}`.
+    pub from: Option<Value>,
 }
 
 /// Handles one reply; the ack follows when it returns.
@@ -178,6 +185,113 @@ impl RoostAgent {
         }
     }
 
+    /// Sends `op` with `args` on the job's connection (after the first report) and returns its result: the
+    /// peer ops and the task board. Refused with the daemon's code; an `Io` error when not connected.
+    pub async fn call(&self, op: &str, args: Value) -> Result<Value, crate::client::ClientError> {
+        use crate::client::ClientError;
+        let tx = self
+            .connection()
+            .ok_or_else(|| ClientError::Io("not connected: report first".into()))?;
+        let (reply, answer) = oneshot::channel();
+        tx.send((json!({ "op": op, "args": args }), reply))
+            .map_err(|_| ClientError::Io("the connection dropped".into()))?;
+        let v = tokio::time::timeout(CALL_TIMEOUT, answer)
+            .await
+            .map_err(|_| ClientError::Timeout(CALL_TIMEOUT))?
+            .map_err(|_| ClientError::Io("the connection dropped".into()))?;
+        if v["ok"] == true {
+            return Ok(v["result"].clone());
+        }
+        Err(ClientError::Refused {
+            code: crate::wire::ErrorCode::parse(v["code"].as_str().unwrap_or("")),
+            message: v["error"].as_str().unwrap_or("").to_string(),
+        })
+    }
+
+    /// The sessions (`peers {}`).
+    pub async fn peers(&self) -> Result<Vec<Value>, crate::client::ClientError> {
+        let v = self.call("peers", json!({})).await?;
+        Ok(v["peers"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// A message to session `to` (an id or a unique name): `{outcome, id}`.
+    pub async fn send(&self, to: &str, text: &str) -> Result<Value, crate::client::ClientError> {
+        self.call("send", json!({ "to": to, "text": text })).await
+    }
+
+    /// A child job of `profile` with `task` whose parent is this job: `{id, name}`.
+    pub async fn spawn(
+        &self,
+        profile: &str,
+        task: &str,
+        name: Option<&str>,
+    ) -> Result<Value, crate::client::ClientError> {
+        self.call(
+            "spawn",
+            json!({ "profile": profile, "task": task, "name": name }),
+        )
+        .await
+    }
+
+    /// This job's result to its parent; the row ends `done` with it.
+    pub async fn handback(&self, text: &str) -> Result<Value, crate::client::ClientError> {
+        self.call("handback", json!({ "text": text })).await
+    }
+
+    /// Be told once (a `notice` item) when `session` is next `idle` or has `ended`.
+    pub async fn watch(
+        &self,
+        session: &str,
+        when: &str,
+    ) -> Result<Value, crate::client::ClientError> {
+        self.call("watch", json!({ "id": session, "when": when }))
+            .await
+    }
+
+    /// The task board (`task {action: "list"}`): `{tasks}`.
+    pub async fn tasks(&self) -> Result<Value, crate::client::ClientError> {
+        self.call("task", json!({ "action": "list" })).await
+    }
+
+    /// Claims task `id`.
+    pub async fn claim_task(&self, id: u64) -> Result<Value, crate::client::ClientError> {
+        self.call("task", json!({ "action": "claim", "id": id }))
+            .await
+    }
+
+    /// Marks task `id` done, with a result.
+    pub async fn task_done(
+        &self,
+        id: u64,
+        result: Option<&str>,
+    ) -> Result<Value, crate::client::ClientError> {
+        self.call(
+            "task",
+            json!({ "action": "done", "id": id, "result": result }),
+        )
+        .await
+    }
+
+    /// Releases task `id`.
+    pub async fn release_task(&self, id: u64) -> Result<Value, crate::client::ClientError> {
+        self.call("task", json!({ "action": "release", "id": id }))
+            .await
+    }
+
+    /// Adds a task coming after tasks `after`.
+    pub async fn add_task(
+        &self,
+        title: &str,
+        detail: Option<&str>,
+        after: &[u64],
+    ) -> Result<Value, crate::client::ClientError> {
+        self.call(
+            "task",
+            json!({ "action": "add", "title": title, "detail": detail, "after": after }),
+        )
+        .await
+    }
+
     /// Sends the latest report once more and waits (briefly) for its answer.
     pub async fn close(&self) {
         let latest = self
@@ -272,6 +386,8 @@ async fn serve_connection(
                     seq,
                     text: text.to_string(),
                     mode: v["mode"].as_str().map(String::from),
+                    kind: v["kind"].as_str().map(String::from),
+                    from: v.get("from").cloned(),
                 });
             }
         } else if let Some(id) = v["id"].as_u64() {
@@ -299,7 +415,20 @@ async fn reply_loop(
     done: watch::Sender<u64>,
 ) {
     let mut finished = *done.borrow();
+    // Peer items handled on this run (an item is acked by itself, and may come again before its ack).
+    let mut items_seen: std::collections::VecDeque<u64> = Default::default();
     while let Some(d) = deliveries.recv().await {
+        if d.kind.is_some() {
+            if !items_seen.contains(&d.seq) {
+                handler(d.clone()).await;
+                items_seen.push_back(d.seq);
+                if items_seen.len() > ITEMS_REMEMBERED {
+                    items_seen.pop_front();
+                }
+            }
+            send_ack(&shared, d.seq, true);
+            continue;
+        }
         if d.seq > finished {
             handler(d.clone()).await;
             finished = d.seq;
@@ -309,18 +438,27 @@ async fn reply_loop(
             done.send_replace(finished);
         }
         // Acked after the handler returned, and again for a seq handled before (a resend).
-        let tx = shared
-            .conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(tx) = tx {
-            let (a, _) = oneshot::channel();
-            let _ = tx.send((
-                json!({ "op": "ack", "args": { "id": shared.env.id, "token": shared.env.token, "seq": finished } }),
-                a,
-            ));
+        send_ack(&shared, finished, false);
+    }
+}
+
+/// Peer items remembered as handled, to take one sent again before its ack once.
+const ITEMS_REMEMBERED: usize = 100;
+
+/// Acks `seq` on the current connection (`exact`: that peer item alone).
+fn send_ack(shared: &Shared, seq: u64, exact: bool) {
+    let tx = shared
+        .conn
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(tx) = tx {
+        let (a, _) = oneshot::channel();
+        let mut args = json!({ "id": shared.env.id, "token": shared.env.token, "seq": seq });
+        if exact {
+            args["exact"] = json!(true);
         }
+        let _ = tx.send((json!({ "op": "ack", "args": args }), a));
     }
 }
 

@@ -483,3 +483,97 @@ async fn a_parent_spawns_watches_and_takes_its_childrens_results_back() {
     }
     daemon.shutdown();
 }
+
+/// The Rust client speaks the fleet ops: peers, send, the board; peer items reach its handler with their
+/// kind and are acked by themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_takes_peer_items_and_uses_the_board() {
+    use agentwire_roost::agent::{Delivery, JobEnv, RoostAgent};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let mut agents = Vec::new();
+    let mut inboxes = Vec::new();
+    for name in ["one", "two"] {
+        let id = dispatch(&mut ctl, "agent", name).await;
+        let env = JobEnv {
+            token: token(&cfg.data_dir, &id).await,
+            socket: cfg.socket.clone(),
+            dir: cfg.data_dir.join("jobs").join(&id),
+            id,
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Delivery>();
+        let handler: agentwire_roost::agent::Handler = std::sync::Arc::new(move |d| {
+            let tx = tx.clone();
+            Box::pin(async move {
+                let _ = tx.send(d);
+            })
+        });
+        let agent = RoostAgent::start(
+            env,
+            name,
+            "1",
+            &["report", "replies", "agent-items"],
+            handler,
+        );
+        agent.report(json!({"state": "working", "agentItems": true}));
+        agents.push(agent);
+        inboxes.push(rx);
+    }
+    // Each takes its task (reply 1) first: the connection is up then.
+    for rx in &mut inboxes {
+        assert_eq!(rx.recv().await.unwrap().text, "begin");
+    }
+    let (one, two) = (&agents[0], &agents[1]);
+    let names: Vec<String> = one
+        .peers()
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 2);
+    let sent = two.send("one", "over to you").await.unwrap();
+    assert_eq!(sent["outcome"], "delivered");
+    let item = inboxes[0].recv().await.unwrap();
+    assert_eq!(item.kind.as_deref(), Some("message"));
+    assert_eq!(item.from.as_ref().unwrap()["name"], "two");
+    assert!(item.text.contains("over to you"));
+    let mut acked = false;
+    for _ in 0..100 {
+        let rows = ctl.ok("rows", json!({})).await;
+        if rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["pending"] == 0)
+        {
+            acked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        acked,
+        "the item acked by itself, the task by an ordinary ack"
+    );
+
+    let t = one.add_task("shared work", None, &[]).await.unwrap();
+    let id = t["task"]["id"].as_u64().unwrap();
+    one.claim_task(id).await.unwrap();
+    match two.claim_task(id).await {
+        Err(agentwire_roost::client::ClientError::Refused { code, .. }) => {
+            assert_eq!(code.as_str(), "conflict")
+        }
+        other => panic!("a held task: {other:?}"),
+    }
+    let done = one.task_done(id, Some("finished")).await.unwrap();
+    assert_eq!(done["task"]["state"], "done");
+    assert_eq!(two.tasks().await.unwrap()["tasks"][0]["result"], "finished");
+    for a in &agents {
+        a.close().await;
+    }
+    drop(agents);
+    daemon.shutdown();
+}
