@@ -387,3 +387,106 @@ fn pin_rename_and_reorder_arrange_what_ls_shows() {
     let out = people(&d.data_dir, &["reorder", "nobody"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// The fleet for a person: the board (add, assign, drop) as the user, `peers`, `send` as a foreground
+/// peer, and `events --follow` until Ctrl-C.
+#[test]
+fn the_board_peers_send_and_a_followed_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let said = |args: &[&str]| {
+        let out = people(&d.data_dir, args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    said(&["dispatch", "demo", "calc 1+1", "--name", "helper"]);
+    assert_eq!(
+        said(&["task", "add", "write the docs"]),
+        "#1 added: write the docs\n"
+    );
+    said(&[
+        "task",
+        "add",
+        "review them",
+        "--after",
+        "1",
+        "--detail",
+        "all of it",
+    ]);
+    let board = said(&["board"]);
+    assert!(board.starts_with("ID"), "{board}");
+    assert!(
+        board
+            .lines()
+            .any(|l| l.starts_with("#2") && l.contains("open") && l.contains("#1")),
+        "{board}"
+    );
+    let sent = said(&["task", "assign", "1", "helper"]);
+    assert!(sent.starts_with("#1 sent to helper ("), "{sent}");
+    let listed = json(&people(&d.data_dir, &["--json", "board"]));
+    assert_eq!(listed["tasks"][0]["assigned"]["name"], "helper");
+    assert_eq!(said(&["task", "drop", "2"]), "#2 dropped: review them\n");
+    let refused = people(&d.data_dir, &["task", "drop", "2"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("bad_request"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let sent = said(&["send", "helper", "hello from me", "--as", "me"]);
+    assert!(sent.starts_with("helper: "), "{sent}");
+    let peers = said(&["peers"]);
+    assert!(
+        peers.starts_with("NAME") && peers.contains("PARENT") && peers.contains("helper"),
+        "{peers}"
+    );
+
+    // The feed, followed, until Ctrl-C.
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(&d.data_dir)
+        .args(["jobs", "events", "--follow"])
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    said(&["task", "add", "while following"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(Command::new("kill")
+        .args(["-INT", &follow.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(s) = follow.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "events --follow did not stop on Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(130));
+    let mut out = String::new();
+    follow
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(out.contains("#1 write the docs"), "{out}");
+    assert!(
+        out.contains("#3 while following"),
+        "an event after the start comes too: {out}"
+    );
+    assert!(out.contains("message"), "{out}");
+}

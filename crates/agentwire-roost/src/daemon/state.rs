@@ -118,6 +118,7 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "conversation": job.conversation,
         "pinned": job.pinned,
         "order": job.order,
+        "parent": job.parent,
     })
 }
 

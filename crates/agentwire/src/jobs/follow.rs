@@ -155,6 +155,70 @@ impl Output {
     }
 }
 
+/// How often `events --follow` asks for new events: the feed is for people, a second is live enough.
+const EVENTS_POLL: Duration = Duration::from_secs(1);
+
+/// `events --follow`: the feed (after `after`, else its newest `limit`), then each new event as it comes,
+/// until Ctrl-C (exit 130).
+pub(crate) async fn events(
+    mut c: Controller,
+    after: Option<u64>,
+    limit: Option<u64>,
+    job: Option<Value>,
+    human: bool,
+) -> Result<ExitCode, String> {
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("cannot watch for Ctrl-C: {e}"))?;
+    let mut cursor = after;
+    let mut header = true;
+    let mut poll = tokio::time::interval(EVENTS_POLL);
+    loop {
+        tokio::select! {
+            _ = poll.tick() => {}
+            _ = interrupt.recv() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+        }
+        let args = match cursor {
+            Some(a) => json!({ "after": a, "id": job }),
+            None => json!({ "limit": limit, "id": job }),
+        };
+        let r = c.call("events", args).await.map_err(|e| e.to_string())?;
+        let list = r["events"].as_array().cloned().unwrap_or_default();
+        if let Some(last) = list.last().and_then(|e| e["seq"].as_u64()) {
+            cursor = Some(last);
+        } else if cursor.is_none() {
+            cursor = Some(r["cursor"].as_u64().unwrap_or(0));
+        }
+        if list.is_empty() {
+            continue;
+        }
+        match human {
+            true => {
+                let rows = c.call("rows", json!({})).await.map_err(|e| e.to_string())?;
+                let rows = rows["rows"].as_array().cloned().unwrap_or_default();
+                let names = |id: &str| {
+                    rows.iter()
+                        .find(|r| r["id"] == id)
+                        .and_then(|r| r["name"].as_str())
+                        .unwrap_or(id)
+                        .to_string()
+                };
+                let table = table::events(&list, &names);
+                let skip = if header { 0 } else { 1 };
+                for line in table.lines().skip(skip) {
+                    println!("{line}");
+                }
+                header = false;
+            }
+            false => {
+                for e in &list {
+                    println!("{e}");
+                }
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! - [`table`]: how rows, events and profiles are shown (pure);
 //! - [`follow`]: one job's row and output as they change.
 
+mod fleet;
 mod follow;
 mod table;
 
@@ -95,6 +96,29 @@ enum JobsCommand {
         /// Only this job (its name or id).
         #[arg(long = "job", alias = "id")]
         job: Option<String>,
+        /// Keep printing new events as they happen (until Ctrl-C).
+        #[arg(long)]
+        follow: bool,
+    },
+    /// The task board.
+    #[command(after_help = "Example:\n  agentwire jobs board")]
+    Board,
+    /// Act on the task board as the user: add, done, release, drop, assign.
+    #[command(subcommand)]
+    Task(fleet::TaskCommand),
+    /// The jobs as a fleet: each with its parent (the job that spawned it).
+    #[command(after_help = "Example:\n  agentwire jobs peers")]
+    Peers,
+    /// Message a job as another session would (a peer item, not a reply from the user).
+    #[command(after_help = "Example:\n  agentwire jobs send fix-1 \"the tests pass now\" --as me")]
+    Send {
+        /// The job (its name or id).
+        job: String,
+        /// The message.
+        text: String,
+        /// The name it comes from (a foreground peer's).
+        #[arg(long = "as", default_value = "cli")]
+        from: String,
     },
     /// Follow one job: its row as it changes and its output, until it ends (exit 0 done, 2 failed, 3
     /// stopped or gone, 5 still running after a day of following).
@@ -257,7 +281,50 @@ pub(crate) async fn run(
         JobsCommand::Respawn { job } => lifecycle(&mut c, "respawn", &job, "started again")
             .await
             .and_then(|r| out(&r.0, r.1)),
-        JobsCommand::Events { after, limit, job } => {
+        JobsCommand::Board => {
+            let r = call(&mut c, "task", json!({ "action": "list" })).await?;
+            match human {
+                true => print!("{}", fleet::board(r["tasks"].as_array().map_or(&[], |v| v))),
+                false => println!("{r}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        JobsCommand::Task(command) => {
+            let (r, said) = fleet::task(&mut c, command).await?;
+            out(&r, said)
+        }
+        JobsCommand::Peers => {
+            let rows = call(&mut c, "rows", json!({})).await?;
+            match human {
+                true => print!(
+                    "{}",
+                    fleet::peers(rows["rows"].as_array().map_or(&[], |v| v))
+                ),
+                false => println!("{rows}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        JobsCommand::Send { job, text, from } => {
+            let (r, said) = fleet::send(&mut c, &job, &text, &from).await?;
+            out(&r, said)
+        }
+        JobsCommand::Events {
+            after,
+            limit,
+            job,
+            follow: true,
+        } => {
+            let rows = call(&mut c, "rows", json!({})).await?;
+            let rows = rows["rows"].as_array().cloned().unwrap_or_default();
+            let id = match &job {
+                Some(j) => Some(pick(&rows, j)?["id"].clone()),
+                None => None,
+            };
+            follow::events(c, after, limit, id, human).await
+        }
+        JobsCommand::Events {
+            after, limit, job, ..
+        } => {
             let rows = call(&mut c, "rows", json!({})).await?;
             let rows = rows["rows"].as_array().cloned().unwrap_or_default();
             let id = match &job {
