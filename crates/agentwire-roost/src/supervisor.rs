@@ -129,6 +129,21 @@ pub struct Job {
 }
 
 impl Job {
+    /// Whether it still runs and has not failed: what holds claims.
+    pub fn live(&self) -> bool {
+        self.life == Life::Running
+            && self.report.as_ref().map(|r| r.state) != Some(JobState::Failed)
+    }
+
+    /// Its state as watches read it: its row's, except that a job whose process is gone has ended
+    /// whatever it reported last (`exited`), unless it was stopped.
+    pub fn watch_state(&self) -> &'static str {
+        match self.life {
+            Life::Exited => "exited",
+            _ => self.row_state(),
+        }
+    }
+
     /// The state its row shows: the reported one while it runs (`starting` before a report), `stopped`,
     /// and once its process has ended `done` or `failed` as reported, else `exited`.
     pub fn row_state(&self) -> &'static str {
@@ -352,16 +367,22 @@ impl Supervisor {
         }
     }
 
-    /// Whether session `id` holds anything: a job not failed, stopped, exited or removed.
+    /// Whether session `id` holds anything: a job whose process runs and that has not failed (one that
+    /// stopped, exited, failed or was removed holds nothing).
     pub fn holds(&self, id: &str) -> bool {
-        self.jobs
-            .get(id)
-            .is_some_and(|j| !matches!(j.row_state(), "failed" | "stopped" | "exited"))
+        self.jobs.get(id).is_some_and(Job::live)
+    }
+
+    /// After job `id` ended outside a feed event of its end (a `/stop`): its watches fire and its
+    /// claims go.
+    pub fn ended(&mut self, id: &str, at: u64) {
+        self.fire_watches(id, at);
+        self.release_claims_of_gone(id, at);
     }
 
     /// Releases the tasks of job `id` when it no longer holds anything (it failed, was stopped, exited or
     /// was removed), each a `task` event.
-    fn release_claims_of_gone(&mut self, id: &str, at: u64) {
+    pub fn release_claims_of_gone(&mut self, id: &str, at: u64) {
         if self.holds(id) {
             return;
         }
@@ -386,7 +407,7 @@ impl Supervisor {
         }
         let (state, summary) = match self.jobs.get(id) {
             Some(j) => (
-                j.row_state(),
+                j.watch_state(),
                 j.report.as_ref().and_then(|r| r.summary.clone()),
             ),
             None => ("removed", None),
@@ -398,16 +419,23 @@ impl Supervisor {
         for w in fired {
             self.watches_changed = true;
             let text = notice_text(&w.name, w.when, state, summary.as_deref());
-            self.notify(&w.watcher, id, &w.name, text, at);
+            if let Err(e) = self.notify(&w.watcher, id, &w.name, text, at) {
+                tracing::warn!(watcher = %w.watcher, error = %e.message, "a watch fired, and its notice could not be queued");
+            }
         }
     }
 
     /// Queues a notice from job `from` (named `name`) to `watcher`, for its agent at the next write.
-    fn notify(&mut self, watcher: &str, from: &str, name: &str, text: String, at: u64) {
+    fn notify(
+        &mut self,
+        watcher: &str,
+        from: &str,
+        name: &str,
+        text: String,
+        at: u64,
+    ) -> Result<(), Refusal> {
         use crate::peer_item::{ItemKind, PeerItem, Relation};
-        let Some(w) = self.jobs.get(watcher) else {
-            return;
-        };
+        let w = self.job(watcher)?;
         let relation = Relation::of(
             from,
             self.jobs.get(from).and_then(|j| j.parent.as_deref()),
@@ -423,12 +451,9 @@ impl Supervisor {
             },
             relation,
         };
-        match self.queue_item(watcher, item, &text, as_item, at) {
-            Ok(seq) => self.fired.push((watcher.to_string(), seq)),
-            Err(e) => {
-                tracing::warn!(watcher, error = %e.message, "a watch fired, and its notice could not be queued")
-            }
-        }
+        let seq = self.queue_item(watcher, item, &text, as_item, at)?;
+        self.fired.push((watcher.to_string(), seq));
+        Ok(())
     }
 
     /// `watch {id, when}` by session `watcher` on job `target`: `Ok(true)` when it is already so (the notice
@@ -444,11 +469,12 @@ impl Supervisor {
     ) -> Result<bool, Refusal> {
         use crate::watch::{notice_text, Watch, MAX_WATCHES_PER_SESSION, WATCH_TTL_MS};
         let job = self.job(target)?;
-        let (name, state) = (job.name.clone(), job.row_state());
+        let (name, state) = (job.name.clone(), job.watch_state());
         if when.fired_by(state) {
             let summary = job.report.as_ref().and_then(|r| r.summary.clone());
             let text = notice_text(&name, when, state, summary.as_deref());
-            self.notify(watcher, target, &name, text, now_ms / 1000);
+            // The notice comes at once, or the watch is refused (`full`): never `fired` with none.
+            self.notify(watcher, target, &name, text, now_ms / 1000)?;
             return Ok(true);
         }
         self.watches
@@ -1042,6 +1068,23 @@ mod tests {
         assert_eq!(found(&s, "p"), None);
         assert!(s.dispatched("d1").is_none(), "its dispatch ids go with it");
         assert!(s.remove("j1").is_none());
+    }
+
+    #[test]
+    fn a_job_holds_claims_while_it_runs_and_has_not_failed() {
+        let mut s = sup();
+        assert!(s.holds("j1"));
+        s.report("j1", "t1", Report::new(JobState::Done), 2)
+            .unwrap();
+        assert!(s.holds("j1"), "done and still running: it may take more");
+        s.jobs.get_mut("j1").unwrap().life = Life::Exited;
+        assert!(!s.holds("j1"), "its process is gone, whatever it reported");
+        assert_eq!(s.jobs["j1"].watch_state(), "exited");
+        s.jobs.get_mut("j1").unwrap().life = Life::Running;
+        s.report("j1", "t1", Report::new(JobState::Failed), 3)
+            .unwrap();
+        assert!(!s.holds("j1"));
+        assert!(!s.holds("gone"));
     }
 
     #[test]

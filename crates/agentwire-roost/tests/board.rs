@@ -86,6 +86,25 @@ async fn session(
     (id, c)
 }
 
+/// Connects again as job `id` (after a respawn: its new token) and reports with agentItems.
+async fn session_again(cfg: &DaemonConfig, id: &str) -> Client {
+    let path = cfg.data_dir.join("jobs").join(id).join("env.txt");
+    let _ = std::fs::remove_file(&path);
+    let env = job_file(cfg, id, "env.txt", "ROOST_JOB_TOKEN").await;
+    let token = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
+        .unwrap()
+        .to_string();
+    let mut c = Client::connect(&cfg.socket).await;
+    c.ok(
+        "report",
+        json!({"id": id, "token": token, "report": {"state": "working", "agentItems": true}}),
+    )
+    .await;
+    c
+}
+
 fn task(r: &Value, id: u64) -> &Value {
     r["tasks"]
         .as_array()
@@ -197,6 +216,19 @@ async fn three_agents_split_dependent_tasks_and_a_killed_holder_loses_its_claim(
     }
     assert!(released, "a dead holder's claim is released");
     cc.ok("task", claim(json!(2))).await;
+    // alpha claims another task and is stopped with a `/stop` reply: its claim goes at once.
+    let extra = ctl.ok("task", add("side quest", json!([]))).await["task"]["id"].clone();
+    ca.ok("task", claim(extra.clone())).await;
+    ctl.ok("reply", json!({"id": a, "text": "/stop"})).await;
+    let open = board(&mut ctl).await;
+    assert_eq!(
+        task(&open, extra.as_u64().unwrap())["state"],
+        "open",
+        "a /stopped holder holds nothing"
+    );
+    ctl.ok("respawn", json!({"id": a})).await;
+    ca = session_again(&cfg, &a).await;
+    ctl.ok("task", json!({"action": "drop", "id": extra})).await;
 
     // The person releases it: gamma is told (as a reply: it takes no items), then takes it again and
     // finishes; the person drops nothing done.
@@ -253,8 +285,8 @@ async fn three_agents_split_dependent_tasks_and_a_killed_holder_loses_its_claim(
     assert_eq!(
         whys,
         [
-            "add", "add", "add", "claim", "done", "claim", "release", "claim", "release", "claim",
-            "done", "assign", "claim", "drop"
+            "add", "add", "add", "claim", "done", "claim", "release", "claim", "add", "claim",
+            "release", "drop", "release", "claim", "done", "assign", "claim", "drop"
         ]
     );
     let pushed = ctl
@@ -280,10 +312,10 @@ async fn three_agents_split_dependent_tasks_and_a_killed_holder_loses_its_claim(
         .iter()
         .map(|t| t["state"].as_str().unwrap())
         .collect();
-    assert_eq!(states, ["done", "done", "dropped"]);
+    assert_eq!(states, ["done", "done", "dropped", "dropped"]);
     assert_eq!(
         ctl.ok("task", add("next", json!([]))).await["task"]["id"],
-        4
+        5
     );
     for id in [a, b, c] {
         ctl.ok("rm", json!({"id": id})).await;
@@ -318,6 +350,18 @@ async fn a_foreground_peer_uses_the_board_and_its_claims_go_five_seconds_after_i
         twin.code("peer_register", json!({"name": "pi"})).await,
         "bad_request",
         "one connection a name"
+    );
+    // Refused, it is no session: it may still control jobs.
+    assert!(twin.ok("rows", json!({})).await["rows"].is_array());
+    assert_eq!(
+        pi.code("peer_register", json!({"name": "other"})).await,
+        "bad_request",
+        "one name a connection"
+    );
+    assert_eq!(
+        ca.code("peer_register", json!({"name": "x"})).await,
+        "unsupported",
+        "a job's own connection"
     );
     assert_eq!(
         pi.code("rows", json!({})).await,

@@ -89,8 +89,9 @@ impl Shared {
                 )))
             }
         };
+        let mark = (st.sup.next_event, st.sup.board_changed);
         if let Err(e) = self.record(&mut st, &actor, &changes, at) {
-            st.sup.board = before;
+            undo_board(&mut st, before, mark);
             return Err(e);
         }
         let task = changes.last().map(|c| c.task.clone());
@@ -125,8 +126,9 @@ impl Shared {
         Ok(())
     }
 
-    /// `assign {id, to}`: the task goes to session `to` as a message; once it reached it (`sent`:
-    /// `delivered`, `queued` or `started`) the task is marked `assigned`.
+    /// `assign {id, to}`: the task goes to session `to` as a message, and the task is marked `assigned`
+    /// in the same write (`sent`: `delivered`, `queued` or `started`). A session the message cannot reach
+    /// (its items are `full`) is not handed the task, and `sent` says why.
     fn assign(&self, st: &mut State, actor: &Actor, id: u64, to: &str) -> Result<Value, Refusal> {
         st.sup.board.check_assign(actor, id)?;
         let target = Self::target(st, to)?;
@@ -142,21 +144,46 @@ impl Shared {
             .board
             .assignment_text(id)
             .ok_or_else(|| Refusal::new(ErrorCode::NotFound, format!("no task #{id}")))?;
-        let sent = self.put_to(st, &target, board_item(actor), &text)?;
         let name = match st.sup.jobs.get(&target) {
             Some(j) => j.name.clone(),
             None => Self::session_name(st, &target),
         };
-        let session = board::Session { name, id: target };
+        let session = board::Session {
+            name,
+            id: target.clone(),
+        };
         let at = now();
-        let before = st.sup.board.clone();
+        let (before, mark) = (
+            st.sup.board.clone(),
+            (st.sup.next_event, st.sup.board_changed),
+        );
+        // Marked first: the message's write (below) writes the board and its event with it.
         let change = st.sup.board.assigned(actor, id, session, at)?;
-        if let Err(e) = self.record(st, actor, std::slice::from_ref(&change), at) {
-            st.sup.board = before;
-            return Err(e);
+        st.sup.board_event(&change, at);
+        match self.put_to(st, &target, board_item(actor), &text) {
+            Ok(sent) => {
+                Ok(json!({ "tasks": st.sup.board.tasks, "task": change.task, "sent": sent }))
+            }
+            Err(e) if e.code == ErrorCode::Full => {
+                undo_board(st, before, mark);
+                let task = st.sup.board.tasks.iter().find(|t| t.id == id).cloned();
+                Ok(json!({ "tasks": st.sup.board.tasks, "task": task, "sent": "full" }))
+            }
+            Err(e) => {
+                undo_board(st, before, mark);
+                Err(e)
+            }
         }
-        Ok(json!({ "tasks": st.sup.board.tasks, "task": change.task, "sent": sent }))
     }
+}
+
+/// Puts the board back as it was before a change whose write failed: its tasks, the feed events it added,
+/// and whether it was waiting to be written.
+fn undo_board(st: &mut State, before: board::Board, (next_event, changed): (u64, bool)) {
+    st.sup.board = before;
+    st.sup.events.retain(|e| e.seq <= next_event);
+    st.sup.next_event = next_event;
+    st.sup.board_changed = changed;
 }
 
 /// A board message's item: from the session that acted, or from the board on the user's behalf.

@@ -312,8 +312,10 @@ fn handle(
         "pin" | "rename" | "reorder" => shared.arrange(op, args),
         "peers" => shared.peers(conn),
         "peer_register" => {
+            let registered = shared.peer_register(conn, args)?;
+            // A session from now on: the controller's ops are refused on it.
             *session = true;
-            shared.peer_register(conn, args)
+            Ok(registered)
         }
         "send" => shared.send(conn, args),
         "spawn" => shared.spawn(conn, args),

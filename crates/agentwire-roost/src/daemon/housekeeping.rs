@@ -140,8 +140,10 @@ impl Shared {
         st.sup.expire_watches(super::state::now_ms());
         self.release_departed_peers(&mut st);
         let dirty: Vec<String> = st.dirty.drain().collect();
-        let pending_writes =
-            !st.sup.fired.is_empty() || st.sup.watches_changed || st.sup.board_changed;
+        let pending_writes = !st.sup.fired.is_empty()
+            || st.sup.watches_changed
+            || st.sup.board_changed
+            || !st.to_remove.is_empty();
         if !dirty.is_empty()
             || !st.to_journal.is_empty()
             || !st.to_forget.is_empty()

@@ -79,6 +79,17 @@ impl Shared {
         }
         let id = format!("{FG_ID_PREFIX}{name}");
         let mut st = self.lock();
+        if st.job_conn.values().any(|c| *c == conn) {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                "this connection speaks for a job: a foreground peer registers on a connection of its own",
+            ));
+        }
+        if st.fg_peers.get(&conn).is_some_and(|p| p.id != id) {
+            return Err(Refusal::bad(
+                "this connection is a foreground peer under another name already",
+            ));
+        }
         if st.fg_peers.iter().any(|(c, p)| p.id == id && *c != conn) {
             return Err(Refusal::bad(format!(
                 "a foreground peer named {name:?} is connected"
@@ -102,6 +113,7 @@ impl Shared {
             .collect();
         for id in gone {
             st.fg_leaving.remove(&id);
+            st.message_rules.forget(&id);
             let name = id.trim_start_matches(FG_ID_PREFIX).to_string();
             let by = crate::board::By {
                 who: name.clone(),
@@ -249,6 +261,7 @@ impl Shared {
         let Some((conn, _)) = st.fg_peers.iter().find(|(_, p)| p.id == target) else {
             return self.put_item(st, target, item, text);
         };
+        let conn = *conn;
         let mut f = Map::new();
         f.insert("id".into(), json!(target));
         f.insert(
@@ -258,10 +271,8 @@ impl Shared {
         f.insert("kind".into(), json!(item.kind));
         f.insert("from".into(), json!(item.from));
         f.insert("relation".into(), json!(item.relation));
-        if let Some(o) = st.outboxes.get(conn) {
-            o.send(event_line("deliver", f));
-        }
         let preview: String = text.chars().take(80).collect();
+        let mark = st.sup.next_event;
         st.sup.event_by(
             now(),
             target,
@@ -269,7 +280,15 @@ impl Shared {
             format!("from {}: {preview}", item.from.name),
             Some(&item.from),
         );
-        self.persist(st, &[], &[], None)?;
+        // Written (its feed event, and what else waits) before it is delivered: a refusal delivers nothing.
+        if let Err(e) = self.persist(st, &[], &[], None) {
+            st.sup.events.retain(|e| e.seq <= mark);
+            st.sup.next_event = mark;
+            return Err(e);
+        }
+        if let Some(o) = st.outboxes.get(&conn) {
+            o.send(event_line("deliver", f));
+        }
         Ok("delivered")
     }
 
@@ -393,13 +412,9 @@ impl Shared {
             relation: Relation::Child,
         };
         self.put_item(&mut st, &parent, item, text)?;
-        let undo = st.sup.undo_point(&me.id);
+        // The parent has the report (durable): the row ends done, written now or at the next tick.
         st.sup.handed_back(&me.id, text, now());
-        if let Err(e) = self.persist(&mut st, &[&me.id], &[], None) {
-            // The parent has the report; the row says so at the child's next report.
-            st.sup.restore(undo);
-            tracing::warn!(job = %me.id, error = %e.message, "could not write a handed-back row");
-        }
+        self.mark_written_later(&mut st, &me.id);
         self.push_row(&st, &me.id);
         Ok(json!({}))
     }

@@ -68,6 +68,8 @@ pub(super) struct State {
     pub(super) retention_checked: Option<std::time::Instant>,
     /// The message rules of `send` ([`crate::peer_item::MessageRules`]).
     pub(super) message_rules: crate::peer_item::MessageRules,
+    /// Jobs removed whose removal is not written yet (its write failed): written with the next write.
+    pub(super) to_remove: Vec<String>,
     /// Foreground peers (`peer_register`), by connection.
     pub(super) fg_peers: HashMap<u64, crate::board::Session>,
     /// Foreground peers that left, by id, and when their claims go unless they register again.
@@ -167,6 +169,7 @@ impl Shared {
                 written_event: 0,
                 retention_checked: None,
                 message_rules: Default::default(),
+                to_remove: Vec::new(),
                 fg_peers: HashMap::new(),
                 fg_leaving: HashMap::new(),
             }),
@@ -214,6 +217,8 @@ impl Shared {
             .filter(|e| e.seq > st.written_event)
             .collect();
         let dispatch: Vec<(String, String)> = dispatch.into_iter().collect();
+        let mut removed = removed.to_vec();
+        removed.extend(st.to_remove.iter().cloned());
         let escalations = Escalations {
             armed: &st.to_journal,
             done: &st.to_forget,
@@ -223,7 +228,7 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .write_all(
                 &list,
-                removed,
+                &removed,
                 &dispatch,
                 &events,
                 escalations,
@@ -232,6 +237,7 @@ impl Shared {
             )
             .map_err(|e| Refusal::new(ErrorCode::Busy, format!("could not save: {e}")))?;
         st.written_event = st.sup.next_event;
+        st.to_remove.clear();
         st.to_journal.clear();
         st.to_forget.clear();
         st.sup.watches_changed = false;
@@ -452,7 +458,10 @@ impl Shared {
         }
         if let (crate::profile::TaskMode::Type, Some(t)) = (task_mode, &task) {
             // The first task is reply 1.
-            st.sup.reply(&id, t, None, None, true, at)?;
+            if let Err(e) = st.sup.reply(&id, t, None, None, true, at) {
+                st.sup.restore(undo);
+                return Err(e);
+            }
         }
         if let Err(e) = self.persist(
             &mut st,
@@ -622,8 +631,8 @@ impl Shared {
             }
             Replied::Stop => {
                 self.stop_job(&mut st, id);
-                // Its `stop` event came before the stop: the watches on it see it stopped now.
-                st.sup.fire_watches(id, now());
+                // Its `stop` event came before the stop: its watches and claims see it stopped now.
+                st.sup.ended(id, now());
                 self.persist(&mut st, &[id], &[], None)?;
                 self.push_row(&st, id);
                 Ok(json!({ "saved": true, "stopped": true }))
@@ -730,7 +739,12 @@ impl Shared {
         st.job_conn.remove(id);
         st.children.remove(id);
         st.sup.event(now(), id, "rm", why);
-        self.persist(st, &[], &[id.to_string()], None)?;
+        st.message_rules.forget(id);
+        if let Err(e) = self.persist(st, &[], &[id.to_string()], None) {
+            // Gone from memory: written with the next write that succeeds.
+            st.to_remove.push(id.to_string());
+            return Err(e);
+        }
         let dir = self.config.data_dir.join("jobs").join(id);
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
