@@ -86,16 +86,24 @@ async fn session(
     (id, c)
 }
 
-/// Connects again as job `id` (after a respawn: its new token) and reports with agentItems.
-async fn session_again(cfg: &DaemonConfig, id: &str) -> Client {
+/// Connects again as job `id` after a respawn (its new process writes a new token, not `old`) and reports
+/// with agentItems.
+async fn session_again(cfg: &DaemonConfig, id: &str, old: &str) -> Client {
     let path = cfg.data_dir.join("jobs").join(id).join("env.txt");
-    let _ = std::fs::remove_file(&path);
-    let env = job_file(cfg, id, "env.txt", "ROOST_JOB_TOKEN").await;
-    let token = env
-        .lines()
-        .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
-        .unwrap()
-        .to_string();
+    let mut token = None;
+    for _ in 0..200 {
+        token = std::fs::read_to_string(&path).ok().and_then(|env| {
+            env.lines()
+                .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
+                .filter(|t| *t != old)
+                .map(str::to_string)
+        });
+        if token.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let token = token.expect("the respawned job writes its new token");
     let mut c = Client::connect(&cfg.socket).await;
     c.ok(
         "report",
@@ -226,8 +234,14 @@ async fn three_agents_split_dependent_tasks_and_a_killed_holder_loses_its_claim(
         "open",
         "a /stopped holder holds nothing"
     );
+    let old = job_file(&cfg, &a, "env.txt", "ROOST_JOB_TOKEN=").await;
+    let old = old
+        .lines()
+        .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
+        .unwrap()
+        .to_string();
     ctl.ok("respawn", json!({"id": a})).await;
-    ca = session_again(&cfg, &a).await;
+    ca = session_again(&cfg, &a, &old).await;
     ctl.ok("task", json!({"action": "drop", "id": extra})).await;
 
     // The person releases it: gamma is told (as a reply: it takes no items), then takes it again and

@@ -169,13 +169,21 @@ pub(super) async fn serve(
             }
             Read::Closed => break,
         }
+        let mut delivered_elsewhere = false;
         let answer = if buf.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
-            let (line, ok) = answer(&shared, conn, &peer, &mut session, &mut capabilities, &buf);
+            let (line, ok, to_peer) =
+                answer(&shared, conn, &peer, &mut session, &mut capabilities, &buf);
             identified |= ok;
+            delivered_elsewhere = to_peer;
             Some(line)
         };
+        if delivered_elsewhere {
+            // A message this request put on another connection goes out first (the woken connection's
+            // task runs before this one writes its answer), so the delivery waits for no answer.
+            tokio::task::yield_now().await;
+        }
         // The buffer is kept for the next line (no allocation per request), unless a long line grew it.
         if buf.capacity() > KEPT_LINE_BUFFER_BYTES {
             buf = Vec::new();
@@ -199,7 +207,8 @@ pub(super) async fn serve(
     shared.close_conn(conn);
 }
 
-/// The answer line to one request line, and whether it is ok.
+/// The answer line to one request line, whether it is ok, and whether it put something on another
+/// connection (a `send`).
 fn answer(
     shared: &Shared,
     conn: u64,
@@ -207,7 +216,7 @@ fn answer(
     session: &mut bool,
     capabilities: &mut Vec<String>,
     line: &[u8],
-) -> (String, bool) {
+) -> (String, bool, bool) {
     if let Some(r) = wire::parse_report_line(line) {
         return match report(
             shared,
@@ -218,8 +227,8 @@ fn answer(
             &r.token,
             r.report,
         ) {
-            Ok(v) => (ok_line(&r.id, &v), true),
-            Err(e) => (err_line(&r.id, &e), false),
+            Ok(v) => (ok_line(&r.id, &v), true, false),
+            Err(e) => (err_line(&r.id, &e), false, false),
         };
     }
     match parse_request(line) {
@@ -232,10 +241,10 @@ fn answer(
             &req.op,
             &req.args,
         ) {
-            Ok(v) => (ok_line(&req.id, &v), true),
-            Err(r) => (err_line(&req.id, &r), false),
+            Ok(v) => (ok_line(&req.id, &v), true, req.op == "send"),
+            Err(r) => (err_line(&req.id, &r), false, false),
         },
-        Err(bad) => (err_line(&bad.id, &bad.refusal), false),
+        Err(bad) => (err_line(&bad.id, &bad.refusal), false, false),
     }
 }
 

@@ -292,8 +292,9 @@ impl Shared {
         Ok("delivered")
     }
 
-    /// Puts peer item `item` with `text` to job `target`, durably: delivered now when its agent is
-    /// connected, else queued, its job started again when it had ended. The outcome's name.
+    /// Puts peer item `item` with `text` to job `target`: delivered now when its agent is connected (then
+    /// written; the agent has it), else written before the answer and queued, its job started again when
+    /// it had ended. The outcome's name.
     pub(super) fn put_item(
         &self,
         st: &mut State,
@@ -305,27 +306,36 @@ impl Shared {
             .report
             .as_ref()
             .is_some_and(|r| r.agent_items);
-        let undo = st.sup.undo_point(target);
+        let running = st.sup.jobs[target].life == Life::Running;
+        let connected = running && st.job_conn.contains_key(target);
+        // Only a write that can fail before the answer needs the job as it was.
+        let undo = (!connected).then(|| st.sup.undo_point(target));
         let seq = st.sup.queue_item(target, item, text, as_item, now())?;
+        let live = st
+            .job_conn
+            .get(target)
+            .and_then(|c| st.outboxes.get(c))
+            .filter(|_| running);
+        if let Some(outbox) = live {
+            // Its agent is connected: delivered at once, and written with the next tick (within a second,
+            // as a report's row is). The agent has it whatever happens to the daemon meanwhile, and acks it
+            // by itself; a write here would hold its delivery behind a disk flush.
+            if let Some(p) = st.sup.jobs[target].pending.iter().find(|p| p.seq == seq) {
+                outbox.send(deliver_line(target, p));
+            }
+            st.dirty.insert(target.to_string());
+            self.push_row(st, target);
+            return Ok("delivered");
+        }
         if let Err(e) = self.persist(st, &[target], &[], None) {
-            st.sup.restore(undo);
+            if let Some(undo) = undo {
+                st.sup.restore(undo);
+            }
             return Err(e);
         }
-        let running = st.sup.jobs[target].life == Life::Running;
-        let outcome = match (running, st.job_conn.get(target)) {
-            (true, Some(c)) => {
-                let line = st.sup.jobs[target]
-                    .pending
-                    .iter()
-                    .find(|p| p.seq == seq)
-                    .map(|p| deliver_line(target, p));
-                if let (Some(line), Some(o)) = (line, st.outboxes.get(c)) {
-                    o.send(line);
-                }
-                "delivered"
-            }
-            (true, None) => "queued",
-            (false, _) => {
+        let outcome = match running {
+            true => "queued",
+            false => {
                 st.sup
                     .event(now(), target, "respawn", "started for a peer item");
                 self.start_process(st, target);
