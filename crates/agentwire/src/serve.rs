@@ -401,9 +401,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
     }
     // Every agent the daemon serves, the `--agent` one first.
     ready["agents"] = served.iter().map(|a| a.ready()).collect::<Vec<_>>().into();
-    println!("{ready}");
     // What this daemon serves, for the client commands on the same data dir (no secret: the token has a
-    // file of its own).
+    // file of its own). Written before the ready line: a script that waits for the line finds the file.
     let serving = match crate::serving::Serving::write(&data_dir, &ready) {
         Ok(path) => path,
         Err(e) => {
@@ -411,6 +410,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
             data_dir.join(crate::serving::SERVING_FILE)
         }
     };
+    println!("{ready}");
     // What an operator needs to reach it, in one line (the ready line on stdout has it all, as JSON).
     tracing::info!(
         agent = %default.name(),
