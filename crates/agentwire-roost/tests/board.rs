@@ -68,12 +68,7 @@ async fn session(
         .as_str()
         .unwrap()
         .to_string();
-    let env = job_file(cfg, &id, "env.txt", "ROOST_JOB_TOKEN").await;
-    let token = env
-        .lines()
-        .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
-        .unwrap()
-        .to_string();
+    let token = common::job_token(&cfg.data_dir.join("jobs"), &id).await;
     let mut c = Client::connect(&cfg.socket).await;
     c.ok(
         "report",

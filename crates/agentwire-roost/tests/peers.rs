@@ -50,18 +50,7 @@ fn config(dir: &Path) -> DaemonConfig {
 
 /// The job's token, once its process has written its environment.
 async fn token(data: &Path, id: &str) -> String {
-    let path = data.join("jobs").join(id).join("env.txt");
-    for _ in 0..200 {
-        if let Some(t) = std::fs::read_to_string(&path).ok().and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
-                .map(str::to_string)
-        }) {
-            return t;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("job {id} did not start");
+    common::job_token(&data.join("jobs"), id).await
 }
 
 struct Session {

@@ -75,3 +75,20 @@ impl Client {
         }
     }
 }
+
+/// The token of job `id` under `jobs` (the daemon's `jobs` dir), once its process has written its
+/// environment to `env.txt` there.
+pub(crate) async fn job_token(jobs: &Path, id: &str) -> String {
+    let path = jobs.join(id).join("env.txt");
+    for _ in 0..200 {
+        if let Some(t) = std::fs::read_to_string(&path).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("ROOST_JOB_TOKEN="))
+                .map(str::to_string)
+        }) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("job {id} did not start");
+}

@@ -234,17 +234,7 @@ pub(crate) async fn run(
                 ),
             )
         }
-        JobsCommand::Ls => {
-            let rows = call(&mut c, "rows", json!({})).await?;
-            match human {
-                true => print!(
-                    "{}",
-                    table::rows(rows["rows"].as_array().map_or(&[], |v| v))
-                ),
-                false => println!("{rows}"),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        JobsCommand::Ls => listing(&mut c, "rows", json!({}), "rows", human, table::rows).await,
         JobsCommand::Reply {
             job,
             text,
@@ -282,28 +272,14 @@ pub(crate) async fn run(
             .await
             .and_then(|r| out(&r.0, r.1)),
         JobsCommand::Board => {
-            let r = call(&mut c, "task", json!({ "action": "list" })).await?;
-            match human {
-                true => print!("{}", fleet::board(r["tasks"].as_array().map_or(&[], |v| v))),
-                false => println!("{r}"),
-            }
-            Ok(ExitCode::SUCCESS)
+            let args = json!({ "action": "list" });
+            listing(&mut c, "task", args, "tasks", human, fleet::board).await
         }
         JobsCommand::Task(command) => {
             let (r, said) = fleet::task(&mut c, command).await?;
             out(&r, said)
         }
-        JobsCommand::Peers => {
-            let rows = call(&mut c, "rows", json!({})).await?;
-            match human {
-                true => print!(
-                    "{}",
-                    fleet::peers(rows["rows"].as_array().map_or(&[], |v| v))
-                ),
-                false => println!("{rows}"),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        JobsCommand::Peers => listing(&mut c, "rows", json!({}), "rows", human, fleet::peers).await,
         JobsCommand::Send { job, text, from } => {
             let (r, said) = fleet::send(&mut c, &job, &text, &from).await?;
             out(&r, said)
@@ -393,6 +369,24 @@ pub(crate) async fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Calls `op` and prints the list under `key` of its answer as `table` lays it out for a person, or the
+/// answer as it came (`--json`).
+async fn listing(
+    c: &mut Controller,
+    op: &str,
+    args: Value,
+    key: &str,
+    human: bool,
+    table: fn(&[Value]) -> String,
+) -> Result<ExitCode, String> {
+    let r = call(c, op, args).await?;
+    match human {
+        true => print!("{}", table(r[key].as_array().map_or(&[], |v| v))),
+        false => println!("{r}"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Calls `op`, the daemon's refusal as the error.
