@@ -4,6 +4,8 @@
 use crate::config::{AgentKind, Resolved};
 use crate::keys;
 use agentwire_agents::openai::mcp::McpServers;
+use agentwire_agents::openai::roost_peer::RoostPeer;
+use agentwire_agents::openai::roost_tools::ROOST_TOOL;
 use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
 use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
 use agentwire_engine::{Agent, Engine};
@@ -69,6 +71,12 @@ pub(crate) async fn make_agent(
                 },
                 http,
             );
+            // The roost tools speak as a foreground peer of the agent's name, on the supervisor this
+            // daemon runs (always): the connection is made once the supervisor is up.
+            let agent = match s.tools.iter().any(|t| t == ROOST_TOOL) {
+                true => agent.with_roost(Arc::new(RoostPeer::start(roost_socket, name))),
+                false => agent,
+            };
             let agent = match s.mcp.is_empty() {
                 true => Arc::new(agent),
                 false => Arc::new(agent.with_mcp(McpServers::start(s.mcp.clone()).await)),

@@ -4,11 +4,13 @@
 //! until it answers or [`MAX_TOOL_ITERATIONS`] rounds have passed. The pure parts are beside this driver:
 //! [`sse`] (framing), [`stream`] (chunks into a reply), [`errors`] (refusals into failures), [`history`]
 //! (earlier turns fitted to the context window) and [`tools`] (the built-ins); [`shell`] runs the
-//! approval-gated `shell` tool.
+//! approval-gated `shell` tool; [`roost_tools`] and [`roost_peer`] are the roost tools (`tools = ["roost"]`).
 
 pub mod errors;
 pub mod history;
 pub mod mcp;
+pub mod roost_peer;
+pub mod roost_tools;
 pub mod shell;
 pub mod sse;
 pub mod stream;
@@ -67,7 +69,9 @@ pub struct OpenAiConfig {
     pub api_key: Option<ApiKey>,
     /// The system prompt, when there is one.
     pub system_prompt: Option<String>,
-    /// The built-in tools the model may call (names from [`tools::BUILTIN_TOOLS`]).
+    /// The built-in tools the model may call (names from [`tools::BUILTIN_TOOLS`]), and
+    /// [`roost_tools::ROOST_TOOL`] for the roost tools (offered once [`OpenAiAgent::with_roost`] gave the
+    /// connection).
     pub tools: Vec<String>,
     /// How long one model call (connection, and the whole stream) may take.
     pub request_timeout: Duration,
@@ -85,6 +89,7 @@ pub struct OpenAiAgent {
     config: Arc<OpenAiConfig>,
     http: reqwest::Client,
     mcp: Option<Arc<mcp::McpServers>>,
+    roost: Option<Arc<roost_peer::RoostPeer>>,
 }
 
 impl OpenAiAgent {
@@ -94,7 +99,15 @@ impl OpenAiAgent {
             config: Arc::new(config),
             http,
             mcp: None,
+            roost: None,
         }
+    }
+
+    /// The agent with the roost tools, over this connection (when its config lists
+    /// [`roost_tools::ROOST_TOOL`]).
+    pub fn with_roost(mut self, peer: Arc<roost_peer::RoostPeer>) -> Self {
+        self.roost = Some(peer);
+        self
     }
 
     /// The agent with the tools of these MCP servers too.
@@ -143,7 +156,8 @@ impl OpenAiAgent {
         }
     }
 
-    /// The built-ins configured, then every MCP server's tools (as last listed).
+    /// The built-ins configured, the roost tools when it has them, then every MCP server's tools (as last
+    /// listed).
     fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self
             .config
@@ -151,6 +165,9 @@ impl OpenAiAgent {
             .iter()
             .filter_map(|t| tools::builtin(t))
             .collect();
+        if self.roost.is_some() {
+            specs.extend(roost_tools::specs());
+        }
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.tools());
         }
@@ -219,6 +236,7 @@ impl Agent for OpenAiAgent {
             http: self.http.clone(),
             tools: self.tool_specs(),
             mcp: self.mcp.clone(),
+            roost: self.roost.clone(),
             ctx,
         };
         Box::pin(turn.run(input))
@@ -256,6 +274,7 @@ struct Turn {
     http: reqwest::Client,
     tools: Vec<ToolSpec>,
     mcp: Option<Arc<mcp::McpServers>>,
+    roost: Option<Arc<roost_peer::RoostPeer>>,
     ctx: TurnContext,
 }
 
@@ -461,6 +480,9 @@ impl Turn {
     ) -> Result<Result<Value, String>, ParkReason> {
         if !self.tools.iter().any(|t| t.name == call.name) {
             return Ok(Err(format!("this agent has no tool named {:?}", call.name)));
+        }
+        if let (Some(peer), true) = (&self.roost, roost_tools::is_roost_tool(&call.name)) {
+            return Ok(peer.run(&call.name, &call.arguments).await);
         }
         if !self.config.tools.contains(&call.name) {
             let called = match &self.mcp {

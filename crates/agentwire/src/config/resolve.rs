@@ -876,16 +876,24 @@ fn openai_settings(
         ));
     }
     let tools = entry.tools.clone().unwrap_or_default();
-    if let Some(t) = tools
-        .iter()
-        .find(|t| !agentwire_agents::openai::tools::BUILTIN_TOOLS.contains(&t.as_str()))
-    {
+    let roost = agentwire_agents::openai::roost_tools::ROOST_TOOL;
+    if let Some(t) = tools.iter().find(|t| {
+        !agentwire_agents::openai::tools::BUILTIN_TOOLS.contains(&t.as_str()) && t.as_str() != roost
+    }) {
         return Err(bad(
             "tools",
             format!(
-                "no built-in tool {t:?}; built-ins: {}",
+                "no built-in tool {t:?}; built-ins: {}, and {roost} (the roost peer ops and task board)",
                 agentwire_agents::openai::tools::BUILTIN_TOOLS.join(", ")
             ),
+        ));
+    }
+    // The roost tools speak as a foreground peer of the agent's name, and the daemon keeps one name for
+    // its concierge.
+    if tools.iter().any(|t| t == roost) && name == agentwire_roost::supervisor::CONCIERGE_NAME {
+        return Err(bad(
+            "tools",
+            format!("{roost}: the roost tools speak as a peer named after the agent, and \"{name}\" is the roost concierge's name; rename the agent"),
         ));
     }
     let request_timeout = match entry.request_timeout_secs {

@@ -1143,6 +1143,21 @@ fn a_bad_openai_setting_is_refused_by_its_key() {
 }
 
 #[test]
+fn roost_in_tools_gives_the_roost_tools_but_not_to_an_agent_named_concierge() {
+    let toml = format!("{OPENAI}tools = [\"clock\", \"roost\"]\n");
+    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &toml).agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.tools, vec!["clock", "roost"]);
+    let toml = toml.replace("[agents.local]", "[agents.concierge]");
+    let e = error(&["--agent", "concierge"], &toml).to_string();
+    assert!(
+        e.starts_with("[agents.concierge] tools: roost: ") && e.contains("concierge's name"),
+        "{e}"
+    );
+}
+
+#[test]
 fn mcp_servers_are_checked_by_name_and_command() {
     let good = format!(
         "{OPENAI}[[agents.local.mcp]]\nname = \"files\"\ncommand = [\"python3\", \"s.py\"]\n"
