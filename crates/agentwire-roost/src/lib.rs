@@ -41,6 +41,7 @@ pub mod report;
 pub mod settings;
 pub mod store;
 pub mod supervisor;
+pub mod terminal;
 pub mod turn_row;
 pub mod watch;
 pub mod wire;

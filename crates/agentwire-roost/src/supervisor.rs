@@ -219,6 +219,10 @@ pub struct Supervisor {
     /// Notices queued by watches that fired, not yet handed to their agents: (watcher, seq).
     #[serde(skip)]
     pub fired: Vec<(String, u64)>,
+    /// Notices for watchers that are not jobs (foreground peers, which keep nothing): (watcher, item,
+    /// text), for the daemon to deliver on their connections.
+    #[serde(skip)]
+    pub fg_notices: Vec<(String, crate::peer_item::PeerItem, String)>,
     /// The task board ([`crate::board`]).
     #[serde(skip)]
     pub board: crate::board::Board,
@@ -435,14 +439,13 @@ impl Supervisor {
         at: u64,
     ) -> Result<(), Refusal> {
         use crate::peer_item::{ItemKind, PeerItem, Relation};
-        let w = self.job(watcher)?;
+        let w = self.jobs.get(watcher);
         let relation = Relation::of(
             from,
             self.jobs.get(from).and_then(|j| j.parent.as_deref()),
             watcher,
-            w.parent.as_deref(),
+            w.and_then(|w| w.parent.as_deref()),
         );
-        let as_item = w.report.as_ref().is_some_and(|r| r.agent_items);
         let item = PeerItem {
             kind: ItemKind::Notice,
             from: crate::peer_item::From {
@@ -451,6 +454,12 @@ impl Supervisor {
             },
             relation,
         };
+        let Some(w) = w else {
+            // A foreground peer's: delivered on its connection, if it has one.
+            self.fg_notices.push((watcher.to_string(), item, text));
+            return Ok(());
+        };
+        let as_item = w.report.as_ref().is_some_and(|r| r.agent_items);
         let seq = self.queue_item(watcher, item, &text, as_item, at)?;
         self.fired.push((watcher.to_string(), seq));
         Ok(())

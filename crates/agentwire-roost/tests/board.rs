@@ -35,6 +35,7 @@ fn config(dir: &Path) -> DaemonConfig {
         profiles,
         hosted: Default::default(),
         retention: None,
+        terminal_holder: None,
     }
 }
 

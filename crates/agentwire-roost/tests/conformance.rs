@@ -28,6 +28,7 @@ fn config(dir: &Path) -> DaemonConfig {
         profiles,
         hosted: Default::default(),
         retention: None,
+        terminal_holder: None,
     }
 }
 

@@ -91,6 +91,7 @@ fn config(dir: &Path) -> DaemonConfig {
         profiles,
         hosted: Default::default(),
         retention: None,
+        terminal_holder: None,
     }
 }
 
@@ -726,6 +727,7 @@ async fn jobs_idle_past_the_retention_are_removed_with_their_dirs_unless_a_perso
     let dir = tempfile::tempdir().unwrap();
     let cfg = DaemonConfig {
         retention: Some(Duration::from_secs(2)),
+        terminal_holder: None,
         ..config(dir.path())
     };
     let daemon = Daemon::start(cfg.clone()).await.unwrap();

@@ -45,6 +45,7 @@ fn config(dir: &Path) -> DaemonConfig {
         profiles,
         hosted: Default::default(),
         retention: None,
+        terminal_holder: None,
     }
 }
 
@@ -470,6 +471,77 @@ async fn a_parent_spawns_watches_and_takes_its_childrens_results_back() {
     for id in targets.iter().chain([&c1, &c2, &lead]) {
         ctl.ok("rm", json!({"id": id})).await;
     }
+    daemon.shutdown();
+}
+
+/// A foreground peer (a model agent's roost tools, a script) spawns a child, watches it and takes its
+/// handback on its connection; it cannot hand back itself (it has no parent), and a child whose
+/// foreground parent has gone is told so and can hand back again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_peer_spawns_watches_and_takes_a_handback() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let mut fg = Client::connect(&cfg.socket).await;
+    let me = fg.ok("peer_register", json!({"name": "boss"})).await;
+    let boss = me["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        fg.code("handback", json!({"text": "x"})).await,
+        "unsupported"
+    );
+    let child = fg
+        .ok(
+            "spawn",
+            json!({"profile": "agent", "task": "part one", "name": "kid"}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut kid = Session::report(&cfg, &child, true).await;
+    assert_eq!(kid.c.deliver().await["text"], "part one");
+    let peers = kid.c.ok("peers", json!({})).await;
+    let row = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["self"] == true)
+        .cloned()
+        .unwrap();
+    assert_eq!(row["parent"], boss.as_str());
+    let watched = fg.ok("watch", json!({"id": "kid", "when": "ended"})).await;
+    assert_eq!(watched["fired"], false);
+
+    // Its parent gone: the handback is refused, and nothing ends.
+    drop(fg);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        kid.c
+            .code("handback", json!({"text": "done: 3 files"}))
+            .await,
+        "not_found"
+    );
+    let mut fg = Client::connect(&cfg.socket).await;
+    fg.ok("peer_register", json!({"name": "boss"})).await;
+    kid.c.ok("handback", json!({"text": "done: 3 files"})).await;
+    let report = fg.deliver().await;
+    assert_eq!(
+        (&report["kind"], &report["relation"], &report["from"]["id"]),
+        (&json!("report"), &json!("child"), &json!(child)),
+        "{report}"
+    );
+    assert!(report["text"].as_str().unwrap().contains("done: 3 files"));
+
+    // The watch fires on the connection when the child ends.
+    ctl.ok("stop", json!({"id": child})).await;
+    let notice = fg.deliver().await;
+    assert_eq!(notice["kind"], "notice", "{notice}");
+    assert!(
+        notice["text"].as_str().unwrap().contains("kid has ended"),
+        "{notice}"
+    );
+    ctl.ok("rm", json!({"id": child})).await;
     daemon.shutdown();
 }
 

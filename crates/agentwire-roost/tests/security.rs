@@ -194,6 +194,7 @@ fn config(dir: &Path, extra: impl FnOnce(&mut HashMap<String, Profile>)) -> Daem
         profiles,
         hosted: Default::default(),
         retention: None,
+        terminal_holder: None,
     }
 }
 

@@ -16,6 +16,7 @@ mod keys;
 mod logging;
 mod pruning;
 mod rooms;
+mod roost_term;
 mod serve;
 mod serving;
 mod show_config;
@@ -27,6 +28,10 @@ use cli::{Cli, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Not a command of the CLI: the daemon runs this binary so to hold a terminal agent's terminal.
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(roost_term::ARG)) {
+        return roost_term::run(std::env::args_os().skip(2));
+    }
     let cli = Cli::parse();
     // Generated from the definitions alone: no config, log or runtime.
     match &cli.command {

@@ -328,6 +328,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         hosted: agentwire_roost::daemon::hosted::Hosted(hosted),
         // Jobs serving turns go with their turns' retention.
         retention: journal_retention,
+        // Terminal agents' terminals are held by this same binary (`agentwire roost-term`).
+        terminal_holder: crate::roost_term::holder(),
     })
     .await
     .map_err(|e| e.to_string())?;

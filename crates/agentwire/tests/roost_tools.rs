@@ -1,6 +1,6 @@
 //! Engine agents as fleet members, against the real daemon and a scripted fake model server: a model agent
-//! whose `tools` list `roost` calls the roost tools (the board, peers, messages; a refused call comes back
-//! to the model with the daemon's code), and a message to a hosted model agent's job is a turn of its
+//! whose `tools` list `roost` calls the roost tools (the board, peers, messages, a child job, a watch; a
+//! refused call comes back to the model with the daemon's code), and a message to a hosted model agent's job is a turn of its
 //! conversation.
 
 mod common;
@@ -155,7 +155,13 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
         json!({ "to": "nobody", "text": "hello?" }),
         quick,
     );
-    tool_call(&fake, 6, "roost_task_claim", json!({ "id": "x" }), quick);
+    tool_call(
+        &fake,
+        6,
+        "roost_watch",
+        json!({ "id": "worker-1", "when": "ended" }),
+        quick,
+    );
     tool_call(&fake, 7, "roost_tasks", json!({}), quick);
     fake.push(stream(text_chunks(&["all set"], (5, 2)), quick));
     let boss = call(
@@ -183,12 +189,11 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
     assert_eq!(added["task"]["title"], "write the docs", "{added}");
     assert_eq!(added["task"]["by"]["who"], "boss", "{added}");
     let spawned = tool_result(&fake, 2);
-    assert!(
-        spawned["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("unsupported: "),
-        "a foreground peer does not spawn: {spawned}"
+    let child = spawned["id"].as_str().expect("a child job").to_string();
+    let row = wait_row(&s, &child, |r| r["summary"] == "ready").await;
+    assert_eq!(
+        row["parent"], "fg:boss",
+        "the model agent is its parent: {row}"
     );
     let sent = tool_result(&fake, 3);
     assert_eq!(sent["outcome"], "delivered", "{sent}");
@@ -215,20 +220,18 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
         nobody["error"].as_str().unwrap().starts_with("not_found: "),
         "{nobody}"
     );
-    let bad = tool_result(&fake, 6);
-    assert!(
-        bad["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("bad_arguments: roost_task_claim: `id`"),
-        "{bad}"
-    );
     let board = tool_result(&fake, 7);
     assert_eq!(board["tasks"][0]["title"], "write the docs", "{board}");
     assert!(board.get("inbox").is_none(), "shown once: {board}");
+    let watched = tool_result(&fake, 6);
+    assert_eq!(
+        (&watched["id"], &watched["when"], &watched["fired"]),
+        (&json!(wid), &json!("ended"), &json!(false)),
+        "{watched}"
+    );
 
-    // What a user sees: the board holds the task, the worker got the message, and the refused spawn left
-    // no job.
+    // What a user sees: the board holds the task, the worker got the message, the child runs beside
+    // it, and the watch tells the model agent when the worker ends (a notice in the feed, to it).
     let tasks = call(&s, "task", json!({ "action": "list" })).await;
     assert_eq!(tasks["tasks"].as_array().unwrap().len(), 1, "{tasks}");
     assert_eq!(tasks["tasks"][0]["state"], "open");
@@ -256,7 +259,21 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
         .iter()
         .filter(|r| r["profile"] == "worker")
         .count();
-    assert_eq!(workers, 1, "{rows}");
+    assert_eq!(workers, 2, "{rows}");
+    call(&s, "stop", json!({ "id": wid })).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let feed = call(&s, "events", json!({})).await;
+        let noticed =
+            feed["events"].as_array().unwrap().iter().any(|e| {
+                e["what"] == "notice" && e["id"] == "fg:boss" && e["whoId"] == wid.as_str()
+            });
+        if noticed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no notice to boss: {feed}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

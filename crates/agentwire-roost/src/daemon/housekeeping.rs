@@ -114,18 +114,13 @@ impl Shared {
             st.sup.event(at, &id, "exit", "exited");
             st.dirty.insert(id);
         }
-        // Terminal agents: their output is their row until they report.
+        // Until a job's agent reports (a terminal agent's never does), its terminal is its row.
         let terminal: Vec<String> = st
             .sup
             .jobs
             .values()
-            .filter(|j| j.report.is_none())
-            .filter(|j| {
-                self.config
-                    .profiles
-                    .get(&j.profile)
-                    .is_some_and(|p| !p.protocol)
-            })
+            .filter(|j| j.report.is_none() && j.life == Life::Running)
+            .filter(|j| self.config.profiles.contains_key(&j.profile))
             .map(|j| j.id.clone())
             .collect();
         for id in terminal {
@@ -141,6 +136,7 @@ impl Shared {
         self.release_departed_peers(&mut st);
         let dirty: Vec<String> = st.dirty.drain().collect();
         let pending_writes = !st.sup.fired.is_empty()
+            || !st.sup.fg_notices.is_empty()
             || st.sup.watches_changed
             || st.sup.board_changed
             || !st.to_remove.is_empty();

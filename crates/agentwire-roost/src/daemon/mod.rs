@@ -29,6 +29,7 @@ pub mod retention;
 pub mod run_as;
 mod state;
 mod stopping;
+mod typist;
 
 pub use conn::{IDENTIFY_TIMEOUT, PROTOCOL_VERSION};
 pub use state::row;
@@ -62,6 +63,10 @@ pub struct DaemonConfig {
     pub hosted: hosted::Hosted,
     /// How long a job may stay idle before it is removed with its dir ([`retention`]); none keeps every job.
     pub retention: Option<Duration>,
+    /// The command that holds a terminal agent's terminal ([`crate::terminal`]; `agentwire roost-term`),
+    /// program first. None runs terminal agents on plain output, where nothing can be typed to them: their
+    /// replies wait.
+    pub terminal_holder: Option<Vec<std::ffi::OsString>>,
 }
 
 /// Why the daemon did not start.
@@ -142,6 +147,7 @@ impl Daemon {
                 }
             }
         });
+        tokio::spawn(typist::run(shared.clone(), stop_rx.clone()));
         let s = shared.clone();
         let open = Arc::new(AtomicUsize::new(0));
         let mut stop = stop_rx.clone();

@@ -262,15 +262,6 @@ impl Shared {
             return self.put_item(st, target, item, text);
         };
         let conn = *conn;
-        let mut f = Map::new();
-        f.insert("id".into(), json!(target));
-        f.insert(
-            "text".into(),
-            json!(crate::peer_item::envelope(&item, text)),
-        );
-        f.insert("kind".into(), json!(item.kind));
-        f.insert("from".into(), json!(item.from));
-        f.insert("relation".into(), json!(item.relation));
         let preview: String = text.chars().take(80).collect();
         let mark = st.sup.next_event;
         st.sup.event_by(
@@ -287,9 +278,43 @@ impl Shared {
             return Err(e);
         }
         if let Some(o) = st.outboxes.get(&conn) {
-            o.send(event_line("deliver", f));
+            o.send(fg_deliver_line(target, &item, text));
         }
         Ok("delivered")
+    }
+
+    /// Hands the notices that watches of foreground peers queued ([`crate::supervisor::Supervisor::fg_notices`])
+    /// to those connected (a foreground peer keeps nothing for later: one not connected misses it), each
+    /// with its feed event (written with the next write).
+    pub(super) fn deliver_fg_notices(&self, st: &mut State) {
+        for (watcher, item, text) in std::mem::take(&mut st.sup.fg_notices) {
+            let Some(conn) = st
+                .fg_peers
+                .iter()
+                .find(|(_, p)| p.id == watcher)
+                .map(|(c, _)| *c)
+            else {
+                tracing::debug!(
+                    watcher,
+                    "a watch fired for a foreground peer that is not connected"
+                );
+                continue;
+            };
+            st.sup.event_by(
+                now(),
+                &watcher,
+                item.kind.as_str(),
+                format!(
+                    "from {}: {}",
+                    item.from.name,
+                    text.chars().take(80).collect::<String>()
+                ),
+                Some(&item.from),
+            );
+            if let Some(o) = st.outboxes.get(&conn) {
+                o.send(fg_deliver_line(&watcher, &item, &text));
+            }
+        }
     }
 
     /// Puts peer item `item` with `text` to job `target`: delivered now when its agent is connected (then
@@ -311,6 +336,9 @@ impl Shared {
         // Only a write that can fail before the answer needs the job as it was.
         let undo = (!connected).then(|| st.sup.undo_point(target));
         let seq = st.sup.queue_item(target, item, text, as_item, now())?;
+        if self.typed_to(&st.sup.jobs[target].profile) {
+            self.typing.notify_one();
+        }
         let live = st
             .job_conn
             .get(target)
@@ -361,11 +389,12 @@ impl Shared {
             return Err(Refusal::bad("a session does not watch itself"));
         }
         let (before, undo) = (st.sup.watches.clone(), st.sup.undo_point(&me));
-        let queued = st.sup.fired.len();
+        let (queued, queued_fg) = (st.sup.fired.len(), st.sup.fg_notices.len());
         let fired = st.sup.watch(&me, &target, when, now_ms())?;
         if let Err(e) = self.persist(&mut st, &[], &[], None) {
             st.sup.watches = before;
             st.sup.fired.truncate(queued);
+            st.sup.fg_notices.truncate(queued_fg);
             st.sup.restore(undo);
             return Err(e);
         }
@@ -373,18 +402,12 @@ impl Shared {
         Ok(json!({ "id": target, "name": name, "when": when.as_str(), "fired": fired }))
     }
 
-    /// The caller as an item's sender: a job (a foreground peer does not spawn, watch or hand back).
+    /// The caller as an item's sender: a job after its report, or a foreground peer.
     fn sender(st: &State, conn: u64) -> Result<From, Refusal> {
-        if st.fg_peers.contains_key(&conn) {
-            return Err(Refusal::new(
-                ErrorCode::Unsupported,
-                "spawn, handback and watch are a job's; a foreground peer lists, sends and uses the board",
-            ));
-        }
-        let me = Self::session_job(st, conn)?;
+        let s = Self::session_of(st, conn)?;
         Ok(From {
-            name: st.sup.jobs[&me].name.clone(),
-            id: me,
+            id: s.id,
+            name: s.name,
         })
     }
 
@@ -406,11 +429,20 @@ impl Shared {
     pub(super) fn handback(&self, conn: u64, args: &Map<String, Value>) -> Result<Value, Refusal> {
         let text = args.req_str("text")?;
         let mut st = self.lock();
+        if st.fg_peers.contains_key(&conn) {
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                "handback is a spawned job's: a foreground peer has no parent",
+            ));
+        }
         let me = Self::sender(&st, conn)?;
         let parent = st.sup.jobs[&me.id].parent.clone().ok_or_else(|| {
             Refusal::bad("handback is a spawned job's: this session has no parent")
         })?;
-        if !st.sup.jobs.contains_key(&parent) {
+        // A job parent keeps the report until its agent takes it; a foreground parent (it keeps nothing)
+        // must be connected, or the child is told and can hand back again.
+        let fg_parent = st.fg_peers.values().any(|p| p.id == parent);
+        if !st.sup.jobs.contains_key(&parent) && !fg_parent {
             return Err(Refusal::new(
                 ErrorCode::NotFound,
                 format!("its parent {parent:?} is gone"),
@@ -421,11 +453,23 @@ impl Shared {
             from: me.clone(),
             relation: Relation::Child,
         };
-        self.put_item(&mut st, &parent, item, text)?;
+        self.put_to(&mut st, &parent, item, text)?;
         // The parent has the report (durable): the row ends done, written now or at the next tick.
         st.sup.handed_back(&me.id, text, now());
         self.mark_written_later(&mut st, &me.id);
         self.push_row(&st, &me.id);
         Ok(json!({}))
     }
+}
+
+/// A peer item's `deliver` event to foreground peer `target`: no seq (nothing is kept to ack), the
+/// envelope as its text.
+fn fg_deliver_line(target: &str, item: &PeerItem, text: &str) -> String {
+    let mut f = Map::new();
+    f.insert("id".into(), json!(target));
+    f.insert("text".into(), json!(crate::peer_item::envelope(item, text)));
+    f.insert("kind".into(), json!(item.kind));
+    f.insert("from".into(), json!(item.from));
+    f.insert("relation".into(), json!(item.relation));
+    event_line("deliver", f)
 }

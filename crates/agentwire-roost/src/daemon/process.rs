@@ -2,6 +2,7 @@
 //! as a whole, and its processes are known on the socket), with its output in the job dir. Its environment
 //! is not the daemon's, which holds the daemon's secrets (a model API key, a NATS password): it is the
 //! allowlist of [`agentwire_core::child_env`], the profile's `env` and `pass_env`, and the job's identity.
+//! A terminal agent (`protocol = false`) runs in a pseudo-terminal, under its holder ([`crate::terminal`]).
 
 use super::run_as::RunAs;
 use crate::profile::{Profile, TaskMode};
@@ -25,12 +26,15 @@ pub struct JobEnv<'a> {
     pub dir: &'a Path,
 }
 
-/// Starts a job's process; as `run_as` when given (the daemon runs as root).
+/// Starts a job's process; as `run_as` when given (the daemon runs as root). A terminal agent's runs under
+/// `holder` (the command that holds a terminal: `agentwire roost-term`), when given, and on plain output
+/// otherwise.
 pub fn spawn(
     profile: &Profile,
     task: Option<&str>,
     env: &JobEnv<'_>,
     run_as: Option<&RunAs>,
+    holder: Option<&[std::ffi::OsString]>,
 ) -> std::io::Result<Child> {
     std::fs::create_dir_all(env.dir)?;
     let mut argv = profile.command.clone();
@@ -45,11 +49,17 @@ pub fn spawn(
     let socket = env.socket.to_string_lossy().into_owned();
     let dir = env.dir.to_string_lossy().into_owned();
     let mut vars = profile.child_env().vars(std::env::vars_os());
+    let holder = holder.filter(|h| !profile.protocol && !h.is_empty());
     let mut command = Command::new(&argv[0]);
     command.args(&argv[1..]).current_dir(env.dir);
+    // Where the agent runs, when not in its job's dir.
+    let mut cwd = None;
     if let Some(user) = run_as {
         // setgid, then setuid (and no supplementary groups: std drops them when a root parent sets a uid).
-        command.uid(user.uid).gid(user.gid);
+        // Under a holder, the holder does this for the agent and stays the daemon's user.
+        if holder.is_none() {
+            command.uid(user.uid).gid(user.gid);
+        }
         // The user's own, not the daemon's (unless the profile's `env` says otherwise).
         for (name, value) in [
             ("HOME", user.home.as_os_str()),
@@ -61,11 +71,26 @@ pub fn spawn(
             }
         }
         // The job's own dir is under the daemon's data dir, which the user may not be able to reach.
-        command.current_dir(if user.home.is_dir() {
+        cwd = Some(if user.home.is_dir() {
             user.home.as_path()
         } else {
             Path::new("/")
         });
+    }
+    if let Some(holder) = holder {
+        let args = crate::terminal::HoldArgs {
+            dir: env.dir.to_path_buf(),
+            cwd: cwd.map(Path::to_path_buf),
+            user: run_as.map(|u| (u.uid, u.gid)),
+            command: argv.iter().map(Into::into).collect(),
+        };
+        command = Command::new(&holder[0]);
+        command
+            .args(&holder[1..])
+            .args(args.to_args())
+            .current_dir(env.dir);
+    } else if let Some(cwd) = cwd {
+        command.current_dir(cwd);
     }
     command
         .env_clear()
@@ -143,8 +168,8 @@ pub fn kill(pid: u32) {
 /// How much of the end of a job's output is read for its row: a line longer than this shows its end.
 const OUTPUT_TAIL_BYTES: u64 = 4096;
 
-/// The last non-empty line of a job's output: a terminal agent's row. Only the tail is read; a
-/// long-running agent's log can be large, and this runs every second.
+/// The last line of a job's output that shows something ([`crate::terminal::screen_line`]): a terminal
+/// agent's row. Only the tail is read; a long-running agent's log can be large, and this runs every second.
 pub fn last_line(dir: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(dir.join(OUTPUT_FILE)).ok()?;
@@ -153,11 +178,7 @@ pub fn last_line(dir: &Path) -> Option<String> {
         .ok()?;
     let mut tail = Vec::with_capacity(OUTPUT_TAIL_BYTES as usize);
     f.take(OUTPUT_TAIL_BYTES).read_to_end(&mut tail).ok()?;
-    String::from_utf8_lossy(&tail)
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
+    crate::terminal::screen_line(&tail)
         .map(|l| l.chars().take(crate::report::MAX_SUMMARY_CHARS).collect())
 }
 

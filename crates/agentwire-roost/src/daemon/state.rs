@@ -84,6 +84,8 @@ pub(super) struct Shared {
     store: Mutex<Store>,
     /// Set by the `shutdown` op: whoever runs the daemon drains and stops it ([`super::Daemon::shutdown_asked`]).
     pub(super) shutdown_asked: tokio::sync::watch::Sender<bool>,
+    /// Told when something waits to be typed into a terminal agent ([`super::typist`]).
+    pub(super) typing: tokio::sync::Notify,
 }
 
 /// Unix milliseconds: a stop's deadline must mean the same to the next daemon.
@@ -175,6 +177,7 @@ impl Shared {
             }),
             store: Mutex::new(store),
             shutdown_asked: tokio::sync::watch::channel(false).0,
+            typing: tokio::sync::Notify::new(),
         })
     }
 
@@ -258,6 +261,7 @@ impl Shared {
             }
             self.push_row(st, &watcher);
         }
+        self.deliver_fg_notices(st);
         Ok(())
     }
 
@@ -510,7 +514,8 @@ impl Shared {
             dir: &dir,
         };
         let run_as = self.run_as.get(&job.profile);
-        match process::spawn(&profile, job.task.as_deref(), &env, run_as) {
+        let holder = self.config.terminal_holder.as_deref();
+        match process::spawn(&profile, job.task.as_deref(), &env, run_as, holder) {
             Ok(child) => {
                 let pid = child.id();
                 st.children.insert(id.to_string(), child);
@@ -522,6 +527,10 @@ impl Shared {
                     j.life = Life::Running;
                 }
                 st.dirty.insert(id.to_string());
+                if !profile.protocol && self.config.terminal_holder.is_some() {
+                    // Its task (when its profile types it) waits to be typed.
+                    self.typing.notify_one();
+                }
             }
             Err(e) => {
                 tracing::warn!(job = id, error = %e, "could not start a job");
@@ -656,6 +665,14 @@ impl Shared {
                     }
                 }
                 self.push_row(&st, id);
+                if st
+                    .sup
+                    .jobs
+                    .get(id)
+                    .is_some_and(|j| self.typed_to(&j.profile))
+                {
+                    self.typing.notify_one();
+                }
                 let reports = st.sup.jobs.get(id).map_or(0, |j| j.reports);
                 Ok(json!({ "saved": true, "seq": seq, "reports": reports }))
             }

@@ -1,0 +1,95 @@
+//! Replies to terminal agents, typed into their terminals ([`crate::terminal`]): a terminal agent never
+//! connects, so what waits for it (its task when its profile types it, replies, peers' messages as their
+//! envelopes) is typed by its holder, oldest first, and counts as delivered (acked, written) only once the
+//! holder says it was typed. A daemon that dies between the two types it again after its restart, as the
+//! spec allows ("a crash between the two types it again").
+
+use super::state::Shared;
+use super::HOUSEKEEPING_INTERVAL;
+use crate::supervisor::Life;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One reply to type: the job, its token (for the ack), its dir, and the reply.
+struct ToType {
+    job: String,
+    token: String,
+    dir: PathBuf,
+    seq: u64,
+    text: String,
+}
+
+impl Shared {
+    /// Whether job `id` is a terminal agent whose replies are typed: its profile does not speak the
+    /// protocol and this daemon has a holder to run it under.
+    pub(super) fn typed_to(&self, profile: &str) -> bool {
+        self.config.terminal_holder.is_some()
+            && self
+                .config
+                .profiles
+                .get(profile)
+                .is_some_and(|p| !p.protocol)
+    }
+
+    /// The oldest reply waiting for each running terminal agent.
+    fn to_type(&self) -> Vec<ToType> {
+        let st = self.lock();
+        st.sup
+            .jobs
+            .values()
+            .filter(|j| j.life == Life::Running && j.pid.is_some() && self.typed_to(&j.profile))
+            .filter_map(|j| {
+                let p = j.pending.front()?;
+                Some(ToType {
+                    job: j.id.clone(),
+                    token: j.token.clone(),
+                    dir: self.config.data_dir.join("jobs").join(&j.id),
+                    seq: p.seq,
+                    text: p.text.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Types what waits for terminal agents, until nothing more can be typed now. A job whose holder does
+    /// not answer (it is starting, or has just exited) is tried again at the next round.
+    async fn type_waiting(&self) {
+        loop {
+            let mut typed_any = false;
+            for t in self.to_type() {
+                match crate::terminal::type_into(&t.dir, &t.text).await {
+                    Ok(()) => {
+                        // Typed: acked as its agent would, and written before the next is typed.
+                        if let Err(e) = self.ack(&t.job, &t.token, t.seq, true) {
+                            tracing::warn!(job = t.job, error = %e.message, "typed a reply but could not record it; it is typed again");
+                            return;
+                        }
+                        typed_any = true;
+                    }
+                    Err(e) => {
+                        tracing::debug!(job = t.job, error = %e, "could not type into a terminal agent yet")
+                    }
+                }
+            }
+            if !typed_any {
+                return;
+            }
+        }
+    }
+}
+
+/// Types replies into terminal agents while the daemon serves: at once when one is queued
+/// ([`Shared::typing`]), and each [`HOUSEKEEPING_INTERVAL`] for what could not be typed before.
+pub(super) async fn run(shared: Arc<Shared>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    if shared.config.terminal_holder.is_none() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = shared.typing.notified() => {}
+            _ = tokio::time::sleep(HOUSEKEEPING_INTERVAL) => {}
+            _ = stop.changed() => return,
+        }
+        shared.type_waiting().await;
+    }
+}
