@@ -6,15 +6,23 @@
 //! roost-term`), not by the daemon: a job outlives the daemon that started it, and a terminal whose master
 //! side closes hangs up on its agent. The holder owns the master, copies the screen to the transcript,
 //! starts the agent on the terminal (in the holder's process group, so a stop reaches both) and exits with
-//! the agent's status. It takes text to type on a unix socket in the job's dir ([`TERMINAL_SOCKET`]),
+//! the agent's status. It takes text to type on a unix socket in the job's dir, named after the holder's
+//! pid ([`socket_path`]: a holder that is ending, after a respawn, never takes or removes its successor's),
 //! one request a connection, and answers [`TYPED`] once the text and the Enter are written to the
-//! terminal; the daemon ([`type_into`]) counts a reply delivered only on that answer.
+//! terminal; the daemon ([`type_into`]) counts a reply delivered only on that answer. A request names the
+//! reply's seq: the holder remembers the last [`REMEMBERED_SEQS`] it typed and answers a repeat (the
+//! daemon's answer was lost, or its write of the ack failed) [`TYPED`] without typing it again, and answers
+//! [`BUSY`] while it is typing another (the agent is not reading), so nothing waits on it in a pile.
+//! The first text is typed once the agent has shown something and gone quiet for a moment (at most
+//! [`READY_WAIT`] after the start): a program that clears pending input as it sets its terminal up would
+//! otherwise lose its task.
 //!
 //! Limits: the agent's terminal is not its controlling terminal (that needs `setsid` in the child, which
 //! std offers only through unsafe code, forbidden here), so a program that opens `/dev/tty` itself finds
 //! none, and a typed Ctrl-C is a byte, not a signal. Typed text is text: line breaks are typed as spaces
-//! and other control characters are dropped ([`typed_text`]), so a reply (or a peer's message) cannot
-//! drive the terminal with escape sequences.
+//! and tabs and other control characters are dropped or made spaces ([`typed_text`]), so a reply cannot
+//! drive the terminal with escape sequences. In canonical (line) mode the terminal keeps at most 4095
+//! bytes of a line; a full-screen agent reads raw input and has no such bound.
 
 use rustix::pty::{ioctl_tiocgptpeer, openpt, OpenptFlags};
 use std::ffi::OsString;
@@ -26,20 +34,32 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// The holder's socket, in the job's dir (which only the daemon's user reaches): text to type.
-pub const TERMINAL_SOCKET: &str = "term.sock";
-/// The holder's answer once the text and its Enter are written to the terminal.
+/// The holder's answer once the text and its Enter are written to the terminal (or were, for a repeat).
 pub const TYPED: &str = "typed";
+/// The holder's answer while it is typing another request: try again later.
+pub const BUSY: &str = "busy";
+/// How the holder's answer starts when the text will never be typed (too long, not a request): the daemon
+/// drops it rather than try again for ever.
+pub const REFUSED: &str = "refused";
+/// How many of the seqs it typed last the holder remembers: more than the replies that can wait for a job
+/// (50), so any repeat the daemon can send is known.
+pub const REMEMBERED_SEQS: usize = 128;
 /// The terminal's size, rows and columns: a common default, wide enough that an agent's status line is
 /// not wrapped into two rows of the transcript.
 pub const TERMINAL_SIZE: (u16, u16) = (40, 120);
 /// The pause between the text and its Enter: an agent with a full-screen interface reads a burst of input
 /// as a paste, where an Enter in the same burst is a line break inside it, not "send".
 pub const ENTER_DELAY: Duration = Duration::from_millis(60);
-/// The most text one request types: a reply's own bound ([`crate::supervisor::MAX_REPLY_BYTES`]).
-pub const MAX_TYPED_BYTES: usize = crate::supervisor::MAX_REPLY_BYTES;
+/// The most text one request types: a reply's own bound ([`crate::supervisor::MAX_REPLY_BYTES`]) with room
+/// for the request's seq line.
+pub const MAX_TYPED_BYTES: usize = crate::supervisor::MAX_REPLY_BYTES + 64;
+/// The longest the first text waits for the agent to be ready (to have shown something and gone quiet for
+/// [`QUIET`]): an agent that shows nothing is typed to after this.
+pub const READY_WAIT: Duration = Duration::from_secs(2);
+/// How long the screen stays still before the agent counts as ready for its first text.
+const QUIET: Duration = Duration::from_millis(200);
 /// How long the holder waits for a typing request to arrive whole, and the daemon for its answer: a
 /// request is one short write on a local socket, so a longer wait means a peer that is stuck.
 pub const TYPE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,16 +67,16 @@ pub const TYPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// (a process the agent left behind may keep the terminal open for ever).
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
-/// What a reply's text becomes when typed: line breaks (`\r\n`, `\n`, `\r`) are typed as one space each, other
-/// control characters are dropped, and the ends are trimmed. A reply is text, not keystrokes.
+/// What a reply's text becomes when typed: line breaks (`\r\n`, `\n`, `\r`) and tabs (completion, in a shell)
+/// are typed as one space each, other control characters are dropped, and the ends are trimmed. A reply is
+/// text, not keystrokes.
 pub fn typed_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\r' if chars.peek() == Some(&'\n') => {}
-            '\r' | '\n' => out.push(' '),
-            '\t' => out.push('\t'),
+            '\r' | '\n' | '\t' => out.push(' '),
             c if c.is_control() => {}
             c => out.push(c),
         }
@@ -215,10 +235,13 @@ pub fn hold(args: &HoldArgs) -> Result<i32, std::io::Error> {
         let _in = signals.enter();
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?
     };
-    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    // Close-on-exec: the agent gets the slave side as its stdio and nothing else of the terminal, so once
+    // it (and whatever it left behind) lets the slave go, reads of the master end.
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = openpt(flags)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
-    let slave = ioctl_tiocgptpeer(&master, OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    let slave = ioctl_tiocgptpeer(&master, flags)?;
     let (rows, cols) = TERMINAL_SIZE;
     rustix::termios::tcsetwinsize(
         &slave,
@@ -236,8 +259,8 @@ pub fn hold(args: &HoldArgs) -> Result<i32, std::io::Error> {
         .open(args.dir.join(crate::daemon::process::OUTPUT_FILE))?;
 
     // The socket first: a reply typed as soon as the job starts (its task) finds it.
-    let socket = args.dir.join(TERMINAL_SOCKET);
-    // One left by a holder that died is in the way (one job has one holder at a time).
+    let socket = socket_path(&args.dir, std::process::id());
+    // One left by a holder that died with this pid is in the way.
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
@@ -255,10 +278,18 @@ pub fn hold(args: &HoldArgs) -> Result<i32, std::io::Error> {
     let mut child = command.spawn()?;
     // The command holds the terminal's slave side now; ours was moved into it and is closed with it.
 
-    let keyboard = Arc::new(Mutex::new(master.try_clone()?));
+    let keyboard = Arc::new(Keyboard {
+        master: Mutex::new(master.try_clone()?),
+        typed: Mutex::new(std::collections::VecDeque::new()),
+        screen: Mutex::new(Screen {
+            started: Instant::now(),
+            last_output: None,
+        }),
+    });
+    let typist = keyboard.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let keyboard = keyboard.clone();
+            let keyboard = typist.clone();
             std::thread::spawn(move || type_request(stream, &keyboard));
         }
     });
@@ -271,6 +302,7 @@ pub fn hold(args: &HoldArgs) -> Result<i32, std::io::Error> {
             if n == 0 || transcript.write_all(&buf[..n]).is_err() {
                 break;
             }
+            lock(&keyboard.screen).last_output = Some(Instant::now());
         }
         let _ = drained_tx.send(());
     });
@@ -282,55 +314,145 @@ pub fn hold(args: &HoldArgs) -> Result<i32, std::io::Error> {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
-/// Serves one typing request: reads the text (to the end of the request, at most [`MAX_TYPED_BYTES`]),
-/// types it and then Enter, and answers [`TYPED`]; anything else is answered with what went wrong.
-fn type_request(mut stream: std::os::unix::net::UnixStream, keyboard: &Mutex<File>) {
+/// The socket of the holder whose pid is `pid`, in job dir `dir`.
+pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("term-{pid}.sock"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The holder's side of the terminal that typing needs.
+struct Keyboard {
+    /// The master side, written to (one request at a time: two replies never interleave).
+    master: Mutex<File>,
+    /// The seqs typed last, newest at the back (at most [`REMEMBERED_SEQS`]).
+    typed: Mutex<std::collections::VecDeque<u64>>,
+    screen: Mutex<Screen>,
+}
+
+/// When the agent last showed something.
+struct Screen {
+    started: Instant,
+    last_output: Option<Instant>,
+}
+
+impl Keyboard {
+    /// Waits (at most until [`READY_WAIT`] after the start) for the agent to have shown something and gone
+    /// quiet for [`QUIET`]: its first text is then typed into a terminal it has set up.
+    fn wait_ready(&self) {
+        loop {
+            let (started, last) = {
+                let s = lock(&self.screen);
+                (s.started, s.last_output)
+            };
+            let ready = last.is_some_and(|l| l.elapsed() >= QUIET);
+            if ready || started.elapsed() >= READY_WAIT {
+                return;
+            }
+            std::thread::sleep(QUIET / 4);
+        }
+    }
+}
+
+/// A typing request as it arrives: the reply's seq on the first line, then its text.
+fn parse_request(request: &[u8]) -> Option<(u64, String)> {
+    let request = std::str::from_utf8(request).ok()?;
+    let (seq, text) = request.split_once('\n')?;
+    Some((seq.trim().parse().ok()?, text.to_string()))
+}
+
+/// Serves one typing request: reads it (to its end, at most [`MAX_TYPED_BYTES`]), types its text and then
+/// Enter, and answers [`TYPED`]; a seq typed before is answered [`TYPED`] at once, a request while another
+/// types [`BUSY`], one that cannot be typed [`REFUSED`] with why, and a read that failed with why.
+fn type_request(mut stream: std::os::unix::net::UnixStream, keyboard: &Keyboard) {
     let _ = stream.set_read_timeout(Some(TYPE_TIMEOUT));
-    let mut text = Vec::new();
+    let mut request = Vec::new();
     let read = (&mut stream)
         .take(MAX_TYPED_BYTES as u64 + 1)
-        .read_to_end(&mut text);
+        .read_to_end(&mut request);
     let answer = match read {
         Err(e) => format!("not typed: {e}"),
-        Ok(_) if text.len() > MAX_TYPED_BYTES => {
-            format!("not typed: longer than {MAX_TYPED_BYTES} bytes")
+        Ok(_) if request.len() > MAX_TYPED_BYTES => {
+            format!("{REFUSED}: longer than {MAX_TYPED_BYTES} bytes")
         }
-        Ok(_) => {
-            let typed = typed_text(&String::from_utf8_lossy(&text));
-            // One request types at a time: two replies never interleave on the terminal.
-            let mut k = keyboard.lock().unwrap_or_else(|p| p.into_inner());
-            let wrote = k.write_all(typed.as_bytes()).and_then(|()| {
-                std::thread::sleep(ENTER_DELAY);
-                k.write_all(b"\r")
-            });
-            match wrote {
-                Ok(()) => TYPED.to_string(),
-                Err(e) => format!("not typed: {e}"),
-            }
-        }
+        Ok(_) => match parse_request(&request) {
+            None => format!("{REFUSED}: not a request (a seq line, then UTF-8 text)"),
+            Some((seq, _)) if lock(&keyboard.typed).contains(&seq) => TYPED.to_string(),
+            Some((seq, text)) => match keyboard.master.try_lock() {
+                Err(std::sync::TryLockError::WouldBlock) => BUSY.to_string(),
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    type_text(keyboard, p.into_inner(), seq, &text)
+                }
+                Ok(master) => type_text(keyboard, master, seq, &text),
+            },
+        },
     };
     let _ = stream.write_all(format!("{answer}\n").as_bytes());
 }
 
-/// Types `text` into the terminal of the job whose dir is `dir`, through its holder: done once the holder
-/// answers [`TYPED`]. An error when no holder answers (the job is not running, or is not yet set up) or
-/// it says the text was not typed.
-pub async fn type_into(dir: &Path, text: &str) -> std::io::Result<()> {
+/// Types `text` and then Enter on `master` (held), and remembers `seq` as typed: the answer.
+fn type_text(
+    keyboard: &Keyboard,
+    mut master: std::sync::MutexGuard<'_, File>,
+    seq: u64,
+    text: &str,
+) -> String {
+    let first = lock(&keyboard.typed).is_empty();
+    if first {
+        keyboard.wait_ready();
+    }
+    let typed = typed_text(text);
+    let wrote = master.write_all(typed.as_bytes()).and_then(|()| {
+        std::thread::sleep(ENTER_DELAY);
+        master.write_all(b"\r")
+    });
+    match wrote {
+        Ok(()) => {
+            let mut seqs = lock(&keyboard.typed);
+            seqs.push_back(seq);
+            if seqs.len() > REMEMBERED_SEQS {
+                seqs.pop_front();
+            }
+            TYPED.to_string()
+        }
+        Err(e) => format!("not typed: {e}"),
+    }
+}
+
+/// What the holder said of a request the daemon sent.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Typing {
+    /// Typed (now or before).
+    Typed,
+    /// Not now: no holder answered, it was busy, or the write failed; try again later.
+    Later(String),
+    /// Never: the holder refused it (too long); the daemon drops it.
+    Refused(String),
+}
+
+/// Types reply `seq` with `text` into the terminal of the job whose dir is `dir` and whose holder's pid is
+/// `holder`, through the holder: what it said.
+pub async fn type_into(dir: &Path, holder: u32, seq: u64, text: &str) -> Typing {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let talk = async {
-        let mut s = tokio::net::UnixStream::connect(dir.join(TERMINAL_SOCKET)).await?;
+        let mut s = tokio::net::UnixStream::connect(socket_path(dir, holder)).await?;
+        s.write_all(format!("{seq}\n").as_bytes()).await?;
         s.write_all(text.as_bytes()).await?;
         s.shutdown().await?;
         let mut answer = String::new();
-        s.take(256).read_to_string(&mut answer).await?;
-        match answer.trim() {
-            TYPED => Ok(()),
-            other => Err(std::io::Error::other(other.to_string())),
-        }
+        s.take(1024).read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer.trim().to_string())
     };
-    tokio::time::timeout(TYPE_TIMEOUT + ENTER_DELAY, talk)
-        .await
-        .map_err(|_| std::io::Error::other("the terminal's holder did not answer"))?
+    // The first text may wait for the agent to be ready.
+    match tokio::time::timeout(TYPE_TIMEOUT + READY_WAIT + ENTER_DELAY, talk).await {
+        Err(_) => Typing::Later("the terminal's holder did not answer in time".into()),
+        Ok(Err(e)) => Typing::Later(e.to_string()),
+        Ok(Ok(a)) if a == TYPED => Typing::Typed,
+        Ok(Ok(a)) if a.starts_with(REFUSED) => Typing::Refused(a),
+        Ok(Ok(a)) => Typing::Later(a),
+    }
 }
 
 #[cfg(test)]
@@ -344,7 +466,7 @@ mod tests {
         // Escape sequences and Ctrl-C cannot drive the terminal.
         assert_eq!(typed_text("a\u{1b}[2Jb\u{3}c"), "a[2Jbc");
         assert_eq!(typed_text("  \n padded \n"), "padded");
-        assert_eq!(typed_text("tab\tkept"), "tab\tkept");
+        assert_eq!(typed_text("tab\tcompletes"), "tab completes");
     }
 
     #[test]

@@ -379,9 +379,9 @@ async fn a_foreground_peer_uses_the_board_and_its_claims_go_five_seconds_after_i
         "a peer controls no jobs"
     );
     assert_eq!(
-        pi.code("spawn", json!({"profile": "agent", "task": "x"}))
-            .await,
-        "unsupported"
+        pi.code("handback", json!({"text": "x"})).await,
+        "unsupported",
+        "a foreground peer has no parent"
     );
     let peers = pi.ok("peers", json!({})).await;
     let list = peers["peers"].as_array().unwrap();

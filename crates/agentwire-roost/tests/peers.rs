@@ -522,6 +522,18 @@ async fn a_foreground_peer_spawns_watches_and_takes_a_handback() {
             .await,
         "not_found"
     );
+    let rows = ctl.ok("rows", json!({})).await;
+    let row = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == child.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        row["state"], "working",
+        "a refused handback ends nothing: {row}"
+    );
     let mut fg = Client::connect(&cfg.socket).await;
     fg.ok("peer_register", json!({"name": "boss"})).await;
     kid.c.ok("handback", json!({"text": "done: 3 files"})).await;

@@ -1,6 +1,6 @@
 //! A terminal agent (`protocol = false`) under `agentwire serve`: it runs in a pseudo-terminal, its row is
-//! the terminal's last line, its task and replies are typed into it (the text, then Enter), a peer's
-//! message reaches it as typed text, the terminal outlives a daemon killed mid-run (a reply after the
+//! the terminal's last line, its task and replies are typed into it (the text, then Enter), another
+//! session's message is refused (it would be typed as the agent's input), the terminal outlives a daemon killed mid-run (a reply after the
 //! restart is typed into the same terminal), a reply sent again with its request id is typed once, and a
 //! stop ends the agent and its terminal's holder. `output.log` keeps the transcript.
 
@@ -124,20 +124,17 @@ fn a_terminal_agent_is_typed_into_and_its_terminal_outlives_the_daemon() {
         r["summary"] == "heard: second line with a break"
     });
 
-    // Another session's message arrives as typed text: its envelope, which says it is not the user's.
-    let sent = json(&jobs(
+    // Another session's message is refused: typed into a terminal, it would be the agent's input (a
+    // shell would run it). Nothing is typed.
+    let refused = jobs(
         &socket,
-        &["send", &id, "ping from a peer", "--as", "tester"],
-    ));
-    assert_eq!(sent["outcome"], "queued", "{sent}");
-    let row = row_when(&socket, &id, "the message typed", |r| {
-        r["summary"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("heard: ") && s.contains("ping from a peer"))
-    });
+        &["send", &id, "ping; touch owned", "--as", "tester"],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        row["summary"].as_str().unwrap().contains("tester"),
-        "the envelope names its sender: {row}"
+        said.contains("unsupported") && said.contains("terminal agent"),
+        "{said}"
     );
 
     // The daemon dies; the agent and its terminal do not, and the next daemon types into the same one.
@@ -164,6 +161,8 @@ fn a_terminal_agent_is_typed_into_and_its_terminal_outlives_the_daemon() {
     let transcript = std::fs::read_to_string(job_dir.join("output.log")).unwrap();
     assert!(transcript.contains("on a terminal"), "{transcript}");
     assert!(!transcript.contains("not on a terminal"), "{transcript}");
+    assert!(!transcript.contains("ping"), "{transcript}");
+    assert!(!job_dir.join("owned").exists());
     for line in [
         "heard: hello there",
         "heard: second line with a break",

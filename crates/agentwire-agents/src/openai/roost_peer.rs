@@ -211,6 +211,9 @@ async fn serve(
                     tokio::select! {
                         call = calls.recv() => {
                             let Some(call) = call else { return };
+                            if call.answer.is_closed() {
+                                continue;
+                            }
                             match register(&socket, &name).await {
                                 Ok(mut c) => {
                                     let r = c.call(call.op, call.args).await;
@@ -233,6 +236,11 @@ async fn serve(
         let dropped = tokio::select! {
             call = calls.recv() => {
                 let Some(call) = call else { return };
+                if call.answer.is_closed() {
+                    // Its turn gave up waiting (and told the model so): sent now, it would act unseen, and
+                    // the model's retry would act twice.
+                    continue;
+                }
                 let r = c.call(call.op, call.args).await;
                 let dropped = matches!(r, Err(ClientError::Io(_)));
                 let _ = call.answer.send(r.map_err(tool_error));

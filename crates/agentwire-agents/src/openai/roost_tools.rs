@@ -8,14 +8,15 @@
 //! its last roost tool result); a refusal comes back to the model as the tool's error, `code: message` in
 //! the daemon's words (`not_found: no session named "x"`), and so do arguments that do not fit
 //! (`bad_arguments: ...`). None needs a person's approval: they coordinate sessions (list them, message
-//! them, keep the shared board) and run no command. What a message starts is the receiving agent's own
-//! business, behind its own approvals, and a message carries no authority (the daemon wraps it in an
-//! envelope that says so).
+//! them, keep the shared board, start a job of a profile the operator configured, as `dispatch` does) and
+//! run no command themselves. What a message starts is the receiving agent's own business, behind its own
+//! approvals, and a message carries no authority (the daemon wraps it in an envelope that says so; a
+//! terminal agent, whose input a message would be typed as, takes none).
 //!
 //! The agent speaks as a foreground peer named after itself (`peer_register`): the daemon lets a
-//! foreground peer list, send, be sent to and use the board, and refuses it `spawn`, `watch` and
-//! `handback` (`unsupported`: those are a job's). The tools are offered all the same, so that the model
-//! reads the daemon's reason rather than guessing at a missing tool.
+//! foreground peer list, send, be sent to, use the board, spawn children (their parent is the peer) and
+//! watch, and refuses it `handback` (`unsupported`: it has no parent). The tool is offered all the same, so
+//! that the model reads the daemon's reason rather than guessing at a missing tool.
 
 use agentwire_engine::ToolSpec;
 use serde_json::{json, Map, Value};

@@ -114,12 +114,13 @@ impl Shared {
             st.sup.event(at, &id, "exit", "exited");
             st.dirty.insert(id);
         }
-        // Until a job's agent reports (a terminal agent's never does), its terminal is its row.
+        // Until a job's agent reports (a terminal agent's never does), its terminal is its row: read while
+        // it runs, and once more as it ends (its last words are often its result).
         let terminal: Vec<String> = st
             .sup
             .jobs
             .values()
-            .filter(|j| j.report.is_none() && j.life == Life::Running)
+            .filter(|j| j.report.is_none() && (j.life == Life::Running || st.dirty.contains(&j.id)))
             .filter(|j| self.config.profiles.contains_key(&j.profile))
             .map(|j| j.id.clone())
             .collect();

@@ -105,6 +105,12 @@ impl Daemon {
         crate::profile::check(&config.profiles)?;
         let run_as = run_as::resolve(&config.profiles)?;
         std::fs::create_dir_all(&config.data_dir).map_err(sock_err)?;
+        // Jobs' dirs hold their transcripts (every reply typed to a terminal agent is echoed there) and
+        // their terminals' sockets: the daemon's user's alone.
+        let jobs = config.data_dir.join("jobs");
+        std::fs::create_dir_all(&jobs).map_err(sock_err)?;
+        std::fs::set_permissions(&jobs, std::fs::Permissions::from_mode(0o700))
+            .map_err(sock_err)?;
         let store = Store::open(&config.data_dir.join("roost.sqlite"))?;
         let sup = store.load()?;
         let escalations = store.escalations()?;

@@ -213,6 +213,19 @@ impl Shared {
         if target == me {
             return Err(Refusal::bad("a session does not send to itself"));
         }
+        if st
+            .sup
+            .jobs
+            .get(&target)
+            .is_some_and(|j| j.report.is_none() && self.typed_to(&j.profile))
+        {
+            // What reaches a terminal agent is typed into its terminal as its input: a shell there would
+            // run another session's words. Only a person's replies are typed.
+            return Err(Refusal::new(
+                ErrorCode::Unsupported,
+                format!("{to:?} is a terminal agent: it takes replies from a person, not messages from other sessions"),
+            ));
+        }
         let parent = |id: &str| st.sup.jobs.get(id).and_then(|j| j.parent.clone());
         let item = PeerItem {
             kind: ItemKind::Message,
@@ -336,9 +349,6 @@ impl Shared {
         // Only a write that can fail before the answer needs the job as it was.
         let undo = (!connected).then(|| st.sup.undo_point(target));
         let seq = st.sup.queue_item(target, item, text, as_item, now())?;
-        if self.typed_to(&st.sup.jobs[target].profile) {
-            self.typing.notify_one();
-        }
         let live = st
             .job_conn
             .get(target)

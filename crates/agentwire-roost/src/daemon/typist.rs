@@ -2,19 +2,23 @@
 //! connects, so what waits for it (its task when its profile types it, replies, peers' messages as their
 //! envelopes) is typed by its holder, oldest first, and counts as delivered (acked, written) only once the
 //! holder says it was typed. A daemon that dies between the two types it again after its restart, as the
-//! spec allows ("a crash between the two types it again").
+//! spec allows ("a crash between the two types it again"), unless the same holder still runs: it knows the
+//! seqs it typed, and answers a repeat as typed. A job whose agent has connected and reported speaks the
+//! protocol after all: its replies go on its connection, and nothing is typed to it.
 
 use super::state::Shared;
 use super::HOUSEKEEPING_INTERVAL;
 use crate::supervisor::Life;
+use crate::terminal::Typing;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// One reply to type: the job, its token (for the ack), its dir, and the reply.
+/// One reply to type: the job, its token (for the ack), its dir, its holder's pid, and the reply.
 struct ToType {
     job: String,
     token: String,
     dir: PathBuf,
+    holder: u32,
     seq: u64,
     text: String,
 }
@@ -37,13 +41,15 @@ impl Shared {
         st.sup
             .jobs
             .values()
-            .filter(|j| j.life == Life::Running && j.pid.is_some() && self.typed_to(&j.profile))
+            .filter(|j| j.life == Life::Running && self.typed_to(&j.profile))
+            .filter(|j| j.report.is_none() && !st.job_conn.contains_key(&j.id))
             .filter_map(|j| {
                 let p = j.pending.front()?;
                 Some(ToType {
                     job: j.id.clone(),
                     token: j.token.clone(),
                     dir: self.config.data_dir.join("jobs").join(&j.id),
+                    holder: j.pid?,
                     seq: p.seq,
                     text: p.text.clone(),
                 })
@@ -57,17 +63,34 @@ impl Shared {
         loop {
             let mut typed_any = false;
             for t in self.to_type() {
-                match crate::terminal::type_into(&t.dir, &t.text).await {
-                    Ok(()) => {
+                match crate::terminal::type_into(&t.dir, t.holder, t.seq, &t.text).await {
+                    Typing::Typed => {
                         // Typed: acked as its agent would, and written before the next is typed.
                         if let Err(e) = self.ack(&t.job, &t.token, t.seq, true) {
-                            tracing::warn!(job = t.job, error = %e.message, "typed a reply but could not record it; it is typed again");
+                            tracing::warn!(job = t.job, error = %e.message, "typed a reply but could not record it; trying again");
                             return;
                         }
                         typed_any = true;
                     }
-                    Err(e) => {
-                        tracing::debug!(job = t.job, error = %e, "could not type into a terminal agent yet")
+                    Typing::Refused(why) => {
+                        // It will never be typed: dropped, so what waits behind it is typed.
+                        tracing::warn!(
+                            job = t.job,
+                            seq = t.seq,
+                            why,
+                            "a reply could not be typed into a terminal agent; dropped"
+                        );
+                        if self.ack(&t.job, &t.token, t.seq, true).is_err() {
+                            return;
+                        }
+                        typed_any = true;
+                    }
+                    Typing::Later(why) => {
+                        tracing::debug!(
+                            job = t.job,
+                            why,
+                            "could not type into a terminal agent yet"
+                        )
                     }
                 }
             }
