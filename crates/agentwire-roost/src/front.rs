@@ -10,6 +10,10 @@
 //! answer's whole text is appended to `output.log` in the job's dir (the row keeps 500 characters). A
 //! stopped job's turns are cancelled. After a restart the job is served again once the engine's recovery
 //! pass has ended what the crash cut off, and its row shows its newest turn's outcome.
+//!
+//! [`HostedSessions`] lists the jobs served here, so that the agent serving one of their turns can speak
+//! as the job on its connection (a model agent's roost tools: `handback` to the parent that spawned it,
+//! `spawn`, `watch`, `send`, the board).
 
 use crate::agent::{Delivery, Handler, JobEnv, RoostAgent};
 use crate::daemon::hosted::{Host, HostedJob};
@@ -19,9 +23,9 @@ use agentwire_engine::StoredTurn;
 use agentwire_engine::{
     AnswerReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront, TurnInput, TurnPolicy,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -45,20 +49,79 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The hosted jobs served in this process, by job id: the agent serving a turn of one speaks as the job
+/// through it ([`HostedSessions::call`]), on the job's own connection.
+#[derive(Default)]
+pub struct HostedSessions {
+    jobs: Mutex<HashMap<String, Weak<Job>>>,
+}
+
+impl std::fmt::Debug for HostedSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostedSessions").finish_non_exhaustive()
+    }
+}
+
+impl HostedSessions {
+    /// The hosted job served here whose conversation is `conversation` (`roost:<job id>`), if any.
+    pub fn job_of(&self, conversation: &str) -> Option<String> {
+        let id = conversation.strip_prefix("roost:")?;
+        lock(&self.jobs).contains_key(id).then(|| id.to_string())
+    }
+
+    /// Sends `op` with `args` as hosted job `id`, on its connection: the daemon's answer; `None` when the
+    /// job is not served here.
+    pub async fn call(
+        &self,
+        id: &str,
+        op: &str,
+        args: serde_json::Value,
+    ) -> Option<Result<serde_json::Value, crate::client::ClientError>> {
+        let job = lock(&self.jobs).get(id).and_then(Weak::upgrade)?;
+        let client = match &*lock(&job.client) {
+            Client::Running(c) => c.clone(),
+            _ => {
+                return Some(Err(crate::client::ClientError::Io(
+                    "the job is not connected yet".into(),
+                )))
+            }
+        };
+        Some(client.call(op, args).await)
+    }
+
+    fn serve(&self, id: &str, job: &Arc<Job>) {
+        lock(&self.jobs).insert(id.to_string(), Arc::downgrade(job));
+    }
+
+    /// Forgets job `id` when `job` is still the one served under it (a respawn serves a new one).
+    fn leave(&self, id: &str, job: &Arc<Job>) {
+        let mut jobs = lock(&self.jobs);
+        if jobs
+            .get(id)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(job)))
+        {
+            jobs.remove(id);
+        }
+    }
+}
+
 /// Serves one engine agent's hosted profile.
 pub struct RoostHost {
     engine: Arc<Engine>,
     name: String,
     recovered: watch::Sender<bool>,
+    sessions: Arc<HostedSessions>,
 }
 
 impl RoostHost {
-    /// The host of agent `name`, served by `engine`. Its jobs wait for [`RoostHost::recovered`].
-    pub fn new(engine: Arc<Engine>, name: &str) -> Arc<RoostHost> {
+    /// The host of agent `name`, served by `engine`, its jobs listed in `sessions`. Its jobs wait for
+    /// [`RoostHost::recovered`].
+    pub fn new(engine: Arc<Engine>, name: &str, sessions: Arc<HostedSessions>) -> Arc<RoostHost> {
         Arc::new(RoostHost {
             engine,
             name: name.to_string(),
             recovered: watch::channel(false).0,
+            sessions,
         })
     }
 
@@ -106,12 +169,14 @@ impl Host for RoostHost {
             let mut slot = lock(&starting.client);
             if matches!(*slot, Client::Starting) {
                 client.report(first);
-                *slot = Client::Running(client);
+                *slot = Client::Running(Arc::new(client));
             }
         });
+        self.sessions.serve(&job.id, &job);
         Box::new(Served {
             job,
             task: task.abort_handle(),
+            sessions: self.sessions.clone(),
         })
     }
 }
@@ -120,6 +185,7 @@ impl Host for RoostHost {
 struct Served {
     job: Arc<Job>,
     task: tokio::task::AbortHandle,
+    sessions: Arc<HostedSessions>,
 }
 
 impl HostedJob for Served {
@@ -139,6 +205,7 @@ impl Drop for Served {
     fn drop(&mut self) {
         self.task.abort();
         self.job.leave();
+        self.sessions.leave(&self.job.id, &self.job);
     }
 }
 
@@ -146,7 +213,7 @@ impl Drop for Served {
 enum Client {
     /// Not yet started (the engine's recovery pass has not run).
     Starting,
-    Running(RoostAgent),
+    Running(Arc<RoostAgent>),
     /// The job is no longer served here: nothing more is reported for it.
     Gone,
 }

@@ -125,6 +125,8 @@ impl Prepared {
 pub(crate) struct Shared<'a> {
     pub(crate) data_dir: &'a Path,
     pub(crate) roost_socket: &'a Path,
+    /// The hosted roost jobs served here: a model agent serving one's turn speaks as the job.
+    pub(crate) hosted: &'a Arc<agentwire_roost::front::HostedSessions>,
     pub(crate) journal: &'a Arc<dyn Journal>,
     pub(crate) instance: Option<&'a str>,
     pub(crate) hub: &'a Arc<WatchHub>,
@@ -138,7 +140,8 @@ pub(crate) async fn prepare(
     let mut out = Vec::new();
     for spec in specs {
         let agent =
-            crate::serve::make_agent(&spec.name, &spec.kind, s.roost_socket, s.data_dir).await?;
+            crate::serve::make_agent(&spec.name, &spec.kind, s.roost_socket, s.hosted, s.data_dir)
+                .await?;
         let engine = Engine::with_hub(
             s.journal.clone(),
             agent,
@@ -159,7 +162,7 @@ pub(crate) async fn prepare(
         };
         let roost = spec
             .roost
-            .then(|| RoostHost::new(engine.clone(), &spec.name));
+            .then(|| RoostHost::new(engine.clone(), &spec.name, s.hosted.clone()));
         out.push(Prepared {
             spec,
             engine,

@@ -28,6 +28,7 @@ pub(crate) async fn make_agent(
     name: &str,
     kind: &AgentKind,
     roost_socket: &Path,
+    hosted: &Arc<agentwire_roost::front::HostedSessions>,
     data_dir: &Path,
 ) -> Result<Arc<dyn Agent>, String> {
     Ok(match kind {
@@ -74,7 +75,11 @@ pub(crate) async fn make_agent(
             // The roost tools speak as a foreground peer of the agent's name, on the supervisor this
             // daemon runs (always): the connection is made once the supervisor is up.
             let agent = match s.tools.iter().any(|t| t == ROOST_TOOL) {
-                true => agent.with_roost(Arc::new(RoostPeer::start(roost_socket, name))),
+                true => agent.with_roost(Arc::new(RoostPeer::start(
+                    roost_socket,
+                    name,
+                    hosted.clone(),
+                ))),
                 false => agent,
             };
             let agent = match s.mcp.is_empty() {
@@ -246,6 +251,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         &crate::agents::Shared {
             data_dir: &data_dir,
             roost_socket: &roost_socket,
+            hosted: &Default::default(),
             journal: &journal,
             instance: owner.as_deref(),
             hub: &hub,

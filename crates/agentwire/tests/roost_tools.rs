@@ -1,7 +1,8 @@
 //! Engine agents as fleet members, against the real daemon and a scripted fake model server: a model agent
-//! whose `tools` list `roost` calls the roost tools (the board, peers, messages, a child job, a watch; a
-//! refused call comes back to the model with the daemon's code), and a message to a hosted model agent's job is a turn of its
-//! conversation.
+//! whose `tools` list `roost` calls the roost tools as a foreground peer (the board, peers, messages, a
+//! child job, a watch; a refused call comes back to the model with the daemon's code); a message to a
+//! hosted model agent's job is a turn of its conversation; and a hosted model agent speaks as its job (its
+//! handback reaches the session that spawned it).
 
 mod common;
 
@@ -95,7 +96,7 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
     std::fs::write(
         &config,
         format!(
-            "[agents.boss]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"roost\"]\n\
+            "[agents.boss]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"nipxx\"]\n\
              [roost.profiles.worker]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
             fake.base_url,
             worker.display(),
@@ -164,15 +165,32 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
     );
     tool_call(&fake, 7, "roost_tasks", json!({}), quick);
     fake.push(stream(text_chunks(&["all set"], (5, 2)), quick));
-    let boss = call(
-        &s,
-        "dispatch",
-        json!({ "profile": "boss", "task": "get the docs written" }),
-    )
-    .await;
-    let bid = boss["id"].as_str().unwrap().to_string();
-    let r = wait_row(&s, &bid, |r| r["state"] == "done" || r["state"] == "failed").await;
-    assert_eq!(r["summary"], "all set", "{r}");
+    // A person asks the agent over NIP-XX: the turn is no roost job's, so the agent is the foreground peer
+    // `boss`.
+    let (relay, data) = (d.relay.clone(), d.data_dir.clone());
+    let asked = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args([
+                "ask",
+                "--relay",
+                &relay,
+                "--agent",
+                "boss",
+                "get the docs written",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let answer = String::from_utf8_lossy(&asked.stdout);
+    assert!(
+        answer.contains("all set"),
+        "{answer} {}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
 
     // The model was offered the ten roost tools, none asking for approval.
     let offered: Vec<String> = fake.received()[0].body["tools"]
@@ -344,4 +362,87 @@ async fn a_message_to_a_hosted_model_agents_job_is_a_turn_of_its_conversation() 
             .any(|m| m["role"] == "assistant" && m["content"] == "Paris."),
         "{messages:?}"
     );
+}
+
+/// A model agent behind a roost profile speaks as its job: spawned by a session, its model's
+/// `roost_handback` hands the result to that parent (a `report` item from the job), and its `roost_peers`
+/// says the job is itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_model_agent_hands_its_result_back_as_its_job() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.reviewer]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"roost\"]\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let s = socket(&d);
+    let quick = Duration::from_millis(5);
+    tool_call(&fake, 1, "roost_peers", json!({}), quick);
+    tool_call(
+        &fake,
+        2,
+        "roost_handback",
+        json!({ "text": "looks good: ship it" }),
+        quick,
+    );
+    fake.push(stream(text_chunks(&["Handed back."], (5, 2)), quick));
+
+    // A session spawns the reviewer (a hosted model agent's profile) as its child.
+    let mut lead = Controller::connect(Path::new(&s)).await.unwrap();
+    lead.call("peer_register", json!({ "name": "lead" }))
+        .await
+        .unwrap();
+    let child = lead
+        .call(
+            "spawn",
+            json!({ "profile": "reviewer", "task": "review the patch" }),
+        )
+        .await
+        .unwrap();
+    let id = child["id"].as_str().unwrap().to_string();
+
+    // The report reaches the parent, from the job.
+    let report = tokio::time::timeout(WAIT, async {
+        loop {
+            let e = lead.next_event().await.unwrap();
+            if e["event"] == "deliver" {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("the handback within the wait");
+    assert_eq!(report["kind"], "report", "{report}");
+    assert_eq!(report["from"]["id"], id.as_str(), "{report}");
+    assert_eq!(report["relation"], "child", "{report}");
+    assert!(
+        report["text"]
+            .as_str()
+            .unwrap()
+            .contains("looks good: ship it"),
+        "{report}"
+    );
+    // The turn goes on after the handback: what the model read of each call.
+    wait_row(&s, &id, |r| r["summary"] == "Handed back.").await;
+    let peers = tool_result(&fake, 1);
+    let me = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["self"] == true)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(me["id"], id.as_str(), "the job is itself: {peers}");
+    assert_eq!(me["parent"], "fg:lead", "{peers}");
+    let handed = tool_result(&fake, 2);
+    assert!(handed.get("error").is_none(), "{handed}");
 }

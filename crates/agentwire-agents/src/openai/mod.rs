@@ -237,6 +237,7 @@ impl Agent for OpenAiAgent {
             tools: self.tool_specs(),
             mcp: self.mcp.clone(),
             roost: self.roost.clone(),
+            conversation: input.conversation_id.to_string(),
             ctx,
         };
         Box::pin(turn.run(input))
@@ -275,6 +276,8 @@ struct Turn {
     tools: Vec<ToolSpec>,
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
+    /// The turn's conversation: a hosted roost job's (`roost:<job id>`) makes the roost tools the job's.
+    conversation: String,
     ctx: TurnContext,
 }
 
@@ -482,7 +485,9 @@ impl Turn {
             return Ok(Err(format!("this agent has no tool named {:?}", call.name)));
         }
         if let (Some(peer), true) = (&self.roost, roost_tools::is_roost_tool(&call.name)) {
-            return Ok(peer.run(&call.name, &call.arguments).await);
+            return Ok(peer
+                .run(&call.name, &call.arguments, &self.conversation)
+                .await);
         }
         if !self.config.tools.contains(&call.name) {
             let called = match &self.mcp {

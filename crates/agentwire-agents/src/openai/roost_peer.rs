@@ -5,6 +5,12 @@
 //! bounded inbox that the next roost tool result carries as `inbox` (one inbox for the agent: whichever of
 //! its turns next calls a roost tool sees it). A foreground peer's items carry no
 //! seq and need no ack: the daemon keeps nothing for it, and delivers only while it is connected.
+//!
+//! A turn that serves a hosted roost job (a model agent behind a roost profile, its conversation
+//! `roost:<job id>`) speaks as that job instead, on the job's own connection
+//! ([`agentwire_roost::front::HostedSessions`]): its `peers` says the job is itself, what it sends is
+//! from the job, what it spawns is the job's child, and `roost_handback` hands its result to the parent
+//! that spawned the job. What reaches the job comes as its next turn, not in an inbox.
 
 use super::roost_tools::{self, RoostToolError};
 use agentwire_roost::client::{ClientError, Controller};
@@ -48,6 +54,7 @@ struct Inbox {
 /// The agent's roost connection. Dropping it closes the connection.
 pub struct RoostPeer {
     calls: mpsc::Sender<Call>,
+    hosted: Arc<agentwire_roost::front::HostedSessions>,
     inbox: Arc<Mutex<Inbox>>,
     task: tokio::task::AbortHandle,
 }
@@ -71,7 +78,11 @@ fn lock(m: &Mutex<Inbox>) -> std::sync::MutexGuard<'_, Inbox> {
 impl RoostPeer {
     /// Starts the connection of agent `name` to the supervisor at `socket` (inside a tokio runtime). It
     /// connects now, and again whenever it drops.
-    pub fn start(socket: &Path, name: &str) -> RoostPeer {
+    pub fn start(
+        socket: &Path,
+        name: &str,
+        hosted: Arc<agentwire_roost::front::HostedSessions>,
+    ) -> RoostPeer {
         let (calls, queue) = mpsc::channel(QUEUED_CALLS);
         let inbox: Arc<Mutex<Inbox>> = Arc::default();
         let task = tokio::spawn(serve(
@@ -82,15 +93,31 @@ impl RoostPeer {
         ));
         RoostPeer {
             calls,
+            hosted,
             inbox,
             task: task.abort_handle(),
         }
     }
 
-    /// Runs roost tool `tool` with the model's `arguments` (JSON text): its op's result with the inbox, or
-    /// the error the model reads.
-    pub async fn run(&self, tool: &str, arguments: &str) -> Result<Value, String> {
+    /// Runs roost tool `tool` with the model's `arguments` (JSON text) for a turn of `conversation`: its
+    /// op's result with the inbox, or the error the model reads. As the hosted job the conversation is
+    /// of, when it is one served here.
+    pub async fn run(
+        &self,
+        tool: &str,
+        arguments: &str,
+        conversation: &str,
+    ) -> Result<Value, String> {
         let (op, args) = roost_tools::request(tool, arguments).map_err(|e| e.to_string())?;
+        if let Some(job) = self.hosted.job_of(conversation) {
+            let called =
+                tokio::time::timeout(TOOL_TIMEOUT, self.hosted.call(&job, op, args.clone()))
+                    .await
+                    .map_err(|_| RoostToolError::Timeout(TOOL_TIMEOUT).to_string())?;
+            if let Some(r) = called {
+                return r.map_err(|e| tool_error(e).to_string());
+            }
+        }
         let mut result = self.call(op, args).await.map_err(|e| e.to_string())?;
         let (items, dropped) = {
             let mut inbox = lock(&self.inbox);

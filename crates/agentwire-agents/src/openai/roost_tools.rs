@@ -15,8 +15,10 @@
 //!
 //! The agent speaks as a foreground peer named after itself (`peer_register`): the daemon lets a
 //! foreground peer list, send, be sent to, use the board, spawn children (their parent is the peer) and
-//! watch, and refuses it `handback` (`unsupported`: it has no parent). The tool is offered all the same, so
-//! that the model reads the daemon's reason rather than guessing at a missing tool.
+//! watch, and refuses it `handback` (`unsupported`: it has no parent). A turn that serves a hosted roost
+//! job speaks as the job instead ([`super::roost_peer`]), and its `handback` reaches the parent that
+//! spawned it. The tool is offered all the same, so that the model reads the daemon's reason rather than
+//! guessing at a missing tool.
 
 use agentwire_engine::ToolSpec;
 use serde_json::{json, Map, Value};
