@@ -650,3 +650,67 @@ async fn the_rust_client_takes_peer_items_and_uses_the_board() {
     drop(agents);
     daemon.shutdown();
 }
+
+/// Messages larger than a socket's buffer, sent to a session that does not read for a while, reach it
+/// whole and in order: lines begun straight onto its socket and finished by its connection's task are
+/// never interleaved with others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_to_a_session_that_reads_late_arrive_whole_and_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let slow = dispatch(&mut ctl, "agent", "slow").await;
+    let fast = dispatch(&mut ctl, "agent", "fast").await;
+    let mut target = Session::report(&cfg, &slow, true).await;
+    let mut sender = Session::report(&cfg, &fast, true).await;
+    // 20 messages (as many as may wait for a session) of 150 KB: megabytes, far past a socket's buffer.
+    let texts: Vec<String> = (0..20)
+        .map(|n| format!("{n:02}:{}", "x".repeat(150_000)))
+        .collect();
+    for text in &texts {
+        assert_eq!(sender.send(&slow, text).await["outcome"], "delivered");
+    }
+    // The target reads only now: its task, then every message, each line whole JSON.
+    let task = target.c.deliver().await;
+    assert_eq!(task["text"], "begin");
+    for text in &texts {
+        let item = target.c.deliver().await;
+        assert_eq!(item["kind"], "message");
+        let got = item["text"].as_str().unwrap();
+        assert!(got.contains(text.as_str()), "message {} whole", &text[..2]);
+        target.ack(&item["seq"], true).await;
+    }
+    daemon.shutdown();
+}
+
+/// A report's answer comes before the replies waiting for the job, which the report sends on the same
+/// connection: a client reads its answer first, as it always has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reports_answer_comes_before_the_replies_it_sends() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let mut ctl = Client::connect(&cfg.socket).await;
+    let id = dispatch(&mut ctl, "agent", "waiting").await;
+    ctl.ok("reply", json!({"id": id, "text": "and another"}))
+        .await;
+    let token = token(&cfg.data_dir, &id).await;
+    let mut c = Client::connect(&cfg.socket).await;
+    let report = json!({"id": 1, "op": "report", "args": {"id": id, "token": token, "report": {"state": "working"}}});
+    c.writer
+        .write_all(format!("{report}\n").as_bytes())
+        .await
+        .unwrap();
+    let first = c.line().await.unwrap();
+    assert_eq!(first["id"], 1, "the answer first: {first}");
+    for text in ["begin", "and another"] {
+        let next = c.line().await.unwrap();
+        assert_eq!(
+            (&next["event"], &next["text"]),
+            (&json!("deliver"), &json!(text))
+        );
+    }
+    daemon.shutdown();
+}

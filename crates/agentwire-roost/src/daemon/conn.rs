@@ -1,11 +1,13 @@
-//! One socket connection: lines in (bounded), requests answered in order, answers and events out through
-//! a queue whose unread bytes are bounded. A connection that says `hello` or `report` is a session (an
+//! One socket connection: lines in (bounded), requests answered in order, answers and events out: an
+//! event that need wait for nothing is written straight onto the socket by the task that has it (a
+//! message from another session reaches its target with no hop to the target's task), the rest through a
+//! queue whose unread bytes are bounded, and never two lines interleaved ([`super::state::Wire`]). A connection that says `hello` or `report` is a session (an
 //! agent); the controller's ops are refused on it (`unsupported`), and on any connection of a job's
 //! process or of another user (`unauthorized`, [`super::peer`]). A connection must identify itself (a
 //! request answered ok: `hello`, an accepted `report`, a controller's op) within [`IDENTIFY_TIMEOUT`].
 
 use super::peer::Peer;
-use super::state::{Outbox, Shared};
+use super::state::{Outbox, Queued, Shared, Wire};
 use crate::report::Report;
 use crate::wire::{
     self, err_line, ok_line, parse_request, Args, ErrorCode, Refusal, MAX_LINE_BYTES,
@@ -15,8 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Duration;
@@ -86,28 +87,63 @@ async fn read_line(r: &mut BufReader<tokio::net::unix::OwnedReadHalf>, buf: &mut
     }
 }
 
-/// Writes a whole line; `false` when the connection is to end instead (it failed, its client left too
-/// much unread, or the daemon stops).
+/// Writes a whole line on the connection's socket, after the rest of any line another task began
+/// ([`Wire::rest`]); `false` when the connection is to end instead (it failed, its client left too much
+/// unread, or the daemon stops). An empty `bytes` writes only such a rest.
 async fn send<K: Future, S: Future>(
-    write: &mut OwnedWriteHalf,
+    wire: &Wire,
+    queued: &AtomicUsize,
     bytes: &[u8],
-    killed: Pin<&mut K>,
-    stopped: Pin<&mut S>,
+    mut killed: Pin<&mut K>,
+    mut stopped: Pin<&mut S>,
 ) -> bool {
-    // Most lines fit in the socket's buffer at once: written without building a future.
-    let n = match write.try_write(bytes) {
-        Ok(n) => n,
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-        Err(_) => return false,
-    };
-    if n == bytes.len() {
-        return true;
+    loop {
+        if let Some(rest) = wire.take_rest() {
+            // Its writer handed the right to write over with it.
+            let ok = write_all(wire, &rest, killed.as_mut(), stopped.as_mut()).await;
+            queued.fetch_sub(rest.len(), Ordering::SeqCst);
+            wire.release();
+            if !ok {
+                return false;
+            }
+            continue;
+        }
+        if bytes.is_empty() {
+            return true;
+        }
+        if wire.claim() {
+            break;
+        }
+        // Another task is in a write that does not wait (or about to leave a rest): a moment.
+        tokio::task::yield_now().await;
     }
-    tokio::select! {
-        w = write.write_all(&bytes[n..]) => w.is_ok(),
-        _ = killed => false,
-        _ = stopped => false,
+    let ok = write_all(wire, bytes, killed, stopped).await;
+    wire.release();
+    ok
+}
+
+/// Writes all of `bytes`, waiting while the socket is full.
+async fn write_all<K: Future, S: Future>(
+    wire: &Wire,
+    mut bytes: &[u8],
+    mut killed: Pin<&mut K>,
+    mut stopped: Pin<&mut S>,
+) -> bool {
+    while !bytes.is_empty() {
+        // Most lines fit in the socket's buffer at once: written without building a future.
+        match wire.half.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::select! {
+                    w = wire.half.writable() => if w.is_err() { return false },
+                    _ = killed.as_mut() => return false,
+                    _ = stopped.as_mut() => return false,
+                }
+            }
+            Err(_) => return false,
+        }
     }
+    true
 }
 
 /// Serves one connection until it closes.
@@ -117,14 +153,21 @@ pub(super) async fn serve(
     peer: Peer,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let (read, mut write) = stream.into_split();
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (read, write) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Queued>();
     let queued = Arc::new(AtomicUsize::new(0));
     let kill = Arc::new(Notify::new());
+    let wire = Arc::new(Wire {
+        half: write,
+        writing: Default::default(),
+        rest: Default::default(),
+        answering: Default::default(),
+    });
     let outbox = Outbox {
         tx,
         queued: queued.clone(),
         kill: kill.clone(),
+        wire: wire.clone(),
     };
     let conn = shared.open_conn(outbox.clone());
     let mut reader = BufReader::new(read);
@@ -153,10 +196,14 @@ pub(super) async fn serve(
             }
             Some(event) = rx.recv() => {
                 // A client that stops reading blocks this write; past the unread limit it is dropped.
-                if !send(&mut write, event.as_bytes(), killed.as_mut(), stopped.as_mut()).await {
+                let line = match &event {
+                    Queued::Line(l) => l.as_bytes(),
+                    Queued::Rest => &[],
+                };
+                if !send(&wire, &queued, line, killed.as_mut(), stopped.as_mut()).await {
                     break;
                 }
-                queued.fetch_sub(event.len(), Ordering::SeqCst);
+                queued.fetch_sub(line.len(), Ordering::SeqCst);
                 continue;
             }
             r = read_line(&mut reader, &mut buf) => r,
@@ -169,21 +216,14 @@ pub(super) async fn serve(
             }
             Read::Closed => break,
         }
-        let mut delivered_elsewhere = false;
         let answer = if buf.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
-            let (line, ok, to_peer) =
-                answer(&shared, conn, &peer, &mut session, &mut capabilities, &buf);
+            wire.answering.store(true, Ordering::SeqCst);
+            let (line, ok) = answer(&shared, conn, &peer, &mut session, &mut capabilities, &buf);
             identified |= ok;
-            delivered_elsewhere = to_peer;
             Some(line)
         };
-        if delivered_elsewhere {
-            // A message this request put on another connection goes out first (the woken connection's
-            // task runs before this one writes its answer), so the delivery waits for no answer.
-            tokio::task::yield_now().await;
-        }
         // The buffer is kept for the next line (no allocation per request), unless a long line grew it.
         if buf.capacity() > KEPT_LINE_BUFFER_BYTES {
             buf = Vec::new();
@@ -193,22 +233,24 @@ pub(super) async fn serve(
         let Some(answer) = answer else {
             continue;
         };
-        if !send(
-            &mut write,
+        let sent = send(
+            &wire,
+            &queued,
             answer.as_bytes(),
             killed.as_mut(),
             stopped.as_mut(),
         )
-        .await
-        {
+        .await;
+        // What the request queued for this connection follows, in the next turns of the loop.
+        wire.answering.store(false, Ordering::SeqCst);
+        if !sent {
             break;
         }
     }
     shared.close_conn(conn);
 }
 
-/// The answer line to one request line, whether it is ok, and whether it put something on another
-/// connection (a `send`).
+/// The answer line to one request line, and whether it is ok.
 fn answer(
     shared: &Shared,
     conn: u64,
@@ -216,7 +258,7 @@ fn answer(
     session: &mut bool,
     capabilities: &mut Vec<String>,
     line: &[u8],
-) -> (String, bool, bool) {
+) -> (String, bool) {
     if let Some(r) = wire::parse_report_line(line) {
         return match report(
             shared,
@@ -227,8 +269,8 @@ fn answer(
             &r.token,
             r.report,
         ) {
-            Ok(v) => (ok_line(&r.id, &v), true, false),
-            Err(e) => (err_line(&r.id, &e), false, false),
+            Ok(v) => (ok_line(&r.id, &v), true),
+            Err(e) => (err_line(&r.id, &e), false),
         };
     }
     match parse_request(line) {
@@ -241,10 +283,10 @@ fn answer(
             &req.op,
             &req.args,
         ) {
-            Ok(v) => (ok_line(&req.id, &v), true, req.op == "send"),
-            Err(r) => (err_line(&req.id, &r), false, false),
+            Ok(v) => (ok_line(&req.id, &v), true),
+            Err(r) => (err_line(&req.id, &r), false),
         },
-        Err(bad) => (err_line(&bad.id, &bad.refusal), false, false),
+        Err(bad) => (err_line(&bad.id, &bad.refusal), false),
     }
 }
 

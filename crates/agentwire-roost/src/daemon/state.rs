@@ -1,6 +1,7 @@
 //! The daemon's shared state: the supervisor, which connection speaks for which job, the subscribers, the
 //! stopped processes, and the store. Every op takes the lock, changes the supervisor, writes what must be
-//! durable before it answers, and queues lines for connections (which never block it).
+//! durable before it answers, and sends lines to connections (written at once or queued: never blocking
+//! it).
 
 use super::process::{self, JobEnv};
 use super::run_as::RunAs;
@@ -17,25 +18,91 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{mpsc, Notify};
 
+/// A connection's socket, written by its own task and, for a line that need wait for nothing, by the task
+/// that has the line (a message for another session goes straight onto the target's socket, with no hop
+/// to the target's task). A line is never interleaved with another: whoever writes holds `writing`.
+pub(super) struct Wire {
+    pub(super) half: tokio::net::unix::OwnedWriteHalf,
+    /// Held while a line is being written.
+    pub(super) writing: std::sync::atomic::AtomicBool,
+    /// The rest of a line another task began to write and could not finish (the socket was full): the
+    /// connection's task writes it before anything else, `writing` held for it meanwhile.
+    pub(super) rest: std::sync::Mutex<Option<Vec<u8>>>,
+    /// Set while the connection's task answers a request: what the request sends this connection (a
+    /// report's waiting replies) is queued, so that it follows the answer, as clients expect.
+    pub(super) answering: std::sync::atomic::AtomicBool,
+}
+
+impl Wire {
+    /// Takes the right to write, if nobody holds it.
+    pub(super) fn claim(&self) -> bool {
+        self.writing
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    pub(super) fn release(&self) {
+        self.writing.store(false, Ordering::SeqCst);
+    }
+
+    /// The rest of a line left by another task (its writer's right with it), if there is one.
+    pub(super) fn take_rest(&self) -> Option<Vec<u8>> {
+        self.rest.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// What a connection's task is handed to write.
+pub(super) enum Queued {
+    /// A line, after those before it.
+    Line(String),
+    /// Nothing of its own: a line's rest waits in [`Wire::rest`].
+    Rest,
+}
+
 /// A connection's outbound side.
 #[derive(Clone)]
 pub(super) struct Outbox {
-    pub(super) tx: mpsc::UnboundedSender<String>,
+    pub(super) tx: mpsc::UnboundedSender<Queued>,
     /// Bytes queued and not yet written.
     pub(super) queued: Arc<AtomicUsize>,
     /// Fired to drop a connection that left too much unread.
     pub(super) kill: Arc<Notify>,
+    pub(super) wire: Arc<Wire>,
 }
 
 impl Outbox {
-    /// Queues a line; drops the connection when its client leaves more than the limit unread.
+    /// Sends a line: written at once when nothing waits before it and the socket takes it, else queued
+    /// for the connection's task; drops the connection when its client leaves more than the limit unread.
     pub(super) fn send(&self, line: String) {
+        if self.queued.load(Ordering::SeqCst) == 0
+            && !self.wire.answering.load(Ordering::SeqCst)
+            && self.wire.claim()
+        {
+            // Nothing is queued before it and nobody writes: it goes now.
+            let written = match self.wire.half.try_write(line.as_bytes()) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                // The connection's task meets the error itself and ends.
+                Err(_) => line.len(),
+            };
+            if written == line.len() {
+                self.wire.release();
+                return;
+            }
+            // Begun and not finished: the rest goes first, written by the connection's task, which now
+            // holds the right to write.
+            let rest = line.as_bytes()[written..].to_vec();
+            self.queued.fetch_add(rest.len(), Ordering::SeqCst);
+            *self.wire.rest.lock().unwrap_or_else(|p| p.into_inner()) = Some(rest);
+            let _ = self.tx.send(Queued::Rest);
+            return;
+        }
         let n = line.len();
         if self.queued.fetch_add(n, Ordering::SeqCst) + n > crate::wire::MAX_UNREAD_BYTES {
             self.kill.notify_one();
             return;
         }
-        let _ = self.tx.send(line);
+        let _ = self.tx.send(Queued::Line(line));
     }
 }
 
