@@ -49,6 +49,16 @@ fn config(dir: &Path) -> DaemonConfig {
     }
 }
 
+/// A daemon with the test's profiles on a fresh dir (kept while the first value lives), and a controller
+/// connected to it.
+async fn start() -> (tempfile::TempDir, DaemonConfig, Daemon, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let daemon = Daemon::start(cfg.clone()).await.unwrap();
+    let ctl = Client::connect(&cfg.socket).await;
+    (dir, cfg, daemon, ctl)
+}
+
 /// The job's token, once its process has written its environment.
 async fn token(data: &Path, id: &str) -> String {
     common::job_token(&data.join("jobs"), id).await
@@ -110,10 +120,7 @@ fn pending(rows: &Value, id: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_send_each_other_messages_under_the_message_rules() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, cfg, daemon, mut ctl) = start().await;
     let lead = dispatch(&mut ctl, "agent", "lead").await;
     let helper = dispatch(&mut ctl, "agent", "helper").await;
     let other = dispatch(&mut ctl, "agent", "other").await;
@@ -300,10 +307,7 @@ async fn sessions_send_each_other_messages_under_the_message_rules() {
 /// `notice`, when one is idle or has ended (at once when it is so already, and across a restart).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_spawns_watches_and_takes_its_childrens_results_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, cfg, daemon, mut ctl) = start().await;
     let lead = dispatch(&mut ctl, "agent", "lead").await;
     let mut p = Session::report(&cfg, &lead, true).await;
     let task = p.c.deliver().await;
@@ -479,10 +483,7 @@ async fn a_parent_spawns_watches_and_takes_its_childrens_results_back() {
 /// foreground parent has gone is told so and can hand back again once it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreground_peer_spawns_watches_and_takes_a_handback() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, cfg, daemon, mut ctl) = start().await;
     let mut fg = Client::connect(&cfg.socket).await;
     let me = fg.ok("peer_register", json!({"name": "boss"})).await;
     let boss = me["id"].as_str().unwrap().to_string();
@@ -562,10 +563,7 @@ async fn a_foreground_peer_spawns_watches_and_takes_a_handback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rust_client_takes_peer_items_and_uses_the_board() {
     use agentwire_roost::agent::{Delivery, JobEnv, RoostAgent};
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, cfg, daemon, mut ctl) = start().await;
     let mut agents = Vec::new();
     let mut inboxes = Vec::new();
     for name in ["one", "two"] {
@@ -656,10 +654,7 @@ async fn the_rust_client_takes_peer_items_and_uses_the_board() {
 /// never interleaved with others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_messages_to_a_session_that_reads_late_arrive_whole_and_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, cfg, daemon, mut ctl) = start().await;
     let slow = dispatch(&mut ctl, "agent", "slow").await;
     let fast = dispatch(&mut ctl, "agent", "fast").await;
     let mut target = Session::report(&cfg, &slow, true).await;
@@ -689,10 +684,7 @@ async fn large_messages_to_a_session_that_reads_late_arrive_whole_and_in_order()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reports_answer_comes_before_the_replies_it_sends() {
     use tokio::io::AsyncWriteExt;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let daemon = Daemon::start(cfg.clone()).await.unwrap();
-    let mut ctl = Client::connect(&cfg.socket).await;
+    let (_dir, cfg, daemon, mut ctl) = start().await;
     let id = dispatch(&mut ctl, "agent", "waiting").await;
     ctl.ok("reply", json!({"id": id, "text": "and another"}))
         .await;

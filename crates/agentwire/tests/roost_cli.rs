@@ -4,20 +4,11 @@
 
 mod common;
 
-use common::Daemon;
+use common::{json_of as json, roost_jobs as jobs, Daemon};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// `agentwire jobs --json --roost-socket SOCKET ARGS...`: the daemon's answers as JSON.
-fn jobs(socket: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["jobs", "--json", "--roost-socket", socket])
-        .args(args)
-        .output()
-        .expect("agentwire runs")
-}
 
 /// `agentwire --data-dir DIR jobs ARGS...`, as a person types it: the daemon found through the data dir.
 fn people(data_dir: &Path, args: &[&str]) -> Output {
@@ -33,16 +24,6 @@ fn people(data_dir: &Path, args: &[&str]) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
 #[test]

@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::Daemon;
+use common::{json_of as json, roost_jobs as jobs, Daemon};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// A terminal agent: says whether it has a terminal, its pid, then answers each line typed to it.
@@ -28,25 +27,6 @@ fn config(dir: &Path) -> String {
     )
     .unwrap();
     cfg.to_str().unwrap().to_string()
-}
-
-/// `agentwire jobs --json --roost-socket SOCKET ARGS...`.
-fn jobs(socket: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args(["jobs", "--json", "--roost-socket", socket])
-        .args(args)
-        .output()
-        .expect("agentwire runs")
-}
-
-fn json(out: &Output) -> Value {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
 /// Job `id`'s row once `pred` holds for it (within 15 s).

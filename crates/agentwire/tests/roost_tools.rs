@@ -37,6 +37,15 @@ fn socket(d: &Daemon) -> String {
     d.ready["roost_socket"].as_str().unwrap().to_string()
 }
 
+/// `agentwire serve` with `config` (TOML) in `dir`, and its roost socket.
+fn serve(dir: &Path, config: &str) -> (Daemon, String) {
+    let path = dir.join("agentwire.toml");
+    std::fs::write(&path, config).unwrap();
+    let d = Daemon::start(&dir.join("data"), &["--config", path.to_str().unwrap()]);
+    let s = socket(&d);
+    (d, s)
+}
+
 async fn call(socket: &str, op: &str, args: Value) -> Value {
     let mut c = Controller::connect(Path::new(socket)).await.unwrap();
     c.call(op, args)
@@ -92,23 +101,16 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
     let worker = dir.path().join("worker.py");
     std::fs::write(&worker, WORKER).unwrap();
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
-    let config = dir.path().join("agentwire.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.boss]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"nipxx\"]\n\
-             [roost.profiles.worker]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
-            fake.base_url,
-            worker.display(),
-            sdk.display()
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start(
-        &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+    let (d, s) = serve(
+        dir.path(),
+        &format!(
+        "[agents.boss]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"nipxx\"]\n\
+         [roost.profiles.worker]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
+        fake.base_url,
+        worker.display(),
+        sdk.display()
+    ),
     );
-    let s = socket(&d);
     let w = call(
         &s,
         "dispatch",
@@ -298,20 +300,13 @@ async fn a_model_agent_keeps_the_board_messages_a_job_and_reads_refusals() {
 async fn a_message_to_a_hosted_model_agents_job_is_a_turn_of_its_conversation() {
     let fake = FakeOpenAi::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agentwire.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\nexpose = [\"roost\"]\n",
-            fake.base_url
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start(
-        &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+    let (_d, s) = serve(
+        dir.path(),
+        &format!(
+        "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\nexpose = [\"roost\"]\n",
+        fake.base_url
+    ),
     );
-    let s = socket(&d);
     let quick = Duration::from_millis(5);
     fake.push(stream(text_chunks(&["Paris."], (5, 2)), quick));
     fake.push(stream(text_chunks(&["Noted."], (5, 2)), quick));
@@ -371,20 +366,13 @@ async fn a_message_to_a_hosted_model_agents_job_is_a_turn_of_its_conversation() 
 async fn a_hosted_model_agent_hands_its_result_back_as_its_job() {
     let fake = FakeOpenAi::start();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agentwire.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agents.reviewer]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"roost\"]\n",
-            fake.base_url
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start(
-        &dir.path().join("data"),
-        &["--config", config.to_str().unwrap()],
+    let (_d, s) = serve(
+        dir.path(),
+        &format!(
+        "[agents.reviewer]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\nexpose = [\"roost\"]\n",
+        fake.base_url
+    ),
     );
-    let s = socket(&d);
     let quick = Duration::from_millis(5);
     tool_call(&fake, 1, "roost_peers", json!({}), quick);
     tool_call(

@@ -346,3 +346,23 @@ pub fn health(relay: &str) -> (u16, String) {
     let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
     (status, body)
 }
+
+/// `agentwire jobs --json --roost-socket SOCKET ARGS...`: the roost daemon's answers, as a program reads them.
+pub fn roost_jobs(socket: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["jobs", "--json", "--roost-socket", socket])
+        .args(args)
+        .output()
+        .expect("agentwire runs")
+}
+
+/// A command's stdout as JSON, once it exited 0 (its stderr shown when it did not).
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
