@@ -19,6 +19,8 @@ pub const CONCIERGE_NAME: &str = "concierge";
 /// Longest reply text: a reply is typed into an agent; a megabyte is more than any person types, and keeps
 /// a request line far under the 4 MiB line limit.
 pub const MAX_REPLY_BYTES: usize = 1024 * 1024;
+/// How much of a peer item's text its feed event shows: a line of a person's feed, not the message.
+const ITEM_PREVIEW_CHARS: usize = 80;
 
 /// How a reply joins the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -816,15 +818,30 @@ impl Supervisor {
             item: Some(item),
             exact: as_item,
         });
-        let preview: String = text.chars().take(80).collect();
+        self.item_event(at, to, kind, &from, Some(seq), text);
+        Ok(seq)
+    }
+
+    /// The feed event of a peer item `kind` from `from` to session `to`: `#seq from <name>: <the text's
+    /// first 80 characters>` (no `#seq` for a foreground peer's, which keeps nothing to ack).
+    pub fn item_event(
+        &mut self,
+        at: u64,
+        to: &str,
+        kind: crate::peer_item::ItemKind,
+        from: &crate::peer_item::From,
+        seq: Option<u64>,
+        text: &str,
+    ) {
+        let preview: String = text.chars().take(ITEM_PREVIEW_CHARS).collect();
+        let seq = seq.map(|s| format!("#{s} ")).unwrap_or_default();
         self.event_by(
             at,
             to,
             kind.as_str(),
-            format!("#{seq} from {}: {preview}", from.name),
-            Some(&from),
+            format!("{seq}from {}: {preview}", from.name),
+            Some(from),
         );
-        Ok(seq)
     }
 
     /// A report: the job's row. Returns whether the state changed (worth a feed event).

@@ -108,6 +108,17 @@ async fn dispatch(ctl: &mut Client, profile: &str, name: &str) -> String {
         .to_string()
 }
 
+/// The caller's own entry of a `peers` answer.
+fn own_row(peers: &Value) -> Value {
+    peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["self"] == true)
+        .cloned()
+        .expect("the caller among its peers")
+}
+
 fn pending(rows: &Value, id: &str) -> u64 {
     rows["rows"]
         .as_array()
@@ -338,13 +349,7 @@ async fn a_parent_spawns_watches_and_takes_its_childrens_results_back() {
     let mut one = Session::report(&cfg, &c1, true).await;
     assert_eq!(one.c.deliver().await["text"], "part one");
     let peers = one.c.ok("peers", json!({})).await;
-    let me = peers["peers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["self"] == true)
-        .cloned()
-        .unwrap();
+    let me = own_row(&peers);
     assert_eq!(me["parent"], lead.as_str());
     let events = ctl.ok("events", json!({"id": c1})).await;
     let start = &events["events"][0];
@@ -503,13 +508,7 @@ async fn a_foreground_peer_spawns_watches_and_takes_a_handback() {
     let mut kid = Session::report(&cfg, &child, true).await;
     assert_eq!(kid.c.deliver().await["text"], "part one");
     let peers = kid.c.ok("peers", json!({})).await;
-    let row = peers["peers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["self"] == true)
-        .cloned()
-        .unwrap();
+    let row = own_row(&peers);
     assert_eq!(row["parent"], boss.as_str());
     let watched = fg.ok("watch", json!({"id": "kid", "when": "ended"})).await;
     assert_eq!(watched["fired"], false);

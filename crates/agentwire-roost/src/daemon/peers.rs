@@ -271,19 +271,12 @@ impl Shared {
         item: PeerItem,
         text: &str,
     ) -> Result<&'static str, Refusal> {
-        let Some((conn, _)) = st.fg_peers.iter().find(|(_, p)| p.id == target) else {
+        let Some(conn) = fg_conn(st, target) else {
             return self.put_item(st, target, item, text);
         };
-        let conn = *conn;
-        let preview: String = text.chars().take(80).collect();
         let mark = st.sup.next_event;
-        st.sup.event_by(
-            now(),
-            target,
-            item.kind.as_str(),
-            format!("from {}: {preview}", item.from.name),
-            Some(&item.from),
-        );
+        st.sup
+            .item_event(now(), target, item.kind, &item.from, None, text);
         // Written (its feed event, and what else waits) before it is delivered: a refusal delivers nothing.
         if let Err(e) = self.persist(st, &[], &[], None) {
             st.sup.events.retain(|e| e.seq <= mark);
@@ -301,29 +294,15 @@ impl Shared {
     /// with its feed event (written with the next write).
     pub(super) fn deliver_fg_notices(&self, st: &mut State) {
         for (watcher, item, text) in std::mem::take(&mut st.sup.fg_notices) {
-            let Some(conn) = st
-                .fg_peers
-                .iter()
-                .find(|(_, p)| p.id == watcher)
-                .map(|(c, _)| *c)
-            else {
+            let Some(conn) = fg_conn(st, &watcher) else {
                 tracing::debug!(
                     watcher,
                     "a watch fired for a foreground peer that is not connected"
                 );
                 continue;
             };
-            st.sup.event_by(
-                now(),
-                &watcher,
-                item.kind.as_str(),
-                format!(
-                    "from {}: {}",
-                    item.from.name,
-                    text.chars().take(80).collect::<String>()
-                ),
-                Some(&item.from),
-            );
+            st.sup
+                .item_event(now(), &watcher, item.kind, &item.from, None, &text);
             if let Some(o) = st.outboxes.get(&conn) {
                 o.send(fg_deliver_line(&watcher, &item, &text));
             }
@@ -451,7 +430,7 @@ impl Shared {
         })?;
         // A job parent keeps the report until its agent takes it; a foreground parent (it keeps nothing)
         // must be connected, or the child is told and can hand back again.
-        let fg_parent = st.fg_peers.values().any(|p| p.id == parent);
+        let fg_parent = fg_conn(&st, &parent).is_some();
         if !st.sup.jobs.contains_key(&parent) && !fg_parent {
             return Err(Refusal::new(
                 ErrorCode::NotFound,
@@ -470,6 +449,14 @@ impl Shared {
         self.push_row(&st, &me.id);
         Ok(json!({}))
     }
+}
+
+/// The connection of foreground peer `id`, while it is connected.
+fn fg_conn(st: &State, id: &str) -> Option<u64> {
+    st.fg_peers
+        .iter()
+        .find(|(_, p)| p.id == id)
+        .map(|(c, _)| *c)
 }
 
 /// A peer item's `deliver` event to foreground peer `target`: no seq (nothing is kept to ack), the
