@@ -180,15 +180,7 @@ fn bounded(field: &str, text: &str, max: usize, one_line: bool) -> Result<String
 
 /// A task id on the wire: a positive integer, or a string of digits.
 pub fn task_id(v: &serde_json::Value) -> Result<u64, Refusal> {
-    let n = match v {
-        serde_json::Value::Number(n) => n.as_u64(),
-        serde_json::Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-            s.parse().ok()
-        }
-        _ => None,
-    };
-    n.filter(|n| *n > 0)
-        .ok_or_else(|| Refusal::bad("a task id is a positive integer, or a string of digits"))
+    crate::wire::numbered_id(v, "a task id")
 }
 
 impl Board {

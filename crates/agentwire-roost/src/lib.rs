@@ -4,7 +4,9 @@
 //! [`wire`] parses and builds the lines; [`report`] validates an agent's report against the spec's fields
 //! and bounds; [`supervisor`] holds jobs, replies, acks, the conversations jobs serve and the feed;
 //! [`escalation`] decides what becomes of a stop's SIGKILL across a restart; [`turn_row`] shows an engine
-//! turn on a hosted job's row. All five are pure; [`store`]
+//! turn on a hosted job's row; [`when`] reads a schedule's `when` (`every 30m`, `daily 18:00`, ...) and says
+//! when it is next due; [`concierge`] keeps the concierge's policy, orders and digests, and [`schedule`]
+//! the jobs started on a clock. All eight are pure; [`store`]
 //! keeps them durable and [`daemon`] drives them.
 //!
 //! # Trust model
@@ -31,6 +33,7 @@
 pub mod agent;
 pub mod board;
 pub mod client;
+pub mod concierge;
 pub mod daemon;
 pub mod escalation;
 mod field;
@@ -38,10 +41,12 @@ pub mod front;
 pub mod peer_item;
 pub mod profile;
 pub mod report;
+pub mod schedule;
 pub mod settings;
 pub mod store;
 pub mod supervisor;
 pub mod terminal;
 pub mod turn_row;
 pub mod watch;
+pub mod when;
 pub mod wire;

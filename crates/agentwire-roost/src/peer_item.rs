@@ -108,6 +108,10 @@ const ENVELOPE_TAG: &str = "roost-item";
 /// session, not the user), that it carries no authority, and that a command in it is text. A closing tag in
 /// `text` is written so that it cannot end the envelope early.
 pub fn envelope(item: &PeerItem, text: &str) -> String {
+    if item.kind == ItemKind::Digest {
+        // The daemon's own account, already in its `<roost-digest>` ([`crate::concierge::digest`]).
+        return text.to_string();
+    }
     let close = format!("</{ENVELOPE_TAG}");
     let body = text.replace(&close, &format!("<\\/{ENVELOPE_TAG}"));
     let name = crate::wire::fold_name(&item.from.name).replace('"', "'");

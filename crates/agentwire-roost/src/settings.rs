@@ -19,6 +19,35 @@ pub struct RoostSection {
     pub config: Option<PathBuf>,
     /// `[roost.profiles.<name>]`.
     pub profiles: HashMap<String, Profile>,
+    /// The profile (a roost profile or a hosted agent) the concierge runs when the hub turns it on
+    /// without naming one.
+    pub concierge: Option<String>,
+    /// The concierge's starting `answer` policy: `never` (the default), `routine` or `always`.
+    pub concierge_answer: Option<crate::concierge::Answer>,
+    /// Whether the concierge may stop, respawn and dispatch at the start (default false).
+    pub concierge_act: bool,
+    /// The IANA time zone of schedules' and standing orders' times of day (default: the system's).
+    pub timezone: Option<String>,
+}
+
+/// The concierge's setup from the section.
+pub fn concierge(section: &RoostSection) -> crate::daemon::ConciergeSetup {
+    crate::daemon::ConciergeSetup {
+        launch: section.concierge.clone(),
+        policy: crate::concierge::Policy {
+            answer: section.concierge_answer.unwrap_or_default(),
+            act: section.concierge_act,
+        },
+    }
+}
+
+/// The zone schedules and orders are read in: `timezone`, else the system's; an unknown name is an
+/// error that names it.
+pub fn zone(section: &RoostSection) -> Result<crate::when::Zone, crate::when::WhenError> {
+    match &section.timezone {
+        Some(name) => crate::when::Zone::named(name),
+        None => Ok(crate::when::Zone::system()),
+    }
 }
 
 /// The profiles in force: the roost.json named by `config_flag` (`--roost-config`) or the section's

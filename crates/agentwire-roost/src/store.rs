@@ -41,6 +41,24 @@ pub struct Escalations<'a> {
     pub done: &'a [Escalation],
 }
 
+/// The records written whole, each only when it changed (none: as stored).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Records<'a> {
+    /// Every watch held now, in place of those stored.
+    pub watches: Option<&'a [crate::watch::Watch]>,
+    /// The task board.
+    pub board: Option<&'a crate::board::Board>,
+    /// The concierge's record.
+    pub concierge: Option<&'a crate::concierge::Concierge>,
+    /// The schedules.
+    pub schedules: Option<&'a crate::schedule::Schedules>,
+}
+
+/// The `kept` row of the concierge's record.
+const CONCIERGE: &str = "concierge";
+/// The `kept` row of the schedules.
+const SCHEDULES: &str = "schedules";
+
 /// The store.
 pub struct Store {
     conn: Connection,
@@ -69,6 +87,9 @@ impl Store {
              CREATE TABLE IF NOT EXISTS watches (n INTEGER PRIMARY KEY, watch TEXT NOT NULL);
              -- The task board (M47), written whole when it changes: at most 200 tasks.
              CREATE TABLE IF NOT EXISTS board (n INTEGER PRIMARY KEY CHECK (n = 1), board TEXT NOT NULL);
+             -- Records written whole when they change, by name: the concierge's (M44-M46, with at most
+             -- 50 orders) and the schedules (at most 100).
+             CREATE TABLE IF NOT EXISTS kept (name TEXT PRIMARY KEY, doc TEXT NOT NULL) WITHOUT ROWID;
              CREATE TABLE IF NOT EXISTS escalations (pid INTEGER NOT NULL, identity TEXT NOT NULL,
                  job_id TEXT NOT NULL, deadline_ms INTEGER NOT NULL,
                  PRIMARY KEY (pid, identity)) WITHOUT ROWID;",
@@ -128,6 +149,20 @@ impl Store {
         {
             sup.board = serde_json::from_str(&board)?;
         }
+        let kept = |name: &str| -> Result<Option<String>, StoreError> {
+            Ok(self
+                .conn
+                .query_row("SELECT doc FROM kept WHERE name = ?1", [name], |r| {
+                    r.get::<_, String>(0)
+                })
+                .optional()?)
+        };
+        if let Some(doc) = kept(CONCIERGE)? {
+            sup.concierge = serde_json::from_str(&doc)?;
+        }
+        if let Some(doc) = kept(SCHEDULES)? {
+            sup.schedules = serde_json::from_str(&doc)?;
+        }
         let mut stmt = self.conn.prepare("SELECT watch FROM watches ORDER BY n")?;
         for row in stmt.query_map([], |r| r.get::<_, String>(0))? {
             sup.watches.push(serde_json::from_str(&row?)?);
@@ -162,12 +197,17 @@ impl Store {
         events: &[&FeedEvent],
         escalations: Escalations<'_>,
     ) -> Result<(), StoreError> {
-        self.write_all(jobs, removed, dispatch, events, escalations, None, None)
+        self.write_all(
+            jobs,
+            removed,
+            dispatch,
+            events,
+            escalations,
+            Records::default(),
+        )
     }
 
-    /// Like [`write`](Self::write), and with `watches`, every watch held now in place of those stored, and
-    /// with `board`, the task board.
-    #[allow(clippy::too_many_arguments)]
+    /// Like [`write`](Self::write), and with the [`Records`] that changed.
     pub fn write_all(
         &mut self,
         jobs: &[&Job],
@@ -175,9 +215,14 @@ impl Store {
         dispatch: &[(String, String)],
         events: &[&FeedEvent],
         escalations: Escalations<'_>,
-        watches: Option<&[crate::watch::Watch]>,
-        board: Option<&crate::board::Board>,
+        records: Records<'_>,
     ) -> Result<(), StoreError> {
+        let Records {
+            watches,
+            board,
+            concierge,
+            schedules,
+        } = records;
         let tx = self.conn.transaction()?;
         // Forgotten before the new ones are added: a pid reused at once has a record of its own (another
         // identity), which this never deletes.
@@ -240,7 +285,8 @@ impl Store {
             .execute(params![r, j])?;
         }
         for e in events {
-            tx.prepare_cached("INSERT OR IGNORE INTO events (seq, event) VALUES (?1, ?2)")?
+            // An event is written again when what it says was completed after (who caused it).
+            tx.prepare_cached("INSERT OR REPLACE INTO events (seq, event) VALUES (?1, ?2)")?
                 .execute(params![e.seq as i64, serde_json::to_string(e)?])?;
         }
         if !events.is_empty() {
@@ -252,6 +298,14 @@ impl Store {
         if let Some(board) = board {
             tx.prepare_cached("INSERT OR REPLACE INTO board (n, board) VALUES (1, ?1)")?
                 .execute([serde_json::to_string(board)?])?;
+        }
+        if let Some(c) = concierge {
+            tx.prepare_cached("INSERT OR REPLACE INTO kept (name, doc) VALUES (?1, ?2)")?
+                .execute([CONCIERGE, &serde_json::to_string(c)?])?;
+        }
+        if let Some(s) = schedules {
+            tx.prepare_cached("INSERT OR REPLACE INTO kept (name, doc) VALUES (?1, ?2)")?
+                .execute([SCHEDULES, &serde_json::to_string(s)?])?;
         }
         if let Some(watches) = watches {
             tx.prepare_cached("DELETE FROM watches")?.execute([])?;

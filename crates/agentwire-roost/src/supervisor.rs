@@ -128,6 +128,9 @@ pub struct Job {
     /// The job that spawned it, if one did (its parent; `spawn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// Its role: `concierge` for the concierge's job (M44), else none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 impl Job {
@@ -231,6 +234,18 @@ pub struct Supervisor {
     /// Set when the board changed since it was last written (and pushed).
     #[serde(skip)]
     pub board_changed: bool,
+    /// The concierge's record ([`crate::concierge`]).
+    #[serde(skip)]
+    pub concierge: crate::concierge::Concierge,
+    /// Set when the concierge's record changed since it was last written.
+    #[serde(skip)]
+    pub concierge_changed: bool,
+    /// The schedules ([`crate::schedule`]).
+    #[serde(skip)]
+    pub schedules: crate::schedule::Schedules,
+    /// Set when the schedules changed since they were last written.
+    #[serde(skip)]
+    pub schedules_changed: bool,
 }
 
 /// What one job looked like before a change, to put back when the change could not be made durable: the
@@ -275,6 +290,7 @@ impl Supervisor {
                 order: j.order,
                 renamed: j.renamed,
                 parent: j.parent.clone(),
+                role: j.role.clone(),
             }),
             pending: self.jobs.get(id).map_or(0, |j| j.pending.len()),
             dispatch_ids: self
@@ -343,6 +359,17 @@ impl Supervisor {
         if matches!(what, "state" | "stop" | "exit" | "rm") {
             self.fire_watches(id, at);
             self.release_claims_of_gone(id, at);
+        }
+    }
+
+    /// Says that session `who` caused the feed events after cursor `before` that name nobody yet (what
+    /// the concierge did through the person's ops).
+    pub fn attribute_since(&mut self, before: u64, who: &crate::peer_item::From) {
+        for e in self.events.iter_mut().rev().take_while(|e| e.seq > before) {
+            if e.who.is_none() {
+                e.who = Some(who.name.clone());
+                e.who_id = Some(who.id.clone());
+            }
         }
     }
 
@@ -601,6 +628,7 @@ impl Supervisor {
                 order: None,
                 renamed: false,
                 parent: None,
+                role: None,
             },
         );
         Ok(&self.jobs[&id])
@@ -946,6 +974,11 @@ impl Supervisor {
             )));
         }
         let job = self.job_mut(id)?;
+        if job.role.is_some() {
+            return Err(Refusal::bad(format!(
+                "the {CONCIERGE_NAME}'s row keeps its name"
+            )));
+        }
         let before = std::mem::replace(&mut job.name, name.clone());
         job.renamed = true;
         self.event(at, id, "rename", format!("{before} -> {name}"));

@@ -47,6 +47,8 @@ pub enum ErrorCode {
     Blocked,
     /// A task another live session holds (M47).
     Conflict,
+    /// The concierge's policy does not allow it (M45).
+    Policy,
     /// A code this version does not know (round-trips).
     Unknown(String),
 }
@@ -64,6 +66,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Blocked => "blocked",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::Policy => "policy",
             ErrorCode::Unknown(s) => s,
         }
     }
@@ -80,9 +83,27 @@ impl ErrorCode {
             "rate_limited" => ErrorCode::RateLimited,
             "blocked" => ErrorCode::Blocked,
             "conflict" => ErrorCode::Conflict,
+            "policy" => ErrorCode::Policy,
             other => ErrorCode::Unknown(other.to_string()),
         }
     }
+}
+
+/// A numbered thing's id (a task's, an order's, a schedule's): a positive integer, or a string of digits;
+/// `what` names it in the refusal.
+pub fn numbered_id(v: &serde_json::Value, what: &str) -> Result<u64, Refusal> {
+    let n = match v {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse().ok()
+        }
+        _ => None,
+    };
+    n.filter(|n| *n > 0).ok_or_else(|| {
+        Refusal::bad(format!(
+            "{what} is a positive integer, or a string of digits"
+        ))
+    })
 }
 
 /// A refusal: a code and a message for people.

@@ -92,6 +92,8 @@ fn config(dir: &Path) -> DaemonConfig {
         hosted: Default::default(),
         retention: None,
         terminal_holder: None,
+        concierge: Default::default(),
+        calendar: Default::default(),
     }
 }
 
@@ -728,6 +730,8 @@ async fn jobs_idle_past_the_retention_are_removed_with_their_dirs_unless_a_perso
     let cfg = DaemonConfig {
         retention: Some(Duration::from_secs(2)),
         terminal_holder: None,
+        concierge: Default::default(),
+        calendar: Default::default(),
         ..config(dir.path())
     };
     let daemon = Daemon::start(cfg.clone()).await.unwrap();

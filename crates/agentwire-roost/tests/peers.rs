@@ -46,6 +46,8 @@ fn config(dir: &Path) -> DaemonConfig {
         hosted: Default::default(),
         retention: None,
         terminal_holder: None,
+        concierge: Default::default(),
+        calendar: Default::default(),
     }
 }
 

@@ -195,6 +195,8 @@ fn config(dir: &Path, extra: impl FnOnce(&mut HashMap<String, Profile>)) -> Daem
         hosted: Default::default(),
         retention: None,
         terminal_holder: None,
+        concierge: Default::default(),
+        calendar: Default::default(),
     }
 }
 

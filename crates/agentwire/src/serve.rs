@@ -336,6 +336,11 @@ async fn start(config: Resolved) -> Result<Running, String> {
         retention: journal_retention,
         // Terminal agents' terminals are held by this same binary (`agentwire roost-term`).
         terminal_holder: crate::roost_term::holder(),
+        concierge: roost.concierge,
+        calendar: agentwire_roost::daemon::Calendar {
+            zone: roost.zone,
+            ..Default::default()
+        },
     })
     .await
     .map_err(|e| e.to_string())?;

@@ -22,6 +22,9 @@ impl Shared {
                     "this session's job has ended",
                 ));
             }
+            if Self::concierge_conn(st, conn).is_some() {
+                return Ok(Actor::Concierge(me));
+            }
             return Ok(Actor::Session(me));
         }
         match controller {

@@ -34,7 +34,7 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// What the daemon offers in `hello`.
 const CAPABILITIES: [&str; 3] = ["replies", "steer", "agent-items"];
 /// The controller's ops: refused on a session's connection.
-const CONTROLLER_OPS: [&str; 13] = [
+const CONTROLLER_OPS: [&str; 19] = [
     "dispatch",
     "conversation",
     "reply",
@@ -48,6 +48,12 @@ const CONTROLLER_OPS: [&str; 13] = [
     "rename",
     "reorder",
     "shutdown",
+    "concierge",
+    "concierge-ask",
+    "schedules",
+    "schedule-add",
+    "schedule-rm",
+    "schedule-pause",
 ];
 
 enum Read {
@@ -299,7 +305,9 @@ fn handle(
     op: &str,
     args: &serde_json::Map<String, Value>,
 ) -> Result<Value, Refusal> {
-    if CONTROLLER_OPS.contains(&op) {
+    // The feed is the concierge's too: it carries every tree's messages.
+    let concierge_reads = op == "events" && *session && shared.is_concierge_conn(conn);
+    if CONTROLLER_OPS.contains(&op) && !concierge_reads {
         if *session {
             return Err(Refusal::new(
                 ErrorCode::Unsupported,
@@ -374,6 +382,14 @@ fn handle(
         "watch" => shared.watch(conn, args),
         "task" => shared.task(conn, *session, peer.may_control(), args),
         "shutdown" => Ok(shared.ask_shutdown()),
+        "concierge" => shared.concierge(args),
+        "concierge-ask" => shared.concierge_ask(args),
+        "concierge-say" | "concierge-suggest" | "concierge-reply" | "concierge-policy"
+        | "concierge-act" => shared.concierge_own(conn, op, args),
+        "concierge-order" => shared.concierge_order(conn, !*session && peer.may_control(), args),
+        "schedules" | "schedule-add" | "schedule-rm" | "schedule-pause" => {
+            shared.schedule_op(op, args)
+        }
         other => Err(Refusal::bad(format!("unknown op {other:?}"))),
     }
 }

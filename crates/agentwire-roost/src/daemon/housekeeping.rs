@@ -1,6 +1,7 @@
 //! What the daemon does at start and every second, outside any request: re-arms the stop escalations and
 //! re-adopts the jobs a daemon before it left, reaps exited children, checks on re-adopted jobs and on
-//! stopped processes, reads terminal agents' rows, and writes the rows marked dirty.
+//! stopped processes, reads terminal agents' rows, runs the schedules that are due, sends the concierge
+//! its digest, and writes the rows marked dirty.
 
 use super::process;
 use super::state::{now, now_ms, Shared};
@@ -135,11 +136,15 @@ impl Shared {
         }
         st.sup.expire_watches(super::state::now_ms());
         self.release_departed_peers(&mut st);
+        self.run_schedules(&mut st);
+        self.concierge_tick(&mut st);
         let dirty: Vec<String> = st.dirty.drain().collect();
         let pending_writes = !st.sup.fired.is_empty()
             || !st.sup.fg_notices.is_empty()
             || st.sup.watches_changed
             || st.sup.board_changed
+            || st.sup.concierge_changed
+            || st.sup.schedules_changed
             || !st.to_remove.is_empty();
         if !dirty.is_empty()
             || !st.to_journal.is_empty()

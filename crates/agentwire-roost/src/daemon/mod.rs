@@ -19,6 +19,7 @@
 //! agent serves a conversation's turns as one job's replies and finds that job with it after a restart.
 
 mod board_ops;
+mod concierge_ops;
 mod conn;
 pub mod hosted;
 mod housekeeping;
@@ -27,6 +28,7 @@ mod peers;
 pub mod process;
 pub mod retention;
 pub mod run_as;
+mod schedule_ops;
 mod state;
 mod stopping;
 mod typist;
@@ -67,6 +69,54 @@ pub struct DaemonConfig {
     /// program first. None runs terminal agents on plain output, where nothing can be typed to them: their
     /// replies wait.
     pub terminal_holder: Option<Vec<std::ffi::OsString>>,
+    /// The concierge's launch and starting policy ([`concierge_ops`]).
+    pub concierge: ConciergeSetup,
+    /// When schedules and standing orders fall due.
+    pub calendar: Calendar,
+}
+
+/// The concierge as the config sets it up (`[roost] concierge`, `concierge_answer`, `concierge_act`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConciergeSetup {
+    /// The profile (a roost profile or a hosted agent) `concierge {action: "on"}` starts when it names
+    /// none.
+    pub launch: Option<String>,
+    /// The policy until the person sets one (kept by the daemon from then on).
+    pub policy: crate::concierge::Policy,
+}
+
+/// The time schedules and standing orders are read in: the zone of their times of day, and the clock.
+#[derive(Clone)]
+pub struct Calendar {
+    /// `[roost] timezone`, else the system's.
+    pub zone: crate::when::Zone,
+    /// Unix seconds now: the system clock, or a test's own, which it moves on at will.
+    pub clock: std::sync::Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl Calendar {
+    /// Unix seconds now, by this calendar's clock.
+    pub fn now(&self) -> u64 {
+        (self.clock)()
+    }
+}
+
+impl Default for Calendar {
+    fn default() -> Self {
+        Calendar {
+            zone: crate::when::Zone::system(),
+            clock: std::sync::Arc::new(agentwire_core::now_secs),
+        }
+    }
+}
+
+impl std::fmt::Debug for Calendar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Calendar")
+            .field("zone", &self.zone)
+            .field("now", &self.now())
+            .finish()
+    }
 }
 
 /// Why the daemon did not start.

@@ -141,6 +141,8 @@ pub(super) struct State {
     pub(super) fg_peers: HashMap<u64, crate::board::Session>,
     /// Foreground peers that left, by id, and when their claims go unless they register again.
     pub(super) fg_leaving: HashMap<String, std::time::Instant>,
+    /// The concierge's status as last pushed to the hubs (pushed again only when it changed).
+    pub(super) concierge_pushed: std::cell::RefCell<Option<Value>>,
 }
 
 pub(super) struct Shared {
@@ -190,7 +192,19 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "pinned": job.pinned,
         "order": job.order,
         "parent": job.parent,
+        "role": job.role,
     })
+}
+
+/// A job's row as the daemon shows it: [`row`], with the concierge's suggestion while it waits.
+pub(super) fn row_in(st: &State, job: &Job) -> Value {
+    let mut r = row(job, st.job_conn.contains_key(&job.id));
+    if job.row_state() == "blocked" {
+        if let Some(s) = st.sup.concierge.suggestions.get(&job.id) {
+            r["suggested"] = json!(s);
+        }
+    }
+    r
 }
 
 pub(super) fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> String {
@@ -241,6 +255,7 @@ impl Shared {
                 to_remove: Vec::new(),
                 fg_peers: HashMap::new(),
                 fg_leaving: HashMap::new(),
+                concierge_pushed: Default::default(),
             }),
             store: Mutex::new(store),
             shutdown_asked: tokio::sync::watch::channel(false).0,
@@ -278,8 +293,12 @@ impl Shared {
             }
         }
         let list: Vec<&Job> = ids.iter().filter_map(|id| st.sup.jobs.get(*id)).collect();
-        let watches = st.sup.watches_changed.then_some(&st.sup.watches[..]);
-        let board = st.sup.board_changed.then_some(&st.sup.board);
+        let records = crate::store::Records {
+            watches: st.sup.watches_changed.then_some(&st.sup.watches[..]),
+            board: st.sup.board_changed.then_some(&st.sup.board),
+            concierge: st.sup.concierge_changed.then_some(&st.sup.concierge),
+            schedules: st.sup.schedules_changed.then_some(&st.sup.schedules),
+        };
         let events: Vec<_> = st
             .sup
             .events
@@ -296,21 +315,17 @@ impl Shared {
         self.store
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .write_all(
-                &list,
-                &removed,
-                &dispatch,
-                &events,
-                escalations,
-                watches,
-                board,
-            )
+            .write_all(&list, &removed, &dispatch, &events, escalations, records)
             .map_err(|e| Refusal::new(ErrorCode::Busy, format!("could not save: {e}")))?;
         st.written_event = st.sup.next_event;
         st.to_remove.clear();
         st.to_journal.clear();
         st.to_forget.clear();
         st.sup.watches_changed = false;
+        st.sup.schedules_changed = false;
+        if std::mem::take(&mut st.sup.concierge_changed) {
+            self.push_concierge(st);
+        }
         if std::mem::take(&mut st.sup.board_changed) {
             self.push_board(st);
         }
@@ -355,16 +370,15 @@ impl Shared {
             return;
         }
         let row = match st.sup.jobs.get(job_id) {
-            Some(j) => row(j, st.job_conn.contains_key(job_id)),
+            Some(j) => row_in(st, j),
             None => json!({ "id": job_id, "removed": true }),
         };
         let mut f = Map::new();
         f.insert("row".into(), row);
-        let line = event_line("row", f);
-        for c in &st.subscribers {
-            if let Some(o) = st.outboxes.get(c) {
-                o.send(line.clone());
-            }
+        self.push_all(st, event_line("row", f));
+        if st.sup.concierge.job.as_deref() == Some(job_id) {
+            // Its row is its status's state.
+            self.push_concierge(st);
         }
     }
 
@@ -481,6 +495,17 @@ impl Shared {
         args: &Map<String, Value>,
         parent: Option<crate::peer_item::From>,
     ) -> Result<Value, Refusal> {
+        let mut st = self.lock();
+        self.dispatch_locked(&mut st, args, parent)
+    }
+
+    /// A dispatch under the lock (a schedule's run, the concierge's act).
+    pub(super) fn dispatch_locked(
+        &self,
+        st: &mut State,
+        args: &Map<String, Value>,
+        parent: Option<crate::peer_item::From>,
+    ) -> Result<Value, Refusal> {
         use crate::wire::Args;
         let profile_name = args.req_str("profile")?;
         let task = args.opt_str("task")?.map(String::from);
@@ -490,7 +515,6 @@ impl Shared {
         if let Some(c) = conversation {
             crate::wire::check_conversation(c)?;
         }
-        let mut st = self.lock();
         if let Some(r) = request_id {
             if let Some(job) = st.sup.dispatched(r) {
                 return Ok(json!({ "id": job.id, "name": job.name }));
@@ -535,7 +559,7 @@ impl Shared {
             }
         }
         if let Err(e) = self.persist(
-            &mut st,
+            st,
             &[&id],
             &[],
             request_id.map(|r| (r.to_string(), id.clone())),
@@ -543,8 +567,8 @@ impl Shared {
             st.sup.restore(undo);
             return Err(e);
         }
-        self.start_process(&mut st, &id);
-        self.push_row(&st, &id);
+        self.start_process(st, &id);
+        self.push_row(st, &id);
         let job = &st.sup.jobs[&id];
         Ok(json!({ "id": job.id, "name": job.name, "reports": job.reports }))
     }
@@ -668,7 +692,7 @@ impl Shared {
         let job = st
             .sup
             .conversation_job(profile, conversation)
-            .map(|j| row(j, st.job_conn.contains_key(&j.id)));
+            .map(|j| row_in(&st, j));
         Ok(json!({ "job": job }))
     }
 
@@ -685,9 +709,32 @@ impl Shared {
         };
         let request_id = args.opt_str("requestId")?;
         let mut st = self.lock();
+        self.reply_locked(&mut st, id, text, mode, request_id, None)
+    }
+
+    /// A reply under the lock, from the person, or, with `who`, from a session acting for them (the
+    /// concierge): its `reply` event says who.
+    pub(super) fn reply_locked(
+        &self,
+        st: &mut State,
+        id: &str,
+        text: &str,
+        mode: Option<ReplyMode>,
+        request_id: Option<&str>,
+        who: Option<&crate::peer_item::From>,
+    ) -> Result<Value, Refusal> {
         let connected = st.job_conn.contains_key(id);
         let undo = st.sup.undo_point(id);
-        match st.sup.reply(id, text, mode, request_id, connected, now())? {
+        let before = st.sup.next_event;
+        let replied = st.sup.reply(id, text, mode, request_id, connected, now())?;
+        if let Some(who) = who {
+            st.sup.attribute_since(before, who);
+        }
+        // An answer came: a suggestion for it is moot.
+        if st.sup.concierge.suggestions.remove(id).is_some() {
+            st.sup.concierge_changed = true;
+        }
+        match replied {
             Replied::Duplicate => {
                 // Taken before. If its job has exited since, by itself, with the reply still waiting (a
                 // crash came between saving the reply and starting the job, say), it is started so the
@@ -699,31 +746,31 @@ impl Shared {
                     .is_some_and(|j| j.life == Life::Exited && !j.pending.is_empty());
                 if exited {
                     st.sup.event(now(), id, "respawn", "started for a reply");
-                    self.start_process(&mut st, id);
-                    self.mark_written_later(&mut st, id);
-                    self.push_row(&st, id);
+                    self.start_process(st, id);
+                    self.mark_written_later(st, id);
+                    self.push_row(st, id);
                 }
                 Ok(json!({ "duplicate": true, "saved": true }))
             }
             Replied::Stop => {
-                self.stop_job(&mut st, id);
+                self.stop_job(st, id);
                 // Its `stop` event came before the stop: its watches and claims see it stopped now.
                 st.sup.ended(id, now());
-                self.persist(&mut st, &[id], &[], None)?;
-                self.push_row(&st, id);
+                self.persist(st, &[id], &[], None)?;
+                self.push_row(st, id);
                 Ok(json!({ "saved": true, "stopped": true }))
             }
             Replied::Saved(seq) => {
-                if let Err(e) = self.persist(&mut st, &[id], &[], None) {
+                if let Err(e) = self.persist(st, &[id], &[], None) {
                     st.sup.restore(undo);
                     return Err(e);
                 }
                 if st.sup.jobs.get(id).is_some_and(|j| j.life != Life::Running) {
                     // A reply to a job that ended starts it again: the reply waits for its agent.
                     st.sup.event(now(), id, "respawn", "started for a reply");
-                    self.start_process(&mut st, id);
+                    self.start_process(st, id);
                     // The reply is saved and answered as saved whatever happens to this write.
-                    self.mark_written_later(&mut st, id);
+                    self.mark_written_later(st, id);
                 }
                 if let Some(c) = st.job_conn.get(id) {
                     if let (Some(o), Some(p)) = (st.outboxes.get(c), st.sup.jobs[id].pending.back())
@@ -731,7 +778,7 @@ impl Shared {
                         o.send(deliver_line(id, p));
                     }
                 }
-                self.push_row(&st, id);
+                self.push_row(st, id);
                 if st
                     .sup
                     .jobs
@@ -750,7 +797,7 @@ impl Shared {
     /// for the journal; the caller's write makes it durable before the op is answered. A crash between the
     /// signal and that write loses the escalation, but then the stop was not answered either, and the job's
     /// record still shows it running (re-adopted by the next daemon, to be stopped again).
-    fn stop_job(&self, st: &mut State, id: &str) {
+    pub(super) fn stop_job(&self, st: &mut State, id: &str) {
         // Its process is reaped once it has gone, so it leaves no zombie behind; past the grace it is
         // killed.
         let child = st.children.remove(id);
@@ -790,29 +837,39 @@ impl Shared {
     /// `stop`, `rm`, `respawn`.
     pub(super) fn lifecycle(&self, op: &str, id: &str) -> Result<Value, Refusal> {
         let mut st = self.lock();
+        self.lifecycle_locked(&mut st, op, id)
+    }
+
+    /// `stop`, `rm`, `respawn` under the lock.
+    pub(super) fn lifecycle_locked(
+        &self,
+        st: &mut State,
+        op: &str,
+        id: &str,
+    ) -> Result<Value, Refusal> {
         st.sup.job(id)?;
         let at = now();
         match op {
             "stop" => {
-                self.stop_job(&mut st, id);
+                self.stop_job(st, id);
                 st.sup.event(at, id, "stop", "stopped");
-                self.persist(&mut st, &[id], &[], None)?;
+                self.persist(st, &[id], &[], None)?;
             }
             "rm" => {
-                self.remove_job(&mut st, id, "removed")?;
+                self.remove_job(st, id, "removed")?;
             }
             _ => {
-                self.stop_job(&mut st, id);
+                self.stop_job(st, id);
                 // A new token: whatever is left of the old process cannot speak for the job any more.
                 if let Some(job) = st.sup.jobs.get_mut(id) {
                     job.token = random_hex(16);
                 }
                 st.sup.event(at, id, "respawn", "started again");
-                self.start_process(&mut st, id);
-                self.persist(&mut st, &[id], &[], None)?;
+                self.start_process(st, id);
+                self.persist(st, &[id], &[], None)?;
             }
         }
-        self.push_row(&st, id);
+        self.push_row(st, id);
         Ok(json!({}))
     }
 
@@ -912,7 +969,7 @@ impl Shared {
             .sup
             .jobs
             .iter()
-            .map(|(id, j)| (id, row(j, st.job_conn.contains_key(id))))
+            .map(|(id, j)| (id, row_in(&st, j)))
             .collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
         json!({ "rows": rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>() })
@@ -921,7 +978,9 @@ impl Shared {
     /// `subscribe`: the rows now, and a push on every change.
     pub(super) fn subscribe(&self, conn: u64) -> Value {
         self.lock().subscribers.insert(conn);
-        self.rows()
+        let mut answer = self.rows();
+        answer["concierge"] = self.concierge_status(&self.lock());
+        answer
     }
 
     /// `events {after?, limit?, id?}`.

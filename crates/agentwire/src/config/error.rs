@@ -125,6 +125,9 @@ pub(crate) enum ConfigError {
     #[error("roost profiles: {0}")]
     Profile(String),
     /// The embedded relay's limits contradict each other or are zero.
+    /// A `[roost]` setting of the concierge or the schedules.
+    #[error("[roost] {0}")]
+    Roost(String),
     #[error("[relay.limits]: {0}")]
     RelayLimits(String),
     /// `[relay.retention]` holds a number that is no time.

@@ -156,6 +156,10 @@ pub(crate) struct Roost {
     /// The engine agents a controller dispatches as profiles of their own names: the `--agent` one
     /// (unless it is a roost job already, or a profile has its name) and every one exposed on `roost`.
     pub(crate) hosted: Vec<String>,
+    /// `[roost] concierge`, `concierge_answer`, `concierge_act`.
+    pub(crate) concierge: agentwire_roost::daemon::ConciergeSetup,
+    /// `[roost] timezone`, else the system's.
+    pub(crate) zone: agentwire_roost::when::Zone,
 }
 
 /// The task-card adapter's settings (its section's own).
@@ -342,7 +346,17 @@ pub(crate) fn resolve(
         config,
         profiles,
         hosted,
+        concierge: agentwire_roost::settings::concierge(&file.roost),
+        zone: agentwire_roost::settings::zone(&file.roost)
+            .map_err(|e| ConfigError::Roost(format!("timezone: {e}")))?,
     };
+    if let Some(c) = &roost.concierge.launch {
+        if !roost.profiles.contains_key(c) && !roost.hosted.contains(c) {
+            return Err(ConfigError::Roost(format!(
+                "concierge: {c:?} is neither a roost profile nor an agent exposed on roost"
+            )));
+        }
+    }
     secrets_not_passed(file, &roost.profiles)?;
     let served = std::iter::once(&agent).chain(more_agents.iter().map(|m| &m.choice));
     for choice in served {

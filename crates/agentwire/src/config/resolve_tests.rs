@@ -120,6 +120,8 @@ fn without_flags_or_file_everything_is_the_default() {
             config: None,
             profiles: HashMap::new(),
             hosted: vec!["demo".to_string()],
+            concierge: Default::default(),
+            zone: agentwire_roost::when::Zone::system(),
         }
     );
 }
