@@ -460,6 +460,24 @@ impl Zone {
         Zone(ZoneKind::System)
     }
 
+    /// Unix seconds as a person reads them in this zone: `2026-12-04 18:00 CET`.
+    pub fn show(&self, unix_secs: u64) -> String {
+        let Some(utc) = DateTime::<Utc>::from_timestamp(unix_secs.min(i64::MAX as u64) as i64, 0)
+        else {
+            return unix_secs.to_string();
+        };
+        match self.0 {
+            ZoneKind::Named(tz) => utc
+                .with_timezone(&tz)
+                .format("%Y-%m-%d %H:%M %Z")
+                .to_string(),
+            ZoneKind::System => utc
+                .with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M %:z")
+                .to_string(),
+        }
+    }
+
     /// The zone's IANA name, or `local` for [`Zone::system`].
     pub fn name(&self) -> &'static str {
         match self.0 {
@@ -492,6 +510,13 @@ mod tests {
         DateTime::<Utc>::from_timestamp_millis(ms as i64)
             .unwrap()
             .to_rfc3339()
+    }
+
+    #[test]
+    fn a_time_is_shown_in_its_zone() {
+        let oslo = Zone::named("Europe/Oslo").unwrap();
+        assert_eq!(oslo.show(1_796_407_200), "2026-12-04 19:00 CET");
+        assert_eq!(Zone::UTC.show(1_796_407_200), "2026-12-04 18:00 UTC");
     }
 
     fn next(when: &str, after: &str, zone: &str) -> Option<String> {

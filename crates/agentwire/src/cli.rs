@@ -1,7 +1,7 @@
 //! The command line's shape: the global options, every subcommand with its help and one example, and what
 //! is generated from the same definitions (`completions <shell>`, `man`).
 
-use crate::{ask, config, fisk_cli, jobs, logging, rooms, show_config, turns_cli};
+use crate::{ask, concierge_cli, config, fisk_cli, jobs, logging, rooms, show_config, turns_cli};
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,6 +66,11 @@ pub(crate) enum Command {
         after_help = "Example:\n  agentwire jobs dispatch coder \"fix the failing test\" --name fix-1"
     )]
     Jobs(jobs::JobsArgs),
+    /// The roost concierge: turn it on or off, ask it, set its policy, keep standing orders.
+    #[command(
+        after_help = "Example:\n  agentwire concierge on && agentwire concierge ask \"what needs me?\""
+    )]
+    Concierge(concierge_cli::ConciergeArgs),
     /// List the daemon's recent turns, of every agent and front (the turn API).
     #[command(after_help = "Example:\n  agentwire turns --protocol fisk --state running")]
     Turns(turns_cli::TurnsArgs),

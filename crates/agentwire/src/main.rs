@@ -6,6 +6,7 @@ mod agents;
 mod ask;
 mod ask_deadline;
 mod cli;
+mod concierge_cli;
 mod config;
 mod data_dir_lock;
 mod fisk_cli;
@@ -117,6 +118,7 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
                 fisk_cli::discover(a, &nats).await
             }
             Command::Jobs(a) => jobs::run(a, &data_dir, roost_socket).await,
+            Command::Concierge(a) => concierge_cli::run(a, &data_dir, roost_socket).await,
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
             Command::Whoami(a) => rooms::whoami(a, &data_dir),

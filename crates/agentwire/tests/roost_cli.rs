@@ -471,3 +471,122 @@ fn the_board_peers_send_and_a_followed_feed() {
     );
     assert!(out.contains("message"), "{out}");
 }
+
+/// `agentwire concierge ...` and `agentwire jobs schedules | schedule ...` as a person types them.
+#[test]
+fn the_concierge_and_schedules_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        "[roost]\nconcierge = \"quiet\"\n[roost.profiles.quiet]\ncommand = [\"sh\", \"-c\", \"exec sleep 30\"]\ntask = \"argv\"\n",
+    )
+    .unwrap();
+    let d = Daemon::start(dir.path(), &["--config", cfg.to_str().unwrap()]);
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .arg("--data-dir")
+            .arg(&d.data_dir)
+            .args(args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .expect("agentwire runs")
+    };
+    let said = |args: &[&str]| {
+        let out = run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    assert!(said(&["concierge", "status"]).starts_with("concierge off\npolicy: answer never;"));
+    let on = said(&["concierge", "on"]);
+    assert!(on.starts_with("concierge on, job "), "{on}");
+    let rows = json(&people(&d.data_dir, &["--json", "ls"]));
+    assert_eq!(rows["rows"][0]["role"], "concierge");
+    assert_eq!(
+        said(&["concierge", "policy", "--answer", "routine", "--act", "on"]),
+        "policy: answer routine; may stop, respawn and dispatch jobs\n"
+    );
+    let kept = said(&[
+        "concierge",
+        "orders",
+        "add",
+        "tell me what failed",
+        "--when",
+        "daily 08:00",
+    ]);
+    assert!(
+        kept.starts_with("kept #1 (user) [daily 08:00, next 20"),
+        "{kept}"
+    );
+    assert!(kept.ends_with("]: tell me what failed\n"), "{kept}");
+    let bad = run(&["concierge", "orders", "add", "x", "--when", "hourly"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("\"hourly\""),
+        "{}",
+        text(&bad.stderr)
+    );
+    assert!(said(&["concierge", "orders"]).starts_with("#1 (user) [daily 08:00"));
+    assert_eq!(said(&["concierge", "orders", "rm", "1"]), "dropped\n");
+    assert!(
+        said(&["concierge", "ask", "anything new?", "--wait", "0"]).starts_with("asked (reply ")
+    );
+    // This concierge never speaks: `ask` says so, with its own exit code.
+    let silent = run(&["concierge", "ask", "hello?", "--wait", "1"]);
+    assert_eq!(silent.status.code(), Some(4), "{}", text(&silent.stderr));
+    assert!(text(&silent.stderr).contains("said nothing within 1 s"));
+    let undo = run(&["concierge", "undo"]);
+    assert_eq!(undo.status.code(), Some(1));
+    assert!(
+        text(&undo.stderr).contains("no answer to undo"),
+        "{}",
+        text(&undo.stderr)
+    );
+
+    let added = said(&[
+        "jobs",
+        "schedule",
+        "add",
+        "quiet",
+        "nightly checks",
+        "--when",
+        "every 1h",
+        "--name",
+        "nightly",
+    ]);
+    assert!(
+        added.starts_with("schedule #1 nightly (every 1h): next run 20"),
+        "{added}"
+    );
+    let table = said(&["jobs", "schedules"]);
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("#1") && l.contains("every 1h") && l.contains("nightly checks")),
+        "{table}"
+    );
+    assert_eq!(
+        said(&["jobs", "schedule", "pause", "1"]),
+        "schedule #1 paused\n"
+    );
+    assert!(said(&["jobs", "schedules"]).contains("paused"));
+    assert!(said(&["jobs", "schedule", "pause", "1", "--off"])
+        .starts_with("schedule #1 resumed: next run 20"));
+    assert_eq!(
+        said(&["jobs", "schedule", "rm", "1"]),
+        "schedule #1 removed\n"
+    );
+    let gone = run(&["jobs", "schedule", "rm", "1"]);
+    assert!(
+        text(&gone.stderr).contains("not_found"),
+        "{}",
+        text(&gone.stderr)
+    );
+    assert!(said(&["concierge", "off"]).starts_with("concierge off, job "));
+}

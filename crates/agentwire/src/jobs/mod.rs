@@ -7,6 +7,7 @@
 
 mod fleet;
 mod follow;
+mod schedules;
 mod table;
 
 use agentwire_roost::client::Controller;
@@ -106,6 +107,12 @@ enum JobsCommand {
     /// Act on the task board as the user: add, done, release, drop, assign.
     #[command(subcommand)]
     Task(fleet::TaskCommand),
+    /// The schedules: jobs started on a clock.
+    #[command(after_help = "Example:\n  agentwire jobs schedules")]
+    Schedules,
+    /// Add, remove, pause or resume a schedule.
+    #[command(subcommand)]
+    Schedule(schedules::ScheduleCommand),
     /// The jobs as a fleet: each with its parent (the job that spawned it).
     #[command(after_help = "Example:\n  agentwire jobs peers")]
     Peers,
@@ -180,12 +187,7 @@ pub(crate) async fn run(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let socket = match (args.socket, &serving) {
-        (Some(s), _) => s,
-        (None, Ok(s)) => s.roost_socket().unwrap_or(configured.clone()),
-        (None, Err(_)) if configured.exists() => configured.clone(),
-        (None, Err(none)) => return Err(format!("{none} (or name a socket with --roost-socket)")),
-    };
+    let socket = socket(args.socket, &serving, &configured)?;
     // Where the jobs' directories are: under the data dir of the daemon behind the socket, when it is known
     // to be this data dir's.
     let jobs_home: Option<PathBuf> = match &serving {
@@ -279,6 +281,21 @@ pub(crate) async fn run(
             let (r, said) = fleet::task(&mut c, command).await?;
             out(&r, said)
         }
+        JobsCommand::Schedules => {
+            listing(
+                &mut c,
+                "schedules",
+                json!({}),
+                "schedules",
+                human,
+                schedules::schedules,
+            )
+            .await
+        }
+        JobsCommand::Schedule(command) => {
+            let (r, said) = schedules::schedule(&mut c, command).await?;
+            out(&r, said)
+        }
         JobsCommand::Peers => listing(&mut c, "rows", json!({}), "rows", human, fleet::peers).await,
         JobsCommand::Send { job, text, from } => {
             let (r, said) = fleet::send(&mut c, &job, &text, &from).await?;
@@ -369,6 +386,34 @@ pub(crate) async fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The supervisor's socket: `flag` (`--roost-socket`), else the socket of the daemon serving the data dir,
+/// else `configured` when it is there; with none, says that no daemon serves the data dir.
+fn socket(
+    flag: Option<PathBuf>,
+    serving: &Result<crate::serving::Serving, String>,
+    configured: &Path,
+) -> Result<PathBuf, String> {
+    match (flag, serving) {
+        (Some(s), _) => Ok(s),
+        (None, Ok(s)) => Ok(s.roost_socket().unwrap_or(configured.to_path_buf())),
+        (None, Err(_)) if configured.exists() => Ok(configured.to_path_buf()),
+        (None, Err(none)) => Err(format!("{none} (or name a socket with --roost-socket)")),
+    }
+}
+
+/// A controller's connection to the supervisor of `--roost-socket`, else of the daemon serving
+/// `data_dir`, else at `configured`.
+pub(crate) async fn controller(
+    flag: Option<PathBuf>,
+    data_dir: &Path,
+    configured: &Path,
+) -> Result<Controller, String> {
+    let socket = socket(flag, &crate::serving::Serving::find(data_dir), configured)?;
+    Controller::connect(&socket)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Calls `op` and prints the list under `key` of its answer as `table` lays it out for a person, or the
