@@ -18,6 +18,10 @@ pub const RETENTION_BATCH: usize = 100;
 impl Shared {
     /// Whether `job`, idle past the retention, goes.
     fn expires(&self, job: &Job) -> bool {
+        // The concierge's job is the person's choice, kept however long it idles (a quiet fleet).
+        if job.role.is_some() {
+            return false;
+        }
         job.life != Life::Running
             || job.conversation.is_some()
             || self.config.hosted.get(&job.profile).is_some()

@@ -876,6 +876,15 @@ impl Shared {
     /// Stops and removes job `id` (feed event `rm` with `why`), and its dir with what its agent wrote.
     pub(super) fn remove_job(&self, st: &mut State, id: &str, why: &str) -> Result<(), Refusal> {
         self.stop_job(st, id);
+        if st.sup.concierge.job.as_deref() == Some(id) {
+            // Without its job the concierge is off; `on` starts a new one.
+            let c = &mut st.sup.concierge;
+            c.job = None;
+            c.on = false;
+            c.in_flight = None;
+            st.sup.concierge_changed = true;
+        }
+        st.sup.concierge.suggestions.remove(id);
         st.sup.remove(id);
         st.job_conn.remove(id);
         st.children.remove(id);
