@@ -44,7 +44,21 @@ What it does (the spec's "Clients"):
 - ``request(op, args, timeout)`` sends another op on the job's connection once its report was taken; a
   refusal is a ``RoostError`` with ``code`` (``disconnected`` when the connection was lost meanwhile),
   ``TimeoutError`` after ``timeout``. ``tasks()``, ``claim_task()``, ``task_done()``, ``release_task()`` and
-  ``add_task()`` are the task board's ops (the ``tasks`` capability) on top of it.
+  ``add_task()`` are the task board's ops (the ``tasks`` capability) on top of it; ``peers()``, ``send()``,
+  ``spawn()``, ``handback()`` and ``watch()`` the fleet's.
+- The concierge's own ops (M44-M46), for the agent the hub runs as its concierge (refused on any other
+  session's connection): ``say(kind, text)`` (``concierge-say``: ``info``, ``need`` or ``answer``, a
+  ``concierge`` event in the feed), ``suggest(session, text, why=None)`` (the waiting row carries it as
+  ``suggested``), ``concierge_reply(session, text, why=None)`` (answers for the user: ``RoostError`` code
+  ``policy`` unless the policy allows it), ``policy()`` (``{answer, act}``), ``act_stop(session)``,
+  ``act_respawn(session)``, ``act_dispatch(profile, task=None, name=None)`` (``concierge-act``: ``policy``
+  without ``act``), ``orders()``, ``add_order(text, when=None)``, ``rm_order(order_id)``,
+  ``order_applied(order_id, text=None)`` (``concierge-order``: each answers ``{orders, order?}``), and
+  ``events(after=None, limit=None, session=None)`` (the feed: ``{events, cursor}``).
+- Peer items come to ``on_reply`` too, with ``reply.kind`` set (``message``, ``report``, ``notice``, and for
+  the concierge ``digest``: its wake-up, the text in ``<roost-digest>``; ``reply.raw`` has ``from`` and
+  ``relation``), once the agent reported ``agentItems: true`` (``report(..., extra={"agentItems": True})``).
+  Each is acked by itself (``exact``) after its handler returns.
 
 Every public method is thread-safe. Problems the agent cannot act on (a refused report, a broken connection)
 are logged to the ``roost_agent`` logger.
@@ -106,7 +120,7 @@ _ENV = (
 
 class RoostError(Exception):
     """The daemon refused a request (``code`` is the protocol's: ``bad_request``, ``unauthorized``,
-    ``not_found``, ``full``, ``busy``, ``unsupported``, ...), or the client could not send it
+    ``not_found``, ``full``, ``busy``, ``unsupported``, ``policy``, ...), or the client could not send it
     (``disconnected``: the connection was lost before the answer; ``not_connected``: no ``report()`` yet;
     ``closed``: after ``close()``)."""
 
@@ -116,7 +130,8 @@ class RoostError(Exception):
 
 
 class Reply(object):
-    """One reply from the user (or, with ``kind`` set, a peer item)."""
+    """One reply from the user, or, with ``kind`` set, a peer item: ``message``, ``report``, ``notice`` or
+    ``digest`` (the concierge's wake-up; ``raw["from"]`` is ``{id: "", name: "roost"}``)."""
 
     __slots__ = ("seq", "text", "mode", "kind", "raw")
 
@@ -378,6 +393,91 @@ class RoostAgent(object):
         if after is not None:
             args["after"] = list(after)
         return self.request("task", args, timeout)
+
+    # --- The concierge's own ops (M44-M46): on its job's connection; another session's is refused ---------
+
+    def say(self, kind, text, timeout=REQUEST_TIMEOUT):
+        """What the concierge tells the user (``concierge-say``): ``kind`` is ``info``, ``need`` or
+        ``answer``; a ``concierge`` event in the feed. ``{seq}``, the event's."""
+        return self.request("concierge-say", {"kind": kind, "text": text}, timeout)
+
+    def suggest(self, session, text, why=None, timeout=REQUEST_TIMEOUT):
+        """An answer suggested for ``session`` (an id or a unique name), which must be waiting
+        (``concierge-suggest``); its row carries it as ``suggested``. ``{id, suggested: {text, why, at}}``."""
+        args = {"id": session, "text": text}
+        if why is not None:
+            args["why"] = why
+        return self.request("concierge-suggest", args, timeout)
+
+    def concierge_reply(self, session, text, why=None, timeout=REQUEST_TIMEOUT):
+        """Answers ``session``'s question in the user's place (``concierge-reply``): ``{saved, seq, ...}``
+        as a reply. Refused ``policy`` unless the policy allows it, ``bad_request`` unless the session waits
+        for an answer to a question."""
+        args = {"id": session, "text": text}
+        if why is not None:
+            args["why"] = why
+        return self.request("concierge-reply", args, timeout)
+
+    def policy(self, timeout=REQUEST_TIMEOUT):
+        """The policy in force (``concierge-policy``): ``{answer: never | routine | always, act: bool}``."""
+        return self.request("concierge-policy", {}, timeout)["policy"]
+
+    def act_stop(self, session, timeout=REQUEST_TIMEOUT):
+        """Stops ``session`` (``concierge-act {what: "stop"}``; refused ``policy`` without ``act``):
+        ``{id}``."""
+        return self.request("concierge-act", {"what": "stop", "id": session}, timeout)
+
+    def act_respawn(self, session, timeout=REQUEST_TIMEOUT):
+        """Starts ``session`` again (``concierge-act {what: "respawn"}``; refused ``policy`` without
+        ``act``): ``{id}``."""
+        return self.request("concierge-act", {"what": "respawn", "id": session}, timeout)
+
+    def act_dispatch(self, profile, task=None, name=None, timeout=REQUEST_TIMEOUT):
+        """A new session of ``profile`` (``concierge-act {what: "dispatch", launch}``; refused ``policy``
+        without ``act``): ``{id, name}``."""
+        launch = {"profile": profile}
+        if task is not None:
+            launch["task"] = task
+        if name is not None:
+            launch["name"] = name
+        return self.request("concierge-act", {"what": "dispatch", "launch": launch}, timeout)
+
+    def orders(self, timeout=REQUEST_TIMEOUT):
+        """The standing orders (``concierge-order {action: "list"}``): ``{orders}``, each ``{id, text, when,
+        by, at, lastAt, nextAt, count}``."""
+        return self.request("concierge-order", {"action": "list"}, timeout)
+
+    def add_order(self, text, when=None, timeout=REQUEST_TIMEOUT):
+        """A standing order, kept ``by: "concierge"``; ``when`` is a schedule (``every 30m``, ``daily
+        18:00``, ``weekdays 09:00``, ``cron "..."``) or None. ``{orders, order}``."""
+        args = {"action": "add", "text": text}
+        if when is not None:
+            args["when"] = when
+        return self.request("concierge-order", args, timeout)
+
+    def rm_order(self, order_id, timeout=REQUEST_TIMEOUT):
+        """Drops one of its own standing orders (the user's are refused ``unsupported``): ``{orders}``."""
+        return self.request("concierge-order", {"action": "rm", "id": order_id}, timeout)
+
+    def order_applied(self, order_id, text=None, timeout=REQUEST_TIMEOUT):
+        """Marks a standing order applied (its ``lastAt`` and ``count``), ``text`` saying what was done:
+        ``{orders, order}``."""
+        args = {"action": "applied", "id": order_id}
+        if text is not None:
+            args["text"] = text
+        return self.request("concierge-order", args, timeout)
+
+    def events(self, after=None, limit=None, session=None, timeout=REQUEST_TIMEOUT):
+        """The feed (``events``): after the cursor ``after``, or the newest ``limit``; one session's only
+        with ``session`` (a job id). ``{events, cursor}``."""
+        args = {}
+        if after is not None:
+            args["after"] = after
+        if limit is not None:
+            args["limit"] = limit
+        if session is not None:
+            args["id"] = session
+        return self.request("events", args, timeout)
 
     # --- Closing ------------------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ Against the real daemon (`$AGENTWIRE_BIN serve`, default <repo>/target/debug/age
 conformance scenario with a scripted agent that uses the client: the first task as reply 1, reports setting
 the row, acks clearing the pending replies, a daemon restart under the agent (it reconnects, says hello,
 reports, and takes the next reply once), and its exit; then an agent that dies between agent.json and its ack
-and is started again (it skips, and only acks, what it had finished).
+and is started again (it skips, and only acks, what it had finished); the fleet ops and the board; and a
+scripted concierge, turned on by the test as the hub, using its own ops (M44-M46) and woken by a digest.
 
 Against a fake daemon (a socket in this process): what the real one cannot be made to do on cue: a daemon
 from before `hello`, replies sent twice, a lost connection or no answer under `request()`, `close()` from a
@@ -54,6 +55,8 @@ CLOSE_TIMEOUT = 2.0
 
 PROFILE = "py"
 ECHO_PROFILE = "echo"
+# The concierge's scripted agent (CONCIERGE_SCRIPT).
+CONCIERGE_PROFILE = "pyconcierge"
 # A job whose process only writes its environment and waits: the test speaks for it with the client.
 HOLD_PROFILE = "hold"
 ECHO_AGENT = os.path.join(REPO, "examples", "python", "echo_agent.py")
@@ -112,6 +115,74 @@ bye.wait()
 agent.close()
 record("exit")
 '''
+
+
+# The concierge, scripted: it takes items (digests), and runs its ops when told. Its first task is JSON naming
+# the session that waits; "act" (a concierge-ask) answers that session for the user and dispatches and stops
+# a helper. What each op answered, or the code it was refused with, goes to received.jsonl.
+CONCIERGE_SCRIPT = r"""
+import json, os, sys, threading
+sys.path.insert(0, sys.argv[1])
+from roost_agent import RoostAgent, RoostError
+
+job_dir = os.environ["ROOST_JOB_DIR"]
+
+def record(what, **fields):
+    fields["what"] = what
+    with open(os.path.join(job_dir, "received.jsonl"), "a") as f:
+        f.write(json.dumps(fields) + "\n")
+
+with open(os.path.join(job_dir, "agent.pid"), "w") as f:
+    f.write(str(os.getpid()))
+
+def attempt(op, *args, **kwargs):
+    try:
+        return {"ok": getattr(agent, op)(*args, **kwargs)}
+    except RoostError as e:
+        return {"code": e.code}
+
+plan = {}
+bye = threading.Event()
+
+def on_reply(r):
+    if r.kind == "digest":
+        record("digest", seq=r.seq, text=r.text, sender=r.raw.get("from"))
+        return
+    record("reply", seq=r.seq, text=r.text)
+    if r.seq == 1:
+        plan.update(json.loads(r.text))
+        waiting = plan["waiting"]
+        got = {"say": attempt("say", "info", "the build is green"),
+               "add": attempt("add_order", "check the build", when="every 30m"),
+               "spare": attempt("add_order", "a spare one")}
+        got["rm"] = attempt("rm_order", got["spare"]["ok"]["order"]["id"])
+        got["orders"] = attempt("orders")
+        got["applied"] = attempt("order_applied", got["add"]["ok"]["order"]["id"], text="checked: green")
+        got["policy"] = attempt("policy")
+        got["suggest"] = attempt("suggest", waiting, "yes", why="the tests pass")
+        got["reply"] = attempt("concierge_reply", waiting, "yes")
+        got["stop"] = attempt("act_stop", waiting)
+        got["events"] = attempt("events", limit=100)
+        got["mine"] = attempt("events", after=0, session=agent.job_id)
+        record("ops", **got)
+    elif r.text == "act":
+        got = {"policy": attempt("policy"),
+               "reply": attempt("concierge_reply", plan["waiting"], "yes", why="routine"),
+               "dispatch": attempt("act_dispatch", "hold", task="hold", name="helper")}
+        if "ok" in got["dispatch"]:
+            got["respawn"] = attempt("act_respawn", got["dispatch"]["ok"]["id"])
+            got["stop"] = attempt("act_stop", got["dispatch"]["ok"]["id"])
+        record("acts", **got)
+    elif r.text == "bye":
+        bye.set()
+    agent.report("working", summary="handled #%d" % r.seq, status="idle", extra={"agentItems": True})
+
+agent = RoostAgent.from_env("scripted-concierge", version="1", on_reply=on_reply,
+                            capabilities=["report", "replies", "agent-items"])
+agent.report("working", summary="starting", status="idle", extra={"agentItems": True})
+bye.wait(60)
+agent.close()
+"""
 
 
 def _agentwire_bin():
@@ -228,10 +299,14 @@ class RealDaemonTest(unittest.TestCase):
         script = os.path.join(self.tmp, "agent.py")
         with open(script, "w") as f:
             f.write(AGENT_SCRIPT)
+        concierge = os.path.join(self.tmp, "concierge.py")
+        with open(concierge, "w") as f:
+            f.write(CONCIERGE_SCRIPT)
         self.config = os.path.join(self.tmp, "agentwire.toml")
         with open(self.config, "w") as f:
             for name, command in ((PROFILE, [sys.executable, script, HERE]),
                                   (ECHO_PROFILE, [sys.executable, ECHO_AGENT]),
+                                  (CONCIERGE_PROFILE, [sys.executable, concierge, HERE]),
                                   (HOLD_PROFILE, ["sh", "-c", "env > env.txt; echo $$ > agent.pid; exec sleep 120"])):
                 f.write("[roost.profiles.%s]\ncommand = %s\ntask = \"type\"\nprotocol = true\n\n"
                         % (name, json.dumps(command)))
@@ -501,6 +576,74 @@ class RealDaemonTest(unittest.TestCase):
         lead.release_task(second["id"])
         states = [(t["title"], t["state"]) for t in lead.tasks()["tasks"]]
         self.assertEqual(states, [("design", "done"), ("build", "open")])
+
+    def test_the_concierge_ops_through_the_client(self):
+        waiting_id, waiting, waiting_got = self.held("waiting", items=False)
+        waiting.report("blocked", summary="asks", status="waiting", waiting_for="question",
+                       question="ship it?", choices=["yes", "no"])
+        self.assertTrue(waiting.flush(CALL_TIMEOUT))
+        # The concierge's ops are refused to any other session.
+        with self.assertRaises(RoostError) as refused:
+            waiting.say("info", "I am not the concierge")
+        self.assertEqual(refused.exception.code, "unsupported")
+
+        # The hub turns the concierge on: a job of the scripted profile; its first task names who waits.
+        status = self.ctl.call("concierge", action="on",
+                               launch={"profile": CONCIERGE_PROFILE, "task": json.dumps({"waiting": waiting_id})})
+        self.assertTrue(status["on"], status)
+        self.job_id = status["id"]
+        self.job_dir = os.path.join(self.data, "roost", "jobs", self.job_id)
+        ops = wait_for(lambda: self.records("ops"), "the concierge to run its ops", diag=self.diag)[0]
+        failed = {k: v for k, v in ops.items() if k not in ("what", "reply", "stop") and "ok" not in v}
+        self.assertEqual(failed, {}, "every op but the refused ones answered")
+        self.assertEqual((ops["reply"], ops["stop"]), ({"code": "policy"}, {"code": "policy"}),
+                         "answer: never and act: false by default")
+        self.assertEqual(ops["policy"]["ok"], {"answer": "never", "act": False})
+
+        # What the user notices: the feed says what it said, by the concierge.
+        said = [e for e in self.ctl.call("events")["events"]
+                if e["what"] == "concierge" and e["text"] == "the build is green"]
+        self.assertEqual(len(said), 1, said)
+        self.assertEqual((said[0]["who"], said[0].get("whoId"), said[0]["why"]),
+                         ("concierge", self.job_id, "info"))
+        self.assertIn(said[0]["seq"], [e["seq"] for e in ops["events"]["ok"]["events"]], "it reads the feed too")
+        self.assertEqual(ops["say"]["ok"], {"seq": said[0]["seq"]})
+        self.assertTrue(ops["mine"]["ok"]["events"])
+        self.assertEqual({e["id"] for e in ops["mine"]["ok"]["events"]}, {self.job_id})
+        # Its orders, as the hub lists them: the spare one dropped, the kept one applied once.
+        orders = self.ctl.call("concierge-order", action="list")["orders"]
+        self.assertEqual([(o["text"], o["by"], o["count"]) for o in orders], [("check the build", "concierge", 1)])
+        self.assertIsNotNone(orders[0]["when"])
+        self.assertEqual([o["text"] for o in ops["orders"]["ok"]["orders"]], ["check the build"])
+        # The waiting row carries the suggestion.
+        row = self.ctl.row(waiting_id)
+        self.assertEqual((row["suggested"]["text"], row["suggested"]["why"]), ("yes", "the tests pass"), row)
+        self.assertEqual(ops["suggest"]["ok"]["id"], waiting_id)
+        # A digest woke it: a peer item of kind digest from the roost, in its tag, acked by itself.
+        digest = wait_for(lambda: self.records("digest"), "a digest", diag=self.diag)[0]
+        self.assertEqual(digest["sender"], {"id": "", "name": "roost"})
+        self.assertIn("<roost-digest", digest["text"])
+        self.wait_row(lambda r: r["pending"] == 0 and r["connected"], "the concierge's items acked")
+
+        # With the policy letting it answer and act: it answers the waiting session, dispatches a helper,
+        # respawns it and stops it.
+        self.ctl.call("concierge", action="answer", answer="always")
+        self.ctl.call("concierge", action="act", act=True)
+        self.ctl.call("concierge-ask", text="act")
+        acts = wait_for(lambda: self.records("acts"), "the concierge to act", diag=self.diag)[0]
+        self.assertEqual(acts["policy"], {"ok": {"answer": "always", "act": True}})
+        self.assertTrue(acts["reply"]["ok"]["saved"], acts)
+        self.assertEqual(acts["dispatch"]["ok"]["name"], "helper", acts)
+        helper = acts["dispatch"]["ok"]["id"]
+        self.assertEqual((acts["respawn"], acts["stop"]), ({"ok": {"id": helper}}, {"ok": {"id": helper}}))
+        wait_for(lambda: any(r.text == "yes" and r.kind is None for r in waiting_got), "the answer, as a reply",
+                 diag=self.diag)
+        by = {e["what"]: e for e in self.ctl.call("events", id=waiting_id)["events"]}
+        self.assertEqual(by["reply"]["who"], "concierge", by)
+        acted = {e["what"]: e.get("who") for e in self.ctl.call("events", id=helper)["events"]}
+        self.assertEqual({w: acted.get(w) for w in ("start", "respawn", "stop")},
+                         {"start": "concierge", "respawn": "concierge", "stop": "concierge"}, acted)
+        self.ctl.call("concierge-ask", text="bye")
 
     def test_a_restarted_agent_skips_what_it_had_finished_and_only_acks_it(self):
         self.dispatch("first task")

@@ -1,5 +1,5 @@
-// The roost protocol's shapes that controllers and agents share: rows, feed events, peers, peer items and
-// the task board (M43, M47, M49), as `agentwire serve` answers them.
+// The roost protocol's shapes that controllers and agents share: rows, feed events, peers, peer items, the
+// concierge's ops (M44-M46) and the task board (M43, M47, M49), as `agentwire serve` answers them.
 
 /** A job's row (`rows`, `subscribe`'s `row` events). */
 export interface Row {
@@ -35,7 +35,8 @@ export interface FeedEvent {
   /** The session that caused it, by name and id. */
   who?: string;
   whoId?: string;
-  /** A `task` event's change: add, claim, release, done, drop, assign. */
+  /** A `task` event's change (add, claim, release, done, drop, assign); a `concierge` event's (info, need,
+   * answer, suggest, on, off, policy, undo, order, order-kept, order-dropped). */
   why?: string;
 }
 
@@ -66,7 +67,8 @@ export interface WatchResult {
   fired: boolean;
 }
 
-/** The kinds of peer item a `deliver` event carries. */
+/** The kinds of peer item a `deliver` event carries (`digest`: the concierge's wake-up, from
+ * `{id: "", name: "roost"}`, its text in `<roost-digest>`). */
 export type ItemKind = "message" | "report" | "notice" | "digest";
 /** What the sender of a peer item is to its receiver. */
 export type Relation = "parent" | "child" | "sibling" | "peer";
@@ -101,4 +103,57 @@ export interface BoardCounts {
   claimed: number;
   blocked: number;
   done: number;
+}
+
+/** What the concierge tells the user (`concierge-say`). */
+export type SayKind = "info" | "need" | "answer";
+
+/** What the concierge may do without asking (`concierge-policy`). */
+export interface ConciergePolicy {
+  /** When it may answer a waiting session for the user (`concierge-reply`). */
+  answer: "never" | "routine" | "always";
+  /** Whether it may stop, respawn and dispatch (`concierge-act`). */
+  act: boolean;
+}
+
+/** An answer the concierge suggested for a waiting session: the row's `suggested`. */
+export interface Suggestion {
+  text: string;
+  why: string | null;
+  at: number;
+}
+
+/** What a reply answers (`reply`, `concierge-reply`): saved, as reply `seq` of its session. */
+export interface ReplySaved {
+  saved: boolean;
+  seq: number;
+  /** A resent request id: taken once already. */
+  duplicate?: boolean;
+  [field: string]: unknown;
+}
+
+/** What `concierge-suggest` answers. */
+export interface SuggestResult {
+  id: string;
+  suggested: Suggestion;
+}
+
+/** A standing order (M46). */
+export interface StandingOrder {
+  id: number;
+  text: string;
+  /** A schedule (`every 30m`, `daily 18:00`, `weekdays 09:00`, `cron "…"`), or null. */
+  when: string | null;
+  by: "user" | "concierge";
+  at: number;
+  lastAt: number | null;
+  nextAt: number | null;
+  count: number;
+}
+
+/** What every `concierge-order` action answers. */
+export interface OrdersResult {
+  orders: StandingOrder[];
+  /** `add` and `applied`: the order. */
+  order?: StandingOrder;
 }

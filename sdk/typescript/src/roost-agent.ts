@@ -17,7 +17,18 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
-import type { BoardResult, Peer, SendOutcome, WatchResult } from "./protocol.js";
+import type {
+  BoardResult,
+  ConciergePolicy,
+  FeedEvent,
+  OrdersResult,
+  Peer,
+  ReplySaved,
+  SayKind,
+  SendOutcome,
+  SuggestResult,
+  WatchResult,
+} from "./protocol.js";
 
 export type * from "./protocol.js";
 
@@ -445,6 +456,60 @@ export class RoostAgent {
   }
   addTask(title: string, more: { detail?: string; after?: Array<number | string> } = {}): Promise<BoardResult> {
     return this.call("task", { action: "add", title, ...more }) as Promise<BoardResult>;
+  }
+
+  // The concierge's own ops (M44-M46): on its job's connection; any other session's is refused.
+
+  /** What the concierge tells the user (`concierge-say`): a `concierge` event in the feed; its `seq`. */
+  say(kind: SayKind, text: string): Promise<{ seq: number }> {
+    return this.call("concierge-say", { kind, text }) as Promise<{ seq: number }>;
+  }
+  /** An answer suggested for `session` (an id or a unique name), which waits; its row carries it. */
+  suggest(session: string, text: string, why?: string): Promise<SuggestResult> {
+    return this.call("concierge-suggest", { id: session, text, ...(why !== undefined ? { why } : {}) }) as Promise<SuggestResult>;
+  }
+  /**
+   * Answers `session`'s question for the user (`concierge-reply`): the reply's `{saved, seq}`. Refused
+   * `policy` unless the policy allows it, `bad_request` unless the session waits for an answer.
+   */
+  conciergeReply(session: string, text: string, why?: string): Promise<ReplySaved> {
+    return this.call("concierge-reply", { id: session, text, ...(why !== undefined ? { why } : {}) }) as Promise<ReplySaved>;
+  }
+  /** The policy in force (`concierge-policy`). */
+  async policy(): Promise<ConciergePolicy> {
+    return ((await this.call("concierge-policy")) as { policy: ConciergePolicy }).policy;
+  }
+  /** Stops `session` (`concierge-act`; refused `policy` without `act`). */
+  actStop(session: string): Promise<{ id: string }> {
+    return this.call("concierge-act", { what: "stop", id: session }) as Promise<{ id: string }>;
+  }
+  /** Starts `session` again (`concierge-act`; refused `policy` without `act`). */
+  actRespawn(session: string): Promise<{ id: string }> {
+    return this.call("concierge-act", { what: "respawn", id: session }) as Promise<{ id: string }>;
+  }
+  /** A new session (`concierge-act`; refused `policy` without `act`). */
+  actDispatch(launch: { profile: string; task?: string; name?: string }): Promise<{ id: string; name: string }> {
+    return this.call("concierge-act", { what: "dispatch", launch }) as Promise<{ id: string; name: string }>;
+  }
+  /** The standing orders (`concierge-order {action: "list"}`). */
+  orders(): Promise<OrdersResult> {
+    return this.call("concierge-order", { action: "list" }) as Promise<OrdersResult>;
+  }
+  /** A standing order, kept `by: "concierge"`; `when` a schedule (`every 30m`, `daily 18:00`, ...). */
+  addOrder(text: string, when?: string): Promise<OrdersResult> {
+    return this.call("concierge-order", { action: "add", text, ...(when !== undefined ? { when } : {}) }) as Promise<OrdersResult>;
+  }
+  /** Drops one of its own standing orders (the user's: `unsupported`). */
+  rmOrder(id: number | string): Promise<OrdersResult> {
+    return this.call("concierge-order", { action: "rm", id }) as Promise<OrdersResult>;
+  }
+  /** Marks a standing order applied (`lastAt`, `count`); `text` says what was done. */
+  orderApplied(id: number | string, text?: string): Promise<OrdersResult> {
+    return this.call("concierge-order", { action: "applied", id, ...(text !== undefined ? { text } : {}) }) as Promise<OrdersResult>;
+  }
+  /** The feed: after a cursor, or the newest `limit`; one session's with `id`. */
+  events(args: { after?: number; limit?: number; id?: string } = {}): Promise<{ events: FeedEvent[]; cursor: number }> {
+    return this.call("events", args) as Promise<{ events: FeedEvent[]; cursor: number }>;
   }
 
   /**

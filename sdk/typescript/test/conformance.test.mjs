@@ -3,7 +3,8 @@
 // reports set the row, its acks clear the pending replies, it survives a daemon restart under it (it
 // reconnects, says hello, reports, and takes the next reply exactly once and none of the acked ones),
 // `agent.json` holds the last finished seq (an agent started again skips what it finished and takes again
-// what it had not), and it exits on "bye" as done. The example echo agent is run the same way.
+// what it had not), and it exits on "bye" as done. The example echo agent is run the same way. Then the
+// fleet ops and the board through the client, and a scripted concierge using its own ops (M44-M46).
 //
 // Run after `cargo build -p agentwire` and `(cd sdk/typescript && npm ci && npm run build)`:
 //   node --test sdk/typescript/test/
@@ -159,6 +160,85 @@ record('life.jsonl', { what: 'exit' })
 process.exit(0)
 `
 
+// The concierge, scripted: it takes items (digests) and runs its ops when told. Its first task is JSON naming
+// the session that waits; "act" (a concierge-ask) answers that session for the user, then dispatches,
+// respawns and stops a helper. What each op answered, or the code it was refused with, goes to its job dir.
+const CONCIERGE_SOURCE = `
+import fs from 'node:fs'
+import path from 'node:path'
+import { RoostAgent, RoostError } from ${JSON.stringify(pathToFileURL(CLIENT).href)}
+
+const dir = process.env.ROOST_JOB_DIR
+const record = (file, what) =>
+  fs.appendFileSync(path.join(dir, file), JSON.stringify({ pid: process.pid, ...what }) + '\\n')
+fs.writeFileSync(path.join(dir, 'agent.pid'), String(process.pid))
+const attempt = async (f) => {
+  try {
+    return { ok: await f() }
+  } catch (e) {
+    if (e instanceof RoostError) return { code: e.code }
+    throw e
+  }
+}
+
+let waiting
+let bye
+const finished = new Promise((resolve) => (bye = resolve))
+const agent = RoostAgent.fromEnv({
+  name: 'scripted-concierge',
+  version: '1.0.0',
+  capabilities: ['report', 'replies', 'agent-items'],
+  onError: (e) => record('errors.jsonl', { error: String((e && e.stack) || e) }),
+  onReply: async (r) => {
+    if (r.kind === 'digest') {
+      record('digests.jsonl', { seq: r.seq, text: r.text, from: r.event.from })
+      return
+    }
+    record('replies.jsonl', { seq: r.seq, text: r.text })
+    if (r.seq === 1) {
+      waiting = JSON.parse(r.text).waiting
+      const got = {
+        say: await attempt(() => agent.say('info', 'the build is green')),
+        add: await attempt(() => agent.addOrder('check the build', 'every 30m')),
+        spare: await attempt(() => agent.addOrder('a spare one')),
+      }
+      got.rm = await attempt(() => agent.rmOrder(got.spare.ok.order.id))
+      got.orders = await attempt(() => agent.orders())
+      got.applied = await attempt(() => agent.orderApplied(String(got.add.ok.order.id), 'checked: green'))
+      got.policy = await attempt(() => agent.policy())
+      got.suggest = await attempt(() => agent.suggest(waiting, 'yes', 'the tests pass'))
+      got.reply = await attempt(() => agent.conciergeReply(waiting, 'yes'))
+      got.stop = await attempt(() => agent.actStop(waiting))
+      got.events = await attempt(() => agent.events({ limit: 100 }))
+      got.mine = await attempt(() => agent.events({ after: 0, id: agent.job.id }))
+      record('ops.jsonl', got)
+    } else if (r.text === 'act') {
+      const got = {
+        policy: await attempt(() => agent.policy()),
+        reply: await attempt(() => agent.conciergeReply(waiting, 'yes', 'routine')),
+        dispatch: await attempt(() => agent.actDispatch({ profile: 'hold', task: 'hold', name: 'helper' })),
+      }
+      if (got.dispatch.ok) {
+        got.respawn = await attempt(() => agent.actRespawn(got.dispatch.ok.id))
+        got.stop = await attempt(() => agent.actStop(got.dispatch.ok.id))
+      }
+      record('acts.jsonl', got)
+    } else if (r.text === 'bye') {
+      bye()
+    }
+    await agent.report({ state: 'working', status: 'idle', summary: 'handled #' + r.seq, agentItems: true })
+  },
+})
+if (!agent) {
+  console.error('not started by roost')
+  process.exit(3)
+}
+await agent.report({ state: 'working', status: 'idle', summary: 'starting', agentItems: true })
+await finished
+await agent.close()
+process.exit(0)
+`
+
 // ---------------------------------------------------------------------------------------------------------
 // The daemon and a controller connection
 
@@ -167,12 +247,15 @@ function makeTemp() {
   const base = fs.mkdtempSync('/tmp/rt-')
   const agentPath = path.join(base, 'agent.mjs')
   fs.writeFileSync(agentPath, AGENT_SOURCE)
+  const conciergePath = path.join(base, 'concierge.mjs')
+  fs.writeFileSync(conciergePath, CONCIERGE_SOURCE)
   const config = path.join(base, 'agentwire.toml')
   const profile = (name, script) =>
     `[roost.profiles.${name}]\ncommand = [${JSON.stringify(process.execPath)}, ${JSON.stringify(script)}]\ntask = "type"\nprotocol = true\n`
   // `hold`: a job whose process writes its environment and waits; the test speaks for it with the client.
   const hold = `[roost.profiles.hold]\ncommand = ["sh", "-c", "env > env.txt; echo $$ > agent.pid; exec sleep 120"]\ntask = "type"\nprotocol = true\n`
-  fs.writeFileSync(config, profile('ts', agentPath) + '\n' + profile('echo', ECHO_AGENT) + '\n' + hold)
+  fs.writeFileSync(config, [profile('ts', agentPath), profile('echo', ECHO_AGENT),
+    profile('tsconcierge', conciergePath), hold].join('\n'))
   return {
     base,
     config,
@@ -366,6 +449,17 @@ class Scene {
       }
       return parts.join('\n')
     }
+  }
+
+  /** The token of a job of the `hold` profile (its process wrote its environment). */
+  token(id) {
+    return this.wait(`${id}'s token`, () => {
+      try {
+        return fs.readFileSync(this.file(id, 'env.txt'), 'utf8').match(/^ROOST_JOB_TOKEN=(.*)$/m)?.[1]
+      } catch {
+        return undefined
+      }
+    }, id)
   }
 
   wait(what, probe, id, ms = STEP_TIMEOUT_MS) {
@@ -586,13 +680,7 @@ test('the fleet ops and the board through the client, and the controller client'
     const held = async (name, items) => {
       const { id } = await hub.call('dispatch', { profile: 'hold', task: 'hold', name })
       s.jobs.push(id)
-      const token = await s.wait(`${name}'s token`, () => {
-        try {
-          return fs.readFileSync(s.file(id, 'env.txt'), 'utf8').match(/^ROOST_JOB_TOKEN=(.*)$/m)?.[1]
-        } catch {
-          return undefined
-        }
-      }, id)
+      const token = await s.token(id)
       const got = []
       const agent = new RoostAgent({ id, token, socket: s.tmp.socket, dir: null }, {
         name, version: '1', onReply: (r) => { got.push(r) }, capabilities: ['report', 'replies', 'agent-items', 'peers'],
@@ -636,6 +724,83 @@ test('the fleet ops and the board through the client, and the controller client'
     hub.close()
   } finally {
     for (const a of agents) await a.close().catch(() => {})
+    await s.cleanup()
+  }
+})
+
+test('the concierge ops through the client: say, orders, the feed, suggest, the policy, acts, and a digest', async (t) => {
+  preflight()
+  const { RoostAgent, RoostError } = await import(pathToFileURL(CLIENT).href)
+  const s = new Scene(t)
+  let waiting
+  try {
+    await s.startDaemon()
+    // A session that waits for an answer, spoken for here.
+    const { id: waitingId } = await s.ctl.ok('dispatch', { profile: 'hold', task: 'hold', name: 'waiting' })
+    s.jobs.push(waitingId)
+    const got = []
+    waiting = new RoostAgent({ id: waitingId, token: await s.token(waitingId), socket: s.tmp.socket, dir: null }, {
+      name: 'waiting', version: '1', onReply: (r) => { got.push(r) },
+    })
+    await waiting.report({ state: 'blocked', status: 'waiting', waitingFor: 'question', question: 'ship it?', choices: ['yes', 'no'] })
+    // The concierge's ops are refused to any other session.
+    await assert.rejects(waiting.say('info', 'I am not the concierge'), (e) => e instanceof RoostError && e.code === 'unsupported')
+
+    // The hub turns the concierge on: a job of the scripted profile; its first task names who waits.
+    const status = await s.ctl.ok('concierge', {
+      action: 'on', launch: { profile: 'tsconcierge', task: JSON.stringify({ waiting: waitingId }) },
+    })
+    assert.equal(status.on, true)
+    const id = status.id
+    s.jobs.push(id)
+    const ops = await s.wait('the concierge to run its ops', () => readJsonl(s.file(id, 'ops.jsonl'))[0], id)
+    const failed = Object.entries(ops).filter(([k, v]) => !['pid', 'reply', 'stop'].includes(k) && !('ok' in v))
+    assert.deepEqual(failed, [], 'every op but the refused ones answered')
+    assert.deepEqual([ops.reply, ops.stop], [{ code: 'policy' }, { code: 'policy' }], 'answer: never and act: false by default')
+    assert.deepEqual(ops.policy.ok, { answer: 'never', act: false })
+
+    // What the user notices: the feed says what it said, by the concierge.
+    const said = (await s.ctl.ok('events')).events.filter((e) => e.what === 'concierge' && e.text === 'the build is green')
+    assert.equal(said.length, 1, JSON.stringify(said))
+    assert.deepEqual([said[0].who, said[0].whoId, said[0].why], ['concierge', id, 'info'])
+    assert.deepEqual(ops.say.ok, { seq: said[0].seq })
+    assert.ok(ops.events.ok.events.some((e) => e.seq === said[0].seq), 'it reads the feed too')
+    assert.ok(ops.mine.ok.events.length > 0 && ops.mine.ok.events.every((e) => e.id === id), JSON.stringify(ops.mine))
+    // Its orders, as the hub lists them: the spare one dropped, the kept one applied once.
+    const { orders } = await s.ctl.ok('concierge-order', { action: 'list' })
+    assert.deepEqual(orders.map((o) => [o.text, o.by, o.count, o.when]), [['check the build', 'concierge', 1, 'every 30m']])
+    assert.deepEqual(ops.orders.ok.orders.map((o) => o.text), ['check the build'])
+    // The waiting row carries the suggestion.
+    const row = await s.ctl.row(waitingId)
+    assert.deepEqual([row.suggested?.text, row.suggested?.why], ['yes', 'the tests pass'], JSON.stringify(row))
+    assert.equal(ops.suggest.ok.id, waitingId)
+    // A digest woke it: a peer item of kind digest from the roost, in its tag, acked by itself.
+    const digest = await s.wait('a digest', () => readJsonl(s.file(id, 'digests.jsonl'))[0], id)
+    assert.deepEqual(digest.from, { id: '', name: 'roost' })
+    assert.match(digest.text, /<roost-digest/)
+    await s.waitRow(id, "the concierge's items acked", (r) => r.pending === 0 && r.connected)
+
+    // With the policy letting it answer and act: it answers the waiting session, dispatches a helper,
+    // respawns it and stops it.
+    await s.ctl.ok('concierge', { action: 'answer', answer: 'always' })
+    await s.ctl.ok('concierge', { action: 'act', act: true })
+    await s.ctl.ok('concierge-ask', { text: 'act' })
+    const acts = await s.wait('the concierge to act', () => readJsonl(s.file(id, 'acts.jsonl'))[0], id)
+    assert.deepEqual(acts.policy, { ok: { answer: 'always', act: true } })
+    assert.equal(acts.reply.ok?.saved, true, JSON.stringify(acts))
+    assert.equal(acts.dispatch.ok?.name, 'helper', JSON.stringify(acts))
+    const helper = acts.dispatch.ok.id
+    s.jobs.push(helper)
+    assert.deepEqual([acts.respawn, acts.stop], [{ ok: { id: helper } }, { ok: { id: helper } }])
+    await s.wait('the answer, as a reply', () => got.some((r) => r.text === 'yes' && r.kind === undefined), waitingId)
+    const replied = (await s.ctl.ok('events', { id: waitingId })).events.filter((e) => e.what === 'reply').at(-1)
+    assert.equal(replied.who, 'concierge', JSON.stringify(replied))
+    const acted = Object.fromEntries((await s.ctl.ok('events', { id: helper })).events.map((e) => [e.what, e.who]))
+    assert.deepEqual(['start', 'respawn', 'stop'].map((w) => acted[w]), ['concierge', 'concierge', 'concierge'], JSON.stringify(acted))
+    assert.deepEqual(readJsonl(s.file(id, 'errors.jsonl')), [], 'the client reported no errors')
+    await s.ctl.ok('concierge-ask', { text: 'bye' })
+  } finally {
+    await waiting?.close().catch(() => {})
     await s.cleanup()
   }
 })
