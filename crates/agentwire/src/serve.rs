@@ -3,6 +3,7 @@
 
 use crate::config::{AgentKind, Resolved};
 use crate::keys;
+use agentwire_agents::openai::concierge_tools::{ConciergeTools, CONCIERGE_TOOL};
 use agentwire_agents::openai::mcp::McpServers;
 use agentwire_agents::openai::roost_peer::RoostPeer;
 use agentwire_agents::openai::roost_tools::ROOST_TOOL;
@@ -80,6 +81,12 @@ pub(crate) async fn make_agent(
                     name,
                     hosted.clone(),
                 ))),
+                false => agent,
+            };
+            // The concierge tools speak only as the agent's hosted roost job (the concierge's, once the
+            // hub made it so), on that job's connection: no connection of their own.
+            let agent = match s.tools.iter().any(|t| t == CONCIERGE_TOOL) {
+                true => agent.with_concierge(Arc::new(ConciergeTools::new(hosted.clone()))),
                 false => agent,
             };
             let agent = match s.mcp.is_empty() {

@@ -4,8 +4,10 @@
 //! until it answers or [`MAX_TOOL_ITERATIONS`] rounds have passed. The pure parts are beside this driver:
 //! [`sse`] (framing), [`stream`] (chunks into a reply), [`errors`] (refusals into failures), [`history`]
 //! (earlier turns fitted to the context window) and [`tools`] (the built-ins); [`shell`] runs the
-//! approval-gated `shell` tool; [`roost_tools`] and [`roost_peer`] are the roost tools (`tools = ["roost"]`).
+//! approval-gated `shell` tool; [`roost_tools`] and [`roost_peer`] are the roost tools (`tools = ["roost"]`),
+//! and [`concierge_tools`] the roost concierge's (`tools = ["concierge"]`).
 
+pub mod concierge_tools;
 pub mod errors;
 pub mod history;
 pub mod mcp;
@@ -71,7 +73,8 @@ pub struct OpenAiConfig {
     pub system_prompt: Option<String>,
     /// The built-in tools the model may call (names from [`tools::BUILTIN_TOOLS`]), and
     /// [`roost_tools::ROOST_TOOL`] for the roost tools (offered once [`OpenAiAgent::with_roost`] gave the
-    /// connection).
+    /// connection), [`concierge_tools::CONCIERGE_TOOL`] for the concierge tools (once
+    /// [`OpenAiAgent::with_concierge`] gave them).
     pub tools: Vec<String>,
     /// How long one model call (connection, and the whole stream) may take.
     pub request_timeout: Duration,
@@ -90,6 +93,7 @@ pub struct OpenAiAgent {
     http: reqwest::Client,
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
+    concierge: Option<Arc<concierge_tools::ConciergeTools>>,
 }
 
 impl OpenAiAgent {
@@ -100,6 +104,7 @@ impl OpenAiAgent {
             http,
             mcp: None,
             roost: None,
+            concierge: None,
         }
     }
 
@@ -107,6 +112,12 @@ impl OpenAiAgent {
     /// [`roost_tools::ROOST_TOOL`]).
     pub fn with_roost(mut self, peer: Arc<roost_peer::RoostPeer>) -> Self {
         self.roost = Some(peer);
+        self
+    }
+
+    /// The agent with the concierge tools (when its config lists [`concierge_tools::CONCIERGE_TOOL`]).
+    pub fn with_concierge(mut self, tools: Arc<concierge_tools::ConciergeTools>) -> Self {
+        self.concierge = Some(tools);
         self
     }
 
@@ -156,8 +167,8 @@ impl OpenAiAgent {
         }
     }
 
-    /// The built-ins configured, the roost tools when it has them, then every MCP server's tools (as last
-    /// listed).
+    /// The built-ins configured, the roost tools and the concierge tools when it has them, then every MCP
+    /// server's tools (as last listed).
     fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self
             .config
@@ -167,6 +178,9 @@ impl OpenAiAgent {
             .collect();
         if self.roost.is_some() {
             specs.extend(roost_tools::specs());
+        }
+        if self.concierge.is_some() {
+            specs.extend(concierge_tools::specs());
         }
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.tools());
@@ -237,6 +251,7 @@ impl Agent for OpenAiAgent {
             tools: self.tool_specs(),
             mcp: self.mcp.clone(),
             roost: self.roost.clone(),
+            concierge: self.concierge.clone(),
             conversation: input.conversation_id.to_string(),
             ctx,
         };
@@ -276,7 +291,9 @@ struct Turn {
     tools: Vec<ToolSpec>,
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
-    /// The turn's conversation: a hosted roost job's (`roost:<job id>`) makes the roost tools the job's.
+    concierge: Option<Arc<concierge_tools::ConciergeTools>>,
+    /// The turn's conversation: a hosted roost job's (`roost:<job id>`) makes the roost tools the job's,
+    /// and the concierge tools work only there.
     conversation: String,
     ctx: TurnContext,
 }
@@ -486,6 +503,14 @@ impl Turn {
         }
         if let (Some(peer), true) = (&self.roost, roost_tools::is_roost_tool(&call.name)) {
             return Ok(peer
+                .run(&call.name, &call.arguments, &self.conversation)
+                .await);
+        }
+        if let (Some(concierge), true) = (
+            &self.concierge,
+            concierge_tools::is_concierge_tool(&call.name),
+        ) {
+            return Ok(concierge
                 .run(&call.name, &call.arguments, &self.conversation)
                 .await);
         }

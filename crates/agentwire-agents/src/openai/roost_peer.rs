@@ -109,14 +109,8 @@ impl RoostPeer {
         conversation: &str,
     ) -> Result<Value, String> {
         let (op, args) = roost_tools::request(tool, arguments).map_err(|e| e.to_string())?;
-        if let Some(job) = self.hosted.job_of(conversation) {
-            let called =
-                tokio::time::timeout(TOOL_TIMEOUT, self.hosted.call(&job, op, args.clone()))
-                    .await
-                    .map_err(|_| RoostToolError::Timeout(TOOL_TIMEOUT).to_string())?;
-            if let Some(r) = called {
-                return r.map_err(|e| tool_error(e).to_string());
-            }
+        if let Some(r) = as_job(&self.hosted, conversation, op, args.clone()).await {
+            return r.map_err(|e| e.to_string());
         }
         let mut result = self.call(op, args).await.map_err(|e| e.to_string())?;
         let (items, dropped) = {
@@ -150,6 +144,23 @@ impl RoostPeer {
         tokio::time::timeout(TOOL_TIMEOUT, asked)
             .await
             .map_err(|_| RoostToolError::Timeout(TOOL_TIMEOUT))?
+    }
+}
+
+/// Sends `op` with `args` as the hosted roost job whose turn `conversation` is (`roost:<job id>`), on the
+/// job's own connection, waiting at most [`TOOL_TIMEOUT`]: its result, or the error in the tools' words;
+/// `None` when the conversation is no job served here. The roost tools' path as the job, and the concierge
+/// tools' only one ([`super::concierge_tools`]).
+pub(super) async fn as_job(
+    hosted: &agentwire_roost::front::HostedSessions,
+    conversation: &str,
+    op: &str,
+    args: Value,
+) -> Option<Result<Value, RoostToolError>> {
+    let job = hosted.job_of(conversation)?;
+    match tokio::time::timeout(TOOL_TIMEOUT, hosted.call(&job, op, args)).await {
+        Ok(called) => Some(called?.map_err(tool_error)),
+        Err(_) => Some(Err(RoostToolError::Timeout(TOOL_TIMEOUT))),
     }
 }
 

@@ -47,8 +47,8 @@ pub enum RoostToolError {
     /// The model's arguments do not fit the tool's schema.
     #[error("bad_arguments: {0}")]
     BadArguments(String),
-    /// Not a roost tool.
-    #[error("unknown_tool: {0:?} is not a roost tool")]
+    /// Not a roost tool (nor a concierge tool: [`super::concierge_tools`] shares these errors).
+    #[error("unknown_tool: {0:?} is not a roost or concierge tool")]
     UnknownTool(String),
     /// The daemon refused the op (or the agent's registration as a peer), with its code.
     #[error("{code}: {message}")]
@@ -85,7 +85,7 @@ pub fn specs() -> Vec<ToolSpec> {
 }
 
 /// A string property.
-fn text(description: &str) -> Value {
+pub(super) fn text(description: &str) -> Value {
     json!({ "type": "string", "description": description })
 }
 
@@ -95,7 +95,7 @@ fn task_id() -> Value {
 }
 
 /// An object schema with `properties`, of which `required` must be there.
-fn object(properties: Value, required: &[&str]) -> Value {
+pub(super) fn object(properties: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
         "properties": properties,
@@ -232,13 +232,14 @@ pub fn request(tool: &str, arguments: &str) -> Result<(&'static str, Value), Roo
 }
 
 /// A call's arguments, read field by field with an error that names the tool and the field.
-struct Args<'a> {
+pub(super) struct Args<'a> {
     tool: &'a str,
     fields: Map<String, Value>,
 }
 
 impl<'a> Args<'a> {
-    fn parse(tool: &'a str, arguments: &str) -> Result<Args<'a>, RoostToolError> {
+    /// The model's `arguments` (JSON text, empty for none) to `tool`: a JSON object.
+    pub(super) fn parse(tool: &'a str, arguments: &str) -> Result<Args<'a>, RoostToolError> {
         let fields = match arguments.trim() {
             "" => Map::new(),
             text => match serde_json::from_str::<Value>(text) {
@@ -258,12 +259,13 @@ impl<'a> Args<'a> {
         Ok(Args { tool, fields })
     }
 
-    fn bad(&self, why: String) -> RoostToolError {
+    /// Arguments that do not fit, and why.
+    pub(super) fn bad(&self, why: String) -> RoostToolError {
         RoostToolError::BadArguments(format!("{}: {why}", self.tool))
     }
 
     /// Required text, not blank.
-    fn text(&self, key: &str) -> Result<String, RoostToolError> {
+    pub(super) fn text(&self, key: &str) -> Result<String, RoostToolError> {
         match self.maybe_text(key)? {
             Some(t) => Ok(t),
             None => Err(self.bad(format!("`{key}` (a string) is required"))),
@@ -271,7 +273,7 @@ impl<'a> Args<'a> {
     }
 
     /// Optional text (absent, null or blank is none).
-    fn maybe_text(&self, key: &str) -> Result<Option<String>, RoostToolError> {
+    pub(super) fn maybe_text(&self, key: &str) -> Result<Option<String>, RoostToolError> {
         match self.fields.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
@@ -282,13 +284,26 @@ impl<'a> Args<'a> {
 
     /// A required task id: a positive integer (or a string of digits, as the daemon takes).
     fn id(&self, key: &str) -> Result<u64, RoostToolError> {
+        self.number(key, "a task id")
+    }
+
+    /// A required id numbered from 1 (`what` it is: "a task id", "an order id"): a positive integer, or
+    /// a string of digits, as the daemon takes.
+    pub(super) fn number(&self, key: &str, what: &str) -> Result<u64, RoostToolError> {
         match self.fields.get(key) {
-            None | Some(Value::Null) => Err(self.bad(format!("`{key}` (a task id) is required"))),
+            None | Some(Value::Null) => Err(self.bad(format!("`{key}` ({what}) is required"))),
             Some(v) => as_id(v).ok_or_else(|| {
-                self.bad(format!(
-                    "`{key}` is a task id (a positive integer), not {v}"
-                ))
+                self.bad(format!("`{key}` is {what} (a positive integer), not {v}"))
             }),
+        }
+    }
+
+    /// Whether the model gave `key` at all (null and blank text count as not given).
+    pub(super) fn given(&self, key: &str) -> bool {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::String(s)) => !s.trim().is_empty(),
+            Some(_) => true,
         }
     }
 

@@ -21,9 +21,10 @@ pub(super) const ROLE: &str = "concierge";
 /// The first task of a concierge started with none: what it is for, and how digests and its ops work.
 const CONCIERGE_TASK: &str = "You are the concierge of this roost: you watch the user's fleet of agent \
 sessions for them. You will be woken with digests (<roost-digest>) of what happened: sessions that wait for \
-the user, finish or fail, and standing orders that fall due. Tell the user what matters (concierge-say), \
-suggest answers to sessions that wait (concierge-suggest), answer routine ones in the user's place when your \
-policy allows (concierge-reply), and keep the standing orders. Say nothing when nothing matters.";
+the user, finish or fail, and standing orders that fall due. Tell the user what matters (say), suggest \
+answers to sessions that wait (suggest), answer routine ones in the user's place when your policy allows \
+(reply), and keep the standing orders (mark one applied when you have done it). These are your concierge \
+ops, or tools (`concierge-say` or `concierge_say`, and so on). Say nothing when nothing matters.";
 
 /// How the concierge signs what it does.
 fn concierge_from(id: &str) -> From {

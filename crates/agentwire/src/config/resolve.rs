@@ -891,19 +891,23 @@ fn openai_settings(
     }
     let tools = entry.tools.clone().unwrap_or_default();
     let roost = agentwire_agents::openai::roost_tools::ROOST_TOOL;
+    let concierge = agentwire_agents::openai::concierge_tools::CONCIERGE_TOOL;
     if let Some(t) = tools.iter().find(|t| {
-        !agentwire_agents::openai::tools::BUILTIN_TOOLS.contains(&t.as_str()) && t.as_str() != roost
+        !agentwire_agents::openai::tools::BUILTIN_TOOLS.contains(&t.as_str())
+            && t.as_str() != roost
+            && t.as_str() != concierge
     }) {
         return Err(bad(
             "tools",
             format!(
-                "no built-in tool {t:?}; built-ins: {}, and {roost} (the roost peer ops and task board)",
+                "no built-in tool {t:?}; built-ins: {}, {roost} (the roost peer ops and task board) and {concierge} (the roost concierge's ops)",
                 agentwire_agents::openai::tools::BUILTIN_TOOLS.join(", ")
             ),
         ));
     }
     // The roost tools speak as a foreground peer of the agent's name, and the daemon keeps one name for
-    // its concierge.
+    // its concierge. The concierge tools speak only as the agent's hosted job (the concierge's), never as
+    // a foreground peer: the name does not matter to them.
     if tools.iter().any(|t| t == roost) && name == agentwire_roost::supervisor::CONCIERGE_NAME {
         return Err(bad(
             "tools",

@@ -1160,6 +1160,28 @@ fn roost_in_tools_gives_the_roost_tools_but_not_to_an_agent_named_concierge() {
 }
 
 #[test]
+fn concierge_in_tools_gives_the_concierge_tools_whatever_the_agents_name() {
+    let toml = format!("{OPENAI}tools = [\"roost\", \"concierge\"]\n");
+    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &toml).agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.tools, vec!["roost", "concierge"]);
+    // They open no foreground peer of the agent's name, so the concierge's own name is no bar.
+    let toml = format!("{OPENAI}tools = [\"concierge\"]\n")
+        .replace("[agents.local]", "[agents.concierge]");
+    let AgentKind::OpenAi(s) = resolved(&["--agent", "concierge"], &toml).agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.tools, vec!["concierge"]);
+    let toml = format!("{OPENAI}tools = [\"concierges\"]\n");
+    let e = error(&["--agent", "local"], &toml).to_string();
+    assert!(
+        e.contains("and concierge (the roost concierge's ops)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn mcp_servers_are_checked_by_name_and_command() {
     let good = format!(
         "{OPENAI}[[agents.local.mcp]]\nname = \"files\"\ncommand = [\"python3\", \"s.py\"]\n"
