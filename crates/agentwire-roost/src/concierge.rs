@@ -29,6 +29,14 @@ pub const DIGEST_MIN_INTERVAL: Duration = Duration::from_secs(5);
 /// Feed events a digest lists at most under "Since the last digest" (the newest; it says how many more
 /// there were): a digest is a model's prompt, and the fleet part already says how each row stands.
 pub const MAX_DIGEST_EVENTS: usize = 40;
+/// The characters of a feed event's text a digest quotes: a line.
+pub const DIGEST_EVENT_CHARS: usize = 200;
+/// The characters of a row's question (with its choices) and of a suggestion a digest quotes: enough to
+/// answer from, and 100 rows of them stay well inside [`MAX_DIGEST_BYTES`].
+pub const DIGEST_FIELD_CHARS: usize = 400;
+/// The largest digest: what the bounds above add up to at most (40 events, 50 orders of 2 KiB, 100 rows),
+/// with room to spare; a digest is a model's prompt and a reply (1 MiB at most). A longer one is cut.
+pub const MAX_DIGEST_BYTES: usize = 256 * 1024;
 /// Rows a digest lists at most under "Fleet" (those that wait first; it says how many more there were):
 /// enough for any fleet a person watches, and a digest stays a prompt's size.
 pub const MAX_DIGEST_ROWS: usize = 100;
@@ -356,7 +364,9 @@ impl Concierge {
         if !self.on || self.in_flight.is_some() {
             return None;
         }
-        if now < self.last_digest_at + DIGEST_MIN_INTERVAL.as_secs() {
+        // A clock set back (before the last digest) does not hold digests back until it catches up.
+        let since = now.checked_sub(self.last_digest_at);
+        if since.is_some_and(|s| s < DIGEST_MIN_INTERVAL.as_secs()) {
             return None;
         }
         if !self.due(now).is_empty() {
@@ -459,7 +469,7 @@ pub fn digest(
             .as_deref()
             .map(|w| format!(" by {}", line(w)))
             .unwrap_or_default();
-        let text: String = e.text.chars().take(200).collect();
+        let text: String = e.text.chars().take(DIGEST_EVENT_CHARS).collect();
         out.push_str(&format!(
             "- [{}] {} {}{}: {}\n",
             e.seq,
@@ -496,11 +506,12 @@ pub fn digest(
     }
     for f in fleet.iter().take(MAX_DIGEST_ROWS) {
         out.push_str(&format!("- {} ({}) {}", line(&f.name), f.id, f.state));
+        let clip = |s: &str| line(&s.chars().take(DIGEST_FIELD_CHARS).collect::<String>());
         if let Some(w) = &f.waits_for {
-            out.push_str(&format!(", waits for: {}", line(w)));
+            out.push_str(&format!(", waits for: {}", clip(w)));
         }
         if let Some(s) = &f.suggested {
-            out.push_str(&format!(", you suggested: {}", line(s)));
+            out.push_str(&format!(", you suggested: {}", clip(s)));
         }
         out.push('\n');
     }
@@ -510,7 +521,16 @@ pub fn digest(
             fleet.len() - MAX_DIGEST_ROWS
         ));
     }
-    out.push_str(&format!("</{DIGEST_TAG}>"));
+    let close = format!("</{DIGEST_TAG}>");
+    if out.len() + close.len() > MAX_DIGEST_BYTES {
+        let mut cut = MAX_DIGEST_BYTES - close.len() - 16;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("\n- (cut)\n");
+    }
+    out.push_str(&close);
     out
 }
 
@@ -638,6 +658,37 @@ mod tests {
         );
         c.reached(3700, &z);
         assert_eq!(c.orders[0].next_at, Some(3700 + 3600));
+    }
+
+    #[test]
+    fn a_clock_set_back_does_not_hold_digests_back() {
+        let mut c = Concierge {
+            on: true,
+            woken: true,
+            last_digest_at: 10_000,
+            ..Default::default()
+        };
+        assert_eq!(c.digest_due(10_001), None);
+        assert_eq!(c.digest_due(9_000), Some(DigestWhy::Events));
+        c.woken = false;
+        assert_eq!(c.digest_due(9_000), None);
+    }
+
+    #[test]
+    fn a_digest_stays_within_its_bound_however_long_the_rows() {
+        let long = "x".repeat(100_000);
+        let fleet: Vec<FleetLine> = (0..300)
+            .map(|n| FleetLine {
+                id: format!("j{n}"),
+                name: long.clone(),
+                state: "blocked".into(),
+                waits_for: Some(long.clone()),
+                suggested: Some(long.clone()),
+            })
+            .collect();
+        let d = digest(DigestWhy::Events, 1, &[], &[], &[], &fleet);
+        assert!(d.len() <= MAX_DIGEST_BYTES, "{}", d.len());
+        assert!(d.ends_with("- (cut)\n</roost-digest>"));
     }
 
     #[test]

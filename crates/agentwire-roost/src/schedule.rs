@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 /// Schedules kept at once; one more is refused `full`. Each is a job started on a clock: more than this
 /// is a cron table, not a person's fleet.
 pub const MAX_SCHEDULES: usize = 100;
-/// The longest task a schedule keeps (the same bound as a reply's, which the task becomes).
-pub const MAX_TASK_BYTES: usize = crate::supervisor::MAX_REPLY_BYTES;
+/// The longest task a schedule keeps: a prompt of a few pages. The schedules are written whole on each
+/// run, so 100 of them stay a few megabytes at most.
+pub const MAX_TASK_BYTES: usize = 64 * 1024;
 
 /// One schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,6 +192,11 @@ mod tests {
             s.add("p", "t", "every 5m", Some("concierge"), 0, &z)
                 .unwrap_err()
                 .code,
+            ErrorCode::BadRequest
+        );
+        let long = "x".repeat(MAX_TASK_BYTES + 1);
+        assert_eq!(
+            s.add("p", &long, "every 5m", None, 0, &z).unwrap_err().code,
             ErrorCode::BadRequest
         );
         let a = s.add("p", "t", "every 5m", None, 0, &z).unwrap();

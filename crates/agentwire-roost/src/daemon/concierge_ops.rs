@@ -89,7 +89,10 @@ impl Shared {
         let mut st = self.lock();
         let at = now();
         let before = st.sup.concierge.clone();
+        // The feed's end, put back with the record when the change cannot be made durable.
+        let feed = st.sup.undo_point("");
         let start = self.config.concierge.policy;
+        let mut stopped = None;
         match action {
             "status" => return Ok(self.concierge_status(&st)),
             "on" => return self.concierge_on(&mut st, args),
@@ -107,8 +110,9 @@ impl Shared {
                     st.sup.event(at, &id, "stop", "the concierge is off");
                 }
                 st.sup.concierge.on = false;
-                st.sup.concierge.in_flight = None;
+                Self::drop_digests(&mut st, &id);
                 self.concierge_event(&mut st, &id, "off", "the concierge is off", None);
+                stopped = Some(id);
             }
             "answer" => {
                 let answer = Answer::parse(args.req_str("answer")?)?;
@@ -138,14 +142,39 @@ impl Shared {
             }
         }
         st.sup.concierge_changed = true;
-        if let Err(e) = self.persist(&mut st, &[], &[], None) {
-            st.sup.concierge = before;
+        let jobs: Vec<&str> = stopped.iter().map(String::as_str).collect();
+        if let Err(e) = self.persist(&mut st, &jobs, &[], None) {
+            match stopped {
+                // Its process is stopped already: what says so is written at the next tick.
+                Some(id) => {
+                    st.dirty.insert(id);
+                }
+                None => {
+                    st.sup.restore(feed);
+                    st.sup.concierge = before;
+                }
+            }
             return Err(e);
         }
         if let Some(id) = st.sup.concierge.job.clone() {
             self.push_row(&st, &id);
         }
         Ok(self.concierge_status(&st))
+    }
+
+    /// Takes the concierge's digests that were not acked off job `id`'s queue (it is off, or another job
+    /// is the concierge now): the next digest gives the picture afresh.
+    fn drop_digests(st: &mut State, id: &str) {
+        let digest = |p: &crate::supervisor::Pending| {
+            p.item.as_ref().is_some_and(|i| i.kind == ItemKind::Digest)
+        };
+        if let Some(job) = st.sup.jobs.get_mut(id) {
+            if job.pending.iter().any(digest) {
+                job.pending.retain(|p| !digest(p));
+                st.dirty.insert(id.to_string());
+            }
+        }
+        st.sup.concierge.in_flight = None;
     }
 
     /// A `concierge` feed event about job `id` (`why` says what), by the concierge when `who` is given.
@@ -173,7 +202,8 @@ impl Shared {
         let before = st.sup.concierge.clone();
         if let (None, Some(id)) = (&launch, &current) {
             if !(st.sup.concierge.on && st.sup.holds(id)) {
-                if st.sup.jobs[id].life != Life::Running {
+                // Ended, stopped, or running on after reporting `failed`: started again.
+                if !st.sup.holds(id) {
                     self.lifecycle_locked(st, "respawn", id)?;
                 }
                 st.sup.concierge.on = true;
@@ -220,8 +250,12 @@ impl Shared {
                 st.sup
                     .event(now(), &old, "stop", "a new concierge took over");
             }
+            Self::drop_digests(st, &old);
             if let Some(j) = st.sup.jobs.get_mut(&old) {
+                // Its name is the concierge's, which no other row keeps.
                 j.role = None;
+                j.name = format!("{}-{}", j.profile, &j.id[..j.id.len().min(6)]);
+                j.renamed = false;
             }
             st.dirty.insert(old);
         }
@@ -255,6 +289,20 @@ impl Shared {
                 "the concierge has given no answer to undo since it was last undone",
             ));
         };
+        let gone = match st.sup.jobs.get(&last.id) {
+            None => Some("is gone"),
+            Some(j) if j.life != Life::Running => Some("has ended"),
+            Some(_) => None,
+        };
+        if let Some(why) = gone {
+            // Nothing is left to steer: the answer is not undone, and no longer the one to undo.
+            st.sup.concierge.last_answer = None;
+            st.sup.concierge_changed = true;
+            return Err(Refusal::bad(format!(
+                "the session it answered ({}) {why}: there is nothing to withdraw",
+                last.id
+            )));
+        }
         let text = format!(
             "The concierge answered for the user with {:?}; the user withdrew that answer. Disregard it, \
              and wait for the user's own answer.",
@@ -355,6 +403,7 @@ impl Shared {
                 }
                 let name = job.name.clone();
                 let before = st.sup.concierge.clone();
+                let feed = st.sup.undo_point("");
                 st.sup.concierge.suggestions.insert(
                     id.clone(),
                     concierge::Suggestion {
@@ -372,6 +421,7 @@ impl Shared {
                     Some(&who),
                 );
                 if let Err(e) = self.persist(&mut st, &[], &[], None) {
+                    st.sup.restore(feed);
                     st.sup.concierge = before;
                     return Err(e);
                 }
@@ -382,6 +432,12 @@ impl Shared {
                 let text = args.req_str("text")?;
                 let why = args.opt_str("why")?;
                 concierge::check_said(text, why)?;
+                if text.trim_start().starts_with('/') {
+                    // A command (`/stop` stops the session) is the person's, and `act`'s.
+                    return Err(Refusal::bad(
+                        "an answer starting with / is a command: the concierge answers with text",
+                    ));
+                }
                 let id = Self::target(&st, args.req_str("id")?)?;
                 if st.sup.concierge.policy(start).answer == Answer::Never {
                     return Err(Refusal::new(
@@ -483,6 +539,7 @@ impl Shared {
         let zone = &self.config.calendar.zone;
         let about = st.sup.concierge.job.clone().unwrap_or_default();
         let before = st.sup.concierge.clone();
+        let feed = st.sup.undo_point("");
         let (order, why, text) = match action {
             "list" => return Ok(json!({ "orders": st.sup.concierge.orders })),
             "add" => {
@@ -538,6 +595,7 @@ impl Shared {
         }
         st.sup.concierge_changed = true;
         if let Err(e) = self.persist(&mut st, &[], &[], None) {
+            st.sup.restore(feed);
             st.sup.concierge = before;
             return Err(e);
         }
@@ -597,18 +655,30 @@ impl Shared {
             .report
             .as_ref()
             .is_some_and(|r| r.agent_items);
+        let undo = st.sup.undo_point(&me);
+        let before = st.sup.concierge.clone();
         let seq = match st.sup.queue_item(&me, item, &text, takes_items, now) {
             Ok(seq) => seq,
-            Err(e) => {
-                // Its queue is full: it is behind, and the next tick tries again.
+            Err(e) if e.code == ErrorCode::Full => {
+                // Its queue is full: it is behind, and a later tick tries again.
                 tracing::debug!(error = %e, "a digest waits: the concierge's queue is full");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a digest could not be queued for the concierge");
                 return;
             }
         };
         let covered = st.sup.next_event;
         st.sup.concierge.digest_sent(seq, due, covered, now);
         st.sup.concierge_changed = true;
-        st.dirty.insert(me.clone());
+        // Durable before it goes: its seq is never handed out twice, whatever happens next.
+        if let Err(e) = self.persist(st, &[&me], &[], None) {
+            tracing::warn!(error = %e, "could not write a digest; trying again at the next tick");
+            st.sup.restore(undo);
+            st.sup.concierge = before;
+            return;
+        }
         if let Some(c) = st.job_conn.get(&me) {
             if let (Some(o), Some(p)) = (st.outboxes.get(c), st.sup.jobs[&me].pending.back()) {
                 o.send(deliver_line(&me, p));

@@ -63,7 +63,9 @@ impl Shared {
     }
 
     /// At each tick: every schedule that is due runs once (a run missed while the daemon was down
-    /// included), and moves on to its next time.
+    /// included), and moves on to its next time, in the same write as the job it starts: a crash cannot
+    /// run it twice. A run whose job could not be written is tried again at the next tick; one whose last
+    /// job still runs is skipped (runs do not pile up).
     pub(super) fn run_schedules(&self, st: &mut State) {
         let now = self.config.calendar.now();
         let zone = self.config.calendar.zone;
@@ -71,16 +73,50 @@ impl Shared {
             let Some(s) = st.sup.schedules.list.iter().find(|s| s.id == id).cloned() else {
                 continue;
             };
+            let before = st.sup.schedules.clone();
+            st.sup.schedules.ran(id, None, now, &zone);
+            st.sup.schedules_changed = true;
+            let at = super::state::now();
+            if let Some(last) = s.last_job.as_deref().filter(|j| st.sup.holds(j)) {
+                st.sup.event(
+                    at,
+                    last,
+                    "schedule",
+                    format!(
+                        "#{} {} ({}) skipped: its last job still runs",
+                        s.id, s.name, s.when
+                    ),
+                );
+                continue;
+            }
             let mut args = Map::new();
             args.insert("profile".into(), json!(s.profile));
             args.insert("task".into(), json!(s.task));
             args.insert("name".into(), json!(s.name));
-            let job = match self.dispatch_locked(st, &args, None) {
-                Ok(v) => v["id"].as_str().map(str::to_string),
+            match self.dispatch_locked(st, &args, None) {
+                Ok(v) => {
+                    let job = v["id"].as_str().unwrap_or_default().to_string();
+                    st.sup.event(
+                        at,
+                        &job,
+                        "schedule",
+                        format!("#{} {} ({}) ran", s.id, s.name, s.when),
+                    );
+                    if let Some(x) = st.sup.schedules.list.iter_mut().find(|x| x.id == id) {
+                        x.last_job = Some(job);
+                    }
+                    st.sup.schedules_changed = true;
+                }
+                Err(e) if e.code == ErrorCode::Busy => {
+                    // Not written: due still, and tried again at the next tick.
+                    tracing::warn!(schedule = s.id, error = %e, "a schedule's run could not be written; trying again");
+                    st.sup.schedules = before;
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(schedule = s.id, error = %e, "a schedule's run could not start its job");
                     st.sup.event(
-                        super::state::now(),
+                        at,
                         "",
                         "schedule",
                         format!(
@@ -88,19 +124,8 @@ impl Shared {
                             s.id, s.name, s.when, e.message
                         ),
                     );
-                    None
                 }
-            };
-            if let Some(j) = &job {
-                st.sup.event(
-                    super::state::now(),
-                    j,
-                    "schedule",
-                    format!("#{} {} ({}) ran", s.id, s.name, s.when),
-                );
             }
-            st.sup.schedules.ran(id, job, now, &zone);
-            st.sup.schedules_changed = true;
         }
     }
 }

@@ -430,7 +430,12 @@ impl Shared {
         capabilities: &[String],
     ) -> Result<Value, Refusal> {
         let mut st = self.lock();
+        let blocked = report.state == crate::report::JobState::Blocked;
         st.sup.report(id, token, report, now())?;
+        if !blocked && st.sup.concierge.suggestions.remove(id).is_some() {
+            // It waits no more: the suggestion was for a question that is gone.
+            st.sup.concierge_changed = true;
+        }
         if let Some(job) = st.sup.jobs.get_mut(id) {
             if !capabilities.is_empty() && job.capabilities != capabilities {
                 job.capabilities = capabilities.to_vec();
@@ -730,10 +735,22 @@ impl Shared {
         if let Some(who) = who {
             st.sup.attribute_since(before, who);
         }
-        // An answer came: a suggestion for it is moot.
+        let answer = self.replied(st, id, replied, undo)?;
+        // An answer came: a suggestion for it is moot (written with the next write).
         if st.sup.concierge.suggestions.remove(id).is_some() {
             st.sup.concierge_changed = true;
         }
+        Ok(answer)
+    }
+
+    /// What becomes of a reply the supervisor took: saved and delivered, a job stopped, or a resend.
+    fn replied(
+        &self,
+        st: &mut State,
+        id: &str,
+        replied: Replied,
+        undo: crate::supervisor::Undo,
+    ) -> Result<Value, Refusal> {
         match replied {
             Replied::Duplicate => {
                 // Taken before. If its job has exited since, by itself, with the reply still waiting (a
@@ -884,7 +901,9 @@ impl Shared {
             c.in_flight = None;
             st.sup.concierge_changed = true;
         }
-        st.sup.concierge.suggestions.remove(id);
+        if st.sup.concierge.suggestions.remove(id).is_some() {
+            st.sup.concierge_changed = true;
+        }
         st.sup.remove(id);
         st.job_conn.remove(id);
         st.children.remove(id);
