@@ -590,3 +590,65 @@ fn the_concierge_and_schedules_from_the_command_line() {
     );
     assert!(said(&["concierge", "off"]).starts_with("concierge off, job "));
 }
+
+/// What the concierge and the schedules answered ok for is durable: `kill -9` loses none of it.
+#[test]
+fn the_concierge_and_schedules_survive_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        "[roost]\nconcierge = \"quiet\"\n[roost.profiles.quiet]\ncommand = [\"sh\", \"-c\", \"exec sleep 30\"]\ntask = \"argv\"\n",
+    )
+    .unwrap();
+    let socket = dir.path().join("roost.sock");
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--roost-socket",
+        socket.to_str().unwrap(),
+    ];
+    let mut d = Daemon::start(dir.path(), &args);
+    let run = |a: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(a)
+            .arg("--roost-socket")
+            .arg(&socket)
+            .arg("--json")
+            .output()
+            .expect("agentwire runs");
+        assert_eq!(out.status.code(), Some(0), "{a:?}: {}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("JSON")
+    };
+    let on = run(&["concierge", "on"]);
+    run(&["concierge", "policy", "--answer", "always", "--act", "on"]);
+    run(&[
+        "concierge",
+        "orders",
+        "add",
+        "sum up",
+        "--when",
+        "daily 18:00",
+    ]);
+    run(&[
+        "jobs", "schedule", "add", "quiet", "nightly", "--when", "every 1d",
+    ]);
+    run(&["jobs", "schedule", "pause", "1"]);
+    d.kill();
+    let _d = Daemon::start(dir.path(), &args);
+    let status = run(&["concierge", "status"]);
+    assert_eq!(status["id"], on["id"]);
+    assert_eq!(status["on"], true);
+    assert_eq!(
+        status["policy"],
+        serde_json::json!({"answer": "always", "act": true})
+    );
+    assert_eq!(status["orders"], 1);
+    let orders = run(&["concierge", "orders"]);
+    assert_eq!(orders["orders"][0]["text"], "sum up");
+    let schedules = run(&["jobs", "schedules"]);
+    assert_eq!(schedules["schedules"][0]["when"], "every 1d");
+    assert_eq!(schedules["schedules"][0]["paused"], true);
+}
