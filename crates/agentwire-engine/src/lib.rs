@@ -12,6 +12,7 @@ mod engine;
 pub mod engine_core;
 mod health;
 mod lifecycle;
+pub mod metrics;
 mod slots;
 pub mod watch;
 

@@ -262,6 +262,8 @@ struct HubState {
 pub struct WatchHub {
     state: Mutex<HubState>,
     tx: broadcast::Sender<Arc<WatchEvent>>,
+    /// The daemon's metrics, the turns' counted here as they are published.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for WatchHub {
@@ -275,6 +277,7 @@ impl Default for WatchHub {
         WatchHub {
             state: Mutex::default(),
             tx: broadcast::channel(WATCH_QUEUE_CAPACITY).0,
+            metrics: Arc::default(),
         }
     }
 }
@@ -283,6 +286,11 @@ impl WatchHub {
     /// A hub with no turns.
     pub fn new() -> Arc<WatchHub> {
         Arc::new(WatchHub::default())
+    }
+
+    /// The daemon's metrics, the turns' among them.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     fn lock(&self) -> MutexGuard<'_, HubState> {
@@ -300,7 +308,10 @@ impl WatchHub {
             .turns
             .entry(turn.clone())
             .or_insert_with(|| TurnLog::new(turn, id, at_ms));
+        let before = crate::metrics::Before::of(&log.summary);
         log.note(&kind, at_ms);
+        self.metrics
+            .observe(before, &log.summary, &kind, ends && !log.ended);
         let event = Arc::new(WatchEvent {
             id,
             turn: turn.clone(),

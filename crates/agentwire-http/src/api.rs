@@ -56,10 +56,12 @@ pub(crate) fn router(state: State) -> Router {
         ));
     Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/", get(index))
         .nest("/api/v1", api)
         .fallback(|| async { refused(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), counted))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             allowed_host,
@@ -99,6 +101,36 @@ async fn needs_token(Extract(s): Extract<State>, req: Request, next: Next) -> Re
         );
     }
     next.run(req).await
+}
+
+/// Counts each request answered by its route's pattern (never its path: ids stay out of the labels) and
+/// its status.
+async fn counted(Extract(s): Extract<State>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    let response = next.run(req).await;
+    s.ctx
+        .hub
+        .metrics()
+        .http_request(&route, response.status().as_u16());
+    response
+}
+
+/// `GET /metrics`: the daemon's metrics, for Prometheus (no token: they carry no id, prompt or user).
+async fn metrics(Extract(s): Extract<State>) -> Response {
+    let m = s.ctx.hub.metrics();
+    (s.ctx.scrape)(m);
+    (
+        [(
+            header::CONTENT_TYPE,
+            agentwire_engine::metrics::CONTENT_TYPE,
+        )],
+        m.encode(),
+    )
+        .into_response()
 }
 
 async fn health(Extract(s): Extract<State>) -> Response {

@@ -1,9 +1,10 @@
-//! agentwire's HTTP server: one listener in the daemon for what is not a protocol front of its own. Today
-//! the turn API and its server-sent events; next the hub page and `/metrics`.
+//! agentwire's HTTP server: one listener in the daemon for what is not a protocol front of its own: the
+//! turn API and its server-sent events, and `/metrics`; next the hub page.
 //!
 //! | route | what |
 //! | --- | --- |
 //! | `GET /health` | `200` while the daemon takes turns, `503` otherwise (no token) |
+//! | `GET /metrics` | Prometheus metrics, OpenMetrics text ([`agentwire_engine::metrics`]; no token) |
 //! | `GET /?token=T` | sets the token cookie a browser then sends, and goes to `/` |
 //! | `GET /api/v1/agents` | every agent: its name, kind, fronts and card |
 //! | `GET /api/v1/turns?agent=&protocol=&state=&limit=&cursor=` | recent turns, newest first, and the next page's cursor |
@@ -66,7 +67,13 @@ pub struct HttpContext {
     pub agents: Vec<AgentInfo>,
     /// The daemon's health.
     pub health: HealthCheck,
+    /// Sets the metrics read at scrape time (the journal's health, the roost jobs) before `/metrics`
+    /// answers.
+    pub scrape: Scrape,
 }
+
+/// Sets the metrics that are read when `/metrics` is scraped.
+pub type Scrape = Arc<dyn Fn(&agentwire_engine::metrics::Metrics) + Send + Sync>;
 
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]

@@ -50,6 +50,9 @@ pub(crate) fn load_or_create_token(data_dir: &Path) -> Result<Token, String> {
     }
 }
 
+/// The roost jobs by state, as `/metrics` reads them when scraped.
+pub(crate) type RoostJobs = Arc<dyn Fn() -> Vec<(&'static str, i64)> + Send + Sync>;
+
 /// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`.
 pub(crate) async fn start(
     choice: &crate::config::HttpChoice,
@@ -57,8 +60,18 @@ pub(crate) async fn start(
     hub: Arc<WatchHub>,
     engines: Vec<Arc<Engine>>,
     agents: Vec<AgentInfo>,
+    roost_jobs: RoostJobs,
 ) -> Result<HttpServer, String> {
     let first = engines.first().map(Arc::downgrade);
+    let scraped = first.clone();
+    let scrape: agentwire_http::Scrape = Arc::new(move |m| {
+        let writable = scraped
+            .as_ref()
+            .and_then(|e| e.upgrade())
+            .is_some_and(|e| e.journal_writable());
+        m.set_journal_writable(writable);
+        m.set_roost_jobs(&roost_jobs());
+    });
     let health: agentwire_http::HealthCheck = Arc::new(move || {
         let Some(e) = first.as_ref().and_then(|e| e.upgrade()) else {
             return (false, serde_json::json!({"ok": false, "stopping": true}));
@@ -86,6 +99,7 @@ pub(crate) async fn start(
             engines,
             agents,
             health,
+            scrape,
         },
     )
     .await

@@ -200,7 +200,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
 struct Running {
     served: Vec<crate::agents::Serving>,
     http_server: Option<agentwire_http::HttpServer>,
-    roost: agentwire_roost::daemon::Daemon,
+    roost: Arc<agentwire_roost::daemon::Daemon>,
     embedded: Option<agentwire_relay::RelayHandle>,
     journal: Arc<dyn agentwire_store::Journal>,
     /// The journal's retention pass, stopped before the journal closes.
@@ -247,6 +247,18 @@ async fn start(config: Resolved) -> Result<Running, String> {
     specs.extend(more_agents.iter().map(crate::agents::AgentSpec::further));
     // One hub for every agent's turns: a watcher sees them all.
     let hub = agentwire_engine::WatchHub::new();
+    // The GenAI metrics' `model`: each model agent's default model (the first it offers).
+    hub.metrics().set_models(
+        specs
+            .iter()
+            .filter_map(|s| match &s.kind {
+                crate::config::AgentKind::OpenAi(o) => {
+                    o.models.first().map(|m| (s.name.clone(), m.clone()))
+                }
+                _ => None,
+            })
+            .collect(),
+    );
     // The turn list goes on where the last run left it: filled before any turn (a recovered one
     // included) is published, so the journal's turns are listed as older than every turn of this run.
     match journal.latest(agentwire_engine::RECENT_TURNS_KEPT).await {
@@ -350,6 +362,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         },
     })
     .await
+    .map(Arc::new)
     .map_err(|e| e.to_string())?;
     let runtime_config = RuntimeConfig {
         relays: relays.clone(),
@@ -391,9 +404,18 @@ async fn start(config: Resolved) -> Result<Running, String> {
             let token = crate::http_front::load_or_create_token(&data_dir)?;
             let agents = served.iter().map(|a| a.http_info()).collect();
             let engines = served.iter().map(|a| a.engine().clone()).collect();
-            let server =
-                crate::http_front::start(choice, token.clone(), hub.clone(), engines, agents)
-                    .await?;
+            let jobs = Arc::downgrade(&roost);
+            let roost_jobs: crate::http_front::RoostJobs =
+                Arc::new(move || jobs.upgrade().map(|r| r.job_states()).unwrap_or_default());
+            let server = crate::http_front::start(
+                choice,
+                token.clone(),
+                hub.clone(),
+                engines,
+                agents,
+                roost_jobs,
+            )
+            .await?;
             Some((server, token))
         }
         None => None,

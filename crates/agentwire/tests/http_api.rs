@@ -796,3 +796,112 @@ async fn an_answer_and_a_cancel_through_the_api_continue_and_end_roost_turns() {
         .await;
     assert_eq!(one["outcome"]["code"], "cancelled", "{one}");
 }
+
+/// `/metrics` after a known set of turns, read by a Prometheus text parser: the counts and histograms
+/// match what ran, per protocol and agent; no label carries an id; no token needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_the_turns_that_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let api = Api::of(&d);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    for prompt in ["calc 2+2", "calc 6*7", "fail on purpose"] {
+        c.ask(prompt).await;
+    }
+    // One more still running.
+    let waiting = c.prompt_event("sleep 8000", None);
+    c.watch(&waiting.id);
+    c.publish(&waiting).await;
+    let turn = format!("nipxx:{}", waiting.id.to_hex());
+    api.get_until(&format!("/api/v1/turns/{turn}"), |t| {
+        t["state"] == "running"
+    })
+    .await;
+
+    let scrape = api
+        .http
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scrape.status().as_u16(), 200, "no token needed");
+    assert!(scrape.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/openmetrics-text"));
+    let text = scrape.text().await.unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let parsed = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        parsed
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    let demo = [("protocol", "nipxx"), ("agent", "demo")];
+    assert_eq!(value("agentwire_turns_started_total", &demo), 4.0, "{text}");
+    assert_eq!(
+        value(
+            "agentwire_turns_ended_total",
+            &[
+                ("protocol", "nipxx"),
+                ("agent", "demo"),
+                ("outcome", "result")
+            ]
+        ),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(value("agentwire_turns_ended_total", &demo), 3.0, "{text}");
+    assert_eq!(
+        value(
+            "agentwire_turns_ended_total",
+            &[("outcome", "agent_failed")]
+        ),
+        1.0,
+        "the failure by its core code: {text}"
+    );
+    assert_eq!(
+        value(
+            "agentwire_tool_calls_total",
+            &[("agent", "demo"), ("tool", "calculator"), ("result", "ok")]
+        ),
+        2.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("agentwire_gen_ai_client_token_usage_count{agent=\"demo\",model=\"\",token_type=\"input\"} 3"),
+        "each ended turn's tokens: {text}"
+    );
+    assert_eq!(value("agentwire_turns_running", &demo), 1.0, "{text}");
+    assert_eq!(value("agentwire_questions_open", &[]), 0.0, "{text}");
+    assert_eq!(value("agentwire_journal_writable", &[]), 1.0, "{text}");
+    let durations = parsed
+        .samples
+        .iter()
+        .find(|s| s.metric == "agentwire_turn_duration_seconds")
+        .expect("the duration histogram");
+    match &durations.value {
+        prometheus_parse::Value::Histogram(buckets) => {
+            let count = buckets.iter().map(|b| b.count).fold(0.0, f64::max);
+            assert_eq!(count, 3.0, "three turns ended: {text}");
+        }
+        other => panic!("a histogram: {other:?}"),
+    }
+    assert!(text.contains(&format!(
+        "agentwire_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    )));
+    // Bounded labels: the routes are patterns, never a turn's id.
+    assert!(text.contains("route=\"/api/v1/turns/{id}\""), "{text}");
+    assert!(!text.contains(&waiting.id.to_hex()), "no id in a label");
+    assert!(!text.contains("sleep 8000"), "no prompt in a label");
+}

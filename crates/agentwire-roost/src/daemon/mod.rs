@@ -270,6 +270,20 @@ impl Daemon {
         let _ = asked.wait_for(|a| *a).await;
     }
 
+    /// How many jobs' rows show each state now (`working`, `blocked`, `stopped`, ...), for metrics.
+    pub fn job_states(&self) -> Vec<(&'static str, i64)> {
+        let st = self.shared.lock();
+        let mut counts: Vec<(&'static str, i64)> = Vec::new();
+        for job in st.sup.jobs.values() {
+            let state = job.row_state();
+            match counts.iter_mut().find(|(s, _)| *s == state) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((state, 1)),
+            }
+        }
+        counts
+    }
+
     /// The socket's path.
     pub fn socket(&self) -> &std::path::Path {
         &self.socket

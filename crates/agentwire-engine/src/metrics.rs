@@ -1,0 +1,450 @@
+//! The daemon's Prometheus metrics (`GET /metrics`): one registry, its families named `agentwire_*`, the
+//! turns' own fed by the [`WatchHub`](crate::WatchHub) as it publishes (so they count every turn of every
+//! front, exactly, without a watcher that could fall behind), and the rest set by their owners (the HTTP
+//! server's requests, the journal's health and the roost jobs when scraped).
+//!
+//! Labels are bounded: a protocol is a front's name, an agent a configured agent's, an outcome `result` or
+//! a failure code (one the daemon does not know is `unknown`), a tool one of the first
+//! [`MAX_TOOL_LABELS`] names seen (later ones are `other`). Never an id, a prompt or a user.
+
+use crate::watch::{TurnSummary, WatchKind};
+use agentwire_core::{FailureCode, Outcome, TurnEvent, Usage};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+/// Distinct tool names that get a label of their own; later ones are counted as `other`. Tools come from
+/// the config and its MCP servers, which may offer many: this keeps the series a scrape returns bounded.
+pub const MAX_TOOL_LABELS: usize = 100;
+/// Distinct agent names that get a label of their own (agents are configured, so this is never reached
+/// in practice; it bounds what a bug could add).
+pub const MAX_AGENT_LABELS: usize = 100;
+/// The content type of `/metrics`: OpenMetrics text, which Prometheus asks for and reads.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A turn's duration buckets, in seconds: the OpenTelemetry GenAI operation-duration buckets (10 ms to
+/// 82 s, doubling), and longer ones for agents that work for minutes.
+const DURATION_BUCKETS: [f64; 17] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 300.0,
+    900.0, 3600.0,
+];
+/// Token-usage buckets: the OpenTelemetry GenAI client token-usage buckets (powers of 4).
+const TOKEN_BUCKETS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TurnLabels {
+    protocol: String,
+    agent: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndLabels {
+    protocol: String,
+    agent: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    protocol: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    agent: String,
+    tool: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    agent: String,
+    model: String,
+    token_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+fn token_histogram() -> Histogram {
+    Histogram::new(TOKEN_BUCKETS)
+}
+
+/// Names that get a label of their own, up to a bound.
+#[derive(Debug, Default)]
+struct Bounded {
+    seen: Mutex<HashSet<String>>,
+}
+
+impl Bounded {
+    fn label(&self, name: &str, max: usize) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.contains(name) {
+            return name.to_string();
+        }
+        if seen.len() < max {
+            seen.insert(name.to_string());
+            return name.to_string();
+        }
+        "other".to_string()
+    }
+}
+
+/// How a turn's summary stood before an event (what the metrics compare with, without a copy of it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Before {
+    /// A question was open.
+    pub(crate) question: bool,
+    /// It had been accepted.
+    pub(crate) accepted: bool,
+}
+
+impl Before {
+    pub(crate) fn of(s: &TurnSummary) -> Before {
+        Before {
+            question: s.question.is_some(),
+            accepted: !s.protocol.is_empty(),
+        }
+    }
+}
+
+/// The daemon's metrics.
+pub struct Metrics {
+    registry: Registry,
+    started: Family<TurnLabels, Counter>,
+    ended: Family<EndLabels, Counter>,
+    running: Family<TurnLabels, Gauge>,
+    duration: HistogramFamily<TurnLabels>,
+    refusals: Family<RefusalLabels, Counter>,
+    questions_open: Gauge,
+    tool_calls: Family<ToolLabels, Counter>,
+    tokens: HistogramFamily<TokenLabels>,
+    journal_writable: Gauge,
+    http_requests: Family<HttpLabels, Counter>,
+    roost_jobs: Family<StateLabel, Gauge>,
+    tools: Bounded,
+    agents: Bounded,
+    /// Each agent's model, for the GenAI metrics' `model` label (none: `""`).
+    models: Mutex<HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every family registered, none with a value yet.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let build = Family::<VersionLabel, Gauge>::default();
+        build
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .set(1);
+        registry.register(
+            "agentwire_build_info",
+            "The agentwire version running (always 1)",
+            build,
+        );
+        let m = Metrics {
+            started: Family::default(),
+            ended: Family::default(),
+            running: Family::default(),
+            duration: Family::new_with_constructor(duration_histogram),
+            refusals: Family::default(),
+            questions_open: Gauge::default(),
+            tool_calls: Family::default(),
+            tokens: Family::new_with_constructor(token_histogram),
+            journal_writable: Gauge::default(),
+            http_requests: Family::default(),
+            roost_jobs: Family::default(),
+            tools: Bounded::default(),
+            agents: Bounded::default(),
+            models: Mutex::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "agentwire_turns_started",
+            "Turns taken, by front and agent (refusals included)",
+            m.started.clone(),
+        );
+        registry.register(
+            "agentwire_turns_ended",
+            "Turns ended, by front, agent and outcome (result, or the failure code)",
+            m.ended.clone(),
+        );
+        registry.register(
+            "agentwire_turns_running",
+            "Turns taken and not yet ended",
+            m.running.clone(),
+        );
+        registry.register(
+            "agentwire_turn_duration_seconds",
+            "How long turns took, from taken to ended",
+            m.duration.clone(),
+        );
+        registry.register(
+            "agentwire_refusals",
+            "Requests refused before they ran, by front and reason",
+            m.refusals.clone(),
+        );
+        registry.register(
+            "agentwire_questions_open",
+            "Questions put to a person and not yet settled",
+            m.questions_open.clone(),
+        );
+        registry.register(
+            "agentwire_tool_calls",
+            "Tool calls that returned, by agent, tool and result (ok or error)",
+            m.tool_calls.clone(),
+        );
+        registry.register(
+            "agentwire_gen_ai_client_token_usage",
+            "Tokens a turn used, by agent, model and token_type (input or output)",
+            m.tokens.clone(),
+        );
+        registry.register(
+            "agentwire_journal_writable",
+            "1 while the journal takes writes, 0 while it does not",
+            m.journal_writable.clone(),
+        );
+        registry.register(
+            "agentwire_http_requests",
+            "HTTP requests answered, by route and status",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "agentwire_roost_jobs",
+            "roost jobs, by the state their row shows",
+            m.roost_jobs.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The model each agent runs, for the `model` label.
+    pub fn set_models(&self, models: HashMap<String, String>) {
+        *self.models.lock().unwrap_or_else(|p| p.into_inner()) = models;
+    }
+
+    fn model(&self, agent: &str) -> String {
+        self.models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn turn_labels(&self, s: &TurnSummary) -> TurnLabels {
+        TurnLabels {
+            protocol: s.protocol.clone(),
+            agent: self.agents.label(&s.agent, MAX_AGENT_LABELS),
+        }
+    }
+
+    /// What a turn did, as the hub publishes it: `before` is how its summary stood before, `after` its
+    /// summary after; `first_end` says this is its outcome, published for the first time.
+    pub(crate) fn observe(
+        &self,
+        before: Before,
+        after: &TurnSummary,
+        kind: &WatchKind,
+        first_end: bool,
+    ) {
+        let opened = after.question.is_some() as i64 - before.question as i64;
+        if opened != 0 {
+            self.questions_open.inc_by(opened);
+        }
+        match kind {
+            WatchKind::Accepted { .. } if !before.accepted => {
+                let l = self.turn_labels(after);
+                self.started.get_or_create(&l).inc();
+                self.running.get_or_create(&l).inc();
+            }
+            WatchKind::Event(TurnEvent::ToolResult { name, success, .. }) => {
+                let labels = ToolLabels {
+                    agent: self.agents.label(&after.agent, MAX_AGENT_LABELS),
+                    tool: self.tools.label(name, MAX_TOOL_LABELS),
+                    result: if *success { "ok" } else { "error" }.into(),
+                };
+                self.tool_calls.get_or_create(&labels).inc();
+            }
+            WatchKind::Outcome(outcome) if first_end && !after.protocol.is_empty() => {
+                let l = self.turn_labels(after);
+                self.running.get_or_create(&l).dec();
+                let (code, usage) = match outcome {
+                    Outcome::Result(r) => ("result".to_string(), r.usage),
+                    Outcome::Failure(f) => (failure_label(&f.code), f.usage),
+                };
+                if let Outcome::Failure(f) = outcome {
+                    if let FailureCode::Refused(r) = &f.code {
+                        self.refusals
+                            .get_or_create(&RefusalLabels {
+                                protocol: l.protocol.clone(),
+                                reason: r.as_str().to_string(),
+                            })
+                            .inc();
+                    }
+                }
+                self.ended
+                    .get_or_create(&EndLabels {
+                        protocol: l.protocol.clone(),
+                        agent: l.agent.clone(),
+                        outcome: code,
+                    })
+                    .inc();
+                let ended = after.ended_ms.unwrap_or(after.started_ms);
+                let secs = ended.saturating_sub(after.started_ms) as f64 / 1000.0;
+                self.duration.get_or_create(&l).observe(secs);
+                self.usage(&l.agent, usage);
+            }
+            _ => {}
+        }
+    }
+
+    fn usage(&self, agent: &str, usage: Usage) {
+        if usage == Usage::default() {
+            return;
+        }
+        let model = self.model(agent);
+        for (kind, n) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            self.tokens
+                .get_or_create(&TokenLabels {
+                    agent: agent.to_string(),
+                    model: model.clone(),
+                    token_type: kind.into(),
+                })
+                .observe(n as f64);
+        }
+    }
+
+    /// Whether the journal takes writes now.
+    pub fn set_journal_writable(&self, writable: bool) {
+        self.journal_writable.set(writable as i64);
+    }
+
+    /// An HTTP request answered: its route (the route's pattern, never its path) and status.
+    pub fn http_request(&self, route: &str, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route: route.to_string(),
+                status: status.to_string(),
+            })
+            .inc();
+    }
+
+    /// The roost jobs by state, as counted now (states not given are zero).
+    pub fn set_roost_jobs(&self, by_state: &[(&str, i64)]) {
+        for state in [
+            "starting", "working", "blocked", "done", "failed", "stopped", "exited",
+        ] {
+            let n = by_state
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |(_, n)| *n);
+            self.roost_jobs
+                .get_or_create(&StateLabel {
+                    state: state.to_string(),
+                })
+                .set(n);
+        }
+    }
+
+    /// The metrics as OpenMetrics text ([`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!(error = %e, "could not encode the metrics");
+        }
+        out
+    }
+}
+
+/// A failure code as an `outcome` label: the core code in snake case; a code the daemon does not know
+/// (a peer's) is `unknown`, so peers cannot add series.
+fn failure_label(code: &FailureCode) -> String {
+    match code {
+        FailureCode::Unknown(_) => "unknown".to_string(),
+        known => known.as_str().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_past_the_bound_is_other() {
+        let b = Bounded::default();
+        for n in 0..3 {
+            assert_eq!(b.label(&format!("t{n}"), 3), format!("t{n}"));
+        }
+        assert_eq!(b.label("t9", 3), "other");
+        assert_eq!(b.label("t1", 3), "t1");
+    }
+
+    #[test]
+    fn an_unknown_failure_code_is_one_label() {
+        assert_eq!(
+            failure_label(&FailureCode::Unknown("made up by a peer".into())),
+            "unknown"
+        );
+    }
+
+    #[test]
+    fn the_text_names_every_family_and_the_version() {
+        let m = Metrics::new();
+        m.set_roost_jobs(&[("working", 2)]);
+        let text = m.encode();
+        assert!(text.contains(&format!(
+            "agentwire_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )));
+        assert!(
+            text.contains("agentwire_roost_jobs{state=\"working\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE agentwire_roost_jobs gauge"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
