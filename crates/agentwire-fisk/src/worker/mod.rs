@@ -272,16 +272,10 @@ impl Worker {
         c.description = Some(card.description.clone());
         c.model = Some(card.default_model.clone());
         c.protocols = vec![wire::PROTOCOL_NAMESPACE.trim_end_matches('.').to_string()];
-        c.tools = card
-            .tools
-            .iter()
-            .map(|t| wire::ToolDescriptor {
-                name: t.name.clone(),
-                description: Some(t.description.clone()),
-                input_schema: t.input_schema.as_object().cloned(),
-                behavior: None,
-            })
-            .collect();
+        // `tools` are the tools this worker serves to peers (`tool.request`), and it serves none: the
+        // agent's own tools are its business (NIP-XX's ai.info lists them), not a peer's to call. So
+        // `c.tools` stays empty, as the spec says for an agent that serves no tools. `telemetry` and
+        // `telemetry_content` stay false: no traces are exported.
         let h = wire::Header::reply_to(
             &header,
             self.me.clone(),
