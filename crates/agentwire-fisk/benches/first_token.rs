@@ -98,6 +98,7 @@ async fn main() {
             system_prompt: String::new(),
             max_tokens: None,
             instance: None,
+            senders: Default::default(),
         },
         Engine::new(journal, Arc::new(agent)),
     )

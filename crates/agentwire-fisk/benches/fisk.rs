@@ -258,6 +258,7 @@ async fn instances(
                 system_prompt: String::new(),
                 max_tokens: None,
                 instance: Some(format!("i{i}")),
+                senders: Default::default(),
             },
             engine,
         )
@@ -377,6 +378,7 @@ fn main() {
                 system_prompt: String::new(),
                 max_tokens: None,
                 instance: None,
+                senders: Default::default(),
             },
             engine,
         )

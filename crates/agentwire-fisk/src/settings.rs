@@ -52,6 +52,10 @@ pub struct NatsSection {
     pub tls_key_file: Option<PathBuf>,
     /// The prefix of this process's reply subjects (`_INBOX.alice`), for servers that give each user its own.
     pub inbox_prefix: Option<String>,
+    /// Only these callers (`sender.name`) are served; the rest are refused `rejected`.
+    pub allowed_senders: Option<Vec<String>>,
+    /// These callers (`sender.name`) are refused `rejected`.
+    pub blocked_senders: Option<Vec<String>>,
 }
 
 /// The `serve` flags of this front.
@@ -153,6 +157,17 @@ pub fn resolve(
         .or(section.request_timeout_secs)
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+    let names = |setting: Setting, list: &Option<Vec<String>>| -> Result<(), SettingError> {
+        for name in list.iter().flatten() {
+            Identity::new(name.clone()).map_err(|_| SettingError::Identity {
+                setting,
+                value: name.clone(),
+            })?;
+        }
+        Ok(())
+    };
+    names("[nats] allowed_senders", &section.allowed_senders)?;
+    names("[nats] blocked_senders", &section.blocked_senders)?;
     Ok(Some(WorkerConfig {
         nats: connect(&url, setting_of_url, section)?,
         identity,
@@ -162,6 +177,10 @@ pub fn resolve(
         system_prompt: section.system_prompt.clone().unwrap_or_default(),
         max_tokens: section.max_tokens,
         instance: section.instance.clone(),
+        senders: crate::worker::SenderPolicy {
+            allowed: section.allowed_senders.clone(),
+            blocked: section.blocked_senders.clone().unwrap_or_default(),
+        },
     }))
 }
 
@@ -265,6 +284,10 @@ pub struct NatsView<'a> {
     max_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instance: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_senders: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    blocked_senders: &'a [String],
 }
 
 /// What `agentwire config` shows of the worker's configuration `c`.
@@ -303,6 +326,8 @@ pub fn view(c: &WorkerConfig, redact: impl Fn(&str) -> String) -> NatsView<'_> {
         system_prompt: &c.system_prompt,
         max_tokens: c.max_tokens,
         instance: c.instance.as_deref(),
+        allowed_senders: c.senders.allowed.as_deref(),
+        blocked_senders: &c.senders.blocked,
     }
 }
 

@@ -26,6 +26,7 @@ fn config(url: &str, identity: &str) -> WorkerConfig {
         system_prompt: "you are a test".into(),
         max_tokens: None,
         instance: None,
+        senders: Default::default(),
     }
 }
 
@@ -979,4 +980,48 @@ async fn a_corrupt_claim_in_a_shared_journal_is_turn_not_taken_for_its_conversat
         .prompt(&r, "calc 4+4", json!({ "conversation_token": t }))
         .await;
     assert_eq!(check_set(&again, &r).json["text"], "8");
+}
+
+/// The sender policy: a blocked caller, and one not among the allowed, are refused `rejected` with the
+/// reason (an ack that does not accept, then the error), before anything runs; an allowed one is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_outside_the_sender_policy_are_rejected() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&nats.url, "w40");
+    cfg.senders = agentwire_fisk::worker::SenderPolicy {
+        allowed: Some(vec!["tester".into(), "mallory".into()]),
+        blocked: vec!["mallory".into()],
+    };
+    let _w = worker(dir.path(), cfg).await;
+    let c = Caller::connect(&nats.url, "w40").await;
+
+    let r = tag("p");
+    let set = c.prompt(&r, "calc 1+1", json!({})).await;
+    assert_eq!(
+        check_set(&set, &r).json["text"],
+        "2",
+        "an allowed sender is served"
+    );
+    for (who, why) in [("mallory", "blocked"), ("eve", "not among")] {
+        let r = tag("p");
+        let mut body = with(
+            header("request.prompt", &r),
+            json!({ "prompt": "calc 1+1" }),
+        );
+        body["sender"] = json!({ "name": who });
+        let set = c.task(&body).await;
+        assert_eq!(set[0].json["accepted"], false, "{who}");
+        assert_eq!(code(&set), "rejected", "{who}");
+        let last = set.last().unwrap();
+        assert!(
+            last.json["error"].as_str().unwrap_or("").contains(why),
+            "{who}: {}",
+            last.json
+        );
+        assert!(
+            !set.iter().any(|m| m.protocol().ends_with("event.text")),
+            "nothing ran for {who}"
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! Admission of a fisk-ai request, in the spec's order: `draining`, `capacity`, `duplicate_request`,
+//! Admission of a fisk-ai request, in the spec's order: `rejected` (the sender policy), `draining`, `capacity`, `duplicate_request`,
 //! `conversation_busy`; then what the conversation allows (`unknown_conversation`, `config_drift`,
 //! `budget_exhausted`, `turn_not_taken`, and for answers `answer_too_large`, `already_answered`,
 //! `unknown_call`). A refusal is an `ack` with `accepted: false` and a reason, then an `error` with the code.
@@ -92,6 +92,9 @@ async fn record(
 
 /// Decides what to do with `task`. A `Run` holds a worker slot (the engine's), freed when its turn ends.
 pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
+    if let Err(why) = worker.config.senders.admits(task.header().sender.name()) {
+        return refused(Refusal::Blocked, why);
+    }
     if let TaskRequest::Read(r) = task {
         if worker.engine.draining() {
             return refused(Refusal::Draining, "the worker is shutting down");

@@ -48,6 +48,35 @@ pub struct WorkerConfig {
     pub max_tokens: Option<u64>,
     /// This instance's name in `sender.instance` (several instances share an identity and a queue group).
     pub instance: Option<String>,
+    /// Which callers are served, by `sender.name`.
+    pub senders: SenderPolicy,
+}
+
+/// Which callers the worker serves, by the `sender.name` of their requests: the rest are refused
+/// `rejected`. A caller names itself, so this keeps out callers that say who they are (another team's
+/// agents, a retired tool); it is not authentication, which is the NATS server's (its users and their
+/// subject permissions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SenderPolicy {
+    /// Only these, when given.
+    pub allowed: Option<Vec<String>>,
+    /// Never these.
+    pub blocked: Vec<String>,
+}
+
+impl SenderPolicy {
+    /// Whether caller `name` is served; if not, why (for the `error`'s message).
+    pub fn admits(&self, name: &str) -> Result<(), String> {
+        if self.blocked.iter().any(|b| b == name) {
+            return Err(format!("the sender {name:?} is blocked on this worker"));
+        }
+        match &self.allowed {
+            Some(allowed) if !allowed.iter().any(|a| a == name) => Err(format!(
+                "the sender {name:?} is not among the senders this worker serves"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Why the worker did not start.

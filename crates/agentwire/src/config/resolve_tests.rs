@@ -714,6 +714,16 @@ fn bad_values_name_their_flag_or_key() {
             "[nats] inbox_prefix",
         ),
         (
+            vec![],
+            "[nats]\nurl = \"nats://x\"\nidentity = \"a\"\nblocked_senders = [\"ok\", \"not ok\"]".into(),
+            "[nats] blocked_senders: \"not ok\"",
+        ),
+        (
+            vec![],
+            "[nats]\nurl = \"nats://x\"\nidentity = \"a\"\nallowed_senders = [\"*\"]".into(),
+            "[nats] allowed_senders: \"*\"",
+        ),
+        (
             vec![
                 "--nats",
                 "nats://x",
