@@ -1,11 +1,13 @@
 //! The daemon's Prometheus metrics (`GET /metrics`): one registry, its families named `agentwire_*`, the
 //! turns' own fed by the [`WatchHub`](crate::WatchHub) as it publishes (so they count every turn of every
-//! front, exactly, without a watcher that could fall behind), and the rest set by their owners (the HTTP
-//! server's requests, the journal's health and the roost jobs when scraped).
+//! front, exactly, without a watcher that could fall behind), and the rest set by their owners: the model
+//! agents' calls as they end, the engine's journal writes as they commit, the HTTP server's requests, and
+//! the journal's health, the embedded relay's counters and the roost jobs when scraped.
 //!
-//! Labels are bounded: a protocol is a front's name, an agent a configured agent's, an outcome `result` or
-//! a failure code (one the daemon does not know is `unknown`), a tool one of the first
-//! [`MAX_TOOL_LABELS`] names seen (later ones are `other`). Never an id, a prompt or a user.
+//! Labels are bounded: a protocol is a front's name, an agent a configured agent's, a model one the agent
+//! offers (another is `other`), an outcome `result` or a failure code (one the daemon does not know is
+//! `unknown`), a tool one of the first [`MAX_TOOL_LABELS`] names seen (later ones are `other`), a relay
+//! event's `result` one of the relay's own few. Never an id, a prompt or a user.
 
 use crate::watch::{TurnSummary, WatchKind};
 use agentwire_core::{FailureCode, Outcome, TurnEvent, Usage};
@@ -16,7 +18,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Distinct tool names that get a label of their own; later ones are counted as `other`. Tools come from
 /// the config and its MCP servers, which may offer many: this keeps the series a scrape returns bounded.
@@ -24,6 +28,9 @@ pub const MAX_TOOL_LABELS: usize = 100;
 /// Distinct agent names that get a label of their own (agents are configured, so this is never reached
 /// in practice; it bounds what a bug could add).
 pub const MAX_AGENT_LABELS: usize = 100;
+/// Distinct model names that get a label of their own (a model agent labels only the models it offers,
+/// so this too bounds only what a bug could add).
+pub const MAX_MODEL_LABELS: usize = 100;
 /// The content type of `/metrics`: OpenMetrics text, which Prometheus asks for and reads.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -32,6 +39,19 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 const DURATION_BUCKETS: [f64; 17] = [
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 300.0,
     900.0, 3600.0,
+];
+/// Time-to-first-token buckets, in seconds: the OpenTelemetry GenAI time-to-first-token buckets (1 ms to
+/// 10 s), and longer ones for a local model reading a long prompt on a CPU before it says anything.
+const FIRST_TOKEN_BUCKETS: [f64; 19] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+];
+/// Journal commit buckets, in seconds, doubling from 0.25 ms: an fsync of SQLite's WAL on an SSD takes
+/// well under a millisecond to a few, a replicated JetStream publish a few milliseconds; seconds mean a
+/// failing disk or a cluster that lost its quorum.
+const COMMIT_BUCKETS: [f64; 16] = [
+    0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024,
+    2.048, 4.096, 8.192,
 ];
 /// Token-usage buckets: the OpenTelemetry GenAI client token-usage buckets (powers of 4).
 const TOKEN_BUCKETS: [f64; 14] = [
@@ -73,6 +93,17 @@ struct TokenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    agent: String,
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
 }
@@ -96,6 +127,10 @@ fn duration_histogram() -> Histogram {
 
 fn token_histogram() -> Histogram {
     Histogram::new(TOKEN_BUCKETS)
+}
+
+fn first_token_histogram() -> Histogram {
+    Histogram::new(FIRST_TOKEN_BUCKETS)
 }
 
 /// Names that get a label of their own, up to a bound.
@@ -147,11 +182,17 @@ pub struct Metrics {
     questions_open: Gauge,
     tool_calls: Family<ToolLabels, Counter>,
     tokens: HistogramFamily<TokenLabels>,
+    model_calls: HistogramFamily<ModelLabels>,
+    first_tokens: HistogramFamily<ModelLabels>,
     journal_writable: Gauge,
+    journal_commits: Histogram,
     http_requests: Family<HttpLabels, Counter>,
     roost_jobs: Family<StateLabel, Gauge>,
+    relay_connections: Gauge,
+    relay_events: Family<ResultLabel, Counter>,
     tools: Bounded,
     agents: Bounded,
+    model_names: Bounded,
     /// Each agent's model, for the GenAI metrics' `model` label (none: `""`).
     models: Mutex<HashMap<String, String>>,
 }
@@ -192,11 +233,17 @@ impl Metrics {
             questions_open: Gauge::default(),
             tool_calls: Family::default(),
             tokens: Family::new_with_constructor(token_histogram),
+            model_calls: Family::new_with_constructor(duration_histogram),
+            first_tokens: Family::new_with_constructor(first_token_histogram),
             journal_writable: Gauge::default(),
+            journal_commits: Histogram::new(COMMIT_BUCKETS),
             http_requests: Family::default(),
             roost_jobs: Family::default(),
+            relay_connections: Gauge::default(),
+            relay_events: Family::default(),
             tools: Bounded::default(),
             agents: Bounded::default(),
+            model_names: Bounded::default(),
             models: Mutex::default(),
             registry: Registry::default(),
         };
@@ -241,9 +288,24 @@ impl Metrics {
             m.tokens.clone(),
         );
         registry.register(
+            "agentwire_gen_ai_client_operation_duration_seconds",
+            "How long a model agent's calls to its model server took, from sent to the answer's end, by agent and model requested",
+            m.model_calls.clone(),
+        );
+        registry.register(
+            "agentwire_gen_ai_server_time_to_first_token_seconds",
+            "How long a model agent's streamed calls waited for their first token, by agent and model requested",
+            m.first_tokens.clone(),
+        );
+        registry.register(
             "agentwire_journal_writable",
             "1 while the journal takes writes, 0 while it does not",
             m.journal_writable.clone(),
+        );
+        registry.register(
+            "agentwire_journal_commit_seconds",
+            "How long the journal took to commit each write a turn waited on (accept, finish, conversation state)",
+            m.journal_commits.clone(),
         );
         registry.register(
             "agentwire_http_requests",
@@ -254,6 +316,16 @@ impl Metrics {
             "agentwire_roost_jobs",
             "roost jobs, by the state their row shows",
             m.roost_jobs.clone(),
+        );
+        registry.register(
+            "agentwire_relay_connections",
+            "WebSocket connections the embedded relay holds open",
+            m.relay_connections.clone(),
+        );
+        registry.register(
+            "agentwire_relay_events",
+            "EVENTs the embedded relay answered, by result (accepted, duplicate, rate_limited, rejected, error)",
+            m.relay_events.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -358,9 +430,52 @@ impl Metrics {
         }
     }
 
+    fn model_labels(&self, agent: &str, model: &str) -> ModelLabels {
+        ModelLabels {
+            agent: self.agents.label(agent, MAX_AGENT_LABELS),
+            model: self.model_names.label(model, MAX_MODEL_LABELS),
+        }
+    }
+
+    /// A model agent's call to its model server that ended (with an answer or the server's error) `took`
+    /// after it was sent: `agent` is the agent's name, `model` the model requested (one it offers).
+    pub fn model_call(&self, agent: &str, model: &str, took: Duration) {
+        self.model_calls
+            .get_or_create(&self.model_labels(agent, model))
+            .observe(took.as_secs_f64());
+    }
+
+    /// The first token (text, reasoning or a tool call) of a model agent's streamed call, `took` after the
+    /// call was sent.
+    pub fn first_token(&self, agent: &str, model: &str, took: Duration) {
+        self.first_tokens
+            .get_or_create(&self.model_labels(agent, model))
+            .observe(took.as_secs_f64());
+    }
+
     /// Whether the journal takes writes now.
     pub fn set_journal_writable(&self, writable: bool) {
         self.journal_writable.set(writable as i64);
+    }
+
+    /// A journal write a turn waited on committed, `took` after it was asked for.
+    pub fn journal_commit(&self, took: Duration) {
+        self.journal_commits.observe(took.as_secs_f64());
+    }
+
+    /// The embedded relay's counters as they stand now: the connections it holds, and how many `EVENT`s it
+    /// has answered with each result (a running total, never smaller than the last one set).
+    pub fn set_relay(&self, connections: u64, events: &[(&str, u64)]) {
+        self.relay_connections
+            .set(i64::try_from(connections).unwrap_or(i64::MAX));
+        for (result, n) in events {
+            self.relay_events
+                .get_or_create(&ResultLabel {
+                    result: result.to_string(),
+                })
+                .inner()
+                .store(*n, Ordering::Relaxed);
+        }
     }
 
     /// An HTTP request answered: its route (the route's pattern, never its path) and status.
@@ -446,5 +561,28 @@ mod tests {
         );
         assert!(text.contains("# TYPE agentwire_roost_jobs gauge"), "{text}");
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn model_calls_commits_and_the_relay_read_as_they_were_set() {
+        let m = Metrics::new();
+        m.model_call("local", "llama3.2", Duration::from_millis(300));
+        m.model_call("local", "llama3.2", Duration::from_secs(2));
+        m.first_token("local", "llama3.2", Duration::from_millis(30));
+        m.journal_commit(Duration::from_millis(3));
+        m.set_relay(2, &[("accepted", 7), ("duplicate", 1)]);
+        m.set_relay(1, &[("accepted", 9), ("duplicate", 1)]);
+        let text = m.encode();
+        for line in [
+            "agentwire_gen_ai_client_operation_duration_seconds_count{agent=\"local\",model=\"llama3.2\"} 2",
+            "agentwire_gen_ai_server_time_to_first_token_seconds_count{agent=\"local\",model=\"llama3.2\"} 1",
+            "agentwire_journal_commit_seconds_count 1",
+            "agentwire_journal_commit_seconds_bucket{le=\"0.004\"} 1",
+            "agentwire_relay_connections 1",
+            "agentwire_relay_events_total{result=\"accepted\"} 9",
+            "agentwire_relay_events_total{result=\"duplicate\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

@@ -67,8 +67,8 @@ pub struct HttpContext {
     pub agents: Vec<AgentInfo>,
     /// The daemon's health.
     pub health: HealthCheck,
-    /// Sets the metrics read at scrape time (the journal's health, the roost jobs) before `/metrics`
-    /// answers.
+    /// Sets the metrics read at scrape time (the journal's health, the embedded relay's counters, the roost
+    /// jobs) before `/metrics` answers.
     pub scrape: Scrape,
 }
 

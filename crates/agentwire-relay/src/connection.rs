@@ -30,6 +30,7 @@ use crate::limits::{
 };
 use crate::server::{AddressSlot, Shared};
 use crate::session::{Command, Published, QueueDelivery, Session};
+use crate::stats::OpenConnection;
 use crate::storage_threads::{Committed, WriteOp};
 use crate::store::StoredEvent;
 
@@ -179,6 +180,8 @@ struct Connection {
     exempt: Option<Registration>,
     pending_writes: FuturesUnordered<PendingWrite>,
     pending_queries: FuturesUnordered<PendingQuery>,
+    /// Counts it among the relay's open connections while it lives.
+    _open: OpenConnection,
 }
 
 impl Connection {
@@ -192,9 +195,11 @@ impl Connection {
                 Arc::clone(&shared.rooms),
                 challenge(),
                 Arc::clone(&shared.own_urls),
+                Arc::clone(&shared.stats),
             ),
             live: Some(shared.fanout.subscribe()),
             exempt: None,
+            _open: shared.stats.open(),
             shared,
             pending_writes: FuturesUnordered::new(),
             pending_queries: FuturesUnordered::new(),

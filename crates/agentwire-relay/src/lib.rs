@@ -32,6 +32,11 @@
 //! for the selection); the first valid answer settles the card, durably in the same transaction, and any
 //! later one is refused with `duplicate:` ([`tinyagent`]).
 //!
+//! # Counters
+//!
+//! [`RelayHandle::stats`] reads the WebSocket connections open and the `EVENT`s answered by result
+//! ([`stats`]), for the embedding daemon's metrics.
+//!
 //! # Bounds
 //!
 //! The configurable bounds are [`RelayLimits`] (defaults in the `DEFAULT_*` constants); the
@@ -70,6 +75,7 @@ pub mod retention;
 pub mod rooms;
 mod server;
 mod session;
+pub mod stats;
 mod storage_threads;
 pub mod store;
 /// The question card and answer rules (their own pure crate, shared with the task-card adapter).
@@ -83,3 +89,4 @@ pub use own_urls::check_public_url;
 pub use retention::RetentionPolicy;
 pub use rooms::RoomConfig;
 pub use server::{start, RelayConfig, RelayHandle};
+pub use stats::{EventResult, RelayStats};

@@ -30,6 +30,7 @@ use crate::rooms::{
     RoomConfig, Rooms, CREATE_GROUP, EDIT_METADATA, GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA,
     PUT_USER, REMOVE_USER,
 };
+use crate::stats::RelayStats;
 use crate::storage_threads::{spawn_writer, ReadPool, RoomUpdates, WriteOp};
 use crate::store::EventStore;
 
@@ -108,6 +109,8 @@ pub(crate) struct Shared {
     pub(crate) rooms: Arc<RwLock<Rooms>>,
     /// The URLs a NIP-42 `AUTH` may name.
     pub(crate) own_urls: Arc<OwnUrls>,
+    /// The connections open and the `EVENT`s answered.
+    pub(crate) stats: Arc<RelayStats>,
 }
 
 /// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
@@ -118,6 +121,7 @@ pub struct RelayHandle {
     shutdown: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
     writer: Option<ThreadHandle<()>>,
+    stats: Arc<RelayStats>,
 }
 
 /// Opens (or creates) the database, binds the listener and starts serving.
@@ -232,7 +236,9 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         health: config.health,
         rooms,
         own_urls: Arc::new(own_urls),
+        stats: Arc::default(),
     });
+    let stats = Arc::clone(&shared.stats);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let server = tokio::spawn(accept_loop(listener, shared, shutdown_rx));
     tracing::info!(%local_addr, "relay listening");
@@ -241,6 +247,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         shutdown,
         server: Some(server),
         writer: Some(writer),
+        stats,
     })
 }
 
@@ -259,6 +266,11 @@ impl RelayHandle {
             ip => ip,
         };
         format!("ws://{}", SocketAddr::new(ip, self.local_addr.port()))
+    }
+
+    /// The relay's counters (connections open, `EVENT`s answered by result), read as they change.
+    pub fn stats(&self) -> Arc<RelayStats> {
+        Arc::clone(&self.stats)
     }
 
     /// Stops accepting, closes every connection (after at most [`SHUTDOWN_GRACE`]), lets the

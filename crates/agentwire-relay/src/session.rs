@@ -34,6 +34,7 @@ use crate::limits::{
 use crate::own_urls::OwnUrls;
 use crate::rate::TokenBucket;
 use crate::rooms::Rooms;
+use crate::stats::{EventResult, RelayStats};
 use crate::store::{event_json, InsertOutcome, StoredEvent};
 use crate::tinyagent;
 use crate::wire;
@@ -150,10 +151,18 @@ pub(crate) struct Session {
     auth_messages: usize,
     /// The URLs an `AUTH` event's `relay` tag may name: this relay's.
     own_urls: Arc<OwnUrls>,
+    /// The relay's counters: each `EVENT` answered is counted by its result.
+    stats: Arc<RelayStats>,
 }
 
 fn send(frame: String) -> Vec<Command> {
     vec![Command::Send(frame)]
+}
+
+/// The `OK` answering an `EVENT`, counted in `stats` by its result.
+fn event_ok(stats: &RelayStats, id: EventId, accepted: bool, message: &str) -> String {
+    stats.answered(EventResult::of(accepted, message));
+    wire::ok(id, accepted, message)
 }
 
 fn notice(message: &str) -> Vec<Command> {
@@ -162,7 +171,7 @@ fn notice(message: &str) -> Vec<Command> {
 
 impl Session {
     /// A new connection's state as of `now`, with its NIP-42 `challenge` (unguessable, one per
-    /// connection) and the URLs that name this relay in an `AUTH`.
+    /// connection), the URLs that name this relay in an `AUTH` and the relay's counters.
     pub(crate) fn new(
         limits: RelayLimits,
         unlimited_authors: Arc<HashSet<PublicKey>>,
@@ -170,11 +179,13 @@ impl Session {
         rooms: Arc<RwLock<Rooms>>,
         challenge: String,
         own_urls: Arc<OwnUrls>,
+        stats: Arc<RelayStats>,
     ) -> Self {
         Self {
             rooms,
             challenge,
             own_urls,
+            stats,
             authed: HashSet::new(),
             auth_messages: 0,
             bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
@@ -320,30 +331,29 @@ impl Session {
         id: EventId,
         outcome: Result<InsertOutcome, RelayError>,
     ) -> String {
-        match outcome {
+        let (accepted, message): (bool, Cow<'_, str>) = match outcome {
             Ok(InsertOutcome::Inserted | InsertOutcome::Replaced | InsertOutcome::NotStored) => {
-                wire::ok(id, true, "")
+                (true, "".into())
             }
-            Ok(InsertOutcome::Duplicate) => {
-                wire::ok(id, true, "duplicate: already have this event")
-            }
+            Ok(InsertOutcome::Duplicate) => (true, "duplicate: already have this event".into()),
             // Not stored, but nothing the client can fix by resending: report it like a duplicate.
-            Ok(InsertOutcome::Deleted) => {
-                wire::ok(id, false, "blocked: its author deleted this event (NIP-09)")
-            }
+            Ok(InsertOutcome::Deleted) => (
+                false,
+                "blocked: its author deleted this event (NIP-09)".into(),
+            ),
             Ok(InsertOutcome::Refused(refusal)) => {
-                wire::ok(id, false, &format!("{}: {refusal}", refusal.prefix()))
+                (false, format!("{}: {refusal}", refusal.prefix()).into())
             }
-            Ok(InsertOutcome::RejectedOlder) => wire::ok(
-                id,
+            Ok(InsertOutcome::RejectedOlder) => (
                 true,
-                "duplicate: a newer event with this replaceable address is stored",
+                "duplicate: a newer event with this replaceable address is stored".into(),
             ),
             Err(error) => {
                 tracing::warn!(%id, %error, "relay could not store an event");
-                wire::ok(id, false, "error: could not store the event")
+                (false, "error: could not store the event".into())
             }
-        }
+        };
+        event_ok(&self.stats, id, accepted, &message)
     }
 
     /// The stored events for a subscription's `REQ`: `EVENT`s, `EOSE`, then the live events
@@ -538,7 +548,8 @@ impl Session {
 
     fn handle_event(&mut self, event: Event, now: Instant, wall: Timestamp) -> Vec<Command> {
         let id = event.id;
-        let refuse = |message: &str| send(wire::ok(id, false, message));
+        let stats = Arc::clone(&self.stats);
+        let refuse = |message: &str| send(event_ok(&stats, id, false, message));
         if i64::try_from(event.created_at.as_secs()).is_err() {
             return refuse("invalid: created_at is out of range");
         }
@@ -609,7 +620,7 @@ impl Session {
         } else {
             vec![
                 Command::Broadcast(published),
-                Command::Send(wire::ok(id, true, "")),
+                Command::Send(event_ok(&stats, id, true, "")),
             ]
         }
     }
@@ -797,7 +808,8 @@ impl Session {
                     .and_then(Value::as_str)
                     .and_then(|id| EventId::from_hex(id).ok());
                 match id {
-                    Some(id) => send(wire::ok(
+                    Some(id) => send(event_ok(
+                        &self.stats,
                         id,
                         false,
                         wire::truncate(&format!("invalid: malformed event: {reason}")),

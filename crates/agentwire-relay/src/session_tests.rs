@@ -28,6 +28,7 @@ fn session_with(limits: RelayLimits, unlimited: &[&Keys]) -> (Session, Instant) 
             Arc::default(),
             CHALLENGE.to_owned(),
             Arc::new(OwnUrls::new("127.0.0.1:7447".parse().unwrap(), &[]).unwrap()),
+            Arc::default(),
         ),
         now,
     )
@@ -159,6 +160,40 @@ fn ephemeral_event_is_broadcast_and_acknowledged() {
         let commands = s.handle_text(&event_msg(&e), now, wall());
         assert!(matches!(&commands[..], [Command::Store(_)]), "{kind}");
     }
+}
+
+#[test]
+fn every_event_answered_is_counted_by_its_result_and_an_auth_is_not() {
+    use crate::stats::EventResult;
+    let limits = RelayLimits {
+        max_events_per_second_per_connection: 3,
+        ..RelayLimits::default()
+    };
+    let (mut s, now) = session_with(limits, &[]);
+    let keys = Keys::generate();
+    let stored = event(&keys, 1, vec![]);
+    assert!(matches!(
+        &s.handle_text(&event_msg(&stored), now, wall())[..],
+        [Command::Store(_)]
+    ));
+    s.handle_stored(stored.id, Ok(InsertOutcome::Inserted));
+    s.handle_stored(stored.id, Ok(InsertOutcome::Duplicate));
+    s.handle_stored(stored.id, Err(crate::RelayError::Internal("disk".into())));
+    let ephemeral = event(&keys, 25800, vec![]);
+    s.handle_text(&event_msg(&ephemeral), now, wall());
+    let auth = event(&keys, 22242, vec![]);
+    let (ok, _) = only_ok(&s.handle_text(&event_msg(&auth), now, wall()));
+    assert!(!ok, "an AUTH event sent as an EVENT is refused");
+    let (ok, _) = only_ok(&s.handle_text(&event_msg(&stored), now, wall()));
+    assert!(!ok, "the bucket is spent");
+    // An AUTH answers with an OK too, but it is not an EVENT.
+    s.handle_text(&auth_msg(&keys), now, wall());
+    let counted: Vec<u64> = EventResult::ALL
+        .iter()
+        .map(|r| s.stats.events(*r))
+        .collect();
+    // accepted, duplicate, rate_limited, rejected, error
+    assert_eq!(counted, vec![2, 1, 1, 1, 1]);
 }
 
 #[test]

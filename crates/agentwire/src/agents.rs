@@ -139,9 +139,15 @@ pub(crate) async fn prepare(
 ) -> Result<Vec<Prepared>, String> {
     let mut out = Vec::new();
     for spec in specs {
-        let agent =
-            crate::serve::make_agent(&spec.name, &spec.kind, s.roost_socket, s.hosted, s.data_dir)
-                .await?;
+        let agent = crate::serve::make_agent(
+            &spec.name,
+            &spec.kind,
+            s.roost_socket,
+            s.hosted,
+            s.data_dir,
+            s.hub.metrics(),
+        )
+        .await?;
         let engine = Engine::with_hub(
             s.journal.clone(),
             agent,

@@ -53,6 +53,14 @@ pub(crate) fn load_or_create_token(data_dir: &Path) -> Result<Token, String> {
 /// The roost jobs by state, as `/metrics` reads them when scraped.
 pub(crate) type RoostJobs = Arc<dyn Fn() -> Vec<(&'static str, i64)> + Send + Sync>;
 
+/// What `/metrics` reads from the daemon's other parts when scraped, beside the engine's journal health.
+pub(crate) struct Scraped {
+    /// The roost jobs by state.
+    pub(crate) roost_jobs: RoostJobs,
+    /// The embedded relay's counters, when it runs.
+    pub(crate) relay: Option<Arc<agentwire_relay::RelayStats>>,
+}
+
 /// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`.
 pub(crate) async fn start(
     choice: &crate::config::HttpChoice,
@@ -60,17 +68,24 @@ pub(crate) async fn start(
     hub: Arc<WatchHub>,
     engines: Vec<Arc<Engine>>,
     agents: Vec<AgentInfo>,
-    roost_jobs: RoostJobs,
+    scraped: Scraped,
 ) -> Result<HttpServer, String> {
     let first = engines.first().map(Arc::downgrade);
-    let scraped = first.clone();
+    let engine = first.clone();
     let scrape: agentwire_http::Scrape = Arc::new(move |m| {
-        let writable = scraped
+        let writable = engine
             .as_ref()
             .and_then(|e| e.upgrade())
             .is_some_and(|e| e.journal_writable());
         m.set_journal_writable(writable);
-        m.set_roost_jobs(&roost_jobs());
+        m.set_roost_jobs(&(scraped.roost_jobs)());
+        if let Some(relay) = &scraped.relay {
+            let events: Vec<(&str, u64)> = agentwire_relay::EventResult::ALL
+                .iter()
+                .map(|r| (r.as_str(), relay.events(*r)))
+                .collect();
+            m.set_relay(relay.connections(), &events);
+        }
     });
     let health: agentwire_http::HealthCheck = Arc::new(move || {
         let Some(e) = first.as_ref().and_then(|e| e.upgrade()) else {

@@ -24,13 +24,15 @@ const JOURNAL_FILE: &str = "journal.sqlite";
 const RELAY_KEY_FILE: &str = "relay.key";
 
 /// The agent that serves the turns: its kind was settled and its roost profile checked by resolution. A
-/// model agent's key is read here, from the variable its config names.
+/// model agent's key is read here, from the variable its config names; it times its model calls into
+/// `metrics`.
 pub(crate) async fn make_agent(
     name: &str,
     kind: &AgentKind,
     roost_socket: &Path,
     hosted: &Arc<agentwire_roost::front::HostedSessions>,
     data_dir: &Path,
+    metrics: &Arc<agentwire_engine::metrics::Metrics>,
 ) -> Result<Arc<dyn Agent>, String> {
     Ok(match kind {
         AgentKind::OpenAi(s) => {
@@ -72,7 +74,8 @@ pub(crate) async fn make_agent(
                     env: s.env.clone(),
                 },
                 http,
-            );
+            )
+            .with_metrics(metrics.clone());
             // The roost tools speak as a foreground peer of the agent's name, on the supervisor this
             // daemon runs (always): the connection is made once the supervisor is up.
             let agent = match s.tools.iter().any(|t| t == ROOST_TOOL) {
@@ -413,7 +416,10 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 hub.clone(),
                 engines,
                 agents,
-                roost_jobs,
+                crate::http_front::Scraped {
+                    roost_jobs,
+                    relay: embedded.as_ref().map(|r| r.stats()),
+                },
             )
             .await?;
             Some((server, token))

@@ -797,8 +797,72 @@ async fn an_answer_and_a_cancel_through_the_api_continue_and_end_roost_turns() {
     assert_eq!(one["outcome"]["code"], "cancelled", "{one}");
 }
 
+/// `/metrics` as scraped: its text, read by a Prometheus text parser.
+struct Scraped {
+    text: String,
+    parsed: prometheus_parse::Scrape,
+}
+
+impl Scraped {
+    /// Scrapes `/metrics` (no token: it needs none).
+    async fn of(api: &Api) -> Scraped {
+        let scrape = api
+            .http
+            .get(format!("{}/metrics", api.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(scrape.status().as_u16(), 200, "no token needed");
+        assert!(scrape.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text"));
+        let text = scrape.text().await.unwrap();
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        let parsed = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+        Scraped { text, parsed }
+    }
+
+    /// The sum of the counters' or gauges' samples of `name` with these labels.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.samples(name, labels)
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    }
+
+    /// How many observations the histograms `name` with these labels counted (their `+Inf` buckets).
+    fn count(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.samples(name, labels)
+            .map(|s| match &s.value {
+                prometheus_parse::Value::Histogram(buckets) => {
+                    buckets.iter().map(|b| b.count).fold(0.0, f64::max)
+                }
+                other => panic!("{name}: a histogram, not {other:?}"),
+            })
+            .sum()
+    }
+
+    fn samples<'a>(
+        &'a self,
+        name: &'a str,
+        labels: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a prometheus_parse::Sample> {
+        self.parsed
+            .samples
+            .iter()
+            .filter(move |s| s.metric == name)
+            .filter(move |s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+    }
+}
+
 /// `/metrics` after a known set of turns, read by a Prometheus text parser: the counts and histograms
-/// match what ran, per protocol and agent; no label carries an id; no token needed.
+/// match what ran, per protocol and agent; the journal's commits and the embedded relay's connections and
+/// answers are counted; no label carries an id; no token needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_the_turns_that_ran() {
     let dir = tempfile::tempdir().unwrap();
@@ -817,39 +881,29 @@ async fn metrics_count_the_turns_that_ran() {
         t["state"] == "running"
     })
     .await;
+    // The relay answers a prompt sent again as a duplicate, and refuses an AUTH event sent as an EVENT.
+    let again = c.conn.publish(&waiting).await.expect("an OK");
+    assert!(
+        again.accepted && again.message.starts_with("duplicate:"),
+        "{again:?}"
+    );
+    let auth = c.crypto.sign(nostr::prelude::EventBuilder::new(
+        nostr::prelude::Kind::Authentication,
+        "",
+    ));
+    let refused = c.conn.publish(&auth).await.expect("an OK");
+    assert!(!refused.accepted, "{refused:?}");
 
-    let scrape = api
-        .http
-        .get(format!("{}/metrics", api.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(scrape.status().as_u16(), 200, "no token needed");
-    assert!(scrape.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("application/openmetrics-text"));
-    let text = scrape.text().await.unwrap();
-    let lines = text.lines().map(|l| Ok(l.to_string()));
-    let parsed = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
-    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
-        parsed
-            .samples
-            .iter()
-            .filter(|s| s.metric == name)
-            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => 0.0,
-            })
-            .sum()
-    };
+    let m = Scraped::of(&api).await;
+    let text = &m.text;
     let demo = [("protocol", "nipxx"), ("agent", "demo")];
-    assert_eq!(value("agentwire_turns_started_total", &demo), 4.0, "{text}");
     assert_eq!(
-        value(
+        m.value("agentwire_turns_started_total", &demo),
+        4.0,
+        "{text}"
+    );
+    assert_eq!(
+        m.value(
             "agentwire_turns_ended_total",
             &[
                 ("protocol", "nipxx"),
@@ -860,9 +914,9 @@ async fn metrics_count_the_turns_that_ran() {
         2.0,
         "{text}"
     );
-    assert_eq!(value("agentwire_turns_ended_total", &demo), 3.0, "{text}");
+    assert_eq!(m.value("agentwire_turns_ended_total", &demo), 3.0, "{text}");
     assert_eq!(
-        value(
+        m.value(
             "agentwire_turns_ended_total",
             &[("outcome", "agent_failed")]
         ),
@@ -870,7 +924,7 @@ async fn metrics_count_the_turns_that_ran() {
         "the failure by its core code: {text}"
     );
     assert_eq!(
-        value(
+        m.value(
             "agentwire_tool_calls_total",
             &[("agent", "demo"), ("tool", "calculator"), ("result", "ok")]
         ),
@@ -881,21 +935,33 @@ async fn metrics_count_the_turns_that_ran() {
         text.contains("agentwire_gen_ai_client_token_usage_count{agent=\"demo\",model=\"\",token_type=\"input\"} 3"),
         "each ended turn's tokens: {text}"
     );
-    assert_eq!(value("agentwire_turns_running", &demo), 1.0, "{text}");
-    assert_eq!(value("agentwire_questions_open", &[]), 0.0, "{text}");
-    assert_eq!(value("agentwire_journal_writable", &[]), 1.0, "{text}");
-    let durations = parsed
-        .samples
-        .iter()
-        .find(|s| s.metric == "agentwire_turn_duration_seconds")
-        .expect("the duration histogram");
-    match &durations.value {
-        prometheus_parse::Value::Histogram(buckets) => {
-            let count = buckets.iter().map(|b| b.count).fold(0.0, f64::max);
-            assert_eq!(count, 3.0, "three turns ended: {text}");
-        }
-        other => panic!("a histogram: {other:?}"),
-    }
+    assert_eq!(m.value("agentwire_turns_running", &demo), 1.0, "{text}");
+    assert_eq!(m.value("agentwire_questions_open", &[]), 0.0, "{text}");
+    assert_eq!(m.value("agentwire_journal_writable", &[]), 1.0, "{text}");
+    assert_eq!(
+        m.count("agentwire_turn_duration_seconds", &[]),
+        3.0,
+        "three turns ended: {text}"
+    );
+    // Four turns accepted and three finished, each a commit the engine waited on.
+    assert!(
+        m.count("agentwire_journal_commit_seconds", &[]) >= 7.0,
+        "{text}"
+    );
+    // The agent's runtime and this client are connected to the embedded relay.
+    assert!(m.value("agentwire_relay_connections", &[]) >= 2.0, "{text}");
+    let events = |result| m.value("agentwire_relay_events_total", &[("result", result)]);
+    // Four prompts, and the agent's own events answering them.
+    assert!(events("accepted") >= 4.0, "{text}");
+    assert_eq!(events("duplicate"), 1.0, "{text}");
+    assert_eq!(events("rejected"), 1.0, "{text}");
+    assert_eq!(events("error"), 0.0, "{text}");
+    // No model agent here: the model-call families have no series.
+    assert_eq!(
+        m.count("agentwire_gen_ai_client_operation_duration_seconds", &[]),
+        0.0,
+        "{text}"
+    );
     assert!(text.contains(&format!(
         "agentwire_build_info{{version=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION")
@@ -904,4 +970,89 @@ async fn metrics_count_the_turns_that_ran() {
     assert!(text.contains("route=\"/api/v1/turns/{id}\""), "{text}");
     assert!(!text.contains(&waiting.id.to_hex()), "no id in a label");
     assert!(!text.contains("sleep 8000"), "no prompt in a label");
+}
+
+/// A model agent's calls to a fake OpenAI-compatible server over real HTTP, in `/metrics`: one duration
+/// for every call (streamed, whole, or refused by the server), one time to first token for every streamed
+/// call that said something, labelled with the agent and the model it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_time_the_model_calls() {
+    use agentwire_testkit::fake_openai::{text_chunks, tool_call_chunks, FakeOpenAi, Scripted};
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\", \"qwen2.5\"]\ntools = [\"calculator\"]\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap(), "--agent", "local"],
+    );
+    let api = Api::of(&d);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let stream = |chunks| Scripted::Stream {
+        chunks,
+        gap: Duration::from_millis(20),
+    };
+    // One call; then two (a tool call, then the answer); then one whole completion; then one refused.
+    fake.push(stream(text_chunks(&["Hel", "lo"], (9, 2))));
+    assert_eq!(c.ask("hi").await.text(), "Hello");
+    fake.push(stream(tool_call_chunks(
+        "call_1",
+        "calculator",
+        &["{\"expression\":\"6*7\"}"],
+    )));
+    fake.push(stream(text_chunks(&["42"], (20, 1))));
+    assert_eq!(c.ask("what is 6*7").await.text(), "42");
+    fake.push(Scripted::Whole(json!({
+        "choices": [{"message": {"role": "assistant", "content": "whole"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    })));
+    assert_eq!(c.ask("at once").await.text(), "whole");
+    fake.push(Scripted::Status {
+        status: 429,
+        headers: vec![("retry-after".into(), "9".into())],
+        body: r#"{"error":{"message":"rate limited"}}"#.into(),
+    });
+    assert_eq!(c.ask("again").await.error_code(), "RATE_LIMIT");
+    assert_eq!(fake.received().len(), 5, "five model calls");
+
+    let m = Scraped::of(&api).await;
+    let text = &m.text;
+    let local = [("agent", "local"), ("model", "llama3.2")];
+    assert_eq!(
+        m.count("agentwire_gen_ai_client_operation_duration_seconds", &local),
+        5.0,
+        "every call: {text}"
+    );
+    assert_eq!(
+        m.count(
+            "agentwire_gen_ai_server_time_to_first_token_seconds",
+            &local
+        ),
+        3.0,
+        "the streamed calls: {text}"
+    );
+    // The streamed calls took at least the gaps between their chunks (ten of 20 ms before their ends), and
+    // each one's first token came before its end.
+    let seconds = m.value(
+        "agentwire_gen_ai_client_operation_duration_seconds_sum",
+        &local,
+    );
+    assert!(seconds >= 0.2, "{text}");
+    let first = m.value(
+        "agentwire_gen_ai_server_time_to_first_token_seconds_sum",
+        &local,
+    );
+    assert!(first <= seconds, "{text}");
+    assert_eq!(
+        m.value("agentwire_turns_ended_total", &[("agent", "local")]),
+        4.0,
+        "{text}"
+    );
 }

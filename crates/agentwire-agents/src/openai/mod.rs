@@ -22,6 +22,7 @@ use agentwire_core::{
     Answer, Asked, CallAnswer, Failure, Outcome, Question, QuestionKind, StatusState, TurnEvent,
     TurnFailure, TurnResult, Usage,
 };
+use agentwire_engine::metrics::Metrics;
 use agentwire_engine::{
     cancelled, Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput,
 };
@@ -94,6 +95,7 @@ pub struct OpenAiAgent {
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
     concierge: Option<Arc<concierge_tools::ConciergeTools>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl OpenAiAgent {
@@ -105,7 +107,15 @@ impl OpenAiAgent {
             mcp: None,
             roost: None,
             concierge: None,
+            metrics: None,
         }
+    }
+
+    /// The agent timing its model calls into `metrics` (the daemon's): each call's duration and a streamed
+    /// call's time to its first token.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The agent with the roost tools, over this connection (when its config lists
@@ -252,6 +262,7 @@ impl Agent for OpenAiAgent {
             mcp: self.mcp.clone(),
             roost: self.roost.clone(),
             concierge: self.concierge.clone(),
+            metrics: self.metrics.clone(),
             conversation: input.conversation_id.to_string(),
             ctx,
         };
@@ -292,6 +303,7 @@ struct Turn {
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
     concierge: Option<Arc<concierge_tools::ConciergeTools>>,
+    metrics: Option<Arc<Metrics>>,
     /// The turn's conversation: a hosted roost job's (`roost:<job id>`) makes the roost tools the job's,
     /// and the concierge tools work only there.
     conversation: String,
@@ -572,7 +584,7 @@ impl Turn {
         }
     }
 
-    /// One streamed model call.
+    /// One streamed model call, timed into the metrics (when the agent has them) unless it was cancelled.
     async fn call(
         &self,
         model: &str,
@@ -619,6 +631,35 @@ impl Turn {
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(&key.0);
         }
+        let timer = CallTimer {
+            sent: Instant::now(),
+            model: self.model_label(model),
+        };
+        let ended = self.exchange(request, model, cancel, &timer).await;
+        // A call the requester cut short says nothing about the model server.
+        if let (Some(m), false) = (&self.metrics, matches!(ended, Err(CallEnd::Cancelled))) {
+            m.model_call(&self.config.name, timer.model, timer.sent.elapsed());
+        }
+        ended
+    }
+
+    /// The model's label in the metrics: a model this agent offers by its name, any other `other` (a
+    /// front that passes a requester's model unchecked must not add series).
+    fn model_label<'a>(&'a self, model: &'a str) -> &'a str {
+        match self.config.models.iter().any(|m| m == model) {
+            true => model,
+            false => "other",
+        }
+    }
+
+    /// Sends one model call and reads its answer: streamed, or whole from a server that ignores `stream`.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        model: &str,
+        cancel: &mut CancelSignal,
+        timer: &CallTimer<'_>,
+    ) -> Result<Reply, CallEnd> {
         let timeout = self.config.request_timeout;
         let response = tokio::select! {
             r = request.send() => r.map_err(|e| CallEnd::Failed(transport_failure(e, timeout)))?,
@@ -671,6 +712,7 @@ impl Turn {
         let mut response = response;
         let mut framer = sse::SseFramer::default();
         let mut acc = Accumulator::default();
+        let mut first_token = self.metrics.as_ref();
         loop {
             let next = tokio::select! {
                 c = response.chunk() => c.map_err(|e| CallEnd::Failed(transport_failure(e, timeout)))?,
@@ -686,6 +728,11 @@ impl Turn {
             };
             for data in events {
                 let pieces = acc.feed(&data).map_err(|e| self.stream_failure(e))?;
+                if acc.started() {
+                    if let Some(m) = first_token.take() {
+                        m.first_token(&self.config.name, timer.model, timer.sent.elapsed());
+                    }
+                }
                 self.send_pieces(pieces).await;
             }
             if ended || acc.done() {
@@ -728,6 +775,12 @@ impl Turn {
             .await;
         }
     }
+}
+
+/// When a model call was sent, and its model's label, for the metrics.
+struct CallTimer<'a> {
+    sent: Instant,
+    model: &'a str,
 }
 
 /// Why a turn parks at a tool call.

@@ -136,6 +136,11 @@ impl Accumulator {
         self.done
     }
 
+    /// Whether the model has said anything yet: text, reasoning or a tool call (its first token came).
+    pub fn started(&self) -> bool {
+        !self.reply.text.is_empty() || self.reasoning_bytes > 0 || !self.calls.is_empty()
+    }
+
     /// Takes one event's data; returns what it adds to the text and the reasoning.
     pub fn feed(&mut self, data: &str) -> Result<Vec<Piece>, StreamError> {
         if data.trim() == "[DONE]" {
@@ -253,6 +258,22 @@ impl Accumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn it_has_started_at_the_first_text_reasoning_or_tool_call() {
+        let role_only = r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#;
+        for first in [
+            r#"{"choices":[{"delta":{"content":"Hi"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"clock"}}]}}]}"#,
+        ] {
+            let mut a = Accumulator::default();
+            a.feed(role_only).unwrap();
+            assert!(!a.started(), "a role and empty content are no token");
+            a.feed(first).unwrap();
+            assert!(a.started(), "{first}");
+        }
+    }
 
     fn feed_all(chunks: &[&str]) -> (Vec<Piece>, Reply) {
         let mut a = Accumulator::default();

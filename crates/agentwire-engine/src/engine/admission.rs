@@ -219,8 +219,9 @@ impl Engine {
                 }
             }
         }
-        let accepted = self.journal.accept(self.new_turn(&sub)).await;
-        self.note_write(&accepted);
+        let accepted = self
+            .journal_write(self.journal.accept(self.new_turn(&sub)))
+            .await;
         match accepted {
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
@@ -315,8 +316,9 @@ impl Engine {
             return SubmitReply::JournalUnavailable("the journal cannot be written".into());
         }
         let id = sub.input.request_id.clone();
-        let accepted = self.journal.accept(self.new_turn(&sub)).await;
-        self.note_write(&accepted);
+        let accepted = self
+            .journal_write(self.journal.accept(self.new_turn(&sub)))
+            .await;
         match accepted {
             Ok(Accepted::Existing(stored)) => {
                 sub.front.replay(&stored);

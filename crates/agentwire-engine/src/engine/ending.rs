@@ -168,8 +168,9 @@ impl Engine {
             if self.health.writable() {
                 // One try here; a journal that cannot take it is retried in the background, so a failing
                 // disk never holds the daemon's start.
-                let r = self.journal.finish(finish.clone()).await;
-                self.note_write(&r);
+                let r = self
+                    .journal_write(self.journal.finish(finish.clone()))
+                    .await;
                 match r {
                     Ok(()) => {
                         if let Some(f) = front {

@@ -44,17 +44,13 @@ impl Engine {
         protocol: &str,
         meta: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let r = self
-            .journal
-            .put_conversation_meta(
-                conversation.clone(),
-                protocol.to_string(),
-                meta.clone(),
-                now_secs(),
-            )
-            .await;
-        self.note_write(&r);
-        r
+        self.journal_write(self.journal.put_conversation_meta(
+            conversation.clone(),
+            protocol.to_string(),
+            meta.clone(),
+            now_secs(),
+        ))
+        .await
     }
 
     /// Stops the journal (no write commits any more): for tests that simulate a crash in-process.
@@ -68,6 +64,22 @@ impl Engine {
         if let Err(e) = r {
             self.note_write::<()>(&Err(e.clone()));
         }
+    }
+
+    /// Awaits one durable journal write, notes how it went ([`note_write`](Self::note_write)) and, when it
+    /// committed, how long it took (`agentwire_journal_commit_seconds`; a failure shows as the journal not
+    /// writable instead).
+    pub(super) async fn journal_write<T>(
+        &self,
+        write: BoxFuture<'_, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let asked = std::time::Instant::now();
+        let r = write.await;
+        if r.is_ok() {
+            self.hub.metrics().journal_commit(asked.elapsed());
+        }
+        self.note_write(&r);
+        r
     }
 
     /// Records how a write went: a failure that says the journal cannot write marks it unwritable (and
@@ -127,8 +139,9 @@ impl Engine {
     ) -> (Outcome, Option<String>, bool) {
         let mut backoff = Backoff::default();
         loop {
-            let r = self.journal.finish(finish.clone()).await;
-            self.note_write(&r);
+            let r = self
+                .journal_write(self.journal.finish(finish.clone()))
+                .await;
             match r {
                 Ok(()) => return (finish.outcome, finish.wire, true),
                 Err(StoreError::AlreadyEnded(_)) => {
