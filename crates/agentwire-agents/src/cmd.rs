@@ -422,6 +422,7 @@ mod tests {
                     events,
                     cancel,
                     asker: Asker::unavailable(),
+                    token_budget: None,
                 },
             )
             .await;

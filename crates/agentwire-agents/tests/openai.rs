@@ -80,6 +80,7 @@ async fn run_turn(
                 events,
                 cancel,
                 asker: Asker::unavailable(),
+                token_budget: None,
             },
         )
         .await;
@@ -184,6 +185,58 @@ async fn tool_calls_run_and_their_results_go_back_to_the_model() {
     assert_eq!(second[n - 1]["role"], "tool");
     assert_eq!(second[n - 1]["tool_call_id"], "call_7");
     assert!(second[n - 1]["content"].as_str().unwrap().contains("20"));
+}
+
+/// Runs a turn given `budget` tokens; returns its outcome.
+async fn budgeted_turn(agent: &OpenAiAgent, input: TurnInput, budget: u64) -> Outcome {
+    let (events, mut rx) = mpsc::channel(64);
+    let (_cancel_tx, cancel) = watch::channel(false);
+    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let outcome = agent
+        .run(
+            input,
+            TurnContext {
+                events,
+                cancel,
+                asker: Asker::unavailable(),
+                token_budget: Some(budget),
+            },
+        )
+        .await;
+    drain.await.unwrap();
+    outcome
+}
+
+#[tokio::test]
+async fn a_turn_makes_no_model_call_once_its_budget_is_spent() {
+    let with_usage = |usage: (u64, u64)| {
+        let mut c = tool_call_chunks("c1", "clock", &["{}"]);
+        c.push(
+            json!({"choices":[],"usage":{"prompt_tokens":usage.0,"completion_tokens":usage.1}})
+                .to_string(),
+        );
+        stream(c)
+    };
+    // Under the budget after the tool round's call: the next call is made, and the answer that crosses
+    // the budget is still the turn's result.
+    let fake = FakeOpenAi::start();
+    fake.push(with_usage((30, 10)));
+    fake.push(stream(text_chunks(&["Noon."], (50, 20))));
+    let outcome = budgeted_turn(&agent_for(&fake), input("time?"), 100).await;
+    let Outcome::Result(r) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!((r.text.as_str(), r.usage.input_tokens), ("Noon.", 80));
+    assert_eq!(fake.received().len(), 2);
+    // Spent by the call that asked for tools: neither the tools nor another call run.
+    let fake = FakeOpenAi::start();
+    fake.push(with_usage((80, 20)));
+    fake.push(stream(text_chunks(&["Noon."], (5, 2))));
+    let outcome = budgeted_turn(&agent_for(&fake), input("time?"), 100).await;
+    let f = failure(&outcome);
+    assert_eq!(f.code, TurnFailure::OverBudget);
+    assert_eq!((f.usage.input_tokens, f.usage.output_tokens), (80, 20));
+    assert_eq!(fake.received().len(), 1);
 }
 
 #[tokio::test]
@@ -486,6 +539,7 @@ async fn turn_with(
                 events,
                 cancel,
                 asker,
+                token_budget: None,
             },
         )
         .await;

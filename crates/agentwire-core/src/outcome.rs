@@ -68,6 +68,10 @@ pub enum TurnFailure {
     ProviderRefused,
     /// The conversation is larger than the model's context window.
     ContextExceeded,
+    /// The turn spent the token budget its front gave it (the engine's `TurnContext::token_budget`) and
+    /// stopped before its next model call: under fisk-ai, the conversation's allowance ran out part way
+    /// through the turn.
+    OverBudget,
 }
 
 /// Why a request was refused before it ran: a protocol's admission said no.
@@ -118,7 +122,7 @@ pub enum Refusal {
 }
 
 /// Every turn failure, for tests that walk each through every protocol's mapping.
-pub const TURN_FAILURES: [TurnFailure; 14] = [
+pub const TURN_FAILURES: [TurnFailure; 15] = [
     TurnFailure::Cancelled,
     TurnFailure::UnsupportedFeature,
     TurnFailure::EmptyResponse,
@@ -133,6 +137,7 @@ pub const TURN_FAILURES: [TurnFailure; 14] = [
     TurnFailure::ProviderBusy,
     TurnFailure::ProviderRefused,
     TurnFailure::ContextExceeded,
+    TurnFailure::OverBudget,
 ];
 
 /// Every refusal, for tests that walk each through every protocol's mapping.
@@ -178,6 +183,7 @@ impl TurnFailure {
             TurnFailure::ProviderBusy => "provider_busy",
             TurnFailure::ProviderRefused => "provider_refused",
             TurnFailure::ContextExceeded => "context_exceeded",
+            TurnFailure::OverBudget => "over_budget",
         }
     }
 }

@@ -157,6 +157,12 @@ pub struct TurnContext {
     pub cancel: CancelSignal,
     /// Asks a person a question.
     pub asker: Asker,
+    /// The tokens (input and output) this turn may still spend, when its front sets a budget
+    /// ([`TurnFront::token_budget`](crate::TurnFront::token_budget)). An agent that counts tokens (a model's)
+    /// makes no model call once its turn has spent this many, and ends
+    /// [`TurnFailure::OverBudget`](agentwire_core::TurnFailure::OverBudget) with the usage spent; an agent that
+    /// spends none ignores it. `None`: no budget.
+    pub token_budget: Option<u64>,
 }
 
 /// Tells a running agent that its turn was cancelled. The engine also drops the agent's future, so an agent

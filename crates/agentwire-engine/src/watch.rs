@@ -551,6 +551,10 @@ impl TurnFront for WatchedFront {
         self.inner.encode_outcome(outcome)
     }
 
+    fn token_budget(&self) -> Option<u64> {
+        self.inner.token_budget()
+    }
+
     fn deliver_outcome(&self, outcome: &Outcome, wire: Option<&str>) {
         self.inner.deliver_outcome(outcome, wire);
         self.hub

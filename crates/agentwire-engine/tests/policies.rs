@@ -16,7 +16,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// `wait`: parks at its next 10 ms boundary once cancelled. `ask`: asks one select question and replies
-/// with the answer (or says how asking went). `panic`: panics. Anything else: replies at once.
+/// with the answer (or says how asking went). `budget`: replies with the token budget it was given.
+/// `panic`: panics. Anything else: replies at once.
 struct TestAgent;
 
 fn done(text: &str) -> Outcome {
@@ -80,6 +81,7 @@ impl Agent for TestAgent {
                         other => done(&format!("{other:?}")),
                     }
                 }
+                "budget" => done(&format!("{:?}", ctx.token_budget)),
                 "panic" => panic!("the agent has a bug"),
                 _ => done("ok"),
             }
@@ -97,6 +99,8 @@ struct Front {
     can_ask: bool,
     /// The window questions are asked with (none: open until answered).
     window: Option<Duration>,
+    /// The token budget the front gives its turn.
+    budget: Option<u64>,
     ended: Notify,
 }
 
@@ -126,6 +130,9 @@ impl TurnFront for Front {
     }
     fn question_closed(&self, id: &str) {
         self.closed.lock().unwrap().push(id.to_string());
+    }
+    fn token_budget(&self) -> Option<u64> {
+        self.budget
     }
 }
 
@@ -201,6 +208,31 @@ const FISK_LIKE: TurnPolicy = TurnPolicy {
 fn engine(dir: &tempfile::TempDir) -> Arc<Engine> {
     let journal = SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap();
     Engine::new(Arc::new(journal), Arc::new(TestAgent))
+}
+
+#[tokio::test]
+async fn the_fronts_token_budget_reaches_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    for (n, budget) in [(1, Some(42)), (2, None)] {
+        let front = Arc::new(Front {
+            budget,
+            ..Front::default()
+        });
+        let id = format!("b:{n}");
+        e.submit(sub(
+            &id,
+            &format!("cb{n}"),
+            "budget",
+            front.clone(),
+            FISK_LIKE,
+        ))
+        .await;
+        match front.outcome().await {
+            Outcome::Result(r) => assert_eq!(r.text, format!("{budget:?}")),
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -44,6 +44,9 @@ fn turn_code(t: TurnFailure) -> ErrorCode {
         TurnFailure::ProviderBusy => ErrorCode::ProviderBusy,
         TurnFailure::ProviderRefused | TurnFailure::ModelUnavailable => ErrorCode::ProviderRefused,
         TurnFailure::ContextExceeded => ErrorCode::ContextExceeded,
+        // The allowance ran out part way through the turn: the code's stop reason is `budget_exhausted`
+        // too, as the spec has it for a run that hit the cap after it started.
+        TurnFailure::OverBudget => ErrorCode::BudgetExhausted,
         TurnFailure::Crashed => ErrorCode::Crashed,
         // Cut off by a restart of the worker, not by the caller.
         TurnFailure::Interrupted => ErrorCode::Canceled,
@@ -392,6 +395,23 @@ mod tests {
         let f = Outcome::Failure(Failure::new(TurnFailure::Suspended, "parked"));
         match terminal(&f, usage(total)) {
             Reply::Error(e) => assert_eq!(e.code, ErrorCode::Suspended),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_turn_stopped_by_its_budget_is_budget_exhausted_in_code_and_stop_reason() {
+        let total = Usage {
+            input_tokens: 80,
+            output_tokens: 30,
+        };
+        let f = Outcome::Failure(Failure::new(TurnFailure::OverBudget, "spent").with_usage(total));
+        match terminal(&f, usage(total)) {
+            Reply::Error(e) => {
+                assert_eq!(e.code, ErrorCode::BudgetExhausted);
+                assert_eq!(e.stop_reason, StopReason::BudgetExhausted);
+                assert_eq!(e.usage.unwrap().input_tokens, 80);
+            }
             other => panic!("{other:?}"),
         }
     }

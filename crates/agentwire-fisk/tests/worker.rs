@@ -931,6 +931,83 @@ fn config_for_model(url: &str) -> WorkerConfig {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_turn_stops_before_a_call_past_its_budget_and_the_conversation_is_finished() {
+    use agentwire_agents::openai::{http_client, OpenAiAgent, OpenAiConfig};
+    use agentwire_testkit::fake_openai::{tool_call_chunks, FakeOpenAi, Scripted};
+    let fake = FakeOpenAi::start();
+    // The first call asks for a tool round and spends 110 tokens: past the conversation's 100.
+    let mut chunks = tool_call_chunks("c1", "clock", &["{}"]);
+    chunks.push(
+        json!({"choices":[],"usage":{"prompt_tokens":80,"completion_tokens":30}}).to_string(),
+    );
+    fake.push(Scripted::Stream {
+        chunks,
+        gap: Duration::ZERO,
+    });
+    // What a second call would get; it must never be asked for.
+    fake.push(Scripted::Stream {
+        chunks: agentwire_testkit::fake_openai::text_chunks(&["too late"], (5, 2)),
+        gap: Duration::ZERO,
+    });
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = OpenAiConfig {
+        name: "model".into(),
+        base_url: fake.base_url.clone(),
+        models: vec!["m".into()],
+        api_key: None,
+        system_prompt: None,
+        tools: vec!["clock".into()],
+        request_timeout: Duration::from_secs(30),
+        max_context_tokens: 8192,
+        shell_dir: dir.path().to_path_buf(),
+        env: Default::default(),
+    };
+    let agent = OpenAiAgent::new(config, http_client(Duration::from_secs(30)).unwrap());
+    let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
+    let mut cfg = config_for_model(&nats.url);
+    cfg.max_tokens = Some(1000);
+    let _w = Worker::start(cfg, Engine::new(journal, Arc::new(agent)))
+        .await
+        .unwrap();
+    let c = Caller::connect(&nats.url, "model").await;
+    let r = tag("p");
+    // The request's budget lowers the worker's allowance for the conversation.
+    let set = c
+        .prompt(
+            &r,
+            "what time is it",
+            json!({ "budget": { "max_tokens": 100 } }),
+        )
+        .await;
+    let last = check_set(&set, &r);
+    assert_eq!(set[0].json["accepted"], true);
+    assert_eq!(set[0].json["max_tokens"], 100);
+    assert_eq!(code(&set), "budget_exhausted", "{set:#?}");
+    assert_eq!(
+        last.json["stop_reason"], "budget_exhausted",
+        "the cap was hit part way through the turn"
+    );
+    assert_eq!(last.json["usage"]["input_tokens"], 80, "{last:#?}");
+    assert_eq!(last.json["usage"]["output_tokens"], 30);
+    assert_eq!(fake.received().len(), 1, "no model call past the budget");
+    // The conversation is finished: a follow-up is refused before it runs.
+    let r2 = tag("p");
+    let later = c
+        .prompt(
+            &r2,
+            "and now?",
+            json!({ "conversation_token": token(&set) }),
+        )
+        .await;
+    let refused = check_set(&later, &r2);
+    assert_eq!(later[0].json["accepted"], false);
+    assert_eq!(code(&later), "budget_exhausted");
+    assert_eq!(refused.json["stop_reason"], "budget_exhausted");
+    assert_eq!(fake.received().len(), 1, "the follow-up made no model call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_claim_in_a_shared_journal_is_turn_not_taken_for_its_conversation_only() {
     use agentwire_store::jetstream::{JetStreamConfig, JetStreamJournal};
     let dir = tempfile::tempdir().unwrap();

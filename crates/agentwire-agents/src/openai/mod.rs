@@ -1,12 +1,14 @@
 //! A model behind an OpenAI-compatible chat completions API as the agent (`kind = "openai"`): Ollama,
 //! llama.cpp's server, vLLM, LM Studio or a cloud API. Each turn streams a completion (SSE), shows its text
 //! and reasoning as they come, runs the tools the model calls and calls the model again with their results,
-//! until it answers or [`MAX_TOOL_ITERATIONS`] rounds have passed. The pure parts are beside this driver:
-//! [`sse`] (framing), [`stream`] (chunks into a reply), [`errors`] (refusals into failures), [`history`]
-//! (earlier turns fitted to the context window) and [`tools`] (the built-ins); [`shell`] runs the
+//! until it answers or [`MAX_TOOL_ITERATIONS`] rounds have passed, or the turn's token budget is spent. The
+//! pure parts are beside this driver: [`budget`] (whether another model call may be made), [`sse`]
+//! (framing), [`stream`] (chunks into a reply), [`errors`] (refusals into failures), [`history`] (earlier
+//! turns fitted to the context window) and [`tools`] (the built-ins); [`shell`] runs the
 //! approval-gated `shell` tool; [`roost_tools`] and [`roost_peer`] are the roost tools (`tools = ["roost"]`),
 //! and [`concierge_tools`] the roost concierge's (`tools = ["concierge"]`).
 
+pub mod budget;
 pub mod concierge_tools;
 pub mod errors;
 pub mod history;
@@ -362,6 +364,10 @@ impl Turn {
             .map(|calls| calls.iter().filter_map(call_from_json).collect())
             .unwrap_or_default();
         if !pending.is_empty() {
+            // The calls' results go to the next model call only.
+            if let Some(f) = budget::exhausted(self.ctx.token_budget, usage) {
+                return Outcome::Failure(f);
+            }
             if let Err(parked) = self
                 .run_tools(&pending, &mut messages, answers, &mut last_tool_error)
                 .await
@@ -370,6 +376,9 @@ impl Turn {
             }
         }
         for _ in 0..MAX_TOOL_ITERATIONS {
+            if let Some(f) = budget::exhausted(self.ctx.token_budget, usage) {
+                return Outcome::Failure(f);
+            }
             let reply = loop {
                 let model = models[0].clone();
                 match self.call(&model, &messages, effort, &mut cancel).await {
@@ -418,6 +427,10 @@ impl Turn {
                     usage,
                     stop_reason: reply.finish_reason.unwrap_or_else(|| "stop".into()),
                 });
+            }
+            // A tool round feeds the next model call only: none is run once the budget forbids that call.
+            if let Some(f) = budget::exhausted(self.ctx.token_budget, usage) {
+                return Outcome::Failure(f);
             }
             messages.push(assistant_calls(&reply));
             last_tool_error = None;

@@ -92,6 +92,11 @@ pub trait TurnFront: Send + Sync + 'static {
     /// The request id ran before (a resend): answer it from the journal's record, which is not run again.
     /// The record may have no outcome yet (a turn a crash cut off, which recovery ends). Must not block.
     fn replay(&self, _stored: &StoredTurn) {}
+    /// The tokens this turn may still spend, given to the agent as [`TurnContext::token_budget`]
+    /// (fisk-ai: the conversation's allowance less what its earlier turns used). Default: no budget.
+    fn token_budget(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A validated request, ready for the engine.

@@ -108,6 +108,7 @@ impl Engine {
             events: ev_tx,
             cancel: cancel_rx.clone(),
             asker,
+            token_budget: front.token_budget(),
         };
         let agent_run = self.agent.run(input, ctx);
         // The agent runs in its own task so that a panic in it is caught as a failure of this turn only.

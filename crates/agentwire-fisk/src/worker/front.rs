@@ -149,6 +149,14 @@ impl TurnFront for FiskFront {
         self.set.event(mapping::block(&event, st.iteration));
     }
 
+    fn token_budget(&self) -> Option<u64> {
+        // The allowance is the conversation's: what its earlier turns used is gone from this one's. (Admission
+        // refused the turn when nothing was left.)
+        let (before, _) = self.setup.prior_usage;
+        let used = before.input_tokens.saturating_add(before.output_tokens);
+        self.setup.max_tokens.map(|m| m.saturating_sub(used))
+    }
+
     fn encode_outcome(&self, _outcome: &Outcome) -> Option<String> {
         // A resend is renumbered as a reply set of its own, so it is rebuilt from the outcome.
         None

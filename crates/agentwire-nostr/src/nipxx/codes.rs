@@ -115,6 +115,8 @@ impl From<TurnFailure> for ErrorCode {
             | TurnFailure::Internal
             | TurnFailure::Crashed
             | TurnFailure::ContextExceeded => ErrorCode::InternalError,
+            // A NIP-XX front gives a turn no token budget, so its turns never stop on one.
+            TurnFailure::OverBudget => ErrorCode::InternalError,
         }
     }
 }
