@@ -146,6 +146,21 @@ pub struct PromptCall<'a> {
     pub timeout: Duration,
 }
 
+/// An answer to send ([`Caller::answer_until`]).
+#[derive(Debug, Clone)]
+pub struct AnswerCall<'a> {
+    /// The worker's identity.
+    pub identity: &'a str,
+    /// The `request` tag (see [`new_request`]).
+    pub request: &'a str,
+    /// The conversation whose parked run waits on the call.
+    pub token: &'a str,
+    /// The answer, naming the call.
+    pub answer: wire::Answer,
+    /// How long to wait for each next message.
+    pub timeout: Duration,
+}
+
 /// A connection to NATS as a fisk-ai caller.
 pub struct Caller {
     client: async_nats::Client,
@@ -233,6 +248,51 @@ impl Caller {
             replay: None,
             force: false,
         });
+        self.follow_until(task, identity, request, timeout, stop, &mut on, &mut answer)
+            .await
+    }
+
+    /// Like [`Caller::prompt_until`], for a `request.answer`: `answer` answers the call a parked run of
+    /// conversation `token` waits on, and the run goes on (its reply set followed as a prompt's is).
+    pub async fn answer_until(
+        &self,
+        call: AnswerCall<'_>,
+        stop: impl Future<Output = ()>,
+        mut on: impl FnMut(&Received),
+        mut answer: Answerer,
+    ) -> Result<Prompted, ClientError> {
+        let AnswerCall {
+            identity,
+            request,
+            token,
+            answer: given,
+            timeout,
+        } = call;
+        let task = TaskRequest::Answer(wire::AnswerRequest {
+            header: self.header(request, request),
+            conversation_token: token.to_string(),
+            answer: given,
+            budget: None,
+            stream: true,
+            replay: None,
+            force: false,
+        });
+        self.follow_until(task, identity, request, timeout, stop, &mut on, &mut answer)
+            .await
+    }
+
+    /// Sends `task` and follows its reply set (see [`Caller::prompt_until`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn follow_until(
+        &self,
+        task: TaskRequest,
+        identity: &str,
+        request: &str,
+        timeout: Duration,
+        stop: impl Future<Output = ()>,
+        on: &mut impl FnMut(&Received),
+        answer: &mut Answerer,
+    ) -> Result<Prompted, ClientError> {
         let mut sub = self
             .open(nats::task_subject(identity), task.to_bytes())
             .await?;

@@ -26,6 +26,7 @@ pub async fn run_all(fresh: impl Fn() -> Opener) {
     a_probe_succeeds_on_a_writable_journal(fresh()).await;
     the_latest_turns_come_newest_first_across_conversations(fresh()).await;
     ended_turns_past_their_retention_are_pruned(fresh()).await;
+    a_removed_conversation_is_gone_and_listed_no_more(fresh()).await;
 }
 
 /// Prunes every turn that ended before `ended_before`, pass after pass of at most `limit` turns each, as
@@ -474,4 +475,62 @@ pub async fn a_probe_succeeds_on_a_writable_journal(open: Opener) {
     j.probe().await.unwrap();
     j.probe().await.unwrap();
     assert!(j.interrupted(LOCAL_OWNER.into()).await.unwrap().is_empty());
+}
+
+/// A protocol's conversations are listed each once; a removed one loses its turns, transcripts and meta
+/// and is listed no more, across a reopen, while the others stay whole. Removing it again removes nothing.
+pub async fn a_removed_conversation_is_gone_and_listed_no_more(open: Opener) {
+    let j = open();
+    let meta = serde_json::json!({"fingerprint": "f"});
+    for (n, c, protocol) in [
+        (1, "a", "fisk"),
+        (2, "a", "fisk"),
+        (3, "b", "fisk"),
+        (4, "n", "nipxx"),
+    ] {
+        let mut t = turn_of(n, c, protocol);
+        t.conversation_meta = Some(meta.clone());
+        assert_eq!(j.accept(t).await.unwrap(), Accepted::New);
+    }
+    let mut f = Finish::new(RequestId::new("fisk:1").expect("valid id"), ok("one"), 200);
+    f.transcript = Some(vec![TurnEvent::Text { text: "one".into() }]);
+    j.finish(f).await.unwrap();
+    let id = |c: &str| ConversationId::new(c).expect("valid id");
+    let mut listed = j.conversations("fisk".into(), 100).await.unwrap();
+    listed.sort();
+    assert_eq!(listed, vec![id("a"), id("b")]);
+    assert_eq!(j.conversations("fisk".into(), 1).await.unwrap().len(), 1);
+
+    assert_eq!(
+        j.remove_conversation(id("a")).await.unwrap(),
+        crate::Removed::Gone { turns: 2 }
+    );
+    let j = open();
+    assert!(j
+        .conversation(id("a"), true)
+        .await
+        .unwrap()
+        .turns
+        .is_empty());
+    assert_eq!(j.conversation_meta(id("a")).await.unwrap(), None);
+    assert_eq!(
+        j.lookup(RequestId::new("fisk:1").expect("valid id"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        j.conversations("fisk".into(), 100).await.unwrap(),
+        vec![id("b")]
+    );
+    assert_eq!(j.conversation(id("b"), false).await.unwrap().turns.len(), 1);
+    assert_eq!(j.conversation_meta(id("b")).await.unwrap(), Some(meta));
+    assert_eq!(
+        j.conversations("nipxx".into(), 100).await.unwrap(),
+        vec![id("n")]
+    );
+    assert_eq!(
+        j.remove_conversation(id("a")).await.unwrap(),
+        crate::Removed::Gone { turns: 0 }
+    );
 }

@@ -128,6 +128,24 @@ impl Journal for FaultyJournal {
         self.inner.claim(conversation, id)
     }
 
+    fn conversations(
+        &self,
+        protocol: String,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationId>, StoreError>> {
+        self.inner.conversations(protocol, limit)
+    }
+
+    fn remove_conversation(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<crate::Removed, StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.remove_conversation(conversation).await
+        })
+    }
+
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
             self.check()?;

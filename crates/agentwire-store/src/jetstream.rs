@@ -44,6 +44,7 @@ use crate::{
 
 mod instance;
 mod prune;
+mod remove;
 use agentwire_core::{ConversationId, Outcome, RequestId};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, kv};
@@ -944,6 +945,21 @@ impl Journal for JetStreamJournal {
 
     fn prune(&self, prune: crate::Prune) -> BoxFuture<'_, Result<crate::Pruned, StoreError>> {
         Box::pin(self.prune_turns(prune))
+    }
+
+    fn conversations(
+        &self,
+        protocol: String,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationId>, StoreError>> {
+        Box::pin(async move { self.protocol_conversations(&protocol, limit).await })
+    }
+
+    fn remove_conversation(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<crate::Removed, StoreError>> {
+        Box::pin(async move { self.remove(&conversation).await })
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -21,7 +21,7 @@ mod writer;
 
 pub use faults::{FaultyJournal, FAULT_MESSAGE};
 pub use model::{
-    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, Prune, Pruned,
+    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, Prune, Pruned, Removed,
     StoreError, StoredTurn, LOCAL_OWNER,
 };
 pub use sqlite::SqliteJournal;
@@ -121,6 +121,26 @@ pub trait Journal: Send + Sync + 'static {
     fn prune(&self, _prune: Prune) -> BoxFuture<'_, Result<Pruned, StoreError>> {
         Box::pin(async { Ok(Pruned::default()) })
     }
+
+    /// The conversations of `protocol`, each once, the most recently active first where the backend can
+    /// tell (the embedded journal by its turns' acceptance; a shared one in no set order): at most
+    /// `limit`. For an operator's list (`agentwire session list`), not for a request's path. A shared
+    /// journal finds them by their protocol state, which every fisk-ai conversation has.
+    fn conversations(
+        &self,
+        protocol: String,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationId>, StoreError>>;
+
+    /// Removes a conversation for good: its turns, their transcripts and its protocol state, so that a
+    /// later turn naming it finds no conversation. An operator's act (`agentwire session rm`). A shared
+    /// journal first claims the conversation as a turn would ([`Journal::claim`]), so no instance starts a
+    /// turn of it meanwhile, and refuses ([`Removed::Busy`]) while one runs. The embedded journal removes
+    /// it whatever its turns' state: its caller holds the journal alone (no daemon serves it).
+    fn remove_conversation(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<Removed, StoreError>>;
 
     /// One durable write that changes no turn: succeeds once the journal can write again.
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>>;

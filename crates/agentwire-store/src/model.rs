@@ -333,3 +333,16 @@ pub struct Pruned {
     /// Whether the pass stopped at its limit with more to look at: the caller goes on with another pass.
     pub more: bool,
 }
+
+/// The answer to [`crate::Journal::remove_conversation`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removed {
+    /// The conversation is gone from the journal: its turns (how many), their transcripts and its state.
+    /// Zero turns: the journal had none of it (its state, if it had one, went too).
+    Gone {
+        /// Turns removed.
+        turns: usize,
+    },
+    /// A turn of it runs (on some instance of a shared journal): nothing was removed.
+    Busy(RequestId),
+}

@@ -178,6 +178,26 @@ impl SqliteJournal {
         })
     }
 
+    /// Opens the journal at `path` to read only, beside the daemon that holds it (WAL lets a reader in
+    /// while it writes): no migration and no writer, so every write fails with
+    /// [`StoreError::WriterGone`]. For an operator's tools (`agentwire session list`). A journal that does
+    /// not exist is an error, not made.
+    pub fn open_read_only(path: &Path) -> Result<SqliteJournal, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // A writer that is gone from the start: its receiving end is dropped here.
+        let (tx, _) = mpsc::channel();
+        Ok(SqliteJournal {
+            writes: tx,
+            reader: Arc::new(Mutex::new(Some(conn))),
+            gate: writer::Gate::default(),
+        })
+    }
+
     /// Sends a write to the writer thread and waits for its durable commit.
     async fn write<T>(
         &self,
@@ -381,6 +401,47 @@ impl Journal for SqliteJournal {
         Box::pin(self.read(move |conn| turns_where(conn, "outcome IS NULL AND owner = ?1", &owner)))
     }
 
+    fn conversations(
+        &self,
+        protocol: String,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationId>, StoreError>> {
+        Box::pin(self.read(move |conn| {
+            // A conversation's turns, and its row for one with state but no turn left.
+            let mut stmt = conn.prepare_cached(
+                "SELECT conversation_id FROM (
+                     SELECT conversation_id, MAX(accepted_at) AS at FROM turns WHERE protocol = ?1
+                     GROUP BY conversation_id
+                     UNION ALL
+                     SELECT conversation_id, updated_at AS at FROM conversations WHERE protocol = ?1)
+                 GROUP BY conversation_id ORDER BY MAX(at) DESC, conversation_id LIMIT ?2",
+            )?;
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let rows = stmt.query_map(rusqlite::params![protocol, limit], |r| {
+                r.get::<_, String>(0)
+            })?;
+            let mut out = Vec::new();
+            for r in rows {
+                out.push(ConversationId::new(r?).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+            }
+            Ok(out)
+        }))
+    }
+
+    fn remove_conversation(
+        &self,
+        conversation: ConversationId,
+    ) -> BoxFuture<'_, Result<crate::Removed, StoreError>> {
+        let removal = self.write(move |reply| Write::RemoveConversation {
+            conversation: conversation.to_string(),
+            reply,
+        });
+        Box::pin(async move {
+            let turns = removal.await?;
+            Ok(crate::Removed::Gone { turns })
+        })
+    }
+
     fn probe(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(self.write(Write::Probe))
     }
@@ -441,4 +502,22 @@ pub(crate) fn prune(tx: &Connection, p: &crate::model::Prune) -> Result<usize, S
         .execute(rusqlite::params![keep, p.ended_before as i64])?;
     }
     Ok(ids.len())
+}
+
+/// Removes conversation `conversation`: its turns, their transcripts and its row; how many turns went.
+pub(crate) fn remove_conversation(
+    tx: &Connection,
+    conversation: &str,
+) -> Result<usize, StoreError> {
+    tx.prepare_cached(
+        "DELETE FROM transcripts WHERE request_id IN
+             (SELECT request_id FROM turns WHERE conversation_id = ?1)",
+    )?
+    .execute([conversation])?;
+    let turns = tx
+        .prepare_cached("DELETE FROM turns WHERE conversation_id = ?1")?
+        .execute([conversation])?;
+    tx.prepare_cached("DELETE FROM conversations WHERE conversation_id = ?1")?
+        .execute([conversation])?;
+    Ok(turns)
 }

@@ -29,6 +29,11 @@ pub(crate) enum Write {
         prune: crate::model::Prune,
         reply: oneshot::Sender<Result<usize, StoreError>>,
     },
+    /// Remove a conversation: its turns, their transcripts and its row (an operator's `session rm`).
+    RemoveConversation {
+        conversation: String,
+        reply: oneshot::Sender<Result<usize, StoreError>>,
+    },
     /// The last: checkpoint the write-ahead log into the database and close the connection.
     Close(oneshot::Sender<()>),
 }
@@ -156,7 +161,10 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                     (Write::Accept(_, reply), Ok(Written::Accepted(a))) => {
                         let _ = reply.send(Ok(a));
                     }
-                    (Write::Prune { reply, .. }, Ok(Written::Pruned(n))) => {
+                    (
+                        Write::Prune { reply, .. } | Write::RemoveConversation { reply, .. },
+                        Ok(Written::Pruned(n)),
+                    ) => {
                         let _ = reply.send(Ok(n));
                     }
                     (
@@ -188,6 +196,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
 enum Written {
     Nothing,
     Accepted(Accepted),
+    /// Turns forgotten (by a prune pass or a removal).
     Pruned(usize),
 }
 
@@ -198,6 +207,9 @@ fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Written, StoreErro
         Write::Accept(t, _) => accept(tx, t).map(Written::Accepted),
         Write::Finish(f, _) => finish(tx, f).map(|_| Written::Nothing),
         Write::Prune { prune: p, .. } => crate::sqlite::prune(tx, p).map(Written::Pruned),
+        Write::RemoveConversation { conversation, .. } => {
+            crate::sqlite::remove_conversation(tx, conversation).map(Written::Pruned)
+        }
         Write::Probe(_) => tx
             .prepare_cached(
                 "INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT(id) DO UPDATE SET at = at + 1",
@@ -244,7 +256,7 @@ fn fail(w: Write, e: StoreError) {
         Write::Finish(_, reply) | Write::Probe(reply) | Write::PutMeta { reply, .. } => {
             let _ = reply.send(Err(e));
         }
-        Write::Prune { reply, .. } => {
+        Write::Prune { reply, .. } | Write::RemoveConversation { reply, .. } => {
             let _ = reply.send(Err(e));
         }
         // A close after another close: the journal is closed already.

@@ -569,3 +569,54 @@ async fn pruned_turns_leave_no_messages_behind_in_the_buckets() {
         .unwrap()
         .is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_not_removed_while_a_turn_of_it_runs_and_takes_no_turn_while_it_goes() {
+    use agentwire_store::{Claim, Finish, Removed};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let a = open(&nats.url, "REMOVE").await;
+    let operator = open(&nats.url, "REMOVE").await;
+    let t = conformance::turn(1);
+    let conv = t.conversation_id.clone();
+    assert_eq!(
+        a.claim(conv.clone(), t.request_id.clone()).await.unwrap(),
+        Claim::Taken
+    );
+    a.accept(t.clone()).await.unwrap();
+    // The turn runs: the removal is refused, naming it, and nothing went.
+    assert_eq!(
+        operator.remove_conversation(conv.clone()).await.unwrap(),
+        Removed::Busy(t.request_id.clone())
+    );
+    assert_eq!(
+        a.conversation(conv.clone(), false)
+            .await
+            .unwrap()
+            .turns
+            .len(),
+        1
+    );
+    let ended = conformance::result("done", Default::default());
+    a.finish(Finish::new(t.request_id.clone(), ended, 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        operator.remove_conversation(conv.clone()).await.unwrap(),
+        Removed::Gone { turns: 1 }
+    );
+    assert!(a
+        .conversation(conv.clone(), false)
+        .await
+        .unwrap()
+        .turns
+        .is_empty());
+    assert!(a
+        .interrupted(agentwire_store::LOCAL_OWNER.into())
+        .await
+        .unwrap()
+        .is_empty());
+    // The removal let go of its claim: the next turn of that id takes it at once.
+    let next = conformance::turn(2);
+    assert_eq!(a.claim(conv, next.request_id).await.unwrap(), Claim::Taken);
+}

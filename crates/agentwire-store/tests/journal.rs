@@ -140,3 +140,53 @@ async fn a_closed_journal_leaves_no_write_ahead_log_and_reopens_with_everything(
         "what committed is there after the close"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_journal_reads_beside_its_writer_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    assert!(
+        SqliteJournal::open_read_only(&path).is_err(),
+        "a journal that does not exist is not made"
+    );
+    let writer = SqliteJournal::open(&path).unwrap();
+    writer.accept(turn(1)).await.unwrap();
+    let reader = SqliteJournal::open_read_only(&path).unwrap();
+    let c = turn(1).conversation_id;
+    assert_eq!(
+        reader
+            .conversation(c.clone(), false)
+            .await
+            .unwrap()
+            .turns
+            .len(),
+        1
+    );
+    // What the writer commits later is read too.
+    writer.accept(turn(2)).await.unwrap();
+    assert_eq!(
+        reader
+            .conversation(c.clone(), false)
+            .await
+            .unwrap()
+            .turns
+            .len(),
+        2
+    );
+    assert_eq!(reader.accept(turn(3)).await, Err(StoreError::WriterGone));
+    assert_eq!(
+        reader.remove_conversation(c.clone()).await,
+        Err(StoreError::WriterGone)
+    );
+    assert_eq!(
+        reader.conversations("nipxx".into(), 10).await.unwrap(),
+        vec![c.clone()]
+    );
+    reader.close().await;
+    writer.close().await;
+    // A journal closed cleanly (no write-ahead log left) is read too.
+    assert!(!dir.path().join("j.sqlite-wal").exists());
+    let reader = SqliteJournal::open_read_only(&path).unwrap();
+    assert_eq!(reader.conversation(c, false).await.unwrap().turns.len(), 2);
+    reader.close().await;
+}

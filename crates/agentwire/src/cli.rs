@@ -1,7 +1,9 @@
 //! The command line's shape: the global options, every subcommand with its help and one example, and what
 //! is generated from the same definitions (`completions <shell>`, `man`).
 
-use crate::{ask, concierge_cli, config, fisk_cli, jobs, logging, rooms, show_config, turns_cli};
+use crate::{
+    ask, concierge_cli, config, fisk_cli, jobs, logging, rooms, session_cli, show_config, turns_cli,
+};
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,6 +63,12 @@ pub(crate) enum Command {
     /// Ask a fisk-ai worker what it is (its agent card).
     #[command(after_help = "Example:\n  agentwire discover --nats nats://127.0.0.1:4222 demo")]
     Discover(fisk_cli::DiscoverArgs),
+    /// The fisk-ai conversations in this data dir's journal, for its operator: list, show, answer a
+    /// parked call, remove.
+    #[command(
+        after_help = "Examples:\n  agentwire session list\n  agentwire session show fisk:5c1f…e2\n  agentwire session answer <token> call_1 green\n  agentwire session rm fisk:5c1f…e2"
+    )]
+    Session(session_cli::SessionArgs),
     /// Control the roost supervisor's jobs.
     #[command(
         after_help = "Example:\n  agentwire jobs dispatch coder \"fix the failing test\" --name fix-1"

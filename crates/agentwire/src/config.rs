@@ -101,6 +101,19 @@ pub(crate) fn in_force(sources: Sources<'_>) -> Result<Resolved, ConfigError> {
     resolve::resolve(sources, file::read_roost_json)
 }
 
+/// The journal `serve` would open with this file (and `nats`, as its `--nats`): for `agentwire session`.
+pub(crate) fn journal_in_force(
+    nats: Option<&str>,
+    file: &FileConfig,
+    env: &Environment,
+) -> Result<JournalChoice, String> {
+    let flags = ServeFlags {
+        nats: nats.map(str::to_string),
+        ..ServeFlags::default()
+    };
+    resolve::journal(&flags, file, env).map_err(|e| e.to_string())
+}
+
 /// The NATS connection of a client command (`ask --nats`, `read`, `discover`): the servers its `--nats`
 /// lists, with the configuration file's `[nats]` credentials and TLS, as the worker uses them.
 pub(crate) fn client_nats(

@@ -7,7 +7,8 @@ use crate::ask::{EXIT_AGENT_ERROR, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_UNKNOWN_
 use crate::ask_deadline::AskDeadline;
 use crate::fisk_questions::Person;
 use agentwire_fisk::client::{
-    new_request, Caller, CancelReply, ClientError, PromptCall, Prompted, Received, CANCEL_FOLLOW,
+    new_request, AnswerCall, Caller, CancelReply, ClientError, PromptCall, Prompted, Received,
+    CANCEL_FOLLOW,
 };
 use agentwire_fisk::connection::NatsConnect;
 use clap::Args;
@@ -58,12 +59,42 @@ enum Stop {
     TimedOut,
 }
 
+/// What a followed request sends: a prompt (`ask --nats`) or an answer to a parked run's call
+/// (`session answer`).
+pub(crate) enum Sending<'a> {
+    /// `request.prompt`, as a new conversation or, with a token, its next turn.
+    Prompt {
+        /// The conversation to continue.
+        token: Option<&'a str>,
+        /// The prompt.
+        prompt: &'a str,
+    },
+    /// `request.answer`: the run goes on with the answer.
+    Answer {
+        /// The conversation.
+        token: &'a str,
+        /// The answer, naming the call.
+        answer: agentwire_fisk::wire::Answer,
+    },
+}
+
 /// Runs `ask --nats`.
 pub(crate) async fn ask(
     nats: &NatsConnect,
     identity: &str,
     token: Option<&str>,
     prompt: &str,
+    timeout: Duration,
+) -> Result<ExitCode, String> {
+    follow(nats, identity, Sending::Prompt { token, prompt }, timeout).await
+}
+
+/// Sends `sending` and follows the run as `ask --nats` does: the answer on stdout, tool activity and
+/// questions on stderr, the outcome's exit code.
+pub(crate) async fn follow(
+    nats: &NatsConnect,
+    identity: &str,
+    sending: Sending<'_>,
     timeout: Duration,
 ) -> Result<ExitCode, String> {
     let caller = Caller::connect_with(nats, CALLER_NAME).await.map_err(err)?;
@@ -83,60 +114,71 @@ pub(crate) async fn ask(
     let mut printed_any = false;
     // The text printed since the last tool call or thought: the answer's final block holds all of it again.
     let mut shown = String::new();
-    let result = caller
-        .prompt_until(
-            PromptCall {
+    let on = |m: &Received| match m.kind() {
+        "ack" if m.json["accepted"] == true => eprintln!("run {request}"),
+        "event.text" => {
+            let text = m.json["block"]["text"].as_str().unwrap_or("");
+            let fin = m.json["block"]["final"] == true;
+            if fin {
+                streamed_final = Some(text.to_string());
+            }
+            if live {
+                let new = unshown(&shown, text, fin);
+                print!("{new}");
+                let _ = std::io::stdout().flush();
+                shown.push_str(new);
+                printed_any = true;
+            }
+        }
+        "event.tool_call" => {
+            shown.clear();
+            eprintln!(
+                "[tool {} start {}]",
+                m.json["block"]["name"].as_str().unwrap_or("?"),
+                agentwire_core::arguments_summary(&m.json["block"]["input"])
+            )
+        }
+        "event.tool_result" => eprintln!(
+            "[tool result{} {}]",
+            if m.json["block"]["is_error"] == true {
+                " (error)"
+            } else {
+                ""
+            },
+            m.json["block"]["output"].as_str().unwrap_or("")
+        ),
+        "event.thinking" => eprintln!(
+            "[thinking] {}",
+            m.json["block"]["text"].as_str().unwrap_or("")
+        ),
+        "event.warning" => eprintln!("[warning] {}", m.json["block"]),
+        _ => {}
+    };
+    let answerer: agentwire_fisk::client::Answerer =
+        Box::new(move |q| Box::pin(person.clone().ask(q)));
+    // Each message within the whole run's time: the deadline above is what gives up.
+    let result = match sending {
+        Sending::Prompt { token, prompt } => {
+            let call = PromptCall {
                 identity,
                 request: &request,
                 prompt,
                 token,
-                // Each message within the whole run's time: the deadline above is what gives up.
                 timeout,
-            },
-            stop,
-            |m: &Received| match m.kind() {
-                "ack" if m.json["accepted"] == true => eprintln!("run {request}"),
-                "event.text" => {
-                    let text = m.json["block"]["text"].as_str().unwrap_or("");
-                    let fin = m.json["block"]["final"] == true;
-                    if fin {
-                        streamed_final = Some(text.to_string());
-                    }
-                    if live {
-                        let new = unshown(&shown, text, fin);
-                        print!("{new}");
-                        let _ = std::io::stdout().flush();
-                        shown.push_str(new);
-                        printed_any = true;
-                    }
-                }
-                "event.tool_call" => {
-                    shown.clear();
-                    eprintln!(
-                        "[tool {} start {}]",
-                        m.json["block"]["name"].as_str().unwrap_or("?"),
-                        agentwire_core::arguments_summary(&m.json["block"]["input"])
-                    )
-                }
-                "event.tool_result" => eprintln!(
-                    "[tool result{} {}]",
-                    if m.json["block"]["is_error"] == true {
-                        " (error)"
-                    } else {
-                        ""
-                    },
-                    m.json["block"]["output"].as_str().unwrap_or("")
-                ),
-                "event.thinking" => eprintln!(
-                    "[thinking] {}",
-                    m.json["block"]["text"].as_str().unwrap_or("")
-                ),
-                "event.warning" => eprintln!("[warning] {}", m.json["block"]),
-                _ => {}
-            },
-            Box::new(move |q| Box::pin(person.clone().ask(q))),
-        )
-        .await;
+            };
+            caller.prompt_until(call, stop, on, answerer).await
+        }
+        Sending::Answer { token, answer } => {
+            let call = AnswerCall {
+                identity,
+                request: &request,
+                token,
+                answer,
+                timeout,
+            };
+            caller.answer_until(call, stop, on, answerer).await
+        }
+    };
     let p = match result {
         Ok(p) => p,
         Err(ClientError::Timeout(_)) => {

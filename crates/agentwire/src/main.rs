@@ -20,6 +20,7 @@ mod rooms;
 mod roost_term;
 mod serve;
 mod serving;
+mod session_cli;
 mod show_config;
 mod tabular;
 mod turns_cli;
@@ -121,6 +122,7 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
             Command::Concierge(a) => concierge_cli::run(a, &data_dir, roost_socket).await,
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
+            Command::Session(a) => session_cli::run(a, &data_dir, &file, &env).await,
             Command::Whoami(a) => rooms::whoami(a, &data_dir),
             Command::Room(a) => rooms::room(a, &data_dir).await,
             Command::Task(a) => rooms::task(a, &data_dir).await,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The journal of turns and outcomes, in the data directory.
-const JOURNAL_FILE: &str = "journal.sqlite";
+pub(crate) const JOURNAL_FILE: &str = "journal.sqlite";
 /// The embedded relay's own key (it signs room metadata), in the data directory.
 const RELAY_KEY_FILE: &str = "relay.key";
 

@@ -118,6 +118,11 @@ impl Serving {
         Some((list("watch"), list("allowed")))
     }
 
+    /// The NATS servers of the `--agent` agent's fisk-ai worker, when it serves fisk-ai.
+    pub(crate) fn nats_url(&self) -> Option<&str> {
+        self.ready["nats"]["url"].as_str()
+    }
+
     /// The fisk-ai identity of the `--agent` agent, when it serves fisk-ai.
     pub(crate) fn nats_identity(&self) -> Option<&str> {
         self.ready["nats"]["identity"].as_str()

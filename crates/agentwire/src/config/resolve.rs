@@ -469,8 +469,9 @@ fn journal_retention(
 }
 
 /// `[journal]`: SQLite unless `kind = "jetstream"`, whose servers default to `--nats` / `[nats] url` and
-/// whose instance name defaults to `[nats] instance`, then the host's name and the data dir's id.
-fn journal(
+/// whose instance name defaults to `[nats] instance`, then the host's name and the data dir's id. Also
+/// what `agentwire session` opens, with its own `--nats` as the flag.
+pub(crate) fn journal(
     flags: &ServeFlags,
     file: &FileConfig,
     env: &super::Environment,
