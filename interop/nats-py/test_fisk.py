@@ -516,7 +516,9 @@ class PromptsChannel(FiskTest):
         self.assertEqual(card["request"], body["request"], card)
         self.assertEqual(card["name"], IDENTITY, card)
         self.assertIsInstance(card["version"], str, card)
-        self.assertIn("calculator", [t["name"] for t in card.get("tools", [])], card)
+        # The worker serves no tools to peers: the card lists none (the agent's own are not a peer's to call).
+        self.assertEqual(card["tools"], [], card)
+        self.assertIs(card["telemetry"], False, card)
         self.check_header(card)
 
     async def test_an_invalid_request_is_a_400_service_error_before_any_ack(self):
