@@ -166,12 +166,11 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
         ),
         _ => return None,
     };
-    Some(ToolSpec {
-        name: name.into(),
-        description: description.into(),
+    Some(super::roost_tools::tool_spec(
+        name,
+        description,
         input_schema,
-        requires_approval: false,
-    })
+    ))
 }
 
 /// The model's arguments to `tool` (JSON text) as the op they map to and its args.

@@ -95,6 +95,16 @@ fn task_id() -> Value {
 }
 
 /// An object schema with `properties`, of which `required` must be there.
+/// A roost or concierge tool's spec: none needs approval (each only speaks to the daemon).
+pub(super) fn tool_spec(name: &str, description: &str, input_schema: Value) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        input_schema,
+        requires_approval: false,
+    }
+}
+
 pub(super) fn object(properties: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
@@ -179,12 +189,7 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
         ),
         _ => return None,
     };
-    Some(ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        input_schema,
-        requires_approval: false,
-    })
+    Some(tool_spec(name, description, input_schema))
 }
 
 /// The model's arguments to `tool` (JSON text) as the op they map to and its args.

@@ -357,12 +357,7 @@ impl Shared {
         if let Ok(Value::Object(counts)) = serde_json::to_value(st.sup.board.counts()) {
             f.extend(counts);
         }
-        let line = event_line("board", f);
-        for c in &st.subscribers {
-            if let Some(o) = st.outboxes.get(c) {
-                o.send(line.clone());
-            }
-        }
+        self.push_all(st, event_line("board", f));
     }
 
     pub(super) fn push_row(&self, st: &State, job_id: &str) {
