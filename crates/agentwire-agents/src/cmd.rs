@@ -423,6 +423,7 @@ mod tests {
                     cancel,
                     asker: Asker::unavailable(),
                     token_budget: None,
+                    trace: Default::default(),
                 },
             )
             .await;

@@ -81,6 +81,7 @@ async fn run_turn(
                 cancel,
                 asker: Asker::unavailable(),
                 token_budget: None,
+                trace: Default::default(),
             },
         )
         .await;
@@ -200,6 +201,7 @@ async fn budgeted_turn(agent: &OpenAiAgent, input: TurnInput, budget: u64) -> Ou
                 cancel,
                 asker: Asker::unavailable(),
                 token_budget: Some(budget),
+                trace: Default::default(),
             },
         )
         .await;
@@ -540,6 +542,7 @@ async fn turn_with(
                 cancel,
                 asker,
                 token_budget: None,
+                trace: Default::default(),
             },
         )
         .await;
@@ -756,7 +759,7 @@ async fn a_server_that_never_answers_the_handshake_holds_the_start_only_for_its_
         servers.tools().is_empty(),
         "no tools from a server that never came up"
     );
-    assert!(servers.call("silent__anything", "{}").await.is_none());
+    assert!(servers.call("silent__anything", "{}", None).await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -89,6 +89,10 @@ struct Args {
     /// it as fast as it comes: what a watcher costs the turns.
     #[arg(long)]
     watch_all: bool,
+    /// An open hub page and a Prometheus scraper all along: the page's event stream (as `--watch-all`),
+    /// its roost view read every second, and `/metrics` scraped every second.
+    #[arg(long)]
+    hub_page: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -239,7 +243,8 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         .prefix("agentwire-bench-")
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
-    let mut daemon = Daemon::start(&args.daemon, dir.path(), args.watch_all)?;
+    let watching = args.watch_all || args.hub_page;
+    let mut daemon = Daemon::start(&args.daemon, dir.path(), watching)?;
     eprintln!(
         "daemon pid {} on {} (agent {}), data in {}",
         daemon.pid(),
@@ -248,10 +253,14 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         dir.path().display()
     );
     let echo = peer::spawn_echo(&daemon.relay).await?;
-    let watcher = match (args.watch_all, &daemon.http) {
+    let watcher = match (watching, &daemon.http) {
         (true, Some((url, token))) => Some(watch::spawn(url, token).await?),
         (true, None) => return Err("--watch-all: the daemon runs no HTTP server".into()),
         (false, _) => None,
+    };
+    let page = match (args.hub_page, &daemon.http) {
+        (true, Some((url, token))) => Some(watch::spawn_page_load(url, token)),
+        _ => None,
     };
     let mut out = json!({});
     if let Some(m) = daemon.memory() {
@@ -287,6 +296,11 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         );
     }
     out["daemon_log_lines"] = json!(warnings);
+    if let Some(p) = page {
+        let reads = p.stop().await;
+        eprintln!("the page and the scraper read {reads} times");
+        out["page_reads"] = json!(reads);
+    }
     if let Some(w) = watcher {
         let seen = w.stop().await;
         eprintln!("the watcher read {seen} events");

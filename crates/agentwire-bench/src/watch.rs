@@ -1,5 +1,6 @@
 //! A client on the daemon's event stream for the whole benchmark (`--watch-all`): raw HTTP/1.1 on a TCP
-//! socket, counting the server-sent events it reads.
+//! socket, counting the server-sent events it reads; and with `--hub-page`, what an open hub page and a
+//! Prometheus scraper add to it: the page's roost view and `/metrics`, each read every second.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,6 +54,61 @@ pub(crate) async fn spawn(url: &str, token: &str) -> Result<Watcher, String> {
         }
     });
     Ok(Watcher { seen, task })
+}
+
+/// How often the page reads its roost view and Prometheus scrapes: the page's own poll and a tight scrape.
+const PAGE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The hub page's load beside the event stream: its roost view and a scrape of `/metrics`, every
+/// [`PAGE_POLL`].
+pub(crate) struct PageLoad {
+    reads: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PageLoad {
+    /// Stops; how many reads answered 200.
+    pub(crate) async fn stop(self) -> u64 {
+        self.task.abort();
+        let _ = self.task.await;
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+/// One `GET path` on its own connection; whether it answered 200.
+async fn get(addr: &str, path: &str, token: &str) -> bool {
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return false;
+    };
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut body = Vec::new();
+    let _ = s.read_to_end(&mut body).await;
+    body.starts_with(b"HTTP/1.1 200")
+}
+
+/// Starts the page's reads of the daemon at `url`.
+pub(crate) fn spawn_page_load(url: &str, token: &str) -> PageLoad {
+    let addr = url.trim_start_matches("http://").to_string();
+    let token = token.to_string();
+    let reads = Arc::new(AtomicU64::new(0));
+    let counter = reads.clone();
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PAGE_POLL);
+        loop {
+            tick.tick().await;
+            for path in ["/api/v1/roost", "/metrics"] {
+                if get(&addr, path, &token).await {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    PageLoad { reads, task }
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

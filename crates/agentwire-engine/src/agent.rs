@@ -163,6 +163,9 @@ pub struct TurnContext {
     /// [`TurnFailure::OverBudget`](agentwire_core::TurnFailure::OverBudget) with the usage spent; an agent that
     /// spends none ignores it. `None`: no budget.
     pub token_budget: Option<u64>,
+    /// The turn's `invoke_agent` span, when traces are exported: a model agent opens its `chat` and
+    /// `execute_tool` spans under it and hands its `traceparent` on to the model server and MCP servers.
+    pub trace: crate::TurnTrace,
 }
 
 /// Tells a running agent that its turn was cancelled. The engine also drops the agent's future, so an agent

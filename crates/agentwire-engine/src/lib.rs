@@ -14,6 +14,7 @@ mod health;
 mod lifecycle;
 pub mod metrics;
 mod slots;
+pub mod telemetry;
 pub mod watch;
 
 pub use agent::{
@@ -34,6 +35,7 @@ pub use engine_core::{
 };
 pub use lifecycle::Front;
 pub use slots::{AdmitError, Admitted, Slot, SlotRefusal};
+pub use telemetry::{Telemetry, TurnTrace};
 pub use watch::{
     AllWatch, Missed, TurnFilter, TurnState, TurnSummary, TurnWatch, WatchEvent, WatchHub,
     WatchKind, MAX_WATCHED_EVENTS_PER_TURN, RECENT_TURNS_KEPT, WATCH_QUEUE_CAPACITY,

@@ -555,6 +555,14 @@ impl TurnFront for WatchedFront {
         self.inner.token_budget()
     }
 
+    fn traceparent(&self) -> Option<String> {
+        self.inner.traceparent()
+    }
+
+    fn traced(&self, trace_id: &str, content: bool) {
+        self.inner.traced(trace_id, content)
+    }
+
     fn deliver_outcome(&self, outcome: &Outcome, wire: Option<&str>) {
         self.inner.deliver_outcome(outcome, wire);
         self.hub

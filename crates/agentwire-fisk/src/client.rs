@@ -165,6 +165,8 @@ pub struct AnswerCall<'a> {
 pub struct Caller {
     client: async_nats::Client,
     me: Identity,
+    /// The W3C `traceparent` every request carries, when the caller is traced.
+    traceparent: Option<String>,
 }
 
 fn fresh_id() -> String {
@@ -189,7 +191,18 @@ impl Caller {
     ) -> Result<Caller, ClientError> {
         let client = nats.connect(name).await?;
         let me = Identity::new(name).map_err(|_| ClientError::Name(name.to_string()))?;
-        Ok(Caller { client, me })
+        Ok(Caller {
+            client,
+            me,
+            traceparent: None,
+        })
+    }
+
+    /// This caller sending `traceparent` (W3C trace context) on its requests: a traced worker's turn
+    /// continues that trace.
+    pub fn with_traceparent(mut self, traceparent: impl Into<String>) -> Caller {
+        self.traceparent = Some(traceparent.into());
+        self
     }
 
     fn header(&self, request: &str, conversation: &str) -> Header {
@@ -202,6 +215,7 @@ impl Caller {
             self.me.clone(),
         );
         h.id = fresh_id();
+        h.traceparent = self.traceparent.clone();
         h
     }
 

@@ -130,6 +130,23 @@ pub fn terminal(outcome: &Outcome, conversation: wire::Usage) -> Reply {
     }
 }
 
+/// `terminal` (a `result` or an `error`) carrying the turn's trace: `trace_id`, the trace the worker
+/// recorded, and `content_exported`, whether the conversation's text went into it. Other replies are
+/// left as they are.
+pub fn with_trace(terminal: &mut Reply, trace_id: &str, content_exported: bool) {
+    match terminal {
+        Reply::Result(r) => {
+            r.trace_id = Some(trace_id.to_string());
+            r.content_exported = content_exported;
+        }
+        Reply::Error(e) => {
+            e.trace_id = Some(trace_id.to_string());
+            e.content_exported = content_exported;
+        }
+        _ => {}
+    }
+}
+
 /// A refusal before the run: code and message, no usage.
 pub fn refusal(code: impl Into<FailureCode>, message: impl Into<String>) -> Reply {
     Reply::Error(TurnError::new(error_code(&code.into()), message))

@@ -87,6 +87,25 @@ pub fn host_allowed(host: Option<&str>, listen: SocketAddr, allow_remote: bool) 
         .contains(&host)
 }
 
+/// Whether a state-changing request may be served given its `Origin` and `Sec-Fetch-Site` headers and the
+/// `Host` it names: a browser names the page's origin on every cross-site request, so a request from a page
+/// of another site (a form posted at this server, a script's fetch) is refused even when the browser would
+/// send the token cookie. A request without either header comes from a program (curl, a client library),
+/// which presents the token itself.
+pub fn origin_allowed(origin: Option<&str>, fetch_site: Option<&str>, host: Option<&str>) -> bool {
+    if fetch_site.is_some_and(|s| s.trim().eq_ignore_ascii_case("cross-site")) {
+        return false;
+    }
+    let Some(origin) = origin.map(str::trim) else {
+        return true;
+    };
+    let Some(host) = host.map(|h| h.trim().to_ascii_lowercase()) else {
+        return false;
+    };
+    let origin = origin.to_ascii_lowercase();
+    origin == format!("http://{host}") || origin == format!("https://{host}")
+}
+
 /// Whether an address is this host's own (loopback): the only listen the server takes unless told to
 /// allow remote clients.
 pub fn is_local(listen: SocketAddr) -> bool {
@@ -145,6 +164,30 @@ mod tests {
         assert!(!host_allowed(None, listen, false));
         assert!(host_allowed(Some("box.lan:7780"), listen, true));
         assert!(is_local(listen));
+    }
+
+    #[test]
+    fn a_state_change_from_another_site_is_refused() {
+        let host = Some("127.0.0.1:7780");
+        assert!(origin_allowed(
+            Some("http://127.0.0.1:7780"),
+            Some("same-origin"),
+            host
+        ));
+        assert!(
+            origin_allowed(None, None, host),
+            "a program names no origin"
+        );
+        for bad in [
+            "http://evil.example",
+            "http://127.0.0.1:7781",
+            "null",
+            "http://127.0.0.1:7780.evil.example",
+        ] {
+            assert!(!origin_allowed(Some(bad), None, host), "{bad}");
+        }
+        assert!(!origin_allowed(None, Some("cross-site"), host));
+        assert!(!origin_allowed(Some("http://127.0.0.1:7780"), None, None));
         assert!(!is_local("0.0.0.0:7780".parse().unwrap()));
     }
 }

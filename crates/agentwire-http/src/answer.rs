@@ -2,7 +2,7 @@
 //! by its kind: an approval's decision, yes or no, an option's id (or several, with free text), or text.
 //! Pure.
 
-use agentwire_core::{Answer, ApproveChoice, QuestionKind};
+use agentwire_core::{Answer, ApproveChoice, QuestionKind, APPROVE_OPTIONS};
 
 /// `choices` and `text` as an answer to a question of `kind`, or why they are not one.
 pub fn answer_for(
@@ -16,16 +16,18 @@ pub fn answer_for(
     };
     let answer = match kind {
         QuestionKind::Approve { .. } => {
-            let choice = match one()? {
+            // The options' ids as the question offers them (`deny` among them), and `no` for `deny`.
+            let picked = one()?;
+            let choice = match picked {
                 "no" => ApproveChoice::No,
-                "once" => ApproveChoice::Once,
-                "session" => ApproveChoice::Session,
-                "always" => ApproveChoice::Always,
-                other => {
-                    return Err(format!(
-                        "{other:?}: an approval is no, once, session or always"
-                    ))
-                }
+                _ => match APPROVE_OPTIONS.iter().find(|(id, ..)| *id == picked) {
+                    Some((.., choice)) => *choice,
+                    None => {
+                        return Err(format!(
+                            "{picked:?}: an approval is once, session, always or deny"
+                        ))
+                    }
+                },
             };
             Answer::Approve { choice }
         }
@@ -93,6 +95,19 @@ mod tests {
             })
         );
         assert!(answer_for(&approve, &s(&["sure"]), None).is_err());
+        // Every option the question offers is an answer, `deny` as much as `no`.
+        for (id, _, choice) in APPROVE_OPTIONS {
+            assert_eq!(
+                answer_for(&approve, &s(&[id]), None),
+                Ok(Answer::Approve { choice })
+            );
+        }
+        assert_eq!(
+            answer_for(&approve, &s(&["no"]), None),
+            Ok(Answer::Approve {
+                choice: ApproveChoice::No
+            })
+        );
         let confirm = QuestionKind::Confirm {
             question: "ok?".into(),
         };

@@ -50,6 +50,12 @@ pub(crate) fn router(state: State) -> Router {
         .route("/turns/{id}/cancel", post(cancel))
         .route("/turns/{id}/answer", post(answer))
         .route("/events", get(crate::events::stream))
+        .route("/roost", get(crate::roost::view))
+        .route("/roost/{op}", post(crate::roost::op))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            same_site,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             needs_token,
@@ -57,7 +63,9 @@ pub(crate) fn router(state: State) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .route("/", get(index))
+        .route("/", get(crate::page::index))
+        .route("/hub.js", get(crate::page::script))
+        .route("/hub.css", get(crate::page::style))
         .nest("/api/v1", api)
         .fallback(|| async { refused(StatusCode::NOT_FOUND, "no such route") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -103,6 +111,21 @@ async fn needs_token(Extract(s): Extract<State>, req: Request, next: Next) -> Re
     next.run(req).await
 }
 
+/// Refuses a state-changing request a page of another site sent ([`access::origin_allowed`]): the token
+/// cookie alone does not make a request the person's.
+async fn same_site(req: Request, next: Next) -> Response {
+    if req.method() != axum::http::Method::GET {
+        let h = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        if !access::origin_allowed(h("origin"), h("sec-fetch-site"), h("host")) {
+            return refused(
+                StatusCode::FORBIDDEN,
+                "a request from another site's page is refused",
+            );
+        }
+    }
+    next.run(req).await
+}
+
 /// Counts each request answered by its route's pattern (never its path: ids stay out of the labels) and
 /// its status.
 async fn counted(Extract(s): Extract<State>, req: Request, next: Next) -> Response {
@@ -140,36 +163,6 @@ async fn health(Extract(s): Extract<State>) -> Response {
         false => StatusCode::SERVICE_UNAVAILABLE,
     };
     (status, Json(body)).into_response()
-}
-
-#[derive(Deserialize)]
-struct IndexQuery {
-    token: Option<String>,
-}
-
-/// `/?token=T`: a browser keeps the token as a cookie (only this host's pages send it), then comes back to
-/// `/` without it in the address.
-async fn index(Extract(s): Extract<State>, Query(q): Query<IndexQuery>) -> Response {
-    match q.token {
-        Some(t) if s.token.matches(&t) => {
-            let cookie = format!(
-                "{}={}; HttpOnly; SameSite=Strict; Path=/",
-                access::TOKEN_COOKIE,
-                s.token.reveal()
-            );
-            (
-                StatusCode::SEE_OTHER,
-                [(header::SET_COOKIE, cookie), (header::LOCATION, "/".into())],
-            )
-                .into_response()
-        }
-        Some(_) => refused(StatusCode::UNAUTHORIZED, "the token is wrong"),
-        None => (
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "agentwire: the turn API is at /api/v1 (see docs/http-api.md)\n",
-        )
-            .into_response(),
-    }
 }
 
 async fn agents(Extract(s): Extract<State>) -> Response {
@@ -264,7 +257,13 @@ pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
                     "conversation": conversation.as_str(), "prompt": prompt}),
         WatchKind::Event(ev) => json!({"type": "event", "event": ev}),
         WatchKind::Question { id, question } => {
-            json!({"type": "question", "question_id": id, "question": question})
+            // The options a person picks from (an approval's and a confirmation's fixed ones too), the
+            // text they read, and whether free text is taken: what a page needs to show its buttons.
+            let k = &question.kind;
+            json!({"type": "question", "question_id": id, "question": question,
+                   "text": k.text(), "options": k.options(),
+                   "takes_text": matches!(k.selection(), agentwire_core::Selection::Text) || k.freeform(),
+                   "multiple": matches!(k.selection(), agentwire_core::Selection::Multiple)})
         }
         WatchKind::QuestionClosed { id } => json!({"type": "question_closed", "question_id": id}),
         WatchKind::Outcome(o) => json!({"type": "outcome", "outcome": o}),

@@ -1,11 +1,14 @@
 //! agentwire's HTTP server: one listener in the daemon for what is not a protocol front of its own: the
-//! turn API and its server-sent events, and `/metrics`; next the hub page.
+//! turn API and its server-sent events, `/metrics`, and the hub page that shows and steers it all.
 //!
 //! | route | what |
 //! | --- | --- |
 //! | `GET /health` | `200` while the daemon takes turns, `503` otherwise (no token) |
 //! | `GET /metrics` | Prometheus metrics, OpenMetrics text ([`agentwire_engine::metrics`]; no token) |
 //! | `GET /?token=T` | sets the token cookie a browser then sends, and goes to `/` |
+//! | `GET /` | the hub page ([`page`]), to a browser holding the token |
+//! | `GET /api/v1/roost[?after=N]` | the roost sessions, task board, concierge, orders and feed |
+//! | `POST /api/v1/roost/{op}` | one of the controller's ops the page takes ([`roost::PAGE_OPS`]) |
 //! | `GET /api/v1/agents` | every agent: its name, kind, fronts and card |
 //! | `GET /api/v1/turns?agent=&protocol=&state=&limit=&cursor=` | recent turns, newest first, and the next page's cursor |
 //! | `GET /api/v1/turns/{id}` | one turn, its events and outcome |
@@ -13,13 +16,16 @@
 //! | `POST /api/v1/turns/{id}/cancel` | cancels a running turn, as its requester could |
 //! | `POST /api/v1/turns/{id}/answer` | answers its open question (`{"choices": [...], "text": ...}`) |
 //!
-//! Every `/api/` request needs the token ([`access`]); every request names an allowed `Host`. Refusals are
+//! Every `/api/` request needs the token ([`access`]); every request names an allowed `Host`; a request that
+//! changes state and comes from another site's page (its `Origin`) is refused. Refusals are
 //! JSON `{"error": ...}` with 400, 401, 403, 404, 409 or 503.
 
 pub mod access;
 pub mod answer;
 mod api;
 mod events;
+pub mod page;
+pub mod roost;
 pub mod settings;
 
 use agentwire_engine::{Engine, WatchHub};
@@ -28,6 +34,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 pub use access::Token;
+pub use roost::{RoostCall, RoostRefusal};
 
 /// Where the server listens, and who it serves.
 #[derive(Debug, Clone)]
@@ -70,6 +77,8 @@ pub struct HttpContext {
     /// Sets the metrics read at scrape time (the journal's health, the embedded relay's counters, the roost
     /// jobs) before `/metrics` answers.
     pub scrape: Scrape,
+    /// The roost supervisor's controller ops, when one runs (the page's sessions, board and concierge).
+    pub roost: Option<RoostCall>,
 }
 
 /// Sets the metrics that are read when `/metrics` is scraped.

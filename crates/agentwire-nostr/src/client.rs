@@ -12,11 +12,16 @@ use crate::nipxx::{envelope, kinds, tags, Message};
 use crate::relay_conn::{Incoming, RelayConn};
 use nostr::prelude::{Event, EventBuilder, EventId, Filter, Kind, PublicKey, Timestamp};
 use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 mod cancel;
+mod offer;
+mod sessions;
 pub use cancel::{cancel_run, CancelOutcome, CANCEL_CONFIRM_WAIT, STORED_LOOKUP_WAIT};
+pub use offer::Offer;
+pub use sessions::{sent_prompts, SentPrompt, MAX_PROMPTS_LISTED};
 
 /// Most distinct events one run view keeps; a run that sends more is misbehaving, and later events are
 /// ignored rather than grow memory without bound.
@@ -38,9 +43,10 @@ impl Terminal {
     /// The final answer text (from the response, unwrapping a compatibility envelope).
     pub fn text(&self) -> Option<String> {
         match self {
-            Terminal::Response(r) => {
-                Some(envelope::text_of(&r.text).unwrap_or_else(|| r.text.clone()))
-            }
+            Terminal::Response(r) => Some(
+                envelope::text_of(&r.text, envelope::EnvelopeOf::Response)
+                    .unwrap_or_else(|| r.text.clone()),
+            ),
             Terminal::Error(_) => None,
         }
     }
@@ -55,6 +61,13 @@ pub enum Update {
     Text(String),
     /// A delta is missing: rendering is degraded until the response arrives.
     Gap,
+    /// The run's deltas broke their order (the spec's `INVALID_SEQUENCE`): a `seq` sent again with other
+    /// text, or a `seq` the agent created before a lower one. Reported once per run; rendering goes on
+    /// best-effort and the final text still comes from the response.
+    InvalidSequence {
+        /// The delta's seq.
+        seq: u64,
+    },
     /// Tool telemetry.
     Tool(ToolCallPayload),
     /// A terminal event was accepted (or replaced an older one).
@@ -71,10 +84,12 @@ pub struct RunView {
     agent: PublicKey,
     prompt: EventId,
     seen: HashSet<EventId>,
-    seen_seq: HashSet<u64>,
+    /// Each seq seen: when the agent created it, and a hash of its text (a duplicate's must match).
+    seen_seq: BTreeMap<u64, (Timestamp, u64)>,
     waiting: BTreeMap<(u64, Timestamp, EventId), String>,
     next_seq: u64,
     gap_reported: bool,
+    invalid_reported: bool,
     terminal: Option<(Timestamp, EventId, Terminal)>,
 }
 
@@ -86,10 +101,11 @@ impl RunView {
             agent,
             prompt,
             seen: HashSet::new(),
-            seen_seq: HashSet::new(),
+            seen_seq: BTreeMap::new(),
             waiting: BTreeMap::new(),
             next_seq: 0,
             gap_reported: false,
+            invalid_reported: false,
             terminal: None,
         }
     }
@@ -151,16 +167,28 @@ impl RunView {
                 let Ok(d) = DeltaPayload::parse(plain) else {
                     return vec![];
                 };
-                let text = envelope::text_of(&d.text).unwrap_or(d.text);
+                let text =
+                    envelope::text_of(&d.text, envelope::EnvelopeOf::Delta).unwrap_or(d.text);
                 match d.seq {
                     // Without seq, show in arrival order.
                     None => vec![Update::Text(text)],
                     Some(seq) => {
-                        if seq < self.next_seq || !self.seen_seq.insert(seq) {
-                            return vec![];
-                        }
-                        self.waiting.insert((seq, event.created_at, event.id), text);
                         let mut out = Vec::new();
+                        let broke = match self.seen_seq.get(&seq) {
+                            // The same (seq, text) again is a duplicate; other text is a broken order.
+                            Some((_, hash)) => *hash != text_hash(&text),
+                            None => self.out_of_order(seq, event.created_at),
+                        };
+                        if broke && !self.invalid_reported {
+                            self.invalid_reported = true;
+                            out.push(Update::InvalidSequence { seq });
+                        }
+                        if seq < self.next_seq || self.seen_seq.contains_key(&seq) {
+                            return out;
+                        }
+                        self.seen_seq
+                            .insert(seq, (event.created_at, text_hash(&text)));
+                        self.waiting.insert((seq, event.created_at, event.id), text);
                         while let Some(entry) = self.waiting.first_entry() {
                             if entry.key().0 != self.next_seq {
                                 break;
@@ -179,6 +207,22 @@ impl RunView {
             _ => vec![],
         }
     }
+}
+
+impl RunView {
+    /// Whether a delta `seq` created at `at` breaks the order the agent created the others in: a lower seq
+    /// created after it, or a higher one before it (seconds apart; the same second is in order).
+    fn out_of_order(&self, seq: u64, at: Timestamp) -> bool {
+        let lower = self.seen_seq.range(..seq).next_back();
+        let higher = self.seen_seq.range(seq + 1..).next();
+        lower.is_some_and(|(_, (t, _))| *t > at) || higher.is_some_and(|(_, (t, _))| *t < at)
+    }
+}
+
+fn text_hash(text: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 /// Why a client operation failed.
@@ -259,7 +303,7 @@ pub async fn ask(
     crypto: &Arc<Crypto>,
     req: AskRequest,
     mut on_prompt: impl FnMut(&EventId),
-    mut on_update: impl FnMut(&Update),
+    on_update: impl FnMut(&Update),
 ) -> Result<Terminal, ClientError> {
     let me = crypto.public_key();
     let content = crypto
@@ -290,8 +334,41 @@ pub async fn ask(
         return Err(ClientError::Refused(ok.message));
     }
     on_prompt(&prompt_id);
-    let mut view = RunView::new(me, req.agent, prompt_id);
-    let deadline = tokio::time::Instant::now() + req.timeout;
+    let view = RunView::new(me, req.agent, prompt_id);
+    follow(conn, incoming, crypto, view, &sub, req.timeout, on_update).await
+}
+
+/// Re-attaches to run `prompt` of `agent` (the spec's recovery recipe: its `#e` and `authors`, the events
+/// the relay kept and those still coming) and follows it until its terminal, calling `on_update` for every
+/// update. A run asked gift-wrapped cannot be found so (its events are wraps); ask it again instead.
+pub async fn attach(
+    conn: &RelayConn,
+    incoming: &mut tokio::sync::mpsc::Receiver<Incoming>,
+    crypto: &Arc<Crypto>,
+    agent: PublicKey,
+    prompt: EventId,
+    timeout: Duration,
+    on_update: impl FnMut(&Update),
+) -> Result<Terminal, ClientError> {
+    let me = crypto.public_key();
+    let sub = format!("attach-{}", &prompt.to_hex()[..16]);
+    conn.subscribe(&sub, vec![run_filter(me, agent, prompt, false)]);
+    let view = RunView::new(me, agent, prompt);
+    follow(conn, incoming, crypto, view, &sub, timeout, on_update).await
+}
+
+/// Applies the events of subscription `sub` to `view` until its terminal (and [`TERMINAL_SETTLE`] after it,
+/// for a newer one) or `timeout`; then ends the subscription.
+async fn follow(
+    conn: &RelayConn,
+    incoming: &mut tokio::sync::mpsc::Receiver<Incoming>,
+    crypto: &Arc<Crypto>,
+    mut view: RunView,
+    sub: &str,
+    timeout: Duration,
+    mut on_update: impl FnMut(&Update),
+) -> Result<Terminal, ClientError> {
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut settle: Option<tokio::time::Instant> = None;
     loop {
         let until = settle.unwrap_or(deadline);
@@ -317,10 +394,10 @@ pub async fn ask(
             on_update(&u);
         }
     }
-    conn.unsubscribe(&sub);
+    conn.unsubscribe(sub);
     view.terminal()
         .cloned()
-        .ok_or(ClientError::Timeout(req.timeout))
+        .ok_or(ClientError::Timeout(timeout))
 }
 
 /// A verified event as a [`Message`]: a signed event whose signature holds, or the opened rumor of a gift

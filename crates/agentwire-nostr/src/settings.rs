@@ -43,6 +43,9 @@ pub struct NipxxSection {
     pub backlog_horizon_secs: Option<u64>,
     /// The privacy-first profile (NIP-59 gift wrap in and out).
     pub nip59: Option<bool>,
+    /// Send each delta's, response's and tool call's text in the compatibility text envelope too, for
+    /// runtimes that read telemetry from text.
+    pub text_envelope: Option<bool>,
     /// The `--agent` agent's secret key (hex or nsec), read from this file instead of `agent.key` in the
     /// data dir: one key that several instances serve.
     pub key_file: Option<PathBuf>,
@@ -78,6 +81,8 @@ pub struct NipxxSettings {
     pub backlog_horizon: Duration,
     /// The privacy-first profile (NIP-59 gift wrap in and out).
     pub nip59: bool,
+    /// Texts in the compatibility envelope too (`[nipxx] text_envelope`).
+    pub text_envelope: bool,
     /// The agent's key from this file (shared by several instances), not the data dir's.
     pub key_file: Option<PathBuf>,
 }
@@ -163,6 +168,7 @@ pub fn resolve(
         rate: RateLimit { per_second, burst },
         backlog_horizon: Duration::from_secs(horizon),
         nip59: flags.nip59 || section.nip59.unwrap_or(false),
+        text_envelope: section.text_envelope.unwrap_or(false),
         key_file: section.key_file.clone(),
     })
 }
@@ -177,6 +183,7 @@ pub struct NipxxView<'a> {
     rate_burst: f64,
     backlog_horizon_secs: u64,
     nip59: bool,
+    text_envelope: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     key_file: Option<&'a Path>,
 }
@@ -191,6 +198,7 @@ pub fn view(n: &NipxxSettings) -> NipxxView<'_> {
         rate_burst: n.rate.burst,
         backlog_horizon_secs: n.backlog_horizon.as_secs(),
         nip59: n.nip59,
+        text_envelope: n.text_envelope,
         key_file: n.key_file.as_deref(),
     }
 }

@@ -44,6 +44,8 @@ pub struct Received {
     pub path: String,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
+    /// The `traceparent` header (W3C trace context), if any.
+    pub traceparent: Option<String>,
     /// The JSON body.
     pub body: Value,
 }
@@ -117,6 +119,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
     let (mut head, mut line) = (Vec::new(), String::new());
     let mut content_length = 0usize;
     let mut authorization = None;
+    let mut traceparent = None;
     loop {
         line.clear();
         if reader.read_line(&mut line).unwrap_or(0) == 0 || head.len() > MAX_HEAD_BYTES {
@@ -131,6 +134,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
         }
         if lower.starts_with("authorization:") {
             authorization = Some(line["authorization:".len()..].trim().to_string());
+        }
+        if lower.starts_with("traceparent:") {
+            traceparent = Some(line["traceparent:".len()..].trim().to_string());
         }
         head.push(line.clone());
     }
@@ -161,6 +167,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
         s.received.push(Received {
             path,
             authorization,
+            traceparent,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         });
         s.script.pop_front()

@@ -130,6 +130,8 @@ pub(crate) struct Shared<'a> {
     pub(crate) journal: &'a Arc<dyn Journal>,
     pub(crate) instance: Option<&'a str>,
     pub(crate) hub: &'a Arc<WatchHub>,
+    /// The tracer every engine's turns are traced through (off without an exporter).
+    pub(crate) telemetry: &'a agentwire_engine::Telemetry,
 }
 
 /// Builds each agent and its engine.
@@ -157,6 +159,7 @@ pub(crate) async fn prepare(
         if let Some(n) = spec.max_concurrent_turns {
             engine.limit_running(n);
         }
+        engine.set_telemetry(s.telemetry.clone());
         let keys = match (spec.nipxx, &spec.key_file, spec.default) {
             (false, ..) => None,
             (true, Some(path), _) => Some(keys::load_shared(path)?),

@@ -9,7 +9,7 @@ use agentwire_nostr::client::{
     CANCEL_CONFIRM_WAIT,
 };
 use agentwire_nostr::crypto::Crypto;
-use agentwire_nostr::nipxx::payload::PromptPayload;
+use agentwire_nostr::nipxx::payload::{InfoPayload, PromptPayload};
 use agentwire_nostr::nipxx::tags;
 use agentwire_nostr::relay_conn::{Incoming, RelayConn};
 use clap::Args;
@@ -31,6 +31,8 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 /// under fisk-ai, no worker running it).
 pub(crate) const EXIT_UNKNOWN_RUN: u8 = 4;
 
+/// The characters of a prompt `sessions` shows: its first line, cut to fit a terminal's row.
+const PROMPT_COLUMN_CHARS: usize = 60;
 /// The heading of the options only NIP-XX uses.
 const NIPXX: &str = "NIP-XX options";
 /// The heading of the options only fisk-ai uses.
@@ -116,6 +118,29 @@ pub(crate) struct CancelArgs {
     /// The run: its prompt event id, or with --nats its request (both printed by `ask` as `run <id>`).
     #[arg(value_name = "RUN")]
     prompt_id: String,
+}
+
+/// `attach` flags.
+#[derive(Debug, Args)]
+pub(crate) struct AttachArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Seconds to wait for the run's end (at least 1).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// The run: its prompt event id (`ask` printed it as `run <id>`).
+    #[arg(value_name = "RUN")]
+    prompt_id: String,
+}
+
+/// `sessions` flags.
+#[derive(Debug, Args)]
+pub(crate) struct SessionsArgs {
+    #[command(flatten)]
+    target: Target,
+    /// List the runs of this session (its `s` tag) instead of the sessions.
+    #[arg(long, help_heading = NIPXX)]
+    session: Option<String>,
 }
 
 /// `info` flags.
@@ -230,20 +255,35 @@ pub(crate) async fn ask(
     let mut prompt = PromptPayload::new(args.prompt.join(" "));
     prompt.model = args.model.clone();
     prompt.thinking = args.thinking.clone();
+    // What the agent takes, read before the prompt goes (the spec's defaults when it publishes no ai.info):
+    // a prompt it would refuse is not sent.
+    let info = client::info(&conn, &mut incoming, &agent)
+        .await
+        .map_err(|e| e.to_string())?;
+    let info = info.and_then(|ev| InfoPayload::validate(&ev.content).ok());
+    let offer = client::Offer::of(info.as_ref());
+    if !offer.announced {
+        eprintln!("[no ai.info from the agent: assuming streaming, NIP-44 and no tools]");
+    }
+    offer
+        .check(&prompt, args.nip59)
+        .map_err(|why| format!("not sent: {why}"))?;
     let live = std::io::stdout().is_terminal();
     let mut streamed = String::new();
     // The session the run joins, named on stderr: the default one keeps every ask from this key in one
     // conversation, which the user should see.
-    let chosen = match args.new {
-        true => Some(client::new_session()),
-        false => args.session.clone(),
+    let session = match args.new {
+        true => client::new_session(),
+        false => args
+            .session
+            .clone()
+            .unwrap_or_else(|| tags::default_session(&crypto.public_key())),
     };
-    let session = chosen
-        .clone()
-        .unwrap_or_else(|| tags::default_session(&crypto.public_key()));
+    // The session is always tagged (the default `sender:<pubkey>` too), so `sessions` and the recovery
+    // recipe find it by its `#s`.
     let req = AskRequest {
         agent,
-        session: chosen,
+        session: Some(session.clone()),
         prompt,
         timeout: Duration::from_secs(args.timeout),
         wrap: args.nip59,
@@ -259,35 +299,7 @@ pub(crate) async fn ask(
             eprintln!("run {}", id.to_hex());
             eprintln!("session {session}");
         },
-        |u| match u {
-            Update::Text(t) => {
-                streamed.push_str(t);
-                if live {
-                    print!("{t}");
-                    let _ = std::io::stdout().flush();
-                }
-            }
-            Update::Status(s) => eprintln!(
-                "[{}{}]",
-                s.state,
-                s.info
-                    .as_deref()
-                    .map(|i| format!(": {i}"))
-                    .unwrap_or_default()
-            ),
-            Update::Tool(t) => eprintln!(
-                "[tool {} {}{}]",
-                t.name.as_deref().unwrap_or("?"),
-                t.phase.as_deref().unwrap_or(""),
-                t.output
-                    .as_ref()
-                    .or(t.arguments.as_ref())
-                    .map(|v| format!(" {}", agentwire_core::arguments_summary(v)))
-                    .unwrap_or_default()
-            ),
-            Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),
-            Update::Terminal => {}
-        },
+        |u| show_update(u, live, &mut streamed),
     );
     let result = tokio::select! {
         r = asking => r,
@@ -314,34 +326,7 @@ pub(crate) async fn ask(
         }
     };
     match result {
-        Ok(Terminal::Response(r)) => {
-            let text = Terminal::Response(r.clone()).text().unwrap_or_default();
-            if live {
-                if streamed != text {
-                    // The final render comes from the response, not the stream.
-                    println!("\n---\n{text}");
-                } else {
-                    println!();
-                }
-            } else {
-                println!("{text}");
-            }
-            if let Some(u) = r.usage {
-                eprintln!("[usage: {} in, {} out]", u.input_tokens, u.output_tokens);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(Terminal::Error(e)) => {
-            if live && !streamed.is_empty() {
-                println!();
-            }
-            let retry = e
-                .retry_after
-                .map(|s| format!(" (retry after {s} s)"))
-                .unwrap_or_default();
-            eprintln!("error {}: {}{retry}", e.code, e.message);
-            Ok(ExitCode::from(EXIT_AGENT_ERROR))
-        }
+        Ok(t) => Ok(show_terminal(t, live, &streamed)),
         Err(ClientError::Timeout(d)) => {
             eprintln!("agentwire: no answer within {d:?}");
             // Given up on, the run is cancelled rather than left running for nobody.
@@ -362,6 +347,176 @@ pub(crate) async fn ask(
         }
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Shows one update of a run: its text on stdout as it comes (on a terminal), the rest on stderr.
+fn show_update(u: &Update, live: bool, streamed: &mut String) {
+    match u {
+        Update::Text(t) => {
+            streamed.push_str(t);
+            if live {
+                print!("{t}");
+                let _ = std::io::stdout().flush();
+            }
+        }
+        Update::Status(s) => eprintln!(
+            "[{}{}]",
+            s.state,
+            s.info
+                .as_deref()
+                .map(|i| format!(": {i}"))
+                .unwrap_or_default()
+        ),
+        Update::Tool(t) => eprintln!(
+            "[tool {} {}{}]",
+            t.name.as_deref().unwrap_or("?"),
+            t.phase.as_deref().unwrap_or(""),
+            t.output
+                .as_ref()
+                .or(t.arguments.as_ref())
+                .map(|v| format!(" {}", agentwire_core::arguments_summary(v)))
+                .unwrap_or_default()
+        ),
+        Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),
+        Update::InvalidSequence { seq } => eprintln!(
+            "[INVALID_SEQUENCE: the agent's delta seq {seq} breaks the run's order; showing it best-effort]"
+        ),
+        Update::Terminal => {}
+    }
+}
+
+/// Shows a run's terminal (the final text from the response, not the stream) and gives the exit code.
+fn show_terminal(t: Terminal, live: bool, streamed: &str) -> ExitCode {
+    match t {
+        Terminal::Response(r) => {
+            let text = Terminal::Response(r.clone()).text().unwrap_or_default();
+            if live {
+                if streamed != text {
+                    // The final render comes from the response, not the stream.
+                    println!("\n---\n{text}");
+                } else {
+                    println!();
+                }
+            } else {
+                println!("{text}");
+            }
+            if let Some(u) = r.usage {
+                eprintln!("[usage: {} in, {} out]", u.input_tokens, u.output_tokens);
+            }
+            ExitCode::SUCCESS
+        }
+        Terminal::Error(e) => {
+            if live && !streamed.is_empty() {
+                println!();
+            }
+            let retry = e
+                .retry_after
+                .map(|s| format!(" (retry after {s} s)"))
+                .unwrap_or_default();
+            eprintln!("error {}: {}{retry}", e.code, e.message);
+            ExitCode::from(EXIT_AGENT_ERROR)
+        }
+    }
+}
+
+/// Runs `attach`: finds run `RUN` on the relay (its events so far and those still coming) and shows it to
+/// its end as `ask` would.
+pub(crate) async fn attach(args: AttachArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
+    let crypto = client_crypto(&args.target, &data_dir)?;
+    let prompt = EventId::from_hex(&args.prompt_id)
+        .map_err(|_| format!("{:?} is not an event id", args.prompt_id))?;
+    let Reach { relay, agent } = reach(&args.target, &data_dir)?;
+    let (conn, mut incoming) = connect(&args.target, &relay).await?;
+    let live = std::io::stdout().is_terminal();
+    let mut streamed = String::new();
+    let timeout = Duration::from_secs(args.timeout);
+    match client::attach(&conn, &mut incoming, &crypto, agent, prompt, timeout, |u| {
+        show_update(u, live, &mut streamed)
+    })
+    .await
+    {
+        Ok(t) => Ok(show_terminal(t, live, &streamed)),
+        Err(ClientError::Timeout(d)) => {
+            if live && !streamed.is_empty() {
+                println!();
+            }
+            eprintln!(
+                "agentwire: run {} has not ended within {d:?} (still running, or not a run of yours on {relay})",
+                prompt.to_hex()
+            );
+            Ok(ExitCode::from(EXIT_TIMEOUT))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs `sessions`: your sessions with the agent (newest first, with their runs and the last prompt), or
+/// with `--session` the runs in one.
+pub(crate) async fn sessions(args: SessionsArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
+    let crypto = client_crypto(&args.target, &data_dir)?;
+    let Reach { relay, agent } = reach(&args.target, &data_dir)?;
+    let (conn, mut incoming) = connect(&args.target, &relay).await?;
+    let sent = client::sent_prompts(
+        &conn,
+        &mut incoming,
+        &crypto,
+        agent,
+        args.session.as_deref(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let now = nostr::prelude::Timestamp::now().as_secs();
+    let when = |at: nostr::prelude::Timestamp| crate::tabular::ago(at.as_secs(), now);
+    if sent.is_empty() {
+        eprintln!(
+            "no prompts from {} to this agent on {relay}{}",
+            crypto.public_key().to_hex(),
+            args.session
+                .as_deref()
+                .map(|s| format!(" in session {s}"))
+                .unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    // A peer's text shown at a terminal: one short line, control characters out.
+    let line = |p: &client::SentPrompt| {
+        crate::tabular::cell(
+            &crate::tabular::printable(p.first_line.as_deref().unwrap_or("(does not open)")),
+            PROMPT_COLUMN_CHARS,
+        )
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let header: &[&str] = match &args.session {
+        Some(_) => {
+            for p in &sent {
+                rows.push(vec![p.id.to_hex(), when(p.at), line(p)]);
+            }
+            &["RUN", "SENT", "PROMPT"]
+        }
+        None => {
+            let mut seen: Vec<&str> = Vec::new();
+            for p in &sent {
+                if seen.contains(&p.session.as_str()) {
+                    continue;
+                }
+                seen.push(&p.session);
+                let runs = sent.iter().filter(|q| q.session == p.session).count();
+                rows.push(vec![
+                    crate::tabular::printable(&p.session),
+                    runs.to_string(),
+                    when(p.at),
+                    p.id.to_hex(),
+                    line(p),
+                ]);
+            }
+            &["SESSION", "RUNS", "LAST", "LAST RUN", "LAST PROMPT"]
+        }
+    };
+    print!("{}", crate::tabular::columns(header, &rows));
+    if sent.len() >= client::MAX_PROMPTS_LISTED {
+        eprintln!("(the newest {} prompts only)", client::MAX_PROMPTS_LISTED);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Says what became of a cancelled run, and the exit code that goes with it: 0 cancelled or already ended,

@@ -2,7 +2,8 @@
 //! is generated from the same definitions (`completions <shell>`, `man`).
 
 use crate::{
-    ask, concierge_cli, config, fisk_cli, jobs, logging, rooms, session_cli, show_config, turns_cli,
+    ask, concierge_cli, config, fisk_cli, hub_cli, jobs, logging, rooms, session_cli, show_config,
+    turns_cli,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
@@ -55,6 +56,16 @@ pub(crate) enum Command {
     /// Print an agent's ai.info (NIP-XX).
     #[command(after_help = "Example:\n  agentwire info --agent shout")]
     Info(ask::InfoArgs),
+    /// Re-attach to a NIP-XX run (yours, by its prompt id) and show it to its end, as `ask` would.
+    #[command(
+        after_help = "Example (the id `ask` printed as `run <id>`):\n  agentwire attach 5c1f…e2"
+    )]
+    Attach(ask::AttachArgs),
+    /// Your NIP-XX sessions with the agent (found on the relay by their `s` tags), or the runs in one.
+    #[command(
+        after_help = "Examples:\n  agentwire sessions\n  agentwire sessions --session session:5c1f…  # its runs, for `attach`"
+    )]
+    Sessions(ask::SessionsArgs),
     /// Read a fisk-ai conversation back (`request.read`).
     #[command(
         after_help = "Example (the token `ask --nats` printed):\n  agentwire read --nats nats://127.0.0.1:4222 --identity demo <token>"
@@ -82,6 +93,9 @@ pub(crate) enum Command {
     /// List the daemon's recent turns, of every agent and front (the turn API).
     #[command(after_help = "Example:\n  agentwire turns --protocol fisk --state running")]
     Turns(turns_cli::TurnsArgs),
+    /// The hub page: print its address (with the token) and open it in a browser when one is at hand.
+    #[command(after_help = "Example:\n  agentwire hub --no-open")]
+    Hub(hub_cli::HubArgs),
     /// Follow one turn as `ask` shows it, or every turn's events (the turn API).
     #[command(after_help = "Example (an id `turns` listed):\n  agentwire watch nipxx:5c1f…e2")]
     Watch(turns_cli::WatchArgs),

@@ -3,7 +3,7 @@
 //!
 //! - [`file`]: the file's shape and reading it;
 //! - [`flags`]: the `serve` flags;
-//! - [`resolve`]: flags over file over defaults, checked (pure);
+//! - [`resolve`]: flags over file over defaults, checked (pure); [`telemetry`] its `[telemetry]` part;
 //! - [`error`]: why a configuration cannot be used, naming the flag or key.
 
 mod error;
@@ -11,6 +11,7 @@ mod file;
 mod flags;
 mod instance;
 mod resolve;
+mod telemetry;
 
 pub(crate) use error::ConfigError;
 pub(crate) use file::{load, FileConfig};
@@ -20,11 +21,15 @@ pub(crate) use resolve::{
     AgentChoice, AgentKind, ExposedAgent, HttpChoice, JournalChoice, Resolved, SharedJournal,
     Sources,
 };
+pub(crate) use telemetry::TelemetryChoice;
 
 use agentwire_nostr::relay_conn::RelayTls;
 use std::path::{Path, PathBuf};
 
 pub(crate) use agentwire_http::settings::{http_listen, HttpListen};
+
+/// The OpenTelemetry variable naming the OTLP collector, read when `[telemetry] otlp_endpoint` is not set.
+pub(crate) const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
 /// What the defaults read from the process, read once so that resolution itself is pure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +43,8 @@ pub(crate) struct Environment {
     /// The names of the environment variables that are set and not empty (never their values): a model
     /// agent's `api_key_env` must name one of them.
     pub(crate) set_vars: std::collections::BTreeSet<String>,
+    /// `$OTEL_EXPORTER_OTLP_ENDPOINT`, when set and not empty: the trace collector when the file names none.
+    pub(crate) otlp_endpoint: Option<String>,
 }
 
 impl Environment {
@@ -55,6 +62,9 @@ impl Environment {
                 .filter(|(_, value)| !value.is_empty())
                 .filter_map(|(name, _)| name.into_string().ok())
                 .collect(),
+            otlp_endpoint: std::env::var(OTLP_ENDPOINT_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
         }
     }
 

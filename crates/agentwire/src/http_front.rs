@@ -61,6 +61,30 @@ pub(crate) struct Scraped {
     pub(crate) relay: Option<Arc<agentwire_relay::RelayStats>>,
 }
 
+/// The hub page's way to the roost supervisor: each op on a controller's connection of its own, so the
+/// page is held to a controller's rules and a slow op holds up no other.
+fn roost_ops(socket: &Path) -> agentwire_http::RoostCall {
+    let socket = socket.to_path_buf();
+    Arc::new(move |op, args| {
+        let socket = socket.clone();
+        Box::pin(async move {
+            let refused = |code: &str, message: String| agentwire_http::RoostRefusal {
+                code: code.into(),
+                message,
+            };
+            let mut c = agentwire_roost::client::Controller::connect(&socket)
+                .await
+                .map_err(|e| refused("unavailable", format!("the roost supervisor: {e}")))?;
+            c.call(op, args).await.map_err(|e| match e {
+                agentwire_roost::client::ClientError::Refused { code, message } => {
+                    refused(code.as_str(), message)
+                }
+                other => refused("unavailable", format!("the roost supervisor: {other}")),
+            })
+        })
+    })
+}
+
 /// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`.
 pub(crate) async fn start(
     choice: &crate::config::HttpChoice,
@@ -68,6 +92,7 @@ pub(crate) async fn start(
     hub: Arc<WatchHub>,
     engines: Vec<Arc<Engine>>,
     agents: Vec<AgentInfo>,
+    roost_socket: &Path,
     scraped: Scraped,
 ) -> Result<HttpServer, String> {
     let first = engines.first().map(Arc::downgrade);
@@ -115,6 +140,7 @@ pub(crate) async fn start(
             agents,
             health,
             scrape,
+            roost: Some(roost_ops(roost_socket)),
         },
     )
     .await

@@ -12,6 +12,7 @@ mod data_dir_lock;
 mod fisk_cli;
 mod fisk_questions;
 mod http_front;
+mod hub_cli;
 mod jobs;
 mod keys;
 mod logging;
@@ -23,6 +24,7 @@ mod serving;
 mod session_cli;
 mod show_config;
 mod tabular;
+mod telemetry;
 mod turns_cli;
 
 use clap::Parser;
@@ -110,6 +112,8 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
                 ask::cancel(a, nats, data_dir).await
             }
             Command::Info(a) => ask::info(a, data_dir).await,
+            Command::Attach(a) => ask::attach(a, data_dir).await,
+            Command::Sessions(a) => ask::sessions(a, data_dir).await,
             Command::Read(a) => {
                 let nats = config::client_nats(&a.nats, &file)?;
                 fisk_cli::read(a, &nats).await
@@ -122,6 +126,7 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
             Command::Concierge(a) => concierge_cli::run(a, &data_dir, roost_socket).await,
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
+            Command::Hub(a) => hub_cli::hub(a, data_dir).await,
             Command::Session(a) => session_cli::run(a, &data_dir, &file, &env).await,
             Command::Whoami(a) => rooms::whoami(a, &data_dir),
             Command::Room(a) => rooms::room(a, &data_dir).await,

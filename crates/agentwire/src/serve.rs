@@ -210,6 +210,8 @@ struct Running {
     pruning: Option<tokio::task::JoinHandle<()>>,
     /// `serving.json` in the data dir.
     serving: std::path::PathBuf,
+    /// The trace exporter, flushed last.
+    exporter: Option<crate::telemetry::Exporter>,
 }
 
 /// Starts every part `config` names, prints the ready line and writes `serving.json`.
@@ -230,7 +232,10 @@ async fn start(config: Resolved) -> Result<Running, String> {
         http,
         warnings: _,
         journal_retention,
+        telemetry,
     } = config;
+    // Before any agent: every engine is handed the tracer (off when the exporter could not be set up).
+    let (telemetry, exporter) = crate::telemetry::start(&telemetry);
     keys::ensure_data_dir(&data_dir)?;
     let roost_socket = roost.socket;
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
@@ -277,6 +282,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
             journal: &journal,
             instance: owner.as_deref(),
             hub: &hub,
+            telemetry: &telemetry,
         },
     )
     .await?;
@@ -374,6 +380,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         rate: nipxx.rate,
         backlog_horizon: nipxx.backlog_horizon,
         nip59: nipxx.nip59,
+        text_envelope: nipxx.text_envelope,
         // The embedded relay checks ids and signatures before it stores or sends an event.
         verified_relays: embedded.iter().map(|r| r.url()).collect(),
         max_prompt_age: journal_retention,
@@ -416,6 +423,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 hub.clone(),
                 engines,
                 agents,
+                roost.socket(),
                 crate::http_front::Scraped {
                     roost_jobs,
                     relay: embedded.as_ref().map(|r| r.stats()),
@@ -488,6 +496,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         journal,
         pruning,
         serving,
+        exporter,
     })
 }
 
@@ -502,6 +511,7 @@ impl Running {
             journal,
             pruning,
             serving,
+            exporter,
         } = self;
         let mut signals = Signals::new();
         // A signal, or a roost controller's `shutdown` (then a signal still stops at once).
@@ -556,6 +566,10 @@ impl Running {
             // Nothing writes any more: the journal checkpoints and closes its files (or gives up the
             // instance's name on a shared journal).
             journal.close().await;
+            // The turns' last spans go out (bounded: a collector that is down does not hold the stop).
+            if let Some(e) = exporter {
+                e.shutdown().await;
+            }
         };
         tokio::select! {
             () = stopping => {}

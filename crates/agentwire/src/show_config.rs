@@ -73,6 +73,8 @@ struct View<'a> {
     nats: Option<agentwire_fisk::settings::NatsView<'a>>,
     roost: agentwire_roost::settings::RoostView<'a>,
     journal: JournalView<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    telemetry: Option<TelemetryView>,
     http: agentwire_http::settings::HttpView,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
@@ -84,6 +86,14 @@ struct View<'a> {
     relay: Option<RelayView<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     rooms: Vec<RoomView<'a>>,
+}
+
+/// `[telemetry]`, when traces are exported.
+#[derive(Serialize)]
+struct TelemetryView {
+    /// User-info redacted: a collector's URL may carry a credential.
+    otlp_endpoint: String,
+    content: bool,
 }
 
 #[derive(Serialize)]
@@ -322,6 +332,10 @@ impl<'a> View<'a> {
                 REDACTED,
             ),
             http: agentwire_http::settings::view(c.http.as_ref()),
+            telemetry: c.telemetry.otlp_endpoint.as_ref().map(|e| TelemetryView {
+                otlp_endpoint: redact_url(e),
+                content: c.telemetry.content,
+            }),
             journal: match &c.journal {
                 crate::config::JournalChoice::Sqlite => JournalView {
                     kind: "sqlite",

@@ -30,6 +30,19 @@ pub(crate) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// How long ago `then` was at `now` (seconds since the epoch), short: `40s ago`, `5m ago`, `3h ago`,
+/// `2d ago`; a time ahead of the clock (a peer's) is `now`.
+pub(crate) fn ago(then: u64, now: u64) -> String {
+    let s = now.saturating_sub(then);
+    match s {
+        0 => "now".into(),
+        1..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86400),
+    }
+}
+
 /// `text` with control characters (escape sequences among them) shown as spaces, lines kept: what a
 /// peer wrote, safe to print at a terminal.
 pub(crate) fn printable(text: &str) -> String {
@@ -41,6 +54,16 @@ pub(crate) fn printable(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ages_are_short_and_never_negative() {
+        assert_eq!(ago(100, 100), "now");
+        assert_eq!(ago(200, 100), "now");
+        assert_eq!(ago(60, 100), "40s ago");
+        assert_eq!(ago(0, 300), "5m ago");
+        assert_eq!(ago(0, 3 * 3600 + 5), "3h ago");
+        assert_eq!(ago(0, 2 * 86400), "2d ago");
+    }
 
     #[test]
     fn a_long_cell_is_cut_on_one_line_and_columns_line_up() {

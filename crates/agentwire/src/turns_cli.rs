@@ -56,15 +56,15 @@ pub(crate) struct WatchArgs {
 }
 
 /// The daemon's address and token.
-struct Daemon {
-    base: String,
-    token: String,
+pub(crate) struct Daemon {
+    pub(crate) base: String,
+    pub(crate) token: String,
     http: reqwest::Client,
     /// Found through the data dir's `serving.json` (not `--http`).
     found_in: Option<PathBuf>,
 }
 
-fn find(target: &HttpTarget, data_dir: &Path) -> Result<Daemon, String> {
+pub(crate) fn find(target: &HttpTarget, data_dir: &Path) -> Result<Daemon, String> {
     let (base, found_in) = match &target.http {
         Some(u) => (u.trim_end_matches('/').to_string(), None),
         None => {
@@ -96,7 +96,7 @@ fn find(target: &HttpTarget, data_dir: &Path) -> Result<Daemon, String> {
 }
 
 impl Daemon {
-    async fn get(&self, path: &str) -> Result<reqwest::Response, String> {
+    pub(crate) async fn get(&self, path: &str) -> Result<reqwest::Response, String> {
         let resp = self
             .http
             .get(format!("{}{path}", self.base))

@@ -8,7 +8,7 @@
 
 use agentwire_core::child_env::ChildEnv;
 use agentwire_engine::ToolSpec;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, RequestParamsMeta as _};
 use rmcp::service::{Peer, RoleClient};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::ServiceExt;
@@ -165,15 +165,21 @@ impl McpServers {
     }
 
     /// Calls tool `name` (as the agent lists it) with the model's `arguments` (JSON text): its result, or
-    /// an error for the model. `None` when no server has a tool of that name.
-    pub async fn call(&self, name: &str, arguments: &str) -> Option<Result<Value, String>> {
+    /// an error for the model. `None` when no server has a tool of that name. A `traceparent` (the tool
+    /// call's span) goes in the request's `_meta`, so a traced MCP server continues the turn's trace.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        traceparent: Option<&str>,
+    ) -> Option<Result<Value, String>> {
         let (server, tool) = self.servers.iter().find_map(|s| {
             lock(&s.tools)
                 .iter()
                 .find(|(spec, _)| spec.name == name)
                 .map(|(_, tool)| (s.clone(), tool.clone()))
         })?;
-        Some(server.call(&tool, arguments).await)
+        Some(server.call(&tool, arguments, traceparent).await)
     }
 }
 
@@ -182,7 +188,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Server {
-    async fn call(&self, tool: &str, arguments: &str) -> Result<Value, String> {
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: &str,
+        traceparent: Option<&str>,
+    ) -> Result<Value, String> {
         let name = &self.config.name;
         let Some(peer) = lock(&self.peer).clone() else {
             return Err(format!(
@@ -193,7 +204,10 @@ impl Server {
         let Value::Object(args) = args else {
             return Err("arguments must be a JSON object".into());
         };
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        if let Some(tp) = traceparent {
+            params.set_traceparent(tp);
+        }
         let result = match tokio::time::timeout(MCP_CALL_TIMEOUT, peer.call_tool(params)).await {
             Err(_) => {
                 return Err(format!(

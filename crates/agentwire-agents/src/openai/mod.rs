@@ -25,8 +25,9 @@ use agentwire_core::{
     TurnFailure, TurnResult, Usage,
 };
 use agentwire_engine::metrics::Metrics;
+use agentwire_engine::telemetry::{attr, TRACEPARENT};
 use agentwire_engine::{
-    cancelled, Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput,
+    cancelled, Agent, AgentCard, CancelSignal, ToolSpec, TurnContext, TurnInput, TurnTrace,
 };
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
@@ -50,6 +51,11 @@ const MAX_ERROR_BODY_BYTES: usize = 16 * 1024;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest prompt the agent takes.
 const MAX_PROMPT_BYTES: usize = 1024 * 1024;
+/// A failed tool call's `error.type` on its `execute_tool` span: the error's text is the tool's words
+/// (content), so the span says only that it failed.
+const TOOL_ERROR_TYPE: &str = "tool_error";
+/// A model call the requester cut short: its `chat` span's `error.type`.
+const CANCELLED_ERROR_TYPE: &str = "cancelled";
 
 /// An API key: never shown by `Debug`, so it cannot reach a log line through a config dump.
 #[derive(Clone, PartialEq, Eq)]
@@ -484,22 +490,29 @@ impl Turn {
             })
             .await;
             let started = Instant::now();
-            let result = match self.tool_result(call, answers).await {
+            let span = self.ctx.trace.execute_tool(&call.name, &call.id);
+            span.set_content(attr::TOOL_ARGUMENTS, || call.arguments.clone());
+            let result = match self.tool_result(call, answers, &span).await {
                 Ok(r) => r,
                 Err(why) => {
+                    // Not run: the span ends without a result, and the resumed turn runs it anew.
+                    span.end();
                     return Err(Parked {
                         why,
                         pending: calls[at..].to_vec(),
-                    })
+                    });
                 }
             };
             let (output, success) = match result {
                 Ok(v) => (v, true),
                 Err(e) => {
                     *last_error = Some(format!("{}: {e}", call.name));
+                    span.fail(TOOL_ERROR_TYPE);
                     (json!({ "error": e }), false)
                 }
             };
+            span.set_content(attr::TOOL_RESULT, || output.to_string());
+            span.end();
             self.send(TurnEvent::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -522,6 +535,7 @@ impl Turn {
         &self,
         call: &ToolCall,
         answers: &[CallAnswer],
+        span: &TurnTrace,
     ) -> Result<Result<Value, String>, ParkReason> {
         if !self.tools.iter().any(|t| t.name == call.name) {
             return Ok(Err(format!("this agent has no tool named {:?}", call.name)));
@@ -541,7 +555,11 @@ impl Turn {
         }
         if !self.config.tools.contains(&call.name) {
             let called = match &self.mcp {
-                Some(mcp) => mcp.call(&call.name, &call.arguments).await,
+                Some(mcp) => {
+                    let traceparent = span.traceparent();
+                    mcp.call(&call.name, &call.arguments, traceparent.as_deref())
+                        .await
+                }
                 None => None,
             };
             return Ok(called.unwrap_or_else(|| Err(format!("no tool named {:?}", call.name))));
@@ -644,11 +662,31 @@ impl Turn {
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(&key.0);
         }
+        // The call's span, named to the model server through `traceparent` (W3C trace context).
+        let span = self.ctx.trace.chat(model);
+        if let Some(tp) = span.traceparent() {
+            request = request.header(TRACEPARENT, tp);
+        }
         let timer = CallTimer {
             sent: Instant::now(),
             model: self.model_label(model),
         };
         let ended = self.exchange(request, model, cancel, &timer).await;
+        match &ended {
+            Ok(reply) => {
+                span.set_usage(reply.usage.input_tokens, reply.usage.output_tokens);
+                let reason = match (&reply.finish_reason, reply.tool_calls.is_empty()) {
+                    (Some(r), _) => r.as_str(),
+                    (None, false) => "tool_calls",
+                    (None, true) => "stop",
+                };
+                span.set_strs(attr::FINISH_REASONS, &[reason]);
+                span.set_answer(&reply.text);
+            }
+            Err(CallEnd::Failed(f) | CallEnd::NextModel(f)) => span.fail(f.code.as_str()),
+            Err(CallEnd::Cancelled) => span.fail(CANCELLED_ERROR_TYPE),
+        }
+        span.end();
         // A call the requester cut short says nothing about the model server.
         if let (Some(m), false) = (&self.metrics, matches!(ended, Err(CallEnd::Cancelled))) {
             m.model_call(&self.config.name, timer.model, timer.sent.elapsed());

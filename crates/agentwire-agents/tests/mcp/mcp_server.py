@@ -3,7 +3,7 @@ tests. Each start appends a line to $MCP_STARTS_FILE, so a test can count restar
 
 import os
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 server = FastMCP("notes")
 
@@ -24,6 +24,14 @@ def shout(text: str) -> str:
 def refuse(reason: str) -> str:
     """Always fails, with the reason given."""
     raise ValueError(reason)
+
+
+@server.tool()
+def traceparent(ctx: Context) -> str:
+    """The W3C traceparent this call's request carried in its _meta (empty without one)."""
+    meta = ctx.request_context.meta
+    extra = (meta.model_extra or {}) if meta is not None else {}
+    return extra.get("traceparent") or ""
 
 
 @server.tool()

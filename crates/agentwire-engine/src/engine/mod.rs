@@ -97,6 +97,15 @@ pub trait TurnFront: Send + Sync + 'static {
     fn token_budget(&self) -> Option<u64> {
         None
     }
+    /// The W3C `traceparent` the requester sent (fisk-ai's header): the turn's trace continues it.
+    /// Default: none, and a traced turn starts a trace of its own.
+    fn traceparent(&self) -> Option<String> {
+        None
+    }
+    /// The turn's trace began, as `trace_id` (when traces are exported), carrying the conversation's text
+    /// when `content`: for a terminal that reports them (fisk-ai's `trace_id` and `content_exported`).
+    /// Called before the agent runs, never for a turn that ends before it runs. Must not block.
+    fn traced(&self, _trace_id: &str, _content: bool) {}
 }
 
 /// A validated request, ready for the engine.
@@ -209,6 +218,8 @@ pub struct Engine {
     ended: tokio::sync::Notify,
     /// How many turns the agent runs at once, and the permits for them, once limited.
     running: std::sync::OnceLock<(usize, Arc<tokio::sync::Semaphore>)>,
+    /// The tracer of every turn's spans (set once, before the first turn; off until then).
+    telemetry: std::sync::OnceLock<crate::Telemetry>,
     /// Told when the core's timers change, so the timer task sleeps until the right deadline.
     timers_changed: Arc<tokio::sync::Notify>,
     /// The timer task, started with the first timer.
@@ -258,6 +269,7 @@ impl Engine {
             delivering: std::sync::atomic::AtomicUsize::new(0),
             ended: tokio::sync::Notify::new(),
             running: std::sync::OnceLock::new(),
+            telemetry: std::sync::OnceLock::new(),
             timers_changed: Arc::new(tokio::sync::Notify::new()),
             timer_task: Mutex::new(None),
         })
@@ -275,6 +287,17 @@ impl Engine {
         {
             self.lock().core.limit_running(max);
         }
+    }
+
+    /// Traces this engine's turns through `telemetry`. Set once, before the first turn; a second call
+    /// changes nothing.
+    pub fn set_telemetry(&self, telemetry: crate::Telemetry) {
+        let _ = self.telemetry.set(telemetry);
+    }
+
+    /// The tracer of this engine's turns: what a front says of them (fisk-ai's card) is read off it.
+    pub fn telemetry(&self) -> crate::Telemetry {
+        self.telemetry.get().cloned().unwrap_or_default()
     }
 
     /// The agent this engine runs.

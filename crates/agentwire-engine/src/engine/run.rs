@@ -104,11 +104,26 @@ impl Engine {
             engine: Arc::downgrade(&self),
             id: id.clone(),
         }));
+        // The turn's span opens as the agent starts (a turn that ends before has none), under the
+        // requester's trace when its front carries one; the front learns the trace id for its terminal.
+        let traceparent = front.traceparent();
+        let trace = self.telemetry().start_turn(crate::telemetry::TurnSpan {
+            agent: &self.agent_name,
+            protocol: &protocol,
+            conversation: input.conversation_id.as_str(),
+            model: &input.model,
+            prompt: &input.message,
+            traceparent: traceparent.as_deref(),
+        });
+        if let Some(trace_id) = trace.trace_id() {
+            front.traced(&trace_id, trace.content());
+        }
         let ctx = TurnContext {
             events: ev_tx,
             cancel: cancel_rx.clone(),
             asker,
             token_budget: front.token_budget(),
+            trace: trace.clone(),
         };
         let agent_run = self.agent.run(input, ctx);
         // The agent runs in its own task so that a panic in it is caught as a failure of this turn only.
@@ -162,6 +177,7 @@ impl Engine {
                 }
             }
         };
+        end_span(&trace, &outcome);
         self.record(&id, outcome, transcript, tool_calls).await;
     }
 
@@ -314,6 +330,24 @@ fn agents_fault(code: &agentwire_core::FailureCode) -> bool {
                 | TurnFailure::Internal
         )
     )
+}
+
+/// Ends a turn's `invoke_agent` span with its outcome: the tokens, the stop reason, or the failure's code
+/// as `error.type`; the answer only when the trace carries content.
+fn end_span(trace: &crate::TurnTrace, outcome: &Outcome) {
+    use crate::telemetry::attr;
+    match outcome {
+        Outcome::Result(r) => {
+            trace.set_usage(r.usage.input_tokens, r.usage.output_tokens);
+            trace.set_strs(attr::FINISH_REASONS, &[r.stop_reason.as_str()]);
+            trace.set_answer(&r.text);
+        }
+        Outcome::Failure(f) => {
+            trace.set_usage(f.usage.input_tokens, f.usage.output_tokens);
+            trace.fail(f.code.as_str());
+        }
+    }
+    trace.end();
 }
 
 fn normalise(o: Outcome) -> Outcome {

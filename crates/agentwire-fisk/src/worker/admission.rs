@@ -268,6 +268,8 @@ async fn plan_turn(
                 max_tokens: allowance(worker.config.max_tokens, meta.max_tokens, None),
                 replay: vec![],
                 prior_usage: (total, tool_calls),
+                // Answered from the journal: it does not run, so it has no trace.
+                traceparent: None,
             },
             input,
             meta,
@@ -436,6 +438,7 @@ async fn plan_turn(
         max_tokens: limit,
         replay,
         prior_usage: (total, tool_calls),
+        traceparent: header.traceparent.clone(),
     };
     Plan::Run(Box::new(RunPlan {
         header,

@@ -18,6 +18,9 @@ struct State {
     iteration: u64,
     /// Tool calls this turn made so far.
     tool_calls: u64,
+    /// The turn's trace id and whether its content went into it, once its trace began
+    /// ([`TurnFront::traced`]): its terminal reports them.
+    trace: Option<(String, bool)>,
 }
 
 /// What a front needs to know about its turn.
@@ -35,6 +38,8 @@ pub(crate) struct TurnSetup {
     /// What the conversation's earlier turns spent and their tool calls, read at admission (the
     /// conversation runs one turn at a time, so nothing else adds to it meanwhile).
     pub(crate) prior_usage: (Usage, u64),
+    /// The caller's W3C `traceparent` header: the turn's trace continues it.
+    pub(crate) traceparent: Option<String>,
 }
 
 /// The front of one fisk-ai turn.
@@ -55,6 +60,7 @@ impl FiskFront {
                 acked: false,
                 iteration: 0,
                 tool_calls: 0,
+                trace: None,
             }),
         }
     }
@@ -157,6 +163,14 @@ impl TurnFront for FiskFront {
         self.setup.max_tokens.map(|m| m.saturating_sub(used))
     }
 
+    fn traceparent(&self) -> Option<String> {
+        self.setup.traceparent.clone()
+    }
+
+    fn traced(&self, trace_id: &str, content: bool) {
+        self.lock().trace = Some((trace_id.to_string(), content));
+    }
+
     fn encode_outcome(&self, _outcome: &Outcome) -> Option<String> {
         // A resend is renumbered as a reply set of its own, so it is rebuilt from the outcome.
         None
@@ -183,7 +197,10 @@ impl TurnFront for FiskFront {
             before.plus(spent),
             calls_before.saturating_add(st.tool_calls),
         );
-        let terminal = mapping::terminal(outcome, usage);
+        let mut terminal = mapping::terminal(outcome, usage);
+        if let Some((trace_id, content)) = &st.trace {
+            mapping::with_trace(&mut terminal, trace_id, *content);
+        }
         match outcome {
             // Exactly one final text block, and it is the answer.
             Outcome::Result(r) => self.set.answer(r.text.clone(), terminal),

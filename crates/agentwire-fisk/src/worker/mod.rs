@@ -303,8 +303,12 @@ impl Worker {
         c.protocols = vec![wire::PROTOCOL_NAMESPACE.trim_end_matches('.').to_string()];
         // `tools` are the tools this worker serves to peers (`tool.request`), and it serves none: the
         // agent's own tools are its business (NIP-XX's ai.info lists them), not a peer's to call. So
-        // `c.tools` stays empty, as the spec says for an agent that serves no tools. `telemetry` and
-        // `telemetry_content` stay false: no traces are exported.
+        // `c.tools` stays empty, as the spec says for an agent that serves no tools.
+        // `telemetry` and `telemetry_content` are read off the engine's tracer, which exists only once its
+        // exporter was set up: an endpoint that failed to set up does not make the card promise an export.
+        let telemetry = self.engine.telemetry();
+        c.telemetry = telemetry.exporting();
+        c.telemetry_content = telemetry.content();
         let h = wire::Header::reply_to(
             &header,
             self.me.clone(),

@@ -40,8 +40,9 @@ fn apply(v: &mut RunView, e: &(Message, String)) -> Vec<Update> {
 fn orders_by_seq_dedupes_and_reports_gaps() {
     let f = Fixture::new();
     let mut v = f.view();
+    // Created in order, arriving out of it.
     let d1 = f.event(kinds::DELTA, r#"{"ver":1,"text":"b","seq":1}"#, 10);
-    let d0 = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 11);
+    let d0 = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 9);
     let d3 = f.event(kinds::DELTA, r#"{"ver":1,"text":"d","seq":3}"#, 12);
     assert_eq!(apply(&mut v, &d1), vec![Update::Gap]);
     assert_eq!(apply(&mut v, &d1), vec![], "same event id is dropped");
@@ -120,6 +121,23 @@ fn final_text_unwraps_the_compatibility_envelope() {
     );
     apply(&mut v, &resp);
     assert_eq!(v.terminal().unwrap().text().as_deref(), Some("Here it is"));
+    // A delta's envelope in camelCase, and a response's without its `ts`: the first is unwrapped, the
+    // second shown as it came.
+    let mut v = f.view();
+    let d = f.event(
+        kinds::DELTA,
+        r#"{"ver":1,"seq":0,"text":"event=delta|phase=update|text=hi|runId=r|timestamp=4"}"#,
+        4,
+    );
+    assert_eq!(apply(&mut v, &d), vec![Update::Text("hi".into())]);
+    let raw = "event=final|phase=end|text=Here%20it%20is";
+    let resp = f.event(
+        kinds::RESPONSE,
+        &format!(r#"{{"ver":1,"text":"{raw}"}}"#),
+        5,
+    );
+    apply(&mut v, &resp);
+    assert_eq!(v.terminal().unwrap().text().as_deref(), Some(raw));
 }
 
 #[test]
@@ -131,4 +149,42 @@ fn new_sessions_are_the_spec_form_and_distinct() {
     );
     assert!(a["session:".len()..].chars().all(|c| c.is_ascii_hexdigit()));
     assert_ne!(a, b);
+}
+
+#[test]
+fn a_broken_sequence_is_flagged_once_and_rendering_goes_on() {
+    let f = Fixture::new();
+    let mut v = f.view();
+    let d0 = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 10);
+    let d1 = f.event(kinds::DELTA, r#"{"ver":1,"text":"b","seq":1}"#, 11);
+    assert_eq!(apply(&mut v, &d0), vec![Update::Text("a".into())]);
+    assert_eq!(apply(&mut v, &d1), vec![Update::Text("b".into())]);
+    // seq 1 again with other text: INVALID_SEQUENCE, and the first text stays.
+    let other = f.event(kinds::DELTA, r#"{"ver":1,"text":"B","seq":1}"#, 12);
+    assert_eq!(
+        apply(&mut v, &other),
+        vec![Update::InvalidSequence { seq: 1 }]
+    );
+    // seq 3 created before seq 1: out of order, but reported once only; seq 2 then renders both.
+    let d3 = f.event(kinds::DELTA, r#"{"ver":1,"text":"d","seq":3}"#, 5);
+    assert_eq!(apply(&mut v, &d3), vec![Update::Gap]);
+    let d2 = f.event(kinds::DELTA, r#"{"ver":1,"text":"c","seq":2}"#, 13);
+    assert_eq!(
+        apply(&mut v, &d2),
+        vec![Update::Text("c".into()), Update::Text("d".into())]
+    );
+
+    // A fresh run: the first break is reported.
+    let mut v = f.view();
+    assert_eq!(apply(&mut v, &d0), vec![Update::Text("a".into())]);
+    let early = f.event(kinds::DELTA, r#"{"ver":1,"text":"x","seq":4}"#, 5);
+    assert_eq!(
+        apply(&mut v, &early),
+        vec![Update::InvalidSequence { seq: 4 }, Update::Gap]
+    );
+    // The same (seq, text) again is a duplicate, not a break.
+    let mut v = f.view();
+    assert_eq!(apply(&mut v, &d0), vec![Update::Text("a".into())]);
+    let again = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 14);
+    assert_eq!(apply(&mut v, &again), vec![]);
 }

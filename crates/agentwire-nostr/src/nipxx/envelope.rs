@@ -1,7 +1,100 @@
 //! The structured text envelope (compatibility profile): `key=value` fields joined by `|`, values
-//! percent-encoded.
+//! percent-encoded. Read with the spec's camelCase aliases as their snake_case keys, and checked for the
+//! keys the spec requires of each event (`event`, `phase`, `ts`, and the event's own); written with the
+//! canonical keys. Pure.
 
 use std::collections::BTreeMap;
+
+/// The camelCase aliases the spec asks readers to accept, and the canonical key each stands for.
+const ALIASES: [(&str, &str); 5] = [
+    ("runId", "run_id"),
+    ("sessionId", "session_id"),
+    ("timestamp", "ts"),
+    ("callId", "call_id"),
+    ("finishReason", "finish_reason"),
+];
+
+/// The event whose text an envelope is: each requires its own keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvelopeOf {
+    /// ai.response: `event=final`, `phase=end`, `text`.
+    Response,
+    /// ai.delta: `event=delta`, `phase`, and `text` or `block`.
+    Delta,
+    /// ai.tool_call: `event=tool`, `phase`, and `text` or `name`.
+    ToolCall,
+    /// ai.error: `event=error`, `phase=end`, `code`, `text`.
+    Error,
+}
+
+impl EnvelopeOf {
+    /// Its `event` value.
+    pub fn event(self) -> &'static str {
+        match self {
+            EnvelopeOf::Response => "final",
+            EnvelopeOf::Delta => "delta",
+            EnvelopeOf::ToolCall => "tool",
+            EnvelopeOf::Error => "error",
+        }
+    }
+}
+
+/// A checked envelope: its fields, aliases read as their canonical keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    fields: BTreeMap<String, String>,
+}
+
+impl Envelope {
+    /// Reads `text` as the envelope of an `of` event; why not, when it is not one or lacks a key the spec
+    /// requires.
+    pub fn read(text: &str, of: EnvelopeOf) -> Result<Envelope, String> {
+        if !is_envelope(text) {
+            return Err("not an envelope (it starts with `event=` and has `|`)".into());
+        }
+        let mut fields = parse(text);
+        for (alias, key) in ALIASES {
+            if let Some(v) = fields.remove(alias) {
+                fields.entry(key.to_string()).or_insert(v);
+            }
+        }
+        let e = Envelope { fields };
+        for key in ["event", "phase", "ts"] {
+            if e.get(key).is_none() {
+                return Err(format!("the envelope has no `{key}`"));
+            }
+        }
+        if e.get("event") != Some(of.event()) {
+            return Err(format!("the envelope's event is not `{}`", of.event()));
+        }
+        let ends = matches!(of, EnvelopeOf::Response | EnvelopeOf::Error);
+        if ends && e.get("phase") != Some("end") {
+            return Err("a terminal's envelope has `phase=end`".into());
+        }
+        let needs: &[&[&str]] = match of {
+            EnvelopeOf::Response => &[&["text"]],
+            EnvelopeOf::Delta => &[&["text", "block"]],
+            EnvelopeOf::ToolCall => &[&["text", "name"]],
+            EnvelopeOf::Error => &[&["code"], &["text"]],
+        };
+        for any in needs {
+            if !any.iter().any(|k| e.get(k).is_some()) {
+                return Err(format!("the envelope has no `{}`", any.join("` or `")));
+            }
+        }
+        Ok(e)
+    }
+
+    /// A field, by its canonical key.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.fields.get(key).map(String::as_str)
+    }
+
+    /// The text it carries: `text`, else `block`.
+    pub fn text(&self) -> Option<&str> {
+        self.get("text").or_else(|| self.get("block"))
+    }
+}
 
 /// Most fields read from one envelope; the rest are ignored (an envelope is a handful of keys).
 pub const MAX_ENVELOPE_FIELDS: usize = 64;
@@ -67,13 +160,12 @@ pub fn decode(v: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The answer text an envelope carries, if `text` is an envelope with a `text` or `block` field.
-pub fn text_of(text: &str) -> Option<String> {
-    if !is_envelope(text) {
-        return None;
-    }
-    let f = parse(text);
-    f.get("text").or_else(|| f.get("block")).cloned()
+/// The text an `of` event's envelope carries, if `text` is such an envelope with every key the spec
+/// requires (else the text is shown as it came).
+pub fn text_of(text: &str, of: EnvelopeOf) -> Option<String> {
+    Envelope::read(text, of)
+        .ok()
+        .and_then(|e| e.text().map(str::to_string))
 }
 
 #[cfg(test)]
@@ -87,9 +179,69 @@ mod tests {
         assert_eq!(f["target"], "https://example.com");
         assert_eq!(f["phase"], "start");
         let r = "event=final|phase=end|text=Here%20is%20the%20answer...|finish_reason=stop|run_id=abc123|session_id=sender%3Aabc|ts=1771402425";
-        assert_eq!(text_of(r).as_deref(), Some("Here is the answer..."));
+        assert_eq!(
+            text_of(r, EnvelopeOf::Response).as_deref(),
+            Some("Here is the answer...")
+        );
+        let d = "event=delta|mode=thinking|status=update|phase=update|block=Looking%20up%20latest%20pricing|text=Looking%20up%20latest%20pricing|run_id=abc123|session_id=sender%3Aabc|ts=1771402418";
+        assert_eq!(
+            text_of(d, EnvelopeOf::Delta).as_deref(),
+            Some("Looking up latest pricing")
+        );
+        let t = Envelope::read(
+            "event=tool|phase=start|name=web_fetch|call_id=call_123|target=https%3A%2F%2Fexample.com|ts=1771402416",
+            EnvelopeOf::ToolCall,
+        )
+        .unwrap();
+        assert_eq!(t.get("name"), Some("web_fetch"));
         assert_eq!(parse("a=%ZZ|=x|noeq")["a"], "%ZZ");
-        assert!(text_of("plain text").is_none());
+        assert!(text_of("plain text", EnvelopeOf::Response).is_none());
+    }
+
+    #[test]
+    fn camel_case_aliases_are_read_as_the_canonical_keys() {
+        let e = Envelope::read(
+            "event=error|phase=end|code=TIMEOUT|text=too%20slow|runId=r1|sessionId=s1|timestamp=5|callId=c",
+            EnvelopeOf::Error,
+        )
+        .unwrap();
+        assert_eq!(e.get("run_id"), Some("r1"));
+        assert_eq!(e.get("session_id"), Some("s1"));
+        assert_eq!(e.get("ts"), Some("5"), "`timestamp` stands for `ts`");
+        assert_eq!(e.get("call_id"), Some("c"));
+        assert_eq!(e.get("runId"), None);
+        // The canonical key wins over its alias.
+        let e = Envelope::read(
+            "event=final|phase=end|text=x|ts=1|timestamp=2",
+            EnvelopeOf::Response,
+        )
+        .unwrap();
+        assert_eq!(e.get("ts"), Some("1"));
+    }
+
+    #[test]
+    fn each_event_needs_its_own_keys() {
+        let no = |text: &str, of| Envelope::read(text, of).unwrap_err();
+        assert!(no("event=final|phase=end|text=x", EnvelopeOf::Response).contains("`ts`"));
+        assert!(no("event=final|text=x|ts=1", EnvelopeOf::Response).contains("`phase`"));
+        assert!(
+            no("event=final|phase=update|text=x|ts=1", EnvelopeOf::Response).contains("phase=end")
+        );
+        assert!(no("event=final|phase=end|ts=1", EnvelopeOf::Response).contains("`text`"));
+        assert!(no("event=delta|phase=end|text=x|ts=1", EnvelopeOf::Response).contains("`final`"));
+        assert!(
+            no("event=delta|phase=update|ts=1", EnvelopeOf::Delta).contains("`text` or `block`")
+        );
+        assert!(
+            no("event=tool|phase=start|ts=1", EnvelopeOf::ToolCall).contains("`text` or `name`")
+        );
+        assert!(no("event=error|phase=end|text=x|ts=1", EnvelopeOf::Error).contains("`code`"));
+        assert!(no("event=error|phase=end|code=X|ts=1", EnvelopeOf::Error).contains("`text`"));
+        // An envelope without what the spec requires is shown as it came.
+        assert_eq!(
+            text_of("event=final|phase=end|text=x", EnvelopeOf::Response),
+            None
+        );
     }
 
     proptest! {
@@ -102,7 +254,9 @@ mod tests {
         #[test]
         fn never_panics(s in ".{0,200}") {
             let _ = parse(&s);
-            let _ = text_of(&s);
+            for of in [EnvelopeOf::Response, EnvelopeOf::Delta, EnvelopeOf::ToolCall, EnvelopeOf::Error] {
+                let _ = text_of(&s, of);
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::payload::{
     DeltaPayload, ErrorPayload, ResponsePayload, StatusPayload, ToolCallPayload, Usage,
 };
-use super::{kinds, ErrorCode};
+use super::{envelope, kinds, ErrorCode};
 use agentwire_core::{Outcome, StatusState, TurnEvent};
 use nostr::prelude::Tag;
 
@@ -169,6 +169,85 @@ pub fn terminal(outcome: &Outcome, now: u64) -> RunMessage {
     }
 }
 
+/// The names of the run an envelope carries (`[nipxx] text_envelope`): its prompt id and session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvelopeIds {
+    /// The run (the prompt's id, hex).
+    pub run_id: String,
+    /// The session.
+    pub session_id: String,
+}
+
+/// `m` with its text in the compatibility envelope as well, for runtimes that read telemetry from text
+/// (`[nipxx] text_envelope = true`): a delta's and a response's `text` becomes the envelope carrying it, and
+/// a tool call gets an envelope `text` beside its canonical fields (which stay authoritative). Status and
+/// error messages have no text the envelope is defined for and go as they are.
+pub fn in_envelope(mut m: RunMessage, ids: &EnvelopeIds, now: u64) -> RunMessage {
+    let Ok(serde_json::Value::Object(mut p)) = serde_json::from_str(&m.payload) else {
+        return m;
+    };
+    let ts = now.to_string();
+    let common = [
+        ("run_id", ids.run_id.as_str()),
+        ("session_id", ids.session_id.as_str()),
+        ("ts", ts.as_str()),
+    ];
+    let text = p
+        .get("text")
+        .and_then(|t| t.as_str())
+        .unwrap_or("")
+        .to_string();
+    let wrapped = match m.kind {
+        kinds::DELTA => [
+            ("event", "delta"),
+            ("phase", "update"),
+            ("text", text.as_str()),
+        ]
+        .into_iter()
+        .chain(common)
+        .collect::<Vec<_>>(),
+        kinds::RESPONSE => [
+            ("event", "final"),
+            ("phase", "end"),
+            ("text", text.as_str()),
+        ]
+        .into_iter()
+        .chain(common)
+        .collect(),
+        kinds::TOOL_CALL => {
+            let phase = p
+                .get("phase")
+                .and_then(|v| v.as_str())
+                .unwrap_or("update")
+                .to_string();
+            let name = p
+                .get("name")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string();
+            let fields: Vec<(&str, &str)> = [
+                ("event", "tool"),
+                ("phase", phase.as_str()),
+                ("name", name.as_str()),
+            ]
+            .into_iter()
+            .chain(common)
+            .collect();
+            p.insert("text".into(), envelope::encode(fields).into());
+            m.payload = object_json(p);
+            return m;
+        }
+        _ => return m,
+    };
+    p.insert("text".into(), envelope::encode(wrapped).into());
+    m.payload = object_json(p);
+    m
+}
+
+fn object_json(p: serde_json::Map<String, serde_json::Value>) -> String {
+    serde_json::Value::Object(p).to_string()
+}
+
 /// The ai.error sent instead of a response of `text_len` bytes that does not fit one message.
 pub fn oversized(text_len: usize, wrapped: bool) -> RunMessage {
     let holder = if wrapped {
@@ -193,6 +272,78 @@ pub fn oversized(text_len: usize, wrapped: bool) -> RunMessage {
 mod tests {
     use super::*;
     use agentwire_core::{Failure, Refusal, TurnFailure};
+
+    #[test]
+    fn the_text_envelope_carries_what_the_spec_requires_and_the_canonical_fields_stay() {
+        use crate::nipxx::envelope::{Envelope, EnvelopeOf};
+        let ids = EnvelopeIds {
+            run_id: "abc".into(),
+            session_id: "sender:x".into(),
+        };
+        let text = |m: &RunMessage| {
+            let v: serde_json::Value = serde_json::from_str(&m.payload).unwrap();
+            assert_eq!(v["ver"], 1, "{v}");
+            v["text"].as_str().unwrap().to_string()
+        };
+        let mut seq = 0;
+        let d = in_envelope(
+            event(
+                TurnEvent::Text {
+                    text: "a b|c".into(),
+                },
+                &mut seq,
+                false,
+                7,
+            ),
+            &ids,
+            7,
+        );
+        let e = Envelope::read(&text(&d), EnvelopeOf::Delta).unwrap();
+        assert_eq!(e.text(), Some("a b|c"));
+        assert_eq!(
+            (e.get("run_id"), e.get("session_id"), e.get("ts")),
+            (Some("abc"), Some("sender:x"), Some("7"))
+        );
+        let v: serde_json::Value = serde_json::from_str(&d.payload).unwrap();
+        assert_eq!(v["seq"], 0, "the seq stays canonical");
+        let r = in_envelope(
+            terminal(
+                &Outcome::Result(agentwire_core::TurnResult {
+                    text: "done".into(),
+                    usage: Default::default(),
+                    stop_reason: "stop".into(),
+                }),
+                8,
+            ),
+            &ids,
+            8,
+        );
+        assert_eq!(
+            Envelope::read(&text(&r), EnvelopeOf::Response)
+                .unwrap()
+                .text(),
+            Some("done")
+        );
+        let call = TurnEvent::ToolCall {
+            call_id: "c1".into(),
+            name: "calculator".into(),
+            arguments: serde_json::json!({"expr": "1+1"}),
+        };
+        let t = in_envelope(event(call, &mut seq, false, 9), &ids, 9);
+        let v: serde_json::Value = serde_json::from_str(&t.payload).unwrap();
+        assert_eq!(
+            (v["name"].as_str(), v["phase"].as_str()),
+            (Some("calculator"), Some("start"))
+        );
+        let e = Envelope::read(&text(&t), EnvelopeOf::ToolCall).unwrap();
+        assert_eq!(
+            (e.get("name"), e.get("phase")),
+            (Some("calculator"), Some("start"))
+        );
+        // A status goes as it is.
+        let st = status("thinking", None, None);
+        assert_eq!(in_envelope(st.clone(), &ids, 1), st);
+    }
 
     #[test]
     fn deltas_are_numbered_from_zero_and_other_events_do_not_count() {

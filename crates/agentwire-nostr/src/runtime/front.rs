@@ -82,6 +82,8 @@ pub struct NipxxFront {
     prompt: EventId,
     session: String,
     wrapped: bool,
+    /// The run's names, when texts go in the compatibility envelope too.
+    envelope: Option<mapping::EnvelopeIds>,
     /// The next delta's `seq`.
     seq: std::sync::Mutex<u64>,
     /// The terminal event `encode_outcome` built, until `deliver_outcome` sends it.
@@ -100,6 +102,7 @@ impl NipxxFront {
         wrapped: bool,
     ) -> Self {
         NipxxFront {
+            envelope: None,
             crypto,
             relays,
             outbox,
@@ -112,24 +115,37 @@ impl NipxxFront {
         }
     }
 
-    /// A front rebuilt from a journaled route (after a restart).
+    /// This front with its texts in the compatibility envelope too, when `on`.
+    pub fn with_text_envelope(mut self, on: bool) -> Self {
+        self.envelope = on.then(|| mapping::EnvelopeIds {
+            run_id: self.prompt.to_hex(),
+            session_id: self.session.clone(),
+        });
+        self
+    }
+
+    /// A front rebuilt from a journaled route (after a restart), wording its texts as the runtime now does.
     pub fn from_route(
         crypto: Arc<Crypto>,
         relays: Arc<Vec<RelayConn>>,
         outbox: Arc<Outbox>,
         route: &Route,
+        text_envelope: bool,
     ) -> Option<Self> {
         let client = PublicKey::from_hex(&route.client).ok()?;
         let prompt = EventId::from_hex(&route.prompt).ok()?;
-        Some(Self::new(
-            crypto,
-            relays,
-            outbox,
-            client,
-            prompt,
-            route.session.clone(),
-            route.wrapped,
-        ))
+        Some(
+            Self::new(
+                crypto,
+                relays,
+                outbox,
+                client,
+                prompt,
+                route.session.clone(),
+                route.wrapped,
+            )
+            .with_text_envelope(text_envelope),
+        )
     }
 
     fn build(&self, m: RunMessage) -> Option<Event> {
@@ -161,6 +177,14 @@ impl NipxxFront {
         }
     }
 
+    /// `m` in the compatibility envelope too, when the front sends it so.
+    fn worded(&self, m: RunMessage, now: u64) -> RunMessage {
+        match &self.envelope {
+            Some(ids) => mapping::in_envelope(m, ids, now),
+            None => m,
+        }
+    }
+
     fn send(&self, m: RunMessage) {
         if let Some(ev) = self.build(m) {
             for r in self.relays.iter() {
@@ -170,7 +194,8 @@ impl NipxxFront {
     }
 
     fn terminal(&self, outcome: &Outcome) -> Option<Event> {
-        let m = mapping::terminal(outcome, now_secs());
+        let now = now_secs();
+        let m = self.worded(mapping::terminal(outcome, now), now);
         let fits = m.payload.len() <= crate::crypto::MAX_NIP44_PLAINTEXT_BYTES;
         let built = if fits { self.build(m) } else { None };
         built.or_else(|| match outcome {
@@ -202,10 +227,12 @@ impl TurnFront for NipxxFront {
     }
 
     fn event(&self, event: TurnEvent) {
+        let now = now_secs();
         let m = {
             let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-            mapping::event(event, &mut seq, self.wrapped, now_secs())
+            mapping::event(event, &mut seq, self.wrapped, now)
         };
+        let m = self.worded(m, now);
         self.send(m);
     }
 

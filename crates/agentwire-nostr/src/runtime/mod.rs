@@ -61,6 +61,8 @@ pub struct RuntimeConfig {
     /// UNSUPPORTED_FEATURE). Off, both forms are taken. Either way each run is answered in the form its
     /// prompt came in.
     pub nip59: bool,
+    /// Texts in the compatibility envelope too (`[nipxx] text_envelope`).
+    pub text_envelope: bool,
     /// Relays (by URL) that run in this process and have checked every event's id and signature before
     /// passing it on (the embedded relay): their events are not checked a second time.
     pub verified_relays: HashSet<String>,
@@ -79,6 +81,8 @@ pub struct Runtime {
     card: AgentCard,
     /// Privacy-first: plain prompts are refused.
     privacy_first: bool,
+    /// Texts in the compatibility envelope too.
+    text_envelope: bool,
     /// How much gift-wrap unwrapping each relay connection and the runtime may spend.
     unwraps: Mutex<UnwrapBudget>,
     /// Terminals being published, for a shutdown to wait on.
@@ -178,6 +182,7 @@ impl Runtime {
             )),
             card,
             privacy_first: config.nip59,
+            text_envelope: config.text_envelope,
             unwraps: Mutex::new(UnwrapBudget::new(config.relays.len())),
             outbox: Arc::default(),
             serve_since,
@@ -242,6 +247,7 @@ impl Runtime {
             self.relays.clone(),
             self.outbox.clone(),
             &route,
+            self.text_envelope,
         )
         .map(|f| Arc::new(f) as Arc<dyn TurnFront>)
     }
@@ -533,15 +539,18 @@ impl Runtime {
             session: session.clone(),
             wrapped: event.wrapped,
         };
-        let front = Arc::new(NipxxFront::new(
-            self.crypto.clone(),
-            self.relays.clone(),
-            self.outbox.clone(),
-            client,
-            event.id,
-            session,
-            event.wrapped,
-        ));
+        let front = Arc::new(
+            NipxxFront::new(
+                self.crypto.clone(),
+                self.relays.clone(),
+                self.outbox.clone(),
+                client,
+                event.id,
+                session,
+                event.wrapped,
+            )
+            .with_text_envelope(self.text_envelope),
+        );
         let (message, model, thinking, fallback_models, refusal) = match admitted {
             Ok(a) => {
                 // The prompt's fallbacks after the model chosen, as far as this agent offers them.

@@ -136,6 +136,14 @@ pub(crate) enum ConfigError {
     /// `[http]` or `--http-listen` cannot be used.
     #[error(transparent)]
     Http(#[from] agentwire_http::settings::SettingError),
+    /// `[telemetry]` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) cannot be used.
+    #[error("{setting}: {reason}")]
+    Telemetry {
+        /// Where it came from.
+        setting: Setting,
+        /// What is wrong.
+        reason: String,
+    },
     /// `[notify]` cannot be used.
     #[error("[notify] {0}")]
     Notify(String),

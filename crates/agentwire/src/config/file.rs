@@ -40,6 +40,19 @@ pub(crate) struct FileConfig {
     pub(crate) http: agentwire_http::settings::HttpSection,
     /// `[log]`: the log's filter and format (read before anything else runs).
     pub(crate) log: crate::logging::LogSection,
+    /// `[telemetry]`: where trace spans are exported.
+    pub(crate) telemetry: TelemetryFile,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct TelemetryFile {
+    /// The OTLP/HTTP collector's base URL (`http://127.0.0.1:4318`); traces go to its `/v1/traces`.
+    /// Default: `OTEL_EXPORTER_OTLP_ENDPOINT`, else no traces.
+    pub(crate) otlp_endpoint: Option<String>,
+    /// Whether spans carry the conversation itself (prompts, answers, tool arguments and results).
+    pub(crate) content: Option<bool>,
 }
 
 /// `[journal]`.

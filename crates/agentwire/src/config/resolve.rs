@@ -196,6 +196,8 @@ pub(crate) struct Resolved {
     pub(crate) http: Option<HttpChoice>,
     /// How long ended turns (but fisk-ai's) are kept in the journal: `None` for ever.
     pub(crate) journal_retention: Option<Duration>,
+    /// Where trace spans are exported, and whether they carry content.
+    pub(crate) telemetry: super::telemetry::TelemetryChoice,
     /// What is allowed but likely a mistake (an `[agents.<name>]` entry nothing serves), each naming its
     /// key: `serve` logs them, `config` prints them on stderr.
     pub(crate) warnings: Vec<String>,
@@ -362,12 +364,14 @@ pub(crate) fn resolve(
     for choice in served {
         api_key_set(choice, env)?;
     }
-    let warnings = unused_agents(file, &agent.name)?;
+    let mut warnings = unused_agents(file, &agent.name)?;
+    let telemetry = super::telemetry::resolve(&file.telemetry, env, &mut warnings)?;
     let nipxx = nipxx(flags, file)?;
     let journal = journal(flags, file, env)?;
     let journal_retention = journal_retention(file, &nipxx, relay.as_ref())?;
     Ok(Resolved {
         journal_retention,
+        telemetry,
         relay,
         relays,
         relay_ca_file: flags

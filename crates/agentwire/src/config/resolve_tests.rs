@@ -33,6 +33,7 @@ fn env() -> Environment {
         runtime_dir: Some(PathBuf::from("/run/user/1000")),
         host_name: "host-a".into(),
         set_vars: ["OPENAI_API_KEY".to_string()].into(),
+        otlp_endpoint: None,
     }
 }
 
@@ -109,6 +110,7 @@ fn without_flags_or_file_everything_is_the_default() {
             },
             backlog_horizon: Duration::from_secs(3600),
             nip59: false,
+            text_envelope: false,
             key_file: None,
         }
     );
@@ -1316,4 +1318,35 @@ fn the_journal_keeps_ended_turns_as_long_as_a_resend_must_be_known() {
     }
     let e = error(&[], "[relay.retention]\nagent_days = -2\n").to_string();
     assert!(e.contains("[relay.retention] agent_days"), "{e}");
+}
+
+#[test]
+fn telemetry_is_shown_with_its_credentials_hidden_and_reads_back() {
+    let r = resolved(
+        &[],
+        "[telemetry]\notlp_endpoint = \"http://user:tok@collector:4318\"\ncontent = true\n",
+    );
+    assert_eq!(
+        r.telemetry.otlp_endpoint.as_deref(),
+        Some("http://user:tok@collector:4318")
+    );
+    assert!(r.telemetry.content);
+    let shown = crate::show_config::render(&r, false).unwrap();
+    assert!(
+        shown.contains(
+            "[telemetry]\notlp_endpoint = \"http://<set>@collector:4318\"\ncontent = true"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("tok"), "{shown}");
+    let plain = resolved(&[], "");
+    assert_eq!(plain.telemetry, Default::default(), "off by default");
+    assert!(!crate::show_config::render(&plain, false)
+        .unwrap()
+        .contains("[telemetry]"));
+    let e = error(&[], "[telemetry]\notlp_endpoint = \"collector:4318\"\n");
+    assert!(
+        e.to_string().starts_with("[telemetry] otlp_endpoint:"),
+        "{e}"
+    );
 }

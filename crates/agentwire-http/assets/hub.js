@@ -1,0 +1,519 @@
+// The hub page's script: reads the turn API and its event stream, and the roost supervisor's view, and
+// sends what a person does (answer, cancel, reply, stop, respawn, pin, rename, add, drop, assign, ask) to
+// the same API any client uses. Every refusal is shown. Text from agents and people is only ever set as
+// text (never as HTML).
+"use strict";
+
+const ROOST_POLL_MS = 1000; // how often the roost view is read again
+const TICK_MS = 1000; // how often elapsed times move on
+const MAX_RUNS = 200; // runs the page keeps; older ones fall off the list
+const MAX_FEED = 200; // feed lines the page keeps
+
+const turns = new Map(); // id -> turn
+let roost = null; // the last roost view
+let feedAfter = null;
+const feed = [];
+let openRun = null;
+const details = new Map(); // id -> {text, thinking, tools: Map, outcome} of the open run
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "on") for (const [ev, f] of Object.entries(v)) e.addEventListener(ev, f);
+    else if (v !== undefined && v !== null) e.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  return e;
+}
+
+function notice(text) {
+  $("notice-text").textContent = text;
+  $("notice").hidden = false;
+}
+
+async function api(method, path, body) {
+  const init = { method, credentials: "same-origin", headers: {} };
+  if (body !== undefined) {
+    init.headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch("/api/v1" + path, init);
+  let data = null;
+  try { data = await r.json(); } catch (_) { /* no body */ }
+  if (!r.ok) throw new Error((data && data.error) || `${method} ${path}: ${r.status}`);
+  return data;
+}
+
+// Runs `f` (a request); a refusal is shown, never swallowed. Resolves to whether it was taken.
+function act(what, f) {
+  return f().then(() => { readRoost(); return true; }, (e) => { notice(`${what} refused: ${e.message}`); return false; });
+}
+
+// --- turns -------------------------------------------------------------------------------------------
+
+function firstLine(s) { return (s || "").split("\n")[0]; }
+
+function shownState(t) {
+  if (t.state !== "ended") return t.state;
+  const o = t.outcome;
+  if (!o) return "done";
+  if (o.outcome === "result") return "done";
+  return o.code === "cancelled" ? "cancelled" : "failed";
+}
+
+function fromSummary(s) {
+  return {
+    id: s.id, agent: s.agent, protocol: s.protocol, prompt: firstLine(s.prompt), state: s.state,
+    outcome: s.outcome, started: s.started_ms, ended: s.ended_ms, usage: s.usage,
+    questionId: s.question, question: null, conversation: s.conversation,
+  };
+}
+
+function elapsed(t) {
+  const end = t.ended || Date.now();
+  const s = Math.max(0, Math.round((end - (t.started || end)) / 1000));
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+}
+
+function tokens(t) {
+  const u = t.usage || (t.outcome && t.outcome.usage);
+  if (!u || (!u.input_tokens && !u.output_tokens)) return "";
+  return `${u.input_tokens} in / ${u.output_tokens} out`;
+}
+
+function passes(t) {
+  const a = $("filter-agent").value, p = $("filter-protocol").value, s = $("filter-state").value;
+  return (!a || t.agent === a) && (!p || t.protocol === p) && (!s || shownState(t) === s);
+}
+
+function addOption(select, value) {
+  if (![...select.options].some((o) => o.value === value)) select.append(el("option", { value }, value));
+}
+
+function renderRuns() {
+  const list = $("runs-list");
+  const sorted = [...turns.values()].sort((a, b) => (b.started || 0) - (a.started || 0));
+  for (const t of sorted) {
+    addOption($("filter-agent"), t.agent);
+    addOption($("filter-protocol"), t.protocol);
+  }
+  const shown = sorted.filter(passes);
+  const keep = new Set(shown.map((t) => t.id));
+  for (const li of [...list.children]) if (!keep.has(li.dataset.id)) li.remove();
+  shown.forEach((t, i) => {
+    let li = list.querySelector(`li[data-id="${CSS.escape(t.id)}"]`);
+    if (!li) {
+      li = el("li", { "data-id": t.id, class: "run" });
+      const line = el("div", { class: "run-line", on: { click: () => openTurn(t.id) } },
+        el("span", { class: "state" }), el("strong", { class: "agent" }), el("span", { class: "protocol muted" }),
+        el("span", { class: "prompt" }), el("span", { class: "elapsed muted" }), el("span", { class: "tokens muted" }));
+      const cancel = el("button", { type: "button", class: "cancel", on: { click: (e) => { e.stopPropagation(); cancelTurn(t.id); } } }, "Cancel");
+      li.append(line, cancel);
+    }
+    const st = shownState(t);
+    const badge = li.querySelector(".state");
+    badge.textContent = st;
+    badge.className = `state ${st}`;
+    li.dataset.state = st;
+    li.querySelector(".agent").textContent = t.agent;
+    li.querySelector(".protocol").textContent = t.protocol;
+    li.querySelector(".prompt").textContent = t.prompt;
+    li.querySelector(".elapsed").textContent = elapsed(t);
+    li.querySelector(".tokens").textContent = tokens(t);
+    li.querySelector(".cancel").hidden = !["running", "waiting", "queued"].includes(st);
+    if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
+  });
+  $("runs-empty").hidden = shown.length > 0;
+}
+
+function cancelTurn(id) {
+  act("Cancel", () => api("POST", `/turns/${encodeURIComponent(id)}/cancel`, {}));
+}
+
+function answerTurn(id, choices, text) {
+  const body = { choices };
+  if (text !== undefined) body.text = text;
+  act("The answer", () => api("POST", `/turns/${encodeURIComponent(id)}/answer`, body));
+}
+
+function trim() {
+  if (turns.size <= MAX_RUNS) return;
+  const old = [...turns.values()].filter((t) => t.state === "ended")
+    .sort((a, b) => (a.started || 0) - (b.started || 0));
+  for (const t of old.slice(0, turns.size - MAX_RUNS)) if (t.id !== openRun) turns.delete(t.id);
+}
+
+// One event of the stream (or of a turn's history).
+function apply(ev) {
+  let t = turns.get(ev.turn);
+  if (ev.type === "accepted") {
+    if (!t) {
+      t = { id: ev.turn, started: ev.at_ms, usage: null, question: null, questionId: null };
+      turns.set(ev.turn, t);
+    }
+    Object.assign(t, { agent: ev.agent, protocol: ev.protocol, prompt: firstLine(ev.prompt),
+      conversation: ev.conversation, state: ev.queued ? "queued" : "running" });
+    trim();
+  }
+  if (!t) return;
+  const d = details.get(ev.turn);
+  switch (ev.type) {
+    case "event": {
+      const e = ev.event;
+      if (t.state === "queued") t.state = "running";
+      if (d) {
+        if (e.type === "text") d.text += e.text;
+        else if (e.type === "thinking") d.thinking += e.text;
+        else if (e.type === "tool_call") d.tools.set(e.call_id, `${e.name} …`);
+        else if (e.type === "tool_result") d.tools.set(e.call_id, `${e.name} ${e.success ? "ok" : "failed"} (${e.duration_ms} ms)`);
+        else if (e.type === "warning") d.tools.set(`w${ev.seq}`, `warning: ${e.text}`);
+      }
+      break;
+    }
+    case "question":
+      t.state = "waiting";
+      t.questionId = ev.question_id;
+      t.question = ev;
+      break;
+    case "question_closed":
+      if (t.questionId === ev.question_id) { t.questionId = null; t.question = null; }
+      if (t.state === "waiting") t.state = "running";
+      break;
+    case "outcome":
+      t.state = "ended";
+      t.outcome = ev.outcome;
+      t.usage = ev.outcome.usage;
+      t.ended = ev.at_ms;
+      t.questionId = null;
+      t.question = null;
+      if (d) {
+        d.outcome = ev.outcome;
+        // The answer as the agent gave it whole: what streamed in was its draft.
+        if (ev.outcome.outcome === "result") d.text = ev.outcome.text;
+      }
+      break;
+  }
+}
+
+let queued = false;
+function render() {
+  if (queued) return;
+  queued = true;
+  requestAnimationFrame(() => {
+    queued = false;
+    renderRuns();
+    renderNeeds();
+    renderRun();
+  });
+}
+
+async function loadTurns() {
+  const page = await api("GET", "/turns?limit=100");
+  for (const s of page.turns) {
+    const t = turns.get(s.id);
+    const fresh = fromSummary(s);
+    if (t && t.question && t.questionId === fresh.questionId) fresh.question = t.question;
+    turns.set(s.id, Object.assign(t || {}, fresh));
+  }
+  // The open questions' options: from each waiting turn's own events.
+  for (const t of turns.values()) {
+    if (t.questionId && !t.question) {
+      const one = await api("GET", `/turns/${encodeURIComponent(t.id)}`);
+      const q = one.events.filter((e) => e.type === "question" && e.question_id === t.questionId).pop();
+      if (q) t.question = q;
+    }
+  }
+  render();
+}
+
+function connect() {
+  const source = new EventSource("/api/v1/events");
+  source.onopen = () => { $("link").textContent = "live"; loadTurns().catch((e) => notice(e.message)); };
+  source.onerror = () => { $("link").textContent = "reconnecting…"; };
+  for (const name of ["accepted", "event", "question", "question_closed", "outcome"]) {
+    source.addEventListener(name, (m) => { apply(JSON.parse(m.data)); render(); });
+  }
+  source.addEventListener("missed", () => loadTurns().catch((e) => notice(e.message)));
+}
+
+// --- one run ------------------------------------------------------------------------------------------
+
+async function openTurn(id) {
+  openRun = id;
+  const d = { text: "", thinking: "", tools: new Map(), outcome: null };
+  details.set(id, d);
+  $("run").hidden = false;
+  render();
+  try {
+    const one = await api("GET", `/turns/${encodeURIComponent(id)}`);
+    // Start again from the turn's whole history; live events then add to it.
+    Object.assign(d, { text: "", thinking: "", tools: new Map(), outcome: one.outcome || null });
+    const saved = turns.get(id);
+    details.set(id, d);
+    for (const e of one.events) if (e.type === "event") apply(e);
+    if (saved && one.outcome) saved.outcome = one.outcome;
+    if (one.outcome && one.outcome.outcome === "result") d.text = one.outcome.text;
+  } catch (e) {
+    notice(e.message);
+  }
+  render();
+}
+
+function renderRun() {
+  const box = $("run");
+  if (!openRun) { box.hidden = true; return; }
+  const t = turns.get(openRun);
+  const d = details.get(openRun);
+  if (!t || !d) return;
+  $("run-title").textContent = t.prompt || t.id;
+  $("run-meta").textContent = `${t.agent} · ${t.protocol} · ${shownState(t)} · ${elapsed(t)} ${tokens(t)}`;
+  $("run-text").textContent = d.text;
+  $("run-thinking").textContent = d.thinking;
+  $("run-thinking-box").hidden = !d.thinking;
+  const tools = $("run-tools");
+  tools.replaceChildren(...[...d.tools.values()].map((s) => el("li", {}, s)));
+  const o = d.outcome || t.outcome;
+  $("run-outcome").textContent = !o ? "" : o.outcome === "result"
+    ? `done (${o.stop_reason})` : `${o.code}: ${o.message}`;
+}
+
+// --- needs you -----------------------------------------------------------------------------------------
+
+function questionCard(t) {
+  const q = t.question;
+  const key = `q:${t.id}:${t.questionId}`;
+  const li = el("li", { "data-key": key, class: "question" },
+    el("div", { class: "muted" }, `${t.agent} · ${t.protocol} · ${t.prompt}`),
+    el("p", { class: "ask" }, q.text || ""));
+  const buttons = el("div", { class: "actions" });
+  for (const o of q.options || []) {
+    buttons.append(el("button", { type: "button", class: "option", "data-option": o.id,
+      on: { click: () => answerTurn(t.id, [o.id]) } }, o.label));
+  }
+  li.append(buttons);
+  if (q.takes_text) {
+    const input = el("input", { class: "answer-text", placeholder: "Your answer", maxlength: "4000" });
+    const send = el("button", { type: "button", class: "primary send",
+      on: { click: () => answerTurn(t.id, [], input.value) } }, "Send");
+    li.append(el("div", { class: "inline" }, input, send));
+  }
+  return li;
+}
+
+function sessionCard(r) {
+  const key = `s:${r.id}:${r.question || ""}:${r.suggested ? r.suggested.text : ""}`;
+  const li = el("li", { "data-key": key, class: "blocked" },
+    el("div", { class: "muted" }, `session ${r.name} · ${r.profile}`),
+    el("p", { class: "ask" }, r.question || r.waitingFor || "This session waits for you."));
+  const buttons = el("div", { class: "actions" });
+  for (const c of r.choices || []) {
+    buttons.append(el("button", { type: "button", class: "choice",
+      on: { click: () => roostOp("The reply", "reply", { id: r.id, text: c }) } }, c));
+  }
+  li.append(buttons);
+  if (r.suggested) {
+    li.append(el("div", { class: "inline suggestion" },
+      el("span", {}, `Concierge suggests: ${r.suggested.text}`),
+      el("button", { type: "button", class: "primary accept",
+        on: { click: () => roostOp("Accept", "reply", { id: r.id, text: r.suggested.text }) } }, "Accept")));
+  }
+  const input = el("input", { class: "answer-text", placeholder: "Your reply", maxlength: "4000" });
+  li.append(el("div", { class: "inline" }, input, el("button", { type: "button", class: "primary send",
+    on: { click: () => roostOp("The reply", "reply", { id: r.id, text: input.value }) } }, "Send")));
+  return li;
+}
+
+function renderNeeds() {
+  const list = $("needs-list");
+  const cards = [];
+  const waitingConversations = new Set();
+  for (const t of turns.values()) {
+    if (t.state === "waiting" && t.question) {
+      cards.push([`q:${t.id}:${t.questionId}`, () => questionCard(t)]);
+      if (t.conversation) waitingConversations.add(t.conversation);
+    }
+  }
+  for (const r of (roost && roost.rows) || []) {
+    // A hosted session's question is its turn's (its conversation is `roost:<id>`), answered above.
+    const asked = waitingConversations.has(r.conversation) || waitingConversations.has(`roost:${r.id}`);
+    if (r.state === "blocked" && !asked) {
+      cards.push([`s:${r.id}:${r.question || ""}:${r.suggested ? r.suggested.text : ""}`, () => sessionCard(r)]);
+    }
+  }
+  const keys = new Set(cards.map(([k]) => k));
+  for (const li of [...list.children]) if (!keys.has(li.dataset.key)) li.remove();
+  for (const [k, make] of cards) {
+    if (![...list.children].some((li) => li.dataset.key === k)) list.append(make());
+  }
+  $("needs-empty").hidden = cards.length > 0;
+}
+
+// --- roost: sessions, tasks, concierge, feed -----------------------------------------------------------
+
+function roostOp(what, op, args) {
+  return act(what, () => api("POST", `/roost/${op}`, args));
+}
+
+function keyed(list, key, make) {
+  let li = [...list.children].find((c) => c.dataset.key === key);
+  if (!li) { li = make(); li.dataset.key = key; list.append(li); }
+  return li;
+}
+
+function prune(list, keys) {
+  for (const li of [...list.children]) if (!keys.has(li.dataset.key)) li.remove();
+}
+
+function renderSessions() {
+  const list = $("sessions-list");
+  const rows = [...((roost && roost.rows) || [])].sort((a, b) =>
+    (b.pinned ? 1 : 0) - (a.pinned ? 1 : 0) || (a.order || 0) - (b.order || 0) || a.name.localeCompare(b.name));
+  rows.forEach((r, i) => {
+    const li = keyed(list, r.id, () => {
+      const input = el("input", { class: "session-text", placeholder: "Text to send, or a new name", maxlength: "4000" });
+      const get = () => input.value;
+      return el("li", { class: "session" },
+        el("div", { class: "run-line" }, el("span", { class: "state" }), el("strong", { class: "name" }),
+          el("span", { class: "pin muted" }), el("span", { class: "summary" })),
+        el("div", { class: "inline" }, input,
+          el("button", { type: "button", class: "reply", on: { click: () => roostOp("The reply", "reply", { id: r.id, text: get() })
+            .then((ok) => { if (ok) input.value = ""; }) } }, "Reply"),
+          el("button", { type: "button", class: "rename", on: { click: () => roostOp("Rename", "rename", { id: r.id, name: get() }) } }, "Rename")),
+        el("div", { class: "actions" },
+          el("button", { type: "button", class: "stop", on: { click: () => roostOp("Stop", "stop", { id: r.id }) } }, "Stop"),
+          el("button", { type: "button", class: "respawn", on: { click: () => roostOp("Respawn", "respawn", { id: r.id }) } }, "Respawn"),
+          el("button", { type: "button", class: "pin-button" })));
+    });
+    const badge = li.querySelector(".state");
+    badge.textContent = r.state;
+    badge.className = `state ${r.state}`;
+    li.dataset.state = r.state;
+    li.querySelector(".name").textContent = r.name;
+    li.querySelector(".pin").textContent = r.pinned ? "pinned" : "";
+    li.querySelector(".summary").textContent = r.summary || r.status || "";
+    const pin = li.querySelector(".pin-button");
+    pin.textContent = r.pinned ? "Unpin" : "Pin";
+    pin.onclick = () => roostOp("Pin", "pin", { id: r.id, pinned: !r.pinned });
+    if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
+  });
+  prune(list, new Set(rows.map((r) => r.id)));
+  $("sessions-empty").hidden = rows.length > 0;
+}
+
+function renderTasks() {
+  const list = $("tasks-list");
+  const tasks = (roost && roost.tasks) || [];
+  for (const t of tasks) {
+    const li = keyed(list, String(t.id), () => {
+      const to = el("input", { class: "assign-to", placeholder: "session", size: "10" });
+      return el("li", { class: "task" },
+        el("div", { class: "run-line" }, el("span", { class: "muted" }, `#${t.id}`), el("span", { class: "state" }),
+          el("span", { class: "title" }), el("span", { class: "owner muted" }), el("span", { class: "after muted" })),
+        el("div", { class: "inline" }, to,
+          el("button", { type: "button", class: "assign", on: { click: () => roostOp("Assign", "task", { action: "assign", id: t.id, to: to.value }) } }, "Assign"),
+          el("button", { type: "button", class: "drop", on: { click: () => roostOp("Drop", "task", { action: "drop", id: t.id }) } }, "Drop")));
+    });
+    const badge = li.querySelector(".state");
+    badge.textContent = t.state;
+    badge.className = `state ${t.state}`;
+    li.querySelector(".title").textContent = t.title;
+    li.querySelector(".owner").textContent = t.owner ? `owner ${t.owner.name}` : "";
+    li.querySelector(".after").textContent = t.after && t.after.length ? `after ${t.after.map((a) => "#" + a).join(", ")}` : "";
+  }
+  prune(list, new Set(tasks.map((t) => String(t.id))));
+  $("tasks-empty").hidden = tasks.length > 0;
+}
+
+function renderConcierge() {
+  const c = roost && roost.concierge;
+  if (!c) return;
+  const policy = c.policy || {};
+  $("concierge-status").textContent = c.on
+    ? `on · ${c.state || "starting"} · answers ${policy.answer}${policy.act ? " · may act" : ""} · ${c.answered || 0} answered`
+    : "off (agentwire concierge on <profile>)";
+  $("concierge-toggle").textContent = c.on ? "Turn off" : "Turn on";
+  $("concierge-toggle").dataset.on = c.on ? "true" : "false";
+  const select = $("concierge-answer");
+  if (document.activeElement !== select && policy.answer) select.value = policy.answer;
+  const said = $("concierge-said");
+  // What it said: its `concierge-say` items (info, need, answer), newest last.
+  const lines = feed.filter((e) => e.what === "concierge" && ["info", "need", "answer"].includes(e.why)).slice(-10);
+  said.replaceChildren(...lines.map((e) => el("li", { class: `said ${e.why}` }, el("strong", {}, e.why), " ", e.text)));
+  const orders = $("orders-list");
+  for (const o of (roost.orders || [])) {
+    const li = keyed(orders, String(o.id), () => el("li", { class: "order" }, el("span", { class: "text" }), " ",
+      el("span", { class: "when muted" }), " ",
+      el("button", { type: "button", class: "rm", on: { click: () => roostOp("Remove order", "concierge-order", { action: "rm", id: o.id }) } }, "Remove")));
+    li.querySelector(".text").textContent = `#${o.id} ${o.text}`;
+    li.querySelector(".when").textContent = o.when ? JSON.stringify(o.when) : "";
+  }
+  prune(orders, new Set((roost.orders || []).map((o) => String(o.id))));
+}
+
+function renderFeed() {
+  const list = $("feed-list");
+  list.replaceChildren(...feed.slice(-50).reverse().map((e) =>
+    el("li", {}, el("span", { class: "muted" }, new Date(e.at * 1000).toLocaleTimeString()), " ",
+      el("strong", {}, e.what), " ", e.text)));
+}
+
+async function readRoost() {
+  const q = feedAfter === null ? "" : `?after=${feedAfter}`;
+  let view;
+  try {
+    view = await api("GET", `/roost${q}`);
+  } catch (e) {
+    if (!/no roost supervisor/.test(e.message)) $("link").textContent = `roost: ${e.message}`;
+    for (const id of ["sessions", "tasks", "concierge", "feed"]) $(id).hidden = /no roost supervisor/.test(e.message);
+    return;
+  }
+  roost = view;
+  for (const e of view.events || []) {
+    feed.push(e);
+    feedAfter = Math.max(feedAfter || 0, e.seq);
+  }
+  feed.splice(0, Math.max(0, feed.length - MAX_FEED));
+  renderSessions();
+  renderTasks();
+  renderConcierge();
+  renderFeed();
+  renderNeeds();
+}
+
+// --- start ----------------------------------------------------------------------------------------------
+
+function onSubmit(id, f) {
+  $(id).addEventListener("submit", (e) => { e.preventDefault(); f(); });
+}
+
+function start() {
+  $("notice-close").addEventListener("click", () => { $("notice").hidden = true; });
+  $("run-close").addEventListener("click", () => { openRun = null; render(); });
+  for (const f of ["filter-agent", "filter-protocol", "filter-state"]) $(f).addEventListener("change", render);
+  onSubmit("task-form", () => {
+    const after = $("task-after").value.split(/[ ,#]+/).filter(Boolean).map(Number);
+    roostOp("The task", "task", { action: "add", title: $("task-title").value, after })
+      .then((ok) => { if (ok) { $("task-title").value = ""; $("task-after").value = ""; } });
+  });
+  onSubmit("concierge-form", () => roostOp("Ask", "concierge-ask", { text: $("concierge-text").value })
+    .then((ok) => { if (ok) $("concierge-text").value = ""; }));
+  onSubmit("order-form", () => {
+    const args = { action: "add", text: $("order-text").value };
+    if ($("order-when").value) args.when = $("order-when").value;
+    roostOp("The order", "concierge-order", args).then((ok) => { if (ok) $("order-text").value = ""; });
+  });
+  $("concierge-answer").addEventListener("change", (e) =>
+    roostOp("The policy", "concierge", { action: "answer", answer: e.target.value }));
+  $("concierge-undo").addEventListener("click", () => roostOp("Undo", "concierge", { action: "undo" }));
+  $("concierge-toggle").addEventListener("click", (e) =>
+    roostOp("The concierge", "concierge", { action: e.target.dataset.on === "true" ? "off" : "on" }));
+  connect();
+  readRoost();
+  setInterval(readRoost, ROOST_POLL_MS);
+  setInterval(render, TICK_MS);
+}
+
+start();

@@ -1,0 +1,167 @@
+//! The roost supervisor as the hub page reaches it: `GET /api/v1/roost` (its sessions, the task board,
+//! the concierge's status and orders, and the feed after a cursor, in one answer) and
+//! `POST /api/v1/roost/{op}` for the controller's ops a person takes from the page. Each goes to the
+//! supervisor as a controller's op ([`RoostCall`]), so the page is held to the same rules and refusals as
+//! `agentwire jobs` or any controller; a refusal comes back with its code.
+
+use crate::api::{refused, State};
+use axum::extract::{Path, Query, State as Extract};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The controller's ops the page may send: a session's reply, stop, respawn, pin and rename, the task
+/// board, and the concierge (status, policy, ask, orders). Dispatching new jobs and shutting the
+/// supervisor down stay with the CLI and the protocol's own clients.
+pub const PAGE_OPS: [&str; 9] = [
+    "reply",
+    "stop",
+    "respawn",
+    "pin",
+    "rename",
+    "task",
+    "concierge",
+    "concierge-ask",
+    "concierge-order",
+];
+/// Feed events in one answer: the page asks again with the cursor for more.
+const FEED_PAGE: u64 = 100;
+
+/// A refusal of the supervisor: its code (`bad_request`, `not_found`, `policy`, ...) and its message.
+#[derive(Debug, Clone)]
+pub struct RoostRefusal {
+    /// The protocol's error code.
+    pub code: String,
+    /// What it said.
+    pub message: String,
+}
+
+/// Sends one controller's op with its args to the supervisor and gives its result.
+pub type RoostCall = Arc<
+    dyn Fn(
+            &'static str,
+            Value,
+        ) -> futures_util::future::BoxFuture<'static, Result<Value, RoostRefusal>>
+        + Send
+        + Sync,
+>;
+
+/// The HTTP status a refusal of the supervisor is answered with.
+fn status_of(code: &str) -> StatusCode {
+    match code {
+        "bad_request" => StatusCode::BAD_REQUEST,
+        "not_found" => StatusCode::NOT_FOUND,
+        "unauthorized" => StatusCode::FORBIDDEN,
+        "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
+        "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::CONFLICT,
+    }
+}
+
+fn refusal(r: RoostRefusal) -> Response {
+    (
+        status_of(&r.code),
+        Json(json!({ "error": r.message, "code": r.code })),
+    )
+        .into_response()
+}
+
+fn supervisor(s: &State) -> Result<&RoostCall, Box<Response>> {
+    s.ctx.roost.as_ref().ok_or_else(|| {
+        Box::new(refused(
+            StatusCode::NOT_FOUND,
+            "no roost supervisor runs here",
+        ))
+    })
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ViewQuery {
+    /// The last feed event the page has.
+    after: Option<u64>,
+}
+
+/// `GET /api/v1/roost[?after=N]`: the sessions, the board, the concierge, its orders and the feed.
+pub(crate) async fn view(Extract(s): Extract<State>, Query(q): Query<ViewQuery>) -> Response {
+    let call = match supervisor(&s) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    let mut events = json!({ "limit": FEED_PAGE });
+    if let Some(after) = q.after {
+        events["after"] = json!(after);
+    }
+    let asked = futures_util::future::join5(
+        call("rows", json!({})),
+        call("task", json!({ "action": "list" })),
+        call("concierge", json!({ "action": "status" })),
+        call("concierge-order", json!({ "action": "list" })),
+        call("events", events),
+    )
+    .await;
+    match asked {
+        (Ok(rows), Ok(tasks), Ok(concierge), Ok(orders), Ok(feed)) => Json(json!({
+            "rows": rows["rows"],
+            "tasks": tasks["tasks"],
+            "concierge": concierge,
+            "orders": orders["orders"],
+            "events": feed["events"],
+        }))
+        .into_response(),
+        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
+            refusal(e)
+        }
+    }
+}
+
+/// `POST /api/v1/roost/{op}` with the op's args as a JSON object.
+pub(crate) async fn op(
+    Extract(s): Extract<State>,
+    Path(op): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let call = match supervisor(&s) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    let Some(op) = PAGE_OPS.iter().copied().find(|o| *o == op) else {
+        return refused(
+            StatusCode::NOT_FOUND,
+            format!("{op:?} is not one of {}", PAGE_OPS.join(", ")),
+        );
+    };
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_body {
+        return refused(StatusCode::BAD_REQUEST, "the op's args are a JSON object");
+    }
+    let args: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => return refused(StatusCode::BAD_REQUEST, "the op's args are a JSON object"),
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("the op's args: {e}")),
+    };
+    match call(op, args).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => refusal(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_keeps_its_meaning_over_http() {
+        assert_eq!(status_of("bad_request"), StatusCode::BAD_REQUEST);
+        assert_eq!(status_of("not_found"), StatusCode::NOT_FOUND);
+        assert_eq!(status_of("policy"), StatusCode::CONFLICT);
+        assert_eq!(status_of("unauthorized"), StatusCode::FORBIDDEN);
+        assert!(!PAGE_OPS.contains(&"shutdown") && !PAGE_OPS.contains(&"dispatch"));
+    }
+}

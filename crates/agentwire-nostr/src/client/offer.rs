@@ -1,0 +1,142 @@
+//! What a client reads off an agent's ai.info before it prompts (the spec's "Clients SHOULD use ai.info
+//! before sending prompts"), with the spec's defaults when the agent publishes none, and the checks a
+//! prompt must pass before it is sent: its size against `max_prompt_bytes`, its model against
+//! `supported_models`, gift wrapping against `supports_nip59`. Pure.
+
+use crate::nipxx::payload::PromptPayload;
+use serde_json::{Map, Value};
+
+/// What the agent offers, as its ai.info says or the spec's defaults for an agent without one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    /// Whether an ai.info was found (else these are the spec's defaults).
+    pub announced: bool,
+    /// Streams deltas (default true).
+    pub streaming: bool,
+    /// Takes gift-wrapped prompts.
+    pub nip59: bool,
+    /// Its tools (default none: tool UI off).
+    pub tool_names: Vec<String>,
+    /// Models it takes, when it lists them.
+    pub supported_models: Vec<String>,
+    /// Its default model, when it names one.
+    pub default_model: Option<String>,
+    /// The largest prompt message it takes, when it says.
+    pub max_prompt_bytes: Option<u64>,
+}
+
+impl Offer {
+    /// The offer of an ai.info's content (checked by `InfoPayload::validate`), or the spec's defaults for
+    /// an agent that publishes none: streaming, NIP-44, no tools.
+    pub fn of(info: Option<&Map<String, Value>>) -> Offer {
+        let Some(m) = info else {
+            return Offer {
+                announced: false,
+                streaming: true,
+                nip59: false,
+                tool_names: Vec::new(),
+                supported_models: Vec::new(),
+                default_model: None,
+                max_prompt_bytes: None,
+            };
+        };
+        let strings = |key: &str| -> Vec<String> {
+            m.get(key)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Offer {
+            announced: true,
+            streaming: m
+                .get("supports_streaming")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            nip59: m
+                .get("supports_nip59")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            tool_names: strings("tool_names"),
+            supported_models: strings("supported_models"),
+            default_model: m
+                .get("default_model")
+                .and_then(Value::as_str)
+                .map(String::from),
+            max_prompt_bytes: m.get("max_prompt_bytes").and_then(Value::as_u64),
+        }
+    }
+
+    /// Why `prompt` (gift-wrapped when `wrap`) would be refused by this agent, before it is sent.
+    pub fn check(&self, prompt: &PromptPayload, wrap: bool) -> Result<(), String> {
+        if let Some(max) = self.max_prompt_bytes {
+            let len = prompt.message.len() as u64;
+            if len > max {
+                return Err(format!(
+                    "the prompt is {len} bytes; the agent takes at most {max} (its ai.info's max_prompt_bytes)"
+                ));
+            }
+        }
+        if let Some(model) = &prompt.model {
+            if self.announced
+                && !self.supported_models.is_empty()
+                && !self.supported_models.contains(model)
+            {
+                return Err(format!(
+                    "the agent does not offer model {model:?} (its ai.info lists {})",
+                    self.supported_models.join(", ")
+                ));
+            }
+        }
+        if wrap && !self.nip59 {
+            return Err(match self.announced {
+                true => "the agent's ai.info does not announce supports_nip59: ask without --nip59".into(),
+                false => "the agent publishes no ai.info, so it does not announce supports_nip59: ask without --nip59".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn without_ai_info_the_spec_defaults_hold() {
+        let o = Offer::of(None);
+        assert!(!o.announced && o.streaming && o.tool_names.is_empty());
+        let mut p = PromptPayload::new("hi");
+        assert_eq!(o.check(&p, false), Ok(()));
+        p.model = Some("any".into());
+        assert_eq!(o.check(&p, false), Ok(()), "no list to check it against");
+        assert!(o.check(&p, true).unwrap_err().contains("no ai.info"));
+    }
+
+    #[test]
+    fn a_prompt_is_checked_against_what_the_agent_announces() {
+        let o = Offer::of(Some(&info(serde_json::json!({
+            "supports_streaming": false, "supports_nip59": true, "encryption": ["nip44"],
+            "tool_names": ["calculator"], "supported_models": ["demo-1"], "default_model": "demo-1",
+            "max_prompt_bytes": 10
+        }))));
+        assert!(o.announced && !o.streaming && o.nip59);
+        assert_eq!(o.tool_names, vec!["calculator"]);
+        let mut p = PromptPayload::new("0123456789");
+        assert_eq!(o.check(&p, true), Ok(()), "exactly the most it takes");
+        p.message.push('!');
+        assert!(o.check(&p, false).unwrap_err().contains("11 bytes"));
+        let mut p = PromptPayload::new("hi");
+        p.model = Some("gpt-9".into());
+        assert!(o.check(&p, false).unwrap_err().contains("demo-1"));
+        p.model = Some("demo-1".into());
+        assert_eq!(o.check(&p, false), Ok(()));
+    }
+}
