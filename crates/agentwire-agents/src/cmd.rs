@@ -311,6 +311,7 @@ async fn run(
                             state: StatusState::Thinking,
                             progress: None,
                             info: Some(line.clone()),
+                            usage: None,
                         })
                         .await;
                     last_err_line = Some(line);

@@ -164,6 +164,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                     state: StatusState::Thinking,
                     progress: None,
                     info: None,
+                    usage: None,
                 })
                 .await;
                 let text: String = "abcdefghijklmnopqrstuvwxyz"
@@ -193,6 +194,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                     state: StatusState::Thinking,
                     progress: Some(0),
                     info: Some(format!("sleeping {} ms", ms - already)),
+                    usage: None,
                 })
                 .await;
                 let start = Instant::now();
@@ -231,6 +233,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                 state: StatusState::ToolUse,
                 progress: None,
                 info: Some("calculator".into()),
+                usage: None,
             })
             .await;
             let call_id = "call_1".to_string();
@@ -304,6 +307,7 @@ async fn run(input: TurnInput, ctx: TurnContext) -> Outcome {
                 state: StatusState::Thinking,
                 progress: None,
                 info: None,
+                usage: None,
             })
             .await;
             let text = format!("You said: {msg}");

@@ -236,6 +236,7 @@ async fn turn(
                             },
                             progress: None,
                             info: summary.clone(),
+                            usage: None,
                         })
                         .await;
                     last_summary = summary;

@@ -27,6 +27,10 @@ pub enum TurnEvent {
         progress: Option<u8>,
         /// Free text about what is happening.
         info: Option<String>,
+        /// What the model call that just ended consumed, when this status follows one (a call that asked
+        /// for tools: the call that ends the turn has its usage in the outcome instead).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<crate::Usage>,
     },
     /// A fragment of the answer text, streamed in order.
     Text {
@@ -59,6 +63,16 @@ pub enum TurnEvent {
         success: bool,
         /// How long the tool ran.
         duration_ms: u64,
+    },
+    /// The agent delegated to another agent (a model's roost `send` or `spawn`): the call, the peer, and
+    /// the peer's id for what it was given (the session messaged, the job spawned).
+    AgentCall {
+        /// The tool call that delegated.
+        call_id: String,
+        /// The peer agent (its name).
+        name: String,
+        /// The peer's id for the delegated work.
+        task: String,
     },
     /// Something the person should know that does not end the turn.
     Warning {
@@ -93,6 +107,7 @@ impl TurnEvent {
             TurnEvent::Warning { .. } => "warning",
             TurnEvent::File { .. } => "file",
             TurnEvent::Handoff { .. } => "handoff",
+            TurnEvent::AgentCall { .. } => "agent_call",
         }
     }
 
@@ -119,6 +134,11 @@ mod tests {
                 arguments: serde_json::json!({}),
             },
             TurnEvent::Handoff { name: None },
+            TurnEvent::AgentCall {
+                call_id: "c".into(),
+                name: "peer".into(),
+                task: "j1".into(),
+            },
         ];
         for ev in events {
             let json = serde_json::to_value(&ev).unwrap();

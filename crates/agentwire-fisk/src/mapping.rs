@@ -158,14 +158,23 @@ pub fn block(event: &TurnEvent, iteration: u64) -> Block {
     match event {
         TurnEvent::Text { text } => Block::text(wire::trim_block_text(text), false),
         TurnEvent::Thinking { text } => Block::thinking(wire::trim_block_text(text)),
-        TurnEvent::Status { state, .. } => {
+        TurnEvent::Status {
+            state, usage: u, ..
+        } => {
             let phase = match state {
                 StatusState::Thinking => "thinking",
                 StatusState::ToolUse => "tool_use",
                 StatusState::Done => "done",
             };
-            Block::iteration(iteration, phase, None)
+            // What the model call that just ended consumed (the spec: "its `usage` is what one model call
+            // consumed").
+            Block::iteration(iteration, phase, u.map(usage))
         }
+        TurnEvent::AgentCall {
+            call_id,
+            name,
+            task,
+        } => Block::agent_call(call_id, name, task),
         TurnEvent::ToolCall {
             call_id,
             name,

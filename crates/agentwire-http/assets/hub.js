@@ -164,7 +164,9 @@ function apply(ev) {
     case "event": {
       const e = ev.event;
       if (t.state === "queued") t.state = "running";
-      if (d) {
+      if (d && d.loading) d.pending.push(ev);
+      else if (d && !(ev.id <= d.lastId)) {
+        d.lastId = ev.id;
         if (e.type === "text") d.text += e.text;
         else if (e.type === "thinking") d.thinking += e.text;
         else if (e.type === "tool_call") d.tools.set(e.call_id, `${e.name} …`);
@@ -211,8 +213,10 @@ function render() {
 }
 
 async function loadTurns() {
-  const page = await api("GET", "/turns?limit=100");
-  for (const s of page.turns) {
+  // The newest turns, and every turn that waits for a person or still runs, however old.
+  const pages = await Promise.all(["/turns?limit=100", "/turns?state=waiting&limit=500",
+    "/turns?state=running&limit=500", "/turns?state=queued&limit=500"].map((q) => api("GET", q)));
+  for (const s of pages.flatMap((p) => p.turns)) {
     const t = turns.get(s.id);
     const fresh = fromSummary(s);
     if (t && t.question && t.questionId === fresh.questionId) fresh.question = t.question;
@@ -242,21 +246,25 @@ function connect() {
 // --- one run ------------------------------------------------------------------------------------------
 
 async function openTurn(id) {
+  if (openRun) details.delete(openRun);
   openRun = id;
-  const d = { text: "", thinking: "", tools: new Map(), outcome: null };
+  // Live events that come while the history loads wait in `pending`; each event is applied once, by its
+  // hub id, whether the history or the stream brought it.
+  const d = { text: "", thinking: "", tools: new Map(), outcome: null, loading: true, pending: [], lastId: -1 };
   details.set(id, d);
   $("run").hidden = false;
   render();
   try {
     const one = await api("GET", `/turns/${encodeURIComponent(id)}`);
-    // Start again from the turn's whole history; live events then add to it.
-    Object.assign(d, { text: "", thinking: "", tools: new Map(), outcome: one.outcome || null });
-    const saved = turns.get(id);
-    details.set(id, d);
+    d.loading = false;
     for (const e of one.events) if (e.type === "event") apply(e);
+    for (const e of d.pending.splice(0)) apply(e);
+    const saved = turns.get(id);
     if (saved && one.outcome) saved.outcome = one.outcome;
+    if (one.outcome) d.outcome = one.outcome;
     if (one.outcome && one.outcome.outcome === "result") d.text = one.outcome.text;
   } catch (e) {
+    d.loading = false;
     notice(e.message);
   }
   render();
@@ -297,15 +305,18 @@ function questionCard(t) {
   if (q.takes_text) {
     const input = el("input", { class: "answer-text", placeholder: "Your answer", maxlength: "4000" });
     const send = el("button", { type: "button", class: "primary send",
-      on: { click: () => answerTurn(t.id, [], input.value) } }, "Send");
+      on: { click: () => input.value.trim() ? answerTurn(t.id, [], input.value) : notice("Type an answer first") } }, "Send");
     li.append(el("div", { class: "inline" }, input, send));
   }
   return li;
 }
 
+function sessionKey(r) {
+  return `s:${r.id}:${r.question || ""}:${(r.choices || []).join("|")}`;
+}
+
 function sessionCard(r) {
-  const key = `s:${r.id}:${r.question || ""}:${r.suggested ? r.suggested.text : ""}`;
-  const li = el("li", { "data-key": key, class: "blocked" },
+  const li = el("li", { "data-key": sessionKey(r), class: "blocked" },
     el("div", { class: "muted" }, `session ${r.name} · ${r.profile}`),
     el("p", { class: "ask" }, r.question || r.waitingFor || "This session waits for you."));
   const buttons = el("div", { class: "actions" });
@@ -314,15 +325,13 @@ function sessionCard(r) {
       on: { click: () => roostOp("The reply", "reply", { id: r.id, text: c }) } }, c));
   }
   li.append(buttons);
-  if (r.suggested) {
-    li.append(el("div", { class: "inline suggestion" },
-      el("span", {}, `Concierge suggests: ${r.suggested.text}`),
-      el("button", { type: "button", class: "primary accept",
-        on: { click: () => roostOp("Accept", "reply", { id: r.id, text: r.suggested.text }) } }, "Accept")));
-  }
+  const suggestion = el("div", { class: "inline suggestion" }, el("span", {}),
+    el("button", { type: "button", class: "primary accept",
+      on: { click: () => roostOp("Accept", "reply", { id: r.id, text: li.dataset.suggested }) } }, "Accept"));
+  li.append(suggestion);
   const input = el("input", { class: "answer-text", placeholder: "Your reply", maxlength: "4000" });
   li.append(el("div", { class: "inline" }, input, el("button", { type: "button", class: "primary send",
-    on: { click: () => roostOp("The reply", "reply", { id: r.id, text: input.value }) } }, "Send")));
+    on: { click: () => input.value.trim() ? roostOp("The reply", "reply", { id: r.id, text: input.value }) : notice("Type a reply first") } }, "Send")));
   return li;
 }
 
@@ -340,13 +349,21 @@ function renderNeeds() {
     // A hosted session's question is its turn's (its conversation is `roost:<id>`), answered above.
     const asked = waitingConversations.has(r.conversation) || waitingConversations.has(`roost:${r.id}`);
     if (r.state === "blocked" && !asked) {
-      cards.push([`s:${r.id}:${r.question || ""}:${r.suggested ? r.suggested.text : ""}`, () => sessionCard(r)]);
+      cards.push([sessionKey(r), () => sessionCard(r), r]);
     }
   }
   const keys = new Set(cards.map(([k]) => k));
   for (const li of [...list.children]) if (!keys.has(li.dataset.key)) li.remove();
-  for (const [k, make] of cards) {
-    if (![...list.children].some((li) => li.dataset.key === k)) list.append(make());
+  for (const [k, make, row] of cards) {
+    let li = [...list.children].find((c) => c.dataset.key === k);
+    if (!li) { li = make(); list.append(li); }
+    if (row) {
+      // The concierge's suggestion changes in place: a reply being typed stays.
+      const s = row.suggested;
+      li.dataset.suggested = s ? s.text : "";
+      li.querySelector(".suggestion").hidden = !s;
+      li.querySelector(".suggestion span").textContent = s ? `Concierge suggests: ${s.text}` : "";
+    }
   }
   $("needs-empty").hidden = cards.length > 0;
 }
@@ -456,22 +473,31 @@ function renderConcierge() {
 function renderFeed() {
   const list = $("feed-list");
   list.replaceChildren(...feed.slice(-50).reverse().map((e) =>
-    el("li", {}, el("span", { class: "muted" }, new Date(e.at * 1000).toLocaleTimeString()), " ",
+    el("li", { "data-seq": String(e.seq) }, el("span", { class: "muted" }, new Date(e.at * 1000).toLocaleTimeString()), " ",
       el("strong", {}, e.what), " ", e.text)));
 }
 
-async function readRoost() {
+let reading = null;
+// Reads the roost view; one read at a time (a read asked for meanwhile waits for it, then reads again).
+function readRoost() {
+  if (reading) return reading.then(() => readRoost());
+  reading = readRoostOnce().finally(() => { reading = null; });
+  return reading;
+}
+
+async function readRoostOnce() {
   const q = feedAfter === null ? "" : `?after=${feedAfter}`;
   let view;
   try {
     view = await api("GET", `/roost${q}`);
   } catch (e) {
-    if (!/no roost supervisor/.test(e.message)) $("link").textContent = `roost: ${e.message}`;
-    for (const id of ["sessions", "tasks", "concierge", "feed"]) $(id).hidden = /no roost supervisor/.test(e.message);
+    $("roost-link").textContent = `roost: ${e.message}`;
     return;
   }
+  $("roost-link").textContent = "";
   roost = view;
   for (const e of view.events || []) {
+    if (feedAfter !== null && e.seq <= feedAfter) continue;
     feed.push(e);
     feedAfter = Math.max(feedAfter || 0, e.seq);
   }
@@ -491,7 +517,7 @@ function onSubmit(id, f) {
 
 function start() {
   $("notice-close").addEventListener("click", () => { $("notice").hidden = true; });
-  $("run-close").addEventListener("click", () => { openRun = null; render(); });
+  $("run-close").addEventListener("click", () => { details.delete(openRun); openRun = null; render(); });
   for (const f of ["filter-agent", "filter-protocol", "filter-state"]) $(f).addEventListener("change", render);
   onSubmit("task-form", () => {
     const after = $("task-after").value.split(/[ ,#]+/).filter(Boolean).map(Number);

@@ -146,10 +146,22 @@ pub(crate) async fn op(
         Ok(_) => return refused(StatusCode::BAD_REQUEST, "the op's args are a JSON object"),
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("the op's args: {e}")),
     };
+    if let Err(why) = page_may(op, &args) {
+        return refused(StatusCode::FORBIDDEN, why);
+    }
     match call(op, args).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => refusal(e),
     }
+}
+
+/// Whether the page may send `op` with `args`: turning the concierge on with a `launch` of its own would
+/// start any profile with any task, which is dispatching, and that is not the page's.
+fn page_may(op: &str, args: &Value) -> Result<(), &'static str> {
+    if op == "concierge" && args.get("launch").is_some() {
+        return Err("the page turns the concierge on as configured ([roost] concierge); `launch` is the CLI's");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -163,5 +175,12 @@ mod tests {
         assert_eq!(status_of("policy"), StatusCode::CONFLICT);
         assert_eq!(status_of("unauthorized"), StatusCode::FORBIDDEN);
         assert!(!PAGE_OPS.contains(&"shutdown") && !PAGE_OPS.contains(&"dispatch"));
+        let launch = json!({"action": "on", "launch": {"profile": "any", "task": "anything"}});
+        assert!(
+            page_may("concierge", &launch).is_err(),
+            "no dispatch through the concierge"
+        );
+        assert!(page_may("concierge", &json!({"action": "on"})).is_ok());
+        assert!(page_may("task", &json!({"action": "add", "title": "t"})).is_ok());
     }
 }

@@ -90,6 +90,8 @@ pub struct RunView {
     next_seq: u64,
     gap_reported: bool,
     invalid_reported: bool,
+    /// Joined a run under way ([`RunView::joining`]): its first delta seen starts the order.
+    joining: bool,
     terminal: Option<(Timestamp, EventId, Terminal)>,
 }
 
@@ -106,8 +108,16 @@ impl RunView {
             next_seq: 0,
             gap_reported: false,
             invalid_reported: false,
+            joining: false,
             terminal: None,
         }
+    }
+
+    /// A view of a run joined part way (`attach`): deltas are ephemeral, so the relay keeps none of those
+    /// sent before; the first one seen starts the order instead of seq 0.
+    pub fn joining(mut self) -> Self {
+        self.joining = true;
+        self
     }
 
     /// The run: its prompt's id.
@@ -173,6 +183,9 @@ impl RunView {
                     // Without seq, show in arrival order.
                     None => vec![Update::Text(text)],
                     Some(seq) => {
+                        if self.joining && self.seen_seq.is_empty() {
+                            self.next_seq = seq;
+                        }
                         let mut out = Vec::new();
                         let broke = match self.seen_seq.get(&seq) {
                             // The same (seq, text) again is a duplicate; other text is a broken order.
@@ -214,7 +227,10 @@ impl RunView {
     /// created after it, or a higher one before it (seconds apart; the same second is in order).
     fn out_of_order(&self, seq: u64, at: Timestamp) -> bool {
         let lower = self.seen_seq.range(..seq).next_back();
-        let higher = self.seen_seq.range(seq + 1..).next();
+        let higher = self
+            .seen_seq
+            .range((std::ops::Bound::Excluded(seq), std::ops::Bound::Unbounded))
+            .next();
         lower.is_some_and(|(_, (t, _))| *t > at) || higher.is_some_and(|(_, (t, _))| *t < at)
     }
 }
@@ -353,7 +369,7 @@ pub async fn attach(
     let me = crypto.public_key();
     let sub = format!("attach-{}", &prompt.to_hex()[..16]);
     conn.subscribe(&sub, vec![run_filter(me, agent, prompt, false)]);
-    let view = RunView::new(me, agent, prompt);
+    let view = RunView::new(me, agent, prompt).joining();
     follow(conn, incoming, crypto, view, &sub, timeout, on_update).await
 }
 
@@ -498,7 +514,11 @@ pub async fn info(
     loop {
         match tokio::time::timeout_at(deadline, incoming.recv()).await {
             Ok(Some(Incoming::Event { sub, event })) if sub == "info" => {
-                if event.verify().is_ok()
+                let ours = event.pubkey == *agent
+                    && event.kind == Kind::Custom(kinds::INFO)
+                    && event.tags.identifier() == Some(kinds::INFO_D.to_string());
+                if ours
+                    && event.verify().is_ok()
                     && crate::nipxx::payload::InfoPayload::validate(&event.content).is_ok()
                     && best
                         .as_ref()

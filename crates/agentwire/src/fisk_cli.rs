@@ -152,7 +152,11 @@ pub(crate) async fn follow(
             m.json["block"]["text"].as_str().unwrap_or("")
         ),
         "event.warning" => eprintln!("[warning] {}", m.json["block"]),
-        _ => {}
+        kind => {
+            if let Some(line) = narration(kind, &m.json["block"]) {
+                eprintln!("{line}");
+            }
+        }
     };
     let answerer: agentwire_fisk::client::Answerer =
         Box::new(move |q| Box::pin(person.clone().ask(q)));
@@ -350,10 +354,86 @@ pub(crate) async fn read(args: ReadArgs, nats: &NatsConnect) -> Result<ExitCode,
                 b["usage"]["input_tokens"].as_u64().unwrap_or(0),
                 b["usage"]["output_tokens"].as_u64().unwrap_or(0)
             ),
-            _ => {}
+            kind => {
+                if let Some(line) = narration(kind, b) {
+                    eprintln!("{line}");
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The most characters of an event `narration` shows for a kind it does not know.
+const UNKNOWN_EVENT_CHARS: usize = 300;
+
+/// The line a person reads on stderr for an event `ask --nats` and `read` do not render otherwise: a model
+/// call's usage (`event.status` with `usage`), a delegation (`event.agent_call`), and any event kind this
+/// client does not know, shown by its name and fields rather than dropped. None for what is not an event
+/// or says nothing (a bare status).
+fn narration(kind: &str, block: &serde_json::Value) -> Option<String> {
+    let text = |k: &str| block[k].as_str().unwrap_or("?").to_string();
+    match kind {
+        "event.status" => {
+            let u = block.get("usage").filter(|u| u.is_object())?;
+            Some(format!(
+                "[model call {}: {} in, {} out]",
+                block["iteration"].as_u64().unwrap_or(0),
+                u["input_tokens"].as_u64().unwrap_or(0),
+                u["output_tokens"].as_u64().unwrap_or(0)
+            ))
+        }
+        "event.agent_call" => Some(format!("[asked {} ({})]", text("name"), text("task"))),
+        "event.text" | "event.thinking" | "event.tool_call" | "event.tool_result"
+        | "event.warning" | "event.prompt" => None,
+        other => {
+            let name = other.strip_prefix("event.")?;
+            let fields = crate::tabular::cell(
+                &crate::tabular::printable(&block.to_string()),
+                UNKNOWN_EVENT_CHARS,
+            );
+            Some(format!("[{} {fields}]", crate::tabular::printable(name)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod narration_tests {
+    use super::narration;
+    use serde_json::json;
+
+    #[test]
+    fn usage_delegations_and_unknown_kinds_are_shown() {
+        assert_eq!(
+            narration(
+                "event.status",
+                &json!({"iteration": 2, "phase": "tool_use", "usage": {"input_tokens": 11, "output_tokens": 4}})
+            )
+            .as_deref(),
+            Some("[model call 2: 11 in, 4 out]")
+        );
+        assert_eq!(
+            narration(
+                "event.status",
+                &json!({"iteration": 1, "phase": "thinking"})
+            ),
+            None
+        );
+        assert_eq!(
+            narration(
+                "event.agent_call",
+                &json!({"id": "c1", "name": "reviewer", "task": "j7"})
+            )
+            .as_deref(),
+            Some("[asked reviewer (j7)]")
+        );
+        assert_eq!(
+            narration("event.hologram", &json!({"depth": 3})).as_deref(),
+            Some(r#"[hologram {"depth":3}]"#)
+        );
+        assert_eq!(narration("ack", &json!({})), None);
+        assert_eq!(narration("event.text", &json!({"text": "x"})), None);
+    }
 }
 
 /// Runs `discover`.

@@ -438,6 +438,14 @@ impl Turn {
             if let Some(f) = budget::exhausted(self.ctx.token_budget, usage) {
                 return Outcome::Failure(f);
             }
+            // The call that asked for tools has ended: what it consumed, as the spec's status carries it.
+            self.send(TurnEvent::Status {
+                state: StatusState::ToolUse,
+                progress: None,
+                info: None,
+                usage: Some(reply.usage),
+            })
+            .await;
             messages.push(assistant_calls(&reply));
             last_tool_error = None;
             if let Err(parked) = self
@@ -481,6 +489,7 @@ impl Turn {
                 state: StatusState::ToolUse,
                 progress: None,
                 info: Some(call.name.clone()),
+                usage: None,
             })
             .await;
             self.send(TurnEvent::ToolCall {
@@ -513,6 +522,18 @@ impl Turn {
             };
             span.set_content(attr::TOOL_RESULT, || output.to_string());
             span.end();
+            if success {
+                if let Some((name, task)) =
+                    roost_tools::delegation(&call.name, &call.arguments, &output)
+                {
+                    self.send(TurnEvent::AgentCall {
+                        call_id: call.id.clone(),
+                        name,
+                        task,
+                    })
+                    .await;
+                }
+            }
             self.send(TurnEvent::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -627,6 +648,7 @@ impl Turn {
             state: StatusState::Thinking,
             progress: None,
             info: Some(format!("asking {model}")),
+            usage: None,
         })
         .await;
         let mut body = json!({

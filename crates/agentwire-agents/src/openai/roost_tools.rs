@@ -79,6 +79,25 @@ pub fn is_roost_tool(name: &str) -> bool {
     ROOST_TOOLS.contains(&name)
 }
 
+/// When a roost tool's call that answered `output` delegated to another agent, that peer's name and its
+/// id for the work: `roost_send` to a session (the name it was sent to, the session's id), `roost_spawn`
+/// of a child job (the job's name and id).
+pub fn delegation(tool: &str, arguments: &str, output: &Value) -> Option<(String, String)> {
+    let id = output.get("id").and_then(Value::as_str)?.to_string();
+    let args: Value = serde_json::from_str(arguments).ok()?;
+    let name = match tool {
+        "roost_send" => args.get("to").and_then(Value::as_str)?.to_string(),
+        "roost_spawn" => output
+            .get("name")
+            .and_then(Value::as_str)
+            .or_else(|| args.get("name").and_then(Value::as_str))
+            .or_else(|| args.get("profile").and_then(Value::as_str))?
+            .to_string(),
+        _ => return None,
+    };
+    Some((name, id))
+}
+
 /// The specs of the roost tools (none needs approval).
 pub fn specs() -> Vec<ToolSpec> {
     ROOST_TOOLS.iter().filter_map(|name| spec(name)).collect()
@@ -346,6 +365,28 @@ fn as_id(v: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_and_a_spawn_are_delegations_and_nothing_else_is() {
+        let sent = delegation(
+            "roost_send",
+            r#"{"to":"reviewer","text":"look"}"#,
+            &json!({"outcome":"delivered","id":"j7"}),
+        );
+        assert_eq!(sent, Some(("reviewer".into(), "j7".into())));
+        let spawned = delegation(
+            "roost_spawn",
+            r#"{"profile":"coder","task":"fix it"}"#,
+            &json!({"id":"j8","name":"coder-1"}),
+        );
+        assert_eq!(spawned, Some(("coder-1".into(), "j8".into())));
+        assert_eq!(delegation("roost_tasks", "{}", &json!({"id":"x"})), None);
+        assert_eq!(
+            delegation("roost_send", r#"{"to":"a"}"#, &json!({"error":"no"})),
+            None,
+            "a refused send delegated nothing"
+        );
+    }
 
     #[test]
     fn every_tool_has_a_spec_needing_no_approval() {

@@ -172,7 +172,20 @@ impl Block {
         })
     }
 
-    /// A call about to be made.
+    /// A question delegated to a peer agent.
+    pub fn agent_call(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        task: impl Into<String>,
+    ) -> Block {
+        Block::AgentCall(AgentCallBlock {
+            id: id.into(),
+            name: name.into(),
+            task: task.into(),
+        })
+    }
+
+    /// A tool the run is about to invoke.
     pub fn tool_call(
         id: impl Into<String>,
         name: impl Into<String>,

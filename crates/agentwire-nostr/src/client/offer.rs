@@ -15,6 +15,8 @@ pub struct Offer {
     pub streaming: bool,
     /// Takes gift-wrapped prompts.
     pub nip59: bool,
+    /// Takes NIP-44 encrypted prompts (the only encryption this client sends).
+    pub nip44: bool,
     /// Its tools (default none: tool UI off).
     pub tool_names: Vec<String>,
     /// Models it takes, when it lists them.
@@ -34,6 +36,7 @@ impl Offer {
                 announced: false,
                 streaming: true,
                 nip59: false,
+                nip44: true,
                 tool_names: Vec::new(),
                 supported_models: Vec::new(),
                 default_model: None,
@@ -60,6 +63,7 @@ impl Offer {
                 .get("supports_nip59")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            nip44: strings("encryption").iter().any(|e| e == "nip44"),
             tool_names: strings("tool_names"),
             supported_models: strings("supported_models"),
             default_model: m
@@ -72,6 +76,12 @@ impl Offer {
 
     /// Why `prompt` (gift-wrapped when `wrap`) would be refused by this agent, before it is sent.
     pub fn check(&self, prompt: &PromptPayload, wrap: bool) -> Result<(), String> {
+        if !self.nip44 {
+            return Err(
+                "the agent's ai.info does not list nip44 among its encryption, the only one this client sends"
+                    .into(),
+            );
+        }
         if let Some(max) = self.max_prompt_bytes {
             let len = prompt.message.len() as u64;
             if len > max {
@@ -127,7 +137,7 @@ mod tests {
             "tool_names": ["calculator"], "supported_models": ["demo-1"], "default_model": "demo-1",
             "max_prompt_bytes": 10
         }))));
-        assert!(o.announced && !o.streaming && o.nip59);
+        assert!(o.announced && !o.streaming && o.nip59 && o.nip44);
         assert_eq!(o.tool_names, vec!["calculator"]);
         let mut p = PromptPayload::new("0123456789");
         assert_eq!(o.check(&p, true), Ok(()), "exactly the most it takes");
@@ -138,5 +148,9 @@ mod tests {
         assert!(o.check(&p, false).unwrap_err().contains("demo-1"));
         p.model = Some("demo-1".into());
         assert_eq!(o.check(&p, false), Ok(()));
+        let other = Offer::of(Some(&info(
+            serde_json::json!({"encryption": ["nip04"], "tool_names": []}),
+        )));
+        assert!(other.check(&p, false).unwrap_err().contains("nip44"));
     }
 }

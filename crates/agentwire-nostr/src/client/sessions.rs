@@ -42,7 +42,10 @@ pub async fn sent_prompts(
         .author(me)
         .pubkey(agent)
         .limit(MAX_PROMPTS_LISTED);
-    if let Some(s) = session {
+    // The default session is also every prompt sent with no `s` tag (older clients'): those are found by
+    // author and picked out here; any other session by its `#s`, as the recovery recipe says.
+    let default = tags::default_session(&me);
+    if let Some(s) = session.filter(|s| *s != default) {
         let tag = SingleLetterTag::from_char('s').map_err(|e| ClientError::Other(e.to_string()))?;
         filter = filter.custom_tag(tag, s);
     }

@@ -188,3 +188,26 @@ fn a_broken_sequence_is_flagged_once_and_rendering_goes_on() {
     let again = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 14);
     assert_eq!(apply(&mut v, &again), vec![]);
 }
+
+#[test]
+fn a_run_joined_part_way_renders_from_the_first_delta_seen() {
+    let f = Fixture::new();
+    let mut v = f.view().joining();
+    let d5 = f.event(kinds::DELTA, r#"{"ver":1,"text":"f","seq":5}"#, 10);
+    let d6 = f.event(kinds::DELTA, r#"{"ver":1,"text":"g","seq":6}"#, 11);
+    assert_eq!(apply(&mut v, &d5), vec![Update::Text("f".into())]);
+    assert_eq!(apply(&mut v, &d6), vec![Update::Text("g".into())]);
+    // A fresh view waits for seq 0.
+    let mut v = f.view();
+    assert_eq!(apply(&mut v, &d5), vec![Update::Gap]);
+    // The highest seq there is does not overflow the order check.
+    let mut v = f.view();
+    let top = f.event(
+        kinds::DELTA,
+        &format!(r#"{{"ver":1,"text":"x","seq":{}}}"#, u64::MAX),
+        10,
+    );
+    assert_eq!(apply(&mut v, &top), vec![Update::Gap]);
+    let d0 = f.event(kinds::DELTA, r#"{"ver":1,"text":"a","seq":0}"#, 9);
+    assert_eq!(apply(&mut v, &d0), vec![Update::Text("a".into())]);
+}

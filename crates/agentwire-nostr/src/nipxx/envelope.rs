@@ -50,7 +50,9 @@ impl Envelope {
     /// requires.
     pub fn read(text: &str, of: EnvelopeOf) -> Result<Envelope, String> {
         if !is_envelope(text) {
-            return Err("not an envelope (it starts with `event=` and has `|`)".into());
+            return Err(
+                "not an envelope (`key=value` fields joined by `|`, one of them `event`)".into(),
+            );
         }
         let mut fields = parse(text);
         for (alias, key) in ALIASES {
@@ -99,9 +101,14 @@ impl Envelope {
 /// Most fields read from one envelope; the rest are ignored (an envelope is a handful of keys).
 pub const MAX_ENVELOPE_FIELDS: usize = 64;
 
-/// Whether text looks like an envelope: it starts with `event=` and has a `|`.
+/// Whether text looks like an envelope: `key=value` fields joined by `|`, one of them `event` (in any
+/// place: the spec requires the keys, not their order).
 pub fn is_envelope(text: &str) -> bool {
-    text.starts_with("event=") && text.contains('|')
+    text.contains('|')
+        && text
+            .split('|')
+            .take(MAX_ENVELOPE_FIELDS)
+            .any(|part| part.trim_start().starts_with("event="))
 }
 
 /// Parses an envelope into its fields. Parts without `=` or with an empty key are skipped; a value that is
@@ -200,6 +207,13 @@ mod tests {
 
     #[test]
     fn camel_case_aliases_are_read_as_the_canonical_keys() {
+        // Keys in any order.
+        let e = Envelope::read(
+            "ts=1|run_id=r|event=final|phase=end|text=ok",
+            EnvelopeOf::Response,
+        )
+        .unwrap();
+        assert_eq!(e.text(), Some("ok"));
         let e = Envelope::read(
             "event=error|phase=end|code=TIMEOUT|text=too%20slow|runId=r1|sessionId=s1|timestamp=5|callId=c",
             EnvelopeOf::Error,

@@ -49,6 +49,7 @@ pub fn event(event: TurnEvent, next_seq: &mut u64, private: bool, now: u64) -> R
             state,
             progress,
             info,
+            ..
         } => {
             let state = match state {
                 StatusState::Thinking => "thinking",
@@ -75,6 +76,10 @@ pub fn event(event: TurnEvent, next_seq: &mut u64, private: bool, now: u64) -> R
             status("thinking", None, Some(text))
         }
         TurnEvent::File { name, .. } => status("thinking", None, Some(format!("posted {name}"))),
+        // NIP-XX has no event for a delegation: the person reads it as a status.
+        TurnEvent::AgentCall { name, .. } => {
+            status("tool_use", None, Some(format!("asked {name}")))
+        }
         TurnEvent::Handoff { name } => status(
             "thinking",
             None,
@@ -180,8 +185,9 @@ pub struct EnvelopeIds {
 
 /// `m` with its text in the compatibility envelope as well, for runtimes that read telemetry from text
 /// (`[nipxx] text_envelope = true`): a delta's and a response's `text` becomes the envelope carrying it, and
-/// a tool call gets an envelope `text` beside its canonical fields (which stay authoritative). Status and
-/// error messages have no text the envelope is defined for and go as they are.
+/// a tool call gets an envelope `text` beside its canonical fields (which stay authoritative). A status has
+/// no envelope; an error goes as canonical JSON only, since its payload (`code`, `message`) has no `text`
+/// for the spec's error envelope to be carried in.
 pub fn in_envelope(mut m: RunMessage, ids: &EnvelopeIds, now: u64) -> RunMessage {
     let Ok(serde_json::Value::Object(mut p)) = serde_json::from_str(&m.payload) else {
         return m;

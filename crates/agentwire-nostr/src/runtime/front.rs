@@ -177,10 +177,17 @@ impl NipxxFront {
         }
     }
 
-    /// `m` in the compatibility envelope too, when the front sends it so.
+    /// `m` in the compatibility envelope too, when the front sends it so and the envelope still fits one
+    /// message (percent-encoding can triple a text): else the canonical form, which a reader takes as well.
     fn worded(&self, m: RunMessage, now: u64) -> RunMessage {
         match &self.envelope {
-            Some(ids) => mapping::in_envelope(m, ids, now),
+            Some(ids) => {
+                let enveloped = mapping::in_envelope(m.clone(), ids, now);
+                match enveloped.payload.len() <= crate::crypto::MAX_NIP44_PLAINTEXT_BYTES {
+                    true => enveloped,
+                    false => m,
+                }
+            }
             None => m,
         }
     }
