@@ -404,6 +404,7 @@ mod tests {
             model: CMD_MODEL.into(),
             thinking: None,
             fallback_models: Vec::new(),
+            tool_hints: Vec::new(),
             history: Vec::new(),
             resume: None,
         };

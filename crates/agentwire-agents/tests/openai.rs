@@ -41,6 +41,7 @@ fn input(message: &str) -> TurnInput {
         model: "llama3.2".into(),
         thinking: None,
         fallback_models: Vec::new(),
+        tool_hints: Vec::new(),
         history: Vec::new(),
         resume: None,
     }

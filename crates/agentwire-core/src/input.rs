@@ -22,6 +22,10 @@ pub struct TurnInput {
     /// Models to try in order when `model` turns out to be unavailable (all on the card).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_models: Vec<String>,
+    /// Tools the requester suggests for this turn (fisk-ai's `tool_hints`): an agent with tools tells its
+    /// model which of them were suggested; a hint naming no tool of the agent's is ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_hints: Vec<String>,
     /// Set when this turn continues one that stopped part way (suspended or deferred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,

@@ -223,6 +223,7 @@ mod tests {
                     model: "m".into(),
                     thinking: None,
                     fallback_models: Vec::new(),
+                    tool_hints: Vec::new(),
                     resume: None,
                     history: Vec::new(),
                 },

@@ -81,6 +81,7 @@ fn submission(n: usize, conv: usize, ms: u64, front: Arc<CountingFront>) -> Subm
             model: "m".into(),
             thinking: None,
             fallback_models: Vec::new(),
+            tool_hints: Vec::new(),
             history: Vec::new(),
             resume: None,
         },

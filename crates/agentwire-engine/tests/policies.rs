@@ -185,6 +185,7 @@ fn sub(id: &str, conv: &str, msg: &str, front: Arc<Front>, policy: TurnPolicy) -
             model: "m".into(),
             thinking: None,
             fallback_models: Vec::new(),
+            tool_hints: Vec::new(),
             history: Vec::new(),
             resume: None,
         },

@@ -88,6 +88,7 @@ fn submission(id: &str, events: usize, front: Arc<Recorder>) -> Submission {
             model: "m".into(),
             thinking: None,
             fallback_models: Vec::new(),
+            tool_hints: Vec::new(),
             history: Vec::new(),
             resume: None,
         },

@@ -135,6 +135,7 @@ impl JournalCommits {
                 model: "demo".into(),
                 thinking: None,
                 fallback_models: Vec::new(),
+                tool_hints: Vec::new(),
                 resume: None,
                 history: Vec::new(),
             },

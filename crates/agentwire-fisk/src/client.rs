@@ -167,6 +167,8 @@ pub struct Caller {
     me: Identity,
     /// The W3C `traceparent` every request carries, when the caller is traced.
     traceparent: Option<String>,
+    /// The tools its prompts suggest (`tool_hints`).
+    tool_hints: Vec<String>,
 }
 
 fn fresh_id() -> String {
@@ -195,7 +197,14 @@ impl Caller {
             client,
             me,
             traceparent: None,
+            tool_hints: Vec::new(),
         })
+    }
+
+    /// This caller suggesting `hints` (tool names) with each prompt (`tool_hints`).
+    pub fn with_tool_hints(mut self, hints: Vec<String>) -> Caller {
+        self.tool_hints = hints;
+        self
     }
 
     /// This caller sending `traceparent` (W3C trace context) on its requests: a traced worker's turn
@@ -255,7 +264,7 @@ impl Caller {
             header: self.header(request, request),
             prompt: prompt.to_string(),
             context: None,
-            tool_hints: vec![],
+            tool_hints: self.tool_hints.clone(),
             budget: None,
             stream: true,
             conversation_token: token.map(String::from),

@@ -351,6 +351,37 @@ async fn read_replays_whole_turns_between_markers() {
     let replayed = &short[2..short.len() - 2];
     assert_eq!(replayed[0].json["block"]["text"], "hello there");
     assert!(replayed.len() > 1, "rounded outwards to the whole turn");
+    // A prompt with `replay`: the conversation so far, between its markers, before the new turn's events.
+    let rp = tag("p");
+    let next = c
+        .prompt(
+            &rp,
+            "quick third",
+            json!({ "conversation_token": t, "replay": 200 }),
+        )
+        .await;
+    assert_eq!(check_set(&next, &rp).json["text"], "third");
+    assert_eq!(next[1].json["block"]["phase"], "replay_start", "{next:#?}");
+    let end = next
+        .iter()
+        .position(|m| m.json["block"]["phase"] == "replay_end")
+        .expect("replay_end");
+    let before: Vec<&str> = next[..end]
+        .iter()
+        .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.prompt")
+        .filter_map(|m| m.json["block"]["text"].as_str())
+        .collect();
+    assert_eq!(
+        before,
+        ["calc 2+2", "hello there"],
+        "the turns before, in order"
+    );
+    assert!(
+        next[end..]
+            .iter()
+            .all(|m| m.json["block"]["text"] != "calc 2+2"),
+        "nothing replayed after the marker"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,19 +476,47 @@ async fn questions_are_asked_answered_held_open_and_answered_after_the_run() {
         ))
         .await;
     assert_eq!(code(&big), "answer_too_large");
+    // Answered with `replay`: the conversation so far comes first, between its markers, then the turn.
     let ra = tag("a");
-    let answered = c.task(&answer(&ra, &call, json!({"value": "Ada"}))).await;
+    let answered = c
+        .task(&with(
+            answer(&ra, &call, json!({"value": "Ada"})),
+            json!({"replay": 200}),
+        ))
+        .await;
     assert_eq!(
         check_set(&answered, &ra).json["text"],
         "Ada",
         "{answered:#?}"
+    );
+    let phases: Vec<String> = answered
+        .iter()
+        .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.status")
+        .filter_map(|m| m.json["block"]["phase"].as_str().map(String::from))
+        .filter(|p| p.starts_with("replay"))
+        .collect();
+    assert_eq!(phases, ["replay_start", "replay_end"], "{answered:#?}");
+    assert_eq!(answered[1].json["block"]["phase"], "replay_start");
+    let replayed: Vec<&str> = answered
+        .iter()
+        .filter(|m| m.protocol() == "io.choria.fisk-ai.v1.event.prompt")
+        .filter_map(|m| m.json["block"]["text"].as_str())
+        .collect();
+    assert!(
+        replayed.iter().any(|p| p.starts_with("input ")),
+        "the deferred turn's prompt is replayed: {replayed:?}"
     );
     let twice = c
         .task(&answer(&tag("a"), &call, json!({"value": "Bob"})))
         .await;
     assert_eq!(code(&twice), "already_answered");
     // The same answer request again is a resend: its stored result, not a refusal.
-    let resent = c.task(&answer(&ra, &call, json!({"value": "Ada"}))).await;
+    let resent = c
+        .task(&with(
+            answer(&ra, &call, json!({"value": "Ada"})),
+            json!({"replay": 200}),
+        ))
+        .await;
     assert_eq!(
         check_set(&resent, &ra).json["text"],
         "Ada",

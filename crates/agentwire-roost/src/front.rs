@@ -371,6 +371,7 @@ impl Job {
                     model: card.default_model.clone(),
                     thinking: None,
                     fallback_models: Vec::new(),
+                    tool_hints: Vec::new(),
                     history: Vec::new(),
                     resume: None,
                 },

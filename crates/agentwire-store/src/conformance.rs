@@ -213,6 +213,7 @@ pub fn turn(n: u32) -> NewTurn {
             model: "m".into(),
             thinking: None,
             fallback_models: Vec::new(),
+            tool_hints: Vec::new(),
             resume: None,
             history: Vec::new(),
         },

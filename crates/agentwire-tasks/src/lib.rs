@@ -387,6 +387,7 @@ impl Driver {
                 model: card.default_model,
                 thinking: None,
                 fallback_models: Vec::new(),
+                tool_hints: Vec::new(),
                 history: Vec::new(),
                 resume: None,
             },

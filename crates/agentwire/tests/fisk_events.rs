@@ -2,7 +2,8 @@
 //! model over real HTTP) with the roost tools over fisk-ai on a real nats-server. A model call that asks for
 //! a tool is followed by an `event.status` carrying what that call consumed (the call that ends the turn has
 //! none: its usage is the terminal's), and the model's `roost_spawn` of a child job is an `event.agent_call`
-//! naming the job; `agentwire ask --nats` shows both on stderr.
+//! naming the job; `agentwire ask --nats` shows both on stderr. A prompt's `tool_hints` reach the model as a
+//! line of its system prompt naming the suggested tools it has; a hint naming none is left out and said.
 
 mod common;
 
@@ -62,7 +63,10 @@ async fn a_model_calls_usage_and_its_delegation_reach_the_caller() {
         gap: Duration::from_millis(2),
     });
 
-    let caller = Caller::connect(&nats.url, "tester").await.unwrap();
+    let caller = Caller::connect(&nats.url, "tester")
+        .await
+        .unwrap()
+        .with_tool_hints(vec!["roost_spawn".into(), "teleport".into()]);
     let request = new_request();
     let set = caller
         .prompt(
@@ -118,6 +122,21 @@ async fn a_model_calls_usage_and_its_delegation_reach_the_caller() {
             .iter()
             .any(|r| r["id"] == job.as_str() && r["name"] == "helper-1"),
         "the agent_call names the job spawned: {rows}"
+    );
+    // The hints: the model read the one it has, and the turn warned of the other.
+    let system = &fake.received()[0].body["messages"][0];
+    assert_eq!(system["role"], "system", "{system}");
+    let said = system["content"].as_str().unwrap();
+    assert!(
+        said.contains("suggests these tools for this request: roost_spawn.")
+            && !said.contains("teleport"),
+        "{said}"
+    );
+    assert!(
+        set.iter().any(
+            |m| m.kind() == "event.warning" && m.json["block"].to_string().contains("teleport")
+        ),
+        "{kinds:?}"
     );
     let last = set.last().unwrap();
     assert_eq!(last.kind(), "result", "{}", last.json);

@@ -18,6 +18,7 @@ pub mod roost_tools;
 pub mod shell;
 pub mod sse;
 pub mod stream;
+pub mod tool_hints;
 pub mod tools;
 
 use agentwire_core::{
@@ -330,8 +331,23 @@ impl Turn {
         let mut messages: Vec<Value> = match resumed.and_then(|c| c["messages"].as_array()) {
             Some(m) => m.clone(),
             None => {
-                let (m, dropped) = history::messages(
+                let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+                let (system, unknown) = tool_hints::with_hints(
                     self.config.system_prompt.as_deref(),
+                    &input.tool_hints,
+                    &names,
+                );
+                if !unknown.is_empty() {
+                    self.send(TurnEvent::Warning {
+                        text: format!(
+                            "tool hints naming no tool of this agent's, left out: {}",
+                            unknown.join(", ")
+                        ),
+                    })
+                    .await;
+                }
+                let (m, dropped) = history::messages(
+                    system.as_deref(),
                     &input.history,
                     &input.message,
                     self.config.max_context_tokens,

@@ -344,6 +344,14 @@ async fn plan_turn(
     let parked = conversation::parked(last.and_then(|t| t.outcome.as_ref()));
     let parked_input: Option<TurnInput> = last.map(|t| t.input.clone());
     let model = worker.profile.model.clone();
+    let tool_hints = match task {
+        TaskRequest::Prompt(p) => p.tool_hints.clone(),
+        // A resumed turn keeps the hints its prompt gave.
+        _ => parked_input
+            .as_ref()
+            .map(|i| i.tool_hints.clone())
+            .unwrap_or_default(),
+    };
     let (message, resume, stream, replay) = match task {
         TaskRequest::Prompt(p) => {
             if parked
@@ -449,6 +457,7 @@ async fn plan_turn(
             model,
             thinking: None,
             fallback_models: Vec::new(),
+            tool_hints,
             history: Vec::new(),
             resume,
         },

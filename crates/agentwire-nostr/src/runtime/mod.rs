@@ -580,6 +580,7 @@ impl Runtime {
                 model,
                 thinking,
                 fallback_models,
+                tool_hints: Vec::new(),
                 history: Vec::new(),
                 resume: None,
             },
