@@ -111,6 +111,7 @@ impl Agent for DemoAgent {
                         "required": ["expr"]
                     }),
                     requires_approval: false,
+                    output_schema: None,
                 },
                 ToolSpec {
                     name: DEMO_SHELL_TOOL.into(),
@@ -121,6 +122,7 @@ impl Agent for DemoAgent {
                         "required": ["command"]
                     }),
                     requires_approval: true,
+                    output_schema: None,
                 },
             ],
             max_prompt_bytes: 32_000,

@@ -23,6 +23,9 @@ pub struct ToolSpec {
     pub input_schema: serde_json::Value,
     /// Whether a person must approve each call.
     pub requires_approval: bool,
+    /// JSON Schema of its result, when the tool declares one (an MCP tool's `outputSchema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// What an agent says about itself; fronts publish it (NIP-XX ai.info, fisk-ai discovery).

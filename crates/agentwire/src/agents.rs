@@ -53,6 +53,8 @@ pub(crate) struct AgentSpec {
     pub(crate) roost: bool,
     /// The task cards' agent.
     pub(crate) tasks: bool,
+    /// What its tokens cost, for its ai.info.
+    pub(crate) pricing: Option<agentwire_nostr::nipxx::payload::PricingHints>,
 }
 
 impl AgentSpec {
@@ -68,6 +70,7 @@ impl AgentSpec {
             fisk_identity: m.fisk_identity.clone(),
             roost: m.roost,
             tasks: false,
+            pricing: m.choice.pricing.clone(),
         }
     }
 
@@ -232,7 +235,11 @@ pub(crate) async fn start(
             fronts.push(TaskAdapter::start(config.clone(), crypto.clone(), p.engine.clone()).await);
         }
         if let Some(crypto) = crypto {
-            fronts.push(Runtime::start(c.runtime.clone(), crypto, p.engine.clone()).await);
+            let config = agentwire_nostr::runtime::RuntimeConfig {
+                pricing_hints: p.spec.pricing.clone(),
+                ..c.runtime.clone()
+            };
+            fronts.push(Runtime::start(config, crypto, p.engine.clone()).await);
         }
         let fisk = worker.is_some();
         recover(&p.engine, &fronts, fisk, &p.spec.name).await;

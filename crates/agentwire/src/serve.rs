@@ -251,6 +251,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         fisk_identity: nats.as_ref().map(|n| n.identity.clone()),
         roost: roost.hosted.contains(&agent.name),
         tasks: tasks.is_some(),
+        pricing: agent.pricing.clone(),
     }];
     specs.extend(more_agents.iter().map(crate::agents::AgentSpec::further));
     // One hub for every agent's turns: a watcher sees them all.
@@ -381,6 +382,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         backlog_horizon: nipxx.backlog_horizon,
         nip59: nipxx.nip59,
         text_envelope: nipxx.text_envelope,
+        // Each agent's own, set where its runtime starts.
+        pricing_hints: None,
         // The embedded relay checks ids and signatures before it stores or sends an event.
         verified_relays: embedded.iter().map(|r| r.url()).collect(),
         max_prompt_age: journal_retention,

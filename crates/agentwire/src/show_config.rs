@@ -186,6 +186,8 @@ struct AgentView<'a> {
     pass_env: &'a [String],
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<&'a str, &'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pricing_hints: Option<&'a agentwire_nostr::nipxx::payload::PricingHints>,
 }
 
 #[derive(Serialize)]
@@ -251,6 +253,7 @@ impl<'a> AgentView<'a> {
         };
         AgentView {
             max_concurrent_turns: agent.max_concurrent_turns,
+            pricing_hints: agent.pricing.as_ref(),
             ..view
         }
     }
@@ -275,6 +278,7 @@ impl<'a> AgentView<'a> {
             key_file: None,
             pass_env: &[],
             env: BTreeMap::new(),
+            pricing_hints: None,
         }
     }
 }

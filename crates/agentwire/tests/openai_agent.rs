@@ -21,7 +21,8 @@ fn config(dir: &Path, fake: &FakeOpenAi) -> String {
     std::fs::write(
         &path,
         format!(
-            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\", \"qwen2.5\"]\napi_key_env = \"{KEY_VAR}\"\nsystem_prompt = \"Be brief.\"\ntools = [\"calculator\", \"clock\"]\nmax_context_tokens = 16384\n",
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\", \"qwen2.5\"]\napi_key_env = \"{KEY_VAR}\"\nsystem_prompt = \"Be brief.\"\ntools = [\"calculator\", \"clock\"]\nmax_context_tokens = 16384\n\
+             [agents.local.pricing_hints]\ncurrency = \"USD\"\nper_1k_prompt_tokens = 0.002\nper_1k_output_tokens = 0.004\n",
             fake.base_url
         ),
     )
@@ -70,6 +71,10 @@ async fn over_nipxx_the_model_streams_calls_tools_and_its_refusals_map() {
         serde_json::json!(["calculator", "clock"])
     );
     assert_eq!(info["max_context_tokens"], 16384);
+    assert_eq!(
+        info["pricing_hints"],
+        serde_json::json!({"currency": "USD", "per_1k_prompt_tokens": 0.002, "per_1k_output_tokens": 0.004})
+    );
 
     let mut c = Client::new(&d.relay, d.agent).await;
     fake.push(stream(text_chunks(&["Hel", "lo ", "there"], (9, 3))));
@@ -518,7 +523,45 @@ async fn over_nipxx_an_mcp_servers_tools_are_listed_and_called() {
         info["tool_schemas"]["notes__add"]["input_schema"]["properties"]["b"]["type"],
         "integer"
     );
+    // The MCP tool's declared result schema is published; a built-in tool declares none.
+    assert_eq!(
+        info["tool_schemas"]["notes__add"]["output_schema"]["properties"]["result"]["type"],
+        "integer",
+        "{info}"
+    );
+    assert!(info["tool_schemas"]["clock"].get("output_schema").is_none());
     let mut c = Client::new(&d.relay, d.agent).await;
+    // A call of a tool not in tool_names is refused back to the model, never run, and its telemetry
+    // says UNSUPPORTED_FEATURE.
+    fake.push(stream(tool_call_chunks("m0", "teleport", &["{}"])));
+    fake.push(stream(text_chunks(&["cannot"], (1, 1))));
+    let run = c.ask("go").await;
+    assert_eq!(run.text(), "cannot");
+    let refused: Vec<_> = run
+        .updates
+        .iter()
+        .filter_map(|u| match u {
+            Update::Tool(t) if t.phase.as_deref() == Some("result") => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{:?}", run.updates);
+    assert_eq!(refused[0].success, Some(false));
+    assert_eq!(
+        refused[0].output.as_ref().unwrap()["code"],
+        "UNSUPPORTED_FEATURE",
+        "{refused:?}"
+    );
+    let told = &fake.received()[1].body["messages"];
+    let n = told.as_array().unwrap().len();
+    assert!(
+        told[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named"),
+        "{told}"
+    );
+    let before = fake.received().len();
     fake.push(stream(tool_call_chunks(
         "m1",
         "notes__add",
@@ -538,7 +581,7 @@ async fn over_nipxx_an_mcp_servers_tools_are_listed_and_called() {
     assert_eq!(results.len(), 1, "{:?}", run.updates);
     assert_eq!(results[0].name.as_deref(), Some("notes__add"));
     assert_eq!(results[0].success, Some(true));
-    let sent = &fake.received()[1].body["messages"];
+    let sent = &fake.received()[before + 1].body["messages"];
     let n = sent.as_array().unwrap().len();
     assert!(
         sent[n - 1]["content"].as_str().unwrap().contains("42"),
@@ -614,4 +657,79 @@ fn over_fisk_ai_an_mcp_servers_tool_is_called() {
         sent[n - 1]["content"].as_str().unwrap().contains("QUIET"),
         "{sent}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ai_info_drops_the_tools_of_an_mcp_server_that_went_down() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/tools/venv/bin/python");
+    assert!(
+        python.exists(),
+        "run ./scripts/test.sh: it installs the MCP Python SDK"
+    );
+    let script = root.join("crates/agentwire-agents/tests/mcp/mcp_server.py");
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The server starts once: after its crash every restart fails at once, so it stays down.
+    let once = dir.path().join("started");
+    let wrapper = format!(
+        "if [ -e {once} ]; then exit 1; fi; touch {once}; exec {} {}",
+        python.display(),
+        script.display(),
+        once = once.display()
+    );
+    let path = dir.path().join("mcp.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"llama3.2\"]\ntools = [\"clock\"]\n[[agents.local.mcp]]\nname = \"notes\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            fake.base_url, wrapper
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let d = Daemon::start(
+        &data,
+        &["--config", path.to_str().unwrap(), "--agent", "local"],
+    );
+    let tools = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args([
+                "--data-dir",
+                data.to_str().unwrap(),
+                "info",
+                "--relay",
+                &d.relay,
+            ])
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        info["tool_names"].clone()
+    };
+    assert!(tools()
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("notes__add")));
+    let mut c = Client::new(&d.relay, d.agent).await;
+    fake.push(stream(tool_call_chunks("m1", "notes__crash", &["{}"])));
+    fake.push(stream(text_chunks(&["gone"], (1, 1))));
+    assert_eq!(c.ask("crash it").await.text(), "gone");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = tools();
+        let names = now.as_array().cloned().unwrap_or_default();
+        if names.contains(&serde_json::json!("clock"))
+            && !names
+                .iter()
+                .any(|n| n.as_str().unwrap_or("").starts_with("notes__"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ai.info still lists the server's tools: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

@@ -59,7 +59,8 @@ struct Server {
     config: McpServerConfig,
     /// The connection while the server is up.
     peer: Mutex<Option<Peer<RoleClient>>>,
-    /// Its tools as the agent offers them, from its last listing (kept while it is down).
+    /// Its tools as the agent offers them, from its last listing; none while it is down (the agent's card,
+    /// and so its ai.info, lists only tools of servers that are up).
     tools: Mutex<Vec<(ToolSpec, String)>>,
 }
 
@@ -90,10 +91,10 @@ fn tool_name(server: &str, tool: &str) -> String {
 /// every call).
 fn fit_tools(
     server: &str,
-    tools: impl IntoIterator<Item = (String, String, Value)>,
+    tools: impl IntoIterator<Item = (String, String, Value, Option<Value>)>,
 ) -> Vec<(ToolSpec, String)> {
     let mut listed: Vec<(ToolSpec, String)> = Vec::new();
-    for (tool, description, schema) in tools {
+    for (tool, description, schema, output_schema) in tools {
         if listed.len() == MAX_MCP_TOOLS_PER_SERVER {
             tracing::warn!(%server, "MCP server lists more than {MAX_MCP_TOOLS_PER_SERVER} tools; the rest are left out");
             break;
@@ -101,6 +102,9 @@ fn fit_tools(
         let name = tool_name(server, &tool);
         if listed.iter().any(|(s, _)| s.name == name)
             || schema.to_string().len() > MAX_MCP_SCHEMA_BYTES
+            || output_schema
+                .as_ref()
+                .is_some_and(|o| o.to_string().len() > MAX_MCP_SCHEMA_BYTES)
         {
             tracing::warn!(%server, %tool, "MCP tool left out: its name repeats another's or its schema is too large");
             continue;
@@ -113,6 +117,7 @@ fn fit_tools(
                 .collect(),
             input_schema: schema,
             requires_approval: false,
+            output_schema,
         };
         listed.push((spec, tool));
     }
@@ -173,13 +178,28 @@ impl McpServers {
         arguments: &str,
         traceparent: Option<&str>,
     ) -> Option<Result<Value, String>> {
-        let (server, tool) = self.servers.iter().find_map(|s| {
+        let found = self.servers.iter().find_map(|s| {
             lock(&s.tools)
                 .iter()
                 .find(|(spec, _)| spec.name == name)
                 .map(|(_, tool)| (s.clone(), tool.clone()))
-        })?;
-        Some(server.call(&tool, arguments, traceparent).await)
+        });
+        match found {
+            Some((server, tool)) => Some(server.call(&tool, arguments, traceparent).await),
+            // A tool of a server that is down (a turn that began while it was up): say so.
+            None => self
+                .servers
+                .iter()
+                .find(|s| {
+                    name.starts_with(&tool_name(&s.config.name, "")) && lock(&s.peer).is_none()
+                })
+                .map(|s| {
+                    Err(format!(
+                        "the MCP server {} is down (it is being restarted)",
+                        s.config.name
+                    ))
+                }),
+        }
     }
 }
 
@@ -272,6 +292,9 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
                                     t.name.to_string(),
                                     t.description.as_deref().unwrap_or("").to_string(),
                                     Value::Object((*t.input_schema).clone()),
+                                    t.output_schema
+                                        .as_ref()
+                                        .map(|o| Value::Object((**o).clone())),
                                 )
                             }),
                         );
@@ -283,6 +306,8 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
                         let ended = running.waiting().await;
                         if let Some(s) = server.upgrade() {
                             *lock(&s.peer) = None;
+                            // Its tools go with it: the agent's card changes, and ai.info says so.
+                            lock(&s.tools).clear();
                         }
                         tracing::warn!(server = %config.name, ?ended, "MCP server ended");
                     }
@@ -332,11 +357,22 @@ mod tests {
         let schema = || serde_json::json!({ "type": "object" });
         let huge = serde_json::json!({ "type": "object", "description": "x".repeat(MAX_MCP_SCHEMA_BYTES) });
         let tools = vec![
-            ("read.file".to_string(), "d".repeat(5000), schema()),
+            ("read.file".to_string(), "d".repeat(5000), schema(), None),
             // Comes out as `files__read_file` too.
-            ("read_file".to_string(), String::new(), schema()),
-            ("big".to_string(), String::new(), huge),
-            ("write".to_string(), "writes".to_string(), schema()),
+            ("read_file".to_string(), String::new(), schema(), None),
+            ("big".to_string(), String::new(), huge.clone(), None),
+            (
+                "write".to_string(),
+                "writes".to_string(),
+                schema(),
+                Some(schema()),
+            ),
+            (
+                "big_result".to_string(),
+                String::new(),
+                schema(),
+                Some(huge),
+            ),
         ];
         let fit = fit_tools("files", tools);
         let names: Vec<(&str, &str)> = fit
@@ -351,8 +387,13 @@ mod tests {
             fit[0].0.description.chars().count(),
             MAX_MCP_DESCRIPTION_CHARS
         );
-        let many =
-            (0..MAX_MCP_TOOLS_PER_SERVER + 5).map(|n| (format!("t{n}"), String::new(), schema()));
+        assert_eq!(
+            fit[1].0.output_schema,
+            Some(schema()),
+            "its result's schema"
+        );
+        let many = (0..MAX_MCP_TOOLS_PER_SERVER + 5)
+            .map(|n| (format!("t{n}"), String::new(), schema(), None));
         assert_eq!(fit_tools("s", many).len(), MAX_MCP_TOOLS_PER_SERVER);
     }
 

@@ -209,6 +209,10 @@ impl OpenAiAgent {
 }
 
 /// The path of the chat completions call, added to the base URL.
+/// The code a call of a tool the agent does not offer carries in its result (NIP-XX's error code for a
+/// feature the agent does not have).
+const UNSUPPORTED_TOOL: &str = "UNSUPPORTED_FEATURE";
+
 const CHAT_COMPLETIONS: &str = "/chat/completions";
 
 /// Whether `url` can be a model server's base URL: `http://` or `https://` with a host, not already ending
@@ -530,6 +534,13 @@ impl Turn {
             };
             let (output, success) = match result {
                 Ok(v) => (v, true),
+                // A tool the agent does not offer (not in its ai.info's tool_names): never run, refused
+                // back to the model, and its telemetry says UNSUPPORTED_FEATURE.
+                Err(e) if !self.tools.iter().any(|t| t.name == call.name) => {
+                    *last_error = Some(format!("{}: {e}", call.name));
+                    span.fail(UNSUPPORTED_TOOL);
+                    (json!({ "error": e, "code": UNSUPPORTED_TOOL }), false)
+                }
                 Err(e) => {
                     *last_error = Some(format!("{}: {e}", call.name));
                     span.fail(TOOL_ERROR_TYPE);

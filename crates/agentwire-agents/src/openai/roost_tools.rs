@@ -121,6 +121,7 @@ pub(super) fn tool_spec(name: &str, description: &str, input_schema: Value) -> T
         description: description.into(),
         input_schema,
         requires_approval: false,
+        output_schema: None,
     }
 }
 

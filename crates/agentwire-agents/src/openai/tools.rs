@@ -45,6 +45,7 @@ pub fn builtin(name: &str) -> Option<ToolSpec> {
         description: description.into(),
         input_schema,
         requires_approval: name == SHELL_TOOL,
+        output_schema: None,
     })
 }
 

@@ -430,6 +430,50 @@ pub struct InfoPayload {
     pub max_context_tokens: u64,
     /// Per-tool schemas.
     pub tool_schemas: Map<String, Value>,
+    /// What the agent's tokens cost, when its operator says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pricing_hints: Option<PricingHints>,
+}
+
+/// The most a price per 1,000 tokens may be: far beyond any model's, so a typo (a price per million given
+/// per thousand) is caught rather than published.
+pub const MAX_PRICE_PER_1K: f64 = 1000.0;
+
+/// ai.info's `pricing_hints`: a currency and the price of 1,000 prompt and output tokens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PricingHints {
+    /// ISO 4217 code (`USD`).
+    pub currency: String,
+    /// Per 1,000 prompt tokens.
+    pub per_1k_prompt_tokens: f64,
+    /// Per 1,000 output tokens.
+    pub per_1k_output_tokens: f64,
+}
+
+impl PricingHints {
+    /// Checked: three capital letters, and prices from 0 to [`MAX_PRICE_PER_1K`]; why not otherwise.
+    pub fn new(currency: &str, prompt: f64, output: f64) -> Result<PricingHints, String> {
+        if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err(format!(
+                "currency {currency:?} is not an ISO 4217 code such as \"USD\""
+            ));
+        }
+        for (what, v) in [
+            ("per_1k_prompt_tokens", prompt),
+            ("per_1k_output_tokens", output),
+        ] {
+            if !(v.is_finite() && (0.0..=MAX_PRICE_PER_1K).contains(&v)) {
+                return Err(format!(
+                    "{what} {v} is not a price from 0 to {MAX_PRICE_PER_1K}"
+                ));
+            }
+        }
+        Ok(PricingHints {
+            currency: currency.to_string(),
+            per_1k_prompt_tokens: prompt,
+            per_1k_output_tokens: output,
+        })
+    }
 }
 
 impl InfoPayload {

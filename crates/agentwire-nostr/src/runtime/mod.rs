@@ -41,8 +41,10 @@ struct Deferred {
     /// A task waits for the journal.
     watching: bool,
 }
-/// How often the agent's card is checked for changes (and ai.info republished if it changed).
-pub const INFO_REFRESH: Duration = Duration::from_secs(60);
+/// How often the agent's card is checked for changes (and ai.info republished if it changed): an MCP
+/// server coming or going changes its tools, and clients read ai.info before prompting. A check compares two
+/// cards in memory; an unchanged card publishes nothing.
+pub const INFO_REFRESH: Duration = Duration::from_secs(5);
 
 /// What the runtime needs to know.
 #[derive(Debug, Clone)]
@@ -63,6 +65,8 @@ pub struct RuntimeConfig {
     pub nip59: bool,
     /// Texts in the compatibility envelope too (`[nipxx] text_envelope`).
     pub text_envelope: bool,
+    /// What the agent's tokens cost, for its ai.info (`[agents.<name>.pricing_hints]`).
+    pub pricing_hints: Option<crate::nipxx::payload::PricingHints>,
     /// Relays (by URL) that run in this process and have checked every event's id and signature before
     /// passing it on (the embedded relay): their events are not checked a second time.
     pub verified_relays: HashSet<String>,
@@ -83,6 +87,8 @@ pub struct Runtime {
     privacy_first: bool,
     /// Texts in the compatibility envelope too.
     text_envelope: bool,
+    /// Its ai.info's `pricing_hints`.
+    pricing_hints: Option<crate::nipxx::payload::PricingHints>,
     /// How much gift-wrap unwrapping each relay connection and the runtime may spend.
     unwraps: Mutex<UnwrapBudget>,
     /// Terminals being published, for a shutdown to wait on.
@@ -183,6 +189,7 @@ impl Runtime {
             card,
             privacy_first: config.nip59,
             text_envelope: config.text_envelope,
+            pricing_hints: config.pricing_hints.clone(),
             unwraps: Mutex::new(UnwrapBudget::new(config.relays.len())),
             outbox: Arc::default(),
             serve_since,
@@ -342,18 +349,22 @@ impl Runtime {
     }
 
     /// The ai.info content for the agent's card.
-    pub fn info(card: &AgentCard) -> InfoPayload {
+    pub fn info(
+        card: &AgentCard,
+        pricing_hints: Option<&crate::nipxx::payload::PricingHints>,
+    ) -> InfoPayload {
         let mut schemas = serde_json::Map::new();
         for t in &card.tools {
-            schemas.insert(
-                t.name.clone(),
-                serde_json::json!({
-                    "schema_version": TOOL_SCHEMA_VERSION,
-                    "description": t.description,
-                    "requires_approval": t.requires_approval,
-                    "input_schema": t.input_schema,
-                }),
-            );
+            let mut schema = serde_json::json!({
+                "schema_version": TOOL_SCHEMA_VERSION,
+                "description": t.description,
+                "requires_approval": t.requires_approval,
+                "input_schema": t.input_schema,
+            });
+            if let Some(o) = &t.output_schema {
+                schema["output_schema"] = o.clone();
+            }
+            schemas.insert(t.name.clone(), schema);
         }
         InfoPayload {
             supports_streaming: true,
@@ -368,11 +379,12 @@ impl Runtime {
             max_prompt_bytes: card.max_prompt_bytes as u64,
             max_context_tokens: card.max_context_tokens,
             tool_schemas: schemas,
+            pricing_hints: pricing_hints.cloned(),
         }
     }
 
     fn info_event(&self, card: &AgentCard) -> Event {
-        let content = Self::info(card).to_json();
+        let content = Self::info(card, self.pricing_hints.as_ref()).to_json();
         self.crypto.sign(
             EventBuilder::new(Kind::Custom(kinds::INFO), content)
                 .tags([Tag::identifier(kinds::INFO_D)]),

@@ -148,6 +148,20 @@ pub(crate) struct AgentFile {
     pub(crate) env: Option<BTreeMap<String, String>>,
     /// For `cmd` and `openai`: the daemon's variables passed on to the command by name; no other is.
     pub(crate) pass_env: Option<Vec<String>>,
+    /// Any kind on NIP-XX: what its tokens cost, published in its ai.info's `pricing_hints`.
+    pub(crate) pricing_hints: Option<PricingFile>,
+}
+
+/// `[agents.<name>.pricing_hints]`: what the agent's tokens cost, as the NIP-XX ai.info says it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PricingFile {
+    /// The currency (ISO 4217, `USD`).
+    pub(crate) currency: String,
+    /// Per 1,000 prompt tokens.
+    pub(crate) per_1k_prompt_tokens: f64,
+    /// Per 1,000 output tokens.
+    pub(crate) per_1k_output_tokens: f64,
 }
 
 /// `[[agents.<name>.mcp]]`: an MCP server over stdio.

@@ -126,7 +126,7 @@ pub(crate) const MAX_AGENT_MODELS: usize = 32;
 pub(crate) const AGENT_TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=86_400;
 
 /// The agent served, under the name it was asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AgentChoice {
     /// As given: `demo`, `roost:<profile>` or an `[agents.<name>]` entry.
     pub(crate) name: String,
@@ -136,6 +136,8 @@ pub(crate) struct AgentChoice {
     pub(crate) entry: bool,
     /// How many turns it runs at once (`max_concurrent_turns`), when limited.
     pub(crate) max_concurrent_turns: Option<usize>,
+    /// What its tokens cost (`pricing_hints`), for its NIP-XX ai.info.
+    pub(crate) pricing: Option<agentwire_nostr::nipxx::payload::PricingHints>,
 }
 
 /// The range of `max_concurrent_turns`.
@@ -262,7 +264,7 @@ pub(crate) const DEFAULT_JOURNAL_RETENTION_DAYS: f64 =
 const MAX_JOURNAL_REPLICAS: usize = 5;
 
 /// A further agent and the fronts it is reachable on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ExposedAgent {
     /// The agent.
     pub(crate) choice: AgentChoice,
@@ -654,6 +656,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
             kind,
             entry: false,
             max_concurrent_turns: None,
+            pricing: None,
         });
     }
     if let Some(entry) = file.agents.get(&name) {
@@ -665,6 +668,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
             kind: AgentKind::Demo,
             entry: false,
             max_concurrent_turns: None,
+            pricing: None,
         });
     }
     Err(ConfigError::UnknownAgent { setting, name })
@@ -816,11 +820,27 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
                 })
             }
         };
+        let pricing = match &entry.pricing_hints {
+            None => None,
+            Some(p) => Some(
+                agentwire_nostr::nipxx::payload::PricingHints::new(
+                    &p.currency,
+                    p.per_1k_prompt_tokens,
+                    p.per_1k_output_tokens,
+                )
+                .map_err(|reason| ConfigError::AgentSetting {
+                    name: name.clone(),
+                    key: "pricing_hints",
+                    reason,
+                })?,
+            ),
+        };
         Ok(AgentChoice {
             name,
             kind,
             entry: true,
             max_concurrent_turns,
+            pricing,
         })
     }
 }

@@ -89,6 +89,7 @@ fn without_flags_or_file_everything_is_the_default() {
             kind: AgentKind::Demo,
             entry: false,
             max_concurrent_turns: None,
+            pricing: None,
         }
     );
     let relay = r.relay.expect("the embedded relay is on by default");
@@ -389,6 +390,7 @@ fn an_agents_entry_names_the_agent() {
             },
             entry: true,
             max_concurrent_turns: None,
+            pricing: None,
         }
     );
     let r = resolved(&[], &format!("[serve]\nagent = \"plain\"\n{toml}"));
@@ -1349,4 +1351,38 @@ fn telemetry_is_shown_with_its_credentials_hidden_and_reads_back() {
         e.to_string().starts_with("[telemetry] otlp_endpoint:"),
         "{e}"
     );
+}
+
+#[test]
+fn pricing_hints_are_checked_and_kept_for_the_agent() {
+    let toml = |p: &str| format!("[agents.d]\nkind = \"demo\"\n[agents.d.pricing_hints]\n{p}\n");
+    let ok = resolved(
+        &["--agent", "d"],
+        &toml("currency = \"EUR\"\nper_1k_prompt_tokens = 0.5\nper_1k_output_tokens = 1.5"),
+    );
+    let p = ok.agent.pricing.expect("kept");
+    assert_eq!(
+        (
+            p.currency.as_str(),
+            p.per_1k_prompt_tokens,
+            p.per_1k_output_tokens
+        ),
+        ("EUR", 0.5, 1.5)
+    );
+    for bad in [
+        "currency = \"dollars\"\nper_1k_prompt_tokens = 0.5\nper_1k_output_tokens = 1.5",
+        "currency = \"USD\"\nper_1k_prompt_tokens = -1.0\nper_1k_output_tokens = 1.5",
+        "currency = \"USD\"\nper_1k_prompt_tokens = 0.5\nper_1k_output_tokens = 5000.0",
+    ] {
+        assert!(
+            matches!(
+                error(&["--agent", "d"], &toml(bad)),
+                ConfigError::AgentSetting {
+                    key: "pricing_hints",
+                    ..
+                }
+            ),
+            "{bad}"
+        );
+    }
 }
