@@ -85,6 +85,8 @@ struct State {
     thread: Thread,
     posted: Posted,
     progress: Progress,
+    /// The agent's text split at its tool calls: what it said between them went out as replies.
+    interim: crate::interim::Interim,
     stopped: Option<Stopper>,
     /// The events `encode_outcome` built, until `deliver_outcome` sends them.
     encoded: Option<Vec<Event>>,
@@ -120,6 +122,7 @@ impl TaskFront {
                 thread: task.thread.clone(),
                 posted: Posted::default(),
                 progress: Progress::new(shared.config.progress_interval.as_millis() as u64),
+                interim: Default::default(),
                 stopped: None,
                 encoded: None,
                 standing: HashSet::new(),
@@ -188,8 +191,17 @@ impl TaskFront {
     fn ending_events(&self, outcome: &Outcome) -> Vec<Event> {
         let mut st = self.lock();
         let mut events = Vec::new();
+        // The answer without what the agent said between its tool rounds: that went out already.
+        let outcome = match outcome {
+            Outcome::Result(r) => {
+                let mut r = r.clone();
+                r.text = st.interim.final_text(&r.text).to_string();
+                Outcome::Result(r)
+            }
+            other => other.clone(),
+        };
         if st.stopped.is_none() {
-            if let Outcome::Result(r) = outcome {
+            if let Outcome::Result(r) = &outcome {
                 if !r.text.trim().is_empty() {
                     let tags = st.thread.reply_tags(&self.task.requester);
                     if let Some(ev) = self.sign(THREAD_REPLY, r.text.clone(), tags) {
@@ -199,7 +211,7 @@ impl TaskFront {
                 }
             }
         }
-        let ending = card::ending(outcome, &st.posted, st.stopped);
+        let ending = card::ending(&outcome, &st.posted, st.stopped);
         drop(st);
         let terminal = match ending {
             Ending::Silent => return Vec::new(),
@@ -241,6 +253,12 @@ impl TurnFront for TaskFront {
     fn event(&self, event: TurnEvent) {
         let mut st = self.lock();
         st.progress.note(&event);
+        if let Some(said) = st.interim.note(&event) {
+            let tags = st.thread.reply_tags(&self.task.requester);
+            if let Some(ev) = self.sign(THREAD_REPLY, said, tags) {
+                self.send(Publish::Event(ev));
+            }
+        }
         match &event {
             TurnEvent::File { name, text } => {
                 let mut tags = st.thread.reply_tags(&self.task.requester);

@@ -13,6 +13,7 @@
 pub mod ask;
 pub mod card;
 mod front;
+pub mod interim;
 pub mod progress;
 pub mod recent;
 pub mod settings;

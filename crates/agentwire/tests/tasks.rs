@@ -179,16 +179,55 @@ async fn a_model_agent_serves_a_task_card_and_runs_its_tools() {
         chunks,
         gap: Duration::from_millis(5),
     };
-    fake.push(stream(tool_call_chunks(
+    // The first call says something before it calls the tool: an interim message of the thread.
+    let mut first = vec![
+        serde_json::json!({"choices":[{"index":0,"delta":{"content":"Let me compute that."}}]})
+            .to_string(),
+    ];
+    first.extend(tool_call_chunks(
         "c1",
         "calculator",
         &[r#"{"expression":"6*7"}"#],
-    )));
+    ));
+    fake.push(stream(first));
     fake.push(stream(text_chunks(&["The answer is 42."], (10, 5))));
     let req = task(&alice, &daemon.agent, "what is 6*7?");
     assert!(conn.publish(&req).await.unwrap().accepted);
     let result = until(&mut rx, |e| e.kind.as_u16() == 43004).await;
     assert_eq!(result.content, "The answer is 42.");
+    // The thread's replies: the interim message, then the answer, neither repeating the other.
+    conn.subscribe(
+        "replies",
+        vec![Filter::new()
+            .kind(Kind::Custom(12))
+            .author(daemon.agent)
+            .custom_tags(SingleLetterTag::from_char('h').unwrap(), ["lab"])],
+    );
+    let mut replies: Vec<Event> = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(Incoming::Event { sub, event })) if sub == "replies" => replies.push(*event),
+            Ok(Some(Incoming::Eose(sub))) if sub == "replies" => break,
+            Ok(Some(_)) => {}
+            other => panic!("no end of the stored replies: {other:?}"),
+        }
+    }
+    // (Both may carry the same second: compared in sorted order.)
+    let mut said: Vec<&str> = replies.iter().map(|e| e.content.as_str()).collect();
+    said.sort_unstable();
+    assert_eq!(
+        said,
+        ["Let me compute that.", "The answer is 42."],
+        "{said:?}"
+    );
+    assert!(
+        replies.iter().all(|e| e
+            .tags
+            .iter()
+            .any(|t| t.as_slice().first().map(String::as_str) == Some("e"))),
+        "each reply is under the task's root"
+    );
     assert_eq!(
         fake.received()[0].body["messages"][0]["content"],
         "what is 6*7?"
