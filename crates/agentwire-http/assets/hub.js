@@ -297,6 +297,23 @@ function questionCard(t) {
     el("div", { class: "muted" }, `${t.agent} · ${t.protocol} · ${t.prompt}`),
     el("p", { class: "ask" }, q.text || ""));
   const buttons = el("div", { class: "actions" });
+  if (q.multiple) {
+    // Several may be chosen: a box per option, and Send with what is ticked (and the text, if taken).
+    for (const o of q.options || []) {
+      buttons.append(el("label", { class: "choice-box" },
+        el("input", { type: "checkbox", class: "option-box", value: o.id }), " ", o.label));
+    }
+    li.append(buttons);
+    const input = q.takes_text ? el("input", { class: "answer-text", placeholder: "And in your words (optional)", maxlength: "4000" }) : null;
+    const send = el("button", { type: "button", class: "primary send", on: { click: () => {
+      const picked = [...li.querySelectorAll(".option-box:checked")].map((b) => b.value);
+      const text = input && input.value.trim() ? input.value : undefined;
+      if (!picked.length && text === undefined) { notice("Choose at least one"); return; }
+      answerTurn(t.id, picked, text);
+    } } }, "Send");
+    li.append(el("div", { class: "inline" }, input, send));
+    return li;
+  }
   for (const o of q.options || []) {
     buttons.append(el("button", { type: "button", class: "option", "data-option": o.id,
       on: { click: () => answerTurn(t.id, [o.id]) } }, o.label));

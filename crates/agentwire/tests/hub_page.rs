@@ -301,6 +301,29 @@ async fn runs_stream_in_live_and_are_answered_and_cancelled_from_the_page() {
     )
     .await;
 
+    // A question taking several options: ticked, then sent together.
+    control(
+        &d,
+        "dispatch",
+        json!({"profile": "demo", "task": "choose toppings? | ham | olives | basil", "name": "cook"}),
+    )
+    .await;
+    page.until(
+        "the boxes",
+        "return document.querySelectorAll('#needs-list li.question .option-box').length === 3",
+    )
+    .await;
+    for pick in ["olives", "basil"] {
+        page.click(&format!(
+            "//ul[@id='needs-list']//label[normalize-space()='{pick}']/input"
+        ))
+        .await;
+    }
+    page.click("//ul[@id='needs-list']//button[text()='Send']")
+        .await;
+    let turn = ended_roost_turn(&d, "choose toppings? | ham | olives | basil").await;
+    assert_eq!(turn["outcome"]["text"], "olives, basil", "{turn}");
+
     // Cancel on a running turn ends it, as its requester's cancel would.
     let prompt = c.prompt_event("sleep 60000", None);
     c.watch(&prompt.id);
