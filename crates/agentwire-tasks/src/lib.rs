@@ -49,6 +49,12 @@ pub const MAX_WAITING_TASKS: usize = 256;
 /// How long a question card stays open when the agent gives no window: long enough for a person to look
 /// at their phone, short enough that a task does not hang for a day.
 pub const DEFAULT_QUESTION_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// How a request folded into another ends (its 43006), the other's id after it.
+const MERGED_INTO: &str = "Merged into task ";
+/// Requests folded into one waiting request: a few follow-ups, not a conversation held back from its turn.
+const MAX_FOLDED: usize = 8;
+/// The longest prompt folding makes: past it the request waits for its own turn.
+const MAX_FOLDED_PROMPT_BYTES: usize = 64 * 1024;
 /// How often waiting tasks are tried again (for a slot, or for a journal that could not write).
 const RETRY_TICK: Duration = Duration::from_secs(1);
 /// The relay subscription of the adapter.
@@ -73,6 +79,9 @@ pub struct TaskConfig {
     pub backlog_horizon: Duration,
     /// Tasks that run at once.
     pub max_running: usize,
+    /// Fold a requester's second request in a thread into their first while it waits for a slot
+    /// (`[tasks] merge_waiting`).
+    pub merge_waiting: bool,
     /// The relay checks every event's id and signature before it sends it (the embedded relay).
     pub verified_relay: bool,
     /// Requests older than this are never run, however they arrive: the journal forgets a task's turn
@@ -195,6 +204,8 @@ impl TaskAdapter {
             },
             caught_up: false,
             held: Vec::new(),
+            merged: HashMap::new(),
+            to_fold: HashMap::new(),
             finished: Default::default(),
             cancelled: Default::default(),
             waiting: VecDeque::new(),
@@ -246,6 +257,11 @@ struct Driver {
     caught_up: bool,
     /// Requests that arrived before that, run once it is known which have ended.
     held: Vec<Event>,
+    /// Requests folded into a waiting one, as the adapter's own `Merged into task` errors say (the one
+    /// folded into, and those folded in): after a restart they are folded in again.
+    merged: HashMap<EventId, Vec<EventId>>,
+    /// At catch-up: the stored requests to fold into each request not yet run.
+    to_fold: HashMap<EventId, Vec<Event>>,
     /// Requests the relay shows a result or error for (the newest ones).
     finished: recent::RecentSet<EventId>,
     /// Requests their requester cancelled (request, requester; the newest ones).
@@ -269,6 +285,12 @@ impl Driver {
                         self.caught_up = true;
                         let mut held = std::mem::take(&mut self.held);
                         held.sort_by_key(|e| e.created_at);
+                        // Requests folded into another before a restart go with it again.
+                        for ev in &held {
+                            if let Some((into, _)) = self.merged.iter().find(|(_, ids)| ids.contains(&ev.id)) {
+                                self.to_fold.entry(*into).or_default().push(ev.clone());
+                            }
+                        }
                         for ev in held {
                             self.on_request(ev).await;
                         }
@@ -314,6 +336,12 @@ impl Driver {
                 if ev.pubkey == self.shared.crypto.public_key() {
                     if let Some(r) = card::request_of(&ev) {
                         self.finished.insert(r);
+                        if let Some(into) = merged_into(&ev.content) {
+                            let folded = self.merged.entry(into).or_default();
+                            if folded.len() < MAX_FOLDED && !folded.contains(&r) {
+                                folded.push(r);
+                            }
+                        }
                     }
                 }
             }
@@ -328,7 +356,7 @@ impl Driver {
     }
 
     async fn on_request(&mut self, ev: Event) {
-        let task = match self.acceptance.accept(&ev) {
+        let mut task = match self.acceptance.accept(&ev) {
             Ok(t) => t,
             Err(why) => {
                 tracing::debug!(event = %ev.id, ?why, "not a task for this agent");
@@ -343,6 +371,15 @@ impl Driver {
         {
             return;
         }
+        // Folded into this one before a restart: in again, in the order they came.
+        for folded in self.to_fold.remove(&task.id).unwrap_or_default() {
+            if let Ok(f) = self.acceptance.accept(&folded) {
+                task.prompt = fold(&task.prompt, &f.prompt);
+            }
+        }
+        if self.shared.config.merge_waiting && self.fold_into_waiting(&task).await {
+            return;
+        }
         if !self.waiting.is_empty() {
             self.wait(task).await;
             return;
@@ -350,6 +387,35 @@ impl Driver {
         if let Err(task) = self.try_start(task).await {
             self.wait(task).await;
         }
+    }
+
+    /// Folds `task` into its requester's request waiting for a slot in the same thread, when there is one
+    /// with room for it: one turn, both prompts in order; `task` ends with a 43006 `Merged into task <id>`.
+    async fn fold_into_waiting(&mut self, task: &TaskRequest) -> bool {
+        let Some(first) = self.waiting.iter_mut().find(|w| {
+            w.requester == task.requester
+                && w.room == task.room
+                && w.thread.root == task.thread.root
+                && w.id != task.id
+        }) else {
+            return false;
+        };
+        let folded = self.merged.entry(first.id).or_default();
+        let prompt = fold(&first.prompt, &task.prompt);
+        if folded.len() >= MAX_FOLDED || prompt.len() > MAX_FOLDED_PROMPT_BYTES {
+            return false;
+        }
+        folded.push(task.id);
+        first.prompt = prompt;
+        let into = first.id;
+        let front = TaskFront::start(&self.shared, task.clone(), request_id(&task.id));
+        let f = agentwire_core::Failure::new(
+            agentwire_core::Refusal::TurnNotTaken,
+            format!("{MERGED_INTO}{}", into.to_hex()),
+        );
+        let sub = self.submission(task, front);
+        let _ = self.shared.engine.refuse(sub, f).await;
+        true
     }
 
     async fn wait(&mut self, task: TaskRequest) {
@@ -534,4 +600,14 @@ impl Driver {
             other => tracing::debug!(answer = %ev.id, ?other, "the answer was not taken"),
         }
     }
+}
+
+/// Two prompts as one turn's, in the order they came.
+fn fold(first: &str, then: &str) -> String {
+    format!("{first}\n\n{then}")
+}
+
+/// The request a `Merged into task <id>` error names.
+fn merged_into(content: &str) -> Option<EventId> {
+    EventId::from_hex(content.strip_prefix(MERGED_INTO)?.trim()).ok()
 }

@@ -34,6 +34,8 @@ pub struct TasksSection {
     pub question_window_secs: Option<u64>,
     /// Tasks that run at once.
     pub max_running: Option<usize>,
+    /// Fold a requester's second request in a thread into their first while it waits for a slot.
+    pub merge_waiting: Option<bool>,
 }
 
 /// The adapter's settings, resolved and checked.
@@ -51,6 +53,8 @@ pub struct TaskSettings {
     pub question_window: Duration,
     /// Tasks that run at once.
     pub max_running: usize,
+    /// Fold a requester's second request in a thread into their first while it waits for a slot.
+    pub merge_waiting: bool,
 }
 
 /// Why `[tasks]` cannot be used; the text names the key.
@@ -122,6 +126,7 @@ pub fn resolve(section: &TasksSection) -> Result<Option<TaskSettings>, SettingEr
             "question_window_secs",
         )?,
         max_running,
+        merge_waiting: t.merge_waiting.unwrap_or(true),
     }))
 }
 
@@ -135,6 +140,7 @@ pub struct TasksView<'a> {
     progress_interval_secs: u64,
     question_window_secs: u64,
     max_running: usize,
+    merge_waiting: bool,
 }
 
 /// What `agentwire config` shows of `t`.
@@ -146,6 +152,7 @@ pub fn view(t: &TaskSettings) -> TasksView<'_> {
         progress_interval_secs: t.progress_interval.as_secs(),
         question_window_secs: t.question_window.as_secs(),
         max_running: t.max_running,
+        merge_waiting: t.merge_waiting,
     }
 }
 
@@ -173,6 +180,7 @@ mod tests {
         );
         assert_eq!(t.question_window, crate::DEFAULT_QUESTION_WINDOW);
         assert_eq!(t.max_running, crate::DEFAULT_MAX_RUNNING_TASKS);
+        assert!(t.merge_waiting, "on unless turned off");
     }
 
     #[test]

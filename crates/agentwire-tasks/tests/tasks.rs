@@ -233,6 +233,7 @@ fn config(url: &str, s: &Setup) -> TaskConfig {
         question_window: Duration::from_secs(60),
         backlog_horizon: Duration::from_secs(600),
         max_running: DEFAULT_MAX_RUNNING_TASKS,
+        merge_waiting: true,
         verified_relay: true,
         max_request_age: None,
     }

@@ -398,6 +398,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         question_window: t.question_window,
         backlog_horizon: nipxx.backlog_horizon,
         max_running: t.max_running,
+        merge_waiting: t.merge_waiting,
         verified_relay: embedded.is_some(),
         max_request_age: journal_retention,
     });

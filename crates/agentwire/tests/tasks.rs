@@ -236,3 +236,89 @@ async fn a_model_agent_serves_a_task_card_and_runs_its_tools() {
     assert_eq!(second[2]["role"], "tool", "the calculator ran: {second}");
     assert!(second[2]["content"].as_str().unwrap().contains("42"));
 }
+
+/// Whether card event `e` is about request `id` (its `e` tag names it).
+fn about(e: &Event, id: &EventId) -> bool {
+    e.tags
+        .iter()
+        .any(|t| t.as_slice().get(1) == Some(&id.to_hex()))
+}
+
+#[tokio::test]
+async fn a_follow_up_in_a_waiting_tasks_thread_is_merged_into_it_and_stays_merged_across_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = Keys::generate();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\nmax_running = 1\n",
+            a = alice.public_key().to_hex()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let args = ["--config", config.to_str().unwrap()];
+    let mut daemon = Daemon::start(&data, &args);
+    let agent = daemon.agent;
+    let (conn, mut rx) = watch(&daemon.relay).await;
+    // The one slot is taken; the next request waits for it.
+    let busy = task(&alice, &agent, "sleep 60000");
+    assert!(conn.publish(&busy).await.unwrap().accepted);
+    until(&mut rx, |e| e.kind.as_u16() == 43002 && about(e, &busy.id)).await;
+    let first = task(&alice, &agent, "quick one");
+    assert!(conn.publish(&first).await.unwrap().accepted);
+    // A follow-up in the waiting request's thread: folded into it.
+    let follow_up = EventBuilder::new(Kind::Custom(43001), "and two")
+        .tags([
+            Tag::public_key(agent),
+            Tag::parse(["h", "lab"]).unwrap(),
+            Tag::parse(["e", &first.id.to_hex(), "", "root"]).unwrap(),
+        ])
+        .finalize(&alice)
+        .unwrap();
+    assert!(conn.publish(&follow_up).await.unwrap().accepted);
+    let merged = until(&mut rx, |e| {
+        e.kind.as_u16() == 43006 && about(e, &follow_up.id)
+    })
+    .await;
+    assert_eq!(
+        merged.content,
+        format!("Merged into task {}", first.id.to_hex())
+    );
+
+    // Killed before the first ran: after the restart it runs once, with both prompts.
+    drop(conn);
+    daemon.kill();
+    let daemon = Daemon::start(&data, &args);
+    let (_conn, mut rx) = watch(&daemon.relay).await;
+    let result = until(&mut rx, |e| e.kind.as_u16() == 43004 && about(e, &first.id)).await;
+    // `quick` answers with the rest of its prompt: both, in order.
+    assert_eq!(result.content, "one", "the reply's first line");
+    let (conn, mut replies) = watch(&daemon.relay).await;
+    conn.subscribe(
+        "reply",
+        vec![Filter::new()
+            .kind(Kind::Custom(12))
+            .author(agent)
+            .custom_tags(SingleLetterTag::from_char('h').unwrap(), ["lab"])],
+    );
+    let reply = until(&mut replies, |e| {
+        e.kind.as_u16() == 12 && about(e, &first.id)
+    })
+    .await;
+    assert_eq!(reply.content, "one\n\nand two");
+    let (_conn, mut rx) = watch(&daemon.relay).await;
+    let seen = card_kinds(
+        &mut rx,
+        &follow_up.id,
+        Duration::from_secs(3),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert_eq!(
+        starts_and_ends(&seen),
+        (0, 0, 1),
+        "the follow-up never ran: {seen:?}"
+    );
+}
