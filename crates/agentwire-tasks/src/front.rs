@@ -107,6 +107,50 @@ pub struct TaskFront {
 }
 
 impl TaskFront {
+    /// Asks `question` as a plain kind 12 message in the task's thread (`cards = "legacy"`); an asked
+    /// person's reply there is its answer.
+    fn ask_in_a_message(
+        &self,
+        shared: &Arc<super::Shared>,
+        question: &Question,
+        thread: &card::Thread,
+        window: Duration,
+    ) -> FrontAsk {
+        let mut asked: Vec<PublicKey> = question
+            .asked
+            .iter()
+            .filter_map(|k| PublicKey::parse(k).ok())
+            .collect();
+        if asked.is_empty() {
+            asked.push(self.task.requester);
+        }
+        let mut tags = thread.reply_tags(&self.task.requester);
+        for k in asked.iter().filter(|k| **k != self.task.requester) {
+            tags.push(Tag::public_key(*k));
+        }
+        let Some(ev) = self.sign(THREAD_REPLY, crate::legacy::message(question), tags) else {
+            return FrontAsk::Unavailable;
+        };
+        shared.open_legacy(
+            ev.id,
+            super::LegacyQuestion {
+                request_id: self.request_id.clone(),
+                task: self.task.id,
+                room: thread.room.clone(),
+                tool: question.tool.clone(),
+                kind: question.kind.clone(),
+                root: thread.root,
+                asked,
+                at: ev.created_at,
+            },
+        );
+        let question_id = ev.id.to_hex();
+        self.send(Publish::Event(ev));
+        FrontAsk::Sent {
+            question_id,
+            window: Some(window),
+        }
+    }
     /// The front of `task`, with its publisher running on `relay`.
     pub(super) fn start(
         shared: &Arc<Shared>,
@@ -329,6 +373,9 @@ impl TurnFront for TaskFront {
             .map(Duration::from_secs)
             .unwrap_or(shared.config.question_window);
         let thread = self.lock().thread.clone();
+        if shared.config.legacy_cards {
+            return self.ask_in_a_message(&shared, question, &thread, window);
+        }
         let draft: QuestionCardDraft = match ask::card(
             question,
             &self.task.requester,

@@ -14,6 +14,7 @@ pub mod ask;
 pub mod card;
 mod front;
 pub mod interim;
+pub mod legacy;
 pub mod progress;
 pub mod recent;
 pub mod settings;
@@ -82,6 +83,9 @@ pub struct TaskConfig {
     /// Fold a requester's second request in a thread into their first while it waits for a slot
     /// (`[tasks] merge_waiting`).
     pub merge_waiting: bool,
+    /// Questions as plain kind 12 messages answered by a reply in the thread (`[tasks] cards = "legacy"`),
+    /// for clients that cannot show question cards.
+    pub legacy_cards: bool,
     /// The relay checks every event's id and signature before it sends it (the embedded relay).
     pub verified_relay: bool,
     /// Requests older than this are never run, however they arrive: the journal forgets a task's turn
@@ -103,6 +107,21 @@ pub(crate) struct OpenCard {
     pub(crate) option_ids: Vec<(String, String)>,
 }
 
+/// A question asked as a plain message in a task's thread (`cards = "legacy"`).
+pub(crate) struct LegacyQuestion {
+    pub(crate) request_id: RequestId,
+    pub(crate) task: EventId,
+    pub(crate) room: String,
+    pub(crate) tool: String,
+    pub(crate) kind: QuestionKind,
+    /// The thread it was asked in: a reply there answers it.
+    pub(crate) root: EventId,
+    /// Who may answer (the requester when the agent named nobody).
+    pub(crate) asked: Vec<nostr::prelude::PublicKey>,
+    /// When it was asked: an older message is no answer.
+    pub(crate) at: Timestamp,
+}
+
 /// What the adapter and its fronts share.
 pub(crate) struct Shared {
     pub(crate) crypto: Arc<Crypto>,
@@ -111,6 +130,8 @@ pub(crate) struct Shared {
     pub(crate) config: TaskConfig,
     engine: Arc<Engine>,
     cards: Mutex<HashMap<EventId, OpenCard>>,
+    /// Questions asked as plain messages (legacy), by the message's id.
+    legacy: Mutex<HashMap<EventId, LegacyQuestion>>,
     running: Mutex<HashMap<EventId, Arc<TaskFront>>>,
     /// Tools approved "always" per room (kept while the daemon runs).
     room_standing: Mutex<HashMap<String, HashSet<String>>>,
@@ -128,6 +149,11 @@ impl Shared {
 
     pub(crate) fn close_card(&self, id: &EventId) {
         lock(&self.cards).remove(id);
+        lock(&self.legacy).remove(id);
+    }
+
+    pub(crate) fn open_legacy(&self, id: EventId, q: LegacyQuestion) {
+        lock(&self.legacy).insert(id, q);
     }
 
     pub(crate) fn room_approves(&self, room: &str, tool: &str) -> bool {
@@ -185,6 +211,7 @@ impl TaskAdapter {
             config,
             engine,
             cards: Mutex::default(),
+            legacy: Mutex::default(),
             running: Mutex::default(),
             room_standing: Mutex::default(),
             ended: ended_tx,
@@ -350,6 +377,8 @@ impl Driver {
             _ => {
                 if let Some(named) = self.acceptance.cancel_command(&ev) {
                     self.on_cancel_command(&ev, &named).await;
+                } else if ev.kind == card::THREAD_REPLY {
+                    self.on_legacy_reply(&ev);
                 }
             }
         }
@@ -545,6 +574,40 @@ impl Driver {
         }
     }
 
+    /// A reply in a thread where a legacy question waits, from a person it asked: its answer.
+    fn on_legacy_reply(&mut self, ev: &Event) {
+        let root = ev.tags.iter().find_map(|t| match t.as_slice() {
+            [name, id, _, marker, ..] if name == "e" && marker == "root" => {
+                EventId::from_hex(id).ok()
+            }
+            _ => None,
+        });
+        let Some(root) = root else { return };
+        let settled = {
+            let legacy = lock(&self.shared.legacy);
+            legacy.iter().find_map(|(id, q)| {
+                let asks = q.root == root && q.asked.contains(&ev.pubkey) && ev.created_at >= q.at;
+                if !asks {
+                    return None;
+                }
+                let answer = legacy::answer(&q.kind, &ev.content)?;
+                Some((
+                    *id,
+                    answer,
+                    q.request_id.clone(),
+                    q.task,
+                    q.room.clone(),
+                    q.tool.clone(),
+                ))
+            })
+        };
+        let Some((id, answer, request_id, task, room, tool)) = settled else {
+            tracing::debug!(reply = %ev.id, "a thread reply that answers no open question");
+            return;
+        };
+        self.settle(&id, answer, &request_id, task, room, tool, &ev.id);
+    }
+
     fn on_answer(&mut self, ev: &Event) {
         let Some(card_id) = tinyagent::answered_request(ev) else {
             return;
@@ -574,6 +637,23 @@ impl Driver {
         let Some((answer, request_id, task, room, tool)) = settled else {
             return;
         };
+        self.settle(&card_id, answer, &request_id, task, room, tool, &ev.id);
+    }
+
+    /// Gives `answer` to question `question` of the turn `request_id`, and keeps a standing approval it
+    /// grants (for the task, or for the room).
+    #[allow(clippy::too_many_arguments)]
+    fn settle(
+        &self,
+        question: &EventId,
+        answer: agentwire_core::Answer,
+        request_id: &RequestId,
+        task: EventId,
+        room: String,
+        tool: String,
+        by: &EventId,
+    ) {
+        let card_id = question;
         let stands = match &answer {
             agentwire_core::Answer::Approve { choice } => Some(*choice),
             _ => None,
@@ -581,7 +661,7 @@ impl Driver {
         match self
             .shared
             .engine
-            .answer(&request_id, &card_id.to_hex(), answer)
+            .answer(request_id, &card_id.to_hex(), answer)
         {
             AnswerReply::Taken => match stands {
                 Some(ApproveChoice::Session) => {
@@ -597,7 +677,7 @@ impl Driver {
                 }
                 _ => {}
             },
-            other => tracing::debug!(answer = %ev.id, ?other, "the answer was not taken"),
+            other => tracing::debug!(answer = %by, ?other, "the answer was not taken"),
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct TasksSection {
     pub max_running: Option<usize>,
     /// Fold a requester's second request in a thread into their first while it waits for a slot.
     pub merge_waiting: Option<bool>,
+    /// How questions are asked: `native` (question cards, the default) or `legacy` (plain kind 12
+    /// messages answered by a reply in the thread).
+    pub cards: Option<String>,
 }
 
 /// The adapter's settings, resolved and checked.
@@ -55,6 +58,8 @@ pub struct TaskSettings {
     pub max_running: usize,
     /// Fold a requester's second request in a thread into their first while it waits for a slot.
     pub merge_waiting: bool,
+    /// Questions as plain kind 12 messages answered by a reply (`cards = "legacy"`).
+    pub legacy_cards: bool,
 }
 
 /// Why `[tasks]` cannot be used; the text names the key.
@@ -109,6 +114,15 @@ pub fn resolve(section: &TasksSection) -> Result<Option<TaskSettings>, SettingEr
             "max_running must be 1 to {MAX_RUNNING_TASKS}, not {max_running}"
         )));
     }
+    let legacy_cards = match t.cards.as_deref() {
+        None | Some("native") => false,
+        Some("legacy") => true,
+        Some(other) => {
+            return Err(SettingError(format!(
+                "cards must be \"native\" or \"legacy\", not {other:?}"
+            )))
+        }
+    };
     Ok(Some(TaskSettings {
         watch: t.watch.iter().cloned().collect(),
         allowed,
@@ -127,6 +141,7 @@ pub fn resolve(section: &TasksSection) -> Result<Option<TaskSettings>, SettingEr
         )?,
         max_running,
         merge_waiting: t.merge_waiting.unwrap_or(true),
+        legacy_cards,
     }))
 }
 
@@ -141,6 +156,7 @@ pub struct TasksView<'a> {
     question_window_secs: u64,
     max_running: usize,
     merge_waiting: bool,
+    cards: &'static str,
 }
 
 /// What `agentwire config` shows of `t`.
@@ -153,6 +169,7 @@ pub fn view(t: &TaskSettings) -> TasksView<'_> {
         question_window_secs: t.question_window.as_secs(),
         max_running: t.max_running,
         merge_waiting: t.merge_waiting,
+        cards: if t.legacy_cards { "legacy" } else { "native" },
     }
 }
 
@@ -181,6 +198,7 @@ mod tests {
         assert_eq!(t.question_window, crate::DEFAULT_QUESTION_WINDOW);
         assert_eq!(t.max_running, crate::DEFAULT_MAX_RUNNING_TASKS);
         assert!(t.merge_waiting, "on unless turned off");
+        assert!(!t.legacy_cards, "question cards unless told");
     }
 
     #[test]
@@ -202,6 +220,7 @@ mod tests {
             "question_window_secs",
         );
         says(with(|s| s.max_running = Some(0)), "max_running");
+        says(with(|s| s.cards = Some("html".into())), "cards");
         says(
             with(|s| s.max_running = Some(MAX_RUNNING_TASKS + 1)),
             "max_running",

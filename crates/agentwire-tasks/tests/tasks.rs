@@ -234,6 +234,7 @@ fn config(url: &str, s: &Setup) -> TaskConfig {
         backlog_horizon: Duration::from_secs(600),
         max_running: DEFAULT_MAX_RUNNING_TASKS,
         merge_waiting: true,
+        legacy_cards: false,
         verified_relay: true,
         max_request_age: None,
     }

@@ -399,6 +399,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         backlog_horizon: nipxx.backlog_horizon,
         max_running: t.max_running,
         merge_waiting: t.merge_waiting,
+        legacy_cards: t.legacy_cards,
         verified_relay: embedded.is_some(),
         max_request_age: journal_retention,
     });

@@ -322,3 +322,58 @@ async fn a_follow_up_in_a_waiting_tasks_thread_is_merged_into_it_and_stays_merge
         "the follow-up never ran: {seen:?}"
     );
 }
+
+#[tokio::test]
+async fn with_legacy_cards_a_question_is_a_message_and_the_requesters_reply_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, bob) = (Keys::generate(), Keys::generate());
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\", \"{b}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\", \"{b}\"]\ncards = \"legacy\"\n",
+            a = alice.public_key().to_hex(),
+            b = bob.public_key().to_hex()
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let agent = daemon.agent;
+    let (conn, mut rx) = watch(&daemon.relay).await;
+    conn.subscribe(
+        "thread",
+        vec![Filter::new()
+            .kinds([Kind::Custom(9), Kind::Custom(12)])
+            .custom_tags(SingleLetterTag::from_char('h').unwrap(), ["lab"])],
+    );
+    let req = task(&alice, &agent, "confirm Ship it?");
+    assert!(conn.publish(&req).await.unwrap().accepted);
+    // The question: a plain kind 12 in the task's thread, no question card.
+    let asked = until(&mut rx, |e| e.pubkey == agent && e.kind.as_u16() == 12).await;
+    assert_eq!(asked.content, "Ship it?\n\nReply `yes` or `no`.");
+    assert!(about(&asked, &req.id), "under the request");
+    let reply = |who: &Keys, text: &str| {
+        EventBuilder::new(Kind::Custom(12), text)
+            .tags([
+                Tag::parse(["h", "lab"]).unwrap(),
+                Tag::parse(["e", &req.id.to_hex(), "", "root"]).unwrap(),
+                Tag::public_key(agent),
+            ])
+            .finalize(who)
+            .unwrap()
+    };
+    // Someone not asked, and a reply that is no answer: neither settles it.
+    assert!(conn.publish(&reply(&bob, "yes")).await.unwrap().accepted);
+    assert!(
+        conn.publish(&reply(&alice, "let me think"))
+            .await
+            .unwrap()
+            .accepted
+    );
+    assert!(conn.publish(&reply(&alice, "no")).await.unwrap().accepted);
+    let result = until(&mut rx, |e| e.kind.as_u16() == 43004 && about(e, &req.id)).await;
+    assert_eq!(result.content, "no", "the requester's answer, not bob's");
+}
