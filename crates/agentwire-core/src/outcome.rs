@@ -72,6 +72,9 @@ pub enum TurnFailure {
     /// stopped before its next model call: under fisk-ai, the conversation's allowance ran out part way
     /// through the turn.
     OverBudget,
+    /// The turn was taken but never ran: it waited for its conversation (or a slot) when the daemon began
+    /// to stop. Nothing of it ran, so it can be sent again, here later or to another instance.
+    NotStarted,
 }
 
 /// Why a request was refused before it ran: a protocol's admission said no.
@@ -122,7 +125,7 @@ pub enum Refusal {
 }
 
 /// Every turn failure, for tests that walk each through every protocol's mapping.
-pub const TURN_FAILURES: [TurnFailure; 15] = [
+pub const TURN_FAILURES: [TurnFailure; 16] = [
     TurnFailure::Cancelled,
     TurnFailure::UnsupportedFeature,
     TurnFailure::EmptyResponse,
@@ -138,6 +141,7 @@ pub const TURN_FAILURES: [TurnFailure; 15] = [
     TurnFailure::ProviderRefused,
     TurnFailure::ContextExceeded,
     TurnFailure::OverBudget,
+    TurnFailure::NotStarted,
 ];
 
 /// Every refusal, for tests that walk each through every protocol's mapping.
@@ -184,6 +188,7 @@ impl TurnFailure {
             TurnFailure::ProviderRefused => "provider_refused",
             TurnFailure::ContextExceeded => "context_exceeded",
             TurnFailure::OverBudget => "over_budget",
+            TurnFailure::NotStarted => "not_started",
         }
     }
 }

@@ -128,6 +128,15 @@ impl TurnBook {
         self.turns.len()
     }
 
+    /// The turns waiting behind their conversation's running turn (journaled, never started).
+    pub fn queued(&self) -> Vec<RequestId> {
+        self.turns
+            .iter()
+            .filter(|(_, e)| e.phase == TurnPhase::Queued)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// The phase of a live turn.
     pub fn phase(&self, id: &RequestId) -> Option<TurnPhase> {
         self.turns.get(id).map(|e| e.phase)

@@ -40,7 +40,7 @@ impl Engine {
 
     /// Shuts the fronts down: the engine drains (running turns finish within `grace`, new ones are
     /// refused), then each front drains what it still sends and stops. Returns the turns still running.
-    pub async fn shut_down(&self, fronts: &[Arc<dyn Front>], grace: Duration) -> usize {
+    pub async fn shut_down(self: &Arc<Self>, fronts: &[Arc<dyn Front>], grace: Duration) -> usize {
         let left = self.drain(grace).await;
         for f in fronts {
             let unsent = f.drain(grace).await;

@@ -50,6 +50,8 @@ fn turn_code(t: TurnFailure) -> ErrorCode {
         TurnFailure::Crashed => ErrorCode::Crashed,
         // Cut off by a restart of the worker, not by the caller.
         TurnFailure::Interrupted => ErrorCode::Canceled,
+        // Taken and never run: the worker stopped first.
+        TurnFailure::NotStarted => ErrorCode::NotStarted,
         TurnFailure::UnsupportedFeature
         | TurnFailure::EmptyResponse
         | TurnFailure::ToolError

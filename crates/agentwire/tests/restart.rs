@@ -185,3 +185,55 @@ async fn sigterm_drains_running_runs_and_leaves_new_prompts_for_the_next_start()
         .await;
     assert_eq!(again.terminals, 0, "the drained run is not ended again");
 }
+
+#[tokio::test]
+async fn a_run_waiting_behind_its_session_when_the_daemon_stops_ends_not_started_and_the_running_one_finishes(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(dir.path(), &[]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let running = c.prompt_event("sleep 1500", Some("s1"));
+    let waiting = c.prompt_event("quick second", Some("s1"));
+    c.watch(&running.id);
+    c.watch(&waiting.id);
+    c.publish(&running).await;
+    c.wait_started(&running.id, Duration::from_secs(10)).await;
+    c.publish(&waiting).await;
+    // Queued behind the first (its status says so), then the daemon is asked to stop.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = d.child.id().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let not_started = c
+        .collect(
+            &waiting.id,
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        )
+        .await;
+    match &not_started.terminal {
+        Some(Terminal::Error(e)) => {
+            assert_eq!(e.code.as_str(), "INTERNAL_ERROR");
+            assert!(e.message.contains("not started"), "{}", e.message);
+            assert_eq!(e.retry_after, Some(5), "it may be sent again");
+        }
+        other => panic!("the waiting run: {other:?}"),
+    }
+    let finished = c
+        .collect(
+            &running.id,
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        )
+        .await;
+    assert_eq!(
+        finished.text(),
+        "slept 1500 ms",
+        "the running one finishes in the grace"
+    );
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "a clean stop: {status:?}");
+}

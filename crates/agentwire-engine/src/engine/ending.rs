@@ -3,12 +3,34 @@
 
 use super::*;
 
+/// When a turn that never started because the daemon stopped may be sent again: a restart takes seconds.
+const NOT_STARTED_RETRY_SECS: u64 = 5;
+
 impl Engine {
     /// Stops taking new turns and waits until every live turn has ended or `grace` has passed. Returns
     /// how many turns were still live at the end.
-    pub async fn drain(&self, grace: Duration) -> usize {
+    pub async fn drain(self: &Arc<Self>, grace: Duration) -> usize {
         self.lock().core.handle_drain(grace, now());
         self.timers_changed();
+        // Turns waiting behind their conversation never start now: each ends `not_started` at once, so its
+        // requester may send it again (here once the daemon is back, or to another instance).
+        let queued: Vec<RequestId> = {
+            let mut st = self.lock();
+            st.core
+                .book
+                .queued()
+                .into_iter()
+                .filter(|id| st.core.book.cancel(id) == CancelDecision::EndNow)
+                .collect()
+        };
+        for id in queued {
+            let mut f = Failure::new(
+                TurnFailure::NotStarted,
+                "not started: the agent is stopping; send it again",
+            );
+            f.retry_after = Some(NOT_STARTED_RETRY_SECS);
+            self.record_and_deliver(&id, Outcome::Failure(f)).await;
+        }
         // The core's grace ends the wait; this deadline is a backstop that needs no other task.
         let backstop = tokio::time::Instant::now() + grace;
         let left = || {

@@ -117,6 +117,8 @@ impl From<TurnFailure> for ErrorCode {
             | TurnFailure::ContextExceeded => ErrorCode::InternalError,
             // A NIP-XX front gives a turn no token budget, so its turns never stop on one.
             TurnFailure::OverBudget => ErrorCode::InternalError,
+            // Never ran because the agent is stopping: the spec's nearest code, with retry_after.
+            TurnFailure::NotStarted => ErrorCode::InternalError,
         }
     }
 }
