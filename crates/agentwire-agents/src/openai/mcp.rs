@@ -62,6 +62,9 @@ struct Server {
     /// Its tools as the agent offers them, from its last listing; none while it is down (the agent's card,
     /// and so its ai.info, lists only tools of servers that are up).
     tools: Mutex<Vec<(ToolSpec, String)>>,
+    /// The names of the tools it last listed, kept while it is down: a call of one of them is told the
+    /// server is down (a turn that began while it was up), a call of any other that there is no such tool.
+    listed: Mutex<Vec<String>>,
 }
 
 /// The MCP servers of one agent.
@@ -136,6 +139,7 @@ impl McpServers {
                     config,
                     peer: Mutex::new(None),
                     tools: Mutex::new(Vec::new()),
+                    listed: Mutex::new(Vec::new()),
                 });
                 let (tx, rx) = watch::channel(false);
                 ready.push(rx);
@@ -190,9 +194,7 @@ impl McpServers {
             None => self
                 .servers
                 .iter()
-                .find(|s| {
-                    name.starts_with(&tool_name(&s.config.name, "")) && lock(&s.peer).is_none()
-                })
+                .find(|s| lock(&s.peer).is_none() && lock(&s.listed).iter().any(|n| n == name))
                 .map(|s| {
                     Err(format!(
                         "the MCP server {} is down (it is being restarted)",
@@ -299,6 +301,8 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
                             }),
                         );
                         tracing::info!(server = %config.name, tools = listed.len(), "MCP server up");
+                        *lock(&s.listed) =
+                            listed.iter().map(|(spec, _)| spec.name.clone()).collect();
                         *lock(&s.tools) = listed;
                         *lock(&s.peer) = Some(peer);
                         drop(s);
