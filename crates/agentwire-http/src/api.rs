@@ -37,6 +37,15 @@ pub(crate) struct State {
     pub(crate) streams: Arc<AtomicUsize>,
 }
 
+/// Whether a request says its body is JSON (`Content-Type: application/json`): a body in any other type
+/// is refused, and a browser cannot send this one across sites without asking first.
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
 /// A JSON refusal.
 pub(crate) fn refused(status: StatusCode, error: impl Into<String>) -> Response {
     (status, Json(json!({ "error": error.into() }))).into_response()
@@ -346,11 +355,7 @@ async fn answer(
         Ok(id) => id,
         Err(r) => return *r,
     };
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_body {
+    if !is_json(&headers) {
         return refused(
             StatusCode::BAD_REQUEST,
             "the answer is JSON: {\"choices\": [...], \"text\": ...}",

@@ -6,7 +6,7 @@
 
 use crate::api::{refused, State};
 use axum::extract::{Path, Query, State as Extract};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -134,11 +134,7 @@ pub(crate) async fn op(
             format!("{op:?} is not one of {}", PAGE_OPS.join(", ")),
         );
     };
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_body {
+    if !crate::api::is_json(&headers) {
         return refused(StatusCode::BAD_REQUEST, "the op's args are a JSON object");
     }
     let args: Value = match serde_json::from_slice(&body) {

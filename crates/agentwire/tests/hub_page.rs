@@ -444,6 +444,19 @@ async fn sessions_and_the_board_are_steered_from_the_page_and_a_refusal_is_shown
     page.b().clone().close().await.unwrap();
 }
 
+/// A roost profile `name` running `script` (written to `dir`) on the Python client (sdk/python), as config
+/// TOML.
+fn python_profile(dir: &std::path::Path, name: &str, script: &str) -> String {
+    let path = dir.join(format!("{name}.py"));
+    std::fs::write(&path, script).unwrap();
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
+    format!(
+        "[roost.profiles.{name}]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
+        path.display(),
+        sdk.display()
+    )
+}
+
 /// A roost agent on the Python client (sdk/python) that asks which branch to take and is done once told.
 const ASKER: &str = r#"
 import sys, threading
@@ -463,19 +476,8 @@ agent.close()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_session_is_answered_from_needs_you() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = dir.path().join("asker.py");
-    std::fs::write(&agent, ASKER).unwrap();
-    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
     let cfg = dir.path().join("agentwire.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[roost.profiles.asker]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
-            agent.display(),
-            sdk.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&cfg, python_profile(dir.path(), "asker", ASKER)).unwrap();
     let d = Daemon::start(
         &dir.path().join("data"),
         &["--config", cfg.to_str().unwrap()],
@@ -527,24 +529,13 @@ threading.Event().wait(120)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_concierge_is_steered_from_the_page() {
     let dir = tempfile::tempdir().unwrap();
-    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
-    let (asker, conc) = (dir.path().join("asker.py"), dir.path().join("conc.py"));
-    std::fs::write(&asker, ASKER).unwrap();
-    std::fs::write(&conc, CONCIERGE).unwrap();
     let cfg = dir.path().join("agentwire.toml");
-    let profile = |name: &str, script: &std::path::Path| {
-        format!(
-            "[roost.profiles.{name}]\ncommand = [\"python3\", \"{}\", \"{}\"]\ntask = \"argv\"\nprotocol = true\n",
-            script.display(),
-            sdk.display()
-        )
-    };
     std::fs::write(
         &cfg,
         format!(
             "[roost]\nconcierge = \"conc\"\n\n{}\n{}",
-            profile("asker", &asker),
-            profile("conc", &conc)
+            python_profile(dir.path(), "asker", ASKER),
+            python_profile(dir.path(), "conc", CONCIERGE)
         ),
     )
     .unwrap();
