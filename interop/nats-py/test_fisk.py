@@ -4,6 +4,8 @@ A caller written with other people's libraries (nats-py for NATS, jsonschema + r
 JSON Schemas), so the worker's wire format is checked by code we did not write. Every test starts its own
 nats-server (`$NATS_SERVER_BIN -a 127.0.0.1 -p -1`) and its own daemon (`$AGENTWIRE_BIN`, default
 <repo>/target/debug/agentwire) on a temporary data dir, and stops both afterwards (SIGTERM, then SIGKILL).
+The queued-jobs tests start the server with JetStream and the daemon with `[nats] jobs = true`, and publish
+their jobs with nats-py's own JetStream client.
 
 Every message received, and every request sent, is validated against the schema named by its `protocol`
 (`io.choria.fisk-ai.v1.<name>` -> `<name>.json`; an unknown event kind -> `event.json`). The schemas are read
@@ -14,6 +16,7 @@ Run from the repository root:  python -m unittest discover -s interop/nats-py -v
 `INTEROP_VERBOSE=1` prints every message sent and received.
 """
 
+import asyncio
 import itertools
 import json
 import os
@@ -296,10 +299,13 @@ def _agentwire_bin():
     return path
 
 
-def start_nats(tmp):
+def start_nats(tmp, jetstream=False):
     log = Path(tmp) / "nats-server.log"
+    cmd = [_nats_server_bin(), "-a", "127.0.0.1", "-p", "-1"]
+    if jetstream:
+        cmd += ["-js", "-sd", str(Path(tmp) / "js")]
     with open(log, "wb") as f:
-        proc = subprocess.Popen([_nats_server_bin(), "-a", "127.0.0.1", "-p", "-1"], stdout=f, stderr=f)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=f)
     deadline = time.monotonic() + NATS_START_TIMEOUT
     pattern = re.compile(r"Listening for client connections on (\S+):(\d+)")
     while time.monotonic() < deadline:
@@ -313,7 +319,7 @@ def start_nats(tmp):
     raise RuntimeError(f"nats-server did not start within {NATS_START_TIMEOUT} s:\n{_tail(log)}")
 
 
-def start_daemon(tmp, nats_url, elicit):
+def start_daemon(tmp, nats_url, elicit, jobs=False):
     data = Path(tmp) / "data"
     log = Path(tmp) / "agentwire.log"
     cmd = [_agentwire_bin(), "serve", "--data-dir", str(data), "--relay-listen", "127.0.0.1:0",
@@ -321,6 +327,10 @@ def start_daemon(tmp, nats_url, elicit):
            "--nats", nats_url, "--identity", IDENTITY]
     if elicit:
         cmd.append("--nats-elicit")
+    if jobs:
+        config = Path(tmp) / "agentwire.toml"
+        config.write_text("[nats]\njobs = true\n")
+        cmd += ["--config", str(config)]
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=f, stdin=subprocess.DEVNULL)
     lines = queue.Queue()
@@ -340,13 +350,14 @@ def start_daemon(tmp, nats_url, elicit):
 
 class FiskTest(unittest.IsolatedAsyncioTestCase):
     ELICIT = False
+    JOBS = False
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="agentwire-nats-py-")
         self.nats_proc = self.daemon = None
         try:
-            self.nats_proc, url = start_nats(self.tmp)
-            self.daemon, self.ready, self.daemon_log = start_daemon(self.tmp, url, self.ELICIT)
+            self.nats_proc, url = start_nats(self.tmp, jetstream=self.JOBS)
+            self.daemon, self.ready, self.daemon_log = start_daemon(self.tmp, url, self.ELICIT, self.JOBS)
         except BaseException:
             self.tearDown()
             raise
@@ -599,3 +610,46 @@ class PromptsChannelWithQuestions(FiskTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class QueuedJobs(FiskTest):
+    """The queued-jobs channel (`[nats] jobs = true`): jobs published with nats-py's own JetStream client."""
+
+    JOBS = True
+
+    async def enqueue(self, body):
+        """Publishes `body` to the jobs stream naming a fresh inbox in `Fisk-AI-Reply-To`; the reply set."""
+        if isinstance(body, dict):
+            validate(body, "job sent")
+            body = json.dumps(body).encode()
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        js = self.nc.jetstream()
+        ack = await js.publish(f"choria.fisk-ai.jobs.{IDENTITY}", body, headers={"Fisk-AI-Reply-To": inbox})
+        self.assertEqual(ack.stream, f"FISK_AI_JOBS_{IDENTITY}", ack)
+        return sub
+
+    async def test_a_job_is_answered_on_its_reply_subject_and_leaves_the_queue(self):
+        r = tag("job")
+        sub = await self.enqueue(message("request.prompt", r, prompt="calc 2+3"))
+        msgs = await ReplySet(self, sub, r).finish()
+        last = self.check_set(msgs, r)
+        self.assertIs(msgs[0].json["accepted"], True, msgs)
+        self.assertEqual(last.protocol, PREFIX + "result", msgs)
+        self.assertEqual(last.json["text"], "5", msgs)
+        info = await self.nc.jetstream().stream_info(f"FISK_AI_JOBS_{IDENTITY}")
+        deadline = time.monotonic() + REPLY_TIMEOUT
+        while info.state.messages and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            info = await self.nc.jetstream().stream_info(f"FISK_AI_JOBS_{IDENTITY}")
+        self.assertEqual(info.state.messages, 0, "the answered job was acknowledged")
+
+    async def test_a_read_on_the_jobs_subject_is_refused(self):
+        r = tag("read")
+        token = "0123456789abcdef0123456789abcdef0123"
+        sub = await self.enqueue(message("request.read", r, conversation_token=token, replay=5))
+        msgs = await ReplySet(self, sub, r).finish()
+        self.assertEqual(len(msgs), 1, msgs)
+        code, text = msgs[0].service_error
+        self.assertEqual(code, "400", text)
+        self.assertIn("request.prompt only", text)

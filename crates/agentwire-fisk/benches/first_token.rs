@@ -99,6 +99,7 @@ async fn main() {
             max_tokens: None,
             instance: None,
             senders: Default::default(),
+            jobs: None,
         },
         Engine::new(journal, Arc::new(agent)),
     )

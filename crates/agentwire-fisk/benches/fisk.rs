@@ -260,6 +260,7 @@ async fn instances(
                 max_tokens: None,
                 instance: Some(format!("i{i}")),
                 senders: Default::default(),
+                jobs: None,
             },
             engine,
         )
@@ -380,6 +381,7 @@ fn main() {
                 max_tokens: None,
                 instance: None,
                 senders: Default::default(),
+                jobs: None,
             },
             engine,
         )

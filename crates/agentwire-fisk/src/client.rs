@@ -1,6 +1,7 @@
-//! A fisk-ai caller: sends a prompt (or a read, or a discovery request) to a worker and follows its reply
-//! set, answering questions through a callback while sending `elicit.waiting` every third of the window;
-//! when told to stop, it cancels the request and follows the set to its terminal (`suspended`).
+//! A fisk-ai caller: sends a prompt (or a read, or a discovery request) to a worker, or enqueues it as a
+//! job on the worker's queue, and follows its reply set, answering questions through a callback while
+//! sending `elicit.waiting` every third of the window; when told to stop, it takes a job not yet taken
+//! off the queue, or cancels the request and follows the set to its terminal (`suspended`).
 
 use crate::wire::{
     self, nats, ElicitAnswer, ElicitChoice, ElicitKind, ElicitMessage, Header, Identity,
@@ -55,6 +56,12 @@ pub enum ClientError {
     /// Nothing (more) arrived in time.
     #[error("no reply within {0:?}")]
     Timeout(Duration),
+    /// The identity has no jobs queue on the server (no worker serves it with `[nats] jobs = true`).
+    #[error("no jobs queue for {0} (a worker serves one with [nats] jobs = true)")]
+    NoQueue(String),
+    /// The queue did not take the job (it is full, or JetStream refused it).
+    #[error("the jobs queue did not take the job: {0}")]
+    NotQueued(String),
     /// A message was not JSON.
     #[error("a reply was not JSON: {0}")]
     Garbled(String),
@@ -100,6 +107,11 @@ pub enum Reply {
 pub enum CancelReply {
     /// The instance running the request took it (its `ack`): the run parks at its next boundary.
     Taken,
+    /// A queued job no worker had taken yet was taken off the queue: it never runs.
+    Withdrawn,
+    /// A queued job could not be taken off the queue (why: the server's refusal, such as no permission)
+    /// and no worker runs it yet: it runs when a worker reaches it.
+    StillQueued(String),
     /// No instance is running the request (a no-responder): not accepted yet, or already ended.
     NotRunning,
     /// The cancel could not be sent, or went unanswered.
@@ -159,6 +171,24 @@ pub struct AnswerCall<'a> {
     pub answer: wire::Answer,
     /// How long to wait for each next message.
     pub timeout: Duration,
+}
+
+/// How long a caller waits for a queued job's first reply when it is not told to stop: a job waits in
+/// the queue as long as the workers ahead of it take (a year stands for "until stopped").
+const QUEUE_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long taking a job off the queue may take once a person gave up on it: a JetStream API call answers
+/// in milliseconds, and a server that refuses it (no permission) sends no answer at all.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A reply set being followed.
+struct Following<'a> {
+    identity: &'a str,
+    request: &'a str,
+    /// How long to wait for each next message once the run is taken.
+    timeout: Duration,
+    /// The queued job's stream and sequence, when it was enqueued.
+    queued: Option<(String, u64)>,
 }
 
 /// A connection to NATS as a fisk-ai caller.
@@ -260,7 +290,77 @@ impl Caller {
             token,
             timeout,
         } = call;
-        let task = TaskRequest::Prompt(PromptRequest {
+        let task = self.prompt_task(request, prompt, token);
+        let sub = self
+            .open(nats::task_subject(identity), task.to_bytes())
+            .await?;
+        let call = Following {
+            identity,
+            request,
+            timeout,
+            queued: None,
+        };
+        self.follow_until(sub, call, stop, &mut on, &mut answer)
+            .await
+    }
+
+    /// Like [`Caller::prompt_until`], enqueueing the prompt as a job on the worker's queue
+    /// (`choria.fisk-ai.jobs.<identity>`, its reply set to this caller's inbox by `Fisk-AI-Reply-To`) and
+    /// waiting however long it waits there for a worker. The request tag is the job's `Nats-Msg-Id`, so
+    /// the queue takes a job sent twice once. Told to stop before a worker took it, the job is taken off
+    /// the queue ([`CancelReply::Withdrawn`]); after, the run is cancelled as a request's is.
+    pub async fn enqueue_until(
+        &self,
+        call: PromptCall<'_>,
+        stop: impl Future<Output = ()>,
+        mut on: impl FnMut(&Received),
+        mut answer: Answerer,
+    ) -> Result<Prompted, ClientError> {
+        let PromptCall {
+            identity,
+            request,
+            prompt,
+            token,
+            timeout,
+        } = call;
+        let task = self.prompt_task(request, prompt, token);
+        let inbox = self.client.new_inbox();
+        let sub = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| nats_error("subscribe", e))?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(nats::HEADER_REPLY_TO, inbox.as_str());
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, request);
+        let js = async_nats::jetstream::new(self.client.clone());
+        let queued = js
+            .publish_with_headers(
+                nats::jobs_subject(identity),
+                headers,
+                task.to_bytes().into(),
+            )
+            .await
+            .map_err(|e| ClientError::NotQueued(e.to_string()))?
+            .await
+            .map_err(|e| match e.kind() {
+                async_nats::jetstream::context::PublishErrorKind::StreamNotFound => {
+                    ClientError::NoQueue(identity.to_string())
+                }
+                _ => ClientError::NotQueued(e.to_string()),
+            })?;
+        let call = Following {
+            identity,
+            request,
+            timeout,
+            queued: Some((queued.stream, queued.sequence)),
+        };
+        self.follow_until(sub, call, stop, &mut on, &mut answer)
+            .await
+    }
+
+    fn prompt_task(&self, request: &str, prompt: &str, token: Option<&str>) -> TaskRequest {
+        TaskRequest::Prompt(PromptRequest {
             header: self.header(request, request),
             prompt: prompt.to_string(),
             context: None,
@@ -270,9 +370,7 @@ impl Caller {
             conversation_token: token.map(String::from),
             replay: None,
             force: false,
-        });
-        self.follow_until(task, identity, request, timeout, stop, &mut on, &mut answer)
-            .await
+        })
     }
 
     /// Like [`Caller::prompt_until`], for a `request.answer`: `answer` answers the call a parked run of
@@ -300,38 +398,56 @@ impl Caller {
             replay: None,
             force: false,
         });
-        self.follow_until(task, identity, request, timeout, stop, &mut on, &mut answer)
+        let sub = self
+            .open(nats::task_subject(identity), task.to_bytes())
+            .await?;
+        let call = Following {
+            identity,
+            request,
+            timeout,
+            queued: None,
+        };
+        self.follow_until(sub, call, stop, &mut on, &mut answer)
             .await
     }
 
-    /// Sends `task` and follows its reply set (see [`Caller::prompt_until`]).
-    #[allow(clippy::too_many_arguments)]
+    /// Follows the reply set arriving on `sub` (see [`Caller::prompt_until`]).
     async fn follow_until(
         &self,
-        task: TaskRequest,
-        identity: &str,
-        request: &str,
-        timeout: Duration,
+        mut sub: async_nats::Subscriber,
+        call: Following<'_>,
         stop: impl Future<Output = ()>,
         on: &mut impl FnMut(&Received),
         answer: &mut Answerer,
     ) -> Result<Prompted, ClientError> {
-        let mut sub = self
-            .open(nats::task_subject(identity), task.to_bytes())
-            .await?;
+        let Following {
+            identity,
+            request,
+            timeout,
+            queued,
+        } = call;
         let mut stop = std::pin::pin!(stop);
         let mut p = Prompted {
             messages: Vec::new(),
             ended: false,
             cancel: None,
         };
-        let mut deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+        // A job waits in the queue for as long as it takes a worker to reach it: only `stop` ends that.
+        let mut deadline = tokio::time::Instant::now()
+            + match queued {
+                Some(_) => QUEUE_WAIT,
+                None => ACK_TIMEOUT,
+            };
         let mut stopped_by = None::<tokio::time::Instant>;
         loop {
             let got = tokio::select! {
                 m = next(&mut sub, deadline, identity) => m,
                 () = stop.as_mut(), if stopped_by.is_none() => {
-                    deadline = self.stop(identity, request, &mut p).await;
+                    let taken = p.messages.iter().any(|m| m.kind() == "ack");
+                    deadline = match (&queued, taken) {
+                        (Some((stream, seq)), false) => self.withdraw(identity, request, stream, *seq, &mut p).await,
+                        _ => self.stop(identity, request, &mut p).await,
+                    };
                     stopped_by = Some(deadline);
                     continue;
                 }
@@ -388,6 +504,39 @@ impl Caller {
     async fn stop(&self, identity: &str, request: &str, p: &mut Prompted) -> tokio::time::Instant {
         p.cancel = Some(self.cancel(identity, request).await.into());
         tokio::time::Instant::now() + CANCEL_FOLLOW
+    }
+
+    /// Takes queued job `sequence` of `stream` off the queue for [`Caller::enqueue_until`]; a worker that
+    /// took it meanwhile is sent a cancel. Returns until when to follow the set.
+    async fn withdraw(
+        &self,
+        identity: &str,
+        request: &str,
+        stream: &str,
+        sequence: u64,
+        p: &mut Prompted,
+    ) -> tokio::time::Instant {
+        let mut js = async_nats::jetstream::new(self.client.clone());
+        js.set_timeout(WITHDRAW_TIMEOUT);
+        let withdrawn = match js.get_stream(stream).await {
+            Ok(s) => s.delete_message(sequence).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let cancel = CancelReply::from(self.cancel(identity, request).await);
+        match (withdrawn, cancel) {
+            (Ok(true), CancelReply::NotRunning) => {
+                p.cancel = Some(CancelReply::Withdrawn);
+                tokio::time::Instant::now()
+            }
+            (Err(why), CancelReply::NotRunning) => {
+                p.cancel = Some(CancelReply::StillQueued(why));
+                tokio::time::Instant::now()
+            }
+            (_, cancel) => {
+                p.cancel = Some(cancel);
+                tokio::time::Instant::now() + CANCEL_FOLLOW
+            }
+        }
     }
 
     /// Waits for `decision`, sending `elicit.waiting` every third of the question's window meanwhile;

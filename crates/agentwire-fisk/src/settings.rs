@@ -5,7 +5,10 @@
 
 use crate::connection::{NatsAuth, NatsConnect, NatsTls};
 use crate::wire::Identity;
-use crate::worker::{WorkerConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS, MAX_WORKERS};
+use crate::worker::{
+    JobsConfig, WorkerConfig, DEFAULT_JOBS_ACK_WAIT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS,
+    MAX_JOBS_ACK_WAIT_SECS, MAX_JOBS_REPLICAS, MAX_WORKERS,
+};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,6 +59,12 @@ pub struct NatsSection {
     pub allowed_senders: Option<Vec<String>>,
     /// These callers (`sender.name`) are refused `rejected`.
     pub blocked_senders: Option<Vec<String>>,
+    /// Serve the queued-jobs channel (a JetStream work-queue stream; the server must run JetStream).
+    pub jobs: Option<bool>,
+    /// Seconds the server waits for a taken job's ack or progress before handing it to another worker.
+    pub jobs_ack_wait_secs: Option<u64>,
+    /// Replicas of the jobs stream (on a cluster).
+    pub jobs_replicas: Option<usize>,
 }
 
 /// The `serve` flags of this front.
@@ -101,6 +110,26 @@ pub enum SettingError {
         setting: Setting,
         /// The value.
         value: String,
+    },
+    /// A number out of its range.
+    #[error("{setting} must be {min} to {max}, not {value}")]
+    Range {
+        /// Where it came from.
+        setting: Setting,
+        /// The value.
+        value: u64,
+        /// The least allowed.
+        min: u64,
+        /// The most allowed.
+        max: u64,
+    },
+    /// A key that only means something beside another.
+    #[error("{setting} needs {needs}")]
+    Needs {
+        /// The key given.
+        setting: Setting,
+        /// What it needs.
+        needs: &'static str,
     },
     /// The worker is on but has no identity.
     #[error(
@@ -168,6 +197,7 @@ pub fn resolve(
     };
     names("[nats] allowed_senders", &section.allowed_senders)?;
     names("[nats] blocked_senders", &section.blocked_senders)?;
+    let jobs = jobs(section)?;
     Ok(Some(WorkerConfig {
         nats: connect(&url, setting_of_url, section)?,
         identity,
@@ -181,6 +211,52 @@ pub fn resolve(
             allowed: section.allowed_senders.clone(),
             blocked: section.blocked_senders.clone().unwrap_or_default(),
         },
+        jobs,
+    }))
+}
+
+/// The queued-jobs channel from `section`: on with `jobs = true`, its two keys in range and only beside it.
+fn jobs(section: &NatsSection) -> Result<Option<JobsConfig>, SettingError> {
+    if section.jobs != Some(true) {
+        for (setting, given) in [
+            (
+                "[nats] jobs_ack_wait_secs",
+                section.jobs_ack_wait_secs.is_some(),
+            ),
+            ("[nats] jobs_replicas", section.jobs_replicas.is_some()),
+        ] {
+            if given {
+                return Err(SettingError::Needs {
+                    setting,
+                    needs: "[nats] jobs = true",
+                });
+            }
+        }
+        return Ok(None);
+    }
+    let ack_wait = section
+        .jobs_ack_wait_secs
+        .unwrap_or(DEFAULT_JOBS_ACK_WAIT.as_secs());
+    if !(1..=MAX_JOBS_ACK_WAIT_SECS).contains(&ack_wait) {
+        return Err(SettingError::Range {
+            setting: "[nats] jobs_ack_wait_secs",
+            value: ack_wait,
+            min: 1,
+            max: MAX_JOBS_ACK_WAIT_SECS,
+        });
+    }
+    let replicas = section.jobs_replicas.unwrap_or(1);
+    if !(1..=MAX_JOBS_REPLICAS).contains(&replicas) {
+        return Err(SettingError::Range {
+            setting: "[nats] jobs_replicas",
+            value: replicas as u64,
+            min: 1,
+            max: MAX_JOBS_REPLICAS as u64,
+        });
+    }
+    Ok(Some(JobsConfig {
+        ack_wait: Duration::from_secs(ack_wait),
+        replicas,
     }))
 }
 
@@ -288,6 +364,12 @@ pub struct NatsView<'a> {
     allowed_senders: Option<&'a [String]>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     blocked_senders: &'a [String],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    jobs: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs_ack_wait_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jobs_replicas: Option<usize>,
 }
 
 /// What `agentwire config` shows of the worker's configuration `c`.
@@ -328,6 +410,9 @@ pub fn view(c: &WorkerConfig, redact: impl Fn(&str) -> String) -> NatsView<'_> {
         instance: c.instance.as_deref(),
         allowed_senders: c.senders.allowed.as_deref(),
         blocked_senders: &c.senders.blocked,
+        jobs: c.jobs.is_some(),
+        jobs_ack_wait_secs: c.jobs.as_ref().map(|j| j.ack_wait.as_secs()),
+        jobs_replicas: c.jobs.as_ref().map(|j| j.replicas),
     }
 }
 
@@ -423,5 +508,62 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_jobs_channel_is_off_by_default_and_its_keys_are_checked() {
+        let on = NatsSection {
+            url: Some("nats://x:4222".into()),
+            identity: Some("w".into()),
+            ..Default::default()
+        };
+        let c = resolve(FiskFlags::default(), &on, None).unwrap().unwrap();
+        assert_eq!(c.jobs, None);
+        let jobs = NatsSection {
+            jobs: Some(true),
+            ..on.clone()
+        };
+        let c = resolve(FiskFlags::default(), &jobs, None).unwrap().unwrap();
+        assert_eq!(c.jobs, Some(JobsConfig::default()));
+        let tuned = NatsSection {
+            jobs_ack_wait_secs: Some(5),
+            jobs_replicas: Some(3),
+            ..jobs.clone()
+        };
+        let c = resolve(FiskFlags::default(), &tuned, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            c.jobs,
+            Some(JobsConfig {
+                ack_wait: Duration::from_secs(5),
+                replicas: 3
+            })
+        );
+        let err = |s: NatsSection| resolve(FiskFlags::default(), &s, None).err().unwrap();
+        assert_eq!(
+            err(NatsSection {
+                jobs_ack_wait_secs: Some(0),
+                ..jobs.clone()
+            })
+            .to_string(),
+            "[nats] jobs_ack_wait_secs must be 1 to 3600, not 0"
+        );
+        assert_eq!(
+            err(NatsSection {
+                jobs_replicas: Some(6),
+                ..jobs.clone()
+            })
+            .to_string(),
+            "[nats] jobs_replicas must be 1 to 5, not 6"
+        );
+        assert_eq!(
+            err(NatsSection {
+                jobs_ack_wait_secs: Some(5),
+                ..on.clone()
+            })
+            .to_string(),
+            "[nats] jobs_ack_wait_secs needs [nats] jobs = true"
+        );
     }
 }

@@ -27,6 +27,7 @@ fn config(url: &str, identity: &str) -> WorkerConfig {
         max_tokens: None,
         instance: None,
         senders: Default::default(),
+        jobs: None,
     }
 }
 

@@ -92,6 +92,11 @@ pub(crate) struct AskArgs {
     /// Continue this fisk-ai conversation (the token a previous `ask --nats` printed).
     #[arg(long, help_heading = FISK, requires = "nats")]
     conversation: Option<String>,
+    /// fisk-ai: enqueue the prompt as a job on the worker's queue (served with `[nats] jobs = true`) and
+    /// wait for its answer however long it queues; --timeout or Ctrl-C before a worker takes it takes it
+    /// off the queue.
+    #[arg(long, help_heading = FISK, requires = "nats")]
+    queue: bool,
     /// The prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
@@ -240,14 +245,13 @@ pub(crate) async fn ask(
         let identity = fisk_identity(args.identity.as_deref(), &data_dir)?;
         let identity = identity.as_str();
         // A fisk-ai ask without --conversation always starts a new conversation: --new has nothing to do.
-        return crate::fisk_cli::ask(
-            nats,
-            identity,
-            args.conversation.as_deref(),
-            &args.prompt.join(" "),
-            Duration::from_secs(args.timeout),
-        )
-        .await;
+        let sending = crate::fisk_cli::Sending::Prompt {
+            token: args.conversation.as_deref(),
+            prompt: &args.prompt.join(" "),
+            queued: args.queue,
+        };
+        return crate::fisk_cli::follow(nats, identity, sending, Duration::from_secs(args.timeout))
+            .await;
     }
     let crypto = client_crypto(&args.target, &data_dir)?;
     let Reach { relay, agent } = reach(&args.target, &data_dir)?;

@@ -68,6 +68,8 @@ pub(crate) enum Sending<'a> {
         token: Option<&'a str>,
         /// The prompt.
         prompt: &'a str,
+        /// Enqueued as a job on the worker's queue (`ask --nats --queue`).
+        queued: bool,
     },
     /// `request.answer`: the run goes on with the answer.
     Answer {
@@ -76,17 +78,6 @@ pub(crate) enum Sending<'a> {
         /// The answer, naming the call.
         answer: agentwire_fisk::wire::Answer,
     },
-}
-
-/// Runs `ask --nats`.
-pub(crate) async fn ask(
-    nats: &NatsConnect,
-    identity: &str,
-    token: Option<&str>,
-    prompt: &str,
-    timeout: Duration,
-) -> Result<ExitCode, String> {
-    follow(nats, identity, Sending::Prompt { token, prompt }, timeout).await
 }
 
 /// Sends `sending` and follows the run as `ask --nats` does: the answer on stdout, tool activity and
@@ -162,7 +153,11 @@ pub(crate) async fn follow(
         Box::new(move |q| Box::pin(person.clone().ask(q)));
     // Each message within the whole run's time: the deadline above is what gives up.
     let result = match sending {
-        Sending::Prompt { token, prompt } => {
+        Sending::Prompt {
+            token,
+            prompt,
+            queued,
+        } => {
             let call = PromptCall {
                 identity,
                 request: &request,
@@ -170,7 +165,10 @@ pub(crate) async fn follow(
                 token,
                 timeout,
             };
-            caller.prompt_until(call, stop, on, answerer).await
+            match queued {
+                true => caller.enqueue_until(call, stop, on, answerer).await,
+                false => caller.prompt_until(call, stop, on, answerer).await,
+            }
         }
         Sending::Answer { token, answer } => {
             let call = AnswerCall {
@@ -235,6 +233,15 @@ fn say_stopped(why: Stop, p: &Prompted, request: &str, timeout: Duration) {
         Some(CancelReply::NotRunning) => {
             eprintln!("run {request} is not running on any worker; nothing to cancel")
         }
+        Some(CancelReply::Withdrawn) => {
+            eprintln!(
+                "job {request} was taken off the queue before a worker took it; it will not run"
+            )
+        }
+        Some(CancelReply::StillQueued(why)) => eprintln!(
+            "agentwire: job {request} could not be taken off the queue ({why}); it runs when a worker \
+             takes it"
+        ),
         Some(CancelReply::Failed(e)) => eprintln!(
             "agentwire: could not cancel run {request} ({e}); \
              try `agentwire cancel --nats URL --identity NAME {request}`"
@@ -302,7 +309,8 @@ pub(crate) async fn cancel(
             );
             Ok(ExitCode::SUCCESS)
         }
-        CancelReply::NotRunning => {
+        // `cancel` sends a cancel only; it never takes a job off a queue.
+        CancelReply::NotRunning | CancelReply::Withdrawn | CancelReply::StillQueued(_) => {
             eprintln!(
                 "agentwire: run {request} is not running on any worker of {identity}: it already \
                  ended, was never accepted, or never existed (fisk-ai does not say which)"

@@ -1,6 +1,7 @@
 //! The nats-server permissions `docs/security.md` gives a fisk-ai deployment, used as they are written
-//! there: a worker with a JetStream journal and two callers, each with its own inbox prefix. The worker
-//! serves, a caller is answered, and another caller can neither read those replies nor reach the journal.
+//! there: a worker with a JetStream journal and queued jobs, and two callers, each with its own inbox
+//! prefix. The worker serves, a caller is answered (asking and enqueueing), and another caller can neither
+//! read those replies nor reach the journal.
 
 mod common;
 
@@ -44,7 +45,7 @@ async fn the_documented_permissions_serve_a_caller_and_keep_others_out() {
         dir.path(),
         "worker.toml",
         "[nats]\nidentity = \"support\"\nuser = \"agentwire\"\npassword_env = \"AW_PW\"\n\
-         inbox_prefix = \"_INBOX.agentwire\"\n[journal]\nkind = \"jetstream\"\n",
+         inbox_prefix = \"_INBOX.agentwire\"\njobs = true\n[journal]\nkind = \"jetstream\"\n",
     );
     let _d = Daemon::start_with_env(
         &dir.path().join("data"),
@@ -93,6 +94,32 @@ async fn the_documented_permissions_serve_a_caller_and_keep_others_out() {
         "alice is answered: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let queued = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args([
+            "--config",
+            &alice,
+            "ask",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "support",
+            "--queue",
+            "calc",
+            "3+4",
+        ])
+        .env("ALICE_PW", ALICE_PASSWORD)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            queued.status.code(),
+            String::from_utf8_lossy(&queued.stdout).trim()
+        ),
+        (Some(0), "7"),
+        "alice's queued job is answered: {}",
+        String::from_utf8_lossy(&queued.stderr)
+    );
     let heard = tokio::time::timeout(Duration::from_millis(500), overheard.next()).await;
     assert!(
         !matches!(heard, Ok(Some(_))),
@@ -114,7 +141,18 @@ async fn the_documented_permissions_serve_a_caller_and_keep_others_out() {
         .connect(format!("nats://127.0.0.1:{port}"))
         .await
         .unwrap();
-    let turns = async_nats::jetstream::new(worker_view)
+    let worker_js = async_nats::jetstream::new(worker_view);
+    // The worker acknowledged alice's job (its ack subject is allowed): it left the queue.
+    let mut jobs = worker_js.get_stream("FISK_AI_JOBS_support").await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while jobs.info().await.unwrap().state.messages > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the answered job is still queued: the worker could not ack it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let turns = worker_js
         .get_key_value("AGENTWIRE_TURNS")
         .await
         .expect("the worker reaches its journal");

@@ -300,6 +300,11 @@ impl Engine {
         self.telemetry.get().cloned().unwrap_or_default()
     }
 
+    /// The instance name its turns are journaled under (recovery ends only this owner's).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// The agent this engine runs.
     pub fn agent(&self) -> &Arc<dyn Agent> {
         &self.agent

@@ -27,6 +27,37 @@ pub fn discovery_subject(identity: &str) -> String {
     format!("{SUBJECT_PREFIX}.discovery.{identity}")
 }
 
+/// Where a caller enqueues a prompt as a job: `choria.fisk-ai.jobs.<identity>`, the one subject of the
+/// identity's jobs stream ([`jobs_stream`]).
+pub fn jobs_subject(identity: &str) -> String {
+    format!("{SUBJECT_PREFIX}.jobs.{identity}")
+}
+
+/// The JetStream work-queue stream holding an identity's queued jobs: `FISK_AI_JOBS_<identity>` (an
+/// identity's characters are all allowed in a stream name). Its durable consumer, shared by every
+/// instance of the identity, is named after the identity.
+pub fn jobs_stream(identity: &str) -> String {
+    format!("FISK_AI_JOBS_{identity}")
+}
+
+/// The NATS header of a queued job naming the subject its reply set goes to (a job published to a
+/// stream has no reply inbox of its own).
+pub const HEADER_REPLY_TO: &str = "Fisk-AI-Reply-To";
+
+/// The longest reply subject a job may name: NATS subjects in practice stay far below it, and the worker
+/// publishes a whole reply set there.
+pub const MAX_REPLY_SUBJECT_BYTES: usize = 256;
+
+/// Whether `subject` is one a reply set can be published to: at most [`MAX_REPLY_SUBJECT_BYTES`], dot-
+/// separated non-empty tokens of printable ASCII without whitespace, and no wildcard token.
+pub fn valid_reply_subject(subject: &str) -> bool {
+    !subject.is_empty()
+        && subject.len() <= MAX_REPLY_SUBJECT_BYTES
+        && subject.split('.').all(|t| {
+            !t.is_empty() && t != "*" && t != ">" && t.bytes().all(|b| b.is_ascii_graphic())
+        })
+}
+
 /// The NATS header on the last message of a reply set.
 pub const HEADER_STREAM_FINAL: &str = "Fisk-AI-Stream-Final";
 /// The NATS header carrying a refusal's text (a [`WireError`](super::WireError)'s `Display`).
@@ -63,5 +94,31 @@ mod tests {
             discovery_subject("nats-worker"),
             "choria.fisk-ai.discovery.nats-worker"
         );
+        assert_eq!(
+            jobs_subject("nats-worker"),
+            "choria.fisk-ai.jobs.nats-worker"
+        );
+        assert_eq!(jobs_stream("nats-worker"), "FISK_AI_JOBS_nats-worker");
+    }
+
+    #[test]
+    fn a_reply_subject_is_a_plain_subject_within_the_bound() {
+        assert!(valid_reply_subject("_INBOX.abc123"));
+        assert!(valid_reply_subject("replies.peer1.job-7"));
+        for bad in [
+            "",
+            "a..b",
+            ".a",
+            "a.",
+            "a.*",
+            "a.>",
+            "a b",
+            "a\tb",
+            "caf\u{e9}",
+        ] {
+            assert!(!valid_reply_subject(bad), "{bad:?}");
+        }
+        let long = format!("a.{}", "b".repeat(MAX_REPLY_SUBJECT_BYTES));
+        assert!(!valid_reply_subject(&long));
     }
 }

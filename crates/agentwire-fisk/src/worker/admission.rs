@@ -25,6 +25,9 @@ pub(super) enum Plan {
         code: FailureCode,
         /// Why, for people.
         message: String,
+        /// The same request may be taken later (the worker is busy or draining, the conversation busy,
+        /// the journal unreadable): a queued job stays queued instead of being answered with it.
+        transient: bool,
     },
     /// A `request.read`.
     Read(Box<ReadPlan>),
@@ -56,9 +59,29 @@ pub(super) struct RunPlan {
 }
 
 fn refused(code: impl Into<FailureCode>, message: impl Into<String>) -> Plan {
+    let code = code.into();
+    let transient = matches!(
+        code,
+        FailureCode::Refused(
+            Refusal::Draining
+                | Refusal::Capacity
+                | Refusal::ConversationBusy
+                | Refusal::DuplicateRequest
+        )
+    );
     Plan::Refuse {
-        code: code.into(),
+        code,
         message: message.into(),
+        transient,
+    }
+}
+
+/// The journal could not be read: refused `internal`, and a queued job is taken again later.
+fn unreadable(e: impl std::fmt::Display) -> Plan {
+    Plan::Refuse {
+        code: TurnFailure::Internal.into(),
+        message: format!("the journal could not be read: {e}"),
+        transient: true,
     }
 }
 
@@ -82,16 +105,13 @@ async fn record(
         .engine
         .conversation(conversation, transcripts)
         .await
-        .map_err(|e| {
-            Box::new(refused(
-                TurnFailure::Internal,
-                format!("the journal could not be read: {e}"),
-            ))
-        })
+        .map_err(|e| Box::new(unreadable(e)))
 }
 
 /// Decides what to do with `task`. A `Run` holds a worker slot (the engine's), freed when its turn ends.
-pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
+/// `job` is the queued job's id when the request came off the jobs queue (journaled in the turn's route,
+/// so a redelivery of the same job is known as such).
+pub(super) async fn plan(worker: &Worker, task: &TaskRequest, job: Option<&str>) -> Plan {
     if let Err(why) = worker.config.senders.admits(task.header().sender.name()) {
         return refused(Refusal::Blocked, why);
     }
@@ -111,15 +131,23 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
                 Refusal::UnknownConversation,
                 "the conversation_token names no conversation here; send the prompt without one",
             ),
-            Err(e) => refused(
-                TurnFailure::Internal,
-                format!("the journal could not be read: {e}"),
-            ),
+            Err(e) => unreadable(e),
         };
     }
     let header = task.header().clone();
     let tag = header.request.clone();
-    let conversation = task.conversation_token().map(conversation::conversation_id);
+    let mut conversation = task.conversation_token().map(conversation::conversation_id);
+    if let (Some(job), None) = (job, &conversation) {
+        // A queued job that starts a conversation, delivered again: its turn is in the journal under the
+        // conversation its first delivery minted, and it is answered there.
+        match worker.engine.lookup(&request_id(&tag)).await {
+            Ok(Some(stored)) if stored.route[super::jobs::ROUTE_KEY].as_str() == Some(job) => {
+                conversation = Some(stored.conversation_id)
+            }
+            Ok(_) => {}
+            Err(e) => return unreadable(e),
+        }
+    }
     // One step of the engine's: a request of this conversation the journal holds is a resend, answered
     // from the journal (its terminal, or `duplicate_request` while it is still in flight) whatever this
     // instance runs now, so none of the refusals is given for a turn the caller may already have the
@@ -138,7 +166,7 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     let slot = match admitted {
         Ok(Admitted::New(slot)) => slot,
         Ok(Admitted::Resend(stored)) => {
-            return match plan_turn(worker, task, header, Some(&stored)).await {
+            return match plan_turn(worker, task, header, Some(&stored), job).await {
                 Plan::Run(mut run) => {
                     run.resend = Some(stored);
                     Plan::Run(run)
@@ -146,12 +174,7 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
                 other => other,
             };
         }
-        Err(AdmitError::Journal(e)) => {
-            return refused(
-                TurnFailure::Internal,
-                format!("the journal could not be read: {e}"),
-            )
-        }
+        Err(AdmitError::Journal(e)) => return unreadable(e),
         Err(AdmitError::Slot(SlotRefusal::Draining)) => {
             return refused(
                 Refusal::Draining,
@@ -177,7 +200,7 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
             )
         }
     };
-    match plan_turn(worker, task, header, None).await {
+    match plan_turn(worker, task, header, None, job).await {
         Plan::Run(mut run) => {
             run.slot = Some(slot);
             Plan::Run(run)
@@ -187,18 +210,28 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest) -> Plan {
     }
 }
 
-/// Plans the turn of `task`; `resend` is the journal's record of it when the engine found it a resend.
+/// Plans the turn of `task`; `resend` is the journal's record of it when the engine found it a resend,
+/// `job` the queued job it came as.
 async fn plan_turn(
     worker: &Worker,
     task: &TaskRequest,
     header: Header,
     resend: Option<&StoredTurn>,
+    job: Option<&str>,
 ) -> Plan {
-    let (token, new) = match task.conversation_token() {
-        Some(t) => (t.to_string(), false),
-        None => (random_token(), true),
+    let same_job =
+        resend.filter(|s| job.is_some_and(|j| s.route[super::jobs::ROUTE_KEY].as_str() == Some(j)));
+    let (token, conversation, new) = match (task.conversation_token(), same_job) {
+        (Some(t), _) => (Some(t.to_string()), conversation::conversation_id(t), false),
+        // The same queued job delivered again: its first delivery minted the conversation's token, which
+        // is never kept, so it is answered in the journal's conversation without one.
+        (None, Some(stored)) => (None, stored.conversation_id.clone(), false),
+        (None, None) => {
+            let t = random_token();
+            let c = conversation::conversation_id(&t);
+            (Some(t), c, true)
+        }
     };
-    let conversation = conversation::conversation_id(&token);
     let fingerprint = worker.profile.fingerprint.clone();
     let tools = worker.profile.tools.clone();
     let (mut meta, mut meta_changed) = if new {
@@ -226,12 +259,7 @@ async fn plan_turn(
                 Refusal::UnknownConversation,
                 "the conversation_token names no conversation here; send the prompt without one",
             ),
-            Err(e) => {
-                return refused(
-                    TurnFailure::Internal,
-                    format!("the journal could not be read: {e}"),
-                )
-            }
+            Err(e) => return unreadable(e),
         }
     };
     // A conversation minted just now has no turns: no journal read on the path to a new prompt's ack. The
@@ -482,7 +510,7 @@ fn streams(task: &TaskRequest) -> bool {
 /// Sends a refusal: an ack with `accepted: false` and the reason, then the error that closes the set.
 pub(super) async fn refuse(
     worker: &Worker,
-    inbox: async_nats::Subject,
+    inbox: Option<async_nats::Subject>,
     header: Header,
     code: impl Into<FailureCode>,
     message: String,
@@ -550,13 +578,18 @@ pub(super) async fn read(worker: &Worker, inbox: async_nats::Subject, plan: Read
     let record = match record(worker, &plan.conversation, true).await {
         Ok(r) => r,
         Err(p) => match *p {
-            Plan::Refuse { code, message } => {
-                return refuse(worker, inbox, plan.header, code, message).await
+            Plan::Refuse { code, message, .. } => {
+                return refuse(worker, Some(inbox), plan.header, code, message).await
             }
             _ => return,
         },
     };
-    let (set, done) = ReplySet::start(worker.client.clone(), inbox, plan.header, worker.me.clone());
+    let (set, done) = ReplySet::start(
+        worker.client.clone(),
+        Some(inbox),
+        plan.header,
+        worker.me.clone(),
+    );
     set.send(Reply::Ack(
         Ack::accepted().with_conversation_token(plan.token),
     ));

@@ -27,7 +27,9 @@ struct State {
 pub(crate) struct TurnSetup {
     pub(crate) request_id: RequestId,
     pub(crate) conversation: ConversationId,
-    pub(crate) token: String,
+    /// The conversation token the ack hands back (none for a queued job delivered again in a new
+    /// conversation: the token is not kept).
+    pub(crate) token: Option<String>,
     pub(crate) stream: bool,
     pub(crate) elicit: bool,
     pub(crate) window: Duration,
@@ -91,7 +93,10 @@ impl FiskFront {
     }
 
     fn ack(&self) -> Reply {
-        let mut ack = Ack::accepted().with_conversation_token(self.setup.token.clone());
+        let mut ack = Ack::accepted();
+        if let Some(token) = &self.setup.token {
+            ack = ack.with_conversation_token(token.clone());
+        }
         if let Some(m) = self.setup.max_tokens {
             ack = ack.with_max_tokens(m);
         }

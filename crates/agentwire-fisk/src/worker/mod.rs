@@ -4,11 +4,15 @@
 
 mod admission;
 mod front;
+mod jobs;
 mod replyset;
 mod turn;
 
 pub use crate::stream::TEXT_COALESCE_WINDOW;
 pub use front::SilentFront;
+pub use jobs::{
+    JobsConfig, DEFAULT_JOBS_ACK_WAIT, MAX_JOBS_ACK_WAIT_SECS, MAX_JOBS_REPLICAS, MAX_QUEUED_JOBS,
+};
 
 use crate::conversation::Fingerprint;
 use crate::wire::{self, nats, Identity, Reply};
@@ -50,6 +54,8 @@ pub struct WorkerConfig {
     pub instance: Option<String>,
     /// Which callers are served, by `sender.name`.
     pub senders: SenderPolicy,
+    /// The queued-jobs channel, when served (`[nats] jobs = true`).
+    pub jobs: Option<JobsConfig>,
 }
 
 /// Which callers the worker serves, by the `sender.name` of their requests: the rest are refused
@@ -176,6 +182,10 @@ impl Worker {
                 what: "discovery endpoint",
                 source,
             })?;
+        let jobs = match &config.jobs {
+            Some(j) => Some(jobs::open(&client, &config.identity, j).await?),
+            None => None,
+        };
         // The subscriptions are live at the server before anyone is told the worker is up. A server that
         // does not echo (a worker account without rights on its own inboxes) only loses that promise.
         if let Err(e) = server_sync(&client).await {
@@ -225,6 +235,16 @@ impl Worker {
             }
             let _ = tasks_done.send(());
         });
+        if let Some(consumer) = jobs {
+            let (jobs_done, jobs_stopped) = tokio::sync::oneshot::channel();
+            worker.stopped.lock().await.push(jobs_stopped);
+            tokio::spawn(jobs::serve(
+                worker.clone(),
+                consumer,
+                stop_rx.clone(),
+                jobs_done,
+            ));
+        }
         let (w, mut halt) = (worker.clone(), stop_rx);
         tokio::spawn(async move {
             loop {
@@ -328,7 +348,7 @@ impl Worker {
             if let Some(inbox) = req.message.reply.clone() {
                 admission::refuse(
                     &self,
-                    inbox,
+                    Some(inbox),
                     header,
                     agentwire_core::Refusal::AnswerTooLarge,
                     format!("the answer is over {} KB", wire::MAX_ANSWER_BYTES / 1024),
@@ -348,15 +368,17 @@ impl Worker {
             tracing::debug!("a fisk-ai request without a reply inbox was ignored");
             return;
         };
-        match admission::plan(&self, &task).await {
+        match admission::plan(&self, &task, None).await {
             Plan::Invalid(e) => {
                 refuse_invalid(&req, &e).await;
             }
-            Plan::Refuse { code, message } => {
-                admission::refuse(&self, inbox, task.header().clone(), code, message).await;
+            Plan::Refuse { code, message, .. } => {
+                admission::refuse(&self, Some(inbox), task.header().clone(), code, message).await;
             }
             Plan::Read(read) => admission::read(&self, inbox, *read).await,
-            Plan::Run(run) => turn::run(self.clone(), inbox, *run).await,
+            Plan::Run(run) => {
+                turn::run(self.clone(), Some(inbox), *run, None).await;
+            }
         }
     }
 }

@@ -76,10 +76,11 @@ pub(crate) async fn single(
 }
 
 impl ReplySet {
-    /// Starts the reply set of `request` (its header) on `inbox`. `done` fires once the final message is out.
+    /// Starts the reply set of `request` (its header) on `inbox` (none: a queued job that names no reply
+    /// subject, whose set is built and sent nowhere). `done` fires once the final message is out.
     pub(crate) fn start(
         client: async_nats::Client,
-        inbox: async_nats::Subject,
+        inbox: Option<async_nats::Subject>,
         request: Header,
         me: Identity,
     ) -> (ReplySet, oneshot::Receiver<()>) {
@@ -92,7 +93,7 @@ impl ReplySet {
     /// `ready` fires (or its sender is dropped).
     pub(crate) fn start_with(
         client: async_nats::Client,
-        inbox: async_nats::Subject,
+        inbox: Option<async_nats::Subject>,
         request: Header,
         me: Identity,
         stream: bool,
@@ -142,11 +143,13 @@ impl ReplySet {
                     if out.last {
                         headers.insert(nats::HEADER_STREAM_FINAL, "true");
                     }
-                    if let Err(e) = client
-                        .publish_with_headers(inbox.clone(), headers, bytes.into())
-                        .await
-                    {
-                        tracing::warn!(request = %request.request, error = %e, "could not publish to the reply inbox");
+                    if let Some(inbox) = &inbox {
+                        if let Err(e) = client
+                            .publish_with_headers(inbox.clone(), headers, bytes.into())
+                            .await
+                        {
+                            tracing::warn!(request = %request.request, error = %e, "could not publish to the reply inbox");
+                        }
                     }
                     if out.last {
                         let _ = client.flush().await;

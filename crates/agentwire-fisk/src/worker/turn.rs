@@ -27,13 +27,33 @@ pub(crate) const FISK_POLICY: TurnPolicy = TurnPolicy {
 /// authorised by reaching the subject, as the spec says.
 const REQUESTER: &str = "fisk";
 
-/// Runs an admitted turn to the end of its reply set.
-pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: RunPlan) {
+/// How an admitted request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ran {
+    /// Its reply set ended: the turn's outcome is durable (it ran, or was answered from the journal), or
+    /// it was refused for good.
+    Answered,
+    /// Not taken after all (the conversation busy on another instance, the journal unwritable, the
+    /// worker draining, the same request live): a request was refused so; a queued job was sent nothing
+    /// and stays queued.
+    NotTaken,
+}
+
+/// Runs an admitted turn to the end of its reply set, sent to `inbox` (none: a queued job that names no
+/// reply subject). `job` is the queued job's id when the request came off the jobs queue.
+pub(super) async fn run(
+    worker: Arc<Worker>,
+    inbox: Option<async_nats::Subject>,
+    plan: RunPlan,
+    job: Option<String>,
+) -> Ran {
     let tag = plan.header.request.clone();
     let conversation = plan.input.conversation_id.clone();
     let identity = worker.config.identity.clone();
     let request_id = plan.setup.request_id.clone();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let stop_now = stop_tx.clone();
     let (cancels_gone_tx, cancels_gone) = oneshot::channel::<()>();
     let (elicits_gone_tx, elicits_gone) = oneshot::channel::<()>();
     let before_final: BeforeFinal = Box::new(move || {
@@ -122,7 +142,10 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         input: plan.input,
         protocol: PROTOCOL.into(),
         requester: REQUESTER.into(),
-        route: serde_json::json!({ "request": tag }),
+        route: match &job {
+            Some(job) => serde_json::json!({ "request": tag, super::jobs::ROUTE_KEY: job }),
+            None => serde_json::json!({ "request": tag }),
+        },
         front: front.clone(),
         policy: FISK_POLICY,
         // A new or changed conversation record is journaled with the turn: one durable write before the ack.
@@ -137,6 +160,20 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         }
     };
     let (submitted, ()) = tokio::join!(submit, subscribe);
+    let not_taken = matches!(
+        submitted,
+        SubmitReply::ConversationBusy
+            | SubmitReply::JournalUnavailable(_)
+            | SubmitReply::Draining
+            | SubmitReply::DuplicateLive
+    );
+    if not_taken && job.is_some() {
+        // A queued job waits in the queue: nothing is sent, and the turn's subscriptions go (their end
+        // lets the reply set's task end with nothing published).
+        tracing::debug!(request = %tag, "a queued job was not taken now; it stays queued");
+        stop_now.send_replace(true);
+        return Ran::NotTaken;
+    }
     match submitted {
         SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}
         SubmitReply::ConversationBusy => {
@@ -175,6 +212,10 @@ pub(super) async fn run(worker: Arc<Worker>, inbox: async_nats::Subject, plan: R
         SubmitReply::DuplicateStored(_) => {}
     }
     let _ = done.await;
+    match not_taken {
+        true => Ran::NotTaken,
+        false => Ran::Answered,
+    }
 }
 
 async fn serve_cancels(

@@ -1,0 +1,692 @@
+//! The fisk-ai queued-jobs channel against a real nats-server with JetStream and the real daemon: a
+//! prompt enqueued on `choria.fisk-ai.jobs.<identity>` runs once and leaves the queue; a job waits for a
+//! worker that is down; a job cut off by `kill -9` is delivered again and answered from the journal, never
+//! run twice; follow-ups of one conversation wait their turn; other request kinds and garbage are refused;
+//! a job taken back before a worker took it never runs; the queue's bounds hold.
+
+mod cli_child;
+mod common;
+
+use agentwire_fisk::wire::{self, nats as subjects, Header, Identity, PromptRequest, TaskRequest};
+use agentwire_testkit::NatsServer;
+use cli_child::CliChild;
+use common::Daemon;
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The ack wait the tests' workers run with: a dead worker's job moves on after it.
+const ACK_WAIT_SECS: u64 = 2;
+
+/// A config serving `agent_toml` (none: the demo agent) as fisk-ai worker `identity` with jobs on.
+fn config(dir: &Path, url: &str, identity: &str, workers: usize, agent_toml: &str) -> PathBuf {
+    let path = dir.join("agentwire.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[nats]\nurl = {url:?}\nidentity = {identity:?}\nworkers = {workers}\njobs = true\n\
+             jobs_ack_wait_secs = {ACK_WAIT_SECS}\n\n{agent_toml}"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A command agent that notes each run in `count` (one line per run), then answers its prompt after
+/// `secs` seconds.
+fn counting_agent(count: &Path, secs: u64) -> String {
+    let script = format!("echo run >> {}; sleep {secs}; cat", count.display());
+    format!(
+        "[agents.counter]\nkind = \"cmd\"\ncommand = {}\n",
+        serde_json::to_string(&["sh", "-c", &script]).unwrap()
+    )
+}
+
+fn runs(count: &Path) -> usize {
+    std::fs::read_to_string(count)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+fn start(data: &Path, config: &Path, agent: Option<&str>) -> Daemon {
+    let mut args = vec!["--config", config.to_str().unwrap()];
+    if let Some(a) = agent {
+        args.extend(["--agent", a]);
+    }
+    Daemon::start(data, &args)
+}
+
+fn agentwire(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("agentwire runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A `request.prompt` as a peer writes it.
+fn prompt_job(request: &str, prompt: &str, token: Option<&str>) -> Vec<u8> {
+    let id = agentwire_fisk::worker::message_id().parse().unwrap();
+    let header = Header::new(
+        id,
+        request,
+        request,
+        0,
+        SystemTime::now(),
+        Identity::new("peer1").unwrap(),
+    );
+    TaskRequest::Prompt(PromptRequest {
+        header,
+        prompt: prompt.into(),
+        context: None,
+        tool_hints: vec![],
+        budget: None,
+        stream: true,
+        conversation_token: token.map(String::from),
+        replay: None,
+        force: false,
+    })
+    .to_bytes()
+}
+
+/// A caller's connection to the server: it publishes jobs and reads their reply subjects.
+struct Peer {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+}
+
+impl Peer {
+    async fn connect(url: &str) -> Peer {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        Peer { client, js }
+    }
+
+    /// Subscribes to a fresh reply subject and enqueues `body` naming it (`reply`: false names none).
+    async fn enqueue(
+        &self,
+        identity: &str,
+        body: Vec<u8>,
+        reply: bool,
+    ) -> Option<async_nats::Subscriber> {
+        let inbox = self.client.new_inbox();
+        let sub = self.client.subscribe(inbox.clone()).await.unwrap();
+        let mut headers = async_nats::HeaderMap::new();
+        if reply {
+            headers.insert(subjects::HEADER_REPLY_TO, inbox.as_str());
+        }
+        self.js
+            .publish_with_headers(subjects::jobs_subject(identity), headers, body.into())
+            .await
+            .unwrap()
+            .await
+            .expect("the queue takes the job");
+        reply.then_some(sub)
+    }
+
+    /// Jobs waiting in `identity`'s queue (taken but not acknowledged ones count too).
+    async fn queued(&self, identity: &str) -> u64 {
+        let mut s = self
+            .js
+            .get_stream(subjects::jobs_stream(identity))
+            .await
+            .unwrap();
+        s.info().await.unwrap().state.messages
+    }
+
+    /// Waits until `identity`'s queue is empty.
+    async fn wait_empty(&self, identity: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let n = self.queued(identity).await;
+            if n == 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{n} jobs still queued");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The messages on `sub` until one with `Fisk-AI-Stream-Final` (a service error counts as final, as
+/// `{"service_error": text, "code": code}`), within `within`.
+async fn reply_set(sub: &mut async_nats::Subscriber, within: Duration) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut out = Vec::new();
+    loop {
+        let m = tokio::time::timeout_at(deadline, sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("no final message within {within:?}; got {out:#?}"))
+            .expect("the subscription lives");
+        let headers = m.headers.clone().unwrap_or_default();
+        if let Some(e) = headers.get(subjects::HEADER_SERVICE_ERROR) {
+            out.push(serde_json::json!({
+                "service_error": e.as_str(),
+                "code": headers.get(subjects::HEADER_SERVICE_ERROR_CODE).map(|c| c.to_string()),
+            }));
+            return out;
+        }
+        out.push(serde_json::from_slice(&m.payload).unwrap());
+        if headers.get(subjects::HEADER_STREAM_FINAL).is_some() {
+            return out;
+        }
+    }
+}
+
+fn kind(m: &Value) -> &str {
+    m["protocol"]
+        .as_str()
+        .unwrap_or("")
+        .trim_start_matches(wire::PROTOCOL_NAMESPACE)
+        .trim_start_matches('.')
+}
+
+#[test]
+fn ask_queue_runs_a_job_once_it_leaves_the_queue_and_read_shows_it() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &nats.url, "jq1", 1, "");
+    let d = start(&dir.path().join("data"), &config, None);
+    assert_eq!(d.ready["nats"]["identity"], "jq1");
+
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "jq1",
+        "--queue",
+        "calc",
+        "2+3",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(text(&out.stdout).trim(), "5");
+    assert!(err.contains("[tool calculator start"), "{err}");
+    let token = err
+        .lines()
+        .find_map(|l| l.strip_prefix("conversation "))
+        .expect("the conversation token is printed")
+        .to_string();
+
+    // Acknowledged once answered: nothing is left in the work queue.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let peer = Peer::connect(&nats.url).await;
+        peer.wait_empty("jq1", Duration::from_secs(5)).await;
+    });
+
+    // A follow-up enqueued in the conversation, then the conversation read back over the task subject.
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "jq1",
+        "--queue",
+        "--conversation",
+        &token,
+        "again",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "You said: again");
+    let out = agentwire(&["read", "--nats", &nats.url, "--identity", "jq1", &token]);
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        shown.contains("calc 2+3") && shown.contains("You said: again"),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_enqueued_while_no_worker_runs_is_answered_when_one_starts() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let config = config(dir.path(), &nats.url, "jq2", 1, &counting_agent(&count, 0));
+    let data = dir.path().join("data");
+    // The first start makes the queue; then the worker is away.
+    let mut d = start(&data, &config, Some("counter"));
+    d.kill();
+
+    let mut waiting = CliChild::spawn(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "jq2",
+        "--queue",
+        "queued while away",
+    ]);
+    let peer = Peer::connect(&nats.url).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while peer.queued("jq2").await == 0 {
+        assert!(Instant::now() < deadline, "the job was never queued");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(waiting.stdout(), "", "no answer while no worker runs");
+    assert_eq!(peer.queued("jq2").await, 1, "the job waits in the queue");
+
+    let _d = start(&data, &config, Some("counter"));
+    assert_eq!(
+        waiting.exit_code(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        waiting.stderr()
+    );
+    assert_eq!(waiting.stdout().trim(), "queued while away");
+    assert_eq!(runs(&count), 1);
+    peer.wait_empty("jq2", Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cut_off_by_kill_9_is_answered_from_the_journal_and_never_runs_twice() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let config = config(dir.path(), &nats.url, "jq3", 1, &counting_agent(&count, 30));
+    let data = dir.path().join("data");
+    let mut d = start(&data, &config, Some("counter"));
+    let peer = Peer::connect(&nats.url).await;
+    let mut sub = peer
+        .enqueue("jq3", prompt_job("cut-job", "long work", None), true)
+        .await
+        .unwrap();
+    // The job is taken and its turn journaled (the ack) and running (the command noted its run).
+    let first = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("the ack arrives")
+        .unwrap();
+    let ack: Value = serde_json::from_slice(&first.payload).unwrap();
+    assert_eq!((kind(&ack), &ack["accepted"]), ("ack", &Value::Bool(true)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs(&count) == 0 {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.kill();
+    assert_eq!(
+        peer.queued("jq3").await,
+        1,
+        "unacknowledged, it stays queued"
+    );
+
+    // Restarted, the worker gets the job again once its ack wait passes, and answers it from the journal:
+    // the run the crash cut off ended, once, and is not started again.
+    let _d = start(&data, &config, Some("counter"));
+    let set = reply_set(&mut sub, Duration::from_secs(30)).await;
+    let last = set.last().unwrap();
+    assert_eq!(kind(last), "error", "{set:#?}");
+    assert_eq!(last["code"], "canceled", "{set:#?}");
+    assert_eq!(last["request"], "cut-job");
+    peer.wait_empty("jq3", Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(ACK_WAIT_SECS + 1)).await;
+    assert_eq!(runs(&count), 1, "the job ran once");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), sub.next())
+            .await
+            .is_err(),
+        "no third reply set"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_sent_again_is_answered_from_the_journal() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let config = config(
+        dir.path(),
+        &nats.url,
+        "jq4",
+        1,
+        // Longer than the ack wait: the worker's progress notes keep the job its own while it runs.
+        &counting_agent(&count, ACK_WAIT_SECS + 2),
+    );
+    let _d = start(&dir.path().join("data"), &config, Some("counter"));
+    let peer = Peer::connect(&nats.url).await;
+    let mut sub = peer
+        .enqueue("jq4", prompt_job("first", "one", None), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut sub, Duration::from_secs(20)).await;
+    assert_eq!(kind(set.last().unwrap()), "result", "{set:#?}");
+    let token = set[0]["conversation_token"].as_str().unwrap().to_string();
+    // The same request of the conversation enqueued again (a caller retrying after the queue's duplicate
+    // window): its journaled answer, not a second run.
+    let mut again = peer
+        .enqueue("jq4", prompt_job("first", "one", Some(&token)), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut again, Duration::from_secs(20)).await;
+    let last = set.last().unwrap();
+    assert_eq!(
+        (kind(last), last["text"].as_str()),
+        ("result", Some("one")),
+        "{set:#?}"
+    );
+    assert_eq!(runs(&count), 1);
+    peer.wait_empty("jq4", Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_queued_in_one_conversation_wait_for_the_turn_before_them() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    // Two slots: the second job is taken while the first runs, and waits for it rather than being refused.
+    let config = config(dir.path(), &nats.url, "jq5", 2, "");
+    let _d = start(&dir.path().join("data"), &config, None);
+    let peer = Peer::connect(&nats.url).await;
+    let mut sub = peer
+        .enqueue("jq5", prompt_job("opening", "hello", None), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut sub, Duration::from_secs(20)).await;
+    let token = set[0]["conversation_token"].as_str().unwrap().to_string();
+    let mut slow = peer
+        .enqueue("jq5", prompt_job("slow", "sleep 1500", Some(&token)), true)
+        .await
+        .unwrap();
+    let mut next = peer
+        .enqueue(
+            "jq5",
+            prompt_job("next", "after the sleep", Some(&token)),
+            true,
+        )
+        .await
+        .unwrap();
+    let (slow, next) = tokio::join!(
+        async {
+            let s = reply_set(&mut slow, Duration::from_secs(30)).await;
+            (s, Instant::now())
+        },
+        async {
+            let s = reply_set(&mut next, Duration::from_secs(30)).await;
+            (s, Instant::now())
+        }
+    );
+    assert_eq!(kind(slow.0.last().unwrap()), "result", "{:#?}", slow.0);
+    let last = next.0.last().unwrap();
+    assert_eq!(
+        (kind(last), last["text"].as_str()),
+        ("result", Some("You said: after the sleep")),
+        "{:#?}",
+        next.0
+    );
+    assert!(
+        slow.1 <= next.1,
+        "the follow-up ended after the turn before it"
+    );
+    peer.wait_empty("jq5", Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_request_kinds_and_garbage_are_refused_and_leave_the_queue() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &nats.url, "jq6", 1, "");
+    let _d = start(&dir.path().join("data"), &config, None);
+    let peer = Peer::connect(&nats.url).await;
+
+    let id = agentwire_fisk::worker::message_id();
+    let read = serde_json::json!({
+        "protocol": "io.choria.fisk-ai.v1.request.read",
+        "id": id, "request": "r1", "conversation": "r1", "sequence": 0,
+        "time": "2026-12-04T10:00:00Z", "sender": {"name": "peer1"},
+        "conversation_token": "0123456789abcdef0123456789abcdef0123", "replay": 10,
+    });
+    let mut sub = peer
+        .enqueue("jq6", serde_json::to_vec(&read).unwrap(), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut sub, Duration::from_secs(10)).await;
+    assert_eq!(set.len(), 1, "{set:#?}");
+    assert_eq!(set[0]["code"], "400");
+    let said = set[0]["service_error"].as_str().unwrap();
+    assert!(
+        said.contains("request.prompt only") && said.contains("choria.fisk-ai.task.jq6"),
+        "{said}"
+    );
+
+    let mut sub = peer
+        .enqueue("jq6", b"not a request".to_vec(), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut sub, Duration::from_secs(10)).await;
+    assert_eq!(set[0]["code"], "400", "{set:#?}");
+
+    // A reply subject no reply can go to: the job cannot be answered and is dropped, not retried.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(subjects::HEADER_REPLY_TO, "replies.*");
+    peer.js
+        .publish_with_headers(
+            subjects::jobs_subject("jq6"),
+            headers,
+            prompt_job("wild", "hi", None).into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    peer.wait_empty("jq6", Duration::from_secs(5)).await;
+
+    // A job naming no reply subject still runs: the conversation it joined shows it.
+    let mut sub = peer
+        .enqueue("jq6", prompt_job("open", "first", None), true)
+        .await
+        .unwrap();
+    let token = reply_set(&mut sub, Duration::from_secs(10)).await[0]["conversation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    peer.enqueue(
+        "jq6",
+        prompt_job("quiet", "fire and forget", Some(&token)),
+        false,
+    )
+    .await;
+    peer.wait_empty("jq6", Duration::from_secs(10)).await;
+    let out = agentwire(&["read", "--nats", &nats.url, "--identity", "jq6", &token]);
+    let shown = text(&out.stdout);
+    assert!(shown.contains("You said: fire and forget"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_taken_back_before_a_worker_took_it_never_runs() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let config = config(dir.path(), &nats.url, "jq7", 1, &counting_agent(&count, 0));
+    let data = dir.path().join("data");
+    let mut d = start(&data, &config, Some("counter"));
+    d.kill();
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "jq7",
+        "--queue",
+        "--timeout",
+        "1",
+        "never mind",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("taken off the queue"), "{err}");
+    let peer = Peer::connect(&nats.url).await;
+    assert_eq!(peer.queued("jq7").await, 0);
+    let _d = start(&data, &config, Some("counter"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(runs(&count), 0, "the withdrawn job never ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_refuses_a_job_past_its_bounds() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &nats.url, "jq8", 1, "");
+    let mut d = start(&dir.path().join("data"), &config, None);
+    d.kill();
+    let peer = Peer::connect(&nats.url).await;
+    // Too large for a request: refused by the queue, not left for a worker to refuse.
+    let big = prompt_job("big", &"x".repeat(wire::MAX_MESSAGE_BYTES), None);
+    let refused = peer
+        .js
+        .publish(subjects::jobs_subject("jq8"), big.into())
+        .await
+        .unwrap()
+        .await;
+    assert!(refused.is_err(), "a job over the message bound is refused");
+
+    // Full: the queue holds MAX_QUEUED_JOBS and refuses the next.
+    let mut left = agentwire_fisk::worker::MAX_QUEUED_JOBS;
+    while left > 0 {
+        // In batches: the client bounds the acks in flight.
+        let mut acks = Vec::new();
+        for _ in 0..left.min(500) {
+            acks.push(
+                peer.js
+                    .publish(subjects::jobs_subject("jq8"), "x".into())
+                    .await
+                    .unwrap(),
+            );
+        }
+        left -= acks.len() as i64;
+        for a in acks {
+            a.await.unwrap();
+        }
+    }
+    assert_eq!(
+        peer.queued("jq8").await,
+        agentwire_fisk::worker::MAX_QUEUED_JOBS as u64
+    );
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "jq8",
+        "--queue",
+        "one more",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the jobs queue did not take the job"), "{err}");
+
+    // An identity with no queue at all says so.
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "nobody",
+        "--queue",
+        "hi",
+    ]);
+    let err = text(&out.stderr);
+    assert!(err.contains("no jobs queue for nobody"), "{err}");
+}
+
+#[test]
+fn jobs_on_a_server_without_jetstream_stop_serve_with_the_reason() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &nats.url, "jq9", 1, "");
+    let data = dir.path().join("data");
+    let out = agentwire(&[
+        "serve",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--relay-listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--roost-socket",
+        data.join("roost.sock").to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("jobs stream (does the server run JetStream?)"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_not_allowed_to_take_a_job_back_is_told_it_still_runs() {
+    let store = tempfile::tempdir().unwrap();
+    // carol may enqueue and read the stream's info, not delete from it.
+    let nats = NatsServer::start_with_config(&format!(
+        "jetstream {{ store_dir: {:?} }}\nauthorization {{ users: [\n\
+         {{ user: worker, password: wpw }}\n\
+         {{ user: carol, password: cpw, permissions: {{\n\
+           publish: [\"choria.fisk-ai.jobs.jq10\", \"choria.fisk-ai.cancel.jq10.*\",\n\
+                     \"$JS.API.STREAM.INFO.FISK_AI_JOBS_jq10\"]\n\
+           subscribe: [\"_INBOX.>\"] }} }}\n] }}\n",
+        store.path().display().to_string()
+    ));
+    let port = nats.url.rsplit(':').next().unwrap();
+    let worker_url = format!("nats://worker:wpw@127.0.0.1:{port}");
+    let carol_url = format!("nats://carol:cpw@127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let config = config(
+        dir.path(),
+        &worker_url,
+        "jq10",
+        1,
+        &counting_agent(&count, 0),
+    );
+    let data = dir.path().join("data");
+    let mut d = start(&data, &config, Some("counter"));
+    d.kill();
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &carol_url,
+        "--identity",
+        "jq10",
+        "--queue",
+        "--timeout",
+        "1",
+        "still wanted",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("could not be taken off the queue") && err.contains("runs when a worker"),
+        "{err}"
+    );
+    let client = async_nats::ConnectOptions::new()
+        .user_and_password("worker".into(), "wpw".into())
+        .connect(format!("nats://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let peer = Peer {
+        js: async_nats::jetstream::new(client.clone()),
+        client,
+    };
+    assert_eq!(peer.queued("jq10").await, 1, "the job is still queued");
+    let _d = start(&data, &config, Some("counter"));
+    peer.wait_empty("jq10", Duration::from_secs(10)).await;
+    assert_eq!(runs(&count), 1, "it ran when a worker took it");
+}
