@@ -59,6 +59,9 @@ pub enum Update {
     Status(StatusPayload),
     /// Answer text that is now in order (contiguous seq), ready to show.
     Text(String),
+    /// The agent's thinking, in order like text: a delta whose compatibility envelope says
+    /// `mode=thinking`. Not part of the answer.
+    Thinking(String),
     /// A delta is missing: rendering is degraded until the response arrives.
     Gap,
     /// The run's deltas broke their order (the spec's `INVALID_SEQUENCE`): a `seq` sent again with other
@@ -86,7 +89,7 @@ pub struct RunView {
     seen: HashSet<EventId>,
     /// Each seq seen: when the agent created it, and a hash of its text (a duplicate's must match).
     seen_seq: BTreeMap<u64, (Timestamp, u64)>,
-    waiting: BTreeMap<(u64, Timestamp, EventId), String>,
+    waiting: BTreeMap<(u64, Timestamp, EventId), Update>,
     next_seq: u64,
     gap_reported: bool,
     invalid_reported: bool,
@@ -177,11 +180,21 @@ impl RunView {
                 let Ok(d) = DeltaPayload::parse(plain) else {
                     return vec![];
                 };
-                let text =
-                    envelope::text_of(&d.text, envelope::EnvelopeOf::Delta).unwrap_or(d.text);
+                let (text, thinking) =
+                    match envelope::Envelope::read(&d.text, envelope::EnvelopeOf::Delta) {
+                        Ok(e) if e.text().is_some() => (
+                            e.text().unwrap_or_default().to_string(),
+                            e.get("mode") == Some("thinking"),
+                        ),
+                        _ => (d.text, false),
+                    };
+                let shown = |text: String| match thinking {
+                    true => Update::Thinking(text),
+                    false => Update::Text(text),
+                };
                 match d.seq {
                     // Without seq, show in arrival order.
-                    None => vec![Update::Text(text)],
+                    None => vec![shown(text)],
                     Some(seq) => {
                         if self.joining && self.seen_seq.is_empty() {
                             self.next_seq = seq;
@@ -201,12 +214,13 @@ impl RunView {
                         }
                         self.seen_seq
                             .insert(seq, (event.created_at, text_hash(&text)));
-                        self.waiting.insert((seq, event.created_at, event.id), text);
+                        self.waiting
+                            .insert((seq, event.created_at, event.id), shown(text));
                         while let Some(entry) = self.waiting.first_entry() {
                             if entry.key().0 != self.next_seq {
                                 break;
                             }
-                            out.push(Update::Text(entry.remove()));
+                            out.push(entry.remove());
                             self.next_seq += 1;
                         }
                         if !self.waiting.is_empty() && !self.gap_reported {

@@ -381,6 +381,7 @@ fn show_update(u: &Update, live: bool, streamed: &mut String) {
                 .map(|v| format!(" {}", agentwire_core::arguments_summary(v)))
                 .unwrap_or_default()
         ),
+        Update::Thinking(t) => eprintln!("[thinking] {t}"),
         Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),
         Update::InvalidSequence { seq } => eprintln!(
             "[INVALID_SEQUENCE: the agent's delta seq {seq} breaks the run's order; showing it best-effort]"

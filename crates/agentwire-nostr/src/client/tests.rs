@@ -130,6 +130,13 @@ fn final_text_unwraps_the_compatibility_envelope() {
         4,
     );
     assert_eq!(apply(&mut v, &d), vec![Update::Text("hi".into())]);
+    // `mode=thinking` is the agent's thinking, in its place in the order, not answer text.
+    let t = f.event(
+        kinds::DELTA,
+        r#"{"ver":1,"seq":1,"text":"event=delta|mode=thinking|phase=update|text=hmm|ts=5"}"#,
+        5,
+    );
+    assert_eq!(apply(&mut v, &t), vec![Update::Thinking("hmm".into())]);
     let raw = "event=final|phase=end|text=Here%20it%20is";
     let resp = f.event(
         kinds::RESPONSE,
