@@ -39,12 +39,12 @@ pub struct RoostRefusal {
     pub message: String,
 }
 
-/// Sends one controller's op with its args to the supervisor and gives its result.
+/// Sends controller's ops with their args to the supervisor, in order on one connection, and gives their
+/// results (the first refusal ends it).
 pub type RoostCall = Arc<
     dyn Fn(
-            &'static str,
-            Value,
-        ) -> futures_util::future::BoxFuture<'static, Result<Value, RoostRefusal>>
+            Vec<(&'static str, Value)>,
+        ) -> futures_util::future::BoxFuture<'static, Result<Vec<Value>, RoostRefusal>>
         + Send
         + Sync,
 >;
@@ -94,16 +94,17 @@ pub(crate) async fn view(Extract(s): Extract<State>, Query(q): Query<ViewQuery>)
     if let Some(after) = q.after {
         events["after"] = json!(after);
     }
-    let asked = futures_util::future::join5(
-        call("rows", json!({})),
-        call("task", json!({ "action": "list" })),
-        call("concierge", json!({ "action": "status" })),
-        call("concierge-order", json!({ "action": "list" })),
-        call("events", events),
-    )
+    // One connection for the five reads: the page asks every second while it is open.
+    let asked = call(vec![
+        ("rows", json!({})),
+        ("task", json!({ "action": "list" })),
+        ("concierge", json!({ "action": "status" })),
+        ("concierge-order", json!({ "action": "list" })),
+        ("events", events),
+    ])
     .await;
-    match asked {
-        (Ok(rows), Ok(tasks), Ok(concierge), Ok(orders), Ok(feed)) => Json(json!({
+    match asked.as_deref() {
+        Ok([rows, tasks, concierge, orders, feed]) => Json(json!({
             "rows": rows["rows"],
             "tasks": tasks["tasks"],
             "concierge": concierge,
@@ -111,9 +112,11 @@ pub(crate) async fn view(Extract(s): Extract<State>, Query(q): Query<ViewQuery>)
             "events": feed["events"],
         }))
         .into_response(),
-        (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
-            refusal(e)
-        }
+        Ok(other) => refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the supervisor gave {} answers to 5 reads", other.len()),
+        ),
+        Err(e) => refusal(e.clone()),
     }
 }
 
@@ -145,8 +148,8 @@ pub(crate) async fn op(
     if let Err(why) = page_may(op, &args) {
         return refused(StatusCode::FORBIDDEN, why);
     }
-    match call(op, args).await {
-        Ok(v) => Json(v).into_response(),
+    match call(vec![(op, args)]).await {
+        Ok(mut v) => Json(v.pop().unwrap_or(Value::Null)).into_response(),
         Err(e) => refusal(e),
     }
 }

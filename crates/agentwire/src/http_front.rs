@@ -61,11 +61,11 @@ pub(crate) struct Scraped {
     pub(crate) relay: Option<Arc<agentwire_relay::RelayStats>>,
 }
 
-/// The hub page's way to the roost supervisor: each op on a controller's connection of its own, so the
-/// page is held to a controller's rules and a slow op holds up no other.
+/// The hub page's way to the roost supervisor: each request's ops on a controller's connection of its
+/// own, so the page is held to a controller's rules and a slow request holds up no other.
 fn roost_ops(socket: &Path) -> agentwire_http::RoostCall {
     let socket = socket.to_path_buf();
-    Arc::new(move |op, args| {
+    Arc::new(move |ops| {
         let socket = socket.clone();
         Box::pin(async move {
             let refused = |code: &str, message: String| agentwire_http::RoostRefusal {
@@ -75,12 +75,16 @@ fn roost_ops(socket: &Path) -> agentwire_http::RoostCall {
             let mut c = agentwire_roost::client::Controller::connect(&socket)
                 .await
                 .map_err(|e| refused("unavailable", format!("the roost supervisor: {e}")))?;
-            c.call(op, args).await.map_err(|e| match e {
-                agentwire_roost::client::ClientError::Refused { code, message } => {
-                    refused(code.as_str(), message)
-                }
-                other => refused("unavailable", format!("the roost supervisor: {other}")),
-            })
+            let mut answers = Vec::with_capacity(ops.len());
+            for (op, args) in ops {
+                answers.push(c.call(op, args).await.map_err(|e| match e {
+                    agentwire_roost::client::ClientError::Refused { code, message } => {
+                        refused(code.as_str(), message)
+                    }
+                    other => refused("unavailable", format!("the roost supervisor: {other}")),
+                })?);
+            }
+            Ok(answers)
         })
     })
 }
