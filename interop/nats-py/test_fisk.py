@@ -608,10 +608,6 @@ class PromptsChannelWithQuestions(FiskTest):
         self.assertEqual(last.json["text"], "ran rm -rf /tmp/x", msgs)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class QueuedJobs(FiskTest):
     """The queued-jobs channel (`[nats] jobs = true`): jobs published with nats-py's own JetStream client."""
 
@@ -653,3 +649,7 @@ class QueuedJobs(FiskTest):
         code, text = msgs[0].service_error
         self.assertEqual(code, "400", text)
         self.assertIn("request.prompt only", text)
+
+
+if __name__ == "__main__":
+    unittest.main()

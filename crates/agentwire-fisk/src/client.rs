@@ -181,6 +181,10 @@ const QUEUE_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// in milliseconds, and a server that refuses it (no permission) sends no answer at all.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a caller that took its job off the queue still watches for an ack: a worker that had taken it
+/// and missed the deletion acks it within milliseconds, and is then sent the cancel.
+const WITHDRAW_FOLLOW: Duration = Duration::from_secs(1);
+
 /// A reply set being followed.
 struct Following<'a> {
     identity: &'a str,
@@ -349,6 +353,13 @@ impl Caller {
                 }
                 _ => ClientError::NotQueued(e.to_string()),
             })?;
+        if queued.duplicate {
+            // The queue already holds a job sent with this tag (its answer goes to that job's reply
+            // subject, not this inbox).
+            return Err(ClientError::NotQueued(format!(
+                "a job with request {request:?} was queued already; use a new request tag"
+            )));
+        }
         let call = Following {
             identity,
             request,
@@ -464,10 +475,16 @@ impl Caller {
             if stopped_by.is_some()
                 && m.kind() == "ack"
                 && m.json["accepted"] == true
-                && matches!(p.cancel, Some(CancelReply::NotRunning))
+                && matches!(
+                    p.cancel,
+                    Some(CancelReply::NotRunning | CancelReply::Withdrawn)
+                )
             {
-                // The first cancel went out before the worker subscribed for it.
+                // The first cancel went out before the worker subscribed for it (a job taken back had
+                // been taken by a worker a moment before).
                 p.cancel = Some(self.cancel(identity, request).await.into());
+                deadline = tokio::time::Instant::now() + CANCEL_FOLLOW;
+                stopped_by = Some(deadline);
             }
             if stopped_by.is_none() && m.kind().starts_with("elicit.request.") {
                 let question = m.json.clone();
@@ -525,8 +542,10 @@ impl Caller {
         let cancel = CancelReply::from(self.cancel(identity, request).await);
         match (withdrawn, cancel) {
             (Ok(true), CancelReply::NotRunning) => {
+                // A worker that took it a moment before starts it only if it misses the deletion:
+                // then its ack arrives within this wait and is cancelled.
                 p.cancel = Some(CancelReply::Withdrawn);
-                tokio::time::Instant::now()
+                tokio::time::Instant::now() + WITHDRAW_FOLLOW
             }
             (Err(why), CancelReply::NotRunning) => {
                 p.cancel = Some(CancelReply::StillQueued(why));

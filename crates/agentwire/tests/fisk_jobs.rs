@@ -381,56 +381,146 @@ async fn a_finished_job_sent_again_is_answered_from_the_journal() {
     peer.wait_empty("jq4", Duration::from_secs(5)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn follow_ups_queued_in_one_conversation_wait_for_the_turn_before_them() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    // Two slots: the second job is taken while the first runs, and waits for it rather than being refused.
-    let config = config(dir.path(), &nats.url, "jq5", 2, "");
-    let _d = start(&dir.path().join("data"), &config, None);
-    let peer = Peer::connect(&nats.url).await;
+/// Starts a turn of conversation `token` on the request subject of worker `identity` (the demo agent's
+/// `sleep ms`), returning once it is acked: the conversation is busy until it ends.
+async fn hold_conversation(
+    url: &str,
+    identity: &'static str,
+    token: &str,
+    ms: u64,
+) -> tokio::task::JoinHandle<()> {
+    use agentwire_fisk::client::{Caller, PromptCall, Received, Reply};
+    let caller = Caller::connect(url, "holder").await.unwrap();
+    let (acked_tx, acked) = tokio::sync::oneshot::channel();
+    let token = token.to_string();
+    let held = tokio::spawn(async move {
+        let mut acked_tx = Some(acked_tx);
+        let prompt = format!("sleep {ms}");
+        caller
+            .prompt(
+                PromptCall {
+                    identity,
+                    request: "holder",
+                    prompt: &prompt,
+                    token: Some(&token),
+                    timeout: Duration::from_secs(30),
+                },
+                |m: &Received| {
+                    if m.kind() == "ack" {
+                        if let Some(tx) = acked_tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                },
+                Box::new(|_| Box::pin(async { Reply::NoOperator })),
+            )
+            .await
+            .unwrap();
+    });
+    tokio::time::timeout(Duration::from_secs(10), acked)
+        .await
+        .expect("the holding turn is acked")
+        .unwrap();
+    held
+}
+
+/// A new conversation on worker `identity`, by a first job: its token.
+async fn open_conversation(peer: &Peer, identity: &str) -> String {
     let mut sub = peer
-        .enqueue("jq5", prompt_job("opening", "hello", None), true)
+        .enqueue(identity, prompt_job("opening", "hello", None), true)
         .await
         .unwrap();
     let set = reply_set(&mut sub, Duration::from_secs(20)).await;
-    let token = set[0]["conversation_token"].as_str().unwrap().to_string();
-    let mut slow = peer
-        .enqueue("jq5", prompt_job("slow", "sleep 1500", Some(&token)), true)
-        .await
-        .unwrap();
-    let mut next = peer
-        .enqueue(
-            "jq5",
-            prompt_job("next", "after the sleep", Some(&token)),
-            true,
-        )
-        .await
-        .unwrap();
-    let (slow, next) = tokio::join!(
-        async {
-            let s = reply_set(&mut slow, Duration::from_secs(30)).await;
-            (s, Instant::now())
-        },
-        async {
-            let s = reply_set(&mut next, Duration::from_secs(30)).await;
-            (s, Instant::now())
+    set[0]["conversation_token"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_queued_while_their_conversation_is_busy_run_in_queue_order() {
+    const FOLLOW_UPS: usize = 5;
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    // A slot for every job and the holding turn: nothing but the conversation orders them.
+    let config = config(dir.path(), &nats.url, "jq5", FOLLOW_UPS + 1, "");
+    let _d = start(&dir.path().join("data"), &config, None);
+    let peer = Peer::connect(&nats.url).await;
+    let token = open_conversation(&peer, "jq5").await;
+    // A turn of the conversation on the request subject holds it while the follow-ups queue up: the
+    // first well before the others, so that it has been tried (and found the conversation busy) more
+    // often than they have when the conversation frees. It still goes first.
+    let held = hold_conversation(&nats.url, "jq5", &token, 2500).await;
+    let mut subs = Vec::new();
+    for i in 0..FOLLOW_UPS {
+        if i == 1 {
+            tokio::time::sleep(Duration::from_millis(1200)).await;
         }
-    );
-    assert_eq!(kind(slow.0.last().unwrap()), "result", "{:#?}", slow.0);
-    let last = next.0.last().unwrap();
-    assert_eq!(
-        (kind(last), last["text"].as_str()),
-        ("result", Some("You said: after the sleep")),
-        "{:#?}",
-        next.0
-    );
-    assert!(
-        slow.1 <= next.1,
-        "the follow-up ended after the turn before it"
-    );
+        let job = prompt_job(&format!("next{i}"), &format!("follow-up {i}"), Some(&token));
+        subs.push(peer.enqueue("jq5", job, true).await.unwrap());
+    }
+    let ends = futures_util::future::join_all(subs.iter_mut().map(|sub| async move {
+        let set = reply_set(sub, Duration::from_secs(60)).await;
+        (set, Instant::now())
+    }))
+    .await;
+    held.await.unwrap();
+    for (i, (set, _)) in ends.iter().enumerate() {
+        let last = set.last().unwrap();
+        assert_eq!(
+            (kind(last), last["text"].as_str()),
+            ("result", Some(format!("You said: follow-up {i}").as_str())),
+            "{set:#?}"
+        );
+    }
+    let order: Vec<usize> = {
+        let mut by_end: Vec<(Instant, usize)> =
+            ends.iter().enumerate().map(|(i, (_, t))| (*t, i)).collect();
+        by_end.sort();
+        by_end.into_iter().map(|(_, i)| i).collect()
+    };
+    assert_eq!(order, (0..FOLLOW_UPS).collect::<Vec<_>>(), "queue order");
     peer.wait_empty("jq5", Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_taken_back_while_the_worker_held_it_never_runs() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &nats.url, "jq11", 2, "");
+    let _d = start(&dir.path().join("data"), &config, None);
+    let peer = Peer::connect(&nats.url).await;
+    let token = open_conversation(&peer, "jq11").await;
+    let held = hold_conversation(&nats.url, "jq11", &token, 3000).await;
+    // The worker takes the job and holds it behind the busy conversation; its caller gives up meanwhile.
+    let out = agentwire(&[
+        "ask",
+        "--nats",
+        &nats.url,
+        "--identity",
+        "jq11",
+        "--queue",
+        "--conversation",
+        &token,
+        "--timeout",
+        "1",
+        "never mind",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("taken off the queue"), "{err}");
+    held.await.unwrap();
+    // The next job of the conversation runs, and the one taken back never did.
+    let mut sub = peer
+        .enqueue("jq11", prompt_job("after", "after it", Some(&token)), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut sub, Duration::from_secs(20)).await;
+    assert_eq!(kind(set.last().unwrap()), "result", "{set:#?}");
+    let out = agentwire(&["read", "--nats", &nats.url, "--identity", "jq11", &token]);
+    let shown = text(&out.stdout);
+    assert!(shown.contains("after it"), "{shown}");
+    assert!(!shown.contains("never mind"), "{shown}");
+    peer.wait_empty("jq11", Duration::from_secs(5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -689,4 +779,88 @@ async fn a_caller_not_allowed_to_take_a_job_back_is_told_it_still_runs() {
     let _d = start(&data, &config, Some("counter"));
     peer.wait_empty("jq10", Duration::from_secs(10)).await;
     assert_eq!(runs(&count), 1, "it ran when a worker took it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_enqueued_twice_with_one_tag_is_queued_once() {
+    use agentwire_fisk::client::{Caller, ClientError, PromptCall, Reply};
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &nats.url, "jq12", 1, "");
+    let data = dir.path().join("data");
+    let mut d = start(&data, &config, None);
+    d.kill();
+    let caller = std::sync::Arc::new(Caller::connect(&nats.url, "twice").await.unwrap());
+    let call = |caller: std::sync::Arc<Caller>| async move {
+        caller
+            .enqueue_until(
+                PromptCall {
+                    identity: "jq12",
+                    request: "same-tag",
+                    prompt: "once only",
+                    token: None,
+                    timeout: Duration::from_secs(20),
+                },
+                std::future::pending(),
+                |_| {},
+                Box::new(|_| Box::pin(async { Reply::NoOperator })),
+            )
+            .await
+    };
+    let first = tokio::spawn(call(caller.clone()));
+    let peer = Peer::connect(&nats.url).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while peer.queued("jq12").await == 0 {
+        assert!(Instant::now() < deadline, "the first was never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    match call(caller.clone()).await {
+        Err(ClientError::NotQueued(why)) => assert!(why.contains("queued already"), "{why}"),
+        other => panic!("the second was taken: {other:?}"),
+    }
+    assert_eq!(peer.queued("jq12").await, 1);
+    // The first is answered once a worker runs.
+    let _d = start(&data, &config, None);
+    let p = tokio::time::timeout(Duration::from_secs(20), first)
+        .await
+        .expect("the first job is answered")
+        .unwrap()
+        .unwrap();
+    let last = p.messages.last().unwrap();
+    assert_eq!(last.json["text"], "You said: once only", "{last:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_for_an_agent_busy_on_another_front_waits_and_runs() {
+    let store = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(store.path());
+    let dir = tempfile::tempdir().unwrap();
+    let agent = "[agents.one]\nkind = \"demo\"\nmax_concurrent_turns = 1\n";
+    let config = config(dir.path(), &nats.url, "jq13", 1, agent);
+    let d = start(&dir.path().join("data"), &config, Some("one"));
+    // A NIP-XX turn holds the agent's one turn at a time.
+    let mut alice = common::Client::new(&d.relay, d.agent).await;
+    let long = alice.prompt_event("sleep 2000", None);
+    alice.watch(&long.id);
+    alice.publish(&long).await;
+    alice.wait_started(&long.id, Duration::from_secs(10)).await;
+    // A request would be refused `capacity`; a job waits for the agent and runs.
+    let peer = Peer::connect(&nats.url).await;
+    let mut sub = peer
+        .enqueue("jq13", prompt_job("patient", "waited", None), true)
+        .await
+        .unwrap();
+    let set = reply_set(&mut sub, Duration::from_secs(20)).await;
+    let last = set.last().unwrap();
+    assert_eq!(
+        (kind(last), last["text"].as_str()),
+        ("result", Some("You said: waited")),
+        "{set:#?}"
+    );
+    let first = alice
+        .collect(&long.id, Duration::from_secs(10), Duration::ZERO)
+        .await;
+    assert_eq!(first.text(), "slept 2000 ms");
+    peer.wait_empty("jq13", Duration::from_secs(5)).await;
 }

@@ -49,10 +49,14 @@ pub const HEADER_REPLY_TO: &str = "Fisk-AI-Reply-To";
 pub const MAX_REPLY_SUBJECT_BYTES: usize = 256;
 
 /// Whether `subject` is one a reply set can be published to: at most [`MAX_REPLY_SUBJECT_BYTES`], dot-
-/// separated non-empty tokens of printable ASCII without whitespace, and no wildcard token.
+/// separated non-empty tokens of printable ASCII without whitespace, and no wildcard token; and not a
+/// server's API (`$JS.API`, `$KV`, `$SRV`: anything under `$`) nor a fisk-ai subject, which a job could
+/// otherwise have the worker publish to with the worker's own permissions.
 pub fn valid_reply_subject(subject: &str) -> bool {
     !subject.is_empty()
         && subject.len() <= MAX_REPLY_SUBJECT_BYTES
+        && !subject.starts_with('$')
+        && !subject.starts_with(&format!("{SUBJECT_PREFIX}."))
         && subject.split('.').all(|t| {
             !t.is_empty() && t != "*" && t != ">" && t.bytes().all(|b| b.is_ascii_graphic())
         })
@@ -115,6 +119,9 @@ mod tests {
             "a b",
             "a\tb",
             "caf\u{e9}",
+            "$JS.API.STREAM.DELETE.AGENTWIRE",
+            "$KV.AGENTWIRE_TURNS.x",
+            "choria.fisk-ai.task.w",
         ] {
             assert!(!valid_reply_subject(bad), "{bad:?}");
         }

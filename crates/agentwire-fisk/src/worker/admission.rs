@@ -12,7 +12,9 @@ use crate::wire::{self, Ack, Block, Header, Reply, TaskRequest, WireError};
 use agentwire_core::{
     CallAnswer, ConversationId, FailureCode, Outcome, Refusal, TurnEvent, TurnFailure, Usage,
 };
-use agentwire_engine::{AdmitError, Admitted, Resume, Slot, SlotRefusal, StoredTurn, TurnInput};
+use agentwire_engine::{
+    AdmitError, Admitted, Resume, Slot, SlotRefusal, StoreError, StoredTurn, TurnInput,
+};
 use agentwire_engine::{ConversationTurn, ConversationView};
 
 /// What to do with a request.
@@ -76,12 +78,13 @@ fn refused(code: impl Into<FailureCode>, message: impl Into<String>) -> Plan {
     }
 }
 
-/// The journal could not be read: refused `internal`, and a queued job is taken again later.
-fn unreadable(e: impl std::fmt::Display) -> Plan {
+/// The journal could not be read: refused `internal`; a queued job is taken again later unless what
+/// was read is corrupt (it stays so however often it is read).
+fn unreadable(e: StoreError) -> Plan {
     Plan::Refuse {
         code: TurnFailure::Internal.into(),
         message: format!("the journal could not be read: {e}"),
-        transient: true,
+        transient: !matches!(e, StoreError::Corrupt(_)),
     }
 }
 

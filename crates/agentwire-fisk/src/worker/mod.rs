@@ -235,12 +235,12 @@ impl Worker {
             }
             let _ = tasks_done.send(());
         });
-        if let Some(consumer) = jobs {
+        if let Some(queue) = jobs {
             let (jobs_done, jobs_stopped) = tokio::sync::oneshot::channel();
             worker.stopped.lock().await.push(jobs_stopped);
             tokio::spawn(jobs::serve(
                 worker.clone(),
-                consumer,
+                queue,
                 stop_rx.clone(),
                 jobs_done,
             ));

@@ -23,6 +23,14 @@ pub(crate) const FISK_POLICY: TurnPolicy = TurnPolicy {
     refuse_when_full: true,
 };
 
+/// A queued job's: as a request's, but a job the agent is too busy for right now (its
+/// `max_concurrent_turns`) waits for a turn to end instead of being refused `capacity`: it came off a
+/// queue to be run, and the worker takes no more jobs than it has slots.
+pub(crate) const FISK_JOB_POLICY: TurnPolicy = TurnPolicy {
+    refuse_when_full: false,
+    ..FISK_POLICY
+};
+
 /// The requester recorded for fisk-ai turns: a request carries no verified caller identity, so a cancel is
 /// authorised by reaching the subject, as the spec says.
 const REQUESTER: &str = "fisk";
@@ -147,7 +155,10 @@ pub(super) async fn run(
             None => serde_json::json!({ "request": tag }),
         },
         front: front.clone(),
-        policy: FISK_POLICY,
+        policy: match job {
+            Some(_) => FISK_JOB_POLICY,
+            None => FISK_POLICY,
+        },
         // A new or changed conversation record is journaled with the turn: one durable write before the ack.
         conversation_meta: meta_record,
         slot: plan.slot,
