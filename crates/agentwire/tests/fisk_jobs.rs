@@ -58,6 +58,62 @@ fn start(data: &Path, config: &Path, agent: Option<&str>) -> Daemon {
     Daemon::start(data, &args)
 }
 
+/// What a test's worker serves.
+enum Agent {
+    /// The demo agent.
+    Demo,
+    /// [`counting_agent`] answering after that many seconds, as `--agent counter`.
+    Counting(u64),
+    /// An `[agents.<name>]` entry of its own, as `--agent <name>`.
+    Entry(&'static str, &'static str),
+}
+
+/// A nats-server with JetStream and one worker's files: its config (jobs on) and data dir.
+struct Setup {
+    _store: tempfile::TempDir,
+    nats: NatsServer,
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+    data: PathBuf,
+    /// Where a counting agent notes its runs.
+    count: PathBuf,
+    agent: Option<&'static str>,
+}
+
+impl Setup {
+    fn new(identity: &str, workers: usize, agent: Agent) -> Setup {
+        let store = tempfile::tempdir().unwrap();
+        let nats = NatsServer::start_jetstream(store.path());
+        let dir = tempfile::tempdir().unwrap();
+        let count = dir.path().join("count");
+        let (toml, name) = match agent {
+            Agent::Demo => (String::new(), None),
+            Agent::Counting(secs) => (counting_agent(&count, secs), Some("counter")),
+            Agent::Entry(name, toml) => (toml.to_string(), Some(name)),
+        };
+        let config = config(dir.path(), &nats.url, identity, workers, &toml);
+        Setup {
+            _store: store,
+            data: dir.path().join("data"),
+            nats,
+            _dir: dir,
+            config,
+            count,
+            agent: name,
+        }
+    }
+
+    /// Starts the worker (again).
+    fn start(&self) -> Daemon {
+        start(&self.data, &self.config, self.agent)
+    }
+
+    /// How many times the counting agent ran.
+    fn runs(&self) -> usize {
+        runs(&self.count)
+    }
+}
+
 fn agentwire(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agentwire"))
         .args(args)
@@ -189,11 +245,8 @@ fn kind(m: &Value) -> &str {
 
 #[test]
 fn ask_queue_runs_a_job_once_it_leaves_the_queue_and_read_shows_it() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &nats.url, "jq1", 1, "");
-    let d = start(&dir.path().join("data"), &config, None);
+    let w = Setup::new("jq1", 1, Agent::Demo);
+    let (nats, d) = (&w.nats, w.start());
     assert_eq!(d.ready["nats"]["identity"], "jq1");
 
     let out = agentwire(&[
@@ -248,14 +301,10 @@ fn ask_queue_runs_a_job_once_it_leaves_the_queue_and_read_shows_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_enqueued_while_no_worker_runs_is_answered_when_one_starts() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let count = dir.path().join("count");
-    let config = config(dir.path(), &nats.url, "jq2", 1, &counting_agent(&count, 0));
-    let data = dir.path().join("data");
+    let w = Setup::new("jq2", 1, Agent::Counting(0));
+    let nats = &w.nats;
     // The first start makes the queue; then the worker is away.
-    let mut d = start(&data, &config, Some("counter"));
+    let mut d = w.start();
     d.kill();
 
     let mut waiting = CliChild::spawn(&[
@@ -277,7 +326,7 @@ async fn a_job_enqueued_while_no_worker_runs_is_answered_when_one_starts() {
     assert_eq!(waiting.stdout(), "", "no answer while no worker runs");
     assert_eq!(peer.queued("jq2").await, 1, "the job waits in the queue");
 
-    let _d = start(&data, &config, Some("counter"));
+    let _d = w.start();
     assert_eq!(
         waiting.exit_code(Duration::from_secs(20)),
         Some(0),
@@ -285,19 +334,15 @@ async fn a_job_enqueued_while_no_worker_runs_is_answered_when_one_starts() {
         waiting.stderr()
     );
     assert_eq!(waiting.stdout().trim(), "queued while away");
-    assert_eq!(runs(&count), 1);
+    assert_eq!(w.runs(), 1);
     peer.wait_empty("jq2", Duration::from_secs(5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_cut_off_by_kill_9_is_answered_from_the_journal_and_never_runs_twice() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let count = dir.path().join("count");
-    let config = config(dir.path(), &nats.url, "jq3", 1, &counting_agent(&count, 30));
-    let data = dir.path().join("data");
-    let mut d = start(&data, &config, Some("counter"));
+    let w = Setup::new("jq3", 1, Agent::Counting(30));
+    let nats = &w.nats;
+    let mut d = w.start();
     let peer = Peer::connect(&nats.url).await;
     let mut sub = peer
         .enqueue("jq3", prompt_job("cut-job", "long work", None), true)
@@ -311,7 +356,7 @@ async fn a_job_cut_off_by_kill_9_is_answered_from_the_journal_and_never_runs_twi
     let ack: Value = serde_json::from_slice(&first.payload).unwrap();
     assert_eq!((kind(&ack), &ack["accepted"]), ("ack", &Value::Bool(true)));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while runs(&count) == 0 {
+    while w.runs() == 0 {
         assert!(Instant::now() < deadline, "the command never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -324,7 +369,7 @@ async fn a_job_cut_off_by_kill_9_is_answered_from_the_journal_and_never_runs_twi
 
     // Restarted, the worker gets the job again once its ack wait passes, and answers it from the journal:
     // the run the crash cut off ended, once, and is not started again.
-    let _d = start(&data, &config, Some("counter"));
+    let _d = w.start();
     let set = reply_set(&mut sub, Duration::from_secs(30)).await;
     let last = set.last().unwrap();
     assert_eq!(kind(last), "error", "{set:#?}");
@@ -332,7 +377,7 @@ async fn a_job_cut_off_by_kill_9_is_answered_from_the_journal_and_never_runs_twi
     assert_eq!(last["request"], "cut-job");
     peer.wait_empty("jq3", Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_secs(ACK_WAIT_SECS + 1)).await;
-    assert_eq!(runs(&count), 1, "the job ran once");
+    assert_eq!(w.runs(), 1, "the job ran once");
     assert!(
         tokio::time::timeout(Duration::from_millis(200), sub.next())
             .await
@@ -343,19 +388,9 @@ async fn a_job_cut_off_by_kill_9_is_answered_from_the_journal_and_never_runs_twi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_job_sent_again_is_answered_from_the_journal() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let count = dir.path().join("count");
-    let config = config(
-        dir.path(),
-        &nats.url,
-        "jq4",
-        1,
-        // Longer than the ack wait: the worker's progress notes keep the job its own while it runs.
-        &counting_agent(&count, ACK_WAIT_SECS + 2),
-    );
-    let _d = start(&dir.path().join("data"), &config, Some("counter"));
+    // Longer than the ack wait: the worker's progress notes keep the job its own while it runs.
+    let w = Setup::new("jq4", 1, Agent::Counting(ACK_WAIT_SECS + 2));
+    let (nats, _d) = (&w.nats, w.start());
     let peer = Peer::connect(&nats.url).await;
     let mut sub = peer
         .enqueue("jq4", prompt_job("first", "one", None), true)
@@ -377,7 +412,7 @@ async fn a_finished_job_sent_again_is_answered_from_the_journal() {
         ("result", Some("one")),
         "{set:#?}"
     );
-    assert_eq!(runs(&count), 1);
+    assert_eq!(w.runs(), 1);
     peer.wait_empty("jq4", Duration::from_secs(5)).await;
 }
 
@@ -437,12 +472,9 @@ async fn open_conversation(peer: &Peer, identity: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follow_ups_queued_while_their_conversation_is_busy_run_in_queue_order() {
     const FOLLOW_UPS: usize = 5;
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
     // A slot for every job and the holding turn: nothing but the conversation orders them.
-    let config = config(dir.path(), &nats.url, "jq5", FOLLOW_UPS + 1, "");
-    let _d = start(&dir.path().join("data"), &config, None);
+    let w = Setup::new("jq5", FOLLOW_UPS + 1, Agent::Demo);
+    let (nats, _d) = (&w.nats, w.start());
     let peer = Peer::connect(&nats.url).await;
     let token = open_conversation(&peer, "jq5").await;
     // A turn of the conversation on the request subject holds it while the follow-ups queue up: the
@@ -483,11 +515,8 @@ async fn follow_ups_queued_while_their_conversation_is_busy_run_in_queue_order()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_taken_back_while_the_worker_held_it_never_runs() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &nats.url, "jq11", 2, "");
-    let _d = start(&dir.path().join("data"), &config, None);
+    let w = Setup::new("jq11", 2, Agent::Demo);
+    let (nats, _d) = (&w.nats, w.start());
     let peer = Peer::connect(&nats.url).await;
     let token = open_conversation(&peer, "jq11").await;
     let held = hold_conversation(&nats.url, "jq11", &token, 3000).await;
@@ -525,11 +554,8 @@ async fn a_job_taken_back_while_the_worker_held_it_never_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_request_kinds_and_garbage_are_refused_and_leave_the_queue() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &nats.url, "jq6", 1, "");
-    let _d = start(&dir.path().join("data"), &config, None);
+    let w = Setup::new("jq6", 1, Agent::Demo);
+    let (nats, _d) = (&w.nats, w.start());
     let peer = Peer::connect(&nats.url).await;
 
     let id = agentwire_fisk::worker::message_id();
@@ -597,13 +623,8 @@ async fn other_request_kinds_and_garbage_are_refused_and_leave_the_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_taken_back_before_a_worker_took_it_never_runs() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let count = dir.path().join("count");
-    let config = config(dir.path(), &nats.url, "jq7", 1, &counting_agent(&count, 0));
-    let data = dir.path().join("data");
-    let mut d = start(&data, &config, Some("counter"));
+    let w = Setup::new("jq7", 1, Agent::Counting(0));
+    let (nats, mut d) = (&w.nats, w.start());
     d.kill();
     let out = agentwire(&[
         "ask",
@@ -621,18 +642,15 @@ async fn a_job_taken_back_before_a_worker_took_it_never_runs() {
     assert!(err.contains("taken off the queue"), "{err}");
     let peer = Peer::connect(&nats.url).await;
     assert_eq!(peer.queued("jq7").await, 0);
-    let _d = start(&data, &config, Some("counter"));
+    let _d = w.start();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(runs(&count), 0, "the withdrawn job never ran");
+    assert_eq!(w.runs(), 0, "the withdrawn job never ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_refuses_a_job_past_its_bounds() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &nats.url, "jq8", 1, "");
-    let mut d = start(&dir.path().join("data"), &config, None);
+    let w = Setup::new("jq8", 1, Agent::Demo);
+    let (nats, mut d) = (&w.nats, w.start());
     d.kill();
     let peer = Peer::connect(&nats.url).await;
     // Too large for a request: refused by the queue, not left for a worker to refuse.
@@ -784,12 +802,8 @@ async fn a_caller_not_allowed_to_take_a_job_back_is_told_it_still_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_enqueued_twice_with_one_tag_is_queued_once() {
     use agentwire_fisk::client::{Caller, ClientError, PromptCall, Reply};
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &nats.url, "jq12", 1, "");
-    let data = dir.path().join("data");
-    let mut d = start(&data, &config, None);
+    let w = Setup::new("jq12", 1, Agent::Demo);
+    let (nats, mut d) = (&w.nats, w.start());
     d.kill();
     let caller = std::sync::Arc::new(Caller::connect(&nats.url, "twice").await.unwrap());
     let call = |caller: std::sync::Arc<Caller>| async move {
@@ -821,7 +835,7 @@ async fn a_job_enqueued_twice_with_one_tag_is_queued_once() {
     }
     assert_eq!(peer.queued("jq12").await, 1);
     // The first is answered once a worker runs.
-    let _d = start(&data, &config, None);
+    let _d = w.start();
     let p = tokio::time::timeout(Duration::from_secs(20), first)
         .await
         .expect("the first job is answered")
@@ -833,12 +847,15 @@ async fn a_job_enqueued_twice_with_one_tag_is_queued_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_for_an_agent_busy_on_another_front_waits_and_runs() {
-    let store = tempfile::tempdir().unwrap();
-    let nats = NatsServer::start_jetstream(store.path());
-    let dir = tempfile::tempdir().unwrap();
-    let agent = "[agents.one]\nkind = \"demo\"\nmax_concurrent_turns = 1\n";
-    let config = config(dir.path(), &nats.url, "jq13", 1, agent);
-    let d = start(&dir.path().join("data"), &config, Some("one"));
+    let w = Setup::new(
+        "jq13",
+        1,
+        Agent::Entry(
+            "one",
+            "[agents.one]\nkind = \"demo\"\nmax_concurrent_turns = 1\n",
+        ),
+    );
+    let (nats, d) = (&w.nats, w.start());
     // A NIP-XX turn holds the agent's one turn at a time.
     let mut alice = common::Client::new(&d.relay, d.agent).await;
     let long = alice.prompt_event("sleep 2000", None);

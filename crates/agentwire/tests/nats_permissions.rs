@@ -69,8 +69,9 @@ async fn the_documented_permissions_serve_a_caller_and_keep_others_out() {
         "alice.toml",
         "[nats]\nuser = \"alice\"\npassword_env = \"ALICE_PW\"\ninbox_prefix = \"_INBOX.alice\"\n",
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args([
+    // Alice asks (request/reply) and enqueues (a queued job): each answered.
+    for (how, prompt, answer) in [(None, "2+3", "5"), (Some("--queue"), "3+4", "7")] {
+        let mut args = vec![
             "--config",
             &alice,
             "ask",
@@ -78,48 +79,25 @@ async fn the_documented_permissions_serve_a_caller_and_keep_others_out() {
             &nats.url,
             "--identity",
             "support",
-            "calc",
-            "2+3",
-        ])
-        .env("ALICE_PW", ALICE_PASSWORD)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    assert_eq!(
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).trim()
-        ),
-        (Some(0), "5"),
-        "alice is answered: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let queued = Command::new(env!("CARGO_BIN_EXE_agentwire"))
-        .args([
-            "--config",
-            &alice,
-            "ask",
-            "--nats",
-            &nats.url,
-            "--identity",
-            "support",
-            "--queue",
-            "calc",
-            "3+4",
-        ])
-        .env("ALICE_PW", ALICE_PASSWORD)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    assert_eq!(
-        (
-            queued.status.code(),
-            String::from_utf8_lossy(&queued.stdout).trim()
-        ),
-        (Some(0), "7"),
-        "alice's queued job is answered: {}",
-        String::from_utf8_lossy(&queued.stderr)
-    );
+        ];
+        args.extend(how);
+        args.extend(["calc", prompt]);
+        let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+            .args(&args)
+            .env("ALICE_PW", ALICE_PASSWORD)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+            (Some(0), answer),
+            "alice is answered ({how:?}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let heard = tokio::time::timeout(Duration::from_millis(500), overheard.next()).await;
     assert!(
         !matches!(heard, Ok(Some(_))),
