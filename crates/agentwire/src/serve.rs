@@ -462,6 +462,9 @@ async fn start(config: Resolved) -> Result<Running, String> {
     }
     if let Some(w) = default.worker() {
         ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
+        if let Some(jobs) = w.jobs_subject() {
+            ready["nats"]["jobs"] = jobs.into();
+        }
     }
     if let Some((server, token)) = &http_server {
         // The token is the operator's, who reads the ready line; it is in the data dir too.
@@ -488,6 +491,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         http = ready["http"].as_str().unwrap_or("off"),
         nats = ready["nats"]["url"].as_str().unwrap_or("off"),
         identity = ready["nats"]["identity"].as_str(),
+        jobs = ready["nats"]["jobs"].as_str(),
         roost_socket = %roost_socket.display(),
         "serving"
     );

@@ -248,6 +248,7 @@ fn ask_queue_runs_a_job_once_it_leaves_the_queue_and_read_shows_it() {
     let w = Setup::new("jq1", 1, Agent::Demo);
     let (nats, d) = (&w.nats, w.start());
     assert_eq!(d.ready["nats"]["identity"], "jq1");
+    assert_eq!(d.ready["nats"]["jobs"], "choria.fisk-ai.jobs.jq1");
 
     let out = agentwire(&[
         "ask",

@@ -269,6 +269,14 @@ impl Worker {
         &self.config.identity
     }
 
+    /// Where it takes queued jobs (`choria.fisk-ai.jobs.<identity>`), when it serves them.
+    pub fn jobs_subject(&self) -> Option<String> {
+        self.config
+            .jobs
+            .as_ref()
+            .map(|_| nats::jobs_subject(&self.config.identity))
+    }
+
     /// The NATS server URL.
     pub fn url(&self) -> String {
         self.config.nats.shown()
