@@ -195,6 +195,18 @@ struct Following<'a> {
     queued: Option<(String, u64)>,
 }
 
+impl<'a> Following<'a> {
+    /// The reply set of prompt `call`, enqueued as job `queued` or not.
+    fn of(call: &PromptCall<'a>, queued: Option<(String, u64)>) -> Following<'a> {
+        Following {
+            identity: call.identity,
+            request: call.request,
+            timeout: call.timeout,
+            queued,
+        }
+    }
+}
+
 /// A connection to NATS as a fisk-ai caller.
 pub struct Caller {
     client: async_nats::Client,
@@ -287,24 +299,11 @@ impl Caller {
         mut on: impl FnMut(&Received),
         mut answer: Answerer,
     ) -> Result<Prompted, ClientError> {
-        let PromptCall {
-            identity,
-            request,
-            prompt,
-            token,
-            timeout,
-        } = call;
-        let task = self.prompt_task(request, prompt, token);
+        let task = self.prompt_task(&call);
         let sub = self
-            .open(nats::task_subject(identity), task.to_bytes())
+            .open(nats::task_subject(call.identity), task.to_bytes())
             .await?;
-        let call = Following {
-            identity,
-            request,
-            timeout,
-            queued: None,
-        };
-        self.follow_until(sub, call, stop, &mut on, &mut answer)
+        self.follow_until(sub, Following::of(&call, None), stop, &mut on, &mut answer)
             .await
     }
 
@@ -320,14 +319,8 @@ impl Caller {
         mut on: impl FnMut(&Received),
         mut answer: Answerer,
     ) -> Result<Prompted, ClientError> {
-        let PromptCall {
-            identity,
-            request,
-            prompt,
-            token,
-            timeout,
-        } = call;
-        let task = self.prompt_task(request, prompt, token);
+        let (identity, request) = (call.identity, call.request);
+        let task = self.prompt_task(&call);
         let inbox = self.client.new_inbox();
         let sub = self
             .client
@@ -360,25 +353,21 @@ impl Caller {
                 "a job with request {request:?} was queued already; use a new request tag"
             )));
         }
-        let call = Following {
-            identity,
-            request,
-            timeout,
-            queued: Some((queued.stream, queued.sequence)),
-        };
-        self.follow_until(sub, call, stop, &mut on, &mut answer)
+        let following = Following::of(&call, Some((queued.stream, queued.sequence)));
+        self.follow_until(sub, following, stop, &mut on, &mut answer)
             .await
     }
 
-    fn prompt_task(&self, request: &str, prompt: &str, token: Option<&str>) -> TaskRequest {
+    /// The `request.prompt` of `call`.
+    fn prompt_task(&self, call: &PromptCall<'_>) -> TaskRequest {
         TaskRequest::Prompt(PromptRequest {
-            header: self.header(request, request),
-            prompt: prompt.to_string(),
+            header: self.header(call.request, call.request),
+            prompt: call.prompt.to_string(),
             context: None,
             tool_hints: self.tool_hints.clone(),
             budget: None,
             stream: true,
-            conversation_token: token.map(String::from),
+            conversation_token: call.token.map(String::from),
             replay: None,
             force: false,
         })
