@@ -10,7 +10,10 @@
 //!
 //! Flags (after `--`): `--samples N` (default 2000), `--callers N` (50), `--workers N` (64),
 //! `--seconds N` (10). With `--scale`, the scale benchmark instead ([`scale`]: the SQLite and JetStream
-//! journals, one to three instances; `--samples` 500 and `--seconds` 5 by default).
+//! journals, one to three instances; `--samples` 500 and `--seconds` 5 by default). With `--jobs`, the
+//! queued-jobs benchmark instead ([`jobs`]: a prompt's whole round trip as a request and as a queued job,
+//! sampled in turn, and how fast a backlog of jobs drains; `--samples` 500, `--backlog` 2000, `--workers`
+//! 64 by default).
 
 use agentwire_agents::DemoAgent;
 use agentwire_engine::Engine;
@@ -352,9 +355,154 @@ fn scale() {
     });
 }
 
+/// Waits for the final message of the reply set arriving on `sub`.
+async fn until_final(sub: &mut async_nats::Subscriber) {
+    loop {
+        let m = sub.next().await.expect("the reply set");
+        if m.headers
+            .as_ref()
+            .is_some_and(|h| h.get(nats::HEADER_STREAM_FINAL).is_some())
+        {
+            return;
+        }
+    }
+}
+
+/// The queued-jobs benchmark: a nats-server with JetStream, a worker with jobs on (the demo agent, a SQLite
+/// journal); (a) `--samples` prompts (`quick hi`) timed from publishing to their terminal, as a request on
+/// the task subject and as a job on the jobs subject (its `PubAck` included), one of each per round; (b)
+/// `--backlog` jobs enqueued as fast as the queue takes them (the worker draining it meanwhile), and the
+/// time until every terminal came.
+fn jobs() {
+    let samples = arg("--samples", 500) as usize;
+    let backlog = arg("--backlog", 2000) as usize;
+    let workers = arg("--workers", 64) as usize;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let store = tempfile::tempdir().unwrap();
+        let nats_server = NatsServer::start_jetstream(store.path());
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
+        let engine = Engine::new(journal, Arc::new(DemoAgent));
+        let identity = "bench";
+        let _worker = Worker::start(
+            WorkerConfig {
+                nats: agentwire_fisk::connection::NatsConnect::to(nats_server.url.clone()),
+                identity: identity.into(),
+                workers,
+                elicit: false,
+                request_timeout: Duration::from_secs(120),
+                system_prompt: String::new(),
+                max_tokens: None,
+                instance: None,
+                senders: Default::default(),
+                jobs: Some(Default::default()),
+            },
+            engine,
+        )
+        .await
+        .unwrap();
+        let caller = async_nats::connect(&nats_server.url).await.unwrap();
+        let js = async_nats::jetstream::new(caller.clone());
+        let job = |request: String, inbox: &str| {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(nats::HEADER_REPLY_TO, inbox);
+            let js = js.clone();
+            async move {
+                js.publish_with_headers(nats::jobs_subject(identity), headers, prompt(&request, "quick hi").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+        };
+        let (mut asked, mut queued) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+        for i in 0..samples + 50 {
+            let t = Instant::now();
+            one(&caller, identity, &format!("r{i}"), true).await;
+            let request = t.elapsed();
+            let inbox = caller.new_inbox();
+            let mut sub = caller.subscribe(inbox.clone()).await.unwrap();
+            let t = Instant::now();
+            job(format!("j{i}"), &inbox).await;
+            until_final(&mut sub).await;
+            let as_job = t.elapsed();
+            // The first 50 of each warm up.
+            if i >= 50 {
+                asked.push(request);
+                queued.push(as_job);
+            }
+        }
+        let (r50, _, r99) = median(asked);
+        let (j50, _, j99) = median(queued);
+        // (b) A backlog: every job enqueued first (the queue holds them), then drained by `workers` slots.
+        let inbox = caller.new_inbox();
+        let mut sub = caller.subscribe(inbox.clone()).await.unwrap();
+        let t = Instant::now();
+        let mut acks = Vec::with_capacity(backlog);
+        for i in 0..backlog {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(nats::HEADER_REPLY_TO, inbox.as_str());
+            acks.push(
+                js.publish_with_headers(
+                    nats::jobs_subject(identity),
+                    headers,
+                    prompt(&format!("b{i}"), "quick hi").into(),
+                )
+                .await
+                .unwrap(),
+            );
+            if acks.len() == 256 {
+                for a in acks.drain(..) {
+                    a.await.unwrap();
+                }
+            }
+        }
+        for a in acks {
+            a.await.unwrap();
+        }
+        let enqueued = t.elapsed();
+        let mut finals = 0;
+        while finals < backlog {
+            let m = sub.next().await.expect("a reply");
+            if m.headers
+                .as_ref()
+                .is_some_and(|h| h.get(nats::HEADER_STREAM_FINAL).is_some())
+            {
+                finals += 1;
+            }
+        }
+        let drained = t.elapsed();
+        let ratio = j50.as_secs_f64() / r50.as_secs_f64();
+        println!("fisk-ai queued jobs ({samples} samples each, {workers} slots, a backlog of {backlog})");
+        println!("a prompt to its terminal, as a request: median {r50:?}  p99 {r99:?}");
+        println!("the same as a queued job (publish + PubAck, pull, run, ack): median {j50:?}  p99 {j99:?}");
+        println!("ratio of medians: {ratio:.2}");
+        let per_sec = backlog as f64 / drained.as_secs_f64();
+        println!(
+            "a backlog of {backlog} jobs: enqueued in {enqueued:?}, every terminal in {drained:?}: {per_sec:.0} jobs/s"
+        );
+        println!(
+            "{}",
+            serde_json::json!({
+                "request_median_us": r50.as_micros(), "request_p99_us": r99.as_micros(),
+                "job_median_us": j50.as_micros(), "job_p99_us": j99.as_micros(), "ratio": ratio,
+                "backlog": backlog, "backlog_enqueued_ms": enqueued.as_millis(),
+                "backlog_drained_ms": drained.as_millis(), "jobs_per_sec": per_sec, "workers": workers,
+            })
+        );
+    });
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--scale") {
         return scale();
+    }
+    if std::env::args().any(|a| a == "--jobs") {
+        return jobs();
     }
     let samples = arg("--samples", 2000) as usize;
     let callers = arg("--callers", 50) as usize;
