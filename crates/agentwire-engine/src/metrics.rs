@@ -119,6 +119,11 @@ struct StateLabel {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityLabel {
+    identity: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -188,6 +193,7 @@ pub struct Metrics {
     journal_commits: Histogram,
     http_requests: Family<HttpLabels, Counter>,
     roost_jobs: Family<StateLabel, Gauge>,
+    fisk_jobs_queued: Family<IdentityLabel, Gauge>,
     relay_connections: Gauge,
     relay_events: Family<ResultLabel, Counter>,
     tools: Bounded,
@@ -239,6 +245,7 @@ impl Metrics {
             journal_commits: Histogram::new(COMMIT_BUCKETS),
             http_requests: Family::default(),
             roost_jobs: Family::default(),
+            fisk_jobs_queued: Family::default(),
             relay_connections: Gauge::default(),
             relay_events: Family::default(),
             tools: Bounded::default(),
@@ -316,6 +323,11 @@ impl Metrics {
             "agentwire_roost_jobs",
             "roost jobs, by the state their row shows",
             m.roost_jobs.clone(),
+        );
+        registry.register(
+            "agentwire_fisk_jobs_queued",
+            "jobs in a fisk-ai identity's jobs queue, waiting or taken and not yet acknowledged (as last read)",
+            m.fisk_jobs_queued.clone(),
         );
         registry.register(
             "agentwire_relay_connections",
@@ -505,6 +517,18 @@ impl Metrics {
         }
     }
 
+    /// The jobs in each served fisk-ai identity's queue (identities are configured, so the label is
+    /// bounded).
+    pub fn set_fisk_jobs_queued(&self, by_identity: &[(String, i64)]) {
+        for (identity, n) in by_identity {
+            self.fisk_jobs_queued
+                .get_or_create(&IdentityLabel {
+                    identity: identity.clone(),
+                })
+                .set(*n);
+        }
+    }
+
     /// The metrics as OpenMetrics text ([`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -550,7 +574,12 @@ mod tests {
     fn the_text_names_every_family_and_the_version() {
         let m = Metrics::new();
         m.set_roost_jobs(&[("working", 2)]);
+        m.set_fisk_jobs_queued(&[("support".to_string(), 7)]);
         let text = m.encode();
+        assert!(
+            text.contains("agentwire_fisk_jobs_queued{identity=\"support\"} 7"),
+            "{text}"
+        );
         assert!(text.contains(&format!(
             "agentwire_build_info{{version=\"{}\"}} 1",
             env!("CARGO_PKG_VERSION")

@@ -432,6 +432,12 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 crate::http_front::Scraped {
                     roost_jobs,
                     relay: embedded.as_ref().map(|r| r.stats()),
+                    fisk_workers: served
+                        .iter()
+                        .filter_map(|a| a.worker().cloned())
+                        .filter(|w| w.jobs_subject().is_some())
+                        .map(|w| Arc::downgrade(&w))
+                        .collect(),
                 },
             )
             .await?;

@@ -882,3 +882,66 @@ async fn a_job_for_an_agent_busy_on_another_front_waits_and_runs() {
     assert_eq!(first.text(), "slept 2000 ms");
     peer.wait_empty("jq13", Duration::from_secs(5)).await;
 }
+
+/// `agentwire_fisk_jobs_queued{identity}` as `/metrics` gives it now (none: no such sample).
+async fn queued_metric(http: &str, identity: &str) -> Option<f64> {
+    let client = agentwire_agents::openai::http_client(Duration::from_secs(10)).unwrap();
+    let text = client
+        .get(format!("{http}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("agentwire_fisk_jobs_queued{{identity=\"{identity}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_depth_is_in_the_metrics() {
+    // Four jobs of 3 s each: the queue holds some for 12 s, past two of the worker's 5-s reads of it.
+    let w = Setup::new("jq14", 1, Agent::Counting(3));
+    let d = w.start();
+    let http = d.ready["http"].as_str().unwrap().to_string();
+    let peer = Peer::connect(&w.nats.url).await;
+    // One job runs, three wait behind it: four in the queue until the first is acked.
+    for i in 0..4 {
+        peer.enqueue("jq14", prompt_job(&format!("d{i}"), "deep", None), false)
+            .await;
+    }
+    let seen = |want: f64, within: Duration| {
+        let http = http.clone();
+        async move {
+            let deadline = Instant::now() + within;
+            loop {
+                let now = queued_metric(&http, "jq14").await;
+                if now == Some(want) {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the metric says {now:?}, not {want}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // The depth is read every 5 s: some reading between 1 and 4 while the jobs run, then 0.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = queued_metric(&http, "jq14").await;
+        if now.is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the metric never showed the backlog: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    seen(0.0, Duration::from_secs(20)).await;
+    assert_eq!(w.runs(), 4);
+}

@@ -58,6 +58,9 @@ const PULL_WAIT: Duration = Duration::from_secs(5);
 const PULL_BACKOFF: Duration = Duration::from_secs(1);
 /// How often a worker with every slot busy looks for a free one.
 const SLOT_POLL: Duration = Duration::from_millis(100);
+/// How often the worker reads its queue's depth (for `/metrics`): one JetStream API call, and an operator's
+/// scrape every 15 s or so sees a figure at most this old.
+const DEPTH_EVERY: Duration = Duration::from_secs(5);
 
 /// How the jobs channel is set up (`[nats] jobs = true`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +142,11 @@ pub(super) async fn serve(
         d if d.is_zero() => DEFAULT_JOBS_ACK_WAIT,
         d => d,
     };
+    tokio::spawn(read_depth(
+        worker.clone(),
+        queue.stream.clone(),
+        halt.clone(),
+    ));
     let hands = Arc::new(Hands {
         slots: Arc::new(tokio::sync::Semaphore::new(worker.config.workers)),
         worker: worker.clone(),
@@ -186,6 +194,24 @@ pub(super) async fn serve(
         }
     }
     let _ = done.send(());
+}
+
+/// Reads the queue's depth every [`DEPTH_EVERY`] until `halt` changes; a read that fails leaves the last.
+async fn read_depth(
+    worker: Arc<Worker>,
+    stream: stream::Stream,
+    mut halt: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        if let Ok(info) = stream.get_info().await {
+            let n = i64::try_from(info.state.messages).unwrap_or(i64::MAX);
+            worker.jobs_queued.store(n, Ordering::Relaxed);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(DEPTH_EVERY) => {}
+            _ = halt.changed() => return,
+        }
+    }
 }
 
 /// One job from the queue, waiting up to [`PULL_WAIT`] for it.

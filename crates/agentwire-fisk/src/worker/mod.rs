@@ -131,6 +131,8 @@ pub struct Worker {
     stop: tokio::sync::watch::Sender<bool>,
     /// Each endpoint loop's end, after its unsubscribe.
     stopped: tokio::sync::Mutex<Vec<tokio::sync::oneshot::Receiver<()>>>,
+    /// The jobs in the queue as last read (negative: not read yet, or no jobs served).
+    jobs_queued: std::sync::atomic::AtomicI64,
 }
 
 impl Worker {
@@ -215,6 +217,7 @@ impl Worker {
             open_sets: Arc::default(),
             stop,
             stopped: tokio::sync::Mutex::new(vec![tasks_stopped, discovery_stopped]),
+            jobs_queued: std::sync::atomic::AtomicI64::new(-1),
         });
         let (w, mut halt) = (worker.clone(), stop_rx.clone());
         tokio::spawn(async move {
@@ -275,6 +278,12 @@ impl Worker {
             .jobs
             .as_ref()
             .map(|_| nats::jobs_subject(&self.config.identity))
+    }
+
+    /// The jobs in its queue, waiting or taken and not yet acknowledged, as last read (every few seconds);
+    /// none when it serves no jobs or has not read the queue yet.
+    pub fn jobs_queued(&self) -> Option<u64> {
+        u64::try_from(self.jobs_queued.load(std::sync::atomic::Ordering::Relaxed)).ok()
     }
 
     /// The NATS server URL.
