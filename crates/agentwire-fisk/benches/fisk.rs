@@ -50,6 +50,26 @@ fn prompt(request: &str, text: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The benchmarks' worker: `workers` slots, questions off, no token allowance, every sender served.
+fn bench_config(
+    nats: agentwire_fisk::connection::NatsConnect,
+    identity: &str,
+    workers: usize,
+) -> WorkerConfig {
+    WorkerConfig {
+        nats,
+        identity: identity.into(),
+        workers,
+        elicit: false,
+        request_timeout: Duration::from_secs(120),
+        system_prompt: String::new(),
+        max_tokens: None,
+        instance: None,
+        senders: Default::default(),
+        jobs: None,
+    }
+}
+
 fn median(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
     v.sort();
     let at = |q: f64| v[((v.len() as f64 - 1.0) * q) as usize];
@@ -251,19 +271,15 @@ async fn instances(
         let engine = Engine::with_owner(journal, Arc::new(DemoAgent), format!("bench-{i}"));
         let worker = Worker::start(
             WorkerConfig {
-                nats: agentwire_fisk::connection::NatsConnect {
-                    servers: urls.to_vec(),
-                    ..agentwire_fisk::connection::NatsConnect::to("")
-                },
-                identity: "scale".into(),
-                workers,
-                elicit: false,
-                request_timeout: Duration::from_secs(120),
-                system_prompt: String::new(),
-                max_tokens: None,
                 instance: Some(format!("i{i}")),
-                senders: Default::default(),
-                jobs: None,
+                ..bench_config(
+                    agentwire_fisk::connection::NatsConnect {
+                        servers: urls.to_vec(),
+                        ..agentwire_fisk::connection::NatsConnect::to("")
+                    },
+                    "scale",
+                    workers,
+                )
             },
             engine,
         )
@@ -390,16 +406,12 @@ fn jobs() {
         let identity = "bench";
         let _worker = Worker::start(
             WorkerConfig {
-                nats: agentwire_fisk::connection::NatsConnect::to(nats_server.url.clone()),
-                identity: identity.into(),
-                workers,
-                elicit: false,
-                request_timeout: Duration::from_secs(120),
-                system_prompt: String::new(),
-                max_tokens: None,
-                instance: None,
-                senders: Default::default(),
                 jobs: Some(Default::default()),
+                ..bench_config(
+                    agentwire_fisk::connection::NatsConnect::to(nats_server.url.clone()),
+                    identity,
+                    workers,
+                )
             },
             engine,
         )
@@ -519,18 +531,11 @@ fn main() {
         let engine = Engine::new(journal, Arc::new(DemoAgent));
         let identity = "bench";
         let _worker = Worker::start(
-            WorkerConfig {
-                nats: agentwire_fisk::connection::NatsConnect::to(nats_server.url.clone()),
-                identity: identity.into(),
+            bench_config(
+                agentwire_fisk::connection::NatsConnect::to(nats_server.url.clone()),
+                identity,
                 workers,
-                elicit: false,
-                request_timeout: Duration::from_secs(120),
-                system_prompt: String::new(),
-                max_tokens: None,
-                instance: None,
-                senders: Default::default(),
-                jobs: None,
-            },
+            ),
             engine,
         )
         .await

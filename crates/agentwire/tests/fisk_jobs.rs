@@ -235,6 +235,12 @@ async fn reply_set(sub: &mut async_nats::Subscriber, within: Duration) -> Vec<Va
     }
 }
 
+/// How a reply set ended: its last message's kind and text.
+fn ended(set: &[Value]) -> (&str, Option<&str>) {
+    let last = set.last().expect("a reply set");
+    (kind(last), last["text"].as_str())
+}
+
 fn kind(m: &Value) -> &str {
     m["protocol"]
         .as_str()
@@ -407,12 +413,7 @@ async fn a_finished_job_sent_again_is_answered_from_the_journal() {
         .await
         .unwrap();
     let set = reply_set(&mut again, Duration::from_secs(20)).await;
-    let last = set.last().unwrap();
-    assert_eq!(
-        (kind(last), last["text"].as_str()),
-        ("result", Some("one")),
-        "{set:#?}"
-    );
+    assert_eq!(ended(&set), ("result", Some("one")), "{set:#?}");
     assert_eq!(w.runs(), 1);
     peer.wait_empty("jq4", Duration::from_secs(5)).await;
 }
@@ -497,12 +498,8 @@ async fn follow_ups_queued_while_their_conversation_is_busy_run_in_queue_order()
     .await;
     held.await.unwrap();
     for (i, (set, _)) in ends.iter().enumerate() {
-        let last = set.last().unwrap();
-        assert_eq!(
-            (kind(last), last["text"].as_str()),
-            ("result", Some(format!("You said: follow-up {i}").as_str())),
-            "{set:#?}"
-        );
+        let said = format!("You said: follow-up {i}");
+        assert_eq!(ended(set), ("result", Some(said.as_str())), "{set:#?}");
     }
     let order: Vec<usize> = {
         let mut by_end: Vec<(Instant, usize)> =
@@ -870,9 +867,8 @@ async fn a_job_for_an_agent_busy_on_another_front_waits_and_runs() {
         .await
         .unwrap();
     let set = reply_set(&mut sub, Duration::from_secs(20)).await;
-    let last = set.last().unwrap();
     assert_eq!(
-        (kind(last), last["text"].as_str()),
+        ended(&set),
         ("result", Some("You said: waited")),
         "{set:#?}"
     );
