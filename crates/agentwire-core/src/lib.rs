@@ -7,6 +7,7 @@
 //! journal each decision before acting on the wire.
 
 pub mod child_env;
+pub mod display;
 mod event;
 mod ids;
 mod input;
@@ -27,7 +28,10 @@ pub use question::{
     QuestionOption, Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
 };
 pub use redact::{redact_secrets, redact_userinfo};
-pub use tool_line::{arguments_summary, one_line, tool_line, MAX_ARGUMENTS_SUMMARY_CHARS};
+pub use tool_line::{
+    arguments_summary, one_line, output_summary, tool_line, tool_result_line, tool_start_line,
+    MAX_ARGUMENTS_SUMMARY_CHARS,
+};
 pub use turnbook::{
     CancelDecision, Finished, Journaled, Submitted, TurnBook, TurnPhase,
     MAX_QUEUED_TURNS_PER_CONVERSATION,
