@@ -6,8 +6,8 @@
 //! [`escalation`] decides what becomes of a stop's SIGKILL across a restart; [`turn_row`] shows an engine
 //! turn on a hosted job's row; [`when`] reads a schedule's `when` (`every 30m`, `daily 18:00`, ...) and says
 //! when it is next due; [`concierge`] keeps the concierge's policy, orders and digests, and [`schedule`]
-//! the jobs started on a clock. All eight are pure; [`store`]
-//! keeps them durable and [`daemon`] drives them.
+//! the jobs started on a clock; [`spawn_rules`] bounds what a session may spawn. All nine are pure;
+//! [`store`] keeps them durable and [`daemon`] drives them.
 //!
 //! # Trust model
 //!
@@ -43,6 +43,7 @@ pub mod profile;
 pub mod report;
 pub mod schedule;
 pub mod settings;
+pub mod spawn_rules;
 pub mod store;
 pub mod supervisor;
 pub mod terminal;

@@ -1,7 +1,8 @@
 //! Job profiles: the command a job runs, how it gets its first task, whether its agent speaks the
 //! protocol, what its environment holds beyond the allowlist (`env`, `pass_env`) and the user it runs as
-//! (`user`). From `[roost.profiles.<name>]` in agentwire's config, or `agentProfiles` in a roost.json (which
-//! has no `env`, `pass_env` or `user`).
+//! (`user`), and whether only a controller starts it (`controller_only`). From `[roost.profiles.<name>]` in
+//! agentwire's config, or `agentProfiles` in a roost.json (which has no `env`, `pass_env`, `user` or
+//! `controller_only`).
 
 use agentwire_core::child_env::{ChildEnv, ChildEnvError};
 use serde::Deserialize;
@@ -40,6 +41,10 @@ pub struct Profile {
     /// The user the job runs as (`user = "name"`, from `/etc/passwd`): only when the daemon runs as root.
     #[serde(default)]
     pub user: Option<String>,
+    /// Only a controller (a person: `agentwire jobs dispatch`, a schedule, the concierge they let act)
+    /// starts its jobs; a session's `spawn` of it is refused ([`crate::spawn_rules::spawnable`]).
+    #[serde(default)]
+    pub controller_only: bool,
 }
 
 /// `env` values may be secrets: shown by name only.
@@ -52,6 +57,7 @@ impl std::fmt::Debug for Profile {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("pass_env", &self.pass_env)
             .field("user", &self.user)
+            .field("controller_only", &self.controller_only)
             .finish()
     }
 }

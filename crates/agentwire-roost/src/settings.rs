@@ -98,6 +98,12 @@ pub struct ProfileView<'a> {
     pass_env: &'a [String],
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<&'a str, &'static str>,
+    #[serde(skip_serializing_if = "is_false")]
+    controller_only: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What `agentwire config` shows of the socket, the roost.json and the profiles; an `env` value is shown
@@ -124,6 +130,7 @@ pub fn view<'a>(
                     user: p.user.as_deref(),
                     pass_env: &p.pass_env,
                     env: p.env.keys().map(|k| (k.as_str(), redacted)).collect(),
+                    controller_only: p.controller_only,
                 };
                 (name.as_str(), view)
             })

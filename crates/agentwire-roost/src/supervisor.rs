@@ -140,6 +140,16 @@ impl Job {
             && self.report.as_ref().map(|r| r.state) != Some(JobState::Failed)
     }
 
+    /// Whether it is at work: it runs and has not reported `done` or `failed` (starting, working, or
+    /// waiting for the person). What the bounds on spawning count ([`crate::spawn_rules`]).
+    pub fn at_work(&self) -> bool {
+        self.life == Life::Running
+            && !matches!(
+                self.report.as_ref().map(|r| r.state),
+                Some(JobState::Done | JobState::Failed)
+            )
+    }
+
     /// Its state as watches read it: its row's, except that a job whose process is gone has ended
     /// whatever it reported last (`exited`), unless it was stopped.
     pub fn watch_state(&self) -> &'static str {
@@ -404,6 +414,20 @@ impl Supervisor {
     /// stopped, exited, failed or was removed holds nothing).
     pub fn holds(&self, id: &str) -> bool {
         self.jobs.get(id).is_some_and(Job::live)
+    }
+
+    /// The children of session `parent` at work, and the spawned jobs at work in all ([`Job::at_work`]).
+    pub fn spawned_at_work(&self, parent: &str) -> (usize, usize) {
+        let spawned = self
+            .jobs
+            .values()
+            .filter(|j| j.parent.is_some() && j.at_work());
+        spawned.fold((0, 0), |(mine, all), j| {
+            (
+                mine + usize::from(j.parent.as_deref() == Some(parent)),
+                all + 1,
+            )
+        })
     }
 
     /// After job `id` ended outside a feed event of its end (a `/stop`): its watches fire and its

@@ -114,6 +114,7 @@ impl Shared {
         for id in gone {
             st.fg_leaving.remove(&id);
             st.message_rules.forget(&id);
+            st.spawn_rules.forget(&id);
             let name = id.trim_start_matches(FG_ID_PREFIX).to_string();
             let by = crate::board::By {
                 who: name.clone(),
@@ -400,17 +401,43 @@ impl Shared {
         })
     }
 
-    /// `spawn {profile, task, name?}` → `{id, name}`: a job whose parent is the caller.
+    /// `spawn {profile, task, name?}` → `{id, name}`: a job whose parent is the caller, of a profile a
+    /// session may start ([`crate::spawn_rules::spawnable`]), within the bounds of
+    /// [`crate::spawn_rules`]: a rate per session, its children at work, and spawned jobs at work in all.
     pub(super) fn spawn(&self, conn: u64, args: &Map<String, Value>) -> Result<Value, Refusal> {
-        let parent = Self::sender(&self.lock(), conn)?;
+        let mut st = self.lock();
+        let parent = Self::sender(&st, conn)?;
+        let profile = args.req_str("profile")?;
+        match self.config.profiles.get(profile) {
+            Some(p) => crate::spawn_rules::spawnable(profile, p.protocol, p.controller_only)?,
+            // An engine agent (a hosted profile) speaks the protocol.
+            None if self.config.hosted.get(profile).is_some() => {}
+            None => {
+                return Err(Refusal::new(
+                    ErrorCode::NotFound,
+                    format!("no profile {profile:?}"),
+                ))
+            }
+        }
+        let (mine, all) = st.sup.spawned_at_work(&parent.id);
+        let now = self.config.calendar.now();
+        st.spawn_rules
+            .admit(&parent.id, now, mine, all)
+            .map_err(|held| held.refusal())?;
         let mut dispatch = Map::new();
         for key in ["profile", "task", "name"] {
             if let Some(v) = args.get(key) {
                 dispatch.insert(key.into(), v.clone());
             }
         }
-        let job = self.dispatch_with(&dispatch, Some(parent))?;
-        Ok(json!({ "id": job["id"], "name": job["name"] }))
+        let spawner = parent.id.clone();
+        match self.dispatch_locked(&mut st, &dispatch, Some(parent)) {
+            Ok(job) => Ok(json!({ "id": job["id"], "name": job["name"] })),
+            Err(e) => {
+                st.spawn_rules.withdraw(&spawner);
+                Err(e)
+            }
+        }
     }
 
     /// `handback {text}` → `{}`: a spawned job's result to its parent, as a `report` item; the child's

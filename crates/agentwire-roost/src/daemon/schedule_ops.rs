@@ -65,7 +65,7 @@ impl Shared {
     /// At each tick: every schedule that is due runs once (a run missed while the daemon was down
     /// included), and moves on to its next time, in the same write as the job it starts: a crash cannot
     /// run it twice. A run whose job could not be written is tried again at the next tick; one whose last
-    /// job still runs is skipped (runs do not pile up).
+    /// job is still at work (starting, working, or waiting for the person) is skipped: runs do not pile up.
     pub(super) fn run_schedules(&self, st: &mut State) {
         let now = self.config.calendar.now();
         let zone = self.config.calendar.zone;
@@ -77,13 +77,16 @@ impl Shared {
             st.sup.schedules.ran(id, None, now, &zone);
             st.sup.schedules_changed = true;
             let at = super::state::now();
-            if let Some(last) = s.last_job.as_deref().filter(|j| st.sup.holds(j)) {
+            // Only a last job at work skips the run: one that reported `done` (or failed) may live on,
+            // waiting for a reply (an engine agent's job always does), and its work is over.
+            let at_work = |j: &&str| st.sup.jobs.get(*j).is_some_and(|j| j.at_work());
+            if let Some(last) = s.last_job.as_deref().filter(at_work) {
                 st.sup.event(
                     at,
                     last,
                     "schedule",
                     format!(
-                        "#{} {} ({}) skipped: its last job still runs",
+                        "#{} {} ({}) skipped: its last job is still at work",
                         s.id, s.name, s.when
                     ),
                 );

@@ -135,6 +135,8 @@ pub(super) struct State {
     pub(super) retention_checked: Option<std::time::Instant>,
     /// The message rules of `send` ([`crate::peer_item::MessageRules`]).
     pub(super) message_rules: crate::peer_item::MessageRules,
+    /// The bounds on `spawn` ([`crate::spawn_rules::SpawnRules`]).
+    pub(super) spawn_rules: crate::spawn_rules::SpawnRules,
     /// Jobs removed whose removal is not written yet (its write failed): written with the next write.
     pub(super) to_remove: Vec<String>,
     /// Foreground peers (`peer_register`), by connection.
@@ -252,6 +254,7 @@ impl Shared {
                 written_event: 0,
                 retention_checked: None,
                 message_rules: Default::default(),
+                spawn_rules: Default::default(),
                 to_remove: Vec::new(),
                 fg_peers: HashMap::new(),
                 fg_leaving: HashMap::new(),
@@ -904,6 +907,7 @@ impl Shared {
         st.children.remove(id);
         st.sup.event(now(), id, "rm", why);
         st.message_rules.forget(id);
+        st.spawn_rules.forget(id);
         if let Err(e) = self.persist(st, &[], &[id.to_string()], None) {
             // Gone from memory: written with the next write that succeeds.
             st.to_remove.push(id.to_string());
