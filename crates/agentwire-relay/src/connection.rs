@@ -88,6 +88,7 @@ pub(crate) async fn serve(
         &shared.document,
         &shared.name,
         shared.health.as_ref(),
+        &shared.own_urls,
     ) {
         Route::Respond(response) => answer(stream, head.len(), &response).await,
         Route::WebSocket => {
@@ -212,6 +213,11 @@ impl Connection {
             return;
         }
         let end = loop {
+            // Not idle while its own work is pending: a slow store or query is the relay's doing.
+            let idle = self
+                .session
+                .idle_deadline(self.shared.idle_timeout)
+                .filter(|_| self.pending_writes.is_empty() && self.pending_queries.is_empty());
             let step = tokio::select! {
                 () = stopped(&mut shutdown) => {
                     let frame = CloseFrame {
@@ -244,6 +250,16 @@ impl Connection {
                         }
                     };
                     self.send(frames).await
+                }
+                () = sleep_until(idle) => {
+                    let notice = self.session.handle_idle(self.shared.idle_timeout);
+                    let _ = self.send(vec![notice]).await;
+                    let frame = CloseFrame {
+                        code: CloseCode::Policy,
+                        reason: "idle".into(),
+                    };
+                    let _ = timeout(Duration::from_secs(1), self.ws.close(Some(frame))).await;
+                    break End::Done;
                 }
                 message = self.ws.next(), if self.may_read() => self.on_message(message).await,
                 live = recv_ring(&mut self.live) => {
@@ -427,6 +443,14 @@ impl Connection {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(End::Done),
         }
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -56,7 +56,8 @@ pub(crate) fn ts_to_sql(ts: Timestamp) -> i64 {
 }
 
 /// Builds the query for `filter`, hiding events expired at `now` (NIP-40: from the expiration second on)
-/// and the events of the rooms in `hidden` (private rooms the reader may not see).
+/// and the events and member lists (39002) of the rooms in `hidden` (private rooms the reader may not see,
+/// retired rooms).
 ///
 /// `Ok(None)` when the filter can match nothing (limit 0, an empty tag list, an impossible time
 /// range), so no query needs to run. The filter's own `limit` is used as is: callers cap it.
@@ -93,9 +94,15 @@ pub(crate) fn filter_to_sql(
     );
     let mut params = vec![Value::Integer(ts_to_sql(now))];
     if !hidden.is_empty() {
+        let list = vec!["?"; hidden.len()].join(", ");
         sql.push_str(" AND seq NOT IN (SELECT event_seq FROM tags WHERE name = 'h' AND value IN (");
-        sql.push_str(&vec!["?"; hidden.len()].join(", "));
-        sql.push_str("))");
+        sql.push_str(&list);
+        // A hidden room's member list (39002, addressed by its `d`) with it.
+        sql.push_str(&format!(
+            ")) AND NOT (kind = {} AND address IN ({list}))",
+            crate::rooms::GROUP_MEMBERS
+        ));
+        params.extend(hidden.iter().map(|h| Value::Text(h.clone())));
         params.extend(hidden.iter().map(|h| Value::Text(h.clone())));
     }
 

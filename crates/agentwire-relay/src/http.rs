@@ -1,5 +1,6 @@
 //! The plain-HTTP side of the relay's port: tells NIP-11 requests from WebSocket upgrades by the
-//! request head, and builds the HTTP answers (the NIP-11 document, a short text page, errors).
+//! request head, refuses an upgrade from another site's page or to another name ([`OwnUrls`]), and builds
+//! the HTTP answers (the NIP-11 document, a short text page, errors).
 //!
 //! <https://github.com/nostr-protocol/nips/blob/master/11.md>
 
@@ -7,6 +8,7 @@ use nostr::key::PublicKey;
 use serde_json::json;
 
 use crate::limits::RelayLimits;
+use crate::own_urls::OwnUrls;
 
 /// The media type a client asks for to get the NIP-11 document.
 pub(crate) const NOSTR_JSON: &str = "application/nostr+json";
@@ -26,12 +28,14 @@ pub(crate) fn head_len(buf: &[u8]) -> Option<usize> {
 }
 
 /// Decides what to do with a request whose complete head is `head`. `document` is the NIP-11
-/// document, `name` the relay name for the text page, `health` the owner's check for `/health`.
+/// document, `name` the relay name for the text page, `health` the owner's check for `/health`, `names`
+/// the relay's own names and the origins a WebSocket upgrade may come from.
 pub(crate) fn route(
     head: &[u8],
     document: &str,
     name: &str,
     health: Option<&crate::HealthCheck>,
+    names: &OwnUrls,
 ) -> Route {
     let text = String::from_utf8_lossy(head);
     let mut lines = text.split("\r\n");
@@ -59,6 +63,19 @@ pub(crate) fn route(
         })
     };
     if has_token(header("upgrade"), "websocket") {
+        // Checked before the handshake: a refused page never gets a socket to hold.
+        if !header("host").is_some_and(|h| names.accepts_host(&h)) {
+            return Route::Respond(forbidden(
+                "the Host names another server: this relay takes WebSocket connections addressed to its \
+                 own names only (its listen address, localhost, or a [relay] public_urls entry)\n",
+            ));
+        }
+        if header("origin").is_some_and(|o| !names.accepts_origin(&o)) {
+            return Route::Respond(forbidden(
+                "WebSocket connections from this web page's origin are refused: list the origin in \
+                 [relay] allowed_origins to let its pages connect\n",
+            ));
+        }
         return Route::WebSocket;
     }
     let head_only = method == "HEAD";
@@ -135,6 +152,17 @@ pub(crate) fn bad_request() -> Vec<u8> {
         "400 Bad Request",
         Some("text/plain; charset=utf-8"),
         "bad request\n",
+        &[],
+        false,
+    )
+}
+
+/// 403: a WebSocket upgrade from a web page of another origin, or to a name that is not this relay's.
+pub(crate) fn forbidden(why: &str) -> Vec<u8> {
+    response(
+        "403 Forbidden",
+        Some("text/plain; charset=utf-8"),
+        why,
         &[],
         false,
     )
@@ -233,6 +261,13 @@ pub(crate) fn information_document(
 mod tests {
     use super::*;
 
+    fn names() -> OwnUrls {
+        OwnUrls::new("127.0.0.1:7447".parse().unwrap(), &[])
+            .unwrap()
+            .with_allowed_origins(&["https://app.example.com".into()])
+            .unwrap()
+    }
+
     fn body(route: &Route) -> String {
         let Route::Respond(bytes) = route else {
             panic!("expected a response, got {route:?}")
@@ -248,14 +283,54 @@ mod tests {
 
     #[test]
     fn websocket_upgrade_wins() {
-        let head = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nAccept: application/nostr+json\r\n\r\n";
-        assert_eq!(route(head, "{}", "n", None), Route::WebSocket);
+        let head = b"GET / HTTP/1.1\r\nHost: localhost:7447\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nAccept: application/nostr+json\r\n\r\n";
+        assert_eq!(route(head, "{}", "n", None, &names()), Route::WebSocket);
+    }
+
+    #[test]
+    fn an_upgrade_from_another_sites_page_or_to_another_name_is_refused() {
+        let upgrade = |extra: &str| {
+            format!("GET / HTTP/1.1\r\n{extra}Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        };
+        for fine in [
+            "Host: 127.0.0.1:7447\r\n",
+            "Host: localhost:7447\r\nOrigin: https://app.example.com\r\n",
+            "host: 127.0.0.1:7447\r\norigin: http://127.0.0.1:7447\r\n",
+        ] {
+            assert_eq!(
+                route(upgrade(fine).as_bytes(), "{}", "n", None, &names()),
+                Route::WebSocket,
+                "{fine}"
+            );
+        }
+        for (refused, why) in [
+            (
+                "Host: 127.0.0.1:7447\r\nOrigin: https://evil.example.com\r\n",
+                "origin",
+            ),
+            ("Host: 127.0.0.1:7447\r\nOrigin: null\r\n", "origin"),
+            ("Host: rebind.example.com:7447\r\n", "Host"),
+            ("", "Host"),
+        ] {
+            let text = body(&route(
+                upgrade(refused).as_bytes(),
+                "{}",
+                "n",
+                None,
+                &names(),
+            ));
+            assert!(
+                text.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+                "{refused}: {text}"
+            );
+            assert!(text.contains(why), "{refused}: {text}");
+        }
     }
 
     #[test]
     fn nip11_document_with_cors() {
         let head = b"GET / HTTP/1.1\r\nhost: x\r\naccept: application/nostr+json\r\n\r\n";
-        let text = body(&route(head, "{\"name\":\"n\"}", "n", None));
+        let text = body(&route(head, "{\"name\":\"n\"}", "n", None, &names()));
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains("Access-Control-Allow-Origin: *\r\n"));
         assert!(text.contains("Content-Type: application/nostr+json\r\n"));
@@ -264,13 +339,37 @@ mod tests {
 
     #[test]
     fn plain_get_gets_text_and_junk_gets_400() {
-        let text = body(&route(b"GET / HTTP/1.1\r\n\r\n", "{}", "relay-x", None));
+        let text = body(&route(
+            b"GET / HTTP/1.1\r\n\r\n",
+            "{}",
+            "relay-x",
+            None,
+            &names(),
+        ));
         assert!(text.contains("text/plain") && text.contains("relay-x"));
-        let text = body(&route(b"\x16\x03\x01 garbage\r\n\r\n", "{}", "n", None));
+        let text = body(&route(
+            b"\x16\x03\x01 garbage\r\n\r\n",
+            "{}",
+            "n",
+            None,
+            &names(),
+        ));
         assert!(text.starts_with("HTTP/1.1 400"), "{text}");
-        let text = body(&route(b"POST / HTTP/1.1\r\n\r\n", "{}", "n", None));
+        let text = body(&route(
+            b"POST / HTTP/1.1\r\n\r\n",
+            "{}",
+            "n",
+            None,
+            &names(),
+        ));
         assert!(text.starts_with("HTTP/1.1 405"), "{text}");
-        let text = body(&route(b"OPTIONS / HTTP/1.1\r\n\r\n", "{}", "n", None));
+        let text = body(&route(
+            b"OPTIONS / HTTP/1.1\r\n\r\n",
+            "{}",
+            "n",
+            None,
+            &names(),
+        ));
         assert!(text.starts_with("HTTP/1.1 204") && text.contains("Allow-Methods"));
     }
 
@@ -306,15 +405,15 @@ mod tests {
             body: r#"{"journal_writable":true}"#.into(),
         });
         let get = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-        let text = body(&route(get, "{}", "n", Some(&check)));
+        let text = body(&route(get, "{}", "n", Some(&check), &names()));
         assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
         assert!(
             text.contains("application/json") && text.ends_with(r#"{"journal_writable":true}"#)
         );
         ok.store(false, Ordering::SeqCst);
-        let text = body(&route(get, "{}", "n", Some(&check)));
+        let text = body(&route(get, "{}", "n", Some(&check), &names()));
         assert!(text.starts_with("HTTP/1.1 503"), "{text}");
-        let text = body(&route(get, "{}", "n", None));
+        let text = body(&route(get, "{}", "n", None, &names()));
         assert!(text.starts_with("HTTP/1.1 404"), "{text}");
     }
 }

@@ -48,11 +48,33 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 ///
 /// One address may hold only part of the relay's slots, so that sockets left half-open from one host (a
 /// slowloris) cannot take them all: at the default [`DEFAULT_MAX_CONNECTIONS`] of 512, a quarter, and three
-/// other addresses always find room. Loopback is one address too, and everything local shares it: the
-/// daemon's own agent connections, local clients and the benchmark's 50; 128 fits them with room to spare
-/// (the benchmark raises both limits when it asks for more clients). An IPv6 address counts by its /64,
-/// the block one host is given.
+/// other addresses always find room. An IPv6 address counts by its /64, the block one host is given.
+///
+/// Loopback (127.0.0.0/8, `::1`) is under no per-address cap, only [`RelayLimits::max_connections`]:
+/// everything local arrives from it (the daemon's own agents, every local client, and every client of a
+/// TLS proxy in front of the relay), so one local process holding its share would shut every other local
+/// client out while the relay had room. What keeps a local hoarder from holding sockets it does not use is
+/// [`IDLE_TIMEOUT`].
 pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
+
+/// How long a WebSocket connection with no open subscription may go without sending a message (`REQ`,
+/// `EVENT`, `AUTH`, `COUNT`, `CLOSE`) before the relay closes it: 60 s.
+///
+/// A client connects to do something: it answers the NIP-42 challenge, subscribes or publishes within a
+/// second of connecting. A socket that does none of these only holds one of the relay's places (and, from
+/// loopback, which has no per-address cap, could hold them all); closing it after a minute gives the place
+/// back while a client that publishes now and then just reconnects. WebSocket pings do not count: they cost
+/// the holder nothing. A connection with a subscription open is never idle: it is waiting for events.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How far ahead of the relay's clock an event's `created_at` may be: 900 s (15 minutes).
+///
+/// A client's clock is off by seconds, a phone's by a minute or two; an event dated further ahead is wrong
+/// or meant to stay on top: newest-first queries would show it first for as long as it is dated ahead, and
+/// retention, which counts from `created_at`, would keep it that much longer. Refused with
+/// `invalid: created_at is too far in the future`. The NIP-XX agent holds prompts from any relay to the same
+/// bound (`agentwire_nostr::nipxx::admission::MAX_FUTURE_SKEW`).
+pub const MAX_FUTURE_SKEW_SECS: u64 = 900;
 
 /// Default [`RelayLimits::max_events_per_second_per_connection`]: 200.
 ///

@@ -1,11 +1,22 @@
-//! Which URLs name this relay, for the `relay` tag of a NIP-42 `AUTH` event: its listen address and the
-//! public URLs its operator configures, compared as URLs. Pure: the address and the URLs are passed in.
+//! Which names are this relay's: the URLs a NIP-42 `AUTH` event's `relay` tag may name, the `Host` a
+//! WebSocket upgrade may name, and the `Origin` (web page) it may come from. Its listen address and the
+//! public URLs and allowed origins its operator configures, compared as URLs. Pure: the address and the
+//! lists are passed in.
 //!
 //! NIP-42 binds a signed `AUTH` to one relay by that tag. A relay that took any `ws://` URL would take an
 //! `AUTH` a member's client signed for another relay (one that served this relay's challenge as its own),
 //! replayed here: whoever replays it reads what the member may read.
 //!
-//! <https://github.com/nostr-protocol/nips/blob/master/42.md>
+//! A web page on any site can open a WebSocket to `ws://127.0.0.1:7777`: the browser sends the page's
+//! `Origin` and lets it through whatever the relay is. Left open, a page the operator visits reads the
+//! rooms, writes in them and gets the agent's signed answers, from the operator's own machine. So an
+//! upgrade carrying an `Origin` is taken only from this relay's own origins or the allowed ones; a native
+//! client sends no `Origin` and is not affected. The `Host` check closes DNS rebinding (a name of the
+//! attacker's that resolves to 127.0.0.1 makes the page same-origin with it): a name in `Host` must be
+//! this relay's own.
+//!
+//! <https://github.com/nostr-protocol/nips/blob/master/42.md>,
+//! <https://www.rfc-editor.org/rfc/rfc6455#section-10.2>
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -65,10 +76,71 @@ pub fn check_public_url(url: &str) -> Result<(), String> {
     RelayUrlKey::parse(url).map(|_| ())
 }
 
-/// The URLs that name this relay.
+/// A web origin as browsers send it: scheme, host (lower case) and port (the scheme's default when absent).
+type OriginKey = (String, String, u16);
+
+/// Parses an `Origin` header or an `[relay] allowed_origins` entry: a URL with a scheme that has a host
+/// (`http`, `https`) and nothing after the host but a `/`. `null` (a sandboxed page, a `file://` one) is no
+/// origin this relay takes.
+fn parse_origin(text: &str) -> Result<OriginKey, String> {
+    let url = Url::parse(text.trim()).map_err(|e| format!("{text:?} is not an origin: {e}"))?;
+    let nostr::types::url::Origin::Tuple(scheme, host, port) = url.origin() else {
+        return Err(format!(
+            "{text:?} is not an origin (an http:// or https:// scheme, a host, an optional port)"
+        ));
+    };
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "{text:?} is not an origin: it has a path, query or fragment (an origin is scheme://host[:port])"
+        ));
+    }
+    Ok((scheme, host.to_string().to_ascii_lowercase(), port))
+}
+
+/// Checks that `origin` is a web origin (`https://app.example.com`, `http://localhost:5173`), as an entry
+/// of `[relay] allowed_origins` must be; the reason if not.
+pub fn check_allowed_origin(origin: &str) -> Result<(), String> {
+    parse_origin(origin).map(|_| ())
+}
+
+/// A `Host` header's host (lower case, one trailing dot dropped) and its port if it names one; `None` for a
+/// value that is not `host[:port]`.
+fn parse_host(text: &str) -> Option<(String, Option<u16>)> {
+    let text = text.trim();
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (v6, after) = rest.split_once(']')?;
+        v6.parse::<std::net::Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?.parse().ok()?),
+        };
+        (format!("[{v6}]"), port)
+    } else {
+        match text.split_once(':') {
+            Some((host, port)) => (host.to_owned(), Some(port.parse().ok()?)),
+            None => (text.to_owned(), None),
+        }
+    };
+    let host = host.to_ascii_lowercase();
+    let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
+    let name_chars = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+    if host.is_empty() || !(host.starts_with('[') || host.chars().all(name_chars)) {
+        return None;
+    }
+    Some((host, port))
+}
+
+/// The names of this relay.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OwnUrls {
     urls: HashSet<RelayUrlKey>,
+    /// The listen port.
+    port: u16,
+    /// Listening on a wildcard address (`0.0.0.0`, `::`): reachable at any of the host's addresses.
+    wildcard: bool,
+    /// The web origins an upgrade may come from: this relay's own (its URLs as `http`/`https`) and
+    /// `[relay] allowed_origins`.
+    origins: HashSet<OriginKey>,
 }
 
 impl OwnUrls {
@@ -97,12 +169,56 @@ impl OwnUrls {
         for url in public {
             urls.insert(RelayUrlKey::parse(url)?);
         }
-        Ok(Self { urls })
+        let origins = urls
+            .iter()
+            .map(|u| {
+                let scheme = if u.scheme == "wss" { "https" } else { "http" };
+                (scheme.to_owned(), u.host.clone(), u.port)
+            })
+            .collect();
+        Ok(Self {
+            urls,
+            port,
+            wildcard: listen.ip().is_unspecified(),
+            origins,
+        })
+    }
+
+    /// Adds `allowed` (`[relay] allowed_origins`) to the origins an upgrade may come from.
+    pub(crate) fn with_allowed_origins(mut self, allowed: &[String]) -> Result<Self, String> {
+        for origin in allowed {
+            self.origins.insert(parse_origin(origin)?);
+        }
+        Ok(self)
     }
 
     /// Whether `url` (an `AUTH` event's `relay` tag) names this relay.
     pub(crate) fn accepts(&self, url: &str) -> bool {
         RelayUrlKey::parse(url).is_ok_and(|key| self.urls.contains(&key))
+    }
+
+    /// Whether a WebSocket upgrade's `Host` names this relay: the host and port of one of its URLs (no port
+    /// for a URL on its scheme's default port), or, when it listens on a wildcard address, any IP address
+    /// with its port (DNS rebinding needs a name; an address reaches only what listens on it).
+    pub(crate) fn accepts_host(&self, host: &str) -> bool {
+        let Some((host, port)) = parse_host(host) else {
+            return false;
+        };
+        let named = self.urls.iter().any(|u| {
+            u.host == host
+                && port.map_or(u.port == if u.scheme == "ws" { 80 } else { 443 }, |p| {
+                    p == u.port
+                })
+        });
+        let address = host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok();
+        named || (self.wildcard && address && port == Some(self.port))
+    }
+
+    /// Whether a WebSocket upgrade's `Origin` (the web page that opened it) is one this relay takes: its
+    /// own origins and the allowed ones, compared as origins (scheme, host, port). An upgrade without an
+    /// `Origin` (a native client) is not asked about.
+    pub(crate) fn accepts_origin(&self, origin: &str) -> bool {
+        parse_origin(origin).is_ok_and(|o| self.origins.contains(&o))
     }
 }
 
@@ -204,5 +320,93 @@ mod tests {
         }
         let e = OwnUrls::new("127.0.0.1:1".parse().unwrap(), &["http://x".into()]).unwrap_err();
         assert!(e.contains("http://x"), "{e}");
+    }
+
+    #[test]
+    fn an_upgrade_names_the_relay_in_its_host() {
+        let urls = own("127.0.0.1:7447", &["wss://relay.example.com"]);
+        for yes in [
+            "127.0.0.1:7447",
+            "localhost:7447",
+            "LOCALHOST:7447",
+            "localhost.:7447",
+            "relay.example.com",
+            "relay.example.com:443",
+        ] {
+            assert!(urls.accepts_host(yes), "{yes}");
+        }
+        for no in [
+            "",
+            "evil.example.com:7447",
+            "127.0.0.1.evil.example.com:7447",
+            "127.0.0.1:7448",
+            "127.0.0.1",
+            "localhost",
+            "relay.example.com:80",
+            "[::1]:7447",
+            "10.0.0.5:7447",
+            "user@localhost:7447",
+            "localhost:7447/x",
+            "localhost:port",
+        ] {
+            assert!(!urls.accepts_host(no), "{no}");
+        }
+        // A wildcard listener is reached at any of the host's addresses, with its port; names are still its
+        // own only.
+        let urls = own("0.0.0.0:7447", &[]);
+        for yes in ["192.168.1.5:7447", "[fe80::1]:7447", "localhost:7447"] {
+            assert!(urls.accepts_host(yes), "{yes}");
+        }
+        for no in ["192.168.1.5:80", "192.168.1.5", "rebind.example.com:7447"] {
+            assert!(!urls.accepts_host(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn an_upgrade_from_a_web_page_comes_from_an_own_or_allowed_origin() {
+        let urls = own("127.0.0.1:7447", &["wss://relay.example.com"])
+            .with_allowed_origins(&[
+                "https://app.example.com".into(),
+                "http://localhost:5173/".into(),
+            ])
+            .unwrap();
+        for yes in [
+            "https://app.example.com",
+            "https://APP.example.com:443",
+            "http://localhost:5173",
+            "http://127.0.0.1:7447",
+            "https://relay.example.com",
+        ] {
+            assert!(urls.accepts_origin(yes), "{yes}");
+        }
+        for no in [
+            "null",
+            "",
+            "https://evil.example.com",
+            "http://app.example.com",
+            "https://app.example.com:8443",
+            "http://localhost:5174",
+            "https://app.example.com.evil.example.com",
+            "file:///home/me/page.html",
+        ] {
+            assert!(!urls.accepts_origin(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn an_allowed_origin_must_be_an_origin() {
+        assert!(check_allowed_origin("https://app.example.com").is_ok());
+        assert!(check_allowed_origin("http://localhost:5173/").is_ok());
+        for bad in [
+            "app.example.com",
+            "https://app.example.com/page",
+            "https://app.example.com/?x=1",
+            "null",
+            "*",
+            "file:///x",
+        ] {
+            let e = check_allowed_origin(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
     }
 }

@@ -2,7 +2,16 @@
 //! relay-signed metadata (39000 metadata, 39001 admins, 39002 members) that group clients read. Pure: the
 //! relay's key and the time are passed in.
 //!
-//! Only rooms the relay knows are rooms: an event whose `h` names no known room is an ordinary event.
+//! Only rooms the relay knows are rooms, and an event is taken for a room only once it exists: one whose
+//! `h` names no room is refused, so that nothing written before a room is created (closed, or private)
+//! becomes its history. A room that is no longer configured is retired: its stored events stay, read by
+//! nobody, until it is configured again or retention removes them.
+//!
+//! A private room's member list (39002) is read only by its members, like its events: NIP-29's `private`
+//! is "only members can read", and who they are is part of what they read. Its name and admins (39000,
+//! 39001) stay public, so that people can find the room and know whom to ask to be let in.
+//!
+//! <https://github.com/nostr-protocol/nips/blob/master/29.md>
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -52,6 +61,8 @@ pub enum RoomError {
     Id(String),
     /// Two rooms with one id.
     Duplicate(String),
+    /// The room's name (the id given) holds a control or bidirectional formatting character.
+    Name(String),
 }
 
 impl fmt::Display for RoomError {
@@ -62,6 +73,7 @@ impl fmt::Display for RoomError {
                 "room id {id:?} must be 1 to {MAX_ROOM_ID_LEN} characters of a-z, 0-9, '-' and '_'"
             ),
             Self::Duplicate(id) => write!(f, "room {id:?} is configured twice"),
+            Self::Name(id) => write!(f, "room {id:?}: {NAME_CHARACTERS}"),
         }
     }
 }
@@ -77,10 +89,32 @@ struct Room {
     admins: BTreeSet<PublicKey>,
 }
 
+/// Why a room name is refused: what it may not hold.
+const NAME_CHARACTERS: &str =
+    "a room name may not hold control characters or bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069)";
+
+/// Whether `c` reorders or hides the text around it: a control character, or one of Unicode's
+/// bidirectional formatting characters (marks, embeddings, overrides, isolates). A name holding U+202E
+/// (right-to-left override) shows as something else than it is.
+fn is_hidden_formatting(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Whether `name` is fit to show as a room's name: no control or bidirectional formatting characters.
+pub fn valid_name(name: &str) -> bool {
+    !name.chars().any(is_hidden_formatting)
+}
+
 /// The rooms a relay knows.
 #[derive(Debug, Clone, Default)]
 pub struct Rooms {
     rooms: HashMap<String, Room>,
+    /// Rooms no longer configured whose events are still stored: read by nobody, written by nobody.
+    retired: BTreeSet<String>,
     /// Who may create rooms and moderate every room.
     relay_admins: BTreeSet<PublicKey>,
     /// The relay's own key, which signs the rooms' metadata; none: no client event is room metadata.
@@ -194,6 +228,9 @@ impl Rooms {
             if !valid_id(&c.id) {
                 return Err(RoomError::Id(c.id.clone()));
             }
+            if !valid_name(&c.name) {
+                return Err(RoomError::Name(c.id.clone()));
+            }
             let admins: BTreeSet<PublicKey> = c.admins.iter().copied().collect();
             let mut members: BTreeSet<PublicKey> = c.members.iter().copied().collect();
             members.extend(admins.iter().copied());
@@ -210,9 +247,29 @@ impl Rooms {
         }
         Ok(Rooms {
             rooms,
+            retired: BTreeSet::new(),
             relay_admins: BTreeSet::new(),
             relay_key: None,
         })
+    }
+
+    /// Rooms no longer known whose events are still stored (`EventStore::retire_rooms`): their events are
+    /// read by nobody. One that is known (configured again, or created again) is not retired.
+    pub fn with_retired(mut self, ids: impl IntoIterator<Item = String>) -> Rooms {
+        self.retired.extend(ids);
+        self
+    }
+
+    /// The ids of the rooms it knows, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.rooms.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Whether room `id` is retired: no longer known, its stored events read by nobody.
+    fn is_retired(&self, id: &str) -> bool {
+        self.retired.contains(id) && !self.rooms.contains_key(id)
     }
 
     /// The relay's own key: room metadata (39000-39003) from a client is taken only signed by it.
@@ -315,6 +372,9 @@ impl Rooms {
                     .find(|t| t.kind() == "name")
                     .and_then(|t| t.content())
                     .map(str::to_owned);
+                if name.as_deref().is_some_and(|n| !valid_name(n)) {
+                    return Err(format!("invalid: {NAME_CHARACTERS}"));
+                }
                 Moderation::Edit {
                     room: id,
                     name,
@@ -391,9 +451,9 @@ impl Rooms {
         }
     }
 
-    /// Whether `event` may be stored: `Err` with the `invalid:` reason when it names more than one room, and
-    /// with the `restricted:` reason when it is room metadata not signed by the relay or is addressed to a
-    /// closed room its author is not a member of.
+    /// Whether `event` may be stored: `Err` with the `invalid:` reason when it names more than one room or a
+    /// room that does not exist, and with the `restricted:` reason when it is room metadata not signed by the
+    /// relay or is addressed to a closed room its author is not a member of.
     /// Moderation events are judged by [`moderate`](Self::moderate) otherwise.
     pub fn check_write(&self, event: &Event) -> Result<(), String> {
         // Writes are judged by one room, while a `#h` query matches any of an event's `h` tags: a second `h`
@@ -416,16 +476,40 @@ impl Rooms {
             Some(room) if room.closed && !room.members.contains(&event.pubkey) => Err(format!(
                 "restricted: room {id:?} is closed; only its members may write in it"
             )),
-            _ => Ok(()),
+            Some(_) => Ok(()),
+            // Taken now, it would be the room's history once someone creates it, closed or private.
+            None => Err(format!(
+                "invalid: there is no room {id:?} on this relay; a room takes events once it exists"
+            )),
         }
     }
 
+    /// The room whose readers `event` is for: its `h`, or for a room's member list (39002, which the
+    /// relay signs) its `d`.
+    fn read_room(event: &Event) -> Option<&str> {
+        if event.kind.as_u16() == GROUP_MEMBERS {
+            return event
+                .tags
+                .iter()
+                .map(|t| t.as_slice())
+                .find(|t| t.first().map(String::as_str) == Some("d"))
+                .and_then(|t| t.get(1))
+                .map(String::as_str);
+        }
+        room_of(event)
+    }
+
     /// Whether a connection authenticated (NIP-42) as `authed` may read `event`: anything but an event
-    /// of a private room, which only its members may read.
+    /// (or the member list) of a private room, which only its members may read, and an event of a retired
+    /// room, which nobody may.
     pub fn may_read(&self, event: &Event, authed: &HashSet<PublicKey>) -> bool {
-        match room_of(event).and_then(|id| self.rooms.get(id)) {
+        let Some(id) = Self::read_room(event) else {
+            return true;
+        };
+        match self.rooms.get(id) {
             Some(room) if room.private => authed.iter().any(|k| room.members.contains(k)),
-            _ => true,
+            Some(_) => true,
+            None => !self.is_retired(id),
         }
     }
 
@@ -445,13 +529,19 @@ impl Rooms {
         }
     }
 
-    /// The private rooms `authed` may not read.
+    /// The rooms `authed` may not read: the private rooms it is no member of, and the retired ones.
     pub fn hidden_from(&self, authed: &HashSet<PublicKey>) -> Vec<String> {
         let mut ids: Vec<String> = self
             .rooms
             .iter()
             .filter(|(_, r)| r.private && !authed.iter().any(|k| r.members.contains(k)))
             .map(|(id, _)| id.clone())
+            .chain(
+                self.retired
+                    .iter()
+                    .filter(|id| self.is_retired(id))
+                    .cloned(),
+            )
             .collect();
         ids.sort();
         ids
@@ -549,11 +639,17 @@ mod tests {
         assert!(rooms
             .check_write(&message(&stranger, Some("lobby")))
             .is_ok());
-        // No room of that name, or no h at all: not a room event.
-        assert!(rooms
-            .check_write(&message(&stranger, Some("elsewhere")))
-            .is_ok());
+        // No h at all: not a room event. A room that does not exist takes nothing, from anyone: what it took
+        // would be its history once created.
         assert!(rooms.check_write(&message(&stranger, None)).is_ok());
+        for keys in [&stranger, &member] {
+            assert_eq!(
+                rooms
+                    .check_write(&message(keys, Some("elsewhere")))
+                    .unwrap_err(),
+                "invalid: there is no room \"elsewhere\" on this relay; a room takes events once it exists"
+            );
+        }
         // One room per event, whoever writes: a second h would smuggle it into lab.
         for keys in [&stranger, &member] {
             let two = EventBuilder::new(Kind::from_u16(9), "hi")
@@ -723,5 +819,77 @@ mod tests {
             let e = rooms.moderate(&event).unwrap_err();
             assert!(e.starts_with("invalid: ") && e.contains(why), "{why}: {e}");
         }
+    }
+
+    #[test]
+    fn a_room_name_holds_no_bidi_or_control_characters() {
+        let admin = Keys::generate();
+        for bad in [
+            "inv\u{202E}gnp.exe",
+            "a\u{202A}b",
+            "a\u{2066}b\u{2069}",
+            "a\u{200F}b",
+            "a\u{061C}b",
+            "bell\u{7}",
+            "esc\u{1b}[2J",
+            "c1\u{9b}",
+        ] {
+            assert!(!valid_name(bad), "{bad:?}");
+            let mut config = room("lab", false, &[], &[&admin]);
+            config.name = bad.to_owned();
+            let e = Rooms::new(&[config]).unwrap_err();
+            assert_eq!(e, RoomError::Name("lab".into()));
+            assert!(e.to_string().contains("U+202A-U+202E"), "{e}");
+            let rooms = Rooms::new(&[room("lab", false, &[], &[&admin])]).unwrap();
+            let edit = moderation(&admin, EDIT_METADATA, "lab", &[&["name", bad]]);
+            let e = rooms.moderate(&edit).unwrap_err();
+            assert!(e.starts_with("invalid: a room name may not hold"), "{e}");
+        }
+        for fine in ["Lab", "Laboratoire d'été", "مختبر", "実験室 2"] {
+            assert!(valid_name(fine), "{fine:?}");
+        }
+    }
+
+    #[test]
+    fn a_private_rooms_member_list_is_read_by_its_members_only() {
+        let (relay, member, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
+        let mut vault = room("vault", true, &[&member], &[]);
+        vault.private = true;
+        let rooms = Rooms::new(&[vault, room("lab", true, &[&member], &[])]).unwrap();
+        let at = Timestamp::from_secs(1_800_000_000);
+        let authed = |k: &Keys| HashSet::from([k.public_key()]);
+        for (id, private) in [("vault", true), ("lab", false)] {
+            let meta = rooms.room_metadata(id, &relay, at);
+            let [metadata, admins, members] = &meta[..] else {
+                panic!("{meta:?}")
+            };
+            for who in [HashSet::new(), authed(&stranger)] {
+                assert!(rooms.may_read(metadata, &who) && rooms.may_read(admins, &who));
+                assert_eq!(rooms.may_read(members, &who), !private, "{id}");
+            }
+            assert!(rooms.may_read(members, &authed(&member)));
+        }
+        assert_eq!(rooms.hidden_from(&authed(&stranger)), vec!["vault"]);
+        assert!(rooms.hidden_from(&authed(&member)).is_empty());
+    }
+
+    #[test]
+    fn a_retired_rooms_events_are_read_by_nobody_until_it_is_known_again() {
+        let (admin, member) = (Keys::generate(), Keys::generate());
+        let mut rooms = Rooms::new(&[room("lab", false, &[&member], &[])])
+            .unwrap()
+            .with_relay_admins([admin.public_key()])
+            .with_retired(["old".to_owned(), "lab".to_owned()]);
+        let everyone = HashSet::from([member.public_key(), admin.public_key()]);
+        // "lab" is known again: not retired.
+        assert!(rooms.may_read(&message(&member, Some("lab")), &everyone));
+        assert!(!rooms.may_read(&message(&member, Some("old")), &everyone));
+        assert_eq!(rooms.hidden_from(&everyone), vec!["old"]);
+        assert!(rooms.check_write(&message(&member, Some("old"))).is_err());
+        // Created again, it is read again.
+        let create = moderation(&admin, CREATE_GROUP, "old", &[]);
+        rooms.apply(&rooms.moderate(&create).unwrap().unwrap());
+        assert!(rooms.may_read(&message(&member, Some("old")), &everyone));
+        assert!(rooms.hidden_from(&everyone).is_empty());
     }
 }

@@ -43,6 +43,13 @@ pub struct RelayConfig {
     /// proxy or a TLS terminator, or by a name). A NIP-42 `AUTH` is taken only for one of these or the
     /// listen address itself (`localhost` too for a loopback address), compared as URLs.
     pub public_urls: Vec<String>,
+    /// The web origins (`https://app.example.com`) whose pages may open a WebSocket to the relay besides
+    /// its own; an upgrade from any other page's `Origin` gets HTTP 403. A native client sends no `Origin`.
+    pub allowed_origins: Vec<String>,
+    /// How long a connection with no open subscription may go without sending a message (`REQ`,
+    /// `EVENT`, `AUTH`, ...) before it is closed; [`IDLE_TIMEOUT`](crate::limits::IDLE_TIMEOUT) unless a
+    /// test shortens it.
+    pub idle_timeout: Duration,
     /// The SQLite database file of stored events; created if missing.
     pub db_path: PathBuf,
     /// The configurable bounds.
@@ -78,6 +85,8 @@ impl RelayConfig {
         Self {
             listen,
             public_urls: Vec::new(),
+            allowed_origins: Vec::new(),
+            idle_timeout: crate::limits::IDLE_TIMEOUT,
             db_path: db_path.into(),
             limits: RelayLimits::default(),
             name: "agentwire".to_owned(),
@@ -107,8 +116,10 @@ pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) health: Option<crate::HealthCheck>,
     pub(crate) rooms: Arc<RwLock<Rooms>>,
-    /// The URLs a NIP-42 `AUTH` may name.
+    /// The URLs a NIP-42 `AUTH` may name, and the `Host` and `Origin` a WebSocket upgrade may.
     pub(crate) own_urls: Arc<OwnUrls>,
+    /// [`RelayConfig::idle_timeout`].
+    pub(crate) idle_timeout: Duration,
     /// The connections open and the `EVENT`s answered.
     pub(crate) stats: Arc<RelayStats>,
 }
@@ -131,6 +142,9 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
     config.limits.validate()?;
     for url in &config.public_urls {
         crate::own_urls::check_public_url(url).map_err(RelayError::InvalidPublicUrl)?;
+    }
+    for origin in &config.allowed_origins {
+        crate::own_urls::check_allowed_origin(origin).map_err(RelayError::InvalidOrigin)?;
     }
     let mut rooms = Rooms::new(&config.rooms)
         .map_err(|e| RelayError::InvalidRooms(e.to_string()))?
@@ -155,11 +169,16 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         let mut store = EventStore::open(&path)?;
         store.purge_expired(Timestamp::now())?;
         store.prune(Timestamp::now(), &retention)?;
-        let refused = store.purge_refused(keys.as_ref().map(Keys::public_key).as_ref())?;
+        let relay_key = keys.as_ref().map(Keys::public_key);
+        let refused = store.purge_refused(relay_key.as_ref())?;
         if refused > 0 {
-            tracing::warn!(events = refused, "removed stored room metadata not signed by the relay and events naming more than one room");
+            tracing::warn!(
+                events = refused,
+                "removed stored events the relay refuses: room metadata not signed by its key, and events naming more than one room"
+            );
         }
-        if let Some(keys) = keys.filter(|_| rooms_on) {
+        let keys = keys.filter(|_| rooms_on);
+        if keys.is_some() {
             // Rooms created and changed by moderation events since, replayed in order.
             let moderation =
                 store.in_stored_order(&[PUT_USER, REMOVE_USER, EDIT_METADATA, CREATE_GROUP])?;
@@ -172,6 +191,20 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
             for key in &writers {
                 rooms.add_member_everywhere(*key);
             }
+        }
+        let retired = store.retire_rooms(&rooms.ids())?;
+        if !retired.now.is_empty() {
+            tracing::info!(
+                rooms = %retired.now.join(", "),
+                metadata_events = retired.metadata,
+                events_kept = retired.events,
+                "rooms no longer in the configuration were taken off the relay: their metadata is removed, and \
+                 their events are kept but read by nobody until a room of that id is configured again (or \
+                 retention removes them)"
+            );
+        }
+        let rooms = rooms.with_retired(retired.all);
+        if let Some(keys) = keys {
             // The rooms' metadata as they are now (addressable: each replaces the one before, so it is
             // dated after the newest the relay signed).
             let newest = store
@@ -199,8 +232,10 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
             source,
         })?;
     let local_addr = listener.local_addr()?;
-    let own_urls =
-        OwnUrls::new(local_addr, &config.public_urls).map_err(RelayError::InvalidPublicUrl)?;
+    let own_urls = OwnUrls::new(local_addr, &config.public_urls)
+        .map_err(RelayError::InvalidPublicUrl)?
+        .with_allowed_origins(&config.allowed_origins)
+        .map_err(RelayError::InvalidOrigin)?;
 
     let fanout = Fanout::new();
     let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
@@ -236,6 +271,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         health: config.health,
         rooms,
         own_urls: Arc::new(own_urls),
+        idle_timeout: config.idle_timeout,
         stats: Arc::default(),
     });
     let stats = Arc::clone(&shared.stats);
@@ -306,11 +342,12 @@ struct AddressSlots {
     held: Mutex<HashMap<IpAddr, usize>>,
 }
 
-/// One connection's place under its address's cap; given back when dropped.
+/// One connection's place under its address's cap; given back when dropped. A loopback connection's holds
+/// no place (`address` none): loopback has no per-address cap.
 #[derive(Debug)]
 pub(crate) struct AddressSlot {
     slots: Arc<AddressSlots>,
-    address: IpAddr,
+    address: Option<IpAddr>,
 }
 
 /// The address a peer counts under: an IPv4-mapped IPv6 address as the IPv4 address, any other IPv6
@@ -334,8 +371,16 @@ impl AddressSlots {
         })
     }
 
-    /// A place for a connection from `ip`, if its address holds fewer than the cap.
+    /// A place for a connection from `ip`, if its address holds fewer than the cap; always for loopback,
+    /// which every local client and a TLS proxy's clients share (see
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`](crate::limits::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)).
     fn try_take(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
+        if ip.to_canonical().is_loopback() {
+            return Some(AddressSlot {
+                slots: Arc::clone(self),
+                address: None,
+            });
+        }
         let address = counted_address(ip);
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let count = held.entry(address).or_insert(0);
@@ -345,23 +390,24 @@ impl AddressSlots {
         *count += 1;
         Some(AddressSlot {
             slots: Arc::clone(self),
-            address,
+            address: Some(address),
         })
     }
 }
 
 impl Drop for AddressSlot {
     fn drop(&mut self) {
+        let Some(address) = self.address else { return };
         let mut held = self
             .slots
             .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = held.get_mut(&self.address) {
+        if let Some(count) = held.get_mut(&address) {
             *count -= 1;
             if *count == 0 {
                 // Only addresses with connections are kept: the map is bounded by `max_connections`.
-                held.remove(&self.address);
+                held.remove(&address);
             }
         }
     }
@@ -452,6 +498,30 @@ mod tests {
         assert!(slots.try_take(b).is_some());
         drop(first);
         assert!(slots.try_take(a).is_some());
+    }
+
+    #[test]
+    fn loopback_has_no_per_address_cap() {
+        let slots = AddressSlots::new(1);
+        let held: Vec<_> = [
+            "127.0.0.1",
+            "127.0.0.1",
+            "127.0.0.2",
+            "::1",
+            "::ffff:127.0.0.1",
+        ]
+        .iter()
+        .map(|ip| {
+            slots
+                .try_take(ip.parse().unwrap())
+                .expect("a loopback place")
+        })
+        .collect();
+        assert!(slots.held.lock().unwrap().is_empty());
+        drop(held);
+        let remote: IpAddr = "192.0.2.7".parse().unwrap();
+        let _one = slots.try_take(remote).unwrap();
+        assert!(slots.try_take(remote).is_none());
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::filter_sql::check_filter;
 use crate::kind::Retention;
 use crate::limits::{
     RelayLimits, AUTH_MAX_SKEW_SECS, LIVE_QUEUE_CAPACITY, MAX_AUTHED_KEYS_PER_CONNECTION,
-    MAX_AUTH_MESSAGES_PER_CONNECTION,
+    MAX_AUTH_MESSAGES_PER_CONNECTION, MAX_FUTURE_SKEW_SECS,
 };
 use crate::own_urls::OwnUrls;
 use crate::rate::TokenBucket;
@@ -153,6 +153,8 @@ pub(crate) struct Session {
     own_urls: Arc<OwnUrls>,
     /// The relay's counters: each `EVENT` answered is counted by its result.
     stats: Arc<RelayStats>,
+    /// When the client last sent a message (its connection opened, before the first).
+    last_message: Instant,
 }
 
 fn send(frame: String) -> Vec<Command> {
@@ -195,6 +197,7 @@ impl Session {
             feed: Feed::Ring,
             subscriptions: HashMap::new(),
             next_generation: 0,
+            last_message: now,
         }
     }
 
@@ -217,6 +220,7 @@ impl Session {
         now: Instant,
         wall: Timestamp,
     ) -> Vec<Command> {
+        self.last_message = self.last_message.max(now);
         let was_exempt = self.exempt;
         let mut commands = self.handle_message(text, now, wall);
         if self.exempt && !was_exempt {
@@ -309,6 +313,23 @@ impl Session {
     /// Whether this connection authenticated as `key` (NIP-42).
     pub(crate) fn is_authed(&self, key: &PublicKey) -> bool {
         self.authed.contains(key)
+    }
+
+    /// When this connection counts as idle, closed after `timeout` with no open subscription and no
+    /// message from the client ([`IDLE_TIMEOUT`](crate::limits::IDLE_TIMEOUT)); `None` while a subscription
+    /// is open (it waits for events).
+    pub(crate) fn idle_deadline(&self, timeout: std::time::Duration) -> Option<Instant> {
+        self.subscriptions
+            .is_empty()
+            .then(|| self.last_message + timeout)
+    }
+
+    /// The `NOTICE` to send before the driver closes an idle connection.
+    pub(crate) fn handle_idle(&self, timeout: std::time::Duration) -> String {
+        wire::notice(&format!(
+            "closing: no subscription and no message for {} s; connect again to go on",
+            timeout.as_secs()
+        ))
     }
 
     /// A binary message from the client: Nostr is text only.
@@ -552,6 +573,12 @@ impl Session {
         let refuse = |message: &str| send(event_ok(&stats, id, false, message));
         if i64::try_from(event.created_at.as_secs()).is_err() {
             return refuse("invalid: created_at is out of range");
+        }
+        // Dated ahead, an event would head every newest-first query and outlive retention for as long.
+        if event.created_at.as_secs() > wall.as_secs().saturating_add(MAX_FUTURE_SKEW_SECS) {
+            return refuse(&format!(
+                "invalid: created_at is too far in the future (more than {MAX_FUTURE_SKEW_SECS} s ahead of the relay's clock)"
+            ));
         }
         // Checked before the signature, which costs far more than anything else here. Keyed off the
         // connection's proven identity, never the event's author: anyone can resend the agent's events.

@@ -238,6 +238,67 @@ fn expired_events_are_refused() {
 }
 
 #[test]
+fn events_dated_too_far_ahead_are_refused() {
+    use crate::limits::MAX_FUTURE_SKEW_SECS;
+    let (mut s, now) = session();
+    let keys = Keys::generate();
+    let at = |secs: u64| {
+        EventBuilder::new(Kind::from_u16(1), "ahead")
+            .custom_created_at(Timestamp::from_secs(secs))
+            .finalize(&keys)
+            .unwrap()
+    };
+    let wall = Timestamp::from_secs(1_800_000_000);
+    for ahead in [MAX_FUTURE_SKEW_SECS + 1, 86_400, 30 * 365 * 86_400] {
+        let e = at(wall.as_secs() + ahead);
+        let (ok, message) = only_ok(&s.handle_text(&event_msg(&e), now, wall));
+        assert!(!ok, "{ahead} s ahead was taken");
+        assert!(
+            message.starts_with("invalid: created_at is too far in the future"),
+            "{message}"
+        );
+    }
+    // Up to the bound a clock ahead of the relay's is fine.
+    for ahead in [0, 60, MAX_FUTURE_SKEW_SECS] {
+        let e = at(wall.as_secs() + ahead);
+        assert!(
+            matches!(
+                s.handle_text(&event_msg(&e), now, wall).as_slice(),
+                [Command::Store(_)]
+            ),
+            "{ahead} s ahead was refused"
+        );
+    }
+}
+
+#[test]
+fn a_connection_without_subscriptions_is_idle_from_its_last_message() {
+    let (mut s, opened) = session();
+    let timeout = Duration::from_secs(60);
+    assert_eq!(s.idle_deadline(timeout), Some(opened + timeout));
+    // Any message starts the wait again; a subscription ends it while it is open.
+    let later = opened + Duration::from_secs(30);
+    s.handle_text(
+        &req_msg("sub", vec![Filter::new().kind(Kind::from_u16(1))]),
+        later,
+        wall(),
+    );
+    assert_eq!(s.idle_deadline(timeout), None);
+    let closed_at = later + Duration::from_secs(300);
+    s.handle_text(r#"["CLOSE","sub"]"#, closed_at, wall());
+    assert_eq!(s.idle_deadline(timeout), Some(closed_at + timeout));
+    let e = event(&Keys::generate(), 1, vec![]);
+    let sent_at = closed_at + Duration::from_secs(10);
+    s.handle_text(&event_msg(&e), sent_at, wall());
+    assert_eq!(s.idle_deadline(timeout), Some(sent_at + timeout));
+    let notice = s.handle_idle(timeout);
+    assert!(
+        notice.contains("no subscription and no message for 60 s"),
+        "{notice}"
+    );
+}
+
+#[test]
 fn events_over_the_size_limit_are_refused() {
     let limits = RelayLimits {
         max_event_bytes: 600,

@@ -90,6 +90,11 @@ CREATE TABLE IF NOT EXISTS settlements (
     question BLOB PRIMARY KEY,
     answer BLOB NOT NULL
 ) WITHOUT ROWID;
+-- Rooms the relay knew and no longer does (taken out of the configuration): their events are kept and read
+-- by nobody until the room is known again (EventStore::retire_rooms).
+CREATE TABLE IF NOT EXISTS retired_rooms (
+    id TEXT PRIMARY KEY
+) WITHOUT ROWID;
 ";
 
 /// What happened to an inserted event.
@@ -182,6 +187,19 @@ impl CardCache {
 /// to a build's default so the relay's memory is known: the writer and each of the readers hold at most
 /// this (5 connections, 20 MiB in all).
 pub const CACHE_KIB: i64 = 4 * 1024;
+
+/// What [`EventStore::retire_rooms`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retired {
+    /// The rooms retired now (their metadata was stored, and they are no longer known), sorted.
+    pub now: Vec<String>,
+    /// Their metadata events (39000-39003) deleted.
+    pub metadata: usize,
+    /// Their other events, kept and read by nobody.
+    pub events: usize,
+    /// Every retired room, those of earlier starts too, sorted.
+    pub all: Vec<String>,
+}
 
 /// What one retention pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -430,9 +448,10 @@ impl EventStore {
     }
 
     /// Deletes what the relay stores but no longer takes from a client: room metadata (39000-39003) not
-    /// signed by `relay` (all of it without a relay key), and events that name more than one room (`h`).
-    /// Stored before those rules, they would go on being served: a forged room name or member list, a
-    /// stranger's message in a closed or private room. Returns how many.
+    /// signed by `relay`, and events that name more than one room (`h`). Stored before those rules, they
+    /// would go on being served: a forged room name or member list, a stranger's message in a closed or
+    /// private room. Without a relay key (no rooms) the metadata is left to
+    /// [`retire_rooms`](Self::retire_rooms), which removes it and remembers its rooms. Returns how many.
     pub fn purge_refused(&mut self, relay: Option<&PublicKey>) -> Result<usize, RelayError> {
         let tx = self.conn.transaction()?;
         let mut seqs: Vec<i64> = Vec::new();
@@ -448,7 +467,7 @@ impl EventStore {
             )?;
             for row in rows {
                 let (seq, pubkey) = row?;
-                if relay.is_none_or(|k| k.as_bytes().as_slice() != pubkey.as_slice()) {
+                if relay.is_some_and(|k| k.as_bytes().as_slice() != pubkey.as_slice()) {
                     seqs.push(seq);
                 }
             }
@@ -466,6 +485,64 @@ impl EventStore {
         }
         tx.commit()?;
         Ok(seqs.len())
+    }
+
+    /// Retires the rooms whose relay-signed metadata is stored but that are not in `known` (the rooms the
+    /// relay knows as it starts: configured, and created by moderation): their metadata is deleted (it would
+    /// still show the room to clients) and their ids are kept, so that their events, which are kept, can be
+    /// read by nobody until the room is known again. A room in `known` is no longer retired.
+    pub fn retire_rooms(&mut self, known: &[String]) -> Result<Retired, RelayError> {
+        let known: HashSet<&str> = known.iter().map(String::as_str).collect();
+        let tx = self.conn.transaction()?;
+        let mut retired = Retired::default();
+        {
+            let mut metadata =
+                tx.prepare("SELECT seq, address FROM events WHERE kind BETWEEN ?1 AND ?2")?;
+            let rows = metadata.query_map(
+                params![
+                    i64::from(crate::rooms::GROUP_METADATA),
+                    i64::from(crate::rooms::GROUP_ROLES)
+                ],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)),
+            )?;
+            let mut gone = Vec::new();
+            for row in rows {
+                let (seq, room) = row?;
+                let room = room.unwrap_or_default();
+                if !known.contains(room.as_str()) {
+                    gone.push((seq, room));
+                }
+            }
+            drop(metadata);
+            let mut was_retired = tx.prepare("SELECT 1 FROM retired_rooms WHERE id = ?1")?;
+            let mut count = tx.prepare(
+                "SELECT COUNT(DISTINCT event_seq) FROM tags WHERE name = 'h' AND value = ?1",
+            )?;
+            for (seq, room) in gone {
+                delete_event(&tx, seq)?;
+                retired.metadata += 1;
+                if !retired.now.contains(&room) && !was_retired.exists([&room])? {
+                    retired.events += count.query_row([&room], |r| r.get::<_, i64>(0))? as usize;
+                    retired.now.push(room);
+                }
+            }
+        }
+        for room in &retired.now {
+            tx.execute(
+                "INSERT OR IGNORE INTO retired_rooms (id) VALUES (?1)",
+                [room],
+            )?;
+        }
+        for room in &known {
+            tx.execute("DELETE FROM retired_rooms WHERE id = ?1", [room])?;
+        }
+        retired.all = tx
+            .prepare("SELECT id FROM retired_rooms ORDER BY id")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        tx.commit()?;
+        retired.now.sort();
+        Ok(retired)
     }
 
     /// Deletes events expired at `now` (their NIP-40 expiration is `now` or earlier); returns how many.

@@ -409,61 +409,60 @@ async fn connect_from(
     })
 }
 
+/// Loopback is every local client (and every client of a TLS proxy): one local process holding sockets must
+/// not shut the others out while the relay has room, so loopback has no per-address cap; the relay's own cap
+/// still holds, and sockets that never subscribe or send anything are closed after the idle timeout, giving
+/// their places back. A connection with a subscription open is waiting for events, never idle.
 #[tokio::test]
-async fn one_address_holds_at_most_its_share_of_connections_and_others_are_still_served() {
-    const CAP: usize = 4;
-    let relay = TestRelay::with_limits(RelayLimits {
-        max_connections_per_address: CAP,
-        ..RelayLimits::default()
+async fn loopback_shares_no_per_address_cap_and_idle_sockets_give_their_places_back() {
+    const CAP: usize = 2;
+    const MAX: usize = 6;
+    const IDLE: Duration = Duration::from_secs(2);
+    let relay = TestRelay::with_config(|c| {
+        c.limits = RelayLimits {
+            max_connections_per_address: CAP,
+            max_connections: MAX,
+            ..RelayLimits::default()
+        };
+        c.idle_timeout = IDLE;
     })
     .await;
-    // Half-open sockets hold their address's places like any connection.
-    let mut held = Vec::new();
-    for _ in 0..CAP - 1 {
-        let mut s = tokio::net::TcpStream::connect(relay.addr()).await.unwrap();
-        tokio::io::AsyncWriteExt::write_all(&mut s, b"GET / HTTP/1.1\r\n")
-            .await
-            .unwrap();
-        held.push(s);
+    let opened = Instant::now();
+    let mut hoarded = Vec::new();
+    for _ in 0..MAX - 1 {
+        hoarded.push(connect_from(&relay, "127.0.0.1").await.unwrap());
     }
-    let mut last = connect_from(&relay, "127.0.0.1").await.unwrap();
+    // Past the per-address cap, from the same address: another local client still gets in.
+    let mut subscriber = connect_from(&relay, "127.0.0.1").await.unwrap();
+    subscriber
+        .query("live", vec![Filter::new().kind(Kind::from_u16(1))])
+        .await;
+    // The relay's own cap holds.
     match connect_from(&relay, "127.0.0.1").await {
-        Err(WsError::Http(response)) => {
-            assert_eq!(response.status().as_u16(), 503);
-            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default());
-            assert!(body.contains("from this address"), "{body}");
-        }
+        Err(WsError::Http(response)) => assert_eq!(response.status().as_u16(), 503),
         Err(other) => panic!("expected HTTP 503, got {other}"),
         Ok(_) => panic!("expected HTTP 503, got a connection"),
     }
-    // Another address is served, and the full one's open connection still works.
-    let mut other = connect_from(&relay, "127.0.0.2").await.unwrap();
-    assert!(
-        other
-            .publish(&signed(&Keys::generate(), 1, "elsewhere", vec![]))
-            .await
-            .0
-    );
-    assert!(
-        last.publish(&signed(&Keys::generate(), 1, "still", vec![]))
-            .await
-            .0
-    );
-    // A place given back is usable again.
-    drop(last);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(mut again) = connect_from(&relay, "127.0.0.1").await {
-            assert!(
-                again
-                    .publish(&signed(&Keys::generate(), 1, "again", vec![]))
-                    .await
-                    .0
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "the place was never given back");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // The sockets that did nothing are told why and closed once the idle timeout has passed.
+    for socket in &mut hoarded {
+        let notice = socket.expect_notice().await;
+        assert!(
+            notice.contains("no subscription and no message"),
+            "{notice}"
+        );
+        assert!(socket.recv_within(Duration::from_secs(2)).await.is_none());
     }
-    drop(held);
+    let took = opened.elapsed();
+    assert!(
+        took >= IDLE && took < IDLE + Duration::from_secs(3),
+        "{took:?}"
+    );
+    // Their places are back, and the subscriber, idle as long, still has its subscription.
+    let mut late = connect_from(&relay, "127.0.0.1").await.unwrap();
+    let note = signed(&Keys::generate(), 1, "after the hoard", vec![]);
+    assert!(late.publish(&note).await.0);
+    match subscriber.recv().await {
+        RelayMessage::Event { event, .. } => assert_eq!(event.id, note.id),
+        other => panic!("expected the live event, got {other:?}"),
+    }
 }

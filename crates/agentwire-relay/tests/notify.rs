@@ -101,7 +101,11 @@ fn card(agent: &Keys, asked: &[PublicKey], mention: &[PublicKey]) -> nostr::prel
 async fn the_webhook_is_told_who_to_wake_and_gets_a_failed_post_again() {
     let (url, mut bodies, seen) = receiver(1).await;
     let notifier = WebhookNotifier::start(&url).unwrap();
-    let relay = TestRelay::with_config(|c| c.notifier = Some(notifier.clone())).await;
+    let relay = TestRelay::with_config(|c| {
+        c.notifier = Some(notifier.clone());
+        common::open_rooms(c, &["lab"]);
+    })
+    .await;
     let mut client = relay.client().await;
     let agent = Keys::generate();
     let (alice, bob, carol) = (Keys::generate(), Keys::generate(), Keys::generate());

@@ -1,5 +1,5 @@
-//! Private rooms over a real relay connection: their events are read only by connections authenticated
-//! (NIP-42) as members, in stored results, live and in counts.
+//! Private rooms over a real relay connection: their events, and their member lists (39002), are read only
+//! by connections authenticated (NIP-42) as members, in stored results, live and in counts.
 
 mod common;
 
@@ -47,17 +47,30 @@ async fn closed_reason(c: &mut Client, sub: &str, filter: Filter) -> String {
 #[tokio::test]
 async fn a_private_room_is_read_by_its_authenticated_members_only() {
     let (relay_keys, member, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
-    let rooms = vec![RoomConfig {
-        id: "vault".into(),
-        name: "Vault".into(),
-        closed: true,
-        private: true,
-        members: vec![member.public_key()],
-        admins: vec![],
-    }];
+    let admin = Keys::generate();
+    let rooms = vec![
+        RoomConfig {
+            id: "vault".into(),
+            name: "Vault".into(),
+            closed: true,
+            private: true,
+            members: vec![member.public_key()],
+            admins: vec![],
+        },
+        RoomConfig {
+            id: "lobby".into(),
+            name: "Lobby".into(),
+            closed: false,
+            private: false,
+            members: vec![],
+            admins: vec![],
+        },
+    ];
+    let admin_key = admin.public_key();
     let relay = TestRelay::with_config(move |c| {
         c.rooms = rooms;
         c.relay_keys = Some(relay_keys);
+        c.admins.insert(admin_key);
     })
     .await;
     let url = relay.url();
@@ -87,6 +100,46 @@ async fn a_private_room_is_read_by_its_authenticated_members_only() {
     assert!(writer.publish(&later).await.0);
     anon.expect_silence(Duration::from_millis(300)).await;
 
+    // Who the members are is part of what they read: the vault's member list (39002) is left out too,
+    // stored, counted and live; its name and admins (39000, 39001) are not.
+    let members = Filter::new().kind(Kind::from_u16(39002));
+    let rooms_of = |events: &[nostr::event::Event]| {
+        let mut ids: Vec<String> = events.iter().filter_map(|e| e.tags.identifier()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        rooms_of(&anon.query("m", vec![members.clone()]).await),
+        vec!["lobby"]
+    );
+    let named = Filter::new()
+        .kinds([39000, 39001].map(Kind::from_u16))
+        .identifier("vault");
+    assert_eq!(anon.query("named", vec![named]).await.len(), 2);
+    anon.send(ClientMessage::close(SubscriptionId::new("named")))
+        .await;
+    anon.send(ClientMessage::count(
+        SubscriptionId::new("mc"),
+        members.clone(),
+    ))
+    .await;
+    match anon.recv().await {
+        RelayMessage::Count { count, .. } => assert_eq!(count, 1),
+        other => panic!("{other:?}"),
+    }
+    let newcomer = Keys::generate().public_key().to_hex();
+    let put = signed(
+        &admin,
+        9000,
+        "",
+        vec![
+            Tag::parse(["h", "vault"]).unwrap(),
+            Tag::parse(["p", newcomer.as_str()]).unwrap(),
+        ],
+    );
+    assert!(writer.publish(&put).await.0);
+    anon.expect_silence(Duration::from_millis(300)).await;
+
     // Authenticated as someone else: restricted.
     let mut other = relay.client().await;
     authenticate(&mut other, &stranger, &url).await;
@@ -97,7 +150,18 @@ async fn a_private_room_is_read_by_its_authenticated_members_only() {
     let mut inside = relay.client().await;
     authenticate(&mut inside, &member, &url).await;
     let got = inside.query("v", vec![in_room("vault")]).await;
-    assert_eq!(got.len(), 2);
+    // The two messages and the admin's 9000.
+    assert_eq!(got.len(), 3);
+    let lists = inside.query("m", vec![members.clone()]).await;
+    assert_eq!(rooms_of(&lists), vec!["lobby", "vault"]);
+    let vault = lists
+        .iter()
+        .find(|e| e.tags.identifier().as_deref() == Some("vault"))
+        .unwrap();
+    assert!(vault
+        .tags
+        .iter()
+        .any(|t| t.as_slice() == ["p", newcomer.as_str()]));
     let newest = signed(&member, 9, "newest", h("vault"));
     assert!(writer.publish(&newest).await.0);
     match inside.recv().await {

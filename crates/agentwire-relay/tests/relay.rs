@@ -457,3 +457,31 @@ async fn shutdown_closes_connections() {
     relay.handle.shutdown().await;
     assert!(client.recv_within(Duration::from_secs(5)).await.is_none());
 }
+
+/// An event dated far ahead would head every newest-first query and escape retention for as long: refused
+/// past the bound, with NIP-01's `invalid:` prefix; a clock a little ahead is fine.
+#[tokio::test]
+async fn an_event_dated_too_far_in_the_future_is_refused() {
+    use agentwire_relay::limits::MAX_FUTURE_SKEW_SECS;
+    let relay = TestRelay::start().await;
+    let mut client = relay.client().await;
+    let keys = Keys::generate();
+    for ahead in [MAX_FUTURE_SKEW_SECS + 60, 86_400, 30 * 365 * 86_400] {
+        let event = signed_at(&keys, 1, "from the future", vec![], now() + ahead);
+        let (ok, message) = client.publish(&event).await;
+        assert!(!ok, "{ahead} s ahead was stored");
+        assert!(
+            message.starts_with("invalid: created_at is too far in the future"),
+            "{message}"
+        );
+    }
+    let close = signed_at(&keys, 1, "a clock a minute fast", vec![], now() + 60);
+    assert_eq!(client.publish(&close).await, (true, String::new()));
+    let newest = client
+        .query("newest", vec![Filter::new().kind(Kind::TextNote).limit(1)])
+        .await;
+    assert_eq!(
+        newest.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![close.id]
+    );
+}

@@ -63,8 +63,12 @@ async fn closed_rooms_take_members_only_and_metadata_is_relay_signed() {
             "kind {kind}: {message}"
         );
     }
-    // An h naming no room is not a room event.
-    assert!(c.publish(&signed(&stranger, 9, "x", h("nowhere"))).await.0);
+    // An h naming no room is refused: it would be that room's history once someone creates it.
+    let (ok, message) = c.publish(&signed(&stranger, 9, "x", h("nowhere"))).await;
+    assert!(
+        !ok && message.starts_with("invalid: there is no room \"nowhere\""),
+        "{message}"
+    );
 
     let meta = c
         .query(
@@ -298,7 +302,8 @@ async fn only_the_relay_writes_room_metadata() {
     })
     .await;
     let mut c = relay.client().await;
-    let ahead = common::now() + 3600;
+    // Dated ahead (within the relay's bound) to replace the relay's own.
+    let ahead = common::now() + 600;
     let hex = stranger.public_key().to_hex();
     let forged: [(u16, Vec<Tag>); 4] = [
         (
@@ -409,4 +414,183 @@ async fn what_was_stored_before_the_room_rules_is_removed_at_start() {
     assert!(ids.contains(&fine.id), "a room's own message stays");
     assert!(!ids.contains(&two_rooms.id), "the smuggled one is gone");
     relay.shutdown().await;
+}
+
+/// A write to a room that does not exist yet is refused, so that nothing a stranger wrote before the room was
+/// created (closed) shows as its history.
+#[tokio::test]
+async fn a_room_takes_no_events_before_it_exists() {
+    let (relay_keys, boss, member, stranger) = (
+        Keys::generate(),
+        Keys::generate(),
+        Keys::generate(),
+        Keys::generate(),
+    );
+    let b = boss.public_key();
+    let relay = TestRelay::with_config(move |c| {
+        c.relay_keys = Some(relay_keys);
+        c.admins.insert(b);
+    })
+    .await;
+    let mut c = relay.client().await;
+    for kind in [9, 11, 12, 1111, 43001] {
+        let early = signed(&stranger, kind, "first!", h("ops"));
+        let (ok, message) = c.publish(&early).await;
+        assert!(!ok, "kind {kind} taken before the room exists");
+        assert_eq!(
+            message,
+            "invalid: there is no room \"ops\" on this relay; a room takes events once it exists"
+        );
+    }
+    let member_hex = member.public_key().to_hex();
+    for e in [
+        moderation(&boss, 9007, "ops", &[]),
+        moderation(&boss, 9002, "ops", &[&["closed"]]),
+        moderation(&boss, 9000, "ops", &[&["p", &member_hex]]),
+    ] {
+        assert_eq!(c.publish(&e).await, (true, String::new()));
+    }
+    let hello = signed(&member, 9, "hello", h("ops"));
+    assert!(c.publish(&hello).await.0);
+    let history = c
+        .query(
+            "ops",
+            vec![Filter::new().custom_tag(nostr::filter::SingleLetterTag::LOWERCASE_H, "ops")],
+        )
+        .await;
+    assert!(
+        history.iter().all(|e| e.pubkey != stranger.public_key()),
+        "the stranger's early events are in the room: {history:?}"
+    );
+    assert!(history.iter().any(|e| e.id == hello.id));
+    relay.handle.shutdown().await;
+}
+
+/// A room taken out of the configuration is retired: its metadata is removed (no client sees the room any
+/// more) and its events, kept, are read by nobody (a private room's stay private) and written by nobody.
+/// Configured again, it has its history back.
+#[tokio::test]
+async fn a_room_no_longer_configured_is_retired_and_comes_back_with_its_history() {
+    let (relay_keys, member) = (Keys::generate(), Keys::generate());
+    let mut vault = room("vault", true, &[&member], &[]);
+    vault.private = true;
+    let rooms = vec![vault, room("lab", false, &[], &[])];
+    let (rk, configured) = (relay_keys.clone(), rooms.clone());
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = configured;
+        c.relay_keys = Some(rk);
+    })
+    .await;
+    let mut c = relay.client().await;
+    let secret = signed(&member, 9, "the combination", h("vault"));
+    let chat = signed(&member, 9, "lunch?", h("lab"));
+    assert!(c.publish(&secret).await.0);
+    assert!(c.publish(&chat).await.0);
+    let plain = signed(&member, 1, "a plain note", vec![]);
+    assert!(c.publish(&plain).await.0);
+    drop(c);
+    let dir = relay.dir;
+    relay.handle.shutdown().await;
+
+    // Started without its rooms (and, as the daemon does then, without a relay key).
+    let handle = agentwire_relay::start(common::config(&dir, Default::default()))
+        .await
+        .unwrap();
+    let mut c = common::Client::connect(&handle.url()).await;
+    let metadata = c
+        .query(
+            "meta",
+            vec![Filter::new().kinds([39000, 39001, 39002].map(Kind::from_u16))],
+        )
+        .await;
+    assert!(metadata.is_empty(), "{metadata:?}");
+    let everything = c.query("all", vec![Filter::new()]).await;
+    assert_eq!(
+        everything.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![plain.id],
+        "a retired room's events were served"
+    );
+    let by_room = c
+        .query(
+            "vault",
+            vec![Filter::new().custom_tag(nostr::filter::SingleLetterTag::LOWERCASE_H, "vault")],
+        )
+        .await;
+    assert!(by_room.is_empty(), "{by_room:?}");
+    let (ok, message) = c.publish(&signed(&member, 9, "anyone?", h("lab"))).await;
+    assert!(
+        !ok && message.starts_with("invalid: there is no room"),
+        "{message}"
+    );
+    drop(c);
+    handle.shutdown().await;
+
+    // A second start without them: still retired (the metadata that named them is gone by now).
+    let handle = agentwire_relay::start(common::config(&dir, Default::default()))
+        .await
+        .unwrap();
+    let mut c = common::Client::connect(&handle.url()).await;
+    assert_eq!(
+        c.query("all", vec![Filter::new().kind(Kind::from_u16(9))])
+            .await,
+        vec![]
+    );
+    drop(c);
+    handle.shutdown().await;
+
+    // Configured again: the history is back, and the private room is private still.
+    let mut config = common::config(&dir, Default::default());
+    config.rooms = rooms;
+    config.relay_keys = Some(relay_keys);
+    let handle = agentwire_relay::start(config).await.unwrap();
+    let mut c = common::Client::connect(&handle.url()).await;
+    let chat_now = c
+        .query("chat", vec![Filter::new().kind(Kind::from_u16(9))])
+        .await;
+    assert_eq!(
+        chat_now.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![chat.id]
+    );
+    c.authenticate(&member, &handle.url()).await;
+    let mut ids: Vec<_> = c
+        .query("chat2", vec![Filter::new().kind(Kind::from_u16(9))])
+        .await
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    ids.sort();
+    let mut want = vec![chat.id, secret.id];
+    want.sort();
+    assert_eq!(ids, want);
+    handle.shutdown().await;
+}
+
+/// A room name with a right-to-left override (or any bidi control) shows as something else than it is:
+/// refused in a 9002.
+#[tokio::test]
+async fn a_room_name_with_bidi_controls_is_refused() {
+    let (relay_keys, lead) = (Keys::generate(), Keys::generate());
+    let rooms = vec![room("lab", false, &[], &[&lead])];
+    let rk = relay_keys.clone();
+    let relay = TestRelay::with_config(move |c| {
+        c.rooms = rooms;
+        c.relay_keys = Some(rk);
+    })
+    .await;
+    let mut c = relay.client().await;
+    for name in ["Lab\u{202E}gnp.exe", "\u{2067}Lab\u{2069}", "Lab\u{1b}[2J"] {
+        let (ok, message) = c
+            .publish(&moderation(&lead, 9002, "lab", &[&["name", name]]))
+            .await;
+        assert!(!ok, "{name:?} taken");
+        assert!(
+            message.starts_with("invalid: a room name may not hold"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        room_name(&mut c, &relay_keys, "lab", "n").await.as_deref(),
+        Some("Lab")
+    );
+    relay.handle.shutdown().await;
 }

@@ -49,7 +49,7 @@ fn answer(by: &Keys, q: &Event, content: &str, at: u64) -> Event {
 
 #[tokio::test]
 async fn malformed_question_cards_are_refused_naming_the_rule() {
-    let relay = TestRelay::start().await;
+    let relay = TestRelay::with_rooms(&["lab"]).await;
     let mut c = relay.client().await;
     let (agent, asked) = (Keys::generate(), Keys::generate());
     let t = now();
@@ -110,7 +110,7 @@ async fn malformed_question_cards_are_refused_naming_the_rule() {
 
 #[tokio::test]
 async fn the_first_valid_answer_settles_and_every_other_is_refused_saying_why() {
-    let relay = TestRelay::start().await;
+    let relay = TestRelay::with_rooms(&["lab"]).await;
     let mut c = relay.client().await;
     let (agent, asked, stranger) = (Keys::generate(), Keys::generate(), Keys::generate());
     let t = now();
@@ -156,7 +156,7 @@ async fn the_first_valid_answer_settles_and_every_other_is_refused_saying_why() 
 
 #[tokio::test]
 async fn an_expired_question_takes_no_answer_and_replies_to_other_events_are_plain_comments() {
-    let relay = TestRelay::start().await;
+    let relay = TestRelay::with_rooms(&["lab"]).await;
     let mut c = relay.client().await;
     let (agent, asked) = (Keys::generate(), Keys::generate());
     let t = now();
@@ -213,7 +213,7 @@ fn a_late_answer_to_a_question_purged_after_its_expiry_is_still_refused() {
 
 #[tokio::test]
 async fn an_answer_to_a_deleted_question_is_refused_as_deleted() {
-    let relay = TestRelay::start().await;
+    let relay = TestRelay::with_rooms(&["lab"]).await;
     let mut c = relay.client().await;
     let (agent, asked) = (Keys::generate(), Keys::generate());
     let t = now();
@@ -247,7 +247,7 @@ fn answer_tags(q: &Event, leave_out: &str, extra: &[&[&str]]) -> Vec<Tag> {
 
 #[tokio::test]
 async fn an_answer_without_its_root_e_tag_is_refused_and_does_not_settle() {
-    let relay = TestRelay::start().await;
+    let relay = TestRelay::with_rooms(&["lab"]).await;
     let mut c = relay.client().await;
     let (agent, asked) = (Keys::generate(), Keys::generate());
     let t = now();
@@ -267,7 +267,7 @@ async fn an_answer_without_its_root_e_tag_is_refused_and_does_not_settle() {
 
 #[tokio::test]
 async fn a_comment_with_two_roots_or_two_parents_is_refused_and_never_listed_under_a_card() {
-    let relay = TestRelay::start().await;
+    let relay = TestRelay::with_rooms(&["lab"]).await;
     let mut c = relay.client().await;
     let (agent, asked) = (Keys::generate(), Keys::generate());
     let t = now();

@@ -290,6 +290,8 @@ struct RelayView<'a> {
     admins: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     public_urls: Vec<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    allowed_origins: &'a [String],
     limits: RelayLimits,
     retention: agentwire_relay::RetentionPolicy,
 }
@@ -373,6 +375,7 @@ impl<'a> View<'a> {
                     a
                 },
                 public_urls: r.public_urls.iter().map(|u| redact_url(u)).collect(),
+                allowed_origins: &r.allowed_origins,
                 limits: r.limits,
                 retention: r.retention,
             }),

@@ -21,10 +21,11 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// How long a test waits for an expected frame before failing.
 pub const RECV_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A relay in its own temp dir.
+/// A relay in its own temp dir, with the configuration it was started with (to start it again).
 pub struct TestRelay {
     pub handle: RelayHandle,
     pub dir: TempDir,
+    pub config: RelayConfig,
 }
 
 impl TestRelay {
@@ -40,8 +41,17 @@ impl TestRelay {
         let dir = TempDir::new().unwrap();
         let mut config = config(&dir, RelayLimits::default());
         change(&mut config);
-        let handle = start(config).await.unwrap();
-        Self { handle, dir }
+        let handle = start(config.clone()).await.unwrap();
+        Self {
+            handle,
+            dir,
+            config,
+        }
+    }
+
+    /// A relay with open rooms of these ids (signed by a relay key of its own).
+    pub async fn with_rooms(ids: &[&str]) -> Self {
+        Self::with_config(|c| open_rooms(c, ids)).await
     }
 
     pub fn url(&self) -> String {
@@ -60,13 +70,36 @@ impl TestRelay {
         Client::connect(&self.url()).await
     }
 
-    /// Shuts the relay down and starts it again on the same database.
+    /// Shuts the relay down and starts it again on the same database, with the same configuration.
     pub async fn restart(self) -> Self {
-        let Self { handle, dir } = self;
+        let Self {
+            handle,
+            dir,
+            config,
+        } = self;
         handle.shutdown().await;
-        let handle = start(config(&dir, RelayLimits::default())).await.unwrap();
-        Self { handle, dir }
+        let handle = start(config.clone()).await.unwrap();
+        Self {
+            handle,
+            dir,
+            config,
+        }
     }
+}
+
+/// Adds open rooms of these ids to `config`, with a relay key to sign their metadata.
+pub fn open_rooms(config: &mut RelayConfig, ids: &[&str]) {
+    config
+        .rooms
+        .extend(ids.iter().map(|id| agentwire_relay::RoomConfig {
+            id: id.to_string(),
+            name: id.to_string(),
+            closed: false,
+            private: false,
+            members: Vec::new(),
+            admins: Vec::new(),
+        }));
+    config.relay_keys.get_or_insert_with(Keys::generate);
 }
 
 pub fn config(dir: &TempDir, limits: RelayLimits) -> RelayConfig {

@@ -38,6 +38,12 @@ pub(crate) enum ConfigError {
         /// The parser's reason.
         reason: String,
     },
+    /// An `[relay] allowed_origins` entry that is not a web origin.
+    #[error("[relay] allowed_origins: {reason}")]
+    RelayOrigin {
+        /// What is wrong with it (naming the entry).
+        reason: String,
+    },
     /// A relay that is not a `ws://` or `wss://` URL with a host.
     #[error("{setting}: {url:?} is not a relay URL: {reason}")]
     RelayUrl {

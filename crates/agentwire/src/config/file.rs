@@ -205,6 +205,9 @@ pub(crate) struct RelayFile {
     /// The `ws://`/`wss://` URLs clients reach the relay at besides its listen address (behind a proxy or
     /// TLS terminator): a NIP-42 `AUTH` naming one of these is taken.
     pub(crate) public_urls: Vec<String>,
+    /// The web origins (`https://app.example.com`) whose pages may open a WebSocket to the relay besides its
+    /// own; an upgrade from any other page gets HTTP 403.
+    pub(crate) allowed_origins: Vec<String>,
     /// The relay's limits.
     pub(crate) limits: RelayLimits,
     /// How long stored events are kept.

@@ -1146,6 +1146,11 @@ fn embedded_relay(
         })?;
     }
     relay.public_urls = file.relay.public_urls.clone();
+    for origin in &file.relay.allowed_origins {
+        agentwire_relay::check_allowed_origin(origin)
+            .map_err(|reason| ConfigError::RelayOrigin { reason })?;
+    }
+    relay.allowed_origins = file.relay.allowed_origins.clone();
     relay.rooms = rooms(&file.rooms)?;
     relay.admins = public_keys(&file.relay.admins, "[relay] admins")?
         .into_iter()
@@ -1153,7 +1158,8 @@ fn embedded_relay(
     agentwire_relay::rooms::Rooms::new(&relay.rooms).map_err(|e| {
         let id = match &e {
             agentwire_relay::rooms::RoomError::Id(id)
-            | agentwire_relay::rooms::RoomError::Duplicate(id) => id,
+            | agentwire_relay::rooms::RoomError::Duplicate(id)
+            | agentwire_relay::rooms::RoomError::Name(id) => id,
         };
         ConfigError::Room {
             index: file.rooms.iter().rposition(|r| &r.id == id).unwrap_or(0),

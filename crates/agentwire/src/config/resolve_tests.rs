@@ -887,6 +887,30 @@ fn relay_public_urls_come_from_the_file_and_a_non_ws_one_is_named() {
 }
 
 #[test]
+fn relay_allowed_origins_come_from_the_file_and_one_that_is_no_origin_is_named() {
+    let r = resolved(
+        &[],
+        "[relay]\nallowed_origins = [\"https://app.example.org\"]\n",
+    );
+    let shown = crate::show_config::render(&r, false).unwrap();
+    assert!(
+        shown.contains("allowed_origins = [\"https://app.example.org\"]"),
+        "{shown}"
+    );
+    assert_eq!(
+        r.relay.unwrap().allowed_origins,
+        vec!["https://app.example.org"]
+    );
+    for bad in ["app.example.org", "https://app.example.org/page"] {
+        let e = error(&[], &format!("[relay]\nallowed_origins = [\"{bad}\"]\n")).to_string();
+        assert!(
+            e.starts_with("[relay] allowed_origins: ") && e.contains(bad),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn retention_comes_from_the_file_with_defaults_for_the_rest() {
     let r = resolved(&[], "[relay.retention]\nagent_days = 7\n");
     let retention = r.relay.unwrap().retention;
