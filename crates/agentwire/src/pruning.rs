@@ -1,7 +1,13 @@
-//! The journal's retention: ended turns of NIP-XX, task cards and roost are forgotten once older than
-//! `[journal] retention_days`, in bounded passes on a timer; fisk-ai's stay (its conversations are kept
-//! until an operator removes them, as the channel's spec says).
+//! The journal's retention: ended turns of NIP-XX, task cards and roost are forgotten once they ended more
+//! than `[journal] retention_days` and [`MAX_FUTURE_SKEW`] ago, in bounded passes on a timer; fisk-ai's stay
+//! (its conversations are kept until an operator removes them, as the channel's spec says).
+//!
+//! A turn is remembered so that its request, delivered again, is answered from the journal instead of run
+//! again. A NIP-XX prompt is served while its `created_at` is within the retention of now, and may be dated
+//! up to [`MAX_FUTURE_SKEW`] ahead; so it stays servable up to the retention plus the skew after its turn
+//! began, and the turn is kept that long ([`ended_before`]).
 
+use agentwire_nostr::nipxx::admission::MAX_FUTURE_SKEW;
 use agentwire_store::{Journal, Prune};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,6 +27,14 @@ fn interval(retention: Duration) -> Duration {
     (retention / 4).clamp(PRUNE_AT_MOST_EVERY, PRUNE_EVERY)
 }
 
+/// The turns to forget at `now` (Unix seconds): those that ended more than `retention` and
+/// [`MAX_FUTURE_SKEW`] ago. A prompt still servable at `now` was made at most the retention ago and, when
+/// its turn began, at most the skew ahead: its turn ended after `now` minus both.
+fn ended_before(now: u64, retention: Duration) -> u64 {
+    now.saturating_sub(retention.as_secs())
+        .saturating_sub(MAX_FUTURE_SKEW.as_secs())
+}
+
 /// Starts pruning `journal` of turns that ended more than `retention` ago; the task ends when aborted.
 pub(crate) fn start(journal: Arc<dyn Journal>, retention: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -32,7 +46,7 @@ pub(crate) fn start(journal: Arc<dyn Journal>, retention: Duration) -> tokio::ta
                 .unwrap_or_default()
                 .as_secs();
             let prune = Prune {
-                ended_before: now.saturating_sub(retention.as_secs()),
+                ended_before: ended_before(now, retention),
                 keep: KEPT_PROTOCOLS.iter().map(|p| p.to_string()).collect(),
                 limit: PRUNE_BATCH,
             };
@@ -66,6 +80,47 @@ pub(crate) fn start(journal: Arc<dyn Journal>, retention: Duration) -> tokio::ta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use agentwire_nostr::nipxx::admission::dated_within;
+
+    /// Run once: a prompt the NIP-XX runtime would still serve is never one whose turn the journal has
+    /// forgotten. For any prompt served at `begun` (its turn ending at `ended`, later) and offered again at
+    /// `again`, with the retention the daemon gives both (`max_prompt_age` = the journal's retention).
+    #[test]
+    fn a_prompt_that_can_still_be_served_has_its_turn_remembered() {
+        let skew = MAX_FUTURE_SKEW.as_secs();
+        let begun = 1_800_000_000u64;
+        for retention in [60u64, 3_600, 86_400, 30 * 86_400] {
+            let r = Duration::from_secs(retention);
+            let step = (retention / 300).max(1) as usize;
+            // Made from before the retention to past the skew around when it was first served, the edges
+            // themselves included.
+            let made = (begun - retention - 60..=begun + skew + 60)
+                .step_by(step)
+                .chain([begun - retention, begun, begun + skew - 1, begun + skew]);
+            for created_at in made {
+                if !dated_within(created_at, begun, 0, Some(retention)) {
+                    continue;
+                }
+                for ran_for in [0, 1, 59, 600, 3_600] {
+                    let ended = begun + ran_for;
+                    // Offered again any time after, and at the last second it is servable.
+                    let again = (0..=retention + 2 * skew + 120)
+                        .step_by(step)
+                        .map(|later| ended + later)
+                        .chain([created_at + retention]);
+                    for again in again.filter(|a| *a >= ended) {
+                        if dated_within(created_at, again, 0, Some(retention)) {
+                            assert!(
+                                ended >= ended_before(again, r),
+                                "retention {retention}: made {created_at}, ended {ended}, offered again {again}: forgotten while servable"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_pass_interval_follows_the_retention_within_bounds() {

@@ -1,6 +1,7 @@
-//! Admission of one prompt, as the spec orders it: sender policy, tags, NIP-44 decryption, the payload
-//! schema and the prompt's size, then model and tool-schema negotiation. Pure: the clock comes in as
-//! `now`, decryption as a function, and what the agent offers as an [`Offer`].
+//! Admission of one prompt, as the spec orders it: when it was made ([`dated_within`]), sender policy,
+//! tags, NIP-44 decryption, the payload schema and the prompt's size, then model and tool-schema
+//! negotiation. Pure: the clock comes in as `now`, decryption as a function, and what the agent offers as
+//! an [`Offer`].
 
 use super::payload::PromptPayload;
 use super::policy::SenderPolicy;
@@ -10,6 +11,27 @@ use nostr::prelude::PublicKey;
 
 /// The tool schema version this agent speaks.
 pub const TOOL_SCHEMA_VERSION: u64 = 1;
+
+/// How far ahead of the agent's clock a prompt's `created_at` may be: 900 s (15 minutes), the embedded
+/// relay's bound too (`agentwire_relay::limits::MAX_FUTURE_SKEW_SECS`), for prompts from any relay.
+///
+/// A prompt is served while it is younger than the journal remembers turns (`max_age`), counted from its
+/// `created_at`. Dated a day ahead, it would stay young a day longer than its turn is remembered, and a
+/// relay that delivers it again after that (a restart asks for the backlog) would have it run twice. With
+/// this bound a prompt is never older than the clock by more than it, and the journal keeps an ended turn
+/// this much longer than `max_age` (`agentwire`'s `pruning`): a prompt it could still serve is always one
+/// whose turn it remembers. A clock fast by minutes is still served.
+pub const MAX_FUTURE_SKEW: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// Whether a prompt made at `created_at` may be served at `now` (Unix seconds): dated at most
+/// [`MAX_FUTURE_SKEW`] ahead, not before `serve_since` (the backlog horizon at start) and, with a
+/// `max_age` (the journal's retention, seconds), not older than that.
+pub fn dated_within(created_at: u64, now: u64, serve_since: u64, max_age: Option<u64>) -> bool {
+    let floor = max_age.map_or(0, |age| now.saturating_sub(age));
+    created_at <= now.saturating_add(MAX_FUTURE_SKEW.as_secs())
+        && created_at >= serve_since
+        && created_at >= floor
+}
 
 /// What the agent offers, from its card.
 #[derive(Debug, Clone, Copy)]
@@ -156,6 +178,37 @@ fn decrypt_violation(e: Nip44Error) -> Violation {
 mod tests {
     use super::*;
     use crate::crypto::Crypto;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_prompt_is_served_from_its_horizon_to_the_skew_ahead() {
+        let now = 1_800_000_000;
+        let skew = MAX_FUTURE_SKEW.as_secs();
+        let day = 86_400;
+        assert!(dated_within(now, now, now - 60, Some(day)));
+        assert!(dated_within(now + skew, now, now - 60, Some(day)));
+        assert!(!dated_within(now + skew + 1, now, now - 60, Some(day)));
+        assert!(!dated_within(now + day, now, 0, None));
+        assert!(!dated_within(now - 61, now, now - 60, Some(day)));
+        assert!(dated_within(now - 61, now, 0, Some(day)));
+        assert!(!dated_within(now - day - 1, now, 0, Some(day)));
+        assert!(dated_within(0, now, 0, None));
+        assert!(!dated_within(u64::MAX, now, 0, None));
+    }
+
+    proptest! {
+        /// A prompt served once is either served no more, or is one made no later than the skew after it was
+        /// first served: however long after, it is never newer than that.
+        #[test]
+        fn a_prompt_served_is_never_dated_past_the_skew_after(
+            created_at in 0u64..4_000_000_000,
+            served_at in 0u64..4_000_000_000,
+        ) {
+            if dated_within(created_at, served_at, 0, None) {
+                prop_assert!(created_at <= served_at + MAX_FUTURE_SKEW.as_secs());
+            }
+        }
+    }
     use crate::nipxx::kinds;
     use crate::nipxx::policy::RateLimit;
     use nostr::prelude::{EventBuilder, Keys, Kind, Tag};

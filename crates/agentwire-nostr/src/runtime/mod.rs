@@ -104,13 +104,16 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Whether a prompt made at `created_at` may be served: not before the backlog horizon at start, and
-    /// not older than the journal remembers turns.
+    /// Whether a prompt made at `created_at` may be served: not before the backlog horizon at start, not
+    /// older than the journal remembers turns, and not dated further ahead than
+    /// [`admission::MAX_FUTURE_SKEW`] (its turn would be forgotten while it is still young).
     fn young_enough(&self, created_at: Timestamp) -> bool {
-        let floor = self.max_prompt_age.map_or(0, |age| {
-            Timestamp::now().as_secs().saturating_sub(age.as_secs())
-        });
-        created_at >= self.serve_since && created_at.as_secs() >= floor
+        admission::dated_within(
+            created_at.as_secs(),
+            Timestamp::now().as_secs(),
+            self.serve_since.as_secs(),
+            self.max_prompt_age.map(|age| age.as_secs()),
+        )
     }
 }
 
@@ -492,6 +495,9 @@ impl Runtime {
         };
         match message.kind {
             kinds::PROMPT if self.young_enough(message.created_at) => self.handle_prompt(message),
+            kinds::PROMPT => {
+                tracing::debug!(event = %message.id, created_at = message.created_at.as_secs(), "dropped a prompt dated outside the window it is served in (too old, or too far ahead)");
+            }
             kinds::CANCEL => self.handle_cancel(message),
             _ => {}
         }
