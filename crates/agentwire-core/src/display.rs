@@ -21,8 +21,9 @@ fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{061c}' | '\u{200e}' | '\u{200f}')
 }
 
-/// `text` with every character [`is_unprintable`] (line breaks `\n` kept) shown as a space: a peer's text,
-/// safe to print at a terminal. Borrowed when there is nothing to change.
+/// `text` with every character [`is_unprintable`] (line breaks `\n` and tabs kept: layout, which no terminal
+/// obeys as a command) shown as a space: a peer's text, safe to print at a terminal. Borrowed when there is
+/// nothing to change.
 pub fn printable(text: &str) -> Cow<'_, str> {
     shown(text, true)
 }
@@ -34,7 +35,7 @@ pub fn printable_line(text: &str) -> Cow<'_, str> {
 }
 
 fn shown(text: &str, keep_lines: bool) -> Cow<'_, str> {
-    let bad = |c: char| is_unprintable(c) && !(keep_lines && c == '\n');
+    let bad = |c: char| is_unprintable(c) && !(keep_lines && matches!(c, '\n' | '\t'));
     match text.chars().any(bad) {
         false => Cow::Borrowed(text),
         true => Cow::Owned(text.chars().map(|c| if bad(c) { ' ' } else { c }).collect()),
@@ -54,6 +55,7 @@ mod tests {
         assert_eq!(printable("line one\nline two\r\n"), "line one\nline two \n");
         assert_eq!(printable_line("line one\nline two"), "line one line two");
         assert_eq!(printable_line("tab\there"), "tab here");
+        assert_eq!(printable("tab\there"), "tab\there");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! A tool call as a person reads it in a progress line: the tool's name and a short summary of its
-//! arguments (`shell ls -la`, `search query=rust, limit=5`), never a JSON dump.
+//! arguments (`shell ls -la`, `search query=rust, limit=5`), never a JSON dump; and the one way every
+//! command shows a tool's activity, whatever front the turn came through (`[tool calculator start 6*7]`,
+//! `[tool calculator result 42]`, `[tool calculator error division by zero]`).
 
 use serde_json::Value;
 
@@ -49,6 +51,40 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// What a tool returned, on one line: a command's output (`{"stdout", "stderr", "exit_code"}`) as its
+/// stdout, or its stderr when it failed and said nothing on stdout; a string as it is; anything else
+/// summarised as arguments are.
+pub fn output_summary(output: &Value, success: bool) -> String {
+    let field = |k: &str| output.get(k).and_then(Value::as_str).map(str::trim);
+    let text = match (field("stdout"), field("stderr"), output) {
+        (Some(out), Some(err), _) if !success && out.is_empty() => err.to_string(),
+        (Some(out), _, _) => out.to_string(),
+        (None, _, Value::String(s)) => s.trim().to_string(),
+        _ => return arguments_summary(output),
+    };
+    one_line(&text, MAX_ARGUMENTS_SUMMARY_CHARS)
+}
+
+/// A tool call starting, as every command shows it: `[tool NAME start ARGUMENTS]`.
+pub fn tool_start_line(name: &str, arguments: &Value) -> String {
+    bracketed(name, "start", &arguments_summary(arguments))
+}
+
+/// A tool's return, as every command shows it: `[tool NAME result OUTPUT]`, or `[tool NAME error OUTPUT]`
+/// when it failed.
+pub fn tool_result_line(name: &str, success: bool, output: &Value) -> String {
+    let word = if success { "result" } else { "error" };
+    bracketed(name, word, &output_summary(output, success))
+}
+
+fn bracketed(name: &str, word: &str, summary: &str) -> String {
+    let name = one_line(name, MAX_ARGUMENTS_SUMMARY_CHARS);
+    match summary.is_empty() {
+        true => format!("[tool {name} {word}]"),
+        false => format!("[tool {name} {word} {summary}]"),
+    }
+}
+
 fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -89,6 +125,38 @@ mod tests {
         assert_eq!(
             tool_line("shell", &json!({"command": "ls\n-la"})),
             "shell ls -la"
+        );
+    }
+
+    #[test]
+    fn a_tools_activity_reads_the_same_whatever_its_output_looks_like() {
+        assert_eq!(
+            tool_start_line("calculator", &json!({"expression": "6*7"})),
+            "[tool calculator start 6*7]"
+        );
+        assert_eq!(tool_start_line("clock", &json!({})), "[tool clock start]");
+        let command = json!({"stdout": "42\n", "stderr": "", "exit_code": 0});
+        assert_eq!(
+            tool_result_line("calculator", true, &command),
+            "[tool calculator result 42]"
+        );
+        // The same result as fisk-ai carries it (a string) reads the same.
+        assert_eq!(
+            tool_result_line("calculator", true, &json!("42")),
+            "[tool calculator result 42]"
+        );
+        let failed = json!({"stdout": "", "stderr": "division by zero", "exit_code": 1});
+        assert_eq!(
+            tool_result_line("calculator", false, &failed),
+            "[tool calculator error division by zero]"
+        );
+        assert_eq!(
+            tool_result_line("search", true, &json!({"hits": 3})),
+            "[tool search result 3]"
+        );
+        assert_eq!(
+            tool_result_line("clock", true, &Value::Null),
+            "[tool clock result]"
         );
     }
 }

@@ -198,9 +198,12 @@ pub fn block(event: &TurnEvent, iteration: u64) -> Block {
             success,
             ..
         } => {
-            let text = match output.get("stdout").and_then(serde_json::Value::as_str) {
-                Some(s) => s.to_string(),
-                None => output.to_string(),
+            // A command's output is its stdout, or its stderr when it failed and said nothing on stdout.
+            let field = |k: &str| output.get(k).and_then(serde_json::Value::as_str);
+            let text = match (field("stdout"), field("stderr")) {
+                (Some(out), Some(err)) if !success && out.trim().is_empty() => err.to_string(),
+                (Some(out), _) => out.to_string(),
+                (None, _) => output.to_string(),
             };
             Block::tool_result(call_id, wire::trim_block_text(&text), !success)
         }

@@ -80,6 +80,8 @@ pub struct FiskFlags<'a> {
     pub request_timeout_secs: Option<u64>,
     /// `--nats-elicit`.
     pub elicit: bool,
+    /// `--nats-jobs`: serve the queued-jobs channel, as `[nats] jobs = true`.
+    pub jobs: bool,
 }
 
 /// Why `[nats]` and its flags cannot be used; each names the flag or key.
@@ -197,7 +199,7 @@ pub fn resolve(
     };
     names("[nats] allowed_senders", &section.allowed_senders)?;
     names("[nats] blocked_senders", &section.blocked_senders)?;
-    let jobs = jobs(section)?;
+    let jobs = jobs(section, flags.jobs)?;
     Ok(Some(WorkerConfig {
         nats: connect(&url, setting_of_url, section)?,
         identity,
@@ -215,9 +217,10 @@ pub fn resolve(
     }))
 }
 
-/// The queued-jobs channel from `section`: on with `jobs = true`, its two keys in range and only beside it.
-fn jobs(section: &NatsSection) -> Result<Option<JobsConfig>, SettingError> {
-    if section.jobs != Some(true) {
+/// The queued-jobs channel from `section`: on with `jobs = true` (or `--nats-jobs`, `flag`), its two keys in
+/// range and only beside it.
+fn jobs(section: &NatsSection, flag: bool) -> Result<Option<JobsConfig>, SettingError> {
+    if !flag && section.jobs != Some(true) {
         for (setting, given) in [
             (
                 "[nats] jobs_ack_wait_secs",
@@ -228,7 +231,7 @@ fn jobs(section: &NatsSection) -> Result<Option<JobsConfig>, SettingError> {
             if given {
                 return Err(SettingError::Needs {
                     setting,
-                    needs: "[nats] jobs = true",
+                    needs: "[nats] jobs = true (or --nats-jobs)",
                 });
             }
         }
@@ -446,12 +449,14 @@ mod tests {
             workers: Some(7),
             request_timeout_secs: Some(9),
             elicit: true,
+            jobs: true,
         };
         let c = resolve(flags, &file, None).unwrap().unwrap();
         assert_eq!(c.nats.servers, ["nats://flag:4222"]);
         assert_eq!((c.identity.as_str(), c.workers), ("flag-id", 7));
         assert_eq!(c.request_timeout, Duration::from_secs(9));
         assert!(c.elicit);
+        assert_eq!(c.jobs, Some(JobsConfig::default()), "--nats-jobs serves jobs");
     }
 
     #[test]
@@ -563,7 +568,7 @@ mod tests {
                 ..on.clone()
             })
             .to_string(),
-            "[nats] jobs_ack_wait_secs needs [nats] jobs = true"
+            "[nats] jobs_ack_wait_secs needs [nats] jobs = true (or --nats-jobs)"
         );
     }
 }

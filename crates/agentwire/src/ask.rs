@@ -4,6 +4,7 @@
 
 use crate::config;
 use crate::keys;
+use crate::tabular::printable;
 use agentwire_nostr::client::{
     self, AskRequest, CancelOutcome, CancelReason, CancelRequest, ClientError, Terminal, Update,
     CANCEL_CONFIRM_WAIT,
@@ -61,9 +62,10 @@ pub(crate) struct Target {
 pub(crate) struct AskArgs {
     #[command(flatten)]
     target: Target,
-    /// The session (`s` tag) to ask in, e.g. one an earlier `ask` printed as `session <tag>`. Default
-    /// `sender:<your pubkey>`: every ask from your key is one conversation, its history growing.
-    #[arg(long, help_heading = NIPXX)]
+    /// The session (`s` tag) to ask in, e.g. one an earlier `ask` printed as `session <tag>`; a bare tag
+    /// (`3f9a…`) means `session:3f9a…`. Default `sender:<your pubkey>`: every ask from your key is one
+    /// conversation, its history growing.
+    #[arg(long, help_heading = NIPXX, value_parser = session_tag)]
     session: Option<String>,
     /// Start a new session (a fresh random tag, printed as `session <tag>` for `--session`).
     #[arg(long, help_heading = NIPXX, conflicts_with_all = ["session", "conversation"])]
@@ -86,20 +88,35 @@ pub(crate) struct AskArgs {
     /// config gives credentials and TLS.
     #[arg(long, help_heading = FISK)]
     pub(crate) nats: Option<String>,
-    /// fisk-ai: the worker's identity (default: the local serve's).
-    #[arg(long, help_heading = FISK, requires = "nats")]
+    /// fisk-ai: the worker's identity (default: the local serve's). Without --nats: the local serve's NATS
+    /// servers.
+    #[arg(long, help_heading = FISK)]
     identity: Option<String>,
-    /// Continue this fisk-ai conversation (the token a previous `ask --nats` printed).
-    #[arg(long, help_heading = FISK, requires = "nats")]
+    /// Continue this fisk-ai conversation (the token a previous `ask --nats` printed). Without --nats: the
+    /// local serve's NATS servers.
+    #[arg(long, help_heading = FISK)]
     conversation: Option<String>,
     /// fisk-ai: enqueue the prompt as a job on the worker's queue (served with `[nats] jobs = true`) and
     /// wait for its answer however long it queues; --timeout or Ctrl-C before a worker takes it takes it
-    /// off the queue.
-    #[arg(long, help_heading = FISK, requires = "nats")]
+    /// off the queue. Without --nats: the local serve's NATS servers.
+    #[arg(long, help_heading = FISK)]
     queue: bool,
     /// The prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
+}
+
+impl AskArgs {
+    /// The flag that makes this a fisk-ai ask without `--nats` (the NATS servers are then the local
+    /// serve's), if any.
+    pub(crate) fn fisk_flag(&self) -> Option<&'static str> {
+        match (self.queue, &self.conversation, &self.identity) {
+            (true, _, _) => Some("--queue"),
+            (_, Some(_), _) => Some("--conversation"),
+            (_, _, Some(_)) => Some("--identity"),
+            _ => None,
+        }
+    }
 }
 
 /// `cancel` flags.
@@ -108,7 +125,7 @@ pub(crate) struct CancelArgs {
     #[command(flatten)]
     target: Target,
     /// The session tag the run used.
-    #[arg(long, help_heading = NIPXX)]
+    #[arg(long, help_heading = NIPXX, value_parser = session_tag)]
     session: Option<String>,
     /// Gift-wrap the cancel (NIP-59), for a run that was asked with `--nip59`.
     #[arg(long, help_heading = NIPXX)]
@@ -138,13 +155,29 @@ pub(crate) struct AttachArgs {
     prompt_id: String,
 }
 
+/// A `--session` as the `s` tag it names: a tag with a `prefix:` is taken as it is (`session:…`, `sender:…`
+/// or another client's), and a bare one is the hex part of a `session:<hex>` tag as `ask --new` prints it, so
+/// that typing only that part continues the session instead of silently starting another.
+fn session_tag(arg: &str) -> Result<String, String> {
+    let arg = arg.trim();
+    if arg.is_empty() {
+        return Err(
+            "a session tag is not empty (e.g. session:3f9a…, as `ask --new` prints it)".into(),
+        );
+    }
+    Ok(match arg.contains(':') {
+        true => arg.to_string(),
+        false => format!("session:{arg}"),
+    })
+}
+
 /// `sessions` flags.
 #[derive(Debug, Args)]
 pub(crate) struct SessionsArgs {
     #[command(flatten)]
     target: Target,
     /// List the runs of this session (its `s` tag) instead of the sessions.
-    #[arg(long, help_heading = NIPXX)]
+    #[arg(long, help_heading = NIPXX, value_parser = session_tag)]
     session: Option<String>,
 }
 
@@ -359,29 +392,40 @@ fn show_update(u: &Update, live: bool, streamed: &mut String) {
         Update::Text(t) => {
             streamed.push_str(t);
             if live {
-                print!("{t}");
+                print!("{}", printable(t));
                 let _ = std::io::stdout().flush();
             }
         }
         Update::Status(s) => eprintln!(
             "[{}{}]",
-            s.state,
+            printable(&s.state),
             s.info
                 .as_deref()
-                .map(|i| format!(": {i}"))
+                .map(|i| format!(": {}", printable(i)))
                 .unwrap_or_default()
         ),
-        Update::Tool(t) => eprintln!(
-            "[tool {} {}{}]",
-            t.name.as_deref().unwrap_or("?"),
-            t.phase.as_deref().unwrap_or(""),
-            t.output
-                .as_ref()
-                .or(t.arguments.as_ref())
-                .map(|v| format!(" {}", agentwire_core::arguments_summary(v)))
-                .unwrap_or_default()
-        ),
-        Update::Thinking(t) => eprintln!("[thinking] {t}"),
+        Update::Tool(t) => {
+            let name = t.name.as_deref().unwrap_or("?");
+            let none = serde_json::Value::Null;
+            match t.phase.as_deref() {
+                Some("result") => eprintln!(
+                    "{}",
+                    printable(&agentwire_core::tool_result_line(
+                        name,
+                        t.success.unwrap_or(true),
+                        t.output.as_ref().unwrap_or(&none)
+                    ))
+                ),
+                _ => eprintln!(
+                    "{}",
+                    printable(&agentwire_core::tool_start_line(
+                        name,
+                        t.arguments.as_ref().unwrap_or(&none)
+                    ))
+                ),
+            }
+        }
+        Update::Thinking(t) => eprintln!("[thinking] {}", printable(t)),
         Update::Gap => eprintln!("[streaming degraded: a delta is missing]"),
         Update::InvalidSequence { seq } => eprintln!(
             "[INVALID_SEQUENCE: the agent's delta seq {seq} breaks the run's order; showing it best-effort]"
@@ -398,12 +442,12 @@ fn show_terminal(t: Terminal, live: bool, streamed: &str) -> ExitCode {
             if live {
                 if streamed != text {
                     // The final render comes from the response, not the stream.
-                    println!("\n---\n{text}");
+                    println!("\n---\n{}", printable(&text));
                 } else {
                     println!();
                 }
             } else {
-                println!("{text}");
+                println!("{}", printable(&text));
             }
             if let Some(u) = r.usage {
                 eprintln!("[usage: {} in, {} out]", u.input_tokens, u.output_tokens);
@@ -418,7 +462,11 @@ fn show_terminal(t: Terminal, live: bool, streamed: &str) -> ExitCode {
                 .retry_after
                 .map(|s| format!(" (retry after {s} s)"))
                 .unwrap_or_default();
-            eprintln!("error {}: {}{retry}", e.code, e.message);
+            eprintln!(
+                "error {}: {}{retry}",
+                printable(e.code.as_str()),
+                printable(&e.message)
+            );
             ExitCode::from(EXIT_AGENT_ERROR)
         }
     }
@@ -486,7 +534,7 @@ pub(crate) async fn sessions(args: SessionsArgs, data_dir: PathBuf) -> Result<Ex
     // A peer's text shown at a terminal: one short line, control characters out.
     let line = |p: &client::SentPrompt| {
         crate::tabular::cell(
-            &crate::tabular::printable(p.first_line.as_deref().unwrap_or("(does not open)")),
+            &printable(p.first_line.as_deref().unwrap_or("(does not open)")),
             PROMPT_COLUMN_CHARS,
         )
     };
@@ -507,7 +555,7 @@ pub(crate) async fn sessions(args: SessionsArgs, data_dir: PathBuf) -> Result<Ex
                 seen.push(&p.session);
                 let runs = sent.iter().filter(|q| q.session == p.session).count();
                 rows.push(vec![
-                    crate::tabular::printable(&p.session),
+                    printable(&p.session),
                     runs.to_string(),
                     when(p.at),
                     p.id.to_hex(),
@@ -536,7 +584,13 @@ fn say_cancelled(outcome: Result<CancelOutcome, ClientError>, prompt: &EventId) 
         Ok(CancelOutcome::AlreadyEnded(t)) => {
             let how = match t {
                 Terminal::Response(_) => "answered".to_string(),
-                Terminal::Error(e) => format!("error {}: {}", e.code, e.message),
+                Terminal::Error(e) => {
+                    format!(
+                        "error {}: {}",
+                        printable(e.code.as_str()),
+                        printable(&e.message)
+                    )
+                }
             };
             eprintln!("run {run} already ended: {how}");
             ExitCode::SUCCESS

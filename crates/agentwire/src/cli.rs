@@ -140,8 +140,15 @@ pub(crate) enum Command {
 /// Writes the completion script for `shell` to stdout.
 pub(crate) fn completions(shell: clap_complete::Shell) -> ExitCode {
     let mut command = Cli::command();
-    clap_complete::generate(shell, &mut command, "agentwire", &mut std::io::stdout());
-    ExitCode::SUCCESS
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "agentwire", &mut script);
+    match crate::closed_pipe::write_stdout(&script) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agentwire: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Writes the man pages: `agentwire.1` to stdout, or with `dir`, it and a page per command
@@ -157,8 +164,7 @@ pub(crate) fn man(dir: Option<&std::path::Path>) -> Result<ExitCode, String> {
         Ok(out)
     };
     let Some(dir) = dir else {
-        std::io::Write::write_all(&mut std::io::stdout(), &page(command)?)
-            .map_err(|e| format!("cannot write the man page: {e}"))?;
+        crate::closed_pipe::write_stdout(&page(command)?)?;
         return Ok(ExitCode::SUCCESS);
     };
     let write = |name: &str, bytes: Vec<u8>| {

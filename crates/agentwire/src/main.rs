@@ -6,6 +6,7 @@ mod agents;
 mod ask;
 mod ask_deadline;
 mod cli;
+mod closed_pipe;
 mod concierge_cli;
 mod config;
 mod data_dir_lock;
@@ -37,6 +38,11 @@ fn main() -> ExitCode {
         return roost_term::run(std::env::args_os().skip(2));
     }
     let cli = Cli::parse();
+    // A client command whose reader went away stops quietly; the daemon keeps its default (a closed stdout
+    // must not stop it).
+    if !matches!(cli.command, Command::Serve(_)) {
+        closed_pipe::exit_quietly_when_closed();
+    }
     // Generated from the definitions alone: no config, log or runtime.
     match &cli.command {
         Command::Completions { shell } => return cli::completions(*shell),
@@ -98,9 +104,14 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
             Command::Serve(flags) => serve::run(in_force(&flags)?).await,
             Command::Config(a) => show_config::run(a.json, &in_force(&a.serve)?),
             Command::Ask(a) => {
-                let nats = match &a.nats {
-                    Some(list) => Some(config::client_nats(list, &file)?),
-                    None => None,
+                let nats = match (&a.nats, a.fisk_flag()) {
+                    (Some(list), _) => Some(config::client_nats(list, &file)?),
+                    // A fisk-ai flag alone: the NATS servers of the serve on this data dir.
+                    (None, Some(flag)) => {
+                        let list = serving::local_nats(&data_dir, flag)?;
+                        Some(config::client_nats(&list, &file)?)
+                    }
+                    (None, None) => None,
                 };
                 ask::ask(a, nats, data_dir).await
             }

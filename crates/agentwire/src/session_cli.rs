@@ -54,6 +54,7 @@ pub(crate) struct SessionArgs {
 #[derive(Debug, Subcommand)]
 enum SessionCommand {
     /// The fisk-ai conversations in the journal, most recently active first: turns, usage, state.
+    #[command(after_help = "Example:\n  agentwire session list --limit 20")]
     List {
         /// One JSON object per conversation, a line each.
         #[arg(long)]
@@ -63,6 +64,9 @@ enum SessionCommand {
         limit: usize,
     },
     /// One conversation: its turns, usage, and the call it waits on with its question.
+    #[command(
+        after_help = "Example (the id `session list` printed):\n  agentwire session show fisk:3f9a…"
+    )]
     Show {
         /// Its id (`fisk:…`, as `list` prints it) or its token.
         conversation: String,
@@ -71,6 +75,9 @@ enum SessionCommand {
         json: bool,
     },
     /// Answer the call a parked conversation waits on: the run goes on in the daemon (`request.answer`).
+    #[command(
+        after_help = "Example (the token `ask --nats` printed as `conversation <token>`, the call `session show` printed):\n  agentwire session answer 3Hzmp8VqrKL42NmXcPd7bTgWfR1 call_1 once"
+    )]
     Answer {
         /// The conversation token (the journal holds only its hash, so the id will not do).
         token: String,
@@ -90,6 +97,9 @@ enum SessionCommand {
         timeout: u64,
     },
     /// Remove a conversation from the journal: a later request naming it is `unknown_conversation`.
+    #[command(
+        after_help = "Example (with the daemon stopped):\n  agentwire session rm fisk:3f9a…"
+    )]
     Rm {
         /// Its id (`fisk:…`) or its token.
         conversation: String,
@@ -449,6 +459,11 @@ async fn answer_call(
     said: Said,
     worker: Worker<'_>,
 ) -> Result<ExitCode, String> {
+    if token.starts_with("fisk:") {
+        return Err(format!(
+            "`session answer` takes the conversation's token, not its id ({token}): the answer continues the run over fisk-ai, which asks for the token, and the journal keeps only the token's hash (the id). The token is what `ask --nats` printed as `conversation <token>`; whoever holds it answers"
+        ));
+    }
     check_token(token)?;
     let serving = Serving::find(data_dir);
     let (url, identity) = match (worker.nats, &serving) {

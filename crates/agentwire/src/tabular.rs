@@ -3,8 +3,19 @@
 /// `text` cut to `max` characters, with `…` when cut, on one line.
 pub(crate) use agentwire_core::one_line as cell;
 
-/// Lays `rows` out in columns under `header`, two spaces apart; the last column is not padded.
+/// Lays `rows` out in columns under `header`, two spaces apart; the last column is not padded. Every cell
+/// is shown on one line with a peer's control characters and bidi overrides as spaces (a room's name, a
+/// prompt: remote text never reaches the terminal as a command, whichever table shows it).
 pub(crate) fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| agentwire_core::display::printable_line(c).into_owned())
+                .collect()
+        })
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -43,12 +54,10 @@ pub(crate) fn ago(then: u64, now: u64) -> String {
     }
 }
 
-/// `text` with control characters (escape sequences among them) shown as spaces, lines kept: what a
-/// peer wrote, safe to print at a terminal.
+/// What a peer wrote, safe to print at a terminal (control characters and bidi overrides as spaces, lines
+/// kept): the one sanitizer every command's output of remote text goes through.
 pub(crate) fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-        .collect()
+    agentwire_core::display::printable(text).into_owned()
 }
 
 #[cfg(test)]
@@ -74,5 +83,10 @@ mod tests {
         assert_eq!(printable("a\u{1b}[2Jb\nc"), "a [2Jb\nc");
         let t = columns(&["A", "LONGER"], &[vec!["xyz".into(), "1".into()]]);
         assert_eq!(t, "A    LONGER\nxyz  1\n");
+        let t = columns(
+            &["ROOM", "NAME"],
+            &[vec!["lab".into(), "\u{1b}]0;PWNED\u{7}x\u{202e}y".into()]],
+        );
+        assert_eq!(t, "ROOM  NAME\nlab    ]0;PWNED x y\n");
     }
 }

@@ -37,8 +37,10 @@ fn ask_prints_the_answer_and_exits_by_outcome() {
 
     let out = agentwire(&d, &["ask", "--relay", &d.relay, "calc", "6*7"]);
     assert_eq!(text(&out.stdout).trim(), "42");
+    // Tool activity in the one form every command shows it.
     assert!(
-        text(&out.stderr).contains("[tool calculator start"),
+        text(&out.stderr).contains("[tool calculator start 6*7]")
+            && text(&out.stderr).contains("[tool calculator result 42]"),
         "{}",
         text(&out.stderr)
     );
@@ -183,6 +185,11 @@ fn ask_names_its_session_and_new_starts_another() {
     assert_eq!(again, first);
     assert_eq!(conversation_of(&d, &run3), conversation_of(&d, &run1));
     assert!(conversation_of(&d, &run3).ends_with(&first));
+    // Only its hex part, as a user copies it: the same session, not a new one.
+    let bare = first.strip_prefix("session:").unwrap();
+    let (run4, again) = asked(&["--session", bare, "four"]);
+    assert_eq!(again, first);
+    assert_eq!(conversation_of(&d, &run4), conversation_of(&d, &run1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,4 +284,89 @@ async fn ask_that_times_out_cancels_the_run() {
         .collect(&prompt, Duration::from_secs(5), Duration::from_millis(200))
         .await;
     assert_eq!(seen.error_code(), "CANCELLED");
+}
+
+/// Runs `agentwire` with stdout a pipe whose reader is already gone, as `agentwire turns | head` leaves it.
+fn agentwire_into_closed_pipe(data_dir: &std::path::Path, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("agentwire runs")
+}
+
+#[test]
+fn a_command_whose_reader_went_away_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, "hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for args in [
+        &["turns"][..],
+        &["completions", "bash"],
+        &["man"],
+        &["config"],
+        &["ask", "--relay", &d.relay, "hello again"],
+    ] {
+        let out = agentwire_into_closed_pipe(&d.data_dir, args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "agentwire {args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "agentwire {args:?} into a closed pipe: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn commands_started_at_once_on_a_fresh_data_dir_share_one_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fresh");
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_agentwire"))
+                .arg("--data-dir")
+                .arg(&data)
+                .arg("whoami")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("agentwire runs")
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for out in &outs {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let npubs: Vec<String> = outs
+        .iter()
+        .map(|o| line_value(&text(&o.stdout), "npub"))
+        .collect();
+    assert!(npubs.iter().all(|n| *n == npubs[0]), "one key: {npubs:?}");
+}
+
+#[test]
+fn a_peers_escape_sequences_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    // The demo agent says the prompt back: what it sends is remote text with a retitle, a clear and a bidi
+    // override in it.
+    let attack = "\u{1b}]0;PWNED\u{7}\u{1b}[2Jhi \u{202e}txt.exe";
+    let out = agentwire(&d, &["ask", "--relay", &d.relay, attack]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("PWNED") && shown.contains("hi"), "{shown:?}");
+    for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!shown.contains(c), "{c:?} reached stdout: {shown:?}");
+        assert!(!text(&out.stderr).contains(c), "{c:?} reached stderr");
+    }
 }

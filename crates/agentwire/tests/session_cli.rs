@@ -117,6 +117,17 @@ async fn an_operator_lists_shows_answers_and_removes_conversations_of_the_sqlite
         "{e}"
     );
 
+    // The id `list` prints is not what an answer takes: said so, with what is.
+    let asked_id = agentwire_fisk::conversation::conversation_id(&asked);
+    let out = session(&data, &["answer", asked_id.as_str(), &call, "Ada"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("takes the conversation's token, not its id")
+            && e.contains("conversation <token>"),
+        "{e}"
+    );
+
     // Answered here, the run goes on in the daemon to its result.
     let out = session(&data, &["answer", &asked, &call, "Ada"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

@@ -57,6 +57,9 @@ pub(crate) struct ServeFlags {
     /// Put the agent's questions to fisk-ai callers (elicit); off refuses approval-gated tools.
     #[arg(long)]
     pub(crate) nats_elicit: bool,
+    /// Serve the fisk-ai queued-jobs channel (`[nats] jobs = true`; the NATS server must run JetStream).
+    #[arg(long)]
+    pub(crate) nats_jobs: bool,
     /// Seconds a fisk-ai question is held open (`request_timeout`, default 120).
     #[arg(long)]
     pub(crate) nats_request_timeout: Option<u64>,

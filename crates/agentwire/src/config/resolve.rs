@@ -1237,6 +1237,7 @@ fn nats(
         workers: flags.nats_workers,
         request_timeout_secs: flags.nats_request_timeout,
         elicit: flags.nats_elicit,
+        jobs: flags.nats_jobs,
     };
     Ok(settings::resolve(fisk, &file.nats, own)?)
 }
