@@ -6,7 +6,8 @@
 //!
 //! Labels are bounded: a protocol is a front's name, an agent a configured agent's, a model one the agent
 //! offers (another is `other`), an outcome `result` or a failure code (one the daemon does not know is
-//! `unknown`), a tool one of the first [`MAX_TOOL_LABELS`] names seen (later ones are `other`), a relay
+//! `unknown`), a tool one an agent offers (its configured and MCP tools, named by
+//! [`Metrics::name_tools`], up to [`MAX_TOOL_LABELS`]; a name a model made up is `other`), a relay
 //! event's `result` one of the relay's own few. Never an id, a prompt or a user.
 
 use crate::watch::{TurnSummary, WatchKind};
@@ -145,6 +146,23 @@ struct Bounded {
 }
 
 impl Bounded {
+    /// Gives `name` a label of its own if fewer than `max` have one.
+    fn admit(&self, name: &str, max: usize) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() < max && !seen.contains(name) {
+            seen.insert(name.to_string());
+        }
+    }
+
+    /// `name` if it was admitted, else `other`.
+    fn label_admitted(&self, name: &str) -> String {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        match seen.contains(name) {
+            true => name.to_string(),
+            false => "other".to_string(),
+        }
+    }
+
     fn label(&self, name: &str, max: usize) -> String {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if seen.contains(name) {
@@ -385,7 +403,7 @@ impl Metrics {
             WatchKind::Event(TurnEvent::ToolResult { name, success, .. }) => {
                 let labels = ToolLabels {
                     agent: self.agents.label(&after.agent, MAX_AGENT_LABELS),
-                    tool: self.tools.label(name, MAX_TOOL_LABELS),
+                    tool: self.tools.label_admitted(name),
                     result: if *success { "ok" } else { "error" }.into(),
                 };
                 self.tool_calls.get_or_create(&labels).inc();
@@ -524,6 +542,37 @@ impl Metrics {
             self.fisk_jobs_queued
                 .get_or_create(&IdentityLabel {
                     identity: identity.clone(),
+    /// Tools an agent offers (from its config, or an MCP server's list): only these are tool labels, so
+    /// a prompter cannot fill the labels with names a model made up and push real tools into `other`.
+    pub fn name_tools<'a>(&self, tools: impl IntoIterator<Item = &'a str>) {
+        for name in tools {
+            self.tools.admit(name, MAX_TOOL_LABELS);
+        }
+    }
+
+    /// A request a front refused before it reached the engine (so no journaled refusal counts it): a
+    /// fisk-ai prompt naming an unknown conversation, a NIP-XX prompt dropped past the refusal budget.
+    /// `protocol` is the front's own name and the reason the failure's code, both bounded.
+    pub fn refused(&self, protocol: &str, code: &FailureCode) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                protocol: protocol.to_string(),
+                reason: failure_label(code),
+            })
+            .inc();
+    }
+
+    /// A request a front could not even read (not the protocol's shape): counted as a refusal with the
+    /// reason [`INVALID_REQUEST`].
+    pub fn refused_invalid(&self, protocol: &str) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                protocol: protocol.to_string(),
+                reason: INVALID_REQUEST.to_string(),
+            })
+            .inc();
+    }
+
                 })
                 .set(*n);
         }
@@ -551,6 +600,9 @@ fn failure_label(code: &FailureCode) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+/// The refusal reason of a request that was not the protocol's shape.
+pub const INVALID_REQUEST: &str = "invalid_request";
+
 
     #[test]
     fn a_tool_past_the_bound_is_other() {
@@ -574,6 +626,55 @@ mod tests {
     fn the_text_names_every_family_and_the_version() {
         let m = Metrics::new();
         m.set_roost_jobs(&[("working", 2)]);
+    #[test]
+    fn only_the_tools_an_agent_offers_are_labels() {
+        let m = Metrics::new();
+        m.name_tools(["calculator"]);
+        let after = TurnSummary {
+            id: agentwire_core::RequestId::new("nipxx:1").unwrap(),
+            agent: "demo".into(),
+            protocol: "nipxx".into(),
+            conversation: None,
+            prompt: String::new(),
+            state: crate::watch::TurnState::Running,
+            question: None,
+            outcome: None,
+            started_ms: 0,
+            ended_ms: None,
+            first_id: 0,
+        };
+        let result = |name: &str| {
+            WatchKind::Event(TurnEvent::ToolResult {
+                call_id: "c".into(),
+                name: name.into(),
+                output: serde_json::Value::Null,
+                success: true,
+                duration_ms: 1,
+            })
+        };
+        let before = Before::of(&after);
+        // A prompter's model calls made-up tools past the bound; the real one keeps its label.
+        for n in 0..=MAX_TOOL_LABELS {
+            m.observe(before, &after, &result(&format!("made_up_{n}")), false);
+        }
+        m.observe(before, &after, &result("calculator"), false);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "agentwire_tool_calls_total{agent=\"demo\",tool=\"calculator\",result=\"ok\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "agentwire_tool_calls_total{{agent=\"demo\",tool=\"other\",result=\"ok\"}} {}",
+                MAX_TOOL_LABELS + 1
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("made_up"), "{text}");
+    }
+
         m.set_fisk_jobs_queued(&[("support".to_string(), 7)]);
         let text = m.encode();
         assert!(

@@ -304,6 +304,90 @@ fn ask_queue_runs_a_job_once_it_leaves_the_queue_and_read_shows_it() {
         shown.contains("calc 2+3") && shown.contains("You said: again"),
         "{shown}"
     );
+
+    // With no --nats, --queue asks the serve on the data dir, on its NATS servers and identity.
+    let data = w.data.to_str().unwrap();
+    let out = agentwire(&["--data-dir", data, "ask", "--queue", "calc", "1+1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "2");
+    // Where nothing serves fisk-ai, it says what to give.
+    let empty = tempfile::tempdir().unwrap();
+    let out = agentwire(&[
+        "--data-dir",
+        empty.path().to_str().unwrap(),
+        "ask",
+        "--queue",
+        "hi",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--queue asks over fisk-ai: give --nats URL"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `agentwire_refusals_total{protocol="fisk",reason}` as `/metrics` gives it now (0: no such sample).
+async fn fisk_refusals(http: &str, reason: &str) -> f64 {
+    let client = agentwire_agents::openai::http_client(Duration::from_secs(10)).unwrap();
+    let text = client
+        .get(format!("{http}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("agentwire_refusals_total{{protocol=\"fisk\",reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+/// Refusals the worker gives before a turn reaches the engine (nothing journaled) are counted too: an
+/// unknown conversation token, a request that is no request, on the request subject and the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_before_the_engine_are_counted_in_the_metrics() {
+    let w = Setup::new("jq15", 1, Agent::Demo);
+    let (nats, d) = (&w.nats, w.start());
+    let http = d.ready["http"].as_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking({
+        let url = nats.url.clone();
+        move || {
+            agentwire(&[
+                "ask",
+                "--nats",
+                &url,
+                "--identity",
+                "jq15",
+                "--conversation",
+                "no-such-conversation-token",
+                "hi",
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        text(&out.stderr).contains("unknown_conversation"),
+        "{}",
+        text(&out.stderr)
+    );
+    let peer = Peer::connect(&nats.url).await;
+    let answer = peer
+        .client
+        .request(subjects::task_subject("jq15"), "not a request".into())
+        .await
+        .unwrap();
+    assert!(answer.headers.is_some(), "a 400 service error");
+    let mut sub = peer
+        .enqueue("jq15", b"not a job".to_vec(), true)
+        .await
+        .unwrap();
+    reply_set(&mut sub, Duration::from_secs(10)).await;
+
+    assert_eq!(fisk_refusals(&http, "unknown_conversation").await, 1.0);
+    assert_eq!(fisk_refusals(&http, "invalid_request").await, 2.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

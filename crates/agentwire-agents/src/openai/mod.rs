@@ -268,10 +268,16 @@ impl Agent for OpenAiAgent {
     }
 
     fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
+        let tools = self.tool_specs();
+        // The tools this turn may call, MCP servers' among them, are the metrics' tool labels; a name the
+        // model makes up is not.
+        if let Some(m) = &self.metrics {
+            m.name_tools(tools.iter().map(|t| t.name.as_str()));
+        }
         let turn = Turn {
             config: self.config.clone(),
             http: self.http.clone(),
-            tools: self.tool_specs(),
+            tools,
             mcp: self.mcp.clone(),
             roost: self.roost.clone(),
             concierge: self.concierge.clone(),

@@ -256,12 +256,16 @@ impl Engine {
         owner: impl Into<String>,
         hub: Arc<crate::WatchHub>,
     ) -> Arc<Engine> {
+        let card = agent.card();
+        // The agent's own tools are the tool labels of the metrics (a model agent adds its MCP tools).
+        hub.metrics()
+            .name_tools(card.tools.iter().map(|t| t.name.as_str()));
         Arc::new_cyclic(|me| Engine {
             me: me.clone(),
             hub,
             state: Mutex::new(State::default()),
             journal,
-            agent_name: agent.card().name,
+            agent_name: card.name,
             agent,
             owner: owner.into(),
             health: Health::default(),

@@ -518,6 +518,12 @@ pub(super) async fn refuse(
     code: impl Into<FailureCode>,
     message: String,
 ) {
+    let code = code.into();
+    worker
+        .engine
+        .watch_hub()
+        .metrics()
+        .refused(super::PROTOCOL, &code);
     let (set, done) = ReplySet::start(worker.client.clone(), inbox, header, worker.me.clone());
     set.send(Reply::Ack(Ack::refused(message.clone())));
     set.finish(mapping::refusal(code, message));

@@ -415,6 +415,11 @@ impl Hands {
         };
         let refuse = |text: String| {
             let (client, reply_to, job_id) = (worker.client.clone(), reply_to.clone(), id.clone());
+            worker
+                .engine
+                .watch_hub()
+                .metrics()
+                .refused_invalid(super::PROTOCOL);
             async move {
                 tracing::info!(job = %job_id, reason = %text, "refused a queued job");
                 if let Some(r) = reply_to {

@@ -329,7 +329,7 @@ impl Worker {
         let header = match wire::decode_discovery(&req.message.payload) {
             Ok(d) => d.header,
             Err(e) => {
-                refuse_invalid(&req, &e).await;
+                self.refuse_invalid(&req, &e).await;
                 return;
             }
         };
@@ -377,7 +377,7 @@ impl Worker {
         let task = match wire::decode_task(&req.message.payload) {
             Ok(t) => t,
             Err(e) => {
-                refuse_invalid(&req, &e).await;
+                self.refuse_invalid(&req, &e).await;
                 return;
             }
         };
@@ -387,7 +387,7 @@ impl Worker {
         };
         match admission::plan(&self, &task, None).await {
             Plan::Invalid(e) => {
-                refuse_invalid(&req, &e).await;
+                self.refuse_invalid(&req, &e).await;
             }
             Plan::Refuse { code, message, .. } => {
                 admission::refuse(&self, Some(inbox), task.header().clone(), code, message).await;
@@ -432,6 +432,14 @@ async fn server_sync(client: &async_nats::Client) -> Result<(), String> {
 
 /// Refuses a request that failed validation, before any ack: a NATS service error with code 400 naming
 /// what failed.
+impl Worker {
+    /// Refuses a request that is not the protocol's shape with a 400 (counted as a refusal).
+    async fn refuse_invalid(&self, req: &async_nats::service::Request, e: &wire::WireError) {
+        self.engine.watch_hub().metrics().refused_invalid(PROTOCOL);
+        refuse_invalid(req, e).await;
+    }
+}
+
 async fn refuse_invalid(req: &async_nats::service::Request, e: &wire::WireError) {
     let _ = req
         .respond(Err(async_nats::service::error::Error {

@@ -539,6 +539,12 @@ impl Runtime {
             let listed = policy.allow.as_ref().is_some_and(|a| a.contains(&client));
             if !listed && !policy.answer_refusal(Timestamp::now().as_secs() as f64) {
                 tracing::debug!(event = %event.id, code = ?r.violation.code, "dropped a refused prompt past the refusal budget");
+                // Not journaled, so counted here: every refusal shows in the metrics.
+                let failure = violation_failure(&r.violation, r.retry_after);
+                self.engine
+                    .watch_hub()
+                    .metrics()
+                    .refused(PROTOCOL, &failure.code);
                 return;
             }
         }
