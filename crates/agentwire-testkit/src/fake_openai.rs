@@ -24,6 +24,14 @@ pub enum Scripted {
         /// Time between two events.
         gap: Duration,
     },
+    /// `200 text/event-stream` cut short: each item is one event's data, sent `gap` apart, then the server
+    /// closes the connection with no `[DONE]` (a model server that died or a proxy that timed out).
+    CutStream {
+        /// The events' data.
+        chunks: Vec<String>,
+        /// Time between two events.
+        gap: Duration,
+    },
     /// `200 application/json`: a whole completion (a server that ignores `stream`).
     Whole(Value),
     /// Any status, with headers and a body.
@@ -192,24 +200,39 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
             &v.to_string(),
         ),
         Some(Scripted::Stream { chunks, gap }) => {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
-            let mut ok = out.write_all(head.as_bytes()).is_ok();
-            for data in chunks.iter().map(String::as_str).chain(["[DONE]"]) {
-                if !ok {
-                    break;
-                }
-                ok = out
-                    .write_all(format!("data: {data}\n\n").as_bytes())
-                    .is_ok()
-                    && out.flush().is_ok();
-                if !gap.is_zero() {
-                    std::thread::sleep(gap);
-                }
-            }
-            if !ok {
-                state.lock().unwrap_or_else(|p| p.into_inner()).aborted += 1;
-            }
+            stream_events(&mut out, state, &chunks, gap, true)
         }
+        Some(Scripted::CutStream { chunks, gap }) => {
+            stream_events(&mut out, state, &chunks, gap, false)
+        }
+    }
+}
+
+/// Sends `chunks` as server-sent events `gap` apart, then `[DONE]` when `done`; the connection closes after.
+fn stream_events(
+    out: &mut TcpStream,
+    state: &Mutex<State>,
+    chunks: &[String],
+    gap: Duration,
+    done: bool,
+) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+    let mut ok = out.write_all(head.as_bytes()).is_ok();
+    let end: &[&str] = if done { &["[DONE]"] } else { &[] };
+    for data in chunks.iter().map(String::as_str).chain(end.iter().copied()) {
+        if !ok {
+            break;
+        }
+        ok = out
+            .write_all(format!("data: {data}\n\n").as_bytes())
+            .is_ok()
+            && out.flush().is_ok();
+        if !gap.is_zero() {
+            std::thread::sleep(gap);
+        }
+    }
+    if !ok {
+        state.lock().unwrap_or_else(|p| p.into_inner()).aborted += 1;
     }
 }
 

@@ -733,3 +733,80 @@ async fn ai_info_drops_the_tools_of_an_mcp_server_that_went_down() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// Chunks of answer text with no `finish_reason`: what a server that dies mid-answer has sent.
+fn unfinished_chunks(pieces: &[&str]) -> Vec<String> {
+    pieces
+        .iter()
+        .map(|p| serde_json::json!({"choices":[{"index":0,"delta":{"content":p}}]}).to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_short_is_a_failure_and_keeps_what_was_said() {
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fake);
+    let nats = NatsServer::start();
+    let d = Daemon::start_with_env(
+        &dir.path().join("data"),
+        &[
+            "--config",
+            &config,
+            "--agent",
+            "local",
+            "--nats",
+            &nats.url,
+            "--identity",
+            "local",
+        ],
+        &[(KEY_VAR, KEY)],
+    );
+    let cut = || Scripted::CutStream {
+        chunks: unfinished_chunks(&["The answer ", "is 4"]),
+        gap: Duration::from_millis(5),
+    };
+
+    // Over NIP-XX: the partial text streamed as deltas, then MODEL_UNAVAILABLE, not a response.
+    let mut c = Client::new(&d.relay, d.agent).await;
+    fake.push(cut());
+    let run = c.ask("what is the answer?").await;
+    assert_eq!(run.error_code(), "MODEL_UNAVAILABLE", "{:?}", run.terminal);
+    let said: String = run
+        .deltas()
+        .iter()
+        .filter_map(|d| d["text"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        said, "The answer is 4",
+        "the partial text reached the caller"
+    );
+
+    // Over fisk-ai with `ask`: the failure said, with what had come, and a failing exit code.
+    fake.push(cut());
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .args(["ask", "--nats", &nats.url, "--identity", "local", "again?"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "closed the stream before the answer was finished (15 bytes of text had come)"
+        ),
+        "{stderr}"
+    );
+
+    // A stream that ends with its finish_reason but no [DONE] (some servers do) is a whole answer.
+    let mut whole = unfinished_chunks(&["fine"]);
+    whole.push(
+        serde_json::json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}).to_string(),
+    );
+    fake.push(Scripted::CutStream {
+        chunks: whole,
+        gap: Duration::ZERO,
+    });
+    let run = c.ask("and now?").await;
+    assert_eq!(run.text(), "fine", "{:?}", run.terminal);
+}

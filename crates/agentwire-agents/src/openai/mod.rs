@@ -841,10 +841,31 @@ impl Turn {
                 }
                 self.send_pieces(pieces).await;
             }
-            if ended || acc.done() {
+            if acc.done() || (ended && acc.finished()) {
                 return Ok(acc.finish());
             }
+            if ended {
+                return Err(self.cut_short(&acc));
+            }
         }
+    }
+
+    /// A stream the server closed before the reply was finished (no `finish_reason`, no `[DONE]`): the model
+    /// server died or a proxy cut it. What had streamed stays with the turn as what was said; the turn is a
+    /// failure, never a result a caller would take as the whole answer.
+    fn cut_short(&self, acc: &Accumulator) -> CallEnd {
+        tracing::warn!(
+            agent = %self.config.name,
+            text_bytes = acc.text_bytes(),
+            "the model server closed its stream before the answer was finished; the turn fails"
+        );
+        CallEnd::Failed(Failure::new(
+            TurnFailure::ModelUnavailable,
+            format!(
+                "the model server closed the stream before the answer was finished ({} bytes of text had come)",
+                acc.text_bytes()
+            ),
+        ))
     }
 
     /// `text` from the model server with this agent's API key and any bearer token replaced: for a log line.

@@ -136,6 +136,17 @@ impl Accumulator {
         self.done
     }
 
+    /// Whether the server said the reply was finished: `[DONE]`, or a choice's `finish_reason` (some servers
+    /// close the stream after it without `[DONE]`). A stream that ends with neither was cut short.
+    pub fn finished(&self) -> bool {
+        self.done || self.reply.finish_reason.is_some()
+    }
+
+    /// Bytes of answer text so far.
+    pub fn text_bytes(&self) -> usize {
+        self.reply.text.len()
+    }
+
     /// Whether the model has said anything yet: text, reasoning or a tool call (its first token came).
     pub fn started(&self) -> bool {
         !self.reply.text.is_empty() || self.reasoning_bytes > 0 || !self.calls.is_empty()
