@@ -224,7 +224,8 @@ pub struct RelayLimits {
     /// Most simultaneous TCP connections; past it a connection gets HTTP 503.
     pub max_connections: usize,
     /// Most simultaneous TCP connections from one address (an IPv6 address counts by its /64); past it a
-    /// connection from that address gets HTTP 503 while other addresses are still served.
+    /// connection from that address gets HTTP 503 while other addresses are still served. Loopback is not
+    /// capped per address (see [`DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`]).
     pub max_connections_per_address: usize,
     /// Events one connection may publish per second, with a burst of the same size
     /// (`OK false "rate-limited: ..."`). Zero turns the limit off.

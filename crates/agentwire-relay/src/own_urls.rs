@@ -97,9 +97,16 @@ fn parse_origin(text: &str) -> Result<OriginKey, String> {
     Ok((scheme, host.to_string().to_ascii_lowercase(), port))
 }
 
-/// Checks that `origin` is a web origin (`https://app.example.com`, `http://localhost:5173`), as an entry
-/// of `[relay] allowed_origins` must be; the reason if not.
+/// The `allowed_origins` entry that lets a page of any origin connect: for a relay exposed to the web Nostr
+/// clients of the world, as public relays are.
+pub const ANY_ORIGIN: &str = "*";
+
+/// Checks that `origin` is a web origin (`https://app.example.com`, `http://localhost:5173`) or
+/// [`ANY_ORIGIN`], as an entry of `[relay] allowed_origins` must be; the reason if not.
 pub fn check_allowed_origin(origin: &str) -> Result<(), String> {
+    if origin.trim() == ANY_ORIGIN {
+        return Ok(());
+    }
     parse_origin(origin).map(|_| ())
 }
 
@@ -141,6 +148,8 @@ pub(crate) struct OwnUrls {
     /// The web origins an upgrade may come from: this relay's own (its URLs as `http`/`https`) and
     /// `[relay] allowed_origins`.
     origins: HashSet<OriginKey>,
+    /// `allowed_origins` holds [`ANY_ORIGIN`]: a page of any origin may connect.
+    any_origin: bool,
 }
 
 impl OwnUrls {
@@ -181,13 +190,18 @@ impl OwnUrls {
             port,
             wildcard: listen.ip().is_unspecified(),
             origins,
+            any_origin: false,
         })
     }
 
     /// Adds `allowed` (`[relay] allowed_origins`) to the origins an upgrade may come from.
     pub(crate) fn with_allowed_origins(mut self, allowed: &[String]) -> Result<Self, String> {
         for origin in allowed {
-            self.origins.insert(parse_origin(origin)?);
+            if origin.trim() == ANY_ORIGIN {
+                self.any_origin = true;
+            } else {
+                self.origins.insert(parse_origin(origin)?);
+            }
         }
         Ok(self)
     }
@@ -218,7 +232,7 @@ impl OwnUrls {
     /// own origins and the allowed ones, compared as origins (scheme, host, port). An upgrade without an
     /// `Origin` (a native client) is not asked about.
     pub(crate) fn accepts_origin(&self, origin: &str) -> bool {
-        parse_origin(origin).is_ok_and(|o| self.origins.contains(&o))
+        self.any_origin || parse_origin(origin).is_ok_and(|o| self.origins.contains(&o))
     }
 }
 
@@ -402,11 +416,19 @@ mod tests {
             "https://app.example.com/page",
             "https://app.example.com/?x=1",
             "null",
-            "*",
+            "**",
             "file:///x",
         ] {
             let e = check_allowed_origin(bad).unwrap_err();
             assert!(e.contains(bad), "{bad}: {e}");
         }
+        // "*": any page, for a relay that serves the web's Nostr clients; names are still checked.
+        assert!(check_allowed_origin("*").is_ok());
+        let any = own("127.0.0.1:7447", &[])
+            .with_allowed_origins(&["*".into()])
+            .unwrap();
+        assert!(any.accepts_origin("https://any.example.com") && any.accepts_origin("null"));
+        assert!(!any.accepts_host("rebind.example.com:7447"));
+        assert!(!own("127.0.0.1:7447", &[]).accepts_origin("https://any.example.com"));
     }
 }

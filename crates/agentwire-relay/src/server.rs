@@ -45,6 +45,8 @@ pub struct RelayConfig {
     pub public_urls: Vec<String>,
     /// The web origins (`https://app.example.com`) whose pages may open a WebSocket to the relay besides
     /// its own; an upgrade from any other page's `Origin` gets HTTP 403. A native client sends no `Origin`.
+    /// `*` ([`ANY_ORIGIN`](crate::ANY_ORIGIN)) lets every page connect, for a relay that serves
+    /// web Nostr clients.
     pub allowed_origins: Vec<String>,
     /// How long a connection with no open subscription may go without sending a message (`REQ`,
     /// `EVENT`, `AUTH`, ...) before it is closed; [`IDLE_TIMEOUT`](crate::limits::IDLE_TIMEOUT) unless a

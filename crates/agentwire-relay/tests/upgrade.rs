@@ -124,7 +124,11 @@ async fn a_page_of_another_site_cannot_open_a_socket_and_native_clients_still_ca
 
 #[tokio::test]
 async fn an_allowed_origin_that_is_no_origin_is_refused_at_start() {
-    for bad in ["app.example.com", "https://app.example.com/page", "*"] {
+    for bad in [
+        "app.example.com",
+        "https://app.example.com/page",
+        "*.example.com",
+    ] {
         let dir = tempfile::TempDir::new().unwrap();
         let mut config = common::config(&dir, Default::default());
         config.allowed_origins = vec![bad.into()];
@@ -135,4 +139,22 @@ async fn an_allowed_origin_that_is_no_origin_is_refused_at_start() {
             other => panic!("{bad}: expected InvalidOrigin, got {other:?}"),
         }
     }
+}
+
+/// `allowed_origins = ["*"]` opens the relay to every page (a relay serving web Nostr clients); the `Host`
+/// is still checked.
+#[tokio::test]
+async fn any_origin_lets_every_page_connect_by_the_relays_names() {
+    let relay = TestRelay::with_config(|c| c.allowed_origins = vec!["*".into()]).await;
+    let own = format!("127.0.0.1:{}", relay.addr().port());
+    works(upgrade(&relay, Some(&own), Some("https://client.example.com")).await).await;
+    let (status, _) = refused(
+        upgrade(
+            &relay,
+            Some("rebind.example.com"),
+            Some("https://client.example.com"),
+        )
+        .await,
+    );
+    assert_eq!(status, 403);
 }
