@@ -154,11 +154,22 @@ pub(crate) async fn op(
     }
 }
 
-/// Whether the page may send `op` with `args`: turning the concierge on with a `launch` of its own would
-/// start any profile with any task, which is dispatching, and that is not the page's.
+/// Whether the page may send `op` with `args`. Dispatching is not the page's, nor is anything that lets
+/// another dispatch for it: turning the concierge on with a `launch` of its own would start any profile
+/// with any task, and turning its `act` on would let a `concierge-ask` from the page have it dispatch (and
+/// stop and respawn) in the person's place. The page turns the concierge on as configured and `act` off;
+/// `act` on is the CLI's (`agentwire concierge policy --act on`) and the config's (`concierge_act`).
 fn page_may(op: &str, args: &Value) -> Result<(), &'static str> {
-    if op == "concierge" && args.get("launch").is_some() {
+    if op != "concierge" {
+        return Ok(());
+    }
+    if args.get("launch").is_some() {
         return Err("the page turns the concierge on as configured ([roost] concierge); `launch` is the CLI's");
+    }
+    if args.get("action").and_then(Value::as_str) == Some("act")
+        && args.get("act") != Some(&Value::Bool(false))
+    {
+        return Err("the page turns the concierge's act off only: letting it dispatch, stop and respawn jobs is the CLI's (`agentwire concierge policy --act on`) or the config's (concierge_act)");
     }
     Ok(())
 }
@@ -180,6 +191,18 @@ mod tests {
             "no dispatch through the concierge"
         );
         assert!(page_may("concierge", &json!({"action": "on"})).is_ok());
+        for act in [json!(true), json!("true"), json!(1), Value::Null] {
+            assert!(
+                page_may("concierge", &json!({"action": "act", "act": act})).is_err(),
+                "no dispatch through the concierge's act: {act}"
+            );
+        }
+        assert!(page_may("concierge", &json!({"action": "act", "act": false})).is_ok());
+        assert!(page_may(
+            "concierge",
+            &json!({"action": "answer", "answer": "routine"})
+        )
+        .is_ok());
         assert!(page_may("task", &json!({"action": "add", "title": "t"})).is_ok());
     }
 }

@@ -138,6 +138,50 @@ pub fn envelope(item: &PeerItem, text: &str) -> String {
     )
 }
 
+/// `text` as a person reads it: each envelope in it (an agent that echoes or quotes what it was sent
+/// repeats one) shown as `[kind from name] body`, without the words the envelope has for the agent. A row's
+/// summary is cut to its length, so an envelope may come without its end: what is there of its body is
+/// shown. Text with no envelope is given back as it is.
+pub fn for_people(text: &str) -> std::borrow::Cow<'_, str> {
+    let open = format!("<{ENVELOPE_TAG}");
+    if !text.contains(&open) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let close = format!("</{ENVELOPE_TAG}>");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&open) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + open.len()..];
+        let (attrs, inner) = after.split_once('>').unwrap_or((after, ""));
+        let (inner, next, closed) = match inner.find(&close) {
+            Some(end) => (&inner[..end], &inner[end + close.len()..], true),
+            None => (inner, "", false),
+        };
+        let attr = |key: &str| {
+            let start = format!(" {key}=\"");
+            let from = attrs.find(&start)? + start.len();
+            attrs[from..].split('"').next()
+        };
+        // The envelope's own words to the agent end at its first blank line; the body follows.
+        let body = inner.split_once("\n\n").map_or("", |(_, b)| b).trim();
+        let body = body.replace(&format!("<\\/{ENVELOPE_TAG}"), &format!("</{ENVELOPE_TAG}"));
+        out.push_str(&format!(
+            "[{} from {}]",
+            attr("kind").unwrap_or("item"),
+            attr("from").unwrap_or("another session")
+        ));
+        match (body.is_empty(), closed) {
+            (false, _) => out.push_str(&format!(" {body}")),
+            (true, false) => out.push_str(" …"),
+            (true, true) => {}
+        }
+        rest = next;
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Why a message is not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
@@ -243,6 +287,45 @@ mod tests {
         assert!(e.contains("as text"));
         assert_eq!(e.matches("</roost-item>").count(), 1, "{e}");
         assert!(e.ends_with("</roost-item>"));
+    }
+
+    #[test]
+    fn a_person_reads_an_envelope_as_who_sent_what() {
+        let e = envelope(
+            &item(Relation::Sibling),
+            "the tests pass\n</roost-item> now",
+        );
+        let echoed = format!("You said: {e}");
+        assert_eq!(
+            for_people(&echoed),
+            "You said: [message from lead 'one'] the tests pass\n</roost-item> now"
+        );
+        // Cut short, as a row's summary is: what there is of the body.
+        let cut = &echoed[..echoed.find("the tests pass").unwrap() + "the tests pass".len()];
+        assert_eq!(
+            for_people(cut),
+            "You said: [message from lead 'one'] the tests pass"
+        );
+        let cut: String = echoed.chars().take(60).collect();
+        assert_eq!(for_people(&cut), "You said: [message from lead 'one'] …");
+        let board = PeerItem {
+            kind: ItemKind::Notice,
+            from: From {
+                id: String::new(),
+                name: "board".into(),
+            },
+            relation: Relation::Peer,
+        };
+        let two = format!("{}\nand {}", envelope(&board, "task 3"), e);
+        assert_eq!(
+            for_people(&two),
+            "[notice from board] task 3\nand [message from lead 'one'] the tests pass\n</roost-item> now"
+        );
+        assert!(matches!(
+            for_people("no envelope here"),
+            std::borrow::Cow::Borrowed("no envelope here")
+        ));
+        assert_eq!(for_people("<roost-item"), "[item from another session] …");
     }
 
     #[test]

@@ -83,6 +83,9 @@ enum ConciergeCommand {
 #[derive(Debug, Subcommand)]
 enum OrdersCommand {
     /// Keep a standing order.
+    #[command(
+        after_help = "Example:\n  agentwire concierge orders add \"tell me what failed overnight\" --when \"daily 08:00\""
+    )]
     Add {
         /// The instruction.
         text: String,
@@ -91,6 +94,7 @@ enum OrdersCommand {
         when: Option<String>,
     },
     /// Drop a standing order.
+    #[command(after_help = "Example:\n  agentwire concierge orders rm 3")]
     Rm {
         /// Its id.
         id: u64,

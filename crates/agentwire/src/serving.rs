@@ -95,14 +95,6 @@ impl Serving {
         self.ready["roost_socket"].as_str().map(PathBuf::from)
     }
 
-    /// The roost profiles a job can be dispatched from, and the engine agents (as the ready line lists them).
-    pub(crate) fn profiles(&self) -> Vec<Value> {
-        self.ready["profiles"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
     /// The rooms the task-card adapter watches and who may post tasks (hex keys), when it runs.
     pub(crate) fn tasks(&self) -> Option<(Vec<String>, Vec<String>)> {
         let t = self.ready.get("tasks")?;

@@ -1,5 +1,5 @@
-//! Help that teaches, over the real binary: every command's `--help` has an example and shows the global
-//! options once, under their own heading; `ask` says which options belong to which protocol; completions
+//! Help that teaches, over the real binary: every command's `--help`, and every subcommand's at any depth,
+//! has an example and shows the global options once, under their own heading; `ask` says which options belong to which protocol; completions
 //! for bash, zsh and fish and the man pages come from the same definitions.
 
 use std::process::{Command, Output};
@@ -19,8 +19,11 @@ fn text(b: &[u8]) -> String {
 
 /// The commands as `agentwire --help` lists them (`help` aside).
 fn commands() -> Vec<String> {
-    let out = agentwire(&["--help"]);
-    let help = text(&out.stdout);
+    subcommands(&text(&agentwire(&["--help"]).stdout))
+}
+
+/// The subcommands a help page lists under "Commands:" (`help` aside).
+fn subcommands(help: &str) -> Vec<String> {
     help.split("Commands:")
         .nth(1)
         .and_then(|rest| rest.split("\n\n").next())
@@ -32,26 +35,49 @@ fn commands() -> Vec<String> {
         .collect()
 }
 
+/// Every command and subcommand, at any depth (`jobs task add`, `concierge orders rm`), with its help.
+fn every_page() -> Vec<(String, String)> {
+    let mut pages = Vec::new();
+    let mut todo: Vec<Vec<String>> = commands().into_iter().map(|c| vec![c]).collect();
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help = text(&agentwire(&args).stdout);
+        todo.extend(subcommands(&help).into_iter().map(|sub| {
+            let mut deeper = path.clone();
+            deeper.push(sub);
+            deeper
+        }));
+        pages.push((path.join(" "), help));
+    }
+    pages
+}
+
 #[test]
 fn every_command_has_an_example_and_the_global_options_once() {
     let commands = commands();
     assert!(commands.len() >= 12, "{commands:?}");
-    let jobs = ["dispatch", "ls", "reply", "stop", "rm", "respawn", "events"];
-    let mut pages: Vec<(String, String)> = commands
-        .iter()
-        .map(|c| (c.clone(), text(&agentwire(&[c, "--help"]).stdout)))
-        .collect();
-    pages.extend(jobs.iter().map(|j| {
-        (
-            format!("jobs {j}"),
-            text(&agentwire(&["jobs", j, "--help"]).stdout),
-        )
-    }));
-    for (command, help) in &pages {
+    let pages = every_page();
+    for nested in [
+        "jobs dispatch",
+        "jobs task",
+        "jobs task add",
+        "jobs schedule",
+        "concierge orders add",
+    ] {
         assert!(
-            help.contains("\nExample"),
-            "`{command} --help` has no example:\n{help}"
+            pages.iter().any(|(c, _)| c == nested),
+            "{nested} among {:?}",
+            pages.iter().map(|(c, _)| c).collect::<Vec<_>>()
         );
+    }
+    let without: Vec<&str> = pages
+        .iter()
+        .filter(|(_, help)| !help.contains("\nExample"))
+        .map(|(c, _)| c.as_str())
+        .collect();
+    assert!(without.is_empty(), "`--help` with no example: {without:?}");
+    for (command, help) in &pages {
         assert_eq!(
             help.matches("Global options:").count(),
             1,

@@ -223,7 +223,7 @@ impl Shared {
             None => {
                 let Some(profile) = self.config.concierge.launch.clone() else {
                     return Err(Refusal::bad(
-                        "no concierge to start: give launch {profile}, or set [roost] concierge in the config",
+                        "no concierge to start: name its profile (`agentwire concierge on --profile NAME`; `agentwire jobs profiles` lists them), or set [roost] concierge in the config",
                     ));
                 };
                 let mut m = Map::new();

@@ -34,7 +34,8 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// What the daemon offers in `hello`.
 const CAPABILITIES: [&str; 3] = ["replies", "steer", "agent-items"];
 /// The controller's ops: refused on a session's connection.
-const CONTROLLER_OPS: [&str; 19] = [
+const CONTROLLER_OPS: [&str; 20] = [
+    "about",
     "dispatch",
     "conversation",
     "reply",
@@ -366,6 +367,7 @@ fn handle(
         "reply" => shared.reply(args),
         "stop" | "rm" | "respawn" => shared.lifecycle(op, args.req_str("id")?),
         "rows" => Ok(shared.rows()),
+        "about" => Ok(shared.about()),
         "subscribe" => Ok(shared.subscribe(conn)),
         "events" => shared.events(args),
         "pin" | "rename" | "reorder" => shared.arrange(op, args),

@@ -17,6 +17,9 @@
 //! the job, and `conversation {profile, conversation}` answers `{job}`: the row of the job of that
 //! profile dispatched last for it (null when there is none), whatever its state. agentwire's roost-backed
 //! agent serves a conversation's turns as one job's replies and finds that job with it after a restart.
+//! `about {}` answers what the daemon is (its version, its jobs' directory, its profiles), so that a
+//! controller that knows only the socket (`agentwire jobs --roost-socket S profiles | log`) asks the daemon
+//! behind it rather than guessing its data dir.
 
 mod board_ops;
 mod concierge_ops;

@@ -169,10 +169,16 @@ fn random_hex(bytes: usize) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A job's row, as `rows` and `subscribe` give it.
+/// A job's row, as `rows` and `subscribe` give it. Its summary is for people: an agent that echoes or
+/// quotes a peer item it was sent (an engine agent's answer to a message) shows its envelope as who sent
+/// what ([`crate::peer_item::for_people`]), not the envelope's words to the agent.
 pub fn row(job: &Job, connected: bool) -> Value {
     let r = job.report.as_ref();
     let state = job.row_state();
+    let summary = r
+        .and_then(|r| r.summary.as_deref())
+        .or(job.output.as_deref())
+        .map(crate::peer_item::for_people);
     json!({
         "id": job.id,
         "name": job.name,
@@ -180,7 +186,7 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "state": state,
         "status": r.and_then(|r| r.status.clone()),
         "waitingFor": r.and_then(|r| r.waiting_for.clone()),
-        "summary": r.and_then(|r| r.summary.clone()).or_else(|| job.output.clone()),
+        "summary": summary,
         "question": r.and_then(|r| r.question.clone()),
         "choices": r.map(|r| r.choices.clone()).unwrap_or_default(),
         "tool": r.and_then(|r| r.tool.clone()),
@@ -1000,6 +1006,47 @@ impl Shared {
             .collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
         json!({ "rows": rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>() })
+    }
+
+    /// `about {}` → `{daemon: {name, version}, jobs, profiles}`: what this daemon is, for a controller that
+    /// knows only its socket. `jobs` is the directory of the jobs' directories (a job's `output.log` is in
+    /// `<jobs>/<id>`); `profiles` what it dispatches from, by name: a process's `{kind: "process",
+    /// program, task, protocol}` (its program by its file name only: the arguments may carry a secret) and
+    /// an engine agent's `{kind: "agent"}`.
+    pub(super) fn about(&self) -> Value {
+        let task = |t: crate::profile::TaskMode| match t {
+            crate::profile::TaskMode::Type => "type",
+            crate::profile::TaskMode::Argv => "argv",
+        };
+        let mut profiles: Vec<Value> = self
+            .config
+            .profiles
+            .iter()
+            .map(|(name, p)| {
+                let program = p.command.first().map(|c| {
+                    std::path::Path::new(c)
+                        .file_name()
+                        .map_or(c.clone(), |f| f.to_string_lossy().into_owned())
+                });
+                json!({
+                    "name": name, "kind": "process", "program": program, "task": task(p.task),
+                    "protocol": p.protocol, "controllerOnly": p.controller_only,
+                })
+            })
+            .chain(
+                self.config
+                    .hosted
+                    .0
+                    .keys()
+                    .map(|name| json!({ "name": name, "kind": "agent" })),
+            )
+            .collect();
+        profiles.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        json!({
+            "daemon": { "name": "agentwire", "version": env!("CARGO_PKG_VERSION") },
+            "jobs": self.config.data_dir.join("jobs"),
+            "profiles": profiles,
+        })
     }
 
     /// `subscribe`: the rows now, and a push on every change.

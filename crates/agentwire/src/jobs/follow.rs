@@ -23,12 +23,9 @@ const EXIT_STILL_RUNNING: u8 = 5;
 /// Exit code after Ctrl-C (the job goes on).
 use crate::ask::EXIT_INTERRUPTED;
 
-/// Where the supervisor keeps a job's output, under the data dir `serve` runs on.
-pub(crate) fn output_log(data_dir: &Path, id: &str) -> PathBuf {
-    data_dir
-        .join("roost")
-        .join("jobs")
-        .join(id)
+/// Where the supervisor keeps a job's output, under its jobs' directory (`about`'s `jobs`).
+pub(crate) fn output_log(jobs: &Path, id: &str) -> PathBuf {
+    jobs.join(id)
         .join(agentwire_roost::daemon::process::OUTPUT_FILE)
 }
 
@@ -69,7 +66,7 @@ fn said(row: &Value) -> String {
 pub(crate) async fn follow(
     mut c: Controller,
     row: Value,
-    data_dir: &Path,
+    jobs: &Path,
     json: bool,
 ) -> Result<ExitCode, String> {
     let id = row["id"].as_str().unwrap_or_default().to_string();
@@ -94,7 +91,7 @@ pub(crate) async fn follow(
         }
     };
     show(&current);
-    let mut output = Output::new(output_log(data_dir, &id));
+    let mut output = Output::new(output_log(jobs, &id));
     let deadline = tokio::time::Instant::now() + FOLLOW_MAX;
     let mut poll = tokio::time::interval(OUTPUT_POLL);
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())

@@ -105,13 +105,19 @@ enum JobsCommand {
     #[command(after_help = "Example:\n  agentwire jobs board")]
     Board,
     /// Act on the task board as the user: add, done, release, drop, assign.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  agentwire jobs task add \"write the docs\"\n  agentwire jobs task assign 3 fix-1\n  agentwire jobs task done 3 --result \"merged\""
+    )]
     Task(fleet::TaskCommand),
     /// The schedules: jobs started on a clock.
     #[command(after_help = "Example:\n  agentwire jobs schedules")]
     Schedules,
     /// Add, remove, pause or resume a schedule.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  agentwire jobs schedule add coder \"run the nightly checks\" --when \"daily 02:00\" --name nightly\n  agentwire jobs schedule pause 2"
+    )]
     Schedule(schedules::ScheduleCommand),
     /// The jobs as a fleet: each with its parent (the job that spawned it).
     #[command(after_help = "Example:\n  agentwire jobs peers")]
@@ -177,34 +183,11 @@ pub(crate) async fn run(
     data_dir: &Path,
     configured: PathBuf,
 ) -> Result<ExitCode, String> {
-    let serving = crate::serving::Serving::find(data_dir);
-    if let JobsCommand::Profiles = args.command {
-        let s = serving.map_err(|none| format!("{none}: profiles are what it serves"))?;
-        let list = s.profiles();
-        match args.json {
-            true => println!("{}", json!({ "profiles": list })),
-            false => print!("{}", table::profiles(&list)),
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let socket = socket(args.socket, &serving, &configured)?;
-    // Where the jobs' directories are: under the data dir of the daemon behind the socket, when it is known
-    // to be this data dir's.
-    let jobs_home: Option<PathBuf> = match &serving {
-        Ok(s) if s.roost_socket().as_deref() == Some(socket.as_path()) => {
-            Some(s.data_dir().to_path_buf())
-        }
-        Err(_) if socket == configured => Some(data_dir.to_path_buf()),
-        _ => None,
-    };
-    let jobs_home = || {
-        jobs_home.clone().ok_or_else(|| {
-            format!(
-                "the job's output is in the data dir of the daemon behind {}: run with its --data-dir",
-                socket.display()
-            )
-        })
-    };
+    let socket = socket(
+        args.socket,
+        &crate::serving::Serving::find(data_dir),
+        &configured,
+    )?;
     let mut c = Controller::connect(&socket)
         .await
         .map_err(|e| e.to_string())?;
@@ -217,7 +200,16 @@ pub(crate) async fn run(
         Ok(ExitCode::SUCCESS)
     };
     match args.command {
-        JobsCommand::Profiles => unreachable!("answered above"),
+        JobsCommand::Profiles => {
+            // The daemon behind the socket says what it serves, whichever data dir it runs on.
+            let about = call(&mut c, "about", json!({})).await?;
+            let list = about["profiles"].as_array().cloned().unwrap_or_default();
+            match args.json {
+                true => println!("{}", json!({ "profiles": list })),
+                false => print!("{}", table::profiles(&list)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         JobsCommand::Dispatch {
             profile,
             task,
@@ -370,12 +362,12 @@ pub(crate) async fn run(
             out(&r, format!("in this order: {}", jobs.join(", ")))
         }
         JobsCommand::Follow { job } => {
-            let home = jobs_home()?;
+            let home = jobs_dir(&mut c).await?;
             let row = find_row(&mut c, &job).await?;
             follow::follow(c, row, &home, args.json).await
         }
         JobsCommand::Log { job } => {
-            let home = jobs_home()?;
+            let home = jobs_dir(&mut c).await?;
             let row = find_row(&mut c, &job).await?;
             let path = follow::output_log(&home, row["id"].as_str().unwrap_or_default());
             let mut file = std::fs::File::open(&path)
@@ -386,6 +378,15 @@ pub(crate) async fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Where the daemon behind `c` keeps its jobs' directories (a job's output is in `<dir>/<id>`), as it says.
+async fn jobs_dir(c: &mut Controller) -> Result<PathBuf, String> {
+    let about = call(c, "about", json!({})).await?;
+    about["jobs"]
+        .as_str()
+        .map(PathBuf::from)
+        .ok_or_else(|| "the supervisor did not say where its jobs' directories are".to_string())
 }
 
 /// The supervisor's socket: `flag` (`--roost-socket`), else the socket of the daemon serving the data dir,
