@@ -59,7 +59,7 @@ struct TlsProxy {
     failed_handshakes: Arc<AtomicUsize>,
 }
 
-async fn start_proxy(pki: &TestPki, upstream: SocketAddr) -> TlsProxy {
+async fn start_proxy(pki: &TestPki, listener: TcpListener, upstream: SocketAddr) -> TlsProxy {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -68,7 +68,6 @@ async fn start_proxy(pki: &TestPki, upstream: SocketAddr) -> TlsProxy {
         .with_single_cert(pki.server_chain.clone(), pki.server_key.clone_key())
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let failed_handshakes = Arc::new(AtomicUsize::new(0));
     let failed = failed_handshakes.clone();
@@ -105,15 +104,23 @@ struct Setup {
 
 async fn setup() -> Setup {
     let dir = TempDir::new().unwrap();
-    let config = agentwire_relay::RelayConfig::new(
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut config = agentwire_relay::RelayConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         dir.path().join("relay.sqlite"),
     );
+    // The proxy passes the Host its clients send: the relay takes the names it is reached at behind the
+    // proxy as its own (its public URLs), and no other.
+    config.public_urls = vec![
+        format!("wss://127.0.0.1:{port}"),
+        format!("wss://localhost:{port}"),
+    ];
     let relay = agentwire_relay::start(config).await.unwrap();
     let pki = make_pki();
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &pki.ca_pem).unwrap();
-    let proxy = start_proxy(&pki, relay.local_addr()).await;
+    let proxy = start_proxy(&pki, listener, relay.local_addr()).await;
     Setup {
         dir,
         relay,
