@@ -232,6 +232,7 @@ mod tests {
                 },
                 accepted_at: 0,
                 outcome,
+                ended_at: None,
                 wire: None,
                 tool_calls: 0,
             },

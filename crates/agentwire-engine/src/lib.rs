@@ -37,6 +37,6 @@ pub use lifecycle::Front;
 pub use slots::{AdmitError, Admitted, Slot, SlotRefusal};
 pub use telemetry::{Telemetry, TurnTrace};
 pub use watch::{
-    AllWatch, Missed, TurnFilter, TurnState, TurnSummary, TurnWatch, WatchEvent, WatchHub,
+    AllWatch, Missed, TurnEnd, TurnFilter, TurnState, TurnSummary, TurnWatch, WatchEvent, WatchHub,
     WatchKind, MAX_WATCHED_EVENTS_PER_TURN, RECENT_TURNS_KEPT, WATCH_QUEUE_CAPACITY,
 };

@@ -118,6 +118,45 @@ impl TurnState {
     }
 }
 
+/// How an ended turn ended, in the words every client shows (the turn API's `ended_as`, `turns`, the hub):
+/// `done` (a result), `cancelled` (its requester or an operator cancelled it), `failed` (any other failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// It ended with a result.
+    Done,
+    /// It ended with a failure other than a cancellation.
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+}
+
+impl TurnEnd {
+    /// How `outcome` ended its turn.
+    pub fn of(outcome: &Outcome) -> TurnEnd {
+        match outcome {
+            Outcome::Result(_) => TurnEnd::Done,
+            o if o.is_cancelled() => TurnEnd::Cancelled,
+            Outcome::Failure(_) => TurnEnd::Failed,
+        }
+    }
+
+    /// Its name (`done`, `failed`, `cancelled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEnd::Done => "done",
+            TurnEnd::Failed => "failed",
+            TurnEnd::Cancelled => "cancelled",
+        }
+    }
+
+    /// The end a name names.
+    pub fn parse(name: &str) -> Option<TurnEnd> {
+        [TurnEnd::Done, TurnEnd::Failed, TurnEnd::Cancelled]
+            .into_iter()
+            .find(|e| e.as_str() == name)
+    }
+}
+
 /// A turn the hub holds, in a line: what a list of turns shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnSummary {
@@ -143,6 +182,13 @@ pub struct TurnSummary {
     pub ended_ms: Option<u64>,
     /// The id of its first event: turns are listed newest first by it, and it is a page's cursor.
     pub first_id: u64,
+}
+
+impl TurnSummary {
+    /// How it ended, once it has.
+    pub fn end(&self) -> Option<TurnEnd> {
+        self.outcome.as_ref().map(TurnEnd::of)
+    }
 }
 
 /// A watcher fell behind by this many events (they are in the hub while their turns are recent, and in the
@@ -235,6 +281,8 @@ pub struct TurnFilter {
     pub protocol: Option<String>,
     /// Only those in this state.
     pub state: Option<TurnState>,
+    /// Only those that ended so.
+    pub end: Option<TurnEnd>,
     /// Only those older than the turn whose `first_id` this is (the next page).
     pub before: Option<u64>,
 }
@@ -365,6 +413,8 @@ impl WatchHub {
                 prompt: first_line(&t.input.message),
                 state: TurnState::Ended,
                 outcome: Some(outcome.clone()),
+                // The journal keeps seconds: how long a turn of an earlier run took, to the second.
+                ended_ms: t.ended_at.map(|e| e.saturating_mul(1000)),
                 ..log.summary
             };
             st.turns.insert(t.request_id.clone(), log);
@@ -406,6 +456,7 @@ impl WatchHub {
             .filter(|s| filter.agent.as_ref().is_none_or(|a| *a == s.agent))
             .filter(|s| filter.protocol.as_ref().is_none_or(|p| *p == s.protocol))
             .filter(|s| filter.state.is_none_or(|x| x == s.state))
+            .filter(|s| filter.end.is_none_or(|e| s.end() == Some(e)))
             .filter(|s| filter.before.is_none_or(|b| s.first_id < b))
             .cloned()
             .collect();
@@ -669,6 +720,67 @@ mod tests {
         }
         let (_, missed, _) = hub.watch_all_since(0);
         assert!(missed.is_some(), "ended turns past the bound are let go");
+    }
+
+    fn failed(code: agentwire_core::TurnFailure) -> WatchKind {
+        WatchKind::Outcome(Outcome::Failure(agentwire_core::Failure::new(code, "m")))
+    }
+
+    #[test]
+    fn turns_are_listed_by_how_they_ended() {
+        use agentwire_core::TurnFailure;
+        let hub = WatchHub::new();
+        hub.publish(&id(1), done());
+        hub.publish(&id(2), failed(TurnFailure::Cancelled));
+        hub.publish(&id(3), failed(TurnFailure::ToolError));
+        hub.publish(&id(4), text("still running"));
+        let listed = |end: Option<TurnEnd>| -> Vec<String> {
+            let f = TurnFilter {
+                end,
+                ..TurnFilter::default()
+            };
+            hub.turns(&f, 10).iter().map(|t| t.id.to_string()).collect()
+        };
+        assert_eq!(listed(Some(TurnEnd::Done)), ["t:1"]);
+        assert_eq!(listed(Some(TurnEnd::Cancelled)), ["t:2"]);
+        assert_eq!(listed(Some(TurnEnd::Failed)), ["t:3"]);
+        assert_eq!(listed(None), ["t:4", "t:3", "t:2", "t:1"]);
+        for e in [TurnEnd::Done, TurnEnd::Failed, TurnEnd::Cancelled] {
+            assert_eq!(TurnEnd::parse(e.as_str()), Some(e));
+        }
+        assert_eq!(TurnEnd::parse("answered"), None);
+    }
+
+    #[test]
+    fn a_turn_of_an_earlier_run_keeps_when_it_started_and_ended() {
+        let conversation = ConversationId::new("c").unwrap();
+        let input: agentwire_core::TurnInput = serde_json::from_value(serde_json::json!({
+            "request_id": "t:7", "conversation_id": "c", "message": "hello\nthere", "model": "m"
+        }))
+        .unwrap();
+        let turn = StoredTurn {
+            request_id: id(7),
+            conversation_id: conversation,
+            protocol: "nipxx".into(),
+            owner: "o".into(),
+            agent: "demo".into(),
+            route: serde_json::Value::Null,
+            input,
+            accepted_at: 100,
+            outcome: Some(Outcome::Result(agentwire_core::TurnResult {
+                text: "ok".into(),
+                usage: Default::default(),
+                stop_reason: "stop".into(),
+            })),
+            ended_at: Some(103),
+            wire: None,
+            tool_calls: 0,
+        };
+        let hub = WatchHub::new();
+        hub.remember(std::slice::from_ref(&turn));
+        let (t, _) = hub.turn(&id(7)).unwrap();
+        assert_eq!((t.started_ms, t.ended_ms), (100_000, Some(103_000)));
+        assert_eq!((t.prompt.as_str(), t.end()), ("hello", Some(TurnEnd::Done)));
     }
 
     #[test]

@@ -259,6 +259,7 @@ pub async fn accept_is_insert_if_absent_and_the_first_outcome_wins(open: Opener)
     assert_eq!(t.outcome, Some(ok("a")));
     assert_eq!(t.wire.as_deref(), Some("wire"));
     assert_eq!(t.agent, "demo", "the turn names the agent that ran it");
+    assert_eq!(t.ended_at, Some(200), "when the first outcome ended it");
     match j.accept(turn(1)).await.unwrap() {
         Accepted::Existing(t) => assert_eq!(t.outcome, Some(ok("a")), "a resend finds the outcome"),
         other => panic!("expected existing, got {other:?}"),

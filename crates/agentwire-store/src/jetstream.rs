@@ -164,6 +164,7 @@ impl TurnDoc {
             outcome: self.outcome.clone(),
             wire: self.wire.clone(),
             tool_calls: self.tool_calls,
+            ended_at: self.ended_at,
         })
     }
 }

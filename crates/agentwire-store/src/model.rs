@@ -180,6 +180,9 @@ pub struct StoredTurn {
     pub accepted_at: u64,
     /// Its outcome, once decided and journaled.
     pub outcome: Option<Outcome>,
+    /// Unix seconds of its end, once its outcome is journaled: with `accepted_at`, how long a turn of an
+    /// earlier run took.
+    pub ended_at: Option<u64>,
     /// The outcome as sent on the wire (e.g. the signed terminal event), for byte-identical resends.
     pub wire: Option<String>,
     /// Tool calls the turn made (0 until it ends).

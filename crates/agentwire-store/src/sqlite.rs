@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use tokio::sync::oneshot;
 
 pub(crate) const COLUMNS: &str =
-    "request_id, conversation_id, protocol, route, input, accepted_at, outcome, wire, owner, tool_calls, agent";
+    "request_id, conversation_id, protocol, route, input, accepted_at, outcome, wire, owner, tool_calls, agent, ended_at";
 
 pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, StoreError>> {
     let get = |i: usize| r.get::<_, String>(i);
@@ -26,6 +26,7 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
     let owner: String = r.get(8)?;
     let tool_calls: i64 = r.get(9)?;
     let agent: String = r.get(10)?;
+    let ended_at: Option<i64> = r.get(11)?;
     Ok((|| {
         let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
         let request_id = RequestId::new(rid).map_err(|e| corrupt(&e))?;
@@ -47,6 +48,7 @@ pub(crate) fn row_to_turn(r: &Row<'_>) -> rusqlite::Result<Result<StoredTurn, St
                 .map_err(|e| corrupt(&e))?,
             wire,
             tool_calls: tool_calls.max(0) as u64,
+            ended_at: ended_at.map(|e| e.max(0) as u64),
         })
     })())
 }
