@@ -3,8 +3,10 @@
 
 use crate::access;
 use crate::HttpContext;
-use agentwire_core::{Outcome, RequestId, Usage};
-use agentwire_engine::{AnswerReply, CancelReply, TurnFilter, TurnState, TurnSummary, WatchKind};
+use agentwire_core::{Outcome, RequestId, TurnEvent, Usage};
+use agentwire_engine::{
+    AnswerReply, CancelReply, TurnEnd, TurnFilter, TurnState, TurnSummary, WatchKind,
+};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State as Extract};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -195,11 +197,14 @@ pub(crate) fn summary_json(t: &TurnSummary) -> Value {
         "conversation": t.conversation.as_ref().map(|c| c.as_str()),
         "prompt": t.prompt,
         "state": t.state.as_str(),
+        "ended_as": t.end().map(TurnEnd::as_str),
         "question": t.question,
         "outcome": t.outcome,
         "started_ms": t.started_ms,
         "ended_ms": t.ended_ms,
         "usage": usage(t.outcome.as_ref()),
+        // Its place in the list: `?cursor=` it lists the turns older than this one.
+        "cursor": t.first_id,
     })
 }
 
@@ -212,14 +217,24 @@ struct TurnsQuery {
     cursor: Option<u64>,
 }
 
+/// What `?state=` names: where a turn is (`queued`, `running`, `waiting`, `ended`), or how an ended one
+/// ended (`done`, `failed`, `cancelled`).
+fn state_filter(name: &str) -> Option<(Option<TurnState>, Option<TurnEnd>)> {
+    match (TurnState::parse(name), TurnEnd::parse(name)) {
+        (Some(state), _) => Some((Some(state), None)),
+        (None, Some(end)) => Some((Some(TurnState::Ended), Some(end))),
+        (None, None) => None,
+    }
+}
+
 async fn turns(Extract(s): Extract<State>, Query(q): Query<TurnsQuery>) -> Response {
-    let state = match q.state.as_deref().map(|n| (n, TurnState::parse(n))) {
-        None => None,
-        Some((_, Some(state))) => Some(state),
+    let (state, end) = match q.state.as_deref().map(|n| (n, state_filter(n))) {
+        None => (None, None),
+        Some((_, Some(named))) => named,
         Some((n, None)) => {
             return refused(
                 StatusCode::BAD_REQUEST,
-                format!("state {n:?}: queued, running, waiting or ended"),
+                format!("state {n:?}: queued, running, waiting, ended, done, failed or cancelled"),
             )
         }
     };
@@ -234,6 +249,7 @@ async fn turns(Extract(s): Extract<State>, Query(q): Query<TurnsQuery>) -> Respo
         agent: q.agent,
         protocol: q.protocol,
         state,
+        end,
         before: q.cursor,
     };
     // One more than asked: whether there is a next page.
@@ -264,7 +280,23 @@ pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
             prompt,
         } => json!({"type": "accepted", "queued": queued, "protocol": protocol, "agent": agent,
                     "conversation": conversation.as_str(), "prompt": prompt}),
-        WatchKind::Event(ev) => json!({"type": "event", "event": ev}),
+        WatchKind::Event(ev) => {
+            let mut v = json!({"type": "event", "event": ev});
+            // A tool's line as every client shows it, whatever front or agent the turn came from.
+            match ev {
+                TurnEvent::ToolCall {
+                    name, arguments, ..
+                } => v["line"] = json!(agentwire_core::tool_start_line(name, arguments)),
+                TurnEvent::ToolResult {
+                    name,
+                    output,
+                    success,
+                    ..
+                } => v["line"] = json!(agentwire_core::tool_result_line(name, *success, output)),
+                _ => {}
+            }
+            v
+        }
         WatchKind::Question { id, question } => {
             // The options a person picks from (an approval's and a confirmation's fixed ones too), the
             // text they read, and whether free text is taken: what a page needs to show its buttons.
@@ -275,7 +307,9 @@ pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
                    "multiple": matches!(k.selection(), agentwire_core::Selection::Multiple)})
         }
         WatchKind::QuestionClosed { id } => json!({"type": "question_closed", "question_id": id}),
-        WatchKind::Outcome(o) => json!({"type": "outcome", "outcome": o}),
+        WatchKind::Outcome(o) => {
+            json!({"type": "outcome", "ended_as": TurnEnd::of(o).as_str(), "outcome": o})
+        }
         _ => json!({"type": "other"}),
     };
     v["id"] = json!(e.id);
@@ -307,8 +341,10 @@ async fn turn(Extract(s): Extract<State>, Path(id): Path<String>) -> Response {
             "conversation": t.conversation_id.as_str(),
             "prompt": t.input.message.lines().next().unwrap_or(""),
             "state": if t.outcome.is_some() { "ended" } else { "running" },
+            "ended_as": t.outcome.as_ref().map(|o| TurnEnd::of(o).as_str()),
             "outcome": t.outcome,
             "started_ms": t.accepted_at.saturating_mul(1000),
+            "ended_ms": t.ended_at.map(|e| e.saturating_mul(1000)),
             "usage": usage(t.outcome.as_ref()),
             "events": [],
         }))
@@ -396,5 +432,47 @@ async fn answer(
             StatusCode::BAD_REQUEST,
             "the answer does not fit the question",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_engine::WatchEvent;
+
+    fn event(ev: TurnEvent) -> Value {
+        event_json(&WatchEvent {
+            id: 1,
+            turn: RequestId::new("t:1").unwrap(),
+            seq: 0,
+            at_ms: 0,
+            kind: WatchKind::Event(ev),
+        })
+    }
+
+    #[test]
+    fn a_tools_lines_read_the_same_whatever_shape_its_output_came_in() {
+        let call = event(TurnEvent::ToolCall {
+            call_id: "c".into(),
+            name: "calculator".into(),
+            arguments: json!({"expr": "6*7"}),
+        });
+        assert_eq!(call["line"], "[tool calculator start 6*7]");
+        let result = |output: Value| {
+            event(TurnEvent::ToolResult {
+                call_id: "c".into(),
+                name: "calculator".into(),
+                output,
+                success: true,
+                duration_ms: 1,
+            })["line"]
+                .clone()
+        };
+        // A command's output (the demo agent's, over any front) and a plain string (an MCP tool's).
+        let command = result(json!({"stdout": "42\n", "stderr": "", "exit_code": 0}));
+        assert_eq!(command, "[tool calculator result 42]");
+        assert_eq!(result(json!("42")), command);
+        let text = event(TurnEvent::Text { text: "hi".into() });
+        assert!(text.get("line").is_none(), "{text}");
     }
 }

@@ -1,7 +1,12 @@
 //! `agentwire turns` and `agentwire watch`: the turn API from the command line. The daemon is found through
 //! its data dir: `serve` writes the address it serves HTTP on (`serving.json`) and keeps its token there
 //! (`http.token`); `--http URL` names another.
+//!
+//! A turn's state reads as the API and the hub page say it: `queued`, `running`, `waiting` (for an
+//! answer), then `done`, `failed` or `cancelled`. What the turns carry from elsewhere (a peer's prompt, an
+//! agent's name, streamed text) is printed through [`printable`], so it cannot drive the terminal.
 
+use agentwire_core::display::{printable, printable_line};
 use clap::Args;
 use serde_json::Value;
 use std::io::Write;
@@ -13,6 +18,19 @@ use std::time::Duration;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Exit code when the watched turn ended in a failure.
 const EXIT_FAILED: u8 = 2;
+/// The widest a prompt is shown in the `turns` table (the API's `prompt` is its first line, up to 200
+/// bytes; `--json` has it whole).
+const MAX_PROMPT_CHARS: usize = 60;
+/// What `--state` takes: where a turn is, or how an ended one ended (the turn API's `?state=`).
+const STATES: [&str; 7] = [
+    "queued",
+    "running",
+    "waiting",
+    "ended",
+    "done",
+    "failed",
+    "cancelled",
+];
 /// The longest a `watch` stays connected: a day of following the daemon; run it again for more.
 const WATCH_MAX: Duration = Duration::from_secs(24 * 3600);
 
@@ -35,8 +53,9 @@ pub(crate) struct TurnsArgs {
     /// Only this front's (`nipxx`, `fisk`, `tasks`, `roost`).
     #[arg(long)]
     protocol: Option<String>,
-    /// Only turns in this state (`queued`, `running`, `waiting`, `ended`).
-    #[arg(long)]
+    /// Only turns in this state: `queued`, `running`, `waiting` (for an answer), `ended`, or ended as
+    /// `done`, `failed` or `cancelled`.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(STATES))]
     state: Option<String>,
     /// At most this many (newest first).
     #[arg(long, default_value_t = 20)]
@@ -147,32 +166,107 @@ pub(crate) async fn turns(a: TurnsArgs, data_dir: PathBuf) -> Result<ExitCode, S
     let rows = body["turns"].as_array().cloned().unwrap_or_default();
     if rows.is_empty() {
         eprintln!("no turns");
+        return Ok(ExitCode::SUCCESS);
     }
-    for t in rows {
-        println!("{}", turn_line(&t));
-    }
+    print!("{}", table(&rows, agentwire_core::now_ms()));
     Ok(ExitCode::SUCCESS)
 }
 
-/// A turn in one line: its id, agent, front, state or outcome, time and the prompt's first line.
-fn turn_line(t: &Value) -> String {
-    let outcome = match t["outcome"]["outcome"].as_str() {
-        Some("result") => "answered".to_string(),
-        Some(_) => format!("failed {}", t["outcome"]["code"].as_str().unwrap_or("?")),
-        None => t["state"].as_str().unwrap_or("?").to_string(),
+/// The `turns` table: a header, then a turn a line, newest first.
+fn table(rows: &[Value], now_ms: u64) -> String {
+    let header = [
+        "STARTED (UTC)",
+        "ID",
+        "AGENT",
+        "FRONT",
+        "STATE",
+        "TOOK",
+        "PROMPT",
+    ];
+    let text = |t: &Value, key: &str| printable_line(t[key].as_str().unwrap_or("?")).into_owned();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|t| {
+            vec![
+                t["started_ms"]
+                    .as_u64()
+                    .map_or("-".into(), |ms| utc(ms / 1000)),
+                text(t, "id"),
+                text(t, "agent"),
+                text(t, "protocol"),
+                state_of(t),
+                took(t, now_ms),
+                crate::tabular::cell(
+                    &printable_line(t["prompt"].as_str().unwrap_or("")),
+                    MAX_PROMPT_CHARS,
+                ),
+            ]
+        })
+        .collect();
+    crate::tabular::columns(&header, &rows)
+}
+
+/// Where a turn is, or how it ended (a failure with its code): the API's `ended_as`, read from the outcome
+/// when a daemon from before it answers.
+fn state_of(t: &Value) -> String {
+    let o = &t["outcome"];
+    let ended = t["ended_as"].as_str().or(match o["outcome"].as_str() {
+        Some("result") => Some("done"),
+        Some(_) if o["code"] == "cancelled" => Some("cancelled"),
+        Some(_) => Some("failed"),
+        None => None,
+    });
+    match ended {
+        Some("failed") => format!(
+            "failed ({})",
+            printable_line(o["code"].as_str().unwrap_or("?"))
+        ),
+        Some(end) => printable_line(end).into_owned(),
+        None => printable_line(t["state"].as_str().unwrap_or("?")).into_owned(),
+    }
+}
+
+/// How long a turn took, or has run so far (`…`): to the second for a turn of an earlier run, whose times
+/// are the journal's.
+fn took(t: &Value, now_ms: u64) -> String {
+    let Some(started) = t["started_ms"].as_u64() else {
+        return "-".into();
     };
-    let took = match (t["started_ms"].as_u64(), t["ended_ms"].as_u64()) {
-        (Some(s), Some(e)) => format!("{:.1}s", e.saturating_sub(s) as f64 / 1000.0),
-        _ => "-".into(),
-    };
+    match t["ended_ms"].as_u64() {
+        Some(ended) => duration(ended.saturating_sub(started)),
+        None if t["state"] == "ended" => "-".into(),
+        None => format!("{}…", duration(now_ms.saturating_sub(started))),
+    }
+}
+
+/// `ms` short: `0.4s`, `12.0s`, `3m05s`, `2h07m`.
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{:.1}s", ms as f64 / 1000.0),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
+    }
+}
+
+/// Unix seconds as UTC `YYYY-MM-DD HH:MM:SS` (the civil calendar from days since the epoch, as in Howard
+/// Hinnant's `civil_from_days`).
+fn utc(unix: u64) -> String {
+    let (days, secs) = (unix / 86_400, unix % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
-        "{}  {}  {}  {}  {}  {}",
-        t["id"].as_str().unwrap_or("?"),
-        t["agent"].as_str().unwrap_or("?"),
-        t["protocol"].as_str().unwrap_or("?"),
-        outcome,
-        took,
-        t["prompt"].as_str().unwrap_or("")
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
     )
 }
 
@@ -221,25 +315,31 @@ fn show_one(ev: &Value) -> Option<ExitCode> {
     match ev["type"].as_str()? {
         "event" => match ev["event"]["type"].as_str() {
             Some("text") => {
-                print!("{}", ev["event"]["text"].as_str().unwrap_or(""));
+                print!("{}", printable(ev["event"]["text"].as_str().unwrap_or("")));
                 let _ = std::io::stdout().flush();
             }
+            // As `ask` shows a tool, whatever front the turn came from.
             Some("tool_call") => eprintln!(
-                "[tool {} start {}]",
-                ev["event"]["name"].as_str().unwrap_or("?"),
-                ev["event"]["arguments"]
+                "{}",
+                printable_line(&agentwire_core::tool_start_line(
+                    ev["event"]["name"].as_str().unwrap_or("?"),
+                    &ev["event"]["arguments"]
+                ))
             ),
             Some("tool_result") => eprintln!(
-                "[tool {} result {}]",
-                ev["event"]["name"].as_str().unwrap_or("?"),
-                ev["event"]["output"]
+                "{}",
+                printable_line(&agentwire_core::tool_result_line(
+                    ev["event"]["name"].as_str().unwrap_or("?"),
+                    ev["event"]["success"] != false,
+                    &ev["event"]["output"]
+                ))
             ),
             _ => {}
         },
         "question" => eprintln!(
             "[question {}] (answer with POST /api/v1/turns/{}/answer)",
-            ev["question_id"].as_str().unwrap_or("?"),
-            ev["turn"].as_str().unwrap_or("?")
+            printable_line(ev["question_id"].as_str().unwrap_or("?")),
+            printable_line(ev["turn"].as_str().unwrap_or("?"))
         ),
         "missed" => eprintln!("[missed {} events]", ev["missed"]),
         "outcome" => {
@@ -250,8 +350,8 @@ fn show_one(ev: &Value) -> Option<ExitCode> {
                 _ => {
                     eprintln!(
                         "error {}: {}",
-                        o["code"].as_str().unwrap_or("?"),
-                        o["message"].as_str().unwrap_or("")
+                        printable_line(o["code"].as_str().unwrap_or("?")),
+                        printable(o["message"].as_str().unwrap_or(""))
                     );
                     ExitCode::from(EXIT_FAILED)
                 }
@@ -264,12 +364,18 @@ fn show_one(ev: &Value) -> Option<ExitCode> {
 
 /// Shows one event of any turn, a line each.
 fn show_all(ev: &Value) {
-    let turn = ev["turn"].as_str().unwrap_or("?");
+    println!("{}", all_line(ev));
+}
+
+/// One event of any turn in a line: the turn, then what happened (an outcome in the words `turns` shows).
+fn all_line(ev: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or("?").to_string();
+    let turn = s(&ev["turn"]);
     let what = match ev["type"].as_str().unwrap_or("?") {
         "accepted" => format!(
             "accepted {} {} {}",
-            ev["agent"].as_str().unwrap_or("?"),
-            ev["protocol"].as_str().unwrap_or("?"),
+            s(&ev["agent"]),
+            s(&ev["protocol"]),
             ev["prompt"].as_str().unwrap_or("")
         ),
         "event" => match ev["event"]["type"].as_str() {
@@ -277,11 +383,115 @@ fn show_all(ev: &Value) {
             Some(t) => t.to_string(),
             None => "event".into(),
         },
-        "outcome" => match ev["outcome"]["outcome"].as_str() {
-            Some("result") => "answered".into(),
-            _ => format!("failed {}", ev["outcome"]["code"].as_str().unwrap_or("?")),
-        },
+        "outcome" => {
+            let o = &ev["outcome"];
+            match o["outcome"].as_str() {
+                Some("result") => "done".into(),
+                _ if o["code"] == "cancelled" => "cancelled".into(),
+                _ => format!("failed ({})", s(&o["code"])),
+            }
+        }
         other => other.to_string(),
     };
-    println!("{turn} {what}");
+    printable_line(&format!("{turn} {what}")).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn turn(state: &str, outcome: Value, ended_ms: Option<u64>) -> Value {
+        json!({"id": "nipxx:ab", "agent": "demo", "protocol": "nipxx", "prompt": "quick 1", "state": state,
+               "outcome": outcome, "started_ms": 1_700_000_000_000u64, "ended_ms": ended_ms})
+    }
+
+    #[test]
+    fn the_table_has_a_header_start_times_and_one_vocabulary() {
+        let failed = json!({"outcome": "failure", "code": "tool_error", "message": "m"});
+        let rows = [
+            turn("running", Value::Null, None),
+            turn(
+                "ended",
+                json!({"outcome": "result", "text": "1"}),
+                Some(1_700_000_002_500),
+            ),
+            turn(
+                "ended",
+                json!({"outcome": "failure", "code": "cancelled"}),
+                Some(1_700_000_000_400),
+            ),
+            turn("ended", failed, Some(1_700_000_185_000)),
+        ];
+        let out = table(&rows, 1_700_000_012_000);
+        let lines: Vec<&str> = out.lines().collect();
+        let header: Vec<&str> = lines[0]
+            .split("  ")
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .collect();
+        assert_eq!(
+            header,
+            [
+                "STARTED (UTC)",
+                "ID",
+                "AGENT",
+                "FRONT",
+                "STATE",
+                "TOOK",
+                "PROMPT"
+            ]
+        );
+        assert!(
+            lines[1].starts_with("2023-11-14 22:13:20  nipxx:ab  demo"),
+            "{out}"
+        );
+        assert!(
+            lines[1].contains("running") && lines[1].contains("12.0s…"),
+            "{out}"
+        );
+        assert!(
+            lines[2].contains(" done ") && lines[2].contains("2.5s"),
+            "{out}"
+        );
+        assert!(
+            lines[3].contains(" cancelled ") && lines[3].contains("0.4s"),
+            "{out}"
+        );
+        assert!(
+            lines[4].contains("failed (tool_error)") && lines[4].contains("3m05s"),
+            "{out}"
+        );
+        assert!(!out.contains("answered"), "{out}");
+    }
+
+    #[test]
+    fn a_peers_escapes_never_reach_the_terminal() {
+        let mut t = turn(
+            "ended",
+            json!({"outcome": "result"}),
+            Some(1_700_000_001_000),
+        );
+        t["prompt"] = json!("\u{1b}]0;PWNED\u{7}\u{1b}[2Jhi \u{202e}txt");
+        t["agent"] = json!("ev\u{9b}il");
+        let out = table(&[t], 0);
+        let unsafe_char = |c: char| agentwire_core::display::is_unprintable(c) && c != '\n';
+        assert!(!out.chars().any(unsafe_char), "{out:?}");
+        assert!(out.contains("]0;PWNED  [2Jhi  txt"), "{out:?}");
+        let ev = json!({"type": "accepted", "turn": "t\u{1b}[2J", "agent": "a", "protocol": "p",
+                        "prompt": "x\u{7}\u{202e}y"});
+        assert_eq!(all_line(&ev), "t [2J accepted a p x  y");
+        let outcome = json!({"type": "outcome", "turn": "t", "outcome": {"outcome": "result"}});
+        assert_eq!(all_line(&outcome), "t done");
+    }
+
+    #[test]
+    fn times_read_as_the_civil_calendar() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20");
+        assert_eq!(utc(4_102_444_799), "2099-12-31 23:59:59");
+        assert_eq!(duration(400), "0.4s");
+        assert_eq!(duration(7_500_000), "2h05m");
+    }
 }

@@ -360,6 +360,59 @@ async fn the_turn_api_lists_shows_streams_and_cancels_nipxx_runs() {
         .post(&format!("/api/v1/turns/{long_turn}/cancel"), json!({}))
         .await;
     assert_eq!(status, 409, "it has ended");
+
+    // One vocabulary: an ended turn ended as done, failed or cancelled, and is listed by it.
+    assert_eq!(
+        c.ask("fail on purpose").await.error_code(),
+        "INTERNAL_ERROR"
+    );
+    let ended_as = |body: &Value| -> Vec<(String, String)> {
+        body["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(t["state"], "ended", "{t}");
+                (
+                    t["prompt"].as_str().unwrap().to_string(),
+                    t["ended_as"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (_, cancelled) = api.get("/api/v1/turns?state=cancelled").await;
+    assert_eq!(
+        ended_as(&cancelled),
+        [("sleep 20000".to_string(), "cancelled".to_string())]
+    );
+    let (_, failed) = api.get("/api/v1/turns?state=failed").await;
+    assert_eq!(
+        ended_as(&failed),
+        [("fail on purpose".to_string(), "failed".to_string())]
+    );
+    let (_, done) = api.get("/api/v1/turns?state=done&limit=3").await;
+    assert_eq!(
+        ended_as(&done),
+        ["quick 2", "quick 1", "quick 0"].map(|p| (p.to_string(), "done".to_string()))
+    );
+    let (_, ended) = api.get("/api/v1/turns?state=ended").await;
+    assert_eq!(ended["turns"].as_array().unwrap().len(), 6, "{ended}");
+    let (status, refusal) = api.get("/api/v1/turns?state=answered").await;
+    assert_eq!(status, 400);
+    assert!(
+        refusal["error"]
+            .as_str()
+            .unwrap()
+            .contains("done, failed or cancelled"),
+        "{refusal}"
+    );
+    // A page goes on from any turn: each carries its cursor.
+    let (_, all) = api.get("/api/v1/turns").await;
+    let third = &all["turns"][2];
+    let (_, after) = api
+        .get(&format!("/api/v1/turns?limit=1&cursor={}", third["cursor"]))
+        .await;
+    assert_eq!(after["turns"][0]["id"], all["turns"][3]["id"], "{all}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -486,12 +539,59 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
     );
     let mut c = Client::new(&d.relay, d.agent).await;
     assert_eq!(c.ask("quick listed").await.text(), "listed");
+    // A prompt that would retitle and clear the operator's terminal, and turn a line round.
+    let attack = "quick \u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}1m \u{202e}gnp.exe";
+    c.ask(attack).await.text();
+    assert_eq!(c.ask("fail listed").await.error_code(), "INTERNAL_ERROR");
     let out = cli(&["turns"]);
-    let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        listed.contains("demo  nipxx  answered") && listed.contains("quick listed"),
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    let rows = table(&listed);
+    assert_eq!(
+        rows[0],
+        [
+            "STARTED (UTC)",
+            "ID",
+            "AGENT",
+            "FRONT",
+            "STATE",
+            "TOOK",
+            "PROMPT"
+        ],
         "{listed}"
     );
+    let row = |prompt: &str| -> Vec<String> {
+        rows.iter()
+            .find(|r| r.last().is_some_and(|p| p.starts_with(prompt)))
+            .unwrap_or_else(|| panic!("{prompt}: {listed}"))
+            .clone()
+    };
+    let quick = row("quick listed");
+    assert_eq!(quick[2..5], ["demo", "nipxx", "done"], "{listed}");
+    assert!(
+        quick[0].len() == 19 && quick[0].as_bytes()[10] == b' ',
+        "{listed}"
+    );
+    assert_eq!(row("fail listed")[4], "failed (agent_failed)", "{listed}");
+    assert!(
+        !listed.chars().any(|c| c.is_control() && c != '\n') && !listed.contains('\u{202e}'),
+        "no escape reaches the terminal: {listed:?}"
+    );
+    assert!(listed.contains("]0;PWNED"), "shown, not obeyed: {listed:?}");
+    // The states as the API and the hub name them.
+    for (state, want) in [("done", 2), ("failed", 1), ("cancelled", 0), ("ended", 3)] {
+        let out = cli(&["turns", "--state", state]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let n = table(&String::from_utf8_lossy(&out.stdout))
+            .len()
+            .saturating_sub(1);
+        assert_eq!(n, want, "--state {state}");
+    }
+    let out = cli(&["turns", "--state", "answered"]);
+    assert_eq!(out.status.code(), Some(2), "refused by the CLI");
 
     // Followed while it runs: its text, then exit 0 at its outcome.
     let prompt = c.prompt_event("sleep 600", None);
@@ -548,15 +648,36 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("stopped without cleaning up"), "{err}");
 
-    // Started again: the list goes on where the last run left it (from the journal).
+    // Started again: the list goes on where the last run left it (from the journal), with how long each
+    // turn of the earlier run took.
     std::fs::remove_file(dir.path().join("serving.json")).unwrap();
     let _d = Daemon::start(dir.path(), &[]);
     let out = cli(&["turns"]);
-    let listed = String::from_utf8_lossy(&out.stdout);
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{listed}");
+    let rows = table(&listed);
+    let earlier = rows
+        .iter()
+        .find(|r| r.last().is_some_and(|p| p == "quick listed"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(earlier[4], "done", "{listed}");
     assert!(
-        out.status.success() && listed.contains("quick listed"),
-        "{listed}"
+        earlier[5].ends_with('s') && earlier[5] != "-",
+        "a duration from the journal's times: {listed}"
     );
+}
+
+/// A table `turns` printed, a row of cells a line (cells are two spaces or more apart).
+fn table(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .collect()
 }
 
 /// A task card (43001) in a room, from `keys` to `agent`.
