@@ -1,16 +1,29 @@
 // The hub page's script: reads the turn API and its event stream, and the roost supervisor's view, and
 // sends what a person does (answer, cancel, reply, stop, respawn, pin, rename, add, drop, assign, ask) to
 // the same API any client uses. Every refusal is shown. Text from agents and people is only ever set as
-// text (never as HTML).
+// text (never as HTML). Until the first answers come, each part says it is loading and offers no action:
+// an empty list or a button before the data would say something untrue.
 "use strict";
 
 const ROOST_POLL_MS = 1000; // how often the roost view is read again
 const TICK_MS = 1000; // how often elapsed times move on
-const MAX_RUNS = 200; // runs the page keeps; older ones fall off the list
+const RUNS_PAGE = 25; // runs on one page of the list; older ones are a page further ("Older")
+// Runs the page keeps: the server's recent ones (RECENT_TURNS_KEPT, 256) and the live ones beside them.
+// Older ones fall off, never those on the page shown or the open run.
+const MAX_RUNS = 600;
 const MAX_FEED = 200; // feed lines the page keeps
 
 const turns = new Map(); // id -> turn
+let turnsLoaded = false; // the turn list has been read once
 let roost = null; // the last roost view
+let roostRead = false; // the roost view has been read (or refused) once
+let roostError = null; // why the last roost read failed
+// Paging: page 0 is the newest runs, live; page k > 0 is read from the API with cursors[k] (the cursor the
+// page before it ended with), its runs kept live by the stream.
+let runsPage = 0;
+let pageIds = null; // the ids on page k > 0, in the API's order
+let cursors = [null]; // cursors[k]: what reads page k (null: no such page)
+let moreOnServer = false; // the server holds older runs than the page has read
 let feedAfter = null;
 const feed = [];
 let openRun = null;
@@ -56,20 +69,38 @@ function act(what, f) {
 
 function firstLine(s) { return (s || "").split("\n")[0]; }
 
+// A run's state in the words every client uses: queued, running, waiting (for an answer), then done,
+// failed or cancelled (the API's `ended_as`, which the outcome decides).
 function shownState(t) {
   if (t.state !== "ended") return t.state;
+  if (t.endedAs) return t.endedAs;
   const o = t.outcome;
-  if (!o) return "done";
-  if (o.outcome === "result") return "done";
+  if (!o || o.outcome === "result") return "done";
   return o.code === "cancelled" ? "cancelled" : "failed";
 }
 
 function fromSummary(s) {
   return {
     id: s.id, agent: s.agent, protocol: s.protocol, prompt: firstLine(s.prompt), state: s.state,
-    outcome: s.outcome, started: s.started_ms, ended: s.ended_ms, usage: s.usage,
+    endedAs: s.ended_as, outcome: s.outcome, started: s.started_ms, ended: s.ended_ms, usage: s.usage,
+    cursor: s.cursor,
     questionId: s.question, question: null, conversation: s.conversation,
   };
+}
+
+// The API's order, newest first: by the turn's place in the server's list (its `cursor`, its accepted
+// event's id), so a page ends where the server's next page begins.
+function newestFirst(a, b) {
+  return (b.cursor ?? -1) - (a.cursor ?? -1) || (b.started || 0) - (a.started || 0);
+}
+
+// When a run started, short: the time of day today, else the day and the time (the person's own zone).
+function startedAt(ms) {
+  if (!ms) return "";
+  const d = new Date(ms);
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  if (d.toDateString() === new Date().toDateString()) return time;
+  return `${d.toLocaleDateString([], { month: "short", day: "numeric" })} ${time}`;
 }
 
 function elapsed(t) {
@@ -95,12 +126,14 @@ function addOption(select, value) {
 
 function renderRuns() {
   const list = $("runs-list");
-  const sorted = [...turns.values()].sort((a, b) => (b.started || 0) - (a.started || 0));
+  const sorted = [...turns.values()].sort(newestFirst);
   for (const t of sorted) {
-    addOption($("filter-agent"), t.agent);
-    addOption($("filter-protocol"), t.protocol);
+    if (t.agent) addOption($("filter-agent"), t.agent);
+    if (t.protocol) addOption($("filter-protocol"), t.protocol);
   }
-  const shown = sorted.filter(passes);
+  const matching = sorted.filter(passes);
+  const shown = runsPage === 0 ? matching.slice(0, RUNS_PAGE)
+    : pageIds.map((id) => turns.get(id)).filter((t) => t);
   const keep = new Set(shown.map((t) => t.id));
   for (const li of [...list.children]) if (!keep.has(li.dataset.id)) li.remove();
   shown.forEach((t, i) => {
@@ -108,8 +141,9 @@ function renderRuns() {
     if (!li) {
       li = el("li", { "data-id": t.id, class: "run" });
       const line = el("div", { class: "run-line", on: { click: () => openTurn(t.id) } },
-        el("span", { class: "state" }), el("strong", { class: "agent" }), el("span", { class: "protocol muted" }),
-        el("span", { class: "prompt" }), el("span", { class: "elapsed muted" }), el("span", { class: "tokens muted" }));
+        el("time", { class: "started muted" }), el("span", { class: "state" }), el("strong", { class: "agent" }),
+        el("span", { class: "protocol muted" }), el("span", { class: "prompt" }), el("span", { class: "elapsed muted" }),
+        el("span", { class: "tokens muted" }));
       const cancel = el("button", { type: "button", class: "cancel", on: { click: (e) => { e.stopPropagation(); cancelTurn(t.id); } } }, "Cancel");
       li.append(line, cancel);
     }
@@ -118,6 +152,12 @@ function renderRuns() {
     badge.textContent = st;
     badge.className = `state ${st}`;
     li.dataset.state = st;
+    const started = li.querySelector(".started");
+    started.textContent = startedAt(t.started);
+    if (t.started) {
+      started.dateTime = new Date(t.started).toISOString();
+      started.title = new Date(t.started).toLocaleString();
+    }
     li.querySelector(".agent").textContent = t.agent;
     li.querySelector(".protocol").textContent = t.protocol;
     li.querySelector(".prompt").textContent = t.prompt;
@@ -126,7 +166,52 @@ function renderRuns() {
     li.querySelector(".cancel").hidden = !["running", "waiting", "queued"].includes(st);
     if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
   });
-  $("runs-empty").hidden = shown.length > 0;
+  $("runs-loading").hidden = turnsLoaded;
+  $("runs-empty").hidden = !turnsLoaded || shown.length > 0;
+  const older = runsPage === 0 ? matching.length > RUNS_PAGE || moreOnServer : cursors[runsPage + 1] !== null;
+  $("runs-pages").hidden = !turnsLoaded || (runsPage === 0 && !older);
+  $("runs-newer").hidden = runsPage === 0;
+  $("runs-older").hidden = !older;
+  $("runs-page").textContent = `Page ${runsPage + 1}`;
+}
+
+// The runs list's filters as the API's query.
+function filterQuery() {
+  const q = [];
+  for (const [k, id] of [["agent", "filter-agent"], ["protocol", "filter-protocol"], ["state", "filter-state"]]) {
+    if ($(id).value) q.push(`${k}=${encodeURIComponent($(id).value)}`);
+  }
+  return q.join("&");
+}
+
+// Shows page `k` of the runs (0: the newest, live); a page further back is read from the API.
+async function showPage(k) {
+  if (k <= 0) {
+    runsPage = 0;
+    pageIds = null;
+    render();
+    return;
+  }
+  const f = filterQuery();
+  if (k === 1) {
+    // Where page 0 ends, as the server has it now.
+    const first = await api("GET", `/turns?limit=${RUNS_PAGE}${f ? "&" + f : ""}`);
+    cursors = [null, first.cursor];
+  }
+  const cursor = cursors[k];
+  if (cursor === null || cursor === undefined) {
+    // Nothing older after all (the filters leave none): the button goes.
+    if (k === 1) { moreOnServer = false; render(); }
+    return;
+  }
+  const page = await api("GET", `/turns?limit=${RUNS_PAGE}&cursor=${cursor}${f ? "&" + f : ""}`);
+  for (const s of page.turns) turns.set(s.id, Object.assign(turns.get(s.id) || {}, fromSummary(s)));
+  cursors[k + 1] = page.cursor;
+  cursors.length = k + 2;
+  runsPage = k;
+  pageIds = page.turns.map((s) => s.id);
+  render();
+  $("runs").scrollIntoView({ block: "start" });
 }
 
 function cancelTurn(id) {
@@ -141,9 +226,11 @@ function answerTurn(id, choices, text) {
 
 function trim() {
   if (turns.size <= MAX_RUNS) return;
-  const old = [...turns.values()].filter((t) => t.state === "ended")
-    .sort((a, b) => (a.started || 0) - (b.started || 0));
-  for (const t of old.slice(0, turns.size - MAX_RUNS)) if (t.id !== openRun) turns.delete(t.id);
+  const shown = new Set(pageIds || []);
+  const old = [...turns.values()].filter((t) => t.state === "ended" && t.id !== openRun && !shown.has(t.id))
+    .sort((a, b) => newestFirst(b, a));
+  for (const t of old.slice(0, turns.size - MAX_RUNS)) turns.delete(t.id);
+  moreOnServer = true;
 }
 
 // One event of the stream (or of a turn's history).
@@ -151,7 +238,7 @@ function apply(ev) {
   let t = turns.get(ev.turn);
   if (ev.type === "accepted") {
     if (!t) {
-      t = { id: ev.turn, started: ev.at_ms, usage: null, question: null, questionId: null };
+      t = { id: ev.turn, started: ev.at_ms, cursor: ev.id, usage: null, question: null, questionId: null };
       turns.set(ev.turn, t);
     }
     Object.assign(t, { agent: ev.agent, protocol: ev.protocol, prompt: firstLine(ev.prompt),
@@ -169,8 +256,10 @@ function apply(ev) {
         d.lastId = ev.id;
         if (e.type === "text") d.text += e.text;
         else if (e.type === "thinking") d.thinking += e.text;
-        else if (e.type === "tool_call") d.tools.set(e.call_id, `${e.name} …`);
-        else if (e.type === "tool_result") d.tools.set(e.call_id, `${e.name} ${e.success ? "ok" : "failed"} (${e.duration_ms} ms)`);
+        // A tool's lines as the server words them for every front and every client, as `ask` prints
+        // them: `[tool calculator start 6*7]`, then `[tool calculator result 42]`.
+        else if (e.type === "tool_call") d.tools.set(`${e.call_id}:start`, ev.line || `[tool ${e.name} start]`);
+        else if (e.type === "tool_result") d.tools.set(`${e.call_id}:end`, ev.line || `[tool ${e.name} result]`);
         else if (e.type === "warning") d.tools.set(`w${ev.seq}`, `warning: ${e.text}`);
       }
       break;
@@ -186,6 +275,7 @@ function apply(ev) {
       break;
     case "outcome":
       t.state = "ended";
+      t.endedAs = ev.ended_as;
       t.outcome = ev.outcome;
       t.usage = ev.outcome.usage;
       t.ended = ev.at_ms;
@@ -216,6 +306,7 @@ async function loadTurns() {
   // The newest turns, and every turn that waits for a person or still runs, however old.
   const pages = await Promise.all(["/turns?limit=100", "/turns?state=waiting&limit=500",
     "/turns?state=running&limit=500", "/turns?state=queued&limit=500"].map((q) => api("GET", q)));
+  moreOnServer = pages[0].cursor !== null;
   for (const s of pages.flatMap((p) => p.turns)) {
     const t = turns.get(s.id);
     const fresh = fromSummary(s);
@@ -230,6 +321,7 @@ async function loadTurns() {
       if (q) t.question = q;
     }
   }
+  turnsLoaded = true;
   render();
 }
 
@@ -253,6 +345,10 @@ async function openTurn(id) {
   const d = { text: "", thinking: "", tools: new Map(), outcome: null, loading: true, pending: [], lastId: -1 };
   details.set(id, d);
   $("run").hidden = false;
+  renderRun();
+  // The run opens below the list: brought into view, or a click would seem to do nothing.
+  const box = $("run").getBoundingClientRect();
+  if (box.top < 0 || box.top > window.innerHeight - 80) $("run").scrollIntoView({ block: "start" });
   render();
   try {
     const one = await api("GET", `/turns/${encodeURIComponent(id)}`);
@@ -277,7 +373,8 @@ function renderRun() {
   const d = details.get(openRun);
   if (!t || !d) return;
   $("run-title").textContent = t.prompt || t.id;
-  $("run-meta").textContent = `${t.agent} · ${t.protocol} · ${shownState(t)} · ${elapsed(t)} ${tokens(t)}`;
+  const started = t.started ? `started ${new Date(t.started).toLocaleString()} · ` : "";
+  $("run-meta").textContent = `${t.agent} · ${t.protocol} · ${shownState(t)} · ${started}${elapsed(t)} ${tokens(t)}`;
   $("run-text").textContent = d.text;
   $("run-thinking").textContent = d.thinking;
   $("run-thinking-box").hidden = !d.thinking;
@@ -285,7 +382,7 @@ function renderRun() {
   tools.replaceChildren(...[...d.tools.values()].map((s) => el("li", {}, s)));
   const o = d.outcome || t.outcome;
   $("run-outcome").textContent = !o ? "" : o.outcome === "result"
-    ? `done (${o.stop_reason})` : `${o.code}: ${o.message}`;
+    ? `done (${o.stop_reason})` : `${shownState(t)}: ${o.code}: ${o.message}`;
 }
 
 // --- needs you -----------------------------------------------------------------------------------------
@@ -369,6 +466,8 @@ function renderNeeds() {
       cards.push([sessionKey(r), () => sessionCard(r), r]);
     }
   }
+  // Nothing is said to wait before both the turns and the sessions have been read.
+  const known = turnsLoaded && roostRead;
   const keys = new Set(cards.map(([k]) => k));
   for (const li of [...list.children]) if (!keys.has(li.dataset.key)) li.remove();
   for (const [k, make, row] of cards) {
@@ -382,7 +481,14 @@ function renderNeeds() {
       li.querySelector(".suggestion span").textContent = s ? `Concierge suggests: ${s.text}` : "";
     }
   }
-  $("needs-empty").hidden = cards.length > 0;
+  $("needs-loading").hidden = known || cards.length > 0;
+  $("needs-empty").hidden = !known || cards.length > 0;
+}
+
+// A roost part's "loading" line: gone once the view is read, the reason when it could not be.
+function roostLoading(id) {
+  $(id).hidden = roostRead && !roostError;
+  if (roostError) $(id).textContent = `Unavailable: ${roostError}`;
 }
 
 // --- roost: sessions, tasks, concierge, feed -----------------------------------------------------------
@@ -434,7 +540,8 @@ function renderSessions() {
     if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
   });
   prune(list, new Set(rows.map((r) => r.id)));
-  $("sessions-empty").hidden = rows.length > 0;
+  roostLoading("sessions-loading");
+  $("sessions-empty").hidden = !roost || rows.length > 0;
 }
 
 function renderTasks() {
@@ -458,12 +565,19 @@ function renderTasks() {
     li.querySelector(".after").textContent = t.after && t.after.length ? `after ${t.after.map((a) => "#" + a).join(", ")}` : "";
   }
   prune(list, new Set(tasks.map((t) => String(t.id))));
-  $("tasks-empty").hidden = tasks.length > 0;
+  roostLoading("tasks-loading");
+  $("tasks-empty").hidden = !roost || tasks.length > 0;
+  $("task-form").hidden = !roost;
 }
 
 function renderConcierge() {
   const c = roost && roost.concierge;
-  if (!c) return;
+  $("concierge-controls").hidden = !c;
+  $("concierge-status").classList.toggle("loading", !c);
+  if (!c) {
+    if (roostError) $("concierge-status").textContent = `Unavailable: ${roostError}`;
+    return;
+  }
   const policy = c.policy || {};
   $("concierge-status").textContent = c.on
     ? `on · ${c.state || "starting"} · answers ${policy.answer}${policy.act ? " · may act" : ""} · ${c.answered || 0} answered`
@@ -509,10 +623,18 @@ async function readRoostOnce() {
     view = await api("GET", `/roost${q}`);
   } catch (e) {
     $("roost-link").textContent = `roost: ${e.message}`;
+    roostRead = true;
+    roostError = e.message;
+    renderSessions();
+    renderTasks();
+    renderConcierge();
+    renderNeeds();
     return;
   }
   $("roost-link").textContent = "";
   roost = view;
+  roostRead = true;
+  roostError = null;
   for (const e of view.events || []) {
     if (feedAfter !== null && e.seq <= feedAfter) continue;
     feed.push(e);
@@ -534,8 +656,20 @@ function onSubmit(id, f) {
 
 function start() {
   $("notice-close").addEventListener("click", () => { $("notice").hidden = true; });
-  $("run-close").addEventListener("click", () => { details.delete(openRun); openRun = null; render(); });
-  for (const f of ["filter-agent", "filter-protocol", "filter-state"]) $(f).addEventListener("change", render);
+  $("run-close").addEventListener("click", () => {
+    const row = openRun && $("runs-list").querySelector(`li[data-id="${CSS.escape(openRun)}"]`);
+    details.delete(openRun);
+    openRun = null;
+    $("run").hidden = true;
+    render();
+    // Back to the run that was open, in its list.
+    if (row) row.scrollIntoView({ block: "nearest" });
+  });
+  for (const f of ["filter-agent", "filter-protocol", "filter-state"]) {
+    $(f).addEventListener("change", () => showPage(0));
+  }
+  $("runs-older").addEventListener("click", () => showPage(runsPage + 1).catch((e) => notice(e.message)));
+  $("runs-newer").addEventListener("click", () => showPage(runsPage - 1).catch((e) => notice(e.message)));
   onSubmit("task-form", () => {
     const after = $("task-after").value.split(/[ ,#]+/).filter(Boolean).map(Number);
     roostOp("The task", "task", { action: "add", title: $("task-title").value, after })

@@ -23,6 +23,8 @@ const PAGE_WAIT: Duration = Duration::from_secs(20);
 struct Page {
     browser: Option<Browser>,
     driver: Child,
+    /// chromedriver's port: its Chrome DevTools commands are sent there ([`Page::cdp`]).
+    port: u16,
 }
 
 impl Drop for Page {
@@ -37,7 +39,25 @@ fn program(env: &str, name: &str) -> String {
 }
 
 impl Page {
+    /// The page at `url`, once its event stream is live and its first data is shown.
     async fn open(url: &str, width: u32, height: u32) -> Page {
+        let page = Page::start(width, height).await;
+        page.b().goto(url).await.expect("the page opens");
+        page.until(
+            "the event stream",
+            "return document.getElementById('link').textContent === 'live'",
+        )
+        .await;
+        page.until(
+            "the runs and the roost view read",
+            "return document.getElementById('runs-loading').hidden && document.getElementById('sessions-loading').hidden",
+        )
+        .await;
+        page
+    }
+
+    /// A browser on no page yet.
+    async fn start(width: u32, height: u32) -> Page {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -53,6 +73,7 @@ impl Page {
         let mut page = Page {
             browser: None,
             driver,
+            port,
         };
         let caps: serde_json::Map<String, Value> = serde_json::from_value(json!({
             "goog:chromeOptions": {
@@ -79,14 +100,39 @@ impl Page {
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
-        browser.goto(url).await.expect("the page opens");
         page.browser = Some(browser);
-        page.until(
-            "the event stream",
-            "return document.getElementById('link').textContent === 'live'",
-        )
-        .await;
         page
+    }
+
+    /// Sends the Chrome DevTools command `cmd` to the browser (chromedriver's `goog/cdp/execute`).
+    async fn cdp(&self, cmd: &str, params: Value) {
+        let session = self.b().session_id().await.unwrap().expect("a session");
+        let url = format!(
+            "http://127.0.0.1:{}/session/{session}/goog/cdp/execute",
+            self.port
+        );
+        let r = agentwire_agents::openai::http_client(Duration::from_secs(10))
+            .unwrap()
+            .post(url)
+            .header("content-type", "application/json")
+            .body(json!({"cmd": cmd, "params": params}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "{cmd}: {}",
+            r.text().await.unwrap()
+        );
+    }
+
+    /// Whether the element with `id` is shown (it and its ancestors displayed).
+    async fn shown(&self, id: &str) -> bool {
+        let script = format!(
+            "const e = document.getElementById({}); return !!e && e.getClientRects().length > 0",
+            json!(id)
+        );
+        self.b().execute(&script, vec![]).await.unwrap() == json!(true)
     }
 
     fn b(&self) -> &Browser {
@@ -349,6 +395,220 @@ async fn runs_stream_in_live_and_are_answered_and_cancelled_from_the_page() {
     page.b().clone().close().await.unwrap();
 }
 
+/// The turn API's turns (newest first, up to 500).
+async fn api_turns(d: &Daemon, query: &str) -> Vec<Value> {
+    let http = agentwire_agents::openai::http_client(Duration::from_secs(10)).unwrap();
+    let url = format!("{}/api/v1/turns?{query}", d.ready["http"].as_str().unwrap());
+    let page: Value = http
+        .get(&url)
+        .bearer_auth(d.ready["http_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap();
+    page["turns"].as_array().unwrap().clone()
+}
+
+/// The ids of the runs the list shows, top to bottom.
+const LISTED: &str =
+    "return [...document.querySelectorAll('#runs-list li')].map(l => l.dataset.id)";
+
+/// More runs than one page: the list shows the newest page, each run with its start time; **Older** shows
+/// the older ones and **Newer** goes back; a run opened from the top of the list comes into view; and a
+/// tool's lines read the same whichever front its run came through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_paged_with_their_start_times_and_an_opened_run_comes_into_view() {
+    /// Runs on one page of the list (hub.js `RUNS_PAGE`).
+    const RUNS_PAGE: usize = 25;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"), &["--rate-burst", "100"]);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    // A tool's run over NIP-XX, and the same as a roost job.
+    assert_eq!(c.ask("calc 6*7").await.text(), "42");
+    control(
+        &d,
+        "dispatch",
+        json!({"profile": "demo", "task": "calc 6*7", "name": "calc"}),
+    )
+    .await;
+    ended_roost_turn(&d, "calc 6*7").await;
+    let runs = RUNS_PAGE + 5;
+    for n in 0..runs - 2 {
+        c.publish(&c.prompt_event(&format!("quick {n}"), None))
+            .await;
+    }
+    let deadline = tokio::time::Instant::now() + PAGE_WAIT;
+    let all = loop {
+        let done = api_turns(&d, "state=done&limit=500").await;
+        if done.len() == runs {
+            break done;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{done:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ids: Vec<&str> = all.iter().map(|t| t["id"].as_str().unwrap()).collect();
+
+    let page = Page::open(&hub_url(&d), 1280, 900).await;
+    let first = page.b().execute(LISTED, vec![]).await.unwrap();
+    assert_eq!(
+        first,
+        json!(ids[..RUNS_PAGE]),
+        "the newest page, newest first"
+    );
+    // Each run with the time it started, as the API has it.
+    let times = page
+        .b()
+        .execute(
+            "return [...document.querySelectorAll('#runs-list li')].map(l => { const t = l.querySelector('time.started'); return [t.textContent, Date.parse(t.dateTime)]; })",
+            vec![],
+        )
+        .await
+        .unwrap();
+    for (shown, t) in times.as_array().unwrap().iter().zip(&all) {
+        assert!(!shown[0].as_str().unwrap().is_empty(), "{shown}");
+        assert_eq!(shown[1], t["started_ms"], "{shown} {t}");
+    }
+
+    // A run opened from the top of a long list: its detail, below the list, is brought into view.
+    page.b()
+        .execute("window.scrollTo(0, 0); return true", vec![])
+        .await
+        .unwrap();
+    let top = format!(
+        "//ul[@id='runs-list']/li[@data-id='{}']//span[@class='prompt']",
+        ids[0]
+    );
+    page.click(&top).await;
+    page.until(
+        "the open run within the window",
+        "const r = document.getElementById('run').getBoundingClientRect(); return !document.getElementById('run').hidden && r.top >= 0 && r.top < window.innerHeight",
+    )
+    .await;
+
+    // Older: the rest, older than every run on the first page; Newer: back.
+    page.click("//button[@id='runs-older']").await;
+    let older = page
+        .until(
+            "the older page",
+            &format!("const ids = [...document.querySelectorAll('#runs-list li')].map(l => l.dataset.id); return ids.length === {} ? ids : null", runs - RUNS_PAGE),
+        )
+        .await;
+    assert_eq!(older, json!(ids[RUNS_PAGE..]), "the older ones, in order");
+    assert!(!page.shown("runs-older").await, "nothing older");
+    // A tool's lines (its runs, the oldest, are on this page): the same for the NIP-XX run and the roost
+    // job.
+    for protocol in ["nipxx", "roost"] {
+        let id = all
+            .iter()
+            .find(|t| t["prompt"] == "calc 6*7" && t["protocol"] == protocol)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        page.b()
+            .execute(
+                "document.querySelector(`#runs-list li[data-id=\"${arguments[0]}\"] .prompt`).click(); return true",
+                vec![json!(id)],
+            )
+            .await
+            .unwrap();
+        let lines = page
+            .until(
+                &format!("the {protocol} run's tool lines"),
+                &format!("const l = [...document.querySelectorAll('#run-tools li')].map(l => l.textContent); return l.length === 2 && document.getElementById('run-text').textContent === '42' && document.getElementById('run-meta').textContent.includes(' · {protocol} · ') ? l : null"),
+            )
+            .await;
+        assert_eq!(
+            lines,
+            json!(["[tool calculator start 6*7]", "[tool calculator result 42]"]),
+            "{protocol}"
+        );
+    }
+    page.click("//button[@id='runs-newer']").await;
+    page.until(
+        "the newest page again",
+        &format!("return JSON.stringify([...document.querySelectorAll('#runs-list li')].map(l => l.dataset.id)) === {}", json!(json!(ids[..RUNS_PAGE]).to_string())),
+    )
+    .await;
+
+    page.b().clone().close().await.unwrap();
+}
+
+/// Before the data comes (the API held back), the page says it is loading: no "No runs yet.", no
+/// "Nothing waits for you.", no button to press; once it comes, the empty lists say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_says_it_is_loading_and_offers_no_action_before_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&dir.path().join("data"), &[]);
+    let page = Page::start(1280, 900).await;
+    page.cdp("Network.enable", json!({})).await;
+    page.cdp("Network.setBlockedURLs", json!({"urls": ["*/api/v1/*"]}))
+        .await;
+    page.b().goto(&hub_url(&d)).await.unwrap();
+    page.until(
+        "the script started",
+        "return document.readyState === 'complete' && document.getElementById('roost-link').textContent.startsWith('roost:')",
+    )
+    .await;
+    for loading in [
+        "runs-loading",
+        "needs-loading",
+        "sessions-loading",
+        "tasks-loading",
+    ] {
+        assert!(page.shown(loading).await, "{loading} is shown");
+    }
+    for empty in [
+        "runs-empty",
+        "needs-empty",
+        "sessions-empty",
+        "tasks-empty",
+        "runs-pages",
+    ] {
+        assert!(
+            !page.shown(empty).await,
+            "{empty} is not shown before the data"
+        );
+    }
+    let buttons = page
+        .b()
+        .execute(
+            "return [...document.querySelectorAll('main button')].filter(b => b.getClientRects().length > 0).map(b => b.textContent)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(buttons, json!([]), "no action before the data");
+
+    // The data let through: the page as it is, empty.
+    page.cdp("Network.setBlockedURLs", json!({"urls": []}))
+        .await;
+    page.b().refresh().await.unwrap();
+    page.until(
+        "No runs yet.",
+        "return document.getElementById('link').textContent === 'live' && document.getElementById('runs-empty').getClientRects().length > 0",
+    )
+    .await;
+    for loading in [
+        "runs-loading",
+        "needs-loading",
+        "sessions-loading",
+        "tasks-loading",
+    ] {
+        page.until(
+            &format!("{loading} gone"),
+            &format!("return document.getElementById('{loading}').hidden"),
+        )
+        .await;
+    }
+    assert!(page.shown("needs-empty").await && page.shown("task-form").await);
+    assert!(!page.shown("runs-pages").await, "one page only");
+    page.b().clone().close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_and_the_board_are_steered_from_the_page_and_a_refusal_is_shown() {
     let dir = tempfile::tempdir().unwrap();
@@ -491,6 +751,16 @@ async fn a_blocked_session_is_answered_from_needs_you() {
         )
         .await;
     assert_eq!(choices, json!(["main", "dev"]));
+    // No concierge suggested anything: nothing to accept.
+    let accept = page
+        .b()
+        .execute(
+            "return document.querySelector('#needs-list li.blocked button.accept').getClientRects().length",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(accept, json!(0), "no Accept without a suggestion");
     page.click("//ul[@id='needs-list']/li[contains(@class,'blocked')]//button[text()='dev']")
         .await;
     page.until(
