@@ -2,9 +2,11 @@
 //! installs), against the real daemon: a NIP-XX run appears and streams in without a reload, a roost
 //! session's question is answered by clicking its option and the run ends with that answer, a running turn
 //! is cancelled with **Cancel**, a session is replied to and pinned, a task is added to the board, a
-//! refusal is shown, and on a 390-pixel-wide screen **Needs you** shows without scrolling sideways. Beside
-//! the browser: the page is behind the token, carries its Content-Security-Policy, and refuses a state
-//! change another site's page sends.
+//! refusal is shown, and on a 390-pixel-wide screen **Needs you** shows without scrolling sideways; before its
+//! data comes (the API held back with Chrome DevTools' `Network.setBlockedURLs`) the page says it is loading
+//! and offers no action; more runs than a page are paged with their start times, an opened run comes into
+//! view, and a tool's lines read alike over NIP-XX and roost. Beside the browser: the page is behind the
+//! token, carries its Content-Security-Policy, and refuses a state change another site's page sends.
 
 mod common;
 
