@@ -137,6 +137,19 @@ pub(crate) fn relay(
     }
 }
 
+/// The NATS servers of the serve on `data_dir`'s fisk-ai worker, for a fisk-ai `flag` given without
+/// `--nats`: said plainly when none serves there.
+pub(crate) fn local_nats(data_dir: &Path, flag: &str) -> Result<String, String> {
+    let serving = Serving::find(data_dir)
+        .map_err(|e| format!("{flag} asks over fisk-ai: give --nats URL ({e})"))?;
+    serving.nats_url().map(str::to_string).ok_or_else(|| {
+        format!(
+            "{flag} asks over fisk-ai, and the agentwire serving data dir {} runs no fisk-ai worker: give --nats URL, or start serve with --nats",
+            data_dir.display()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,19 +178,6 @@ mod tests {
         assert_eq!(s.nats_identity(), Some("me"));
         assert_eq!(s.roost_socket(), Some(PathBuf::from("/tmp/r.sock")));
 
-
-/// The NATS servers of the serve on `data_dir`'s fisk-ai worker, for a fisk-ai `flag` given without
-/// `--nats`: said plainly when none serves there.
-pub(crate) fn local_nats(data_dir: &Path, flag: &str) -> Result<String, String> {
-    let serving = Serving::find(data_dir)
-        .map_err(|e| format!("{flag} asks over fisk-ai: give --nats URL ({e})"))?;
-    serving.nats_url().map(str::to_string).ok_or_else(|| {
-        format!(
-            "{flag} asks over fisk-ai, and the agentwire serving data dir {} runs no fisk-ai worker: give --nats URL, or start serve with --nats",
-            data_dir.display()
-        )
-    })
-}
         // A daemon that died: its pid is no process.
         let mut dead = ready.clone();
         dead["pid"] = u32::MAX.into();
