@@ -312,7 +312,7 @@ fn tasks_and_the_webhook_are_shown_without_the_webhooks_token_and_read_back() {
     std::fs::write(
         &file,
         format!(
-            "[tasks]\nwatch = [\"lab\"]\nallowed = [\"{BLOCKED}\"]\nhome = \"lab\"\nprogress_interval_secs = 5\n\n[notify]\nwebhook = \"https://push.example/hook?token=hunter2\"\n"
+            "[[rooms]]\nid = \"lab\"\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{BLOCKED}\"]\nhome = \"lab\"\nprogress_interval_secs = 5\n\n[notify]\nwebhook = \"https://push.example/hook?token=hunter2\"\n"
         ),
     )
     .unwrap();

@@ -156,6 +156,11 @@ pub(crate) enum ConfigError {
     /// `[tasks]` cannot be used.
     #[error(transparent)]
     Tasks(#[from] agentwire_tasks::settings::SettingError),
+    /// A room `[tasks]` names is not a `[[rooms]]` entry of the embedded relay the adapter works on.
+    #[error(
+        "[tasks] names room {0:?}, which is not a [[rooms]] entry: the embedded relay takes a room's events only once it exists (add a [[rooms]] entry with id = {0:?})"
+    )]
+    TaskRoom(String),
     /// A `[[rooms]]` entry that cannot be used.
     #[error("[[rooms]] entry {index}: {reason}")]
     Room {

@@ -371,6 +371,7 @@ pub(crate) fn resolve(
     let nipxx = nipxx(flags, file)?;
     let journal = journal(flags, file, env)?;
     let journal_retention = journal_retention(file, &nipxx, relay.as_ref())?;
+    let tasks = watched_rooms_exist(tasks(file)?, relay.as_ref(), &relays)?;
     Ok(Resolved {
         journal_retention,
         telemetry,
@@ -384,7 +385,7 @@ pub(crate) fn resolve(
         more_agents,
         nats,
         roost,
-        tasks: tasks(file)?,
+        tasks,
         notify_webhook: notify_webhook(file, relay_on)?,
         journal,
         http: http(flags, file)?,
@@ -597,6 +598,28 @@ fn notify_webhook(file: &FileConfig, relay_on: bool) -> Result<Option<String>, C
 
 fn tasks(file: &FileConfig) -> Result<Option<Tasks>, ConfigError> {
     Ok(agentwire_tasks::settings::resolve(&file.tasks)?)
+}
+
+/// The rooms the task-card adapter watches (and its `home`) exist when it works on the embedded relay alone:
+/// that relay takes a room's events only once the room is in `[[rooms]]`, so a room missing there would
+/// leave the adapter waiting for tasks nobody can post.
+fn watched_rooms_exist(
+    tasks: Option<Tasks>,
+    relay: Option<&RelayConfig>,
+    relays: &[String],
+) -> Result<Option<Tasks>, ConfigError> {
+    let (Some(t), Some(relay), true) = (&tasks, relay, relays.is_empty()) else {
+        return Ok(tasks);
+    };
+    let missing = t
+        .watch
+        .iter()
+        .chain(&t.home)
+        .find(|id| !relay.rooms.iter().any(|r| &r.id == *id));
+    match missing {
+        Some(id) => Err(ConfigError::TaskRoom(id.clone())),
+        None => Ok(tasks),
+    }
 }
 
 /// The roost.json in force and the profiles: `[roost.profiles]` and the roost.json's, checked, with the

@@ -923,13 +923,41 @@ fn retention_comes_from_the_file_with_defaults_for_the_rest() {
     assert!(e.to_string().contains("forever"), "{e}");
 }
 
+/// The rooms the task tests watch, as the embedded relay needs them.
+const ROOMS: &str = "[[rooms]]\nid = \"lab\"\n[[rooms]]\nid = \"lobby\"\n";
+
+#[test]
+fn a_watched_room_the_embedded_relay_does_not_have_is_refused() {
+    let alice = key().to_hex();
+    let e = error(
+        &[],
+        &format!("[tasks]\nwatch = [\"lab\"]\nallowed = [\"{alice}\"]\n"),
+    );
+    assert!(
+        e.to_string()
+            .contains("[tasks] names room \"lab\", which is not a [[rooms]] entry"),
+        "{e}"
+    );
+    let e = error(
+        &[],
+        &format!("[tasks]\nwatch = [\"lab\"]\nallowed = [\"{alice}\"]\nhome = \"hall\"\n{ROOMS}"),
+    );
+    assert!(e.to_string().contains("room \"hall\""), "{e}");
+    // On an external relay the rooms are that relay's business.
+    let r = resolved(
+        &["--relay", "wss://relay.example.org"],
+        &format!("[tasks]\nwatch = [\"lab\"]\nallowed = [\"{alice}\"]\n"),
+    );
+    assert!(r.tasks.is_some());
+}
+
 #[test]
 fn tasks_come_from_the_file_with_the_specs_defaults() {
     let alice = key();
     let r = resolved(
         &[],
         &format!(
-            "[tasks]\nwatch = [\"lab\"]\nallowed = [\"{}\"]\nhome = \"lobby\"\n",
+            "[tasks]\nwatch = [\"lab\"]\nallowed = [\"{}\"]\nhome = \"lobby\"\n{ROOMS}",
             alice.to_hex()
         ),
     );
