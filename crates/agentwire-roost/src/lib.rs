@@ -18,9 +18,9 @@
 //! ...) are refused `unauthorized` on any connection from them, found by their process group or ancestry
 //! ([`daemon::peer`]); the last [`wire::CONTROLLER_RESERVE`] connection places are kept for the owner's
 //! controllers, and a connection that does not identify itself within [`daemon::IDENTIFY_TIMEOUT`] is
-//! closed. A job's environment holds none of the daemon's secrets: only an allowlist (`PATH`, `HOME`,
-//! locale, ...), what its profile sets or passes by name, and its `ROOST_*` identity
-//! ([`agentwire_core::child_env`]).
+//! closed (beyond the [`daemon::SILENT_CONTROLLERS_KEPT`] silent ones of the owner's controllers). A
+//! job's environment holds none of the daemon's secrets: only an allowlist (`PATH`, `HOME`, locale, ...),
+//! what its profile sets or passes by name, and its `ROOST_*` identity ([`agentwire_core::child_env`]).
 //!
 //! These guard against a job that misbehaves; they are not a boundary. A job runs as the daemon's user,
 //! so it can read what that user can (the daemon's store, with every job's token, its config, its key

@@ -1,10 +1,10 @@
 //! The daemon against its own jobs, with real job processes on a real socket: a job's environment is the
 //! allowlist, its profile's `env` and `pass_env` and its identity (not the daemon's variables); a job's
 //! processes are refused the controller's ops (`unauthorized`) while the daemon's user elsewhere is served;
-//! a connection that does not identify itself is closed; jobs filling the connection cap leave the owner's
+//! a connection that does not identify itself is closed (the owner's controllers past the few kept); jobs filling the connection cap leave the owner's
 //! controllers room; and a profile's `user` runs its jobs as that user (or is refused when it cannot).
 
-use agentwire_roost::daemon::{Daemon, DaemonConfig, IDENTIFY_TIMEOUT};
+use agentwire_roost::daemon::{Daemon, DaemonConfig, IDENTIFY_TIMEOUT, SILENT_CONTROLLERS_KEPT};
 use agentwire_roost::profile::{Profile, TaskMode};
 use agentwire_roost::wire::{CONTROLLER_RESERVE, MAX_CONNECTIONS};
 use serde_json::{json, Value};
@@ -329,6 +329,9 @@ async fn a_jobs_processes_are_refused_the_controllers_ops_and_the_owner_is_not()
     daemon.shutdown();
 }
 
+/// The owner's controllers may stay silent, up to `SILENT_CONTROLLERS_KEPT` of them (a script that connects
+/// on the ready line and speaks later keeps its connection); past that many, the oldest silent ones are
+/// closed at their deadline, as a job's processes' are (`a_job_filling_the_connections_...` below).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_does_not_identify_itself_is_closed_in_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -343,6 +346,11 @@ async fn a_connection_that_does_not_identify_itself_is_closed_in_time() {
         refused.call("frobnicate", json!({})).await.unwrap()["ok"],
         false
     );
+    // As many silent controllers as are kept, opened after those two: the two are the excess.
+    let mut kept = Vec::new();
+    for _ in 0..SILENT_CONTROLLERS_KEPT {
+        kept.push(Client::connect(&cfg.socket).await);
+    }
     let mut agent = Client::connect(&cfg.socket).await;
     agent.ok("hello", json!({"protocol": 1})).await;
     let mut controller = Client::connect(&cfg.socket).await;
@@ -356,7 +364,7 @@ async fn a_connection_that_does_not_identify_itself_is_closed_in_time() {
     .await;
     assert!(
         matches!(closed, Ok(Ok(0))),
-        "a silent connection is closed within the bound: {closed:?}"
+        "a silent connection past the kept ones is closed within the bound: {closed:?}"
     );
     assert!(
         started.elapsed() >= IDENTIFY_TIMEOUT - Duration::from_millis(100),
@@ -371,12 +379,15 @@ async fn a_connection_that_does_not_identify_itself_is_closed_in_time() {
         "a connection whose every request was refused is closed too"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // Those that identified themselves stay.
+    // Those that identified themselves stay, and so do the kept silent ones, which speak now.
     assert_eq!(
         agent.call("hello", json!({"protocol": 1})).await.unwrap()["ok"],
         true
     );
     controller.ok("rows", json!({})).await;
+    for c in &mut kept {
+        c.ok("rows", json!({})).await;
+    }
     daemon.shutdown();
 }
 

@@ -1,6 +1,7 @@
 //! The roost supervisor as its controllers reach it: the ready line means the socket serves (after a
 //! SIGTERM and a restart with a model concierge on and hosted jobs, a controller that connects on the ready
-//! line has its first op answered, several restarts in a row); `jobs --roost-socket S` asks the daemon
+//! line has its first op answered, several restarts in a row, and so does one that speaks only after the
+//! time a connection has to identify itself); `jobs --roost-socket S` asks the daemon
 //! behind S for its profiles and a job's output, whatever the data dir; `concierge on` with no profile
 //! names `--profile`; `jobs ls` shows a peer item an agent echoed as who sent what, not its envelope; and
 //! the hub page may not turn the concierge's `act` on.
@@ -8,6 +9,7 @@
 mod common;
 
 use agentwire_roost::client::Controller;
+use agentwire_roost::daemon::IDENTIFY_TIMEOUT;
 use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
 use common::Daemon;
 use serde_json::json;
@@ -76,10 +78,13 @@ async fn a_controller_that_connects_on_the_ready_line_is_served_after_a_restart(
     drop(c);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
+    let mut early = None;
     for round in 0..RESTARTS {
         terminate(&mut d);
         d = Daemon::start(&data, &args);
-        // At once on the ready line: no wait, no retry.
+        // At once on the ready line: no wait, no retry. One connection speaks at once; another, as a
+        // script that waits for the fleet to come back would, only later (below).
+        early = Some(Controller::connect(Path::new(&socket)).await.unwrap());
         let started = Instant::now();
         let mut c = Controller::connect(Path::new(&socket))
             .await
@@ -100,6 +105,15 @@ async fn a_controller_that_connects_on_the_ready_line_is_served_after_a_restart(
         assert_eq!(status["on"], true, "restart {round}: {status}");
         assert!(started.elapsed() < Duration::from_secs(5));
     }
+    // Silent past the time a connection has to say who it is: the owner's controller keeps it, and its
+    // first op is answered (it was closed, a broken pipe on that op, before).
+    tokio::time::sleep(IDENTIFY_TIMEOUT + Duration::from_secs(1)).await;
+    let mut early = early.unwrap();
+    let rows = early
+        .call("rows", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("the first op of a connection made on the ready line: {e}"));
+    assert_eq!(rows["rows"].as_array().map(Vec::len), Some(4), "{rows}");
     terminate(&mut d);
 }
 

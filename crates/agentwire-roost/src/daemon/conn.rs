@@ -4,7 +4,8 @@
 //! queue whose unread bytes are bounded, and never two lines interleaved ([`super::state::Wire`]). A connection that says `hello` or `report` is a session (an
 //! agent); the controller's ops are refused on it (`unsupported`), and on any connection of a job's
 //! process or of another user (`unauthorized`, [`super::peer`]). A connection must identify itself (a
-//! request answered ok: `hello`, an accepted `report`, a controller's op) within [`IDENTIFY_TIMEOUT`].
+//! request answered ok: `hello`, an accepted `report`, a controller's op) within [`IDENTIFY_TIMEOUT`],
+//! except up to [`SILENT_CONTROLLERS_KEPT`] of the owner's controllers.
 
 use super::peer::Peer;
 use super::state::{Outbox, Queued, Shared, Wire};
@@ -24,8 +25,17 @@ use tokio::time::Duration;
 
 /// How long a new connection has to identify itself (its first request answered ok) before it is closed:
 /// every client sends its first request as soon as it connects, so 5 s is generous even on a loaded
-/// machine, and connections that say nothing do not hold places of the 1,024 for ever.
+/// machine, and connections that say nothing do not hold places of the 1,024 for ever. The owner's
+/// controllers are held to it only past [`SILENT_CONTROLLERS_KEPT`].
 pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections of the owner's controllers (the daemon's user, none of the jobs' processes) that may stay
+/// silent past [`IDENTIFY_TIMEOUT`]: a person's script or a test harness that connects on the ready line
+/// and sends its first request once the fleet is back (hosted jobs and the concierge come back seconds
+/// after a restart) keeps its connection, rather than finding it closed (a broken pipe on its first
+/// request). Past this many, silent ones are closed as any other's, so they never hold more than half of
+/// the controllers' [`CONTROLLER_RESERVE`](crate::wire::CONTROLLER_RESERVE) (a job's process that escaped
+/// its group passes for a controller).
+pub const SILENT_CONTROLLERS_KEPT: usize = crate::wire::CONTROLLER_RESERVE / 2;
 /// The largest line buffer a connection keeps between requests: a longer line (up to the 4 MiB limit) has
 /// its buffer freed once answered, so 1,024 idle connections do not each hold megabytes.
 const KEPT_LINE_BUFFER_BYTES: usize = 64 * 1024;
@@ -186,6 +196,10 @@ pub(super) async fn serve(
     let stopped = stop.changed();
     let unidentified = tokio::time::sleep(IDENTIFY_TIMEOUT);
     let mut identified = false;
+    // Counted among the silent controllers until it identifies itself or ends.
+    let mut silent = peer
+        .may_control()
+        .then(|| Silent::count(&shared.silent_controllers));
     tokio::pin!(killed, stopped, unidentified);
     // One task reads requests, writes their answers directly (no hop to another task on the hot path),
     // and writes the events other tasks queue for this connection.
@@ -198,6 +212,15 @@ pub(super) async fn serve(
             }
             _ = &mut stopped => break,
             _ = &mut unidentified, if !identified => {
+                if silent.as_ref().is_some_and(|_| {
+                    shared.silent_controllers.load(Ordering::SeqCst) <= SILENT_CONTROLLERS_KEPT
+                }) {
+                    // The owner's, and there is room: it waits on (looked at again a timeout later).
+                    unidentified
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + IDENTIFY_TIMEOUT);
+                    continue;
+                }
                 tracing::debug!(conn, "closed a roost connection that did not identify itself in time");
                 break;
             }
@@ -229,6 +252,9 @@ pub(super) async fn serve(
             wire.answering.store(true, Ordering::SeqCst);
             let (line, ok) = answer(&shared, conn, &peer, &mut session, &mut capabilities, &buf);
             identified |= ok;
+            if identified {
+                silent = None;
+            }
             Some(line)
         };
         // The buffer is kept for the next line (no allocation per request), unless a long line grew it.
@@ -255,6 +281,22 @@ pub(super) async fn serve(
         }
     }
     shared.close_conn(conn);
+}
+
+/// A connection counted among the silent controllers while it lives (dropped: counted no more).
+struct Silent(Arc<AtomicUsize>);
+
+impl Silent {
+    fn count(counter: &Arc<AtomicUsize>) -> Silent {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Silent(counter.clone())
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The answer line to one request line, and whether it is ok.

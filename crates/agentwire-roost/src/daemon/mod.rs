@@ -9,7 +9,8 @@
 //!
 //! Each connection's peer is known by `SO_PEERCRED` ([`peer`]): the controller's ops are the owner's
 //! outside the jobs' processes, who alone may take the last [`CONTROLLER_RESERVE`] places of the
-//! connection cap; a connection must identify itself within [`IDENTIFY_TIMEOUT`]. A job's process gets the
+//! connection cap; a connection must identify itself within [`IDENTIFY_TIMEOUT`] (the owner's controllers
+//! up to [`SILENT_CONTROLLERS_KEPT`] of them excepted). A job's process gets the
 //! allowlisted environment, never the daemon's ([`process`]), and runs as its profile's `user` when one is
 //! named ([`run_as`]). See the crate's "Trust model".
 //!
@@ -36,7 +37,7 @@ mod state;
 mod stopping;
 mod typist;
 
-pub use conn::{IDENTIFY_TIMEOUT, PROTOCOL_VERSION};
+pub use conn::{IDENTIFY_TIMEOUT, PROTOCOL_VERSION, SILENT_CONTROLLERS_KEPT};
 pub use state::row;
 
 use crate::profile::Profile;

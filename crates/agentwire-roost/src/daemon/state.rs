@@ -157,6 +157,9 @@ pub(super) struct Shared {
     pub(super) shutdown_asked: tokio::sync::watch::Sender<bool>,
     /// Told when something waits to be typed into a terminal agent ([`super::typist`]).
     pub(super) typing: tokio::sync::Notify,
+    /// Connections of the owner's controllers that have not identified themselves yet
+    /// ([`super::conn::SILENT_CONTROLLERS_KEPT`]).
+    pub(super) silent_controllers: Arc<AtomicUsize>,
 }
 
 /// Unix milliseconds: a stop's deadline must mean the same to the next daemon.
@@ -269,6 +272,7 @@ impl Shared {
             store: Mutex::new(store),
             shutdown_asked: tokio::sync::watch::channel(false).0,
             typing: tokio::sync::Notify::new(),
+            silent_controllers: Default::default(),
         })
     }
 
