@@ -219,6 +219,7 @@ pub struct Metrics {
     model_names: Bounded,
     /// Each agent's model, for the GenAI metrics' `model` label (none: `""`).
     models: Mutex<HashMap<String, String>>,
+    http_token_failures: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -270,6 +271,7 @@ impl Metrics {
             agents: Bounded::default(),
             model_names: Bounded::default(),
             models: Mutex::default(),
+            http_token_failures: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -356,6 +358,11 @@ impl Metrics {
             "agentwire_relay_events",
             "EVENTs the embedded relay answered, by result (accepted, duplicate, rate_limited, rejected, error)",
             m.relay_events.clone(),
+        );
+        registry.register(
+            "agentwire_http_token_failures",
+            "HTTP requests that presented a wrong token (bearer, cookie or the page's ?token=)",
+            m.http_token_failures.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -576,6 +583,11 @@ impl Metrics {
                 })
                 .set(*n);
         }
+    }
+
+    /// An HTTP request presented a wrong token.
+    pub fn http_token_failed(&self) {
+        self.http_token_failures.inc();
     }
 
     /// The metrics as OpenMetrics text ([`CONTENT_TYPE`]).

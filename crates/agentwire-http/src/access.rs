@@ -1,9 +1,10 @@
 //! Who may use the HTTP server: the token made once in the data dir (a request presents it as
 //! `Authorization: Bearer <token>`, or as the cookie a browser got from `/?token=`), and the `Host` a request
 //! names (on a loopback listen only the loopback names and the listen address, so a web page that rebinds
-//! its own name to 127.0.0.1 reaches nothing). Pure.
+//! its own name to 127.0.0.1 reaches nothing), and the bound on logging wrong tokens. Pure.
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 /// The cookie a browser keeps the token in.
 pub const TOKEN_COOKIE: &str = "agentwire_token";
@@ -29,7 +30,7 @@ impl Token {
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
-    /// A token read back (from the data dir's file): hex of [`TOKEN_BYTES`] bytes.
+    /// A token read back (from the data dir's file): hex of `TOKEN_BYTES` (32) bytes.
     pub fn parse(text: &str) -> Result<Token, String> {
         let t = text.trim();
         match t.len() == TOKEN_BYTES * 2 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -106,6 +107,50 @@ pub fn origin_allowed(origin: Option<&str>, fetch_site: Option<&str>, host: Opti
     origin == format!("http://{host}") || origin == format!("https://{host}")
 }
 
+/// At most one log line about wrong tokens this often: 10 s. Each wrong token is counted
+/// (`agentwire_http_token_failures_total`); the lines tell an operator someone is trying, and whence, without
+/// letting a client that sends thousands fill the log.
+pub const WRONG_TOKEN_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Wrong tokens presented, and when a line about them was last logged.
+#[derive(Debug, Default)]
+pub struct WrongTokens {
+    total: u64,
+    since_last_line: u64,
+    last_line: Option<Instant>,
+}
+
+/// What a log line about a wrong token says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrongTokenLine {
+    /// Wrong tokens since the server started, this one included.
+    pub total: u64,
+    /// Of those, the ones no line was logged for since the last line.
+    pub since_last_line: u64,
+}
+
+impl WrongTokens {
+    /// Counts a wrong token presented at `now`; the line to log, when the last one is
+    /// [`WRONG_TOKEN_LOG_INTERVAL`] old or there was none.
+    pub fn record(&mut self, now: Instant) -> Option<WrongTokenLine> {
+        self.total += 1;
+        let due = self
+            .last_line
+            .is_none_or(|at| now.saturating_duration_since(at) >= WRONG_TOKEN_LOG_INTERVAL);
+        if !due {
+            self.since_last_line += 1;
+            return None;
+        }
+        self.last_line = Some(now);
+        let line = WrongTokenLine {
+            total: self.total,
+            since_last_line: self.since_last_line,
+        };
+        self.since_last_line = 0;
+        Some(line)
+    }
+}
+
 /// Whether an address is this host's own (loopback): the only listen the server takes unless told to
 /// allow remote clients.
 pub fn is_local(listen: SocketAddr) -> bool {
@@ -164,6 +209,34 @@ mod tests {
         assert!(!host_allowed(None, listen, false));
         assert!(host_allowed(Some("box.lan:7780"), listen, true));
         assert!(is_local(listen));
+    }
+
+    #[test]
+    fn wrong_tokens_are_all_counted_and_logged_once_an_interval() {
+        let mut w = WrongTokens::default();
+        let t0 = Instant::now();
+        let first = w.record(t0);
+        assert_eq!(
+            first,
+            Some(WrongTokenLine {
+                total: 1,
+                since_last_line: 0
+            })
+        );
+        for i in 1..=4 {
+            assert_eq!(w.record(t0 + Duration::from_millis(i)), None);
+        }
+        assert_eq!(
+            w.record(t0 + WRONG_TOKEN_LOG_INTERVAL - Duration::from_millis(1)),
+            None
+        );
+        assert_eq!(
+            w.record(t0 + WRONG_TOKEN_LOG_INTERVAL),
+            Some(WrongTokenLine {
+                total: 7,
+                since_last_line: 5
+            })
+        );
     }
 
     #[test]

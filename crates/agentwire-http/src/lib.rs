@@ -19,22 +19,33 @@
 //! Every `/api/` request needs the token ([`access`]); every request names an allowed `Host`; a request that
 //! changes state and comes from another site's page (its `Origin`) is refused. Refusals are
 //! JSON `{"error": ...}` with 400, 401, 403, 404, 409 or 503.
+//!
+//! Connections are bounded (`connections.rs`): a request head within [`HEADER_READ_TIMEOUT`] (also the idle
+//! keep-alive time), answers the client takes within [`WRITE_STALL_TIMEOUT`], at most [`MAX_CONNECTIONS`]
+//! open and [`MAX_UNAUTHENTICATED_CONNECTIONS`] of them without the token, so the server never takes the
+//! descriptors the relay and the rest of the daemon need.
 
 pub mod access;
 pub mod answer;
 mod api;
+mod connections;
 mod events;
 pub mod page;
 pub mod roost;
 pub mod settings;
+mod slots;
+mod stall;
 
 use agentwire_engine::{Engine, WatchHub};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-pub use access::Token;
+pub use access::{Token, WRONG_TOKEN_LOG_INTERVAL};
+pub use connections::{HEADER_READ_TIMEOUT, MAX_PENDING_REFUSALS, SHUTDOWN_GRACE};
 pub use roost::{RoostCall, RoostRefusal};
+pub use slots::{MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS};
+pub use stall::WRITE_STALL_TIMEOUT;
 
 /// Where the server listens, and who it serves.
 #[derive(Debug, Clone)]
@@ -118,7 +129,8 @@ impl HttpServer {
         format!("http://{}", self.local_addr)
     }
 
-    /// Stops taking requests, ends open event streams, and waits for the server to close.
+    /// Stops taking requests, ends open event streams, and waits for the server to close (connections
+    /// still open after [`SHUTDOWN_GRACE`] are closed).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
@@ -141,23 +153,22 @@ pub async fn start(config: HttpConfig, ctx: HttpContext) -> Result<HttpServer, H
         source,
     })?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(ctx);
+    let gate = Arc::new(connections::Gatekeeper {
+        token: config.token.clone(),
+        ctx: Arc::clone(&ctx),
+        wrong: std::sync::Mutex::default(),
+    });
     let app = api::router(api::State {
-        ctx: Arc::new(ctx),
+        ctx,
         token: config.token,
         listen: local_addr,
         allow_remote: config.allow_remote,
         stopped: stopped.clone(),
         streams: Arc::default(),
     });
-    let mut until = stopped;
-    let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = until.wait_for(|s| *s).await;
-        });
-        if let Err(e) = serve.await {
-            tracing::warn!(error = %e, "the HTTP server stopped");
-        }
-    });
+    let slots = slots::Slots::new(MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS);
+    let task = tokio::spawn(connections::serve(listener, app, gate, slots, stopped));
     Ok(HttpServer {
         local_addr,
         stop,
