@@ -3,13 +3,14 @@
 //! on; a flood of sockets without the token at the daemon's fd limit of 1,024 held to the unauthenticated
 //! cap while an API request with the token, a NIP-XX prompt on the relay and `jobs ls` still work; the cap
 //! on the token holder's connections answering `503`; a client that never reads its answers closed after the
-//! write stall timeout; wrong tokens counted and logged, bounded, never with the token.
+//! write stall timeout; wrong tokens counted and logged, bounded, never with the token; on stop, event
+//! streams ending and a request held open delaying the stop by the shutdown grace at most.
 
 mod common;
 
 use agentwire_http::{
-    HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS, WRITE_STALL_TIMEOUT,
-    WRONG_TOKEN_LOG_INTERVAL,
+    HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS, SHUTDOWN_GRACE,
+    WRITE_STALL_TIMEOUT, WRONG_TOKEN_LOG_INTERVAL,
 };
 use common::{Client, Daemon};
 use std::io::Write;
@@ -451,4 +452,64 @@ async fn wrong_tokens_are_counted_and_logged_at_most_once_an_interval_never_with
     ]) {
         assert!(!log.contains(secret), "the log shows a token: {log}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_stop_event_streams_end_and_a_request_held_open_delays_the_stop_at_most_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(dir.path(), &[]);
+    let (addr, token) = http_of(&d);
+    let mut events = TcpStream::connect(&addr).await.unwrap();
+    events
+        .write_all(head(&addr, "/api/v1/events", Some(&token)).as_bytes())
+        .await
+        .unwrap();
+    // An answer whose body never comes whole: the request stays in progress.
+    let mut held = TcpStream::connect(&addr).await.unwrap();
+    held.write_all(
+        format!(
+            "POST /api/v1/turns/nipxx:{}/answer HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+             content-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"choices\":",
+            "0".repeat(64)
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let stopping = Instant::now();
+    let pid = d.child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = closed_after(events, stopping, SHUTDOWN_GRACE + SLACK).await;
+    assert!(
+        ended.is_some_and(|after| after < SHUTDOWN_GRACE),
+        "the event stream ended on stop ({ended:?})"
+    );
+    let status = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + SHUTDOWN_GRACE + 2 * SLACK;
+        loop {
+            if let Some(status) = d.child.try_wait().unwrap() {
+                return Some((status, stopping.elapsed()));
+            }
+            if Instant::now() > deadline {
+                d.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .unwrap();
+    let (status, took) = status.expect("the daemon stopped though a request was held open");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took >= SHUTDOWN_GRACE - Duration::from_millis(500),
+        "stopped after {took:?}"
+    );
+    assert!(closed_after(held, stopping, SLACK).await.is_some());
 }
