@@ -542,13 +542,6 @@ impl Metrics {
         }
     }
 
-    /// The jobs in each served fisk-ai identity's queue (identities are configured, so the label is
-    /// bounded).
-    pub fn set_fisk_jobs_queued(&self, by_identity: &[(String, i64)]) {
-        for (identity, n) in by_identity {
-            self.fisk_jobs_queued
-                .get_or_create(&IdentityLabel {
-                    identity: identity.clone(),
     /// Tools an agent offers (from its config, or an MCP server's list): only these are tool labels, so
     /// a prompter cannot fill the labels with names a model made up and push real tools into `other`.
     pub fn name_tools<'a>(&self, tools: impl IntoIterator<Item = &'a str>) {
@@ -580,6 +573,13 @@ impl Metrics {
             .inc();
     }
 
+    /// The jobs in each served fisk-ai identity's queue (identities are configured, so the label is
+    /// bounded).
+    pub fn set_fisk_jobs_queued(&self, by_identity: &[(String, i64)]) {
+        for (identity, n) in by_identity {
+            self.fisk_jobs_queued
+                .get_or_create(&IdentityLabel {
+                    identity: identity.clone(),
                 })
                 .set(*n);
         }
@@ -600,6 +600,9 @@ impl Metrics {
     }
 }
 
+/// The refusal reason of a request that was not the protocol's shape.
+pub const INVALID_REQUEST: &str = "invalid_request";
+
 /// A failure code as an `outcome` label: the core code in snake case; a code the daemon does not know
 /// (a peer's) is `unknown`, so peers cannot add series.
 fn failure_label(code: &FailureCode) -> String {
@@ -612,9 +615,6 @@ fn failure_label(code: &FailureCode) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-/// The refusal reason of a request that was not the protocol's shape.
-pub const INVALID_REQUEST: &str = "invalid_request";
-
 
     #[test]
     fn a_tool_past_the_bound_is_other() {
@@ -626,18 +626,6 @@ pub const INVALID_REQUEST: &str = "invalid_request";
         assert_eq!(b.label("t1", 3), "t1");
     }
 
-    #[test]
-    fn an_unknown_failure_code_is_one_label() {
-        assert_eq!(
-            failure_label(&FailureCode::Unknown("made up by a peer".into())),
-            "unknown"
-        );
-    }
-
-    #[test]
-    fn the_text_names_every_family_and_the_version() {
-        let m = Metrics::new();
-        m.set_roost_jobs(&[("working", 2)]);
     #[test]
     fn only_the_tools_an_agent_offers_are_labels() {
         let m = Metrics::new();
@@ -687,6 +675,18 @@ pub const INVALID_REQUEST: &str = "invalid_request";
         assert!(!text.contains("made_up"), "{text}");
     }
 
+    #[test]
+    fn an_unknown_failure_code_is_one_label() {
+        assert_eq!(
+            failure_label(&FailureCode::Unknown("made up by a peer".into())),
+            "unknown"
+        );
+    }
+
+    #[test]
+    fn the_text_names_every_family_and_the_version() {
+        let m = Metrics::new();
+        m.set_roost_jobs(&[("working", 2)]);
         m.set_fisk_jobs_queued(&[("support".to_string(), 7)]);
         let text = m.encode();
         assert!(
