@@ -2,6 +2,13 @@
 //! job on the worker's queue, and follows its reply set, answering questions through a callback while
 //! sending `elicit.waiting` every third of the window; when told to stop, it takes a job not yet taken
 //! off the queue, or cancels the request and follows the set to its terminal (`suspended`).
+//!
+//! A question somebody else settles is given up: a message that says it is settled ([`settles`]: the
+//! worker's [`WARNING_QUESTION_ANSWERED`](crate::worker::WARNING_QUESTION_ANSWERED) warning, the result of
+//! the call it asked about, a next question, the terminal) or a `404` to `elicit.waiting`. The callback's
+//! future is dropped, no answer is sent, and the message goes to `on` as any other. Other messages that
+//! arrive while a question is held go to `on` and the question stays: the spec has the set silent then,
+//! but an event the run sent just before asking may come after the question.
 
 use crate::wire::{
     self, nats, ElicitAnswer, ElicitChoice, ElicitKind, ElicitMessage, Header, Identity,
@@ -140,7 +147,8 @@ pub struct Prompted {
     pub cancel: Option<CancelReply>,
 }
 
-/// Answers a question (the `elicit.request.*` message); may take as long as a person needs.
+/// Answers a question (the `elicit.request.*` message); may take as long as a person needs. The future is
+/// dropped unfinished when the question is settled elsewhere (see the module's doc).
 pub type Answerer = Box<dyn FnMut(Value) -> BoxFuture<'static, Reply> + Send>;
 
 /// A prompt to send.
@@ -439,18 +447,23 @@ impl Caller {
                 None => ACK_TIMEOUT,
             };
         let mut stopped_by = None::<tokio::time::Instant>;
+        // A message that arrived while a question was with the person: the next one of the set.
+        let mut pending = None::<Result<Received, ClientError>>;
         loop {
-            let got = tokio::select! {
-                m = next(&mut sub, deadline, identity) => m,
-                () = stop.as_mut(), if stopped_by.is_none() => {
-                    let taken = p.messages.iter().any(|m| m.kind() == "ack");
-                    deadline = match (&queued, taken) {
-                        (Some((stream, seq)), false) => self.withdraw(identity, request, stream, *seq, &mut p).await,
-                        _ => self.stop(identity, request, &mut p).await,
-                    };
-                    stopped_by = Some(deadline);
-                    continue;
-                }
+            let got = match pending.take() {
+                Some(m) => m,
+                None => tokio::select! {
+                    m = next(&mut sub, deadline, identity) => m,
+                    () = stop.as_mut(), if stopped_by.is_none() => {
+                        let taken = p.messages.iter().any(|m| m.kind() == "ack");
+                        deadline = match (&queued, taken) {
+                            (Some((stream, seq)), false) => self.withdraw(identity, request, stream, *seq, &mut p).await,
+                            _ => self.stop(identity, request, &mut p).await,
+                        };
+                        stopped_by = Some(deadline);
+                        continue;
+                    }
+                },
             };
             let m = match got {
                 Ok(m) => m,
@@ -477,26 +490,45 @@ impl Caller {
             }
             if stopped_by.is_none() && m.kind().starts_with("elicit.request.") {
                 let question = m.json.clone();
-                let decided = self
+                // Kept in order: what arrives while the question is held comes after it.
+                p.messages.push(m);
+                let reading = Reading {
+                    sub: &mut sub,
+                    on: &mut *on,
+                    seen: &mut p.messages,
+                };
+                let held = self
                     .hold_open_while(
                         identity,
                         request,
                         &question,
                         answer(question.clone()),
+                        reading,
                         stop.as_mut(),
                     )
                     .await;
-                match decided {
-                    Some(reply) => {
+                match held {
+                    Held::Decided(reply) => {
+                        // A question settled elsewhere meanwhile refuses it (`404`): the set says the rest.
                         self.answer(identity, request, &question, reply).await?;
                         // The wait for the next message starts now, not before the person decided.
                         deadline = tokio::time::Instant::now() + timeout;
                     }
-                    None => {
+                    Held::Stopped => {
                         deadline = self.stop(identity, request, &mut p).await;
                         stopped_by = Some(deadline);
                     }
+                    Held::Gone(next) => {
+                        deadline = tokio::time::Instant::now() + timeout;
+                        pending = next;
+                    }
                 }
+                if last {
+                    // Not sent so by a worker that keeps the spec; the set ends there all the same.
+                    p.ended = true;
+                    return Ok(p);
+                }
+                continue;
             }
             p.messages.push(m);
             if last {
@@ -547,35 +579,46 @@ impl Caller {
         }
     }
 
-    /// Waits for `decision`, sending `elicit.waiting` every third of the question's window meanwhile;
-    /// `None` when `stop` completes first.
-    async fn hold_open_while<S: Future<Output = ()>>(
+    /// Waits for `decision`, sending `elicit.waiting` every third of the question's window meanwhile
+    /// (a question without `wait_ms` comes from a worker that takes none); gives it up when `stop`
+    /// completes, when a message on the set [`settles`] it, or when a `waiting` is answered `404`.
+    async fn hold_open_while<S: Future<Output = ()>, F: FnMut(&Received)>(
         &self,
         identity: &str,
         request: &str,
         question: &Value,
         decision: BoxFuture<'static, Reply>,
+        set: Reading<'_, F>,
         mut stop: Pin<&mut S>,
-    ) -> Option<Reply> {
+    ) -> Held {
         let qid = question["question_id"]
             .as_str()
             .unwrap_or_default()
             .to_string();
         tokio::pin!(decision);
-        let Some(wait_ms) = question["wait_ms"].as_u64().filter(|w| *w > 0) else {
-            // No window: nothing to hold open.
-            return tokio::select! {
-                r = &mut decision => Some(r),
-                () = stop.as_mut() => None,
-            };
-        };
-        let every = Duration::from_millis((wait_ms / 3).max(1));
+        let wait_ms = question["wait_ms"].as_u64().filter(|w| *w > 0);
+        // No window: nothing to hold open (the first tick never comes).
+        let every = Duration::from_millis(
+            wait_ms.map_or(QUEUE_WAIT.as_millis() as u64, |w| (w / 3).max(1)),
+        );
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         loop {
             tokio::select! {
-                r = &mut decision => return Some(r),
-                () = stop.as_mut() => return None,
-                _ = tick.tick() => {
+                // First: a decision made is sent, even when a message came at the same moment.
+                biased;
+                r = &mut decision => return Held::Decided(r),
+                () = stop.as_mut() => return Held::Stopped,
+                m = set.sub.next() => {
+                    match m.map(|m| received(m, identity)) {
+                        Some(Ok(m)) if !settles(question, &m) => {
+                            (set.on)(&m);
+                            set.seen.push(m);
+                        }
+                        Some(got) => return Held::Gone(Some(got)),
+                        None => return Held::Gone(Some(Err(ClientError::SubscriptionEnded))),
+                    }
+                }
+                _ = tick.tick(), if wait_ms.is_some() => {
                     let m = ElicitMessage {
                         header: self.header(request, request),
                         question_id: qid.clone(),
@@ -588,8 +631,9 @@ impl Caller {
                     if let Ok(reply) = sent {
                         if let Some(h) = &reply.headers {
                             if h.get(nats::HEADER_SERVICE_ERROR_CODE).map(|c| c.as_str()) == Some("404") {
-                                // The question is gone: whatever the person decides is no longer wanted.
-                                return Some(Reply::NoOperator);
+                                // The question is gone: take it off the screen and send no answer (the
+                                // spec's rule); the set goes on.
+                                return Held::Gone(None);
                             }
                         }
                     }
@@ -626,6 +670,10 @@ impl Caller {
             .await
             .map_err(|e| nats_error("request", e))?;
         if let Some(h) = &reply.headers {
+            if h.get(nats::HEADER_SERVICE_ERROR_CODE).map(|c| c.as_str()) == Some("404") {
+                // Not waiting on it any more: settled elsewhere, or its window closed; the reply set tells.
+                return Ok(());
+            }
             if let Some(text) = h.get(nats::HEADER_SERVICE_ERROR) {
                 return Err(ClientError::Service {
                     code: h
@@ -736,20 +784,56 @@ fn nats_error(
     }
 }
 
+/// Whether message `m` of a reply set says that `question` (its `elicit.request.*`) is settled: the
+/// worker's [`WARNING_QUESTION_ANSWERED`](crate::worker::WARNING_QUESTION_ANSWERED) naming it, a result of
+/// the call it asked about, a next question, or the set's end. Nothing else does: an event the run sent
+/// before asking may arrive after the question.
+pub fn settles(question: &Value, m: &Received) -> bool {
+    let block = &m.json["block"];
+    let call = question["tool_use_id"].as_str();
+    m.last
+        || matches!(m.kind(), "result" | "error")
+        || m.kind().starts_with("elicit.request.")
+        || (m.kind() == "event.warning"
+            && block["kind"] == crate::worker::WARNING_QUESTION_ANSWERED
+            && block["name"] == question["question_id"])
+        || (m.kind() == "event.tool_result" && call.is_some() && block["call_id"].as_str() == call)
+}
+
+/// The reply set being read while a question is held: what does not settle it goes to `on` and `seen`.
+struct Reading<'a, F> {
+    sub: &'a mut async_nats::Subscriber,
+    on: &'a mut F,
+    seen: &'a mut Vec<Received>,
+}
+
+/// How a question held open while the person decided ended.
+enum Held {
+    /// The person decided.
+    Decided(Reply),
+    /// Told to stop.
+    Stopped,
+    /// The worker no longer holds it: with the message that said so (the next of the set), or none
+    /// (a `404` to `elicit.waiting`).
+    Gone(Option<Result<Received, ClientError>>),
+}
+
 async fn next(
     sub: &mut async_nats::Subscriber,
     deadline: tokio::time::Instant,
     identity: &str,
 ) -> Result<Received, ClientError> {
-    let m = match tokio::time::timeout_at(deadline, sub.next()).await {
-        Ok(Some(m)) => m,
-        Ok(None) => return Err(ClientError::SubscriptionEnded),
-        Err(_) => {
-            return Err(ClientError::Timeout(
-                deadline.saturating_duration_since(tokio::time::Instant::now()),
-            ))
-        }
-    };
+    match tokio::time::timeout_at(deadline, sub.next()).await {
+        Ok(Some(m)) => received(m, identity),
+        Ok(None) => Err(ClientError::SubscriptionEnded),
+        Err(_) => Err(ClientError::Timeout(
+            deadline.saturating_duration_since(tokio::time::Instant::now()),
+        )),
+    }
+}
+
+/// A message of a reply set: its JSON, or the refusal or no-responder status it carries.
+fn received(m: async_nats::Message, identity: &str) -> Result<Received, ClientError> {
     if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
         return Err(ClientError::NoResponders(identity.to_string()));
     }

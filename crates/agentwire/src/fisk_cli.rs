@@ -5,7 +5,7 @@
 
 use crate::ask::{EXIT_AGENT_ERROR, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_UNKNOWN_RUN};
 use crate::ask_deadline::AskDeadline;
-use crate::fisk_questions::Person;
+use crate::fisk_questions::{OnScreen, Person};
 use agentwire_fisk::client::{
     new_request, AnswerCall, Caller, CancelReply, ClientError, PromptCall, Prompted, Received,
     CANCEL_FOLLOW,
@@ -105,7 +105,7 @@ pub(crate) async fn follow(
     let mut printed_any = false;
     // The text printed since the last tool call or thought: the answer's final block holds all of it again.
     let mut shown = String::new();
-    let on = |m: &Received| match m.kind() {
+    let mut show = |m: &Received| match m.kind() {
         "ack" if m.json["accepted"] == true => eprintln!("run {request}"),
         "event.text" => {
             let text = m.json["block"]["text"].as_str().unwrap_or("");
@@ -149,8 +149,33 @@ pub(crate) async fn follow(
             }
         }
     };
-    let answerer: agentwire_fisk::client::Answerer =
-        Box::new(move |q| Box::pin(person.clone().ask(q)));
+    // The question on screen, taken off it when somebody else settles it.
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(OnScreen::default()));
+    let (watching, asker) = (screen.clone(), person.clone());
+    let on = move |m: &Received| {
+        let heard = watching.lock().unwrap_or_else(|p| p.into_inner()).heard(m);
+        for line in &heard.lines {
+            eprintln!("{line}");
+        }
+        if heard.abandoned {
+            asker.abandoned();
+        }
+        if !heard.consumed {
+            show(m);
+        }
+    };
+    let answerer: agentwire_fisk::client::Answerer = Box::new(move |q| {
+        let (person, screen) = (person.clone(), screen.clone());
+        Box::pin(async move {
+            let question_id = q["question_id"].as_str().unwrap_or("").to_string();
+            let reply = person.ask(q).await;
+            screen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .answered(&question_id);
+            reply
+        })
+    });
     // Each message within the whole run's time: the deadline above is what gives up.
     let result = match sending {
         Sending::Prompt {

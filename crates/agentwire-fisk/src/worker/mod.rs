@@ -9,7 +9,7 @@ mod replyset;
 mod turn;
 
 pub use crate::stream::TEXT_COALESCE_WINDOW;
-pub use front::SilentFront;
+pub use front::{SilentFront, ANSWERED_BY_TURN_API, WARNING_QUESTION_ANSWERED};
 pub use jobs::{
     JobsConfig, DEFAULT_JOBS_ACK_WAIT, MAX_JOBS_ACK_WAIT_SECS, MAX_JOBS_REPLICAS, MAX_QUEUED_JOBS,
 };

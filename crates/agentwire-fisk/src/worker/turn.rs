@@ -88,6 +88,7 @@ pub(super) async fn run(
         set.clone(),
         plan.setup,
         Arc::downgrade(&worker.engine),
+        plan.header.sender.name(),
     ));
     let meta_record = plan
         .meta_changed
@@ -334,10 +335,16 @@ async fn serve_elicits(
                     continue;
                 };
                 let always = matches!(answer, Answer::Approve { choice } if choice.stands());
-                match worker
+                // Who answered what, for the caller when it is somebody else.
+                let said = answer.describe(&kind);
+                front.answering(&m.question_id, Some((m.header.sender.name(), said)));
+                let taken = worker
                     .engine
-                    .answer(front.request_id(), &m.question_id, answer)
-                {
+                    .answer(front.request_id(), &m.question_id, answer);
+                if taken != AnswerReply::Taken {
+                    front.answering(&m.question_id, None);
+                }
+                match taken {
                     AnswerReply::Taken => {
                         if always {
                             // `always` stops the asking about this tool for the rest of the conversation.
