@@ -131,15 +131,46 @@ impl Session {
     pub(crate) async fn publish(
         &self,
         builder: nostr::prelude::EventBuilder,
-    ) -> Result<Event, String> {
+    ) -> Result<Event, PublishError> {
         let event = self.crypto.sign(builder);
         let ok = tokio::time::timeout(PUBLISH_TIMEOUT, self.conn.publish(&event))
             .await
-            .map_err(|_| format!("the relay did not answer within {PUBLISH_TIMEOUT:?}"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| {
+                PublishError::Unsent(format!(
+                    "the relay did not answer within {PUBLISH_TIMEOUT:?}"
+                ))
+            })?
+            .map_err(|e| PublishError::Unsent(e.to_string()))?;
         match ok.accepted {
             true => Ok(event),
-            false => Err(format!("the relay refused it: {}", ok.message)),
+            false => Err(PublishError::Refused(ok.message)),
+        }
+    }
+}
+
+/// Why a publish did not go through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PublishError {
+    /// The relay's `OK false`, with its message (a NIP-01 machine-readable prefix, then the reason).
+    Refused(String),
+    /// No `OK` came: the connection failed or the relay did not answer in time.
+    Unsent(String),
+}
+
+impl PublishError {
+    /// Whether the relay refused it as a duplicate: for an answer, the question was settled already
+    /// (NIP-01 `duplicate:`, which the relay gives a second answer to a settled question card).
+    pub(crate) fn is_duplicate(&self) -> bool {
+        matches!(self, Self::Refused(m) if m.starts_with("duplicate:"))
+    }
+}
+
+impl std::fmt::Display for PublishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // The relay's message is remote text, shown at a terminal.
+            Self::Refused(m) => write!(f, "the relay refused it: {}", crate::tabular::printable(m)),
+            Self::Unsent(why) => write!(f, "{why}"),
         }
     }
 }

@@ -2,23 +2,27 @@
 //! card to the end (accepted, progress, the result's full text or the error), answers the agent's question
 //! cards at the terminal, and exits by the outcome. A task nobody takes is said so, with the reason when
 //! the local serve's settings tell it.
+//!
+//! Only the task's own questions are asked: the cards in the thread rooted at its request. The prompt is a
+//! read that can be dropped: the card's settling answer from elsewhere (the relay keeps the first valid
+//! one only), or the task's end (a question answered outside the room leaves no answer on the relay),
+//! takes the question off the screen, saying who answered what.
 
-use super::cards::{card_of, send_answer, shown};
+use super::cards::{answered_by, card_of, send_answer, shown, task_of};
 use super::{tag, RelayTarget, Session};
-use crate::ask_deadline::AskDeadline;
+use crate::ask_deadline::{AskDeadline, Paused};
 use crate::fisk_questions::Person;
 use agentwire_nostr::relay_conn::Incoming;
 use agentwire_tasks::card::{
     TASK_ACCEPTED, TASK_CANCEL, TASK_ERROR, TASK_PROGRESS, TASK_REQUEST, TASK_RESULT,
 };
-use agentwire_tinyagent::ROOM_MESSAGE;
+use agentwire_tinyagent::{COMMENT, ROOM_MESSAGE};
 use clap::Args;
-use nostr::prelude::{
-    Event, EventBuilder, EventId, Filter, PublicKey, SingleLetterTag, Tag, Timestamp,
-};
+use nostr::prelude::{Event, EventBuilder, EventId, Filter, PublicKey, SingleLetterTag, Tag};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a task may wait for its 43002 before `task` says nobody has taken it. The adapter accepts a
@@ -98,8 +102,6 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
     let room = args.room.clone();
     let text = args.text.join(" ");
 
-    let h = SingleLetterTag::from_char('h').map_err(|e| e.to_string())?;
-    let since = Timestamp::from(Timestamp::now().as_secs().saturating_sub(5));
     let request = s
         .publish(
             EventBuilder::new(TASK_REQUEST, text)
@@ -108,7 +110,8 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
         .await
         .map_err(|e| format!("the task was not posted: {e}"))?;
     eprintln!("task {}", request.id.to_hex());
-    // The task's card, and the agent's questions to this key in the room.
+    // The task's card, and the agent's questions to this key in the task's own thread (its root is the
+    // request): never another task's.
     s.conn.subscribe(
         "card",
         vec![Filter::new()
@@ -116,15 +119,8 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
             .event(request.id)
             .author(agent)],
     );
-    s.conn.subscribe(
-        "asks",
-        vec![Filter::new()
-            .kind(ROOM_MESSAGE)
-            .author(agent)
-            .pubkey(me)
-            .custom_tag(h, room.clone())
-            .since(since)],
-    );
+    s.conn
+        .subscribe("asks", vec![asks_of(&request, &agent, &me, &room)?]);
 
     let deadline = AskDeadline::new(Duration::from_secs(args.timeout));
     let person = Person::new(deadline.clone());
@@ -132,7 +128,11 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
     let mut told_waiting = false;
     let accept_by = tokio::time::sleep(ACCEPT_WAIT);
     tokio::pin!(accept_by);
-    let mut answered: std::collections::HashSet<EventId> = Default::default();
+    let mut asked: std::collections::HashSet<EventId> = Default::default();
+    // The question with the person, and their line being read (a read that can be dropped: the question
+    // may be settled elsewhere while it waits).
+    let mut open: Option<Asking> = None;
+    let mut reading: Option<Reading> = None;
     // One listener for the whole command, made before anything waits: a Ctrl-C while a question is on
     // screen cancels the task too.
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -140,6 +140,31 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
     loop {
         let incoming = tokio::select! {
             m = s.rx.recv() => m,
+            line = next_line(&mut reading) => {
+                reading = None;
+                let Some(q) = open.as_mut() else { continue };
+                let Some(line) = line else {
+                    eprintln!("[no answer given: the question stays open in the room]");
+                    close(&s, &mut open);
+                    continue;
+                };
+                match send_answer(&s, &q.event, &q.card, &line).await {
+                    Ok(Ok(_)) => close(&s, &mut open),
+                    Ok(Err(why)) => {
+                        eprintln!("{why}");
+                        reading = Some(read(&person));
+                    }
+                    // Settled meanwhile: its answer comes on the question's subscription and says by whom.
+                    Err(e) if e.is_duplicate() => {
+                        eprintln!("your answer was not taken: the question was settled first elsewhere");
+                    }
+                    Err(e) => {
+                        eprintln!("the answer was not taken: {e}");
+                        close(&s, &mut open);
+                    }
+                }
+                continue;
+            }
             _ = &mut accept_by, if !accepted && !told_waiting => {
                 told_waiting = true;
                 match why_not_taken(&s, &agent, &room, &me) {
@@ -162,17 +187,36 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
             }
             _ = interrupt.recv() => {
                 cancel(&s, &request, &agent, &room).await;
-                eprintln!("cancelled task {}", request.id.to_hex());
+                eprintln!("{}cancelled task {}", if open.is_some() { "\n" } else { "" }, request.id.to_hex());
                 return Ok(ExitCode::from(EXIT_INTERRUPTED));
             }
         };
-        let Some(Incoming::Event { event, .. }) = incoming else {
+        let Some(Incoming::Event { sub, event }) = incoming else {
             if incoming.is_none() {
                 return Err("the relay connection ended".into());
             }
             continue;
         };
-        if event.verify().is_err() || event.pubkey != agent {
+        if event.verify().is_err() {
+            continue;
+        }
+        if event.kind == COMMENT {
+            // The answer that settled a question of this task (the relay keeps the first valid one only).
+            let Some(q) = open.as_ref().filter(|q| sub == q.answers) else {
+                continue;
+            };
+            if agentwire_tinyagent::answered_request(&event) == Some(q.event.id) {
+                reading = None;
+                eprintln!(
+                    "\nanswered elsewhere by {}",
+                    answered_by(&q.event, &q.card, &event, &me)
+                );
+                person.abandoned();
+                close(&s, &mut open);
+            }
+            continue;
+        }
+        if event.pubkey != agent {
             continue;
         }
         match event.kind {
@@ -190,59 +234,107 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
                     eprintln!("[progress] {line}");
                 }
             }
-            k if k == TASK_RESULT => {
+            k if k == TASK_RESULT || k == TASK_ERROR => {
+                if open.is_some() {
+                    // Settled outside the room (the agent's hub or turn API), or its window closed: the relay
+                    // holds no answer to it, and the task has ended.
+                    eprintln!(
+                        "\nthe question was closed elsewhere (not answered in the room): the task ended"
+                    );
+                }
+                if k == TASK_ERROR {
+                    eprintln!("error: {}", crate::tabular::printable(event.content.trim()));
+                    return Ok(ExitCode::from(EXIT_FAILED));
+                }
                 print_result(&mut s, &event, &request.id).await;
                 return Ok(ExitCode::SUCCESS);
-            }
-            k if k == TASK_ERROR => {
-                eprintln!("error: {}", event.content.trim());
-                return Ok(ExitCode::from(EXIT_FAILED));
             }
             k if k == ROOM_MESSAGE => {
                 let Some(card) = card_of(&event) else {
                     continue;
                 };
-                if !card.asked.contains(&me) || !answered.insert(event.id) {
+                if !card.asked.contains(&me)
+                    // A filter on `#e` matches any `e` tag: the card's marked root is the request.
+                    || task_of(&event) != Some(request.id)
+                    || !asked.insert(event.id)
+                {
                     continue;
                 }
-                tokio::select! {
-                    asked = ask_person(&s, &person, &deadline, &event, &card) => asked?,
-                    _ = interrupt.recv() => {
-                        cancel(&s, &request, &agent, &room).await;
-                        eprintln!("\ncancelled task {}", request.id.to_hex());
-                        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-                    }
-                }
+                // One at a time: the agent asks its next question once this one is settled.
+                close(&s, &mut open);
+                eprint!("\n{}", shown(&event, &card));
+                // A subscription id is at most 64 characters: the card's id in short.
+                let answers = format!("answers-{}", &event.id.to_hex()[..16]);
+                s.conn.subscribe(&answers, vec![answers_to(&event)?]);
+                open = Some(Asking {
+                    event: *event,
+                    card,
+                    answers,
+                    _paused: deadline.pause(),
+                });
+                reading = Some(read(&person));
             }
             _ => {}
         }
     }
 }
 
-/// Puts a question card to the person, asking again until an answer fits, and publishes it.
-async fn ask_person(
-    s: &Session,
-    person: &std::sync::Arc<Person>,
-    deadline: &std::sync::Arc<AskDeadline>,
-    event: &Event,
-    card: &agentwire_tinyagent::QuestionCard,
-) -> Result<(), String> {
-    let _paused = deadline.pause();
-    eprint!("\n{}", shown(event, card));
-    loop {
-        let Some(line) = person.read_line("> ").await else {
-            eprintln!("[no answer given: the question stays open in the room]");
-            return Ok(());
-        };
-        match send_answer(s, event, card, &line).await {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(why)) => eprintln!("{why}"),
-            Err(e) => {
-                eprintln!("the answer was not taken: {e}");
-                return Ok(());
-            }
-        }
+/// A question card put to the person.
+struct Asking {
+    event: Event,
+    card: agentwire_tinyagent::QuestionCard,
+    /// The subscription to its answers: the one the relay settles it with.
+    answers: String,
+    /// The task's deadline stands still while it is with the person.
+    _paused: Paused,
+}
+
+/// A line being read from the person.
+type Reading = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>;
+
+/// Reads the person's next line (an answer).
+fn read(person: &Arc<Person>) -> Reading {
+    let person = person.clone();
+    Box::pin(async move { person.read_line("> ").await })
+}
+
+/// The line being read, if one is; never completes otherwise.
+async fn next_line(reading: &mut Option<Reading>) -> Option<String> {
+    match reading {
+        Some(r) => r.await,
+        None => std::future::pending().await,
     }
+}
+
+/// Takes the open question off the screen: its answers are no longer followed.
+fn close(s: &Session, open: &mut Option<Asking>) {
+    if let Some(q) = open.take() {
+        s.conn.unsubscribe(&q.answers);
+    }
+}
+
+/// The agent's question cards to `me` in the thread of `request`.
+fn asks_of(
+    request: &Event,
+    agent: &PublicKey,
+    me: &PublicKey,
+    room: &str,
+) -> Result<Filter, String> {
+    let h = SingleLetterTag::from_char('h').map_err(|e| e.to_string())?;
+    Ok(Filter::new()
+        .kind(ROOM_MESSAGE)
+        .author(*agent)
+        .pubkey(*me)
+        .custom_tag(h, room)
+        .event(request.id))
+}
+
+/// The answers (kind 1111) naming `question` as their root: the relay stores only the one that settles it.
+fn answers_to(question: &Event) -> Result<Filter, String> {
+    let root = SingleLetterTag::from_char('E').map_err(|e| e.to_string())?;
+    Ok(Filter::new()
+        .kind(COMMENT)
+        .custom_tag(root, question.id.to_hex()))
 }
 
 /// The result: the full text of the thread message it links (the card keeps one line), else its content.
