@@ -37,7 +37,8 @@ async fn a_model_calls_usage_and_its_delegation_reach_the_caller() {
         &config,
         format!(
             "[agents.boss]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"roost\"]\n\
-             [roost.profiles.helper]\ncommand = [\"sh\", \"-c\", \"sleep 30\"]\ntask = \"argv\"\n",
+             [roost.profiles.helper]\ncommand = [\"sh\", \"-c\", \"sleep 30\"]\ntask = \"argv\"\nprotocol = true\n",
+            // (`protocol = true`: a job may spawn only agents that speak the protocol, never a terminal agent.)
             fake.base_url
         ),
     )
