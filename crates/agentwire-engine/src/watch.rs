@@ -634,6 +634,10 @@ impl TurnFront for WatchedFront {
         asked
     }
 
+    fn question_answered(&self, question_id: &str, said: &str) {
+        self.inner.question_answered(question_id, said);
+    }
+
     fn question_closed(&self, question_id: &str) {
         self.hub.publish(
             &self.turn,

@@ -22,6 +22,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+/// How the room is told a question was answered outside it (the reason of the card's withdrawal and the
+/// thread's note), before the answer as said back.
+pub const ANSWERED_OUTSIDE_THE_ROOM: &str =
+    "answered outside the room (the agent's hub or turn API)";
+
 /// Where a task's outcome goes; journaled as the turn's route so a restart can end it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskRoute {
@@ -413,6 +418,41 @@ impl TurnFront for TaskFront {
         FrontAsk::Sent {
             question_id,
             window: Some(window),
+        }
+    }
+
+    fn question_answered(&self, question_id: &str, said: &str) {
+        let (Some(shared), Ok(id)) = (self.shared.upgrade(), EventId::from_hex(question_id)) else {
+            return;
+        };
+        // An answer from the room is on the relay already, where it settled the card.
+        if shared.answered_from_room(&id) {
+            return;
+        }
+        let Some((asked_as, room)) = shared.open_question(&id) else {
+            return;
+        };
+        // Answered outside the room (the hub, the turn API): the room holds no answer, so the card is
+        // withdrawn (NIP-09, which the relay also takes as "no more answers") with the answer as its
+        // reason, and the thread says it, so every client showing the card closes it.
+        let said = format!(
+            "{ANSWERED_OUTSIDE_THE_ROOM}: {}",
+            agentwire_core::one_line(said, card::MAX_CARD_LINE_CHARS)
+        );
+        let withdrawal = vec![
+            Tag::event(id),
+            card::tag(["k", &asked_as.as_u16().to_string()]),
+            card::tag(["h", &room]),
+        ];
+        let note = self.lock().thread.reply_tags(&self.task.requester);
+        for ev in [
+            self.sign(Kind::EventDeletion, said.clone(), withdrawal),
+            self.sign(THREAD_REPLY, said, note),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            self.send(Publish::Event(ev));
         }
     }
 

@@ -19,7 +19,7 @@ pub mod progress;
 pub mod recent;
 pub mod settings;
 
-pub use front::{TaskFront, TaskRoute};
+pub use front::{TaskFront, TaskRoute, ANSWERED_OUTSIDE_THE_ROOM};
 
 use agentwire_core::{now_secs, ApproveChoice, ConversationId, QuestionKind, RequestId};
 use agentwire_engine::StoredTurn;
@@ -31,7 +31,7 @@ use agentwire_nostr::relay_conn::{Incoming, RelayConn};
 use agentwire_nostr::runtime::Outbox;
 use agentwire_tinyagent as tinyagent;
 use card::{Acceptance, Stopper, TaskRequest, TASK_CANCEL, TASK_ERROR, TASK_REQUEST, TASK_RESULT};
-use nostr::prelude::{Event, EventId, Filter, SingleLetterTag, Timestamp};
+use nostr::prelude::{Event, EventId, Filter, Kind, SingleLetterTag, Timestamp};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -135,6 +135,9 @@ pub(crate) struct Shared {
     running: Mutex<HashMap<EventId, Arc<TaskFront>>>,
     /// Tools approved "always" per room (kept while the daemon runs).
     room_standing: Mutex<HashMap<String, HashSet<String>>>,
+    /// Questions an answer from the room is being given to the engine for: any other answer came from
+    /// outside the room (the hub, the turn API), and the room is told.
+    answering_from_room: Mutex<HashSet<EventId>>,
     ended: mpsc::UnboundedSender<EventId>,
 }
 
@@ -150,6 +153,22 @@ impl Shared {
     pub(crate) fn close_card(&self, id: &EventId) {
         lock(&self.cards).remove(id);
         lock(&self.legacy).remove(id);
+    }
+
+    /// The question `id` as it stands in the room, if it is open: the kind it was asked as (a card, or a
+    /// plain message in legacy mode) and its room.
+    pub(crate) fn open_question(&self, id: &EventId) -> Option<(Kind, String)> {
+        if let Some(c) = lock(&self.cards).get(id) {
+            return Some((c.card.kind, c.room.clone()));
+        }
+        lock(&self.legacy)
+            .get(id)
+            .map(|q| (card::THREAD_REPLY, q.room.clone()))
+    }
+
+    /// Whether the answer the engine took for question `id` is one from the room.
+    pub(crate) fn answered_from_room(&self, id: &EventId) -> bool {
+        lock(&self.answering_from_room).contains(id)
     }
 
     pub(crate) fn open_legacy(&self, id: EventId, q: LegacyQuestion) {
@@ -214,6 +233,7 @@ impl TaskAdapter {
             legacy: Mutex::default(),
             running: Mutex::default(),
             room_standing: Mutex::default(),
+            answering_from_room: Mutex::default(),
             ended: ended_tx,
         });
         let since = Timestamp::from_secs(
@@ -658,11 +678,13 @@ impl Driver {
             agentwire_core::Answer::Approve { choice } => Some(*choice),
             _ => None,
         };
-        match self
+        lock(&self.shared.answering_from_room).insert(*card_id);
+        let taken = self
             .shared
             .engine
-            .answer(request_id, &card_id.to_hex(), answer)
-        {
+            .answer(request_id, &card_id.to_hex(), answer);
+        lock(&self.shared.answering_from_room).remove(card_id);
+        match taken {
             AnswerReply::Taken => match stands {
                 Some(ApproveChoice::Session) => {
                     if let Some(f) = lock(&self.shared.running).get(&task) {

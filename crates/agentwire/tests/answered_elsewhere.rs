@@ -143,7 +143,7 @@ async fn an_approval_given_in_the_hub_closes_the_prompt_of_ask_nats() {
     assert_eq!(code, Some(0), "{err}");
     assert!(answered.elapsed() < NOTICE, "{:?}", answered.elapsed());
     assert!(
-        err.contains("answered elsewhere by the turn API (the hub)"),
+        err.contains("answered elsewhere by the turn API (the hub): once"),
         "{err}"
     );
     assert_eq!(ask.stdout().trim(), "ran rm /tmp/x");
@@ -295,7 +295,7 @@ async fn the_prompt_of_task_closes_when_its_question_is_settled_elsewhere() {
     assert!(answered.elapsed() < NOTICE, "{:?}", answered.elapsed());
     assert!(
         err.contains(
-            "the question was closed elsewhere (not answered in the room): the task ended"
+            "answered elsewhere: answered outside the room (the agent's hub or turn API): yes"
         ),
         "{err}"
     );
@@ -331,7 +331,7 @@ async fn cards_and_answer_know_a_question_settled_elsewhere() {
         text(&out.stderr)
     );
 
-    // Settled in the hub: the relay holds no answer, but the task has ended, so the card is closed.
+    // Settled in the hub: the relay holds no answer; the agent withdrew the card with what was answered.
     let api = Api::of(&d);
     let mut waiting = task(&data, &["confirm", "Ship?"]);
     waiting.stdin = None;
@@ -350,10 +350,88 @@ async fn cards_and_answer_know_a_question_settled_elsewhere() {
     let out = agentwire(&data, &["answer", &card, "no"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("has ended (its result)"),
+        text(&out.stderr).contains(
+            "withdrawn by its author: answered outside the room (the agent's hub or turn API): yes"
+        ),
         "{}",
         text(&out.stderr)
     );
+}
+
+/// A task that goes on after its question was answered in the hub (a model's approved command that takes
+/// a while): while it runs, the card is gone from `cards`, `answer` refuses a second answer, and the
+/// relay takes none (the card is withdrawn), so nobody answers a question nobody reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_answered_in_the_hub_closes_in_the_room_while_the_task_runs() {
+    use agentwire_testkit::fake_openai::{text_chunks, tool_call_chunks, FakeOpenAi, Scripted};
+    let fake = FakeOpenAi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let hex = text(&agentwire(&data, &["whoami"]).stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("hex").map(|v| v.trim().to_string()))
+        .expect("whoami prints the key");
+    let cfg = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"shell\"]\n\
+             [[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{hex}\"]\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{hex}\"]\n",
+            fake.base_url
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&data, &["--config", cfg.to_str().unwrap()]);
+    let api = Api::of(&d);
+    fake.push(Scripted::Stream {
+        chunks: tool_call_chunks("s1", "shell", &[r#"{"command":"sleep 4; echo deployed"}"#]),
+        gap: Duration::from_millis(5),
+    });
+    fake.push(Scripted::Stream {
+        chunks: text_chunks(&["Deployed."], (1, 1)),
+        gap: Duration::from_millis(5),
+    });
+    let mut waiting = task(&data, &["deploy", "it"]);
+    blocking(|| waiting.wait_for("(answer with one option", ASKED));
+    let card = blocking(|| {
+        let listed = text(&agentwire(&data, &["cards", "--room", "lab"]).stdout);
+        listed
+            .lines()
+            .find(|l| l.contains("May I run `sleep 4; echo deployed`?"))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("the approval's card: {listed}"))
+            .to_string()
+    });
+    let turn = api.waiting_turn().await;
+    api.answer(&turn, "once").await;
+    // The task's terminal says so at once, and the task runs on.
+    let err = blocking(|| waiting.wait_for("answered elsewhere:", NOTICE));
+    assert!(
+        err.contains("answered outside the room (the agent's hub or turn API): once"),
+        "{err}"
+    );
+    let listed = text(&agentwire(&data, &["cards", "--room", "lab"]).stdout);
+    assert!(!listed.contains(&card), "{listed}");
+    let out = agentwire(&data, &["answer", &card, "no"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("withdrawn by its author"),
+        "{}",
+        text(&out.stderr)
+    );
+    let running = api.get(&format!("/api/v1/turns/{turn}")).await;
+    assert_eq!(
+        running["state"], "running",
+        "the task still runs: {running}"
+    );
+    // Then it ends with the answer the hub gave.
+    assert_eq!(
+        blocking(|| waiting.exit_code(Duration::from_secs(20))),
+        Some(0),
+        "{}",
+        waiting.stderr()
+    );
+    assert_eq!(waiting.stdout().trim(), "Deployed.");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,10 @@ pub trait TurnFront: Send + Sync + 'static {
     fn ask(&self, _question: &Question) -> FrontAsk {
         FrontAsk::Unavailable
     }
+    /// The open question was answered, through whichever front took the answer (this one, the turn API,
+    /// another protocol): `said` is the answer as a person would say it back ([`Answer::describe`]).
+    /// [`question_closed`](Self::question_closed) follows. Must not block. Default: nothing.
+    fn question_answered(&self, _question_id: &str, _said: &str) {}
     /// The question is settled (answered, expired or cancelled): stop holding it open.
     fn question_closed(&self, _question_id: &str) {}
     /// The request id ran before (a resend): answer it from the journal's record, which is not run again.

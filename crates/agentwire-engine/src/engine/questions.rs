@@ -20,12 +20,15 @@ impl Engine {
                 _ => return AnswerReply::NotWaiting,
             }
             let q = t.question.take().expect("checked above");
+            let said = answer.describe(&q.question.kind);
             let _ = q.reply.send(Asked::Answered(answer));
             let front = t.front.clone();
             st.core.handle_question_settled(id, &q.id);
-            (front, q.id)
+            (front, q.id, said)
         };
-        closed.0.question_closed(&closed.1);
+        let (front, question_id, said) = closed;
+        front.question_answered(&question_id, &said);
+        front.question_closed(&question_id);
         AnswerReply::Taken
     }
 

@@ -40,6 +40,9 @@ struct Asking {
     /// An `elicit.reply.*` on the run's own subject being given to the engine: its sender's name and the
     /// answer as said back.
     answering: Option<(String, String)>,
+    /// The answer the engine took, as said back (whichever front gave it): what the warning says when
+    /// the answer came from elsewhere.
+    said: Option<String>,
 }
 
 struct State {
@@ -157,10 +160,12 @@ impl FiskFront {
             Some((sender, _)) if sender == self.caller => return,
             Some((sender, answer)) => (format!("fisk-ai caller {sender}"), Some(answer)),
             None => {
-                if ending || Instant::now() >= asking.closes_at || self.cancelling() {
+                let answered = asking.said.is_some();
+                if !answered && (ending || Instant::now() >= asking.closes_at || self.cancelling())
+                {
                     return;
                 }
-                (ANSWERED_BY_TURN_API.to_string(), None)
+                (ANSWERED_BY_TURN_API.to_string(), asking.said)
             }
         };
         self.set
@@ -341,6 +346,7 @@ impl TurnFront for FiskFront {
             id: id.clone(),
             closes_at: Instant::now() + self.setup.window,
             answering: None,
+            said: None,
         });
         self.set.send(Reply::Question(wire::Question {
             question_id: id.clone(),
@@ -352,6 +358,12 @@ impl TurnFront for FiskFront {
         FrontAsk::Sent {
             question_id: id,
             window: Some(self.setup.window),
+        }
+    }
+
+    fn question_answered(&self, question_id: &str, said: &str) {
+        if let Some(a) = self.asking().as_mut().filter(|a| a.id == question_id) {
+            a.said = Some(said.to_string());
         }
     }
 

@@ -10,7 +10,9 @@ use crate::tabular::{cell, columns, printable};
 use agentwire_tasks::card::{TASK_ACCEPTED, TASK_CANCEL, TASK_ERROR, TASK_REQUEST, TASK_RESULT};
 use agentwire_tinyagent::{QuestionCard, Selection, COMMENT, ROOM_MESSAGE};
 use clap::Args;
-use nostr::prelude::{Event, EventBuilder, EventId, Filter, PublicKey, SingleLetterTag, Timestamp};
+use nostr::prelude::{
+    Event, EventBuilder, EventId, Filter, Kind, PublicKey, SingleLetterTag, Timestamp,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::ExitCode;
@@ -318,9 +320,26 @@ pub(crate) async fn answer(args: AnswerArgs, data_dir: &Path) -> Result<ExitCode
     })?;
     let mut s = Session::open(&args.target, data_dir).await?;
     let found = s.query(vec![Filter::new().id(id).limit(1)]).await?;
-    let request = found.into_iter().find(|e| e.id == id).ok_or_else(|| {
-        format!("no event {id} on the relay (or it is in a room you may not read)")
-    })?;
+    let Some(request) = found.into_iter().find(|e| e.id == id) else {
+        // Withdrawn by its author (the agent does when it was answered outside the room): said so, with
+        // its reason.
+        let withdrawn = s
+            .query(vec![Filter::new().kind(Kind::EventDeletion).event(id)])
+            .await?;
+        if let Some(w) = withdrawn
+            .iter()
+            .find(|w| w.tags.event_ids().any(|e| e == id))
+        {
+            eprintln!(
+                "agentwire: question {id} is settled: withdrawn by its author: {}",
+                crate::tabular::printable(w.content.trim())
+            );
+            return Ok(ExitCode::from(EXIT_SETTLED));
+        }
+        return Err(format!(
+            "no event {id} on the relay (or it is in a room you may not read)"
+        ));
+    };
     let card = card_of(&request).ok_or_else(|| format!("{id} is not a question card"))?;
     let me = s.crypto.public_key();
     // Settled already: said so, and by whom, without sending a second answer.

@@ -18,7 +18,7 @@ use agentwire_tasks::card::{
 };
 use agentwire_tinyagent::{COMMENT, ROOM_MESSAGE};
 use clap::Args;
-use nostr::prelude::{Event, EventBuilder, EventId, Filter, PublicKey, SingleLetterTag, Tag};
+use nostr::prelude::{Event, EventBuilder, EventId, Filter, Kind, PublicKey, SingleLetterTag, Tag};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -200,6 +200,23 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
         if event.verify().is_err() {
             continue;
         }
+        if event.kind == Kind::EventDeletion {
+            // The agent withdrew the card: it was answered outside the room (its reason says what).
+            let Some(q) = open.as_ref().filter(|q| sub == q.answers) else {
+                continue;
+            };
+            let withdraws = event.tags.event_ids().any(|id| id == q.event.id);
+            if event.pubkey == agent && withdraws {
+                reading = None;
+                eprintln!(
+                    "\nanswered elsewhere: {}",
+                    crate::tabular::printable(event.content.trim())
+                );
+                person.abandoned();
+                close(&s, &mut open);
+            }
+            continue;
+        }
         if event.kind == COMMENT {
             // The answer that settled a question of this task (the relay keeps the first valid one only).
             let Some(q) = open.as_ref().filter(|q| sub == q.answers) else {
@@ -265,7 +282,10 @@ pub(crate) async fn task(args: TaskArgs, data_dir: &Path) -> Result<ExitCode, St
                 eprint!("\n{}", shown(&event, &card));
                 // A subscription id is at most 64 characters: the card's id in short.
                 let answers = format!("answers-{}", &event.id.to_hex()[..16]);
-                s.conn.subscribe(&answers, vec![answers_to(&event)?]);
+                s.conn.subscribe(
+                    &answers,
+                    vec![answers_to(&event)?, withdrawal_of(&event, &agent)],
+                );
                 open = Some(Asking {
                     event: *event,
                     card,
@@ -327,6 +347,15 @@ fn asks_of(
         .pubkey(*me)
         .custom_tag(h, room)
         .event(request.id))
+}
+
+/// The agent's withdrawal (NIP-09, kind 5) of `question`: how it says the card was answered outside the
+/// room.
+fn withdrawal_of(question: &Event, agent: &PublicKey) -> Filter {
+    Filter::new()
+        .kind(Kind::EventDeletion)
+        .author(*agent)
+        .event(question.id)
 }
 
 /// The answers (kind 1111) naming `question` as their root: the relay stores only the one that settles it.
