@@ -53,6 +53,9 @@ export AGENTWIRE_CONFORMANCE_DIR="${AGENTWIRE_CONFORMANCE_DIR:-}"
 say "building"
 cargo build --workspace --all-targets --locked
 
+say "the README's quick start as written (cargo run --release -- serve, ask, info)"
+./scripts/test-readme.sh
+
 say "Rust tests (unit, property, relay, end-to-end over real sockets)"
 cargo test --workspace --locked 2>&1 | tee /tmp/agentwire-cargo-test.log
 
