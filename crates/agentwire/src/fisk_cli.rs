@@ -6,6 +6,7 @@
 use crate::ask::{EXIT_AGENT_ERROR, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_UNKNOWN_RUN};
 use crate::ask_deadline::AskDeadline;
 use crate::fisk_questions::{OnScreen, Person};
+use crate::tabular::printable;
 use agentwire_fisk::client::{
     new_request, AnswerCall, Caller, CancelReply, ClientError, PromptCall, Prompted, Received,
     CANCEL_FOLLOW,
@@ -105,6 +106,8 @@ pub(crate) async fn follow(
     let mut printed_any = false;
     // The text printed since the last tool call or thought: the answer's final block holds all of it again.
     let mut shown = String::new();
+    // The tools called, by call id: a result names only its call.
+    let mut tools: std::collections::HashMap<String, String> = Default::default();
     let mut show = |m: &Received| match m.kind() {
         "ack" if m.json["accepted"] == true => eprintln!("run {request}"),
         "event.text" => {
@@ -115,7 +118,7 @@ pub(crate) async fn follow(
             }
             if live {
                 let new = unshown(&shown, text, fin);
-                print!("{new}");
+                print!("{}", printable(new));
                 let _ = std::io::stdout().flush();
                 shown.push_str(new);
                 printed_any = true;
@@ -123,24 +126,34 @@ pub(crate) async fn follow(
         }
         "event.tool_call" => {
             shown.clear();
+            let b = &m.json["block"];
+            let name = b["name"].as_str().unwrap_or("?");
+            if let Some(id) = b["id"].as_str() {
+                tools.insert(id.to_string(), name.to_string());
+            }
             eprintln!(
-                "[tool {} start {}]",
-                m.json["block"]["name"].as_str().unwrap_or("?"),
-                agentwire_core::arguments_summary(&m.json["block"]["input"])
+                "{}",
+                printable(&agentwire_core::tool_start_line(name, &b["input"]))
             )
         }
-        "event.tool_result" => eprintln!(
-            "[tool result{} {}]",
-            if m.json["block"]["is_error"] == true {
-                " (error)"
-            } else {
-                ""
-            },
-            m.json["block"]["output"].as_str().unwrap_or("")
-        ),
+        "event.tool_result" => {
+            let b = &m.json["block"];
+            let name = b["call_id"]
+                .as_str()
+                .and_then(|id| tools.get(id))
+                .map_or("?", String::as_str);
+            eprintln!(
+                "{}",
+                printable(&agentwire_core::tool_result_line(
+                    name,
+                    b["is_error"] != true,
+                    &b["output"]
+                ))
+            )
+        }
         "event.thinking" => eprintln!(
             "[thinking] {}",
-            m.json["block"]["text"].as_str().unwrap_or("")
+            printable(m.json["block"]["text"].as_str().unwrap_or(""))
         ),
         "event.warning" => eprintln!("[warning] {}", m.json["block"]),
         kind => {
@@ -295,15 +308,15 @@ fn say_outcome(p: &Prompted, live: bool, streamed_final: Option<&str>) -> ExitCo
         proto if proto.ends_with(".result") => {
             let text = last["text"].as_str().unwrap_or("");
             if !live || streamed_final != Some(text) {
-                println!("{text}");
+                println!("{}", printable(text));
             }
             ExitCode::SUCCESS
         }
         _ => {
             eprintln!(
                 "error {}: {}",
-                last["code"].as_str().unwrap_or("?"),
-                last["error"].as_str().unwrap_or("")
+                printable(last["code"].as_str().unwrap_or("?")),
+                printable(last["error"].as_str().unwrap_or(""))
             );
             ExitCode::from(EXIT_AGENT_ERROR)
         }
@@ -369,12 +382,16 @@ pub(crate) async fn read(args: ReadArgs, nats: &NatsConnect) -> Result<ExitCode,
     for m in &set[1..] {
         let b = &m.json["block"];
         match m.kind() {
-            "event.prompt" => println!("> {}", b["text"].as_str().unwrap_or("")),
-            "event.text" if b["final"] == true => println!("{}", b["text"].as_str().unwrap_or("")),
+            "event.prompt" => println!("> {}", printable(b["text"].as_str().unwrap_or(""))),
+            "event.text" if b["final"] == true => {
+                println!("{}", printable(b["text"].as_str().unwrap_or("")))
+            }
             "event.tool_call" => println!(
-                "[tool {} {}]",
-                b["name"].as_str().unwrap_or("?"),
-                b["input"]
+                "{}",
+                printable(&agentwire_core::tool_start_line(
+                    b["name"].as_str().unwrap_or("?"),
+                    &b["input"]
+                ))
             ),
             "event.status" if b["phase"] == "replay_end" => eprintln!(
                 "[{} blocks{}; usage {} in, {} out]",

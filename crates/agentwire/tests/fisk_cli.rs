@@ -55,7 +55,11 @@ fn ask_follow_up_read_and_discover_over_nats() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), "5");
     let err = text(&out.stderr);
-    assert!(err.contains("[tool calculator start"), "{err}");
+    // Tool activity as every command shows it, the same lines as over NIP-XX.
+    assert!(
+        err.contains("[tool calculator start 2+3]") && err.contains("[tool calculator result 5]"),
+        "{err}"
+    );
     let token = err
         .lines()
         .find_map(|l| l.strip_prefix("conversation "))
