@@ -456,7 +456,11 @@ mod tests {
         assert_eq!((c.identity.as_str(), c.workers), ("flag-id", 7));
         assert_eq!(c.request_timeout, Duration::from_secs(9));
         assert!(c.elicit);
-        assert_eq!(c.jobs, Some(JobsConfig::default()), "--nats-jobs serves jobs");
+        assert_eq!(
+            c.jobs,
+            Some(JobsConfig::default()),
+            "--nats-jobs serves jobs"
+        );
     }
 
     #[test]
