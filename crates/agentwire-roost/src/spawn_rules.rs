@@ -1,7 +1,7 @@
 //! The bounds on `spawn`: a session (a job after its report, or a foreground peer such as a model agent's
 //! roost tools) starting a child job. `dispatch` is a controller's, the person's; `spawn` is a session's
 //! way to start work of its own, so it is held to what a fleet of agents needs and no more: a rate per
-//! session, a number of children at work per session, and a number of spawned jobs at work in all. Which
+//! session, a number of children at work per session, and a number of spawned jobs running in all. Which
 //! profiles a session may start at all is [`spawnable`]. Pure: the daemon passes the time in (seconds)
 //! and the counts it has.
 
@@ -16,11 +16,13 @@ pub const SPAWNS_PER_MINUTE: usize = 10;
 /// failed, stopped or exited); one more is refused `full`. Each is a process (or an engine's turns) of
 /// the person's; a session needs a few helpers, not a pool.
 pub const MAX_CHILDREN_AT_WORK: usize = 8;
-/// Spawned jobs at work at once across the whole fleet; one more is refused `full`. Children spawn
-/// children: without a bound in all, a tree of sessions multiplies the per-session bounds. 32 is four
-/// sessions' full share, and leaves the machine to the person's own jobs (the daemon keeps 1,024
-/// connections, and each job is a process).
-pub const MAX_SPAWNED_AT_WORK: usize = 32;
+/// Spawned jobs whose process (or hosted session) still runs, across the whole fleet, whatever they
+/// reported; one more is refused `full`. Children spawn children: without a bound in all, a tree of sessions
+/// multiplies the per-session bounds, and a child that reports `done` and idles on (as a hosted session does
+/// between turns) would leave the per-session count while it still holds a process and may spawn again. 32
+/// is four sessions' full share, and leaves the machine to the person's own jobs (the daemon keeps 1,024
+/// connections, and each job is a process); a person's `stop` (or the job's exit) frees a place.
+pub const MAX_SPAWNED_RUNNING: usize = 32;
 /// The window the rate is counted over.
 const RATE_WINDOW_SECS: u64 = 60;
 
@@ -31,8 +33,8 @@ pub enum SpawnHeld {
     RateLimited,
     /// [`MAX_CHILDREN_AT_WORK`] of its children are at work.
     ChildrenAtWork,
-    /// [`MAX_SPAWNED_AT_WORK`] spawned jobs are at work in all.
-    FleetAtWork,
+    /// [`MAX_SPAWNED_RUNNING`] spawned jobs run in all.
+    FleetFull,
 }
 
 impl SpawnHeld {
@@ -47,9 +49,9 @@ impl SpawnHeld {
                 ErrorCode::Full,
                 format!("{MAX_CHILDREN_AT_WORK} of this session's children are at work; wait for one to finish (or hand back) first"),
             ),
-            SpawnHeld::FleetAtWork => Refusal::new(
+            SpawnHeld::FleetFull => Refusal::new(
                 ErrorCode::Full,
-                format!("{MAX_SPAWNED_AT_WORK} spawned jobs are at work across the fleet; wait for one to finish first"),
+                format!("{MAX_SPAWNED_RUNNING} spawned jobs run across the fleet; wait for one to end (a person's `jobs stop` ends one)"),
             ),
         }
     }
@@ -84,17 +86,17 @@ pub struct SpawnRules {
 }
 
 impl SpawnRules {
-    /// Whether session `spawner`, with `children_at_work` of its children at work and `spawned_at_work`
-    /// spawned jobs at work in all, may spawn at `now`; when it may, the spawn is counted.
+    /// Whether session `spawner`, with `children_at_work` of its children at work and `spawned_running`
+    /// spawned jobs running in all, may spawn at `now`; when it may, the spawn is counted.
     pub fn admit(
         &mut self,
         spawner: &str,
         now: u64,
         children_at_work: usize,
-        spawned_at_work: usize,
+        spawned_running: usize,
     ) -> Result<(), SpawnHeld> {
-        if spawned_at_work >= MAX_SPAWNED_AT_WORK {
-            return Err(SpawnHeld::FleetAtWork);
+        if spawned_running >= MAX_SPAWNED_RUNNING {
+            return Err(SpawnHeld::FleetFull);
         }
         if children_at_work >= MAX_CHILDREN_AT_WORK {
             return Err(SpawnHeld::ChildrenAtWork);
@@ -159,18 +161,18 @@ mod tests {
             Err(SpawnHeld::ChildrenAtWork)
         );
         assert_eq!(
-            r.admit("a", 0, MAX_CHILDREN_AT_WORK - 1, MAX_SPAWNED_AT_WORK),
-            Err(SpawnHeld::FleetAtWork)
+            r.admit("a", 0, MAX_CHILDREN_AT_WORK - 1, MAX_SPAWNED_RUNNING),
+            Err(SpawnHeld::FleetFull)
         );
         assert_eq!(
-            r.admit("a", 0, MAX_CHILDREN_AT_WORK - 1, MAX_SPAWNED_AT_WORK - 1),
+            r.admit("a", 0, MAX_CHILDREN_AT_WORK - 1, MAX_SPAWNED_RUNNING - 1),
             Ok(())
         );
         // A refusal is not counted against the rate.
         for n in 1..SPAWNS_PER_MINUTE {
             assert_eq!(r.admit("a", n as u64, 0, 0), Ok(()), "{n}");
         }
-        assert_eq!(SpawnHeld::FleetAtWork.refusal().code, ErrorCode::Full);
+        assert_eq!(SpawnHeld::FleetFull.refusal().code, ErrorCode::Full);
         assert_eq!(
             SpawnHeld::RateLimited.refusal().code,
             ErrorCode::RateLimited

@@ -416,15 +416,16 @@ impl Supervisor {
         self.jobs.get(id).is_some_and(Job::live)
     }
 
-    /// The children of session `parent` at work, and the spawned jobs at work in all ([`Job::at_work`]).
-    pub fn spawned_at_work(&self, parent: &str) -> (usize, usize) {
+    /// The children of session `parent` at work ([`Job::at_work`]), and the spawned jobs whose process still
+    /// runs in all, whatever they reported (what the bounds of [`crate::spawn_rules`] count).
+    pub fn spawned_counts(&self, parent: &str) -> (usize, usize) {
         let spawned = self
             .jobs
             .values()
-            .filter(|j| j.parent.is_some() && j.at_work());
+            .filter(|j| j.parent.is_some() && j.life == Life::Running);
         spawned.fold((0, 0), |(mine, all), j| {
             (
-                mine + usize::from(j.parent.as_deref() == Some(parent)),
+                mine + usize::from(j.parent.as_deref() == Some(parent) && j.at_work()),
                 all + 1,
             )
         })

@@ -1,13 +1,14 @@
 //! The bounds on `spawn` over the real socket: a session spawns at most `MAX_CHILDREN_AT_WORK` children at
 //! work (a child done or stopped frees its place), `SPAWNS_PER_MINUTE` a minute (counted on the daemon's
-//! clock), `MAX_SPAWNED_AT_WORK` spawned jobs are at work across the fleet, and a terminal agent or a
+//! clock), `MAX_SPAWNED_RUNNING` spawned jobs run across the fleet (a done child that idles on counts), and
+//! a terminal agent or a
 //! `controller_only` profile is not spawned at all (a controller still dispatches them).
 
 mod common;
 
 use agentwire_roost::daemon::{Calendar, Daemon, DaemonConfig};
 use agentwire_roost::profile::{Profile, TaskMode};
-use agentwire_roost::spawn_rules::{MAX_CHILDREN_AT_WORK, MAX_SPAWNED_AT_WORK, SPAWNS_PER_MINUTE};
+use agentwire_roost::spawn_rules::{MAX_CHILDREN_AT_WORK, MAX_SPAWNED_RUNNING, SPAWNS_PER_MINUTE};
 use agentwire_roost::when::Zone;
 use common::Client;
 use serde_json::{json, Value};
@@ -145,19 +146,21 @@ async fn spawning_is_bounded_per_session_per_minute_and_in_all() {
     let shell = ctl.ok("dispatch", json!({"profile": "shell"})).await;
     let deploy = ctl.ok("dispatch", json!({"profile": "deploy"})).await;
 
-    // In all: three more sessions fill the fleet's share; a fifth is refused though it has no child.
-    let at_work_of_a = MAX_CHILDREN_AT_WORK;
+    // In all, spawned jobs whose process runs count, whatever they reported: a's eight at work and the one
+    // that reported done and idles on (a done child must not spawn the fleet past its bound). Three more
+    // sessions fill the fleet's share; a fifth is refused though it has no child.
+    let running_of_a = MAX_CHILDREN_AT_WORK + 1;
     let mut others = Vec::new();
-    let mut filled = at_work_of_a;
+    let mut filled = running_of_a;
     for who in ["b", "c", "d"] {
         let mut c = peer(&cfg, who).await;
-        for n in 0..MAX_CHILDREN_AT_WORK.min(MAX_SPAWNED_AT_WORK - filled) {
+        for n in 0..MAX_CHILDREN_AT_WORK.min(MAX_SPAWNED_RUNNING - filled) {
             kids.push(id(&spawn(&mut c, "kid", &format!("{who}{n}")).await));
             filled += 1;
         }
         others.push(c);
     }
-    assert_eq!(filled, MAX_SPAWNED_AT_WORK);
+    assert_eq!(filled, MAX_SPAWNED_RUNNING);
     let mut e = peer(&cfg, "e").await;
     refused(
         &spawn(&mut e, "kid", "e0").await,

@@ -403,7 +403,7 @@ impl Shared {
 
     /// `spawn {profile, task, name?}` → `{id, name}`: a job whose parent is the caller, of a profile a
     /// session may start ([`crate::spawn_rules::spawnable`]), within the bounds of
-    /// [`crate::spawn_rules`]: a rate per session, its children at work, and spawned jobs at work in all.
+    /// [`crate::spawn_rules`]: a rate per session, its children at work, and spawned jobs running in all.
     pub(super) fn spawn(&self, conn: u64, args: &Map<String, Value>) -> Result<Value, Refusal> {
         let mut st = self.lock();
         let parent = Self::sender(&st, conn)?;
@@ -419,7 +419,7 @@ impl Shared {
                 ))
             }
         }
-        let (mine, all) = st.sup.spawned_at_work(&parent.id);
+        let (mine, all) = st.sup.spawned_counts(&parent.id);
         let now = self.config.calendar.now();
         st.spawn_rules
             .admit(&parent.id, now, mine, all)
