@@ -426,7 +426,7 @@ impl TurnFront for TaskFront {
             return;
         };
         // An answer from the room is on the relay already, where it settled the card.
-        if shared.answered_from_room(&id) {
+        if shared.answered_from_room(&id, said) {
             return;
         }
         let Some((asked_as, room)) = shared.open_question(&id) else {

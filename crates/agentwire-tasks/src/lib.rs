@@ -135,9 +135,10 @@ pub(crate) struct Shared {
     running: Mutex<HashMap<EventId, Arc<TaskFront>>>,
     /// Tools approved "always" per room (kept while the daemon runs).
     room_standing: Mutex<HashMap<String, HashSet<String>>>,
-    /// Questions an answer from the room is being given to the engine for: any other answer came from
-    /// outside the room (the hub, the turn API), and the room is told.
-    answering_from_room: Mutex<HashSet<EventId>>,
+    /// Questions an answer from the room is being given to the engine for, with that answer as said back:
+    /// any other answer the engine takes came from outside the room (the hub, the turn API, in between),
+    /// and the room is told.
+    answering_from_room: Mutex<HashMap<EventId, String>>,
     ended: mpsc::UnboundedSender<EventId>,
 }
 
@@ -166,9 +167,17 @@ impl Shared {
             .map(|q| (card::THREAD_REPLY, q.room.clone()))
     }
 
-    /// Whether the answer the engine took for question `id` is one from the room.
-    pub(crate) fn answered_from_room(&self, id: &EventId) -> bool {
-        lock(&self.answering_from_room).contains(id)
+    /// Whether the answer the engine took for question `id`, `said` as said back, is the one from the room.
+    pub(crate) fn answered_from_room(&self, id: &EventId, said: &str) -> bool {
+        lock(&self.answering_from_room).get(id).map(String::as_str) == Some(said)
+    }
+
+    /// The kind of the open question `id`.
+    fn question_kind(&self, id: &EventId) -> Option<QuestionKind> {
+        if let Some(c) = lock(&self.cards).get(id) {
+            return Some(c.kind.clone());
+        }
+        lock(&self.legacy).get(id).map(|q| q.kind.clone())
     }
 
     pub(crate) fn open_legacy(&self, id: EventId, q: LegacyQuestion) {
@@ -678,7 +687,12 @@ impl Driver {
             agentwire_core::Answer::Approve { choice } => Some(*choice),
             _ => None,
         };
-        lock(&self.shared.answering_from_room).insert(*card_id);
+        let said = self
+            .shared
+            .question_kind(card_id)
+            .map(|kind| answer.describe(&kind))
+            .unwrap_or_default();
+        lock(&self.shared.answering_from_room).insert(*card_id, said);
         let taken = self
             .shared
             .engine

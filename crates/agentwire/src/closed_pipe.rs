@@ -1,5 +1,5 @@
-//! A command whose reader went away (`agentwire turns | head`) stops quietly, as `cat` or `grep` do: no
-//! panic, no message, exit 0.
+//! A command whose reader went away (`agentwire turns | head`) stops quietly: no panic, no message, exit 0
+//! (the reader has what it wanted; a shell with `pipefail` sees no failure, as with ripgrep).
 //!
 //! The standard library ignores SIGPIPE so that a socket write to a closed peer is an error and not the
 //! death of the process, which the daemon and the clients that talk to it over sockets rely on. The price is
@@ -10,8 +10,9 @@
 use std::io::{ErrorKind, Write};
 
 /// The start of the panic message `print!` and `println!` give when writing fails (the standard library's
-/// own words; `eprint!` says "stderr").
-const PRINT_FAILED: [&str; 2] = ["failed printing to stdout", "failed printing to stderr"];
+/// own words). Only stdout: a closed stderr says nothing about what the reader wanted, and the command's
+/// exit code must still tell its outcome.
+const PRINT_FAILED: &str = "failed printing to stdout";
 
 /// How an OS error for EPIPE reads in that message (`std::io::Error`'s Display of `ErrorKind::BrokenPipe`).
 const BROKEN_PIPE: &str = "Broken pipe";
@@ -36,15 +37,22 @@ pub(crate) fn exit_quietly_when_closed() {
 
 /// Whether a panic message is a print that failed because its reader is gone.
 fn is_closed_pipe(message: &str) -> bool {
-    PRINT_FAILED.iter().any(|p| message.starts_with(p)) && message.contains(BROKEN_PIPE)
+    message.starts_with(PRINT_FAILED) && message.contains(BROKEN_PIPE)
 }
 
 /// Writes a whole buffer to stdout; a closed pipe is not an error (the reader has what it wanted).
 pub(crate) fn write_stdout(bytes: &[u8]) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != ErrorKind::BrokenPipe => Err(format!("cannot write to stdout: {e}")),
-        _ => Ok(()),
+    quiet_when_closed(out.write_all(bytes).and_then(|()| out.flush()))
+        .map_err(|e| format!("cannot write to stdout: {e}"))
+}
+
+/// A write to stdout as a command sees it: a closed pipe ends the command quietly (exit 0), any other error
+/// is the caller's to say.
+pub(crate) fn quiet_when_closed(written: std::io::Result<()>) -> std::io::Result<()> {
+    match written {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => std::process::exit(0),
+        other => other,
     }
 }
 
@@ -57,7 +65,7 @@ mod tests {
         assert!(is_closed_pipe(
             "failed printing to stdout: Broken pipe (os error 32)"
         ));
-        assert!(is_closed_pipe(
+        assert!(!is_closed_pipe(
             "failed printing to stderr: Broken pipe (os error 32)"
         ));
         assert!(!is_closed_pipe(

@@ -155,7 +155,7 @@ pub(crate) async fn follow(
             "[thinking] {}",
             printable(m.json["block"]["text"].as_str().unwrap_or(""))
         ),
-        "event.warning" => eprintln!("[warning] {}", m.json["block"]),
+        "event.warning" => eprintln!("[warning] {}", printable(&m.json["block"].to_string())),
         kind => {
             if let Some(line) = narration(kind, &m.json["block"]) {
                 eprintln!("{line}");

@@ -80,7 +80,8 @@ impl Person {
             .next()
             .unwrap_or("")
             .to_string();
-        let text = |k: &str| q[k].as_str().unwrap_or("").to_string();
+        // The worker's words (a model's, a peer's): read at the prompt, never obeyed by the terminal.
+        let text = |k: &str| crate::tabular::printable(q[k].as_str().unwrap_or(""));
         match kind.as_str() {
             "approve" => {
                 eprintln!("[approval] run: {}", text("display"));
@@ -105,7 +106,7 @@ impl Person {
                     })
                     .unwrap_or_default();
                 for (i, o) in options.iter().enumerate() {
-                    eprintln!("  {}) {o}", i + 1);
+                    eprintln!("  {}) {}", i + 1, crate::tabular::printable(o));
                 }
                 self.until_fits("choose a number: ", |a| {
                     select(a, &options).map(Reply::Select)

@@ -92,6 +92,23 @@ fn ask_follow_up_read_and_discover_over_nats() {
     // A question answered at the terminal.
     let out = ask(&nats.url, &["ask", "pick | red | green"], "2\n");
     assert_eq!(text(&out.stdout).trim(), "green", "{}", text(&out.stderr));
+    // A question and options with escape sequences in them (the worker's words): shown, never obeyed.
+    let out = ask(
+        &nats.url,
+        &[
+            "ask",
+            "\u{1b}]0;PWNED\u{7}pick | \u{1b}[2Jred | gr\u{202e}een",
+        ],
+        "1\n",
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("PWNED") && err.contains("[2Jred"), "{err}");
+    for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(
+            !err.contains(c) && !text(&out.stdout).contains(c),
+            "{c:?}: {err:?}"
+        );
+    }
     // Nobody at the terminal (end of input) is no_operator.
     let out = ask(&nats.url, &["confirm", "sure?"], "");
     assert_eq!(text(&out.stdout).trim(), "no operator");

@@ -363,6 +363,14 @@ impl TurnFront for FiskFront {
 
     fn question_answered(&self, question_id: &str, said: &str) {
         if let Some(a) = self.asking().as_mut().filter(|a| a.id == question_id) {
+            // An elicit reply on its way to the engine lost to another answer (the turn API's, taken in
+            // between): it is not who answered, and the caller is told who was first.
+            if a.answering
+                .as_ref()
+                .is_some_and(|(_, theirs)| theirs != said)
+            {
+                a.answering = None;
+            }
             a.said = Some(said.to_string());
         }
     }

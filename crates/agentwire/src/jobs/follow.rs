@@ -146,9 +146,13 @@ impl Output {
         }
         let _ = match json {
             true => std::io::stderr().write_all(&added),
-            false => std::io::stdout().write_all(&added),
+            // The reader went away (`jobs follow JOB | head`): the command ends, quietly.
+            false => crate::closed_pipe::quiet_when_closed(
+                std::io::stdout()
+                    .write_all(&added)
+                    .and_then(|()| std::io::stdout().flush()),
+            ),
         };
-        let _ = std::io::stdout().flush();
     }
 }
 

@@ -373,7 +373,8 @@ pub(crate) async fn run(
             let mut file = std::fs::File::open(&path)
                 .map_err(|e| format!("{job}'s output {}: {e}", path.display()))?;
             // Streamed, not read whole: a job's output can be long.
-            std::io::copy(&mut file, &mut std::io::stdout().lock())
+            let copied = std::io::copy(&mut file, &mut std::io::stdout().lock()).map(|_| ());
+            crate::closed_pipe::quiet_when_closed(copied)
                 .map_err(|e| format!("cannot write the output: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }

@@ -321,14 +321,27 @@ pub(crate) async fn answer(args: AnswerArgs, data_dir: &Path) -> Result<ExitCode
     let mut s = Session::open(&args.target, data_dir).await?;
     let found = s.query(vec![Filter::new().id(id).limit(1)]).await?;
     let Some(request) = found.into_iter().find(|e| e.id == id) else {
-        // Withdrawn by its author (the agent does when it was answered outside the room): said so, with
-        // its reason.
-        let withdrawn = s
-            .query(vec![Filter::new().kind(Kind::EventDeletion).event(id)])
-            .await?;
+        // Withdrawn by the task-card agent of the serve on this data dir (it does when a card was answered
+        // outside the room): said so, with its reason. Anybody may publish a deletion naming any id, so
+        // only that agent's is believed.
+        let agent = s
+            .serving
+            .as_ref()
+            .and_then(|v| v.agent_pubkey())
+            .and_then(|k| PublicKey::from_hex(k).ok());
+        let withdrawn = match agent {
+            Some(agent) => {
+                s.query(vec![Filter::new()
+                    .kind(Kind::EventDeletion)
+                    .author(agent)
+                    .event(id)])
+                    .await?
+            }
+            None => Vec::new(),
+        };
         if let Some(w) = withdrawn
             .iter()
-            .find(|w| w.tags.event_ids().any(|e| e == id))
+            .find(|w| Some(w.pubkey) == agent && w.tags.event_ids().any(|e| e == id))
         {
             eprintln!(
                 "agentwire: question {id} is settled: withdrawn by its author: {}",

@@ -392,10 +392,14 @@ async fn print_result(s: &mut Session, result: &Event, request: &EventId) {
     let mut out = std::io::stdout();
     match texts.first() {
         Some(text) => {
-            let _ = writeln!(out, "{}", text.trim_end());
+            let _ = writeln!(out, "{}", crate::tabular::printable(text.trim_end()));
         }
         None => {
-            let _ = writeln!(out, "{}", result.content.trim_end());
+            let _ = writeln!(
+                out,
+                "{}",
+                crate::tabular::printable(result.content.trim_end())
+            );
         }
     }
 }
