@@ -7,7 +7,7 @@
 //! up to [`MAX_FUTURE_SKEW`] ahead; so it stays servable up to the retention plus the skew after its turn
 //! began, and the turn is kept that long ([`ended_before`]).
 
-use agentwire_nostr::nipxx::admission::MAX_FUTURE_SKEW;
+use agentwire_nostr::nipxx::admission::{future_skew, MAX_FUTURE_SKEW};
 use agentwire_store::{Journal, Prune};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,12 +27,14 @@ fn interval(retention: Duration) -> Duration {
     (retention / 4).clamp(PRUNE_AT_MOST_EVERY, PRUNE_EVERY)
 }
 
-/// The turns to forget at `now` (Unix seconds): those that ended more than `retention` and
-/// [`MAX_FUTURE_SKEW`] ago. A prompt still servable at `now` was made at most the retention ago and, when
-/// its turn began, at most the skew ahead: its turn ended after `now` minus both.
+/// The turns to forget at `now` (Unix seconds): those that ended more than `retention` and the skew a
+/// prompt may be dated ahead with it ([`future_skew`]: [`MAX_FUTURE_SKEW`], or the retention when shorter)
+/// ago. A prompt still servable at `now` was made at most the retention ago and, when its turn began, at
+/// most that skew ahead: its turn ended after `now` minus both.
 fn ended_before(now: u64, retention: Duration) -> u64 {
-    now.saturating_sub(retention.as_secs())
-        .saturating_sub(MAX_FUTURE_SKEW.as_secs())
+    let retention = retention.as_secs();
+    now.saturating_sub(retention)
+        .saturating_sub(future_skew(Some(retention)))
 }
 
 /// Starts pruning `journal` of turns that ended more than `retention` ago; the task ends when aborted.
@@ -90,7 +92,7 @@ mod tests {
     fn a_prompt_that_can_still_be_served_has_its_turn_remembered() {
         let skew = MAX_FUTURE_SKEW.as_secs();
         let begun = 1_800_000_000u64;
-        for retention in [60u64, 3_600, 86_400, 30 * 86_400] {
+        for retention in [4u64, 60, 3_600, 86_400, 30 * 86_400] {
             let r = Duration::from_secs(retention);
             let step = (retention / 300).max(1) as usize;
             // Made from before the retention to past the skew around when it was first served, the edges

@@ -76,7 +76,10 @@ fn prompt_at(c: &Client, message: &str, at: u64) -> nostr::prelude::Event {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_dated_ahead_runs_once_across_its_retention_and_a_restart() {
-    const RETENTION_SECS: f64 = 4.0;
+    const RETENTION_SECS: f64 = 6.0;
+    // How far ahead the prompt is dated: within the skew a 6-s retention allows (the retention itself), and
+    // enough that it is still young after a pass that forgets turns older than the retention alone.
+    const AHEAD_SECS: u64 = 5;
     let fake = FakeOpenAi::start();
     let dir = tempfile::tempdir().unwrap();
     let days = RETENTION_SECS / 86_400.0;
@@ -85,7 +88,7 @@ async fn a_prompt_dated_ahead_runs_once_across_its_retention_and_a_restart() {
         &format!(
             "[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\n\n\
              [journal]\nretention_days = {days}\n\n[relay.retention]\nagent_days = {days}\n\n\
-             [nipxx]\nbacklog_horizon_secs = 3\n",
+             [nipxx]\nbacklog_horizon_secs = 6\n",
             fake.base_url
         ),
     );
@@ -107,12 +110,12 @@ async fn a_prompt_dated_ahead_runs_once_across_its_retention_and_a_restart() {
         ok.message
     );
 
-    // Ten minutes ahead (a fast clock, within the bound): served once.
+    // A few seconds ahead (a fast clock, within the bound): served once.
     fake.push(Scripted::Stream {
         chunks: text_chunks(&["once"], (3, 1)),
         gap: Duration::from_millis(1),
     });
-    let ahead = prompt_at(&c, "ten minutes fast", now + 600);
+    let ahead = prompt_at(&c, "a little fast", now + AHEAD_SECS);
     let run = c.send_and_collect(ahead.clone()).await;
     assert_eq!(run.text(), "once");
     let chats = || {
@@ -126,7 +129,7 @@ async fn a_prompt_dated_ahead_runs_once_across_its_retention_and_a_restart() {
 
     // Past the journal's retention (and a pass of its pruning), the prompt is still young: it was dated
     // ahead. Restarted, the daemon asks the relay for its backlog and gets the prompt again.
-    tokio::time::sleep(Duration::from_secs_f64(RETENTION_SECS + 3.0)).await;
+    tokio::time::sleep(Duration::from_secs_f64(RETENTION_SECS + 2.5)).await;
     d.kill();
     fake.push(Scripted::Stream {
         chunks: text_chunks(&["twice"], (3, 1)),

@@ -23,12 +23,20 @@ pub const TOOL_SCHEMA_VERSION: u64 = 1;
 /// whose turn it remembers. A clock fast by minutes is still served.
 pub const MAX_FUTURE_SKEW: std::time::Duration = std::time::Duration::from_secs(900);
 
+/// How far ahead a prompt may be dated, in seconds, with a `max_age` (the journal's retention): at most
+/// [`MAX_FUTURE_SKEW`], and never more than the retention itself, so that the journal's margin for it (the
+/// same figure, `agentwire`'s `pruning`) stays in proportion to a short retention.
+pub fn future_skew(max_age: Option<u64>) -> u64 {
+    let most = MAX_FUTURE_SKEW.as_secs();
+    max_age.map_or(most, |age| age.min(most))
+}
+
 /// Whether a prompt made at `created_at` may be served at `now` (Unix seconds): dated at most
-/// [`MAX_FUTURE_SKEW`] ahead, not before `serve_since` (the backlog horizon at start) and, with a
-/// `max_age` (the journal's retention, seconds), not older than that.
+/// [`future_skew`] ahead, not before `serve_since` (the backlog horizon at start) and, with a `max_age`
+/// (the journal's retention, seconds), not older than that.
 pub fn dated_within(created_at: u64, now: u64, serve_since: u64, max_age: Option<u64>) -> bool {
     let floor = max_age.map_or(0, |age| now.saturating_sub(age));
-    created_at <= now.saturating_add(MAX_FUTURE_SKEW.as_secs())
+    created_at <= now.saturating_add(future_skew(max_age))
         && created_at >= serve_since
         && created_at >= floor
 }
@@ -194,6 +202,11 @@ mod tests {
         assert!(!dated_within(now - day - 1, now, 0, Some(day)));
         assert!(dated_within(0, now, 0, None));
         assert!(!dated_within(u64::MAX, now, 0, None));
+        // A retention shorter than the skew bounds the skew too.
+        assert_eq!(future_skew(Some(4)), 4);
+        assert_eq!(future_skew(Some(day)), skew);
+        assert!(dated_within(now + 4, now, 0, Some(4)));
+        assert!(!dated_within(now + 5, now, 0, Some(4)));
     }
 
     proptest! {
