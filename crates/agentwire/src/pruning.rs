@@ -1,13 +1,14 @@
 //! The journal's retention: ended turns of NIP-XX, task cards and roost are forgotten once they ended more
-//! than `[journal] retention_days` and [`MAX_FUTURE_SKEW`] ago, in bounded passes on a timer; fisk-ai's stay
-//! (its conversations are kept until an operator removes them, as the channel's spec says).
+//! than `[journal] retention_days` and the skew a prompt may be dated ahead ago, in bounded passes on a
+//! timer; fisk-ai's stay (its conversations are kept until an operator removes them, as the channel's spec
+//! says).
 //!
 //! A turn is remembered so that its request, delivered again, is answered from the journal instead of run
 //! again. A NIP-XX prompt is served while its `created_at` is within the retention of now, and may be dated
-//! up to [`MAX_FUTURE_SKEW`] ahead; so it stays servable up to the retention plus the skew after its turn
-//! began, and the turn is kept that long ([`ended_before`]).
+//! up to [`future_skew`] ahead (`MAX_FUTURE_SKEW`, or the retention when shorter); so it stays servable up
+//! to the retention plus the skew after its turn began, and the turn is kept that long ([`ended_before`]).
 
-use agentwire_nostr::nipxx::admission::{future_skew, MAX_FUTURE_SKEW};
+use agentwire_nostr::nipxx::admission::future_skew;
 use agentwire_store::{Journal, Prune};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,9 +29,9 @@ fn interval(retention: Duration) -> Duration {
 }
 
 /// The turns to forget at `now` (Unix seconds): those that ended more than `retention` and the skew a
-/// prompt may be dated ahead with it ([`future_skew`]: [`MAX_FUTURE_SKEW`], or the retention when shorter)
-/// ago. A prompt still servable at `now` was made at most the retention ago and, when its turn began, at
-/// most that skew ahead: its turn ended after `now` minus both.
+/// prompt may be dated ahead with it ([`future_skew`]) ago. A prompt still servable at `now` was made at most
+/// the retention ago and, when its turn began, at most that skew ahead: its turn ended after `now` minus
+/// both.
 fn ended_before(now: u64, retention: Duration) -> u64 {
     let retention = retention.as_secs();
     now.saturating_sub(retention)
@@ -83,7 +84,7 @@ pub(crate) fn start(journal: Arc<dyn Journal>, retention: Duration) -> tokio::ta
 mod tests {
     use super::*;
 
-    use agentwire_nostr::nipxx::admission::dated_within;
+    use agentwire_nostr::nipxx::admission::{dated_within, MAX_FUTURE_SKEW};
 
     /// Run once: a prompt the NIP-XX runtime would still serve is never one whose turn the journal has
     /// forgotten. For any prompt served at `begun` (its turn ending at `ended`, later) and offered again at
