@@ -23,14 +23,20 @@ use std::sync::Arc;
 const DEFAULT_TURNS_PAGE: usize = 50;
 /// The most turns in one page: a page is one response, and a client pages on with the cursor.
 pub(crate) const MAX_TURNS_PAGE: usize = 500;
-/// The largest request body (an answer): a question's free text fits many times over.
+/// The largest request body of the turn API (an answer): a question's free text fits many times over.
 const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The largest request body of a caller front: 1 MiB, a long conversation's whole history (an OpenAI
+/// request carries every message) with room to spare; the largest prompt the other fronts take (fisk-ai's
+/// 768 KiB message) fits.
+pub const MAX_FRONT_BODY_BYTES: usize = 1024 * 1024;
 
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct State {
     pub(crate) ctx: Arc<HttpContext>,
     pub(crate) token: access::Token,
+    /// The callers' tokens.
+    pub(crate) callers: Arc<Vec<crate::callers::CallerToken>>,
     pub(crate) listen: SocketAddr,
     pub(crate) allow_remote: bool,
     /// Becomes true when the server stops: open event streams end.
@@ -53,7 +59,7 @@ pub(crate) fn refused(status: StatusCode, error: impl Into<String>) -> Response 
     (status, Json(json!({ "error": error.into() }))).into_response()
 }
 
-pub(crate) fn router(state: State) -> Router {
+pub(crate) fn router(state: State, fronts: Vec<crate::front::HttpRoutes>) -> Router {
     let api = Router::new()
         .route("/agents", get(agents))
         .route("/turns", get(turns))
@@ -70,8 +76,9 @@ pub(crate) fn router(state: State) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             needs_token,
-        ));
-    Router::new()
+        ))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    let mut app = Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/", get(crate::page::index))
@@ -79,13 +86,23 @@ pub(crate) fn router(state: State) -> Router {
         .route("/hub.css", get(crate::page::style))
         .nest("/api/v1", api)
         .fallback(|| async { refused(StatusCode::NOT_FOUND, "no such route") })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), counted))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            allowed_host,
-        ))
-        .with_state(state)
+        .with_state(state.clone());
+    for f in fronts {
+        let unauthorized = f.unauthorized;
+        let gate = state.clone();
+        let callers = f
+            .callers
+            .layer(axum::middleware::from_fn(same_site))
+            .layer(axum::middleware::from_fn(
+                move |req: Request, next: Next| {
+                    crate::front_auth::caller(gate.clone(), unauthorized, req, next)
+                },
+            ))
+            .layer(DefaultBodyLimit::max(MAX_FRONT_BODY_BYTES));
+        app = app.merge(f.public).merge(callers);
+    }
+    app.layer(axum::middleware::from_fn_with_state(state.clone(), counted))
+        .layer(axum::middleware::from_fn_with_state(state, allowed_host))
 }
 
 /// Refuses a request whose `Host` this server does not answer to (DNS rebinding).
@@ -106,13 +123,20 @@ async fn allowed_host(Extract(s): Extract<State>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
-/// Refuses an API request without the token.
+/// Refuses an API request without the operator's token (a caller's token opens only the caller fronts).
 async fn needs_token(Extract(s): Extract<State>, req: Request, next: Next) -> Response {
-    let ok = {
+    let presented = {
         let h = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
         access::presented(h(header::AUTHORIZATION), h(header::COOKIE))
-            .is_some_and(|t| s.token.matches(t))
+            .map(|t| crate::callers::identify(t, &s.token, &s.callers))
     };
+    let ok = presented == Some(crate::callers::Presented::Operator);
+    if let Some(crate::callers::Presented::Caller(_)) = presented {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "a caller's token opens only the caller fronts (A2A, the OpenAI-compatible API, MCP); the turn API is the operator's",
+        );
+    }
     if !ok {
         return refused(
             StatusCode::UNAUTHORIZED,

@@ -65,6 +65,8 @@ const REFUSAL: &str = "HTTP/1.1 503 Service Unavailable\r\ncontent-type: applica
 /// What every connection's requests are checked against.
 pub(crate) struct Gatekeeper {
     pub(crate) token: Token,
+    /// The callers' tokens: a request with one marks its connection a token holder's too.
+    pub(crate) callers: Arc<Vec<crate::callers::CallerToken>>,
     pub(crate) ctx: Arc<crate::HttpContext>,
     pub(crate) wrong: Mutex<WrongTokens>,
 }
@@ -93,7 +95,9 @@ impl Gatekeeper {
         let Some(presented) = Self::presented(req) else {
             return;
         };
-        if self.token.matches(&presented) {
+        if crate::callers::identify(&presented, &self.token, &self.callers)
+            != crate::callers::Presented::Wrong
+        {
             place.authenticated();
             return;
         }

@@ -16,9 +16,13 @@
 //! | `POST /api/v1/turns/{id}/cancel` | cancels a running turn, as its requester could |
 //! | `POST /api/v1/turns/{id}/answer` | answers its open question (`{"choices": [...], "text": ...}`) |
 //!
-//! Every `/api/` request needs the token ([`access`]); every request names an allowed `Host`; a request that
-//! changes state and comes from another site's page (its `Origin`) is refused. Refusals are
+//! Every `/api/` request needs the operator's token ([`access`]); every request names an allowed `Host`; a
+//! request that changes state and comes from another site's page (its `Origin`) is refused. Refusals are
 //! JSON `{"error": ...}` with 400, 401, 403, 404, 409 or 503.
+//!
+//! The HTTP fronts (A2A, the OpenAI-compatible API, MCP) mount their routes beside these ([`front`]):
+//! their callers present a caller's token or the operator's ([`callers`]); a caller's token opens nothing
+//! else (`403` on `/api/`).
 //!
 //! Connections are bounded (`connections.rs`): a request head within [`HEADER_READ_TIMEOUT`] (also the idle
 //! keep-alive time), answers the client takes within [`WRITE_STALL_TIMEOUT`], at most [`MAX_CONNECTIONS`]
@@ -28,6 +32,9 @@
 pub mod access;
 pub mod answer;
 mod api;
+mod front_auth;
+pub mod callers;
+pub mod front;
 mod connections;
 mod events;
 pub mod page;
@@ -42,6 +49,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 pub use access::{Token, WRONG_TOKEN_LOG_INTERVAL};
+pub use api::MAX_FRONT_BODY_BYTES;
 pub use connections::{HEADER_READ_TIMEOUT, MAX_PENDING_REFUSALS, SHUTDOWN_GRACE};
 pub use roost::{RoostCall, RoostRefusal};
 pub use slots::{MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS};
@@ -54,8 +62,10 @@ pub struct HttpConfig {
     pub listen: SocketAddr,
     /// Serve clients beyond this host (a listen that is not loopback, and any `Host`).
     pub allow_remote: bool,
-    /// The API's token.
+    /// The operator's token: the turn API, the hub, the roost ops and every caller front.
     pub token: Token,
+    /// The callers' tokens (`[[http.callers]]`): the caller fronts only.
+    pub callers: Vec<callers::CallerToken>,
 }
 
 /// An agent as `GET /api/v1/agents` shows it.
@@ -90,6 +100,12 @@ pub struct HttpContext {
     pub scrape: Scrape,
     /// The roost supervisor's controller ops, when one runs (the page's sessions, board and concierge).
     pub roost: Option<RoostCall>,
+}
+
+impl std::fmt::Debug for front::HttpRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpRoutes")
+    }
 }
 
 /// Sets the metrics that are read when `/metrics` is scraped.
@@ -137,8 +153,12 @@ impl HttpServer {
     }
 }
 
-/// Starts the server.
-pub async fn start(config: HttpConfig, ctx: HttpContext) -> Result<HttpServer, HttpError> {
+/// Starts the server, with the routes of the HTTP fronts (`fronts`) beside its own.
+pub async fn start(
+    config: HttpConfig,
+    ctx: HttpContext,
+    fronts: Vec<front::HttpRoutes>,
+) -> Result<HttpServer, HttpError> {
     if !config.allow_remote && !access::is_local(config.listen) {
         return Err(HttpError::Remote(config.listen));
     }
@@ -154,19 +174,25 @@ pub async fn start(config: HttpConfig, ctx: HttpContext) -> Result<HttpServer, H
     })?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(ctx);
+    let callers = Arc::new(config.callers);
     let gate = Arc::new(connections::Gatekeeper {
         token: config.token.clone(),
+        callers: Arc::clone(&callers),
         ctx: Arc::clone(&ctx),
         wrong: std::sync::Mutex::default(),
     });
-    let app = api::router(api::State {
-        ctx,
-        token: config.token,
+    let app = api::router(
+        api::State {
+            ctx,
+            token: config.token,
+            callers,
         listen: local_addr,
         allow_remote: config.allow_remote,
-        stopped: stopped.clone(),
-        streams: Arc::default(),
-    });
+            stopped: stopped.clone(),
+            streams: Arc::default(),
+        },
+        fronts,
+    );
     let slots = slots::Slots::new(MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS);
     let task = tokio::spawn(connections::serve(listener, app, gate, slots, stopped));
     Ok(HttpServer {

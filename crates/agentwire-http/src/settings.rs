@@ -16,6 +16,42 @@ pub struct HttpSection {
     pub listen: Option<String>,
     /// Serve clients beyond this host.
     pub allow_remote: Option<bool>,
+    /// `[[http.callers]]`: programs with tokens of their own for the caller fronts.
+    pub callers: Vec<CallerSection>,
+}
+
+/// `[[http.callers]]`: one caller of the caller fronts (A2A, the OpenAI-compatible API, MCP).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerSection {
+    /// Its name: recorded as each of its turns' requester (`caller:<name>`).
+    pub name: String,
+    /// The environment variable holding its token.
+    pub token_env: Option<String>,
+    /// The file holding its token (readable by its owner only).
+    pub token_file: Option<std::path::PathBuf>,
+    /// The agents it may call (default: every agent exposed on the front).
+    pub agents: Option<Vec<String>>,
+}
+
+/// Where a caller's token is read from when the server starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// This environment variable.
+    Env(String),
+    /// This file.
+    File(std::path::PathBuf),
+}
+
+/// A caller, resolved: its token is read when the server starts, never kept in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerSetting {
+    /// Its name.
+    pub name: String,
+    /// Where its token is.
+    pub token: TokenSource,
+    /// The agents it may call (`None`: every agent on the front).
+    pub agents: Option<Vec<String>>,
 }
 
 /// Where the HTTP server listens: an address, or off.
@@ -39,12 +75,14 @@ pub fn http_listen(value: &str) -> Result<HttpListen, String> {
 }
 
 /// The server's settings, resolved and checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpSettings {
     /// Its address.
     pub listen: SocketAddr,
     /// Clients beyond this host are served.
     pub allow_remote: bool,
+    /// The callers of the caller fronts.
+    pub callers: Vec<CallerSetting>,
 }
 
 /// Why `[http]` or `--http-listen` cannot be used.
@@ -89,7 +127,57 @@ pub fn resolve(
     Ok(Some(HttpSettings {
         listen,
         allow_remote,
+        callers: callers(&section.callers)?,
     }))
+}
+
+/// `[[http.callers]]` checked: a name each (`[A-Za-z0-9_.-]`, 1-64, unique), exactly one of `token_env`
+/// and `token_file`, at most [`MAX_CALLERS`](crate::callers::MAX_CALLERS).
+fn callers(sections: &[CallerSection]) -> Result<Vec<CallerSetting>, SettingError> {
+    let bad = |reason: String| SettingError {
+        setting: "[[http.callers]]",
+        reason,
+    };
+    if sections.len() > crate::callers::MAX_CALLERS {
+        return Err(bad(format!(
+            "{} callers: at most {}",
+            sections.len(),
+            crate::callers::MAX_CALLERS
+        )));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for c in sections {
+        let fit = (1..=64).contains(&c.name.len())
+            && c.name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+        if !fit {
+            return Err(bad(format!(
+                "name {:?}: 1-64 of A-Z a-z 0-9 - _ .",
+                c.name
+            )));
+        }
+        if !names.insert(c.name.clone()) {
+            return Err(bad(format!("name {:?} is given twice", c.name)));
+        }
+        let token = match (&c.token_env, &c.token_file) {
+            (Some(v), None) if !v.is_empty() => TokenSource::Env(v.clone()),
+            (None, Some(f)) => TokenSource::File(f.clone()),
+            _ => {
+                return Err(bad(format!(
+                    "caller {:?}: give its token as token_env (a variable's name) or token_file, one of them",
+                    c.name
+                )))
+            }
+        };
+        out.push(CallerSetting {
+            name: c.name.clone(),
+            token,
+            agents: c.agents.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// `[http]` as `agentwire config` prints what is in force: `listen = "off"` when the server is off.
@@ -97,6 +185,20 @@ pub fn resolve(
 pub struct HttpView {
     listen: String,
     allow_remote: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    callers: Vec<CallerView>,
+}
+
+/// A caller as `agentwire config` shows it: where its token is, never the token.
+#[derive(Debug, Serialize)]
+struct CallerView {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_file: Option<std::path::PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agents: Option<Vec<String>>,
 }
 
 /// What `agentwire config` shows of `settings`.
@@ -105,10 +207,27 @@ pub fn view(settings: Option<&HttpSettings>) -> HttpView {
         Some(h) => HttpView {
             listen: h.listen.to_string(),
             allow_remote: h.allow_remote,
+            callers: h
+                .callers
+                .iter()
+                .map(|c| CallerView {
+                    name: c.name.clone(),
+                    token_env: match &c.token {
+                        TokenSource::Env(v) => Some(v.clone()),
+                        TokenSource::File(_) => None,
+                    },
+                    token_file: match &c.token {
+                        TokenSource::File(f) => Some(f.clone()),
+                        TokenSource::Env(_) => None,
+                    },
+                    agents: c.agents.clone(),
+                })
+                .collect(),
         },
         None => HttpView {
             listen: "off".into(),
             allow_remote: false,
+            callers: Vec::new(),
         },
     }
 }
@@ -150,5 +269,39 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(resolve(None, &bad).unwrap_err().setting, "[http] listen");
+    }
+
+    #[test]
+    fn callers_have_a_name_and_one_token_source() {
+        let with = |callers: Vec<CallerSection>| HttpSection {
+            callers,
+            ..Default::default()
+        };
+        let alice = CallerSection {
+            name: "alice".into(),
+            token_env: Some("ALICE_TOKEN".into()),
+            agents: Some(vec!["demo".into()]),
+            ..Default::default()
+        };
+        let got = resolve(None, &with(vec![alice.clone()])).unwrap().unwrap();
+        assert_eq!(got.callers[0].token, TokenSource::Env("ALICE_TOKEN".into()));
+        let twice = resolve(None, &with(vec![alice.clone(), alice.clone()])).unwrap_err();
+        assert!(twice.reason.contains("twice"), "{twice}");
+        let neither = CallerSection {
+            name: "bob".into(),
+            ..Default::default()
+        };
+        let e = resolve(None, &with(vec![neither])).unwrap_err();
+        assert!(e.reason.contains("token_env"), "{e}");
+        let both = CallerSection {
+            token_file: Some("/x".into()),
+            ..alice.clone()
+        };
+        assert!(resolve(None, &with(vec![both])).is_err());
+        let bad_name = CallerSection {
+            name: "a b".into(),
+            ..alice
+        };
+        assert!(resolve(None, &with(vec![bad_name])).is_err());
     }
 }

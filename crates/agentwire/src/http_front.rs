@@ -152,6 +152,7 @@ pub(crate) async fn start(
             listen: choice.listen,
             allow_remote: choice.allow_remote,
             token,
+            callers: Vec::new(),
         },
         HttpContext {
             hub,
@@ -161,6 +162,7 @@ pub(crate) async fn start(
             scrape,
             roost: Some(roost_ops(roost_socket)),
         },
+        Vec::new(),
     )
     .await
     .map_err(|e| match &e {

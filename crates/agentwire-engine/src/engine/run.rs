@@ -87,7 +87,13 @@ impl Engine {
                 )
                 .await
             {
-                Ok(view) => input.history = crate::agent::past_turns(&view, &id, &self.agent_name),
+                Ok(view) => {
+                    // A front whose request carries the conversation (an OpenAI `messages[]`) gave its
+                    // earlier turns with the input: they follow the journal's own.
+                    let given = std::mem::take(&mut input.history);
+                    input.history = crate::agent::past_turns(&view, &id, &self.agent_name);
+                    input.history.extend(given);
+                }
                 Err(error) => {
                     tracing::warn!(%error, "could not read the conversation's earlier turns");
                     let f = Failure::new(

@@ -1,0 +1,108 @@
+//! Fronts as plug-ins: what a protocol front gives the daemon so that adding one is a crate and one line
+//! in the binary's list of fronts (`crates/agentwire/src/fronts.rs`).
+//!
+//! A [`FrontKind`] has a name (what `expose` lists, and the protocol its turns are journaled under), reads
+//! its own configuration section into a [`FrontPlan`] (refusing what is wrong with the key named), and the
+//! plan says what `agentwire config` prints of it and starts the front for the agents exposed on it. An
+//! HTTP front hands the one HTTP server its routes ([`HttpRoutes`]): the public ones (an agent card) and
+//! the callers' ones, which the server puts behind the callers' and the operator's tokens
+//! ([`crate::callers`]) and the same `Host` and `Origin` checks as every route; a front reads who called
+//! from the request's [`Caller`](crate::callers::Caller) extension.
+
+use agentwire_engine::{Engine, Front, WatchHub};
+use axum::response::Response;
+use axum::Router;
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
+
+/// A kind of front: one entry of the binary's list.
+pub trait FrontKind: Send + Sync {
+    /// Its name: in `expose`, in `agentwire config`, and the protocol its turns are journaled under.
+    fn name(&self) -> &'static str;
+    /// What it serves, in a few words (listed when a name in `expose` is not a front's).
+    fn about(&self) -> &'static str;
+    /// Reads its section of the configuration file (`[<name>]`; `None` when the file has none) into its
+    /// settings, or says which key is wrong and why.
+    fn configure(
+        &self,
+        section: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn FrontPlan>, FrontSettingError>;
+}
+
+/// A front's settings, resolved: what `agentwire config` shows and how it starts.
+pub trait FrontPlan: Send + Sync + std::fmt::Debug {
+    /// Whether it runs: the `--agent` agent is exposed on every front that is on, a further agent on those
+    /// its `expose` names.
+    fn enabled(&self) -> bool;
+    /// Its section as `agentwire config` prints it (the file's own keys; nothing secret).
+    fn view(&self) -> serde_json::Value;
+    /// Starts it for `ctx`'s agents.
+    fn start(&self, ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>>;
+}
+
+/// What a front is started with.
+#[derive(Clone)]
+pub struct FrontContext {
+    /// The agents exposed on it, the `--agent` one first when it is.
+    pub agents: Vec<ExposedAgent>,
+    /// Every turn's events, for watchers.
+    pub hub: Arc<WatchHub>,
+}
+
+/// An agent exposed on a front.
+#[derive(Clone)]
+pub struct ExposedAgent {
+    /// Its name.
+    pub name: String,
+    /// Its engine: turns are submitted, answered and cancelled there.
+    pub engine: Arc<Engine>,
+    /// Whether it is the `--agent` agent.
+    pub default: bool,
+}
+
+/// A started front.
+pub struct StartedFront {
+    /// Its life in the daemon: recovery, drain and stop.
+    pub front: Arc<dyn Front>,
+    /// For an HTTP front, the routes it mounts on the one server.
+    pub routes: Option<HttpRoutes>,
+}
+
+/// The routes an HTTP front mounts on the server (merged at the root: each front keeps to its own paths).
+pub struct HttpRoutes {
+    /// Served to anyone (an agent card).
+    pub public: Router,
+    /// Served to a caller's token or the operator's; the request carries the [`Caller`](crate::callers::Caller).
+    pub callers: Router,
+    /// The answer to a request to `callers` without a token that opens them (status 401), in the front's
+    /// own error shape; its argument says what is missing.
+    pub unauthorized: fn(&str) -> Response,
+}
+
+/// Why a front's section cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[{section}]{}{key}: {reason}", if key.is_empty() { "" } else { " " })]
+pub struct FrontSettingError {
+    /// The section (the front's name).
+    pub section: &'static str,
+    /// The key (empty when the section's shape is wrong: the reason names the key).
+    pub key: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Reads section `value` of front `section` into its serde shape `T` (defaults when absent); an unknown or
+/// ill-typed key is refused by name.
+pub fn section<T: serde::de::DeserializeOwned + Default>(
+    section: &'static str,
+    value: Option<&serde_json::Value>,
+) -> Result<T, FrontSettingError> {
+    match value {
+        None => Ok(T::default()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| FrontSettingError {
+            section,
+            key: String::new(),
+            reason: e.to_string(),
+        }),
+    }
+}
