@@ -96,6 +96,9 @@ AGENTWIRE_BIN="$root/target/debug/agentwire" node --test interop/nostr-tools/
 say "interop: nats-py (Python) against the fisk-ai worker"
 AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s interop/nats-py -v
 
+say "interop: the official openai SDK (Python) against the OpenAI-compatible front"
+AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s interop/openai-py -v
+
 say "roost: the Python agent client against the real daemon"
 AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s sdk/python -v
 

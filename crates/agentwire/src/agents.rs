@@ -9,6 +9,7 @@
 //! | fisk-ai | with `--nats`, under `[nats] identity` | `expose = ["fisk"]`, under its `nats_identity` |
 //! | roost | unless a roost profile has its name | `expose = ["roost"]` |
 //! | task cards | with `[tasks]` | never |
+//! | a plug-in front ([`crate::fronts`]: `openai`) | every one that runs | those its `expose` names |
 //!
 //! [`prepare`] builds the agents and their engines (before the relay and the roost supervisor start, which
 //! need their keys and hosted profiles); [`start`] puts each on its fronts and runs its recovery pass.
@@ -55,6 +56,8 @@ pub(crate) struct AgentSpec {
     pub(crate) tasks: bool,
     /// What its tokens cost, for its ai.info.
     pub(crate) pricing: Option<agentwire_nostr::nipxx::payload::PricingHints>,
+    /// The plug-in fronts it is on, by name.
+    pub(crate) plug_ins: Vec<&'static str>,
 }
 
 impl AgentSpec {
@@ -71,6 +74,7 @@ impl AgentSpec {
             roost: m.roost,
             tasks: false,
             pricing: m.choice.pricing.clone(),
+            plug_ins: m.plug_ins.clone(),
         }
     }
 
@@ -185,6 +189,40 @@ pub(crate) async fn prepare(
     Ok(out)
 }
 
+/// The plug-in fronts that run, started for the agents exposed on each: each front's life in the daemon
+/// and the routes it mounts on the HTTP server.
+pub(crate) async fn start_plug_ins(
+    prepared: &[Prepared],
+    fronts: &[crate::config::PlugInFront],
+    http_on: bool,
+    hub: &Arc<WatchHub>,
+) -> Result<(Vec<Arc<dyn Front>>, Vec<agentwire_http::front::HttpRoutes>), String> {
+    let (mut started, mut routes) = (Vec::new(), Vec::new());
+    for f in fronts.iter().filter(|f| f.runs(http_on)) {
+        let name = f.kind.name();
+        let agents = prepared
+            .iter()
+            .filter(|p| p.spec.plug_ins.contains(&name))
+            .map(|p| agentwire_http::front::ExposedAgent {
+                name: p.spec.name.clone(),
+                engine: p.engine.clone(),
+                default: p.spec.default,
+            })
+            .collect();
+        let s = f
+            .plan
+            .start(agentwire_http::front::FrontContext {
+                agents,
+                hub: hub.clone(),
+            })
+            .await
+            .map_err(|e| format!("the {name} front: {e}"))?;
+        started.push(s.front);
+        routes.extend(s.routes);
+    }
+    Ok((started, routes))
+}
+
 /// What the fronts of every agent are started with.
 pub(crate) struct FrontsConfig<'a> {
     /// The NIP-XX runtime's relays and policy (each agent signs with its own key).
@@ -195,6 +233,8 @@ pub(crate) struct FrontsConfig<'a> {
     pub(crate) tasks: Option<TaskConfig>,
     /// A shared journal's lease: other instances' abandoned turns are swept every half of it.
     pub(crate) lease: Option<std::time::Duration>,
+    /// The plug-in fronts, started already: a turn of theirs a crash cut off is ended through them.
+    pub(crate) plug_ins: &'a [Arc<dyn Front>],
 }
 
 /// An agent on its fronts.
@@ -242,9 +282,12 @@ pub(crate) async fn start(
             fronts.push(Runtime::start(config, crypto, p.engine.clone()).await);
         }
         let fisk = worker.is_some();
-        recover(&p.engine, &fronts, fisk, &p.spec.name).await;
+        // The agent's own fronts are drained and stopped with it; the plug-ins (shared by every agent on
+        // them) once, after every agent.
+        let recovering: Vec<Arc<dyn Front>> = fronts.iter().chain(c.plug_ins).cloned().collect();
+        recover(&p.engine, &recovering, fisk, &p.spec.name).await;
         if let Some(lease) = c.lease {
-            sweep_abandoned(&p.spec, p.engine.clone(), fronts.clone(), fisk, lease);
+            sweep_abandoned(&p.spec, p.engine.clone(), recovering, fisk, lease);
         }
         if let Some(h) = &p.roost {
             h.recovered();
@@ -368,6 +411,7 @@ impl Serving {
         if self.spec.roost {
             fronts.push("roost".into());
         }
+        fronts.extend(self.spec.plug_ins.iter().map(|n| n.to_string()));
         agentwire_http::AgentInfo {
             name: self.spec.name.clone(),
             kind: self.spec.kind.name().into(),

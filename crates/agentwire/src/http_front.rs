@@ -91,9 +91,64 @@ fn roost_ops(socket: &Path) -> agentwire_http::RoostCall {
     })
 }
 
-/// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`.
+/// The callers' tokens, read from their variables and files (a file others may read is refused, as the
+/// operator's is); a token that is another's too is refused.
+fn caller_tokens(
+    choice: &crate::config::HttpChoice,
+    operator: &Token,
+    base: &Path,
+) -> Result<Vec<agentwire_http::callers::CallerToken>, String> {
+    use agentwire_http::settings::TokenSource;
+    let mut out: Vec<agentwire_http::callers::CallerToken> = Vec::new();
+    for c in &choice.callers {
+        let named = |e: String| format!("[[http.callers]] {:?}: {e}", c.name);
+        let text = match &c.token {
+            TokenSource::Env(var) => std::env::var(var)
+                .map_err(|_| named(format!("the environment variable {var} is not set")))?,
+            TokenSource::File(f) => {
+                let path = base.join(f);
+                let mode = std::fs::metadata(&path)
+                    .map_err(|e| named(format!("{}: {e}", path.display())))?
+                    .permissions()
+                    .mode()
+                    & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(named(format!(
+                        "{} may be read by others (mode {mode:o}): chmod 600 it",
+                        path.display()
+                    )));
+                }
+                std::fs::read_to_string(&path)
+                    .map_err(|e| named(format!("{}: {e}", path.display())))?
+            }
+        };
+        let token = agentwire_http::callers::caller_token(&text).map_err(named)?;
+        let taken =
+            operator.matches(token.reveal()) || out.iter().any(|o| o.token.matches(token.reveal()));
+        if taken {
+            return Err(named(
+                "its token is another caller's or the operator's too: each caller needs its own"
+                    .into(),
+            ));
+        }
+        out.push(agentwire_http::callers::CallerToken {
+            token,
+            grant: Arc::new(agentwire_http::callers::CallerGrant {
+                name: c.name.clone(),
+                agents: c.agents.as_ref().map(|a| a.iter().cloned().collect()),
+            }),
+        });
+    }
+    Ok(out)
+}
+
+/// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`, with the plug-in
+/// fronts' `routes`; a caller's `token_file` is relative to `data_dir`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn start(
     choice: &crate::config::HttpChoice,
+    data_dir: &Path,
+    routes: Vec<agentwire_http::front::HttpRoutes>,
     token: Token,
     hub: Arc<WatchHub>,
     engines: Vec<Arc<Engine>>,
@@ -147,12 +202,13 @@ pub(crate) async fn start(
             }),
         )
     });
+    let callers = caller_tokens(choice, &token, data_dir)?;
     agentwire_http::start(
         HttpConfig {
             listen: choice.listen,
             allow_remote: choice.allow_remote,
             token,
-            callers: Vec::new(),
+            callers,
         },
         HttpContext {
             hub,
@@ -162,7 +218,7 @@ pub(crate) async fn start(
             scrape,
             roost: Some(roost_ops(roost_socket)),
         },
-        Vec::new(),
+        routes,
     )
     .await
     .map_err(|e| match &e {

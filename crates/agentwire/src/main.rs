@@ -12,6 +12,7 @@ mod config;
 mod data_dir_lock;
 mod fisk_cli;
 mod fisk_questions;
+mod fronts;
 mod http_front;
 mod hub_cli;
 mod jobs;

@@ -202,6 +202,8 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
 /// A started daemon: what its shutdown stops, in order.
 struct Running {
     served: Vec<crate::agents::Serving>,
+    /// The plug-in fronts, drained and stopped after every agent.
+    plug_ins: Vec<Arc<dyn agentwire_engine::Front>>,
     http_server: Option<agentwire_http::HttpServer>,
     roost: Arc<agentwire_roost::daemon::Daemon>,
     embedded: Option<agentwire_relay::RelayHandle>,
@@ -233,6 +235,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
         warnings: _,
         journal_retention,
         telemetry,
+        fronts,
     } = config;
     // Before any agent: every engine is handed the tracer (off when the exporter could not be set up).
     let (telemetry, exporter) = crate::telemetry::start(&telemetry);
@@ -252,6 +255,12 @@ async fn start(config: Resolved) -> Result<Running, String> {
         roost: roost.hosted.contains(&agent.name),
         tasks: tasks.is_some(),
         pricing: agent.pricing.clone(),
+        // Every plug-in front that runs serves the `--agent` agent.
+        plug_ins: fronts
+            .iter()
+            .filter(|f| f.runs(http.is_some()))
+            .map(|f| f.kind.name())
+            .collect(),
     }];
     specs.extend(more_agents.iter().map(crate::agents::AgentSpec::further));
     // One hub for every agent's turns: a watcher sees them all.
@@ -403,6 +412,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         verified_relay: embedded.is_some(),
         max_request_age: journal_retention,
     });
+    let (plug_ins, routes) =
+        crate::agents::start_plug_ins(&prepared, &fronts, http.is_some(), &hub).await?;
     let served = crate::agents::start(
         prepared,
         &crate::agents::FrontsConfig {
@@ -410,6 +421,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
             nats: nats.as_ref(),
             tasks: task_config,
             lease: journal_choice.lease(),
+            plug_ins: &plug_ins,
         },
     )
     .await?;
@@ -424,6 +436,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 Arc::new(move || jobs.upgrade().map(|r| r.job_states()).unwrap_or_default());
             let server = crate::http_front::start(
                 choice,
+                &data_dir,
+                routes,
                 token.clone(),
                 hub.clone(),
                 engines,
@@ -505,6 +519,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
     let pruning = journal_retention.map(|r| crate::pruning::start(journal.clone(), r));
     Ok(Running {
         served,
+        plug_ins,
         http_server: http_server.map(|(server, _)| server),
         roost,
         embedded,
@@ -520,6 +535,7 @@ impl Running {
     async fn serve(self) -> Result<ExitCode, String> {
         let Running {
             served,
+            plug_ins,
             http_server,
             roost,
             embedded,
@@ -567,6 +583,17 @@ impl Running {
             }
             if left > 0 {
                 tracing::warn!(turns = left, "turns still running after the drain grace");
+            }
+            for f in &plug_ins {
+                let unsent = f.drain(DRAIN_GRACE).await;
+                if unsent > 0 {
+                    tracing::warn!(
+                        protocol = f.protocol(),
+                        unsent,
+                        "answers still going out after the drain grace"
+                    );
+                }
+                f.stop().await;
             }
             if let Some(server) = http_server {
                 server.shutdown().await;

@@ -86,6 +86,9 @@ struct View<'a> {
     relay: Option<RelayView<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     rooms: Vec<RoomView<'a>>,
+    /// The plug-in fronts' sections, each as its front prints it.
+    #[serde(flatten)]
+    fronts: BTreeMap<&'static str, serde_json::Value>,
 }
 
 /// `[telemetry]`, when traces are exported.
@@ -303,15 +306,8 @@ impl<'a> View<'a> {
             agents.insert(c.agent.name.as_str(), AgentView::of(&c.agent));
         }
         for m in &c.more_agents {
-            let mut expose = Vec::new();
-            if m.nipxx {
-                expose.push("nipxx");
-            }
-            if m.fisk_identity.is_some() {
-                expose.push("fisk");
-            }
             let view = AgentView {
-                expose: Some(expose),
+                expose: Some(m.fronts()),
                 nats_identity: m.fisk_identity.as_deref(),
                 key_file: m.key_file.as_deref(),
                 ..AgentView::of(&m.choice)
@@ -338,6 +334,11 @@ impl<'a> View<'a> {
                 REDACTED,
             ),
             http: agentwire_http::settings::view(c.http.as_ref()),
+            fronts: c
+                .fronts
+                .iter()
+                .map(|f| (f.kind.name(), f.plan.view()))
+                .collect(),
             telemetry: c.telemetry.otlp_endpoint.as_ref().map(|e| TelemetryView {
                 otlp_endpoint: redact_url(e),
                 content: c.telemetry.content,

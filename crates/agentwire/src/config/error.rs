@@ -142,6 +142,9 @@ pub(crate) enum ConfigError {
     /// `[http]` or `--http-listen` cannot be used.
     #[error(transparent)]
     Http(#[from] agentwire_http::settings::SettingError),
+    /// A plug-in front's section (`[<front>]`) cannot be used.
+    #[error("{0}")]
+    Front(#[from] agentwire_http::front::FrontSettingError),
     /// `[telemetry]` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) cannot be used.
     #[error("{setting}: {reason}")]
     Telemetry {

@@ -42,6 +42,10 @@ pub(crate) struct FileConfig {
     pub(crate) log: crate::logging::LogSection,
     /// `[telemetry]`: where trace spans are exported.
     pub(crate) telemetry: TelemetryFile,
+    /// The plug-in fronts' sections (`[<front>]`), each handed whole to its front
+    /// ([`crate::fronts::plug_ins`]).
+    #[serde(skip)]
+    pub(crate) fronts: BTreeMap<String, serde_json::Value>,
 }
 
 /// `[telemetry]`.
@@ -215,11 +219,36 @@ pub(crate) struct RelayFile {
 }
 
 /// Parses a config file's text; `path` only names it in the error (whose reason names the key and line).
+/// A plug-in front's section is taken out whole for its front; the rest is read into [`FileConfig`], whose
+/// unknown keys are refused.
 pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::Parse {
+    let failed = |e: toml::de::Error| ConfigError::Parse {
         path: path.to_path_buf(),
         reason: e.to_string().trim_end().to_string(),
-    })
+    };
+    let root = toml::de::DeTable::parse(text).map_err(failed)?;
+    let is_front = |key: &str| crate::fronts::plug_ins().any(|f| f.name() == key);
+    let span = root.span();
+    let rest: toml::de::DeTable = root
+        .into_inner()
+        .into_iter()
+        .filter(|(k, _)| !is_front(k.get_ref()))
+        .collect();
+    let mut file =
+        FileConfig::deserialize(toml::de::Deserializer::from(toml::Spanned::new(span, rest)))
+            .map_err(|mut e| {
+                e.set_input(Some(text));
+                failed(e)
+            })?;
+    let whole: toml::Table = toml::from_str(text).map_err(failed)?;
+    for (key, value) in whole.into_iter().filter(|(k, _)| is_front(k)) {
+        let value = serde_json::to_value(value).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            reason: format!("[{key}]: {e}"),
+        })?;
+        file.fronts.insert(key, value);
+    }
+    Ok(file)
 }
 
 /// Reads a config file.

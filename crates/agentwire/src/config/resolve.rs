@@ -196,6 +196,8 @@ pub(crate) struct Resolved {
     pub(crate) journal: JournalChoice,
     /// The HTTP server, when on.
     pub(crate) http: Option<HttpChoice>,
+    /// The plug-in fronts, each as its section resolved (on or off), in the list's order.
+    pub(crate) fronts: Vec<PlugInFront>,
     /// How long ended turns (but fisk-ai's) are kept in the journal: `None` for ever.
     pub(crate) journal_retention: Option<Duration>,
     /// Where trace spans are exported, and whether they carry content.
@@ -207,6 +209,100 @@ pub(crate) struct Resolved {
 
 /// The HTTP server's settings (its section's own).
 pub(crate) type HttpChoice = agentwire_http::settings::HttpSettings;
+
+/// A plug-in front and its section, resolved.
+#[derive(Clone)]
+pub(crate) struct PlugInFront {
+    /// The front.
+    pub(crate) kind: &'static dyn agentwire_http::front::FrontKind,
+    /// Its settings.
+    pub(crate) plan: std::sync::Arc<dyn agentwire_http::front::FrontPlan>,
+}
+
+impl std::fmt::Debug for PlugInFront {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlugInFront")
+            .field("name", &self.kind.name())
+            .field("plan", &self.plan)
+            .finish()
+    }
+}
+
+impl PlugInFront {
+    /// Whether it runs: on in its section, with the HTTP server on.
+    pub(crate) fn runs(&self, http: bool) -> bool {
+        http && self.plan.enabled()
+    }
+}
+
+/// Every plug-in front's section, resolved by the front itself.
+fn plug_in_fronts(file: &FileConfig) -> Result<Vec<PlugInFront>, ConfigError> {
+    crate::fronts::plug_ins()
+        .map(|kind| {
+            let plan = kind.configure(file.fronts.get(kind.name()))?;
+            Ok(PlugInFront {
+                kind,
+                plan: plan.into(),
+            })
+        })
+        .collect()
+}
+
+/// The further agents' plug-in fronts are on, and each caller's agents are served.
+fn exposed_where_served(
+    more: &[ExposedAgent],
+    fronts: &[PlugInFront],
+    http: Option<&HttpChoice>,
+    default: &str,
+    env: &super::Environment,
+) -> Result<(), ConfigError> {
+    for m in more {
+        for name in &m.plug_ins {
+            let runs = fronts
+                .iter()
+                .any(|f| f.kind.name() == *name && f.runs(http.is_some()));
+            if !runs {
+                return Err(ConfigError::AgentSetting {
+                    name: m.choice.name.clone(),
+                    key: "expose",
+                    reason: match http {
+                        None => format!("{name} is served by the HTTP server, which is off"),
+                        Some(_) => format!("the {name} front is off ([{name}] enabled = false)"),
+                    },
+                });
+            }
+        }
+    }
+    let Some(http) = http else { return Ok(()) };
+    let served: BTreeSet<&str> = std::iter::once(default)
+        .chain(more.iter().map(|m| m.choice.name.as_str()))
+        .collect();
+    for c in &http.callers {
+        if let Some(a) = c
+            .agents
+            .iter()
+            .flatten()
+            .find(|a| !served.contains(a.as_str()))
+        {
+            return Err(ConfigError::Http(agentwire_http::settings::SettingError {
+                setting: "[[http.callers]]",
+                reason: format!("caller {:?}: {a:?} is not an agent served here", c.name),
+            }));
+        }
+        if let agentwire_http::settings::TokenSource::Env(var) = &c.token {
+            if !env.set_vars.contains(var) {
+                return Err(ConfigError::Http(agentwire_http::settings::SettingError {
+                    setting: "[[http.callers]]",
+                    reason: format!(
+                        "caller {:?}: the environment variable {var} is not set (or is empty)",
+                        c.name
+                    ),
+                }));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// `[http]` and `--http-listen`, resolved by the HTTP server's section.
 fn http(flags: &ServeFlags, file: &FileConfig) -> Result<Option<HttpChoice>, ConfigError> {
@@ -276,14 +372,29 @@ pub(crate) struct ExposedAgent {
     pub(crate) fisk_identity: Option<String>,
     /// On roost, as a hosted profile of its name.
     pub(crate) roost: bool,
+    /// The plug-in fronts it is on, by name.
+    pub(crate) plug_ins: Vec<&'static str>,
+}
+
+impl ExposedAgent {
+    /// The fronts it is on, in the order of [`crate::fronts::FRONTS`] (as `expose` named them).
+    pub(crate) fn fronts(&self) -> Vec<&'static str> {
+        crate::fronts::FRONTS
+            .iter()
+            .map(crate::fronts::Entry::name)
+            .filter(|n| match *n {
+                "nipxx" => self.nipxx,
+                "fisk" => self.fisk_identity.is_some(),
+                "roost" => self.roost,
+                other => self.plug_ins.contains(&other),
+            })
+            .collect()
+    }
 }
 
 /// The longest an MCP server may be given to start: ten minutes covers a first download, and a server that
 /// takes longer holds `serve`'s start up (it waits for the first tool lists) past any use.
 const MAX_MCP_START_TIMEOUT_SECS: u64 = 600;
-
-/// The fronts an agent's `expose` may list.
-pub(crate) const EXPOSABLE: [&str; 3] = ["nipxx", "fisk", "roost"];
 
 /// Resolves `sources`; `read_roost_json` gives the profiles of the roost.json the configuration names.
 pub(crate) fn resolve(
@@ -372,6 +483,9 @@ pub(crate) fn resolve(
     let journal = journal(flags, file, env)?;
     let journal_retention = journal_retention(file, &nipxx, relay.as_ref())?;
     let tasks = watched_rooms_exist(tasks(file)?, relay.as_ref(), &relays)?;
+    let http = http(flags, file)?;
+    let fronts = plug_in_fronts(file)?;
+    exposed_where_served(&more_agents, &fronts, http.as_ref(), &agent.name, env)?;
     Ok(Resolved {
         journal_retention,
         telemetry,
@@ -388,7 +502,8 @@ pub(crate) fn resolve(
         tasks,
         notify_webhook: notify_webhook(file, relay_on)?,
         journal,
-        http: http(flags, file)?,
+        http,
+        fronts,
         data_dir,
         agent,
         warnings,
@@ -717,10 +832,8 @@ fn more_agents(
             key: "expose",
             reason,
         };
-        if let Some(e) = expose.iter().find(|e| !EXPOSABLE.contains(&e.as_str())) {
-            return Err(bad(format!(
-                "{e:?} is not a front; fronts: nipxx, fisk, roost"
-            )));
+        for e in expose {
+            crate::fronts::exposable(e).map_err(bad)?;
         }
         if name == default {
             if entry.key_file.is_some() {
@@ -769,6 +882,10 @@ fn more_agents(
             key_file: entry.key_file.clone(),
             fisk_identity,
             roost: expose.iter().any(|e| e == "roost"),
+            plug_ins: crate::fronts::plug_ins()
+                .map(|f| f.name())
+                .filter(|n| expose.iter().any(|e| e == n))
+                .collect(),
         });
     }
     Ok(out)

@@ -1438,3 +1438,63 @@ fn pricing_hints_are_checked_and_kept_for_the_agent() {
         );
     }
 }
+
+#[test]
+fn fronts_are_checked_against_the_one_list() {
+    let e = error(&[], "[agents.x]\nkind = \"demo\"\nexpose = [\"smtp\"]\n").to_string();
+    for front in ["nipxx", "fisk", "roost", "openai"] {
+        assert!(e.contains(front), "{e}");
+    }
+    let e = error(&[], "[agents.x]\nkind = \"demo\"\nexpose = [\"tasks\"]\n").to_string();
+    assert!(e.contains("--agent agent only"), "{e}");
+    // A plug-in front's section is its own: read, checked and printed by it.
+    let r = resolved(
+        &[],
+        "[agents.x]\nkind = \"demo\"\nexpose = [\"openai\", \"roost\"]\n",
+    );
+    assert_eq!(r.more_agents[0].fronts(), ["roost", "openai"]);
+    let e = error(&[], "[openai]\nenabled = \"yes\"\n").to_string();
+    assert!(e.starts_with("[openai]"), "{e}");
+    let e = error(&[], "[openai]\nsurprise = 1\n").to_string();
+    assert!(e.contains("surprise"), "{e}");
+    let e = error(
+        &[],
+        "[openai]\nenabled = false\n[agents.x]\nkind = \"demo\"\nexpose = [\"openai\"]\n",
+    )
+    .to_string();
+    assert!(e.contains("the openai front is off"), "{e}");
+    let e = error(
+        &["--http-listen", "off"],
+        "[agents.x]\nkind = \"demo\"\nexpose = [\"openai\"]\n",
+    )
+    .to_string();
+    assert!(e.contains("HTTP server, which is off"), "{e}");
+    let printed = crate::show_config::render(&r, false).unwrap();
+    assert!(printed.contains("[openai]\nenabled = true"), "{printed}");
+    assert!(
+        printed.contains("expose = [\"roost\", \"openai\"]"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn callers_name_served_agents_and_variables_that_are_set() {
+    let caller = |agents: &str, var: &str| {
+        format!("[[http.callers]]\nname = \"alice\"\ntoken_env = \"{var}\"\nagents = {agents}\n")
+    };
+    let r = resolved(&[], &caller("[\"demo\"]", "OPENAI_API_KEY"));
+    assert_eq!(r.http.unwrap().callers[0].name, "alice");
+    let e = error(&[], &caller("[\"ghost\"]", "OPENAI_API_KEY")).to_string();
+    assert!(e.contains("\"ghost\" is not an agent served here"), "{e}");
+    let e = error(&[], &caller("[\"demo\"]", "ALICE_TOKEN")).to_string();
+    assert!(e.contains("ALICE_TOKEN is not set"), "{e}");
+    let printed = crate::show_config::render(
+        &resolved(&[], &caller("[\"demo\"]", "OPENAI_API_KEY")),
+        false,
+    )
+    .unwrap();
+    assert!(
+        printed.contains("token_env = \"OPENAI_API_KEY\""),
+        "{printed}"
+    );
+}
