@@ -32,11 +32,11 @@
 pub mod access;
 pub mod answer;
 mod api;
-mod front_auth;
 pub mod callers;
-pub mod front;
 mod connections;
 mod events;
+pub mod front;
+mod front_auth;
 pub mod page;
 pub mod roost;
 pub mod settings;
@@ -186,8 +186,8 @@ pub async fn start(
             ctx,
             token: config.token,
             callers,
-        listen: local_addr,
-        allow_remote: config.allow_remote,
+            listen: local_addr,
+            allow_remote: config.allow_remote,
             stopped: stopped.clone(),
             streams: Arc::default(),
         },

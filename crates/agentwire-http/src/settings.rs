@@ -153,10 +153,7 @@ fn callers(sections: &[CallerSection]) -> Result<Vec<CallerSetting>, SettingErro
                 .chars()
                 .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
         if !fit {
-            return Err(bad(format!(
-                "name {:?}: 1-64 of A-Z a-z 0-9 - _ .",
-                c.name
-            )));
+            return Err(bad(format!("name {:?}: 1-64 of A-Z a-z 0-9 - _ .", c.name)));
         }
         if !names.insert(c.name.clone()) {
             return Err(bad(format!("name {:?} is given twice", c.name)));
