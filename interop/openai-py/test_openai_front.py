@@ -269,8 +269,12 @@ class OpenAiFront(unittest.TestCase):
     def test_a_caller_reaches_only_its_agents_and_no_operator_route(self):
         with self.assertRaises(openai.NotFoundError):
             client(ALICE).chat.completions.create(model="lines", messages=[{"role": "user", "content": "hi"}])
-        r = client(ALICE).chat.completions.create(model="demo", messages=[{"role": "user", "content": "hello"}])
+        r = client(ALICE).chat.completions.create(model="demo", messages=[{"role": "user", "content": "hello alice"}])
         self.assertTrue(r.choices[0].message.content)
+        # Every turn records its caller: the operator's turn list shows it and filters by it.
+        mine = turn_api("/api/v1/turns?protocol=openai&requester=caller:alice&limit=500")["turns"]
+        self.assertTrue(any(t["prompt"].startswith("hello alice") for t in mine), mine)
+        self.assertEqual({t["requester"] for t in mine}, {"caller:alice"})
         for token in (ALICE, BOB):
             r = httpx.get(READY["http"] + "/api/v1/turns", headers={"authorization": f"Bearer {token}"})
             self.assertEqual(r.status_code, 403, r.text)

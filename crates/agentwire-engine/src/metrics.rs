@@ -636,6 +636,7 @@ mod tests {
             protocol: "nipxx".into(),
             conversation: None,
             prompt: String::new(),
+            requester: String::new(),
             state: crate::watch::TurnState::Running,
             question: None,
             outcome: None,

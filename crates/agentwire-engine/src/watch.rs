@@ -47,6 +47,9 @@ pub enum WatchKind {
         conversation: ConversationId,
         /// The first line of its prompt, at most [`MAX_PROMPT_SHOWN`] bytes.
         prompt: String,
+        /// Who asked ([`Submission::requester`](crate::Submission::requester)): a caller front shows a
+        /// caller only its own turns.
+        requester: String,
     },
     /// One event of the running turn.
     Event(TurnEvent),
@@ -170,6 +173,9 @@ pub struct TurnSummary {
     pub conversation: Option<ConversationId>,
     /// The first line of its prompt.
     pub prompt: String,
+    /// Who asked (empty when the hub saw only its end; for a turn of an earlier run, the `requester` its
+    /// front journaled in its route, if any).
+    pub requester: String,
     /// Where it is.
     pub state: TurnState,
     /// Its question's id while it waits for an answer.
@@ -217,6 +223,7 @@ impl TurnLog {
                 id: turn.clone(),
                 agent: String::new(),
                 protocol: String::new(),
+                requester: String::new(),
                 conversation: None,
                 prompt: String::new(),
                 state: TurnState::Running,
@@ -239,7 +246,9 @@ impl TurnLog {
                 agent,
                 conversation,
                 prompt,
+                requester,
             } => {
+                s.requester = requester.clone();
                 s.agent = agent.clone();
                 s.protocol = protocol.clone();
                 s.conversation = Some(conversation.clone());
@@ -279,12 +288,23 @@ pub struct TurnFilter {
     pub agent: Option<String>,
     /// Only this front's.
     pub protocol: Option<String>,
+    /// Only this requester's.
+    pub requester: Option<String>,
     /// Only those in this state.
     pub state: Option<TurnState>,
     /// Only those that ended so.
     pub end: Option<TurnEnd>,
     /// Only those older than the turn whose `first_id` this is (the next page).
     pub before: Option<u64>,
+}
+
+/// The requester a front journaled in a turn's route (`"requester"`, as the caller fronts do), else empty.
+pub fn route_requester(route: &serde_json::Value) -> String {
+    route
+        .get("requester")
+        .and_then(|r| r.as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The current time in Unix milliseconds.
@@ -411,6 +431,7 @@ impl WatchHub {
                 protocol: t.protocol.clone(),
                 conversation: Some(t.conversation_id.clone()),
                 prompt: first_line(&t.input.message),
+                requester: route_requester(&t.route),
                 state: TurnState::Ended,
                 outcome: Some(outcome.clone()),
                 // The journal keeps seconds: how long a turn of an earlier run took, to the second.
@@ -455,6 +476,7 @@ impl WatchHub {
             .map(|l| &l.summary)
             .filter(|s| filter.agent.as_ref().is_none_or(|a| *a == s.agent))
             .filter(|s| filter.protocol.as_ref().is_none_or(|p| *p == s.protocol))
+            .filter(|s| filter.requester.as_ref().is_none_or(|r| *r == s.requester))
             .filter(|s| filter.state.is_none_or(|x| x == s.state))
             .filter(|s| filter.end.is_none_or(|e| s.end() == Some(e)))
             .filter(|s| filter.before.is_none_or(|b| s.first_id < b))

@@ -220,6 +220,7 @@ pub(crate) fn summary_json(t: &TurnSummary) -> Value {
         "protocol": t.protocol,
         "conversation": t.conversation.as_ref().map(|c| c.as_str()),
         "prompt": t.prompt,
+        "requester": t.requester,
         "state": t.state.as_str(),
         "ended_as": t.end().map(TurnEnd::as_str),
         "question": t.question,
@@ -236,6 +237,7 @@ pub(crate) fn summary_json(t: &TurnSummary) -> Value {
 struct TurnsQuery {
     agent: Option<String>,
     protocol: Option<String>,
+    requester: Option<String>,
     state: Option<String>,
     limit: Option<usize>,
     cursor: Option<u64>,
@@ -272,6 +274,7 @@ async fn turns(Extract(s): Extract<State>, Query(q): Query<TurnsQuery>) -> Respo
     let filter = TurnFilter {
         agent: q.agent,
         protocol: q.protocol,
+        requester: q.requester,
         state,
         end,
         before: q.cursor,
@@ -302,8 +305,9 @@ pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
             agent,
             conversation,
             prompt,
+            requester,
         } => json!({"type": "accepted", "queued": queued, "protocol": protocol, "agent": agent,
-                    "conversation": conversation.as_str(), "prompt": prompt}),
+                    "conversation": conversation.as_str(), "prompt": prompt, "requester": requester}),
         WatchKind::Event(ev) => {
             let mut v = json!({"type": "event", "event": ev});
             // A tool's line as every client shows it, whatever front or agent the turn came from.

@@ -10,7 +10,7 @@
 //! | `GET /api/v1/roost[?after=N]` | the roost sessions, task board, concierge, orders and feed |
 //! | `POST /api/v1/roost/{op}` | one of the controller's ops the page takes ([`roost::PAGE_OPS`]) |
 //! | `GET /api/v1/agents` | every agent: its name, kind, fronts and card |
-//! | `GET /api/v1/turns?agent=&protocol=&state=&limit=&cursor=` | recent turns, newest first, and the next page's cursor |
+//! | `GET /api/v1/turns?agent=&protocol=&requester=&state=&limit=&cursor=` | recent turns, newest first, and the next page's cursor |
 //! | `GET /api/v1/turns/{id}` | one turn, its events and outcome |
 //! | `GET /api/v1/events[?turn=ID]` | server-sent events: every turn live (resumed after `Last-Event-ID`), or one from its start |
 //! | `POST /api/v1/turns/{id}/cancel` | cancels a running turn, as its requester could |

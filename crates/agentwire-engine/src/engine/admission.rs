@@ -74,6 +74,7 @@ impl Engine {
             agent: self.agent_name.clone(),
             conversation: sub.input.conversation_id.clone(),
             prompt: crate::watch::first_line(&sub.input.message),
+            requester: sub.requester.clone(),
         };
         sub.front = Arc::new(crate::watch::WatchedFront {
             inner: sub.front,

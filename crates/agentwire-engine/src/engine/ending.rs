@@ -177,6 +177,7 @@ impl Engine {
                     agent: t.agent.clone(),
                     conversation: t.conversation_id.clone(),
                     prompt: crate::watch::first_line(&t.input.message),
+                    requester: crate::watch::route_requester(&t.route),
                 };
                 Arc::new(crate::watch::WatchedFront {
                     inner,
