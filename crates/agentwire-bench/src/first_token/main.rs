@@ -11,6 +11,8 @@
 //!   echo peer in this process and its answer back through the same relay, with no engine and no journal;
 //! - **NIP-XX**: a signed, encrypted prompt to the first in-order text of its deltas (decrypted, checked);
 //! - **fisk-ai**: a prompt over NATS to the first `event.text`;
+//! - **OpenAI-compatible front**: a streamed chat completion (`POST /v1/chat/completions`, the operator's
+//!   token) to the first chunk whose delta holds text;
 //! - **watcher**: for each NIP-XX and fisk-ai round, the first text `event` on an `/api/v1/events` stream
 //!   opened before the rounds (a `watch_all` watcher of every turn), from the same start.
 //!
@@ -112,39 +114,58 @@ async fn watch_all(url: &str, token: &str, first: FirstSeen) -> Result<(), Strin
     Ok(())
 }
 
-/// Posts `body` to the model server's chat completions over a fresh connection (as the model agent's first
-/// call makes one), returns the time from `t` to the first chunk holding text, then reads the stream out.
-async fn direct_first_text(base_url: &str, body: &str, t: Instant) -> Result<Duration, String> {
+/// Posts `body` to the chat completions at `base_url` (the model server, or the daemon's OpenAI-compatible
+/// front with `token`) over a fresh connection (as the model agent's first call makes one), returns the time
+/// from `t` to the first streamed chunk whose delta holds text, then reads the stream out.
+async fn first_streamed_text(
+    base_url: &str,
+    token: Option<&str>,
+    body: &str,
+    t: Instant,
+) -> Result<Duration, String> {
     let rest = base_url.trim_start_matches("http://");
     let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
     let mut s = tokio::net::TcpStream::connect(addr)
         .await
-        .map_err(|e| format!("model server: {e}"))?;
+        .map_err(|e| format!("{base_url}: {e}"))?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let req = format!(
-        "POST /{path}/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /{path}/chat/completions HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes())
         .await
-        .map_err(|e| format!("model server: {e}"))?;
+        .map_err(|e| format!("{base_url}: {e}"))?;
     let mut buf = vec![0u8; 16 * 1024];
-    let mut seen = String::new();
+    let mut pending = String::new();
     let mut first = None;
     loop {
         let n = s
             .read(&mut buf)
             .await
-            .map_err(|e| format!("model server: {e}"))?;
+            .map_err(|e| format!("{base_url}: {e}"))?;
         if n == 0 {
             break;
         }
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        if first.is_none() && seen.contains("\"content\"") {
-            first = Some(t.elapsed());
+        if first.is_some() {
+            continue;
+        }
+        let now = t.elapsed();
+        pending.push_str(&String::from_utf8_lossy(&buf[..n]));
+        while let Some(end) = pending.find('\n') {
+            let line: String = pending.drain(..=end).collect();
+            let Some(data) = line.trim_end().strip_prefix("data:") else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_default();
+            let text = v["choices"][0]["delta"]["content"].as_str().unwrap_or("");
+            if !text.is_empty() && first.is_none() {
+                first = Some(now);
+            }
         }
     }
-    first.ok_or_else(|| "the model server sent no text".to_string())
+    first.ok_or_else(|| format!("{base_url} sent no text"))
 }
 
 fn fisk_prompt(request: &str) -> Vec<u8> {
@@ -176,6 +197,7 @@ struct Figures {
     fisk: Vec<Duration>,
     watcher_nipxx: Vec<Duration>,
     watcher_fisk: Vec<Duration>,
+    openai: Vec<Duration>,
 }
 
 async fn bench(args: &Args) -> Result<Figures, String> {
@@ -206,6 +228,7 @@ async fn bench(args: &Args) -> Result<Figures, String> {
         .await
         .map_err(|e| format!("nats: {e}"))?;
     let body = serde_json::json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "say something"}]}).to_string();
+    let body_for_front = serde_json::json!({"model": "model", "stream": true, "messages": [{"role": "user", "content": "say something"}]}).to_string();
 
     let mut f = Figures {
         direct: vec![],
@@ -214,6 +237,7 @@ async fn bench(args: &Args) -> Result<Figures, String> {
         fisk: vec![],
         watcher_nipxx: vec![],
         watcher_fisk: vec![],
+        openai: vec![],
     };
     let reset = || *first_seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
     let seen_since = |t: Instant| {
@@ -227,7 +251,7 @@ async fn bench(args: &Args) -> Result<Figures, String> {
         fake.push(script());
         let t = Instant::now();
         f.direct
-            .push(direct_first_text(&fake.base_url, &body, t).await?);
+            .push(first_streamed_text(&fake.base_url, None, &body, t).await?);
 
         // NIP-XX's transport alone: a prompt to the echo peer and its answer back through the same relay.
         let rt = raw
@@ -284,6 +308,16 @@ async fn bench(args: &Args) -> Result<Figures, String> {
             .push(got_first.ok_or_else(|| format!("fisk-ai round {round}: no event.text"))?);
         f.watcher_fisk
             .push(seen_since(t).ok_or("the watcher saw no text of the fisk-ai run")?);
+
+        // Over the OpenAI-compatible front: a streamed chat completion of the model agent.
+        fake.push(script());
+        let t = Instant::now();
+        let front = format!("{http}/v1");
+        f.openai.push(
+            first_streamed_text(&front, Some(&token), &body_for_front, t)
+                .await
+                .map_err(|e| format!("OpenAI front round {round}: {e}"))?,
+        );
     }
     Ok(f)
 }
@@ -316,6 +350,11 @@ async fn main() -> ExitCode {
             "watcher_fisk",
             "first text, a watcher of the fisk-ai run",
             f.watcher_fisk,
+        ),
+        (
+            "openai",
+            "first text, through the OpenAI-compatible front",
+            f.openai,
         ),
     ];
     let mut json = serde_json::json!({"rounds": args.rounds, "stream_ms": (GAP * PIECES as u32).as_secs_f64() * 1000.0});
