@@ -77,4 +77,16 @@ echo "ask \"calc (1 + 2) * 28\": $answer"
 info=$(cargo run --release -- info 2>"$tmp/info.err") || fail "info failed: $(cat "$tmp/info.err")"
 case "$info" in *'"tool_names"'*) ;; *) fail "\`info\` printed: $info" ;; esac
 echo "info: the agent's ai.info"
+
+# The OpenAI API line of "Programs: the OpenAI API", as written but for its address and data dir, which are
+# this run's (the defaults may be taken on a shared machine).
+http=$(sed -n 's/.*"http":"\(http:[^"]*\)".*/\1/p' "$tmp/serve.out")
+[ -n "$http" ] || fail "the ready line names no HTTP server"
+line=$(sed -n '/^### Programs: the OpenAI API/,/^### /p' README.md | grep '^curl ' | head -n 1)
+[ -n "$line" ] || fail "no curl line under \"### Programs: the OpenAI API\" in the README"
+line=${line//http:\/\/127.0.0.1:7780/$http}
+line=${line//\~\/.local\/share\/agentwire/$AGENTWIRE_DATA_DIR}
+completion=$(bash -c "$line") || fail "the README's curl line failed: $completion"
+case "$completion" in *'"content":"84"'*) ;; *) fail "the README's curl line printed: $completion" ;; esac
+echo "the README's OpenAI API line: 84"
 echo "the README's quick start works as written"
