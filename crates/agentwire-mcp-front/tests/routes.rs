@@ -484,3 +484,97 @@ async fn sessions_are_bounded_and_an_ended_one_frees_its_place() {
     assert_eq!(r.status().as_u16(), 200);
     s.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_question_answered_wrong_too_often_is_closed_unanswered() {
+    let s = setup().await;
+    let bob = s.client(&s.bob, true).await;
+    let mut e = bob
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "ask_demo", "arguments": {"prompt": "ask Which? | red | blue"}}),
+        )
+        .await;
+    let mut asks = 0;
+    let result = loop {
+        let m = e.next().await.expect("the result");
+        if m["method"] == "elicitation/create" {
+            asks += 1;
+            bob.answer(
+                &m["id"],
+                json!({"action": "accept", "content": {"choice": "green"}}),
+            )
+            .await;
+        } else if m["id"] == 4 {
+            break m;
+        }
+    };
+    assert_eq!(asks, agentwire_mcp_front::handler::MAX_ASKS);
+    // The agent heard nobody answered: the demo parks its turn, waiting for an answer.
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deferred"),
+        "{result}"
+    );
+    s.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_runs_a_bounded_number_of_calls_at_once() {
+    let s = setup().await;
+    let bob = s.client(&s.bob, false).await;
+    let max = agentwire_mcp_front::handler::MAX_CALLS_PER_SESSION;
+    let mut running = Vec::new();
+    for i in 0..max {
+        let mut e = bob
+            .request(
+                100 + i as u64,
+                "tools/call",
+                json!({"name": "ask_demo", "arguments": {"prompt": format!("sleep {}", 20000 + i)},
+                       "_meta": {"progressToken": i}}),
+            )
+            .await;
+        // Running: its first progress came.
+        e.next().await.unwrap();
+        running.push(e);
+    }
+    let r = bob
+        .call(
+            99,
+            "tools/call",
+            json!({"name": "ask_demo", "arguments": {"prompt": "calc 1 + 1"}}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("already runs {max} calls")),
+        "{r}"
+    );
+    // One ended (its stream closed) frees a place, once its handler is done.
+    drop(running.pop());
+    s.ended(&format!("sleep {}", 20000 + max - 1)).await;
+    let mut freed = false;
+    for id in 0..50u64 {
+        let r = bob
+            .call(
+                200 + id,
+                "tools/call",
+                json!({"name": "ask_demo", "arguments": {"prompt": "calc 1 + 1"}}),
+            )
+            .await;
+        if r["result"]["isError"] == false {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed, "a place is free again");
+    s.server.shutdown().await;
+}
