@@ -625,6 +625,36 @@ mod tests {
     }
 
     #[test]
+    fn the_history_keeps_the_newest_messages_within_its_bound() {
+        let user = user_message("m1", "t1", "c1", "ask");
+        let mut t = Tracker::new("t1", "c1", Some(user));
+        t.apply(&accepted(false), 0);
+        for i in 0..MAX_HISTORY_MESSAGES + 5 {
+            let id = format!("q{i}");
+            t.apply(
+                &WatchKind::Question {
+                    id: id.clone(),
+                    question: pick(),
+                },
+                1,
+            );
+            t.apply(&WatchKind::QuestionClosed { id }, 2);
+        }
+        let h = t.task(None, false).history.unwrap();
+        assert_eq!(
+            h.len(),
+            MAX_HISTORY_MESSAGES + 1,
+            "the client's message and the newest"
+        );
+        assert_eq!(h[0].role, Role::User);
+        let newest = h.last().unwrap().parts[1].data.as_ref().unwrap();
+        assert_eq!(
+            newest["questionId"],
+            format!("q{}", MAX_HISTORY_MESSAGES + 4)
+        );
+    }
+
+    #[test]
     fn outcomes_map_to_the_specs_end_states() {
         let fail = |code: FailureCode| Outcome::Failure(Failure::new(code, "m"));
         assert_eq!(

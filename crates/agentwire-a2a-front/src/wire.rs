@@ -781,6 +781,12 @@ mod tests {
             "acceptedOutputModes": ["image/png"]
         }}));
         assert!(matches!(e, Err(RequestError::ContentType(_))));
+        let modes: Vec<String> = (0..=MAX_OUTPUT_MODES)
+            .map(|i| format!("text/x{i}"))
+            .collect();
+        let e =
+            parse_send(&json!({"message": base, "configuration": {"acceptedOutputModes": modes}}));
+        assert!(matches!(e, Err(RequestError::Invalid(w)) if w.contains("acceptedOutputModes")));
         let e = parse_send(&json!({"message": base, "configuration": {"historyLength": -1}}));
         assert!(matches!(e, Err(RequestError::Invalid(w)) if w.contains("historyLength")));
         let e = parse_send(&json!({"message": base, "tenant": "t1"}));

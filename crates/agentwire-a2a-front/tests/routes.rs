@@ -809,3 +809,51 @@ async fn bad_requests_get_the_specs_errors() {
         "PUSH_NOTIFICATION_NOT_SUPPORTED"
     );
 }
+
+#[tokio::test]
+async fn a_task_takes_a_bounded_number_of_subscribers() {
+    let s = setup().await;
+    let task = s
+        .send(
+            &s.alice,
+            "demo",
+            json!({"message": message("sleep 60000"), "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let id = task["id"].as_str().unwrap();
+    let path = format!("/a2a/demo/tasks/{id}:subscribe");
+    // Streams held open (their headers are in; their bodies run until the task ends).
+    let mut open = Vec::new();
+    for _ in 0..agentwire_a2a_front::MAX_SUBSCRIBERS_PER_TASK {
+        let r = s.post(Some(&s.alice), &path, "").await;
+        assert_eq!(r.status().as_u16(), 200);
+        open.push(r);
+    }
+    let over = answer(s.post(Some(&s.alice), &path, "").await).await;
+    assert_eq!(over.status, 503, "{}", over.body);
+    assert!(over.headers.contains_key("retry-after"));
+    // One let go makes room for another.
+    drop(open.pop());
+    let mut room = false;
+    for _ in 0..50 {
+        let r = s.post(Some(&s.alice), &path, "").await;
+        if r.status().as_u16() == 200 {
+            room = true;
+            open.push(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(room, "a closed subscriber's place is given back");
+    let c = s
+        .rpc(&s.alice, "demo", "CancelTask", json!({"id": id}))
+        .await;
+    assert_eq!(state(&c.body["result"]), "TASK_STATE_CANCELED");
+    for r in open {
+        let text = r.text().await.unwrap();
+        assert!(
+            text.contains("TASK_STATE_CANCELED"),
+            "every subscriber sees the end"
+        );
+    }
+}
