@@ -99,6 +99,12 @@ AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python
 say "interop: the official openai SDK (Python) against the OpenAI-compatible front"
 AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s interop/openai-py -v
 
+say "interop: the official a2a-sdk (Python) against the A2A front"
+AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s interop/a2a-py -v
+
+say "interop: the official MCP SDK (Python) against the MCP front"
+AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s interop/mcp-py -v
+
 say "roost: the Python agent client against the real daemon"
 AGENTWIRE_BIN="$root/target/debug/agentwire" "$root/target/tools/venv/bin/python" -m unittest discover -s sdk/python -v
 

@@ -64,6 +64,8 @@ pub(crate) const FRONTS: &[Entry] = &[
         further: false,
     },
     Entry::PlugIn(&agentwire_openai_front::OpenAiFront),
+    Entry::PlugIn(&agentwire_mcp_front::McpFront),
+    Entry::PlugIn(&agentwire_a2a_front::A2aFront),
 ];
 
 /// The plug-in fronts.
