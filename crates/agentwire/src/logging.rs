@@ -10,8 +10,9 @@ use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
 
 /// The filter when none is given: the daemon's own news at `info`. The NATS client's own lines (each
-/// connect, with the port) are left to `debug`: the daemon says what matters of its connections itself.
-pub(crate) const DEFAULT_FILTER: &str = "info,async_nats=warn";
+/// connect, with the port) are left to `debug`: the daemon says what matters of its connections itself. So
+/// are the MCP SDK's (about eight `info` lines for each MCP session the MCP front serves, with its id).
+pub(crate) const DEFAULT_FILTER: &str = "info,async_nats=warn,rmcp=warn";
 
 /// The levels a directive may name.
 const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
