@@ -13,6 +13,10 @@
 //! - **fisk-ai**: a prompt over NATS to the first `event.text`;
 //! - **OpenAI-compatible front**: a streamed chat completion (`POST /v1/chat/completions`, the operator's
 //!   token) to the first chunk whose delta holds text;
+//! - **A2A**: `SendStreamingMessage` over HTTP+JSON (`/a2a/<agent>/message:stream`) to the first artifact
+//!   update with text;
+//! - **MCP**: a `tools/call` with a progress token, in a session opened before the rounds, to the first
+//!   progress notification with text;
 //! - **watcher**: for each NIP-XX and fisk-ai round, the first text `event` on an `/api/v1/events` stream
 //!   opened before the rounds (a `watch_all` watcher of every turn), from the same start.
 //!
@@ -26,6 +30,7 @@ mod daemon;
 #[allow(dead_code)]
 #[path = "../peer.rs"]
 mod peer;
+mod sse;
 
 use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
 use agentwire_testkit::NatsServer;
@@ -36,6 +41,18 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The time from `t` to the first streamed chunk with text, read directly from the model server.
+async fn direct_first_text(base_url: &str, body: &str, t: Instant) -> Result<Duration, String> {
+    let path = format!(
+        "/{}/chat/completions",
+        base_url
+            .trim_start_matches("http://")
+            .split_once('/')
+            .map_or("", |(_, p)| p)
+    );
+    first_text(base_url, &path, &[], body, t, chunk_text).await
+}
 
 /// The answer's pieces and the time between two: eleven chunks 2 ms apart, about 22 ms in all.
 const PIECES: usize = 11;
@@ -114,58 +131,94 @@ async fn watch_all(url: &str, token: &str, first: FirstSeen) -> Result<(), Strin
     Ok(())
 }
 
-/// Posts `body` to the chat completions at `base_url` (the model server, or the daemon's OpenAI-compatible
-/// front with `token`) over a fresh connection (as the model agent's first call makes one), returns the time
-/// from `t` to the first streamed chunk whose delta holds text, then reads the stream out.
-async fn first_streamed_text(
-    base_url: &str,
-    token: Option<&str>,
+/// The text a chat completion chunk's delta holds.
+fn chunk_text(v: &serde_json::Value) -> String {
+    v["choices"][0]["delta"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The text an A2A stream response's artifact update holds (HTTP+JSON: the `StreamResponse` itself).
+fn a2a_text(v: &serde_json::Value) -> String {
+    v["artifactUpdate"]["artifact"]["parts"]
+        .as_array()
+        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// The text an MCP progress notification's message holds.
+fn mcp_text(v: &serde_json::Value) -> String {
+    match v["method"].as_str() {
+        Some("notifications/progress") => v["params"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// `http://host:port` without its scheme.
+fn addr_of(url: &str) -> &str {
+    let rest = url.trim_start_matches("http://");
+    rest.split_once('/').map_or(rest, |(a, _)| a)
+}
+
+/// Posts `body` to `path` at `url`'s address with `headers` on a fresh connection (as a client's first call
+/// makes one), and returns the time from `t` to the first `data:` line in which `text` finds text.
+async fn first_text(
+    url: &str,
+    path: &str,
+    headers: &[(&str, &str)],
     body: &str,
     t: Instant,
+    text: fn(&serde_json::Value) -> String,
 ) -> Result<Duration, String> {
-    let rest = base_url.trim_start_matches("http://");
-    let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("{base_url}: {e}"))?;
-    s.set_nodelay(true).map_err(|e| e.to_string())?;
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let req = format!(
-        "POST /{path}/chat/completions HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes())
-        .await
-        .map_err(|e| format!("{base_url}: {e}"))?;
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut pending = String::new();
     let mut first = None;
-    loop {
-        let n = s
-            .read(&mut buf)
-            .await
-            .map_err(|e| format!("{base_url}: {e}"))?;
-        if n == 0 {
-            break;
+    let head = sse::post(addr_of(url), path, headers, body, |v, at| {
+        if first.is_none() && !text(v).is_empty() {
+            first = Some(at.saturating_duration_since(t));
         }
-        if first.is_some() {
-            continue;
-        }
-        let now = t.elapsed();
-        pending.push_str(&String::from_utf8_lossy(&buf[..n]));
-        while let Some(end) = pending.find('\n') {
-            let line: String = pending.drain(..=end).collect();
-            let Some(data) = line.trim_end().strip_prefix("data:") else {
-                continue;
-            };
-            let v: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_default();
-            let text = v["choices"][0]["delta"]["content"].as_str().unwrap_or("");
-            if !text.is_empty() && first.is_none() {
-                first = Some(now);
-            }
-        }
+    })
+    .await?;
+    if head.status != 200 {
+        return Err(format!("{url}{path}: HTTP {}", head.status));
     }
-    first.ok_or_else(|| format!("{base_url} sent no text"))
+    first.ok_or_else(|| format!("{url}{path} sent no text"))
+}
+
+/// Opens an MCP session on the daemon (initialize, then initialized) with the operator's token; its id.
+async fn mcp_session(http: &str, bearer: &str) -> Result<String, String> {
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "first-token", "version": "1"}}});
+    let accept = ("Accept", "application/json, text/event-stream");
+    let auth = ("Authorization", bearer);
+    let head = sse::post(
+        addr_of(http),
+        "/mcp",
+        &[accept, auth],
+        &init.to_string(),
+        |_, _| {},
+    )
+    .await?;
+    let session = head
+        .header("mcp-session-id")
+        .ok_or(format!(
+            "MCP initialize: HTTP {} and no session",
+            head.status
+        ))?
+        .to_string();
+    let done = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    sse::post(
+        addr_of(http),
+        "/mcp",
+        &[accept, auth, ("Mcp-Session-Id", &session)],
+        &done.to_string(),
+        |_, _| {},
+    )
+    .await?;
+    Ok(session)
 }
 
 fn fisk_prompt(request: &str) -> Vec<u8> {
@@ -198,6 +251,8 @@ struct Figures {
     watcher_nipxx: Vec<Duration>,
     watcher_fisk: Vec<Duration>,
     openai: Vec<Duration>,
+    a2a: Vec<Duration>,
+    mcp: Vec<Duration>,
 }
 
 async fn bench(args: &Args) -> Result<Figures, String> {
@@ -238,7 +293,11 @@ async fn bench(args: &Args) -> Result<Figures, String> {
         watcher_nipxx: vec![],
         watcher_fisk: vec![],
         openai: vec![],
+        a2a: vec![],
+        mcp: vec![],
     };
+    let bearer = format!("Bearer {token}");
+    let session = mcp_session(&http, &bearer).await?;
     let reset = || *first_seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
     let seen_since = |t: Instant| {
         first_seen
@@ -251,7 +310,7 @@ async fn bench(args: &Args) -> Result<Figures, String> {
         fake.push(script());
         let t = Instant::now();
         f.direct
-            .push(first_streamed_text(&fake.base_url, None, &body, t).await?);
+            .push(direct_first_text(&fake.base_url, &body, t).await?);
 
         // NIP-XX's transport alone: a prompt to the echo peer and its answer back through the same relay.
         let rt = raw
@@ -312,11 +371,61 @@ async fn bench(args: &Args) -> Result<Figures, String> {
         // Over the OpenAI-compatible front: a streamed chat completion of the model agent.
         fake.push(script());
         let t = Instant::now();
-        let front = format!("{http}/v1");
+        let auth = [("Authorization", bearer.as_str())];
         f.openai.push(
-            first_streamed_text(&front, Some(&token), &body_for_front, t)
+            first_text(
+                &http,
+                "/v1/chat/completions",
+                &auth,
+                &body_for_front,
+                t,
+                chunk_text,
+            )
+            .await
+            .map_err(|e| format!("OpenAI front round {round}: {e}"))?,
+        );
+
+        // Over A2A: SendStreamingMessage (HTTP+JSON) to its first artifact update with text.
+        fake.push(script());
+        let a2a_body = serde_json::json!({"message": {"messageId": format!("m{round}"),
+            "role": "ROLE_USER", "parts": [{"text": "say something"}]}})
+        .to_string();
+        let t = Instant::now();
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("A2A-Version", "1.0"),
+            ("Accept", "text/event-stream"),
+        ];
+        f.a2a.push(
+            first_text(
+                &http,
+                "/a2a/model/message:stream",
+                &headers,
+                &a2a_body,
+                t,
+                a2a_text,
+            )
+            .await
+            .map_err(|e| format!("A2A round {round}: {e}"))?,
+        );
+
+        // Over MCP: a tools/call with a progress token to its first progress notification with text.
+        fake.push(script());
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": round + 1, "method": "tools/call",
+            "params": {"name": "ask_model", "arguments": {"prompt": "say something"},
+                       "_meta": {"progressToken": round}}})
+        .to_string();
+        let t = Instant::now();
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("Mcp-Protocol-Version", "2025-06-18"),
+        ];
+        f.mcp.push(
+            first_text(&http, "/mcp", &headers, &call, t, mcp_text)
                 .await
-                .map_err(|e| format!("OpenAI front round {round}: {e}"))?,
+                .map_err(|e| format!("MCP round {round}: {e}"))?,
         );
     }
     Ok(f)
@@ -356,11 +465,13 @@ async fn main() -> ExitCode {
             "first text, through the OpenAI-compatible front",
             f.openai,
         ),
+        ("a2a", "first text, through A2A (HTTP+JSON stream)", f.a2a),
+        ("mcp", "first text, through MCP (progress)", f.mcp),
     ];
     let mut json = serde_json::json!({"rounds": args.rounds, "stream_ms": (GAP * PIECES as u32).as_secs_f64() * 1000.0});
     for (key, what, v) in rows {
         let (m, p90) = quantiles(v);
-        eprintln!("{what:<42} median {m:.2} ms, p90 {p90:.2} ms");
+        eprintln!("{what:<48} median {m:.2} ms, p90 {p90:.2} ms");
         json[key] = serde_json::json!({"median_ms": m, "p90_ms": p90});
     }
     println!("{json}");
