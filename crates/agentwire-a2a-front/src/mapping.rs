@@ -12,6 +12,8 @@ use agentwire_core::{
 use agentwire_engine::{AgentCard, WatchKind};
 use serde_json::{json, Value};
 
+/// How much of an answer that fits no option an error quotes back: enough to see what was sent.
+const QUOTED_ANSWER_CHARS: usize = 80;
 /// The front's name, the protocol its turns are journaled under, and the prefix of their ids.
 pub const PROTOCOL: &str = "a2a";
 /// The id of the one artifact a task has: the agent's answer.
@@ -188,7 +190,8 @@ pub fn answer_from_text(kind: &QuestionKind, text: &str) -> Result<Answer, Strin
             agentwire_http::answer::answer_for(kind, &[], Some(text))
         }
         None => Err(format!(
-            "{text:?} is not one of the question's options: answer with an option's id or label: {}",
+            "{:?} is not one of the question's options: answer with an option's id or label: {}",
+            text.chars().take(QUOTED_ANSWER_CHARS).collect::<String>(),
             listed()
         )),
     }

@@ -29,6 +29,10 @@ pub const MAX_LISTED_TURNS: usize = 10_000;
 /// How long `CancelTask` waits for the cancelled task to end before answering with it as it stands: an
 /// agent stops at its next boundary, well within this.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// The longest answer to a question, in bytes: 16 KiB, room for any choice and a long free-text reply
+/// (the MCP front's bound too); a longer one is refused before it reaches the engine.
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
 /// When a client refused because the daemon cannot take tasks now may try again.
 pub const UNAVAILABLE_RETRY_SECS: u64 = 5;
 
@@ -466,6 +470,12 @@ impl Served {
             .engine
             .waiting_question(&found.id, &question_id)
             .ok_or_else(waiting)?;
+        if req.text.len() > MAX_ANSWER_BYTES {
+            return Err(A2aError::InvalidParams(format!(
+                "an answer is at most {MAX_ANSWER_BYTES} bytes (this one has {})",
+                req.text.len()
+            )));
+        }
         let answer = mapping::answer_from_text(&question.kind, &req.text)
             .map_err(A2aError::InvalidParams)?;
         match agent.engine.answer(&found.id, &question_id, answer) {
@@ -507,6 +517,9 @@ impl Served {
             (CancelReply::Ignored, s) if s.is_terminal() && s != TaskState::Canceled => {
                 Err(not_cancelable(s))
             }
+            // Not live here and not ended: it runs elsewhere (another instance on a shared journal),
+            // where this cancel does not reach.
+            (CancelReply::Ignored, s) if !s.is_terminal() => Err(not_cancelable(s)),
             _ => Ok(task_now),
         }
     }

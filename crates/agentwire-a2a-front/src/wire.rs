@@ -697,7 +697,13 @@ pub fn parse_timestamp(t: &str) -> Option<u64> {
     };
     let mut hms = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
     let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+    let fits = TIMESTAMP_YEARS.contains(&y)
+        && (1..=12).contains(&mo)
+        && (1..=31).contains(&d)
+        && (0..=23).contains(&h)
+        && (0..=59).contains(&mi)
+        && (0..=60).contains(&s);
+    if !fits {
         return None;
     }
     if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
@@ -708,10 +714,30 @@ pub fn parse_timestamp(t: &str) -> Option<u64> {
     u64::try_from(secs * 1000 + ms).ok()
 }
 
+/// The years a timestamp may name: four digits, as ISO 8601 writes them without an expansion. Any year
+/// past them would overflow the arithmetic (a year of about 1e14 and more), and none is a task's time.
+pub const TIMESTAMP_YEARS: std::ops::RangeInclusive<i64> = 1..=9999;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_timestamp_out_of_range_is_refused_not_overflowed() {
+        assert!(parse_timestamp("2026-12-07T01:02:03.5Z").is_some());
+        for bad in [
+            "99999999999999-01-01T00:00:00Z",
+            "999999999999999999-01-01T00:00:00Z",
+            "10000-01-01T00:00:00Z",
+            "0-01-01T00:00:00Z",
+            "2026-12-07T-5:00:00Z",
+            "2026-12-07T01:-1:00Z",
+            "2026-12-07T01:00:-1Z",
+        ] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
+    }
 
     fn send(message: Value) -> Result<SendRequest, RequestError> {
         parse_send(&json!({ "message": message }))

@@ -471,6 +471,12 @@ async fn a_question_is_input_required_and_the_answer_continues_the_task() {
     assert_eq!(rpc_code(&wrong), -32602);
     let why = wrong.body["error"]["message"].as_str().unwrap();
     assert!(why.contains("Red") && why.contains("Green"), "{why}");
+    // An answer past the bound is refused before the engine, and not echoed back whole.
+    let long = "g".repeat(agentwire_a2a_front::MAX_ANSWER_BYTES + 1);
+    let too_long = s.rpc(&s.alice, "demo", "SendMessage", reply(&long)).await;
+    assert_eq!(rpc_code(&too_long), -32602);
+    let why = too_long.body["error"]["message"].as_str().unwrap();
+    assert!(why.contains("at most") && why.len() < 1000, "{why}");
     // Another caller cannot answer it: the task is not theirs.
     let bob = s.rpc(&s.bob, "demo", "SendMessage", reply("green")).await;
     assert_eq!(rpc_code(&bob), -32001);

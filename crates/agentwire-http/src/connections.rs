@@ -95,11 +95,15 @@ impl Gatekeeper {
         let Some(presented) = Self::presented(req) else {
             return;
         };
-        if crate::callers::identify(&presented, &self.token, &self.callers)
-            != crate::callers::Presented::Wrong
-        {
-            place.authenticated();
-            return;
+        match crate::callers::identify(&presented, &self.token, &self.callers) {
+            crate::callers::Presented::Operator => return place.authenticated(),
+            crate::callers::Presented::Caller(crate::callers::Caller::Program(g)) => {
+                return place.caller_authenticated(&g.name)
+            }
+            crate::callers::Presented::Caller(crate::callers::Caller::Operator) => {
+                return place.authenticated()
+            }
+            crate::callers::Presented::Wrong => {}
         }
         self.ctx.hub.metrics().http_token_failed();
         let line = self

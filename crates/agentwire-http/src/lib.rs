@@ -52,7 +52,10 @@ pub use access::{Token, WRONG_TOKEN_LOG_INTERVAL};
 pub use api::MAX_FRONT_BODY_BYTES;
 pub use connections::{HEADER_READ_TIMEOUT, MAX_PENDING_REFUSALS, SHUTDOWN_GRACE};
 pub use roost::{RoostCall, RoostRefusal};
-pub use slots::{MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS};
+pub use slots::{
+    MAX_CALLER_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CALLER,
+    MAX_UNAUTHENTICATED_CONNECTIONS,
+};
 pub use stall::WRITE_STALL_TIMEOUT;
 
 /// Where the server listens, and who it serves.
@@ -193,7 +196,12 @@ pub async fn start(
         },
         fronts,
     );
-    let slots = slots::Slots::new(MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS);
+    let slots = slots::Slots::new(
+        MAX_CONNECTIONS,
+        MAX_UNAUTHENTICATED_CONNECTIONS,
+        MAX_CALLER_CONNECTIONS,
+        MAX_CONNECTIONS_PER_CALLER,
+    );
     let task = tokio::spawn(connections::serve(listener, app, gate, slots, stopped));
     Ok(HttpServer {
         local_addr,

@@ -131,6 +131,9 @@ pub fn resolve(
     }))
 }
 
+/// The longest caller name: it is journaled in every turn of the caller's and shown in lists.
+pub const MAX_CALLER_NAME_CHARS: usize = 64;
+
 /// `[[http.callers]]` checked: a name each (`[A-Za-z0-9_.-]`, 1-64, unique), exactly one of `token_env`
 /// and `token_file`, at most [`MAX_CALLERS`](crate::callers::MAX_CALLERS).
 fn callers(sections: &[CallerSection]) -> Result<Vec<CallerSetting>, SettingError> {
@@ -148,7 +151,7 @@ fn callers(sections: &[CallerSection]) -> Result<Vec<CallerSetting>, SettingErro
     let mut names = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for c in sections {
-        let fit = (1..=64).contains(&c.name.len())
+        let fit = (1..=MAX_CALLER_NAME_CHARS).contains(&c.name.len())
             && c.name
                 .chars()
                 .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));

@@ -8,6 +8,13 @@
 //! sent a byte at a time) can then never keep out a client that comes with the token, nor touch the places
 //! the token holder's connections (the hub page, its event stream, API clients) already have. Only when
 //! every place is held by an authenticated connection is a new one refused (`503`).
+//!
+//! A caller's token (`[[http.callers]]`, a program of someone else's) is not the operator's: a connection
+//! that presents one takes a place of the callers' own pool ([`MAX_CALLER_CONNECTIONS`], at most
+//! [`MAX_CONNECTIONS_PER_CALLER`] for one caller) and is then never closed for room; past those bounds it
+//! stays counted as unauthenticated (the oldest of those is closed for a newcomer). So callers together never
+//! hold more than their pool, one caller never more than its share of it, and the operator's connections
+//! always have the places neither callers nor strangers can take.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +33,15 @@ pub const MAX_CONNECTIONS: usize = 128;
 /// these; past the cap the oldest is closed for the newcomer (the module's doc).
 pub const MAX_UNAUTHENTICATED_CONNECTIONS: usize = 32;
 
+/// Of [`MAX_CONNECTIONS`], the most that callers' connections hold (their streams: A2A subscriptions, MCP
+/// sessions, streamed completions): half, so that with the [`MAX_UNAUTHENTICATED_CONNECTIONS`] the
+/// operator's connections (the hub, the CLI, a scraper) always have a quarter of the places.
+pub const MAX_CALLER_CONNECTIONS: usize = 64;
+
+/// Of [`MAX_CALLER_CONNECTIONS`], the most that one caller holds: a quarter, so one program that opens
+/// stream after stream leaves the others their places.
+pub const MAX_CONNECTIONS_PER_CALLER: usize = 16;
+
 /// How long a new connection waits for the connection closed to make room for it: the closed one's task
 /// only has to drop its socket, which takes microseconds; this bounds a wait that should never be long.
 const EVICTION_WAIT: Duration = Duration::from_secs(1);
@@ -34,6 +50,11 @@ const EVICTION_WAIT: Duration = Duration::from_secs(1);
 pub(crate) struct Slots {
     total: Arc<Semaphore>,
     unauthenticated: Arc<Semaphore>,
+    /// The callers' pool.
+    callers: Arc<Semaphore>,
+    /// Places each caller holds, by name.
+    per_caller: Mutex<std::collections::HashMap<String, usize>>,
+    per_caller_max: usize,
     /// Unauthenticated connections by id (ids grow: the first is the oldest).
     waiting: Mutex<BTreeMap<u64, Arc<Notify>>>,
     next_id: AtomicU64,
@@ -46,15 +67,25 @@ pub(crate) struct Place {
     _total: OwnedSemaphorePermit,
     /// Held until the connection presents the token.
     unauthenticated: Mutex<Option<OwnedSemaphorePermit>>,
+    /// The caller whose connection it is, and its place in the callers' pool.
+    caller: Mutex<Option<(String, OwnedSemaphorePermit)>>,
     /// Told when the connection is closed to make room for a newer one.
     evicted: Arc<Notify>,
 }
 
 impl Slots {
-    pub(crate) fn new(total: usize, unauthenticated: usize) -> Arc<Slots> {
+    pub(crate) fn new(
+        total: usize,
+        unauthenticated: usize,
+        callers: usize,
+        per_caller: usize,
+    ) -> Arc<Slots> {
         Arc::new(Slots {
             total: Arc::new(Semaphore::new(total)),
             unauthenticated: Arc::new(Semaphore::new(unauthenticated.min(total))),
+            callers: Arc::new(Semaphore::new(callers.min(total))),
+            per_caller: Mutex::default(),
+            per_caller_max: per_caller,
             waiting: Mutex::default(),
             next_id: AtomicU64::new(0),
         })
@@ -74,6 +105,7 @@ impl Slots {
             slots: Arc::clone(self),
             _total: total,
             unauthenticated: Mutex::new(Some(unauthenticated)),
+            caller: Mutex::new(None),
             evicted,
         })
     }
@@ -115,6 +147,36 @@ impl Place {
         }
     }
 
+    /// The connection sent a request with caller `name`'s token: it takes a place of the callers' pool
+    /// when one is free and the caller holds fewer than its share, and is then never closed for room;
+    /// otherwise it stays counted as unauthenticated. One authenticated already stays as it is.
+    pub(crate) fn caller_authenticated(&self, name: &str) {
+        if !self.slots.lock().contains_key(&self.id) {
+            return;
+        }
+        let mut held = self
+            .slots
+            .per_caller
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let n = held.entry(name.to_string()).or_default();
+        if *n >= self.slots.per_caller_max {
+            return;
+        }
+        let Ok(permit) = Arc::clone(&self.slots.callers).try_acquire_owned() else {
+            return;
+        };
+        if self.slots.lock().remove(&self.id).is_some() {
+            *n += 1;
+            self.unauthenticated
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            *self.caller.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((name.to_string(), permit));
+        }
+    }
+
     /// Resolves when the connection is to be closed for a newer one.
     pub(crate) async fn evicted(&self) {
         self.evicted.notified().await;
@@ -124,6 +186,24 @@ impl Place {
 impl Drop for Place {
     fn drop(&mut self) {
         self.slots.lock().remove(&self.id);
+        let caller = self
+            .caller
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((name, _permit)) = caller {
+            let mut held = self
+                .slots
+                .per_caller
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(n) = held.get_mut(&name) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    held.remove(&name);
+                }
+            }
+        }
     }
 }
 
@@ -143,7 +223,7 @@ mod tests {
     #[test]
     fn the_oldest_unauthenticated_connection_makes_room_for_a_new_one() {
         now(async {
-            let slots = Slots::new(4, 2);
+            let slots = Slots::new(4, 2, 2, 1);
             let first = slots.admit().await.unwrap();
             let second = slots.admit().await.unwrap();
             assert_eq!(slots.unauthenticated(), 2);
@@ -166,7 +246,7 @@ mod tests {
     #[test]
     fn authenticated_connections_are_never_closed_for_room_and_past_them_a_newcomer_is_refused() {
         now(async {
-            let slots = Slots::new(3, 1);
+            let slots = Slots::new(3, 1, 1, 1);
             let mut held = Vec::new();
             for _ in 0..3 {
                 let p = slots.admit().await.unwrap();
@@ -189,11 +269,50 @@ mod tests {
     #[test]
     fn a_connection_that_never_closes_when_told_keeps_its_place_and_the_newcomer_is_refused() {
         now(async {
-            let slots = Slots::new(2, 1);
+            let slots = Slots::new(2, 1, 1, 1);
             let _stuck = slots.admit().await.unwrap();
             let started = tokio::time::Instant::now();
             assert!(slots.admit().await.is_none());
             assert!(started.elapsed() >= EVICTION_WAIT);
+        });
+    }
+
+    #[test]
+    fn callers_hold_at_most_their_pool_and_each_its_share_and_the_rest_stay_closable() {
+        now(async {
+            // 6 places, 2 unauthenticated, callers 3 in all and 2 each.
+            let slots = Slots::new(6, 2, 3, 2);
+            let a1 = slots.admit().await.unwrap();
+            a1.caller_authenticated("alice");
+            let a2 = slots.admit().await.unwrap();
+            a2.caller_authenticated("alice");
+            assert_eq!(slots.unauthenticated(), 0, "alice's two are hers");
+            let a3 = slots.admit().await.unwrap();
+            a3.caller_authenticated("alice");
+            assert_eq!(slots.unauthenticated(), 1, "her third is past her share");
+            let b1 = slots.admit().await.unwrap();
+            b1.caller_authenticated("bob");
+            assert_eq!(slots.unauthenticated(), 1, "bob's first has a place");
+            let b2 = slots.admit().await.unwrap();
+            b2.caller_authenticated("bob");
+            assert_eq!(slots.unauthenticated(), 2, "the callers' pool is full");
+            // The operator still gets in: the oldest of the unauthenticated (alice's third) makes room.
+            let closing = {
+                let a3 = a3;
+                async move {
+                    a3.evicted().await;
+                    drop(a3);
+                }
+            };
+            let (op, ()) = tokio::join!(slots.admit(), closing);
+            let op = op.expect("the operator's connection gets a place");
+            op.authenticated();
+            // A caller's place given back is another's to take.
+            drop(a1);
+            b2.caller_authenticated("bob");
+            assert_eq!(slots.unauthenticated(), 0);
+            drop((a2, b1, b2, op));
+            assert!(slots.per_caller.lock().unwrap().is_empty());
         });
     }
 }

@@ -54,7 +54,8 @@
 //!
 //! A request body is at most 1 MiB (the server's [`agentwire_http::MAX_FRONT_BODY_BYTES`]), the prompt
 //! at most the agent card's `max_prompt_bytes`, [`handler::MAX_CALLS_PER_SESSION`] calls at once in a
-//! session, [`routes::MAX_SESSIONS`] sessions (503 past it), a session closed after
+//! session, [`routes::MAX_SESSIONS`] sessions and [`routes::MAX_SESSIONS_PER_CALLER`] of one caller's (503
+//! past either), a session closed after
 //! [`routes::SESSION_IDLE`] with no message either way; an answer's text at most
 //! [`questions::MAX_ANSWER_TEXT_BYTES`], a form [`questions::MAX_FORM_OPTIONS`] options, a progress
 //! message [`progress::MAX_PROGRESS_MESSAGE_BYTES`].

@@ -29,6 +29,11 @@ pub const PATH: &str = "/mcp";
 /// in a loop meets a 503 instead of exhausting memory.
 pub const MAX_SESSIONS: usize = 256;
 
+/// The most sessions one caller of `[[http.callers]]` holds open at once: an eighth of
+/// [`MAX_SESSIONS`], so one program that opens sessions in a loop leaves the others (and the operator,
+/// who is held to [`MAX_SESSIONS`] alone) their places.
+pub const MAX_SESSIONS_PER_CALLER: usize = 32;
+
 /// How long a session may pass with no message either way before it is closed: long enough for an
 /// agent's long turn that sends nothing (a call without a progress token) and for a person answering a
 /// question ([`crate::front::QUESTION_WINDOW`] is shorter); a client that left without ending its
@@ -115,6 +120,70 @@ struct Mounted {
     sessions: Arc<LocalSessionManager>,
     /// Each session's opener's requester.
     owners: Arc<Mutex<HashMap<String, String>>>,
+    /// Sessions being opened now (counted against the bounds before rmcp makes them), by requester.
+    opening: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// A place held for a session being opened, given back when the request is answered (the session is then
+/// in `owners`, or was not made).
+struct Opening {
+    opening: Arc<Mutex<HashMap<String, usize>>>,
+    requester: String,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let mut o = self.opening.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = o.get_mut(&self.requester) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                o.remove(&self.requester);
+            }
+        }
+    }
+}
+
+impl Mounted {
+    /// A place for a new session of `caller`'s, or the 503 that says which bound is reached. The sessions
+    /// rmcp has closed since (ended, idled out) leave `owners` first.
+    async fn open(&self, caller: &Caller) -> Result<Opening, Response> {
+        let live: std::collections::HashSet<String> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        let requester = caller.requester();
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.retain(|k, _| live.contains(k));
+        let mut opening = self.opening.lock().unwrap_or_else(|p| p.into_inner());
+        let total = owners.len() + opening.values().sum::<usize>();
+        let mine = owners.values().filter(|o| **o == requester).count()
+            + opening.get(&requester).copied().unwrap_or(0);
+        let full = |why: String| {
+            let mut r = refused(StatusCode::SERVICE_UNAVAILABLE, &why);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            r
+        };
+        if total >= MAX_SESSIONS {
+            return Err(full(format!(
+                "the server has {MAX_SESSIONS} sessions open; end one (DELETE) or try again later"
+            )));
+        }
+        if matches!(caller, Caller::Program(_)) && mine >= MAX_SESSIONS_PER_CALLER {
+            return Err(full(format!(
+                "this caller has {MAX_SESSIONS_PER_CALLER} sessions open, the most one caller may; end one (DELETE)"
+            )));
+        }
+        *opening.entry(requester.clone()).or_default() += 1;
+        Ok(Opening {
+            opening: Arc::clone(&self.opening),
+            requester,
+        })
+    }
 }
 
 /// The callers' routes for `agents`, and the stop of their sessions.
@@ -144,6 +213,7 @@ pub(crate) fn router(agents: Vec<ExposedAgent>) -> (Router, Stop) {
         service,
         sessions,
         owners: Arc::new(Mutex::new(HashMap::new())),
+        opening: Arc::new(Mutex::new(HashMap::new())),
     };
     let router = Router::new().route(PATH, any(mcp)).with_state(mounted);
     (router, Stop(Box::new(move || token.cancel())))
@@ -184,33 +254,26 @@ async fn mcp(
     mut req: Request,
 ) -> Response {
     let session = session_of(&req);
-    match &session {
-        // A session is its opener's: another caller's request naming it is told it does not exist.
-        Some(id) => {
-            let owner = m
-                .owners
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(id)
-                .cloned();
-            if owner.is_some_and(|o| !caller.owns(&o)) {
-                return refused(StatusCode::NOT_FOUND, "Not Found: Session not found");
-            }
-        }
-        None => {
-            let full = req.method() == Method::POST
-                && m.sessions.sessions.read().await.len() >= MAX_SESSIONS;
-            if full {
-                let mut r = refused(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("the server has {MAX_SESSIONS} sessions open; end one (DELETE) or try again later"),
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
-                return r;
-            }
+    // A session is its opener's: another caller's request naming it is told it does not exist.
+    if let Some(id) = &session {
+        let owner = m
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned();
+        if owner.is_some_and(|o| !caller.owns(&o)) {
+            return refused(StatusCode::NOT_FOUND, "Not Found: Session not found");
         }
     }
+    // A POST naming no session opens one: its place is held (against the bounds) until it is answered.
+    let _opening = match (&session, req.method() == Method::POST) {
+        (None, true) => match m.open(&caller).await {
+            Ok(o) => Some(o),
+            Err(refusal) => return refusal,
+        },
+        _ => None,
+    };
     let (gone_tx, gone_rx) = watch::channel(());
     let delete = req.method() == Method::DELETE;
     req.extensions_mut().insert(Hangup(gone_rx));
@@ -226,10 +289,7 @@ async fn mcp(
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
         {
-            let live = m.sessions.sessions.read().await;
             let mut owners = m.owners.lock().unwrap_or_else(|p| p.into_inner());
-            // Sessions closed since (ended, idled out) leave the map with the next one opened.
-            owners.retain(|k, _| live.keys().any(|s| s.as_ref() == k.as_str()));
             owners.insert(id.to_string(), caller.requester());
         }
     }

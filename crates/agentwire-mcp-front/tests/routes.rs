@@ -10,7 +10,7 @@ use agentwire_engine::{Engine, TurnFilter, TurnState, WatchHub};
 use agentwire_http::callers::{caller_token, CallerGrant, CallerToken};
 use agentwire_http::front::{ExposedAgent, FrontContext, FrontKind};
 use agentwire_http::{HttpConfig, HttpContext, HttpServer, Token};
-use agentwire_mcp_front::routes::MAX_SESSIONS;
+use agentwire_mcp_front::routes::{MAX_SESSIONS, MAX_SESSIONS_PER_CALLER};
 use agentwire_mcp_front::McpFront;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -457,30 +457,59 @@ async fn a_request_without_a_token_gets_a_json_rpc_401() {
 }
 
 #[tokio::test]
-async fn sessions_are_bounded_and_an_ended_one_frees_its_place() {
+async fn sessions_are_bounded_for_each_caller_and_in_all_and_an_ended_one_frees_its_place() {
     let s = setup().await;
-    let mut open = Vec::new();
-    for _ in 0..MAX_SESSIONS {
-        open.push(s.client(&s.bob, false).await);
-    }
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "one-too-many", "version": "1"}}});
+    // One caller holds at most its share, opened ten at once (fewer connections at once than the
+    // server's places for connections that have not yet shown a token).
+    let mut opened = Vec::new();
+    for _ in 0..(MAX_SESSIONS_PER_CALLER + 8) / 10 {
+        opened.extend(
+            futures_util::future::join_all(
+                (0..10).map(|_| s.post(Some(&s.bob), None, init.clone())),
+            )
+            .await,
+        );
+    }
+    let taken: Vec<String> = opened
+        .iter()
+        .filter(|r| r.status().as_u16() == 200)
+        .filter_map(|r| r.headers().get("mcp-session-id"))
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        taken.len(),
+        MAX_SESSIONS_PER_CALLER,
+        "bob's share, even opened at once"
+    );
     let r = s.post(Some(&s.bob), None, init.clone()).await;
+    assert_eq!(r.status().as_u16(), 503);
+    assert!(r.text().await.unwrap().contains("this caller has"));
+    // Another caller is not kept out by him.
+    let r = s.post(Some(&s.alice), None, init.clone()).await;
+    assert_eq!(r.status().as_u16(), 200);
+    // The operator is held to the bound in all.
+    let mut open = Vec::new();
+    for _ in 0..MAX_SESSIONS - MAX_SESSIONS_PER_CALLER - 1 {
+        open.push(s.client(&s.operator, false).await);
+    }
+    let r = s.post(Some(&s.operator), None, init.clone()).await;
     assert_eq!(r.status().as_u16(), 503);
     assert!(r.headers().contains_key("retry-after"));
     let one = open.pop().unwrap();
     let r = s
         .http
         .delete(&s.url)
-        .bearer_auth(&s.bob)
+        .bearer_auth(&s.operator)
         .header("mcp-session-id", &one.session)
         .header("mcp-protocol-version", "2025-06-18")
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 204);
-    let r = s.post(Some(&s.bob), None, init).await;
+    let r = s.post(Some(&s.operator), None, init).await;
     assert_eq!(r.status().as_u16(), 200);
     s.server.shutdown().await;
 }
