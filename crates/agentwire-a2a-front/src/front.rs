@@ -92,8 +92,10 @@ impl Front for Running {
         PROTOCOL
     }
 
+    /// The caller's connection is gone after a crash: the turn is ended in the journal, and the turn
+    /// lists (the hub's) show it ended.
     fn recovery_front(&self, _turn: &StoredTurn) -> Option<Arc<dyn TurnFront>> {
-        None
+        Some(Arc::new(agentwire_engine::Unreachable))
     }
 
     fn drain(&self, _grace: Duration) -> BoxFuture<'_, usize> {

@@ -33,7 +33,7 @@ pub use engine::{
 pub use engine_core::{
     TurnPolicy, CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
 };
-pub use lifecycle::Front;
+pub use lifecycle::{Front, Unreachable};
 pub use slots::{AdmitError, Admitted, Slot, SlotRefusal};
 pub use telemetry::{Telemetry, TurnTrace};
 pub use watch::{

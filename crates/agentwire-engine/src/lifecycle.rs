@@ -22,6 +22,23 @@ pub trait Front: Send + Sync {
     fn stop(&self) -> BoxFuture<'_, ()>;
 }
 
+/// The recovery front of a protocol whose requester cannot be told how a crash ended its turn (its HTTP
+/// connection is gone): the outcome is journaled (a read of the turn finds it) and watchers see the turn
+/// end, so the turn lists show it; nothing goes on the wire.
+pub struct Unreachable;
+
+impl TurnFront for Unreachable {
+    fn accepted(&self, _queued: bool) {}
+
+    fn event(&self, _event: agentwire_core::TurnEvent) {}
+
+    fn encode_outcome(&self, _outcome: &agentwire_core::Outcome) -> Option<String> {
+        None
+    }
+
+    fn deliver_outcome(&self, _outcome: &agentwire_core::Outcome, _wire: Option<&str>) {}
+}
+
 impl Engine {
     /// One recovery pass at start over every protocol's interrupted turns, whichever fronts are on: a turn
     /// of a protocol that is not running now is ended in the journal alone.

@@ -604,6 +604,15 @@ pub(crate) struct WatchedFront {
     pub(crate) accepted: WatchKind,
 }
 
+impl WatchedFront {
+    /// A turn a crash cut off, ended now: watchers learn whose it was (its acceptance, to the hub alone:
+    /// the requester was told long ago) and how it ended; the front sends the outcome.
+    pub(crate) fn recovered(&self, outcome: &Outcome, wire: Option<&str>) {
+        self.hub.publish(&self.turn, self.accepted.clone());
+        self.deliver_outcome(outcome, wire);
+    }
+}
+
 impl TurnFront for WatchedFront {
     fn accepted(&self, queued: bool) {
         let mut kind = self.accepted.clone();

@@ -184,7 +184,7 @@ impl Engine {
                     hub: self.hub.clone(),
                     turn: t.request_id.clone(),
                     accepted,
-                }) as Arc<dyn TurnFront>
+                })
             });
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
             let finish = Finish::new(t.request_id.clone(), outcome, now_secs()).wire(wire);
@@ -197,7 +197,7 @@ impl Engine {
                 match r {
                     Ok(()) => {
                         if let Some(f) = front {
-                            f.deliver_outcome(&finish.outcome, finish.wire.as_deref());
+                            f.recovered(&finish.outcome, finish.wire.as_deref());
                         }
                         continue;
                     }
@@ -215,7 +215,7 @@ impl Engine {
                 let (outcome, wire, ours) = this.finish_durably_or_found(finish).await;
                 // A turn that ended meanwhile was told its outcome by its own front.
                 if let (Some(f), true) = (front, ours) {
-                    f.deliver_outcome(&outcome, wire.as_deref());
+                    f.recovered(&outcome, wire.as_deref());
                 }
             });
         }
