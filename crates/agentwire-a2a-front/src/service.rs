@@ -402,7 +402,7 @@ impl Served {
             conversation_meta: None,
             slot: None,
         };
-        match engine.submit(sub).await {
+        match agentwire_http::front::submit_for(engine, caller, sub).await {
             // A refusal was journaled and published: the task is rejected, and says why.
             SubmitReply::Accepted { .. } | SubmitReply::Refused(_) => {}
             SubmitReply::Draining => {

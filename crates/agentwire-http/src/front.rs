@@ -9,7 +9,9 @@
 //! ([`crate::callers`]) and the same `Host` and `Origin` checks as every route; a front reads who called
 //! from the request's [`Caller`](crate::callers::Caller) extension.
 
-use agentwire_engine::{Engine, Front, WatchHub};
+use crate::callers::Caller;
+use agentwire_core::{Failure, Refusal};
+use agentwire_engine::{Engine, Front, Submission, SubmitReply, WatchHub};
 use axum::response::Response;
 use axum::Router;
 use futures_util::future::BoxFuture;
@@ -89,6 +91,34 @@ pub struct FrontSettingError {
     pub key: String,
     /// What is wrong.
     pub reason: String,
+}
+
+/// The most turns one caller of `[[http.callers]]` has live on one agent at once: 8. A turn that waits for
+/// an answer (an A2A task in `INPUT_REQUIRED`, open for an hour) holds its place among the agent's
+/// `max_concurrent_turns`; without this one program could hold them all and keep every other caller, and
+/// every other front, waiting. The operator is not held to it.
+pub const MAX_LIVE_TURNS_PER_CALLER: usize = 8;
+
+/// The `retry_after` of a turn refused because its caller has [`MAX_LIVE_TURNS_PER_CALLER`] live.
+pub const CALLER_BUSY_RETRY_AFTER_SECS: u64 = 5;
+
+/// Submits `sub` to `engine` for `caller`: a caller with [`MAX_LIVE_TURNS_PER_CALLER`] turns live on the
+/// agent has the turn refused (`capacity`, journaled and delivered through its front as any refusal), checked
+/// as each turn is taken. Every caller front submits through this.
+pub async fn submit_for(engine: &Arc<Engine>, caller: &Caller, sub: Submission) -> SubmitReply {
+    if let Caller::Program(_) = caller {
+        if engine.live_turns_of(&sub.requester) >= MAX_LIVE_TURNS_PER_CALLER {
+            let f = Failure::new(
+                Refusal::Capacity,
+                format!(
+                    "this caller has {MAX_LIVE_TURNS_PER_CALLER} turns running on this agent, the most one caller may; wait for one to end"
+                ),
+            )
+            .retry_after(CALLER_BUSY_RETRY_AFTER_SECS);
+            return engine.refuse(sub, f).await;
+        }
+    }
+    engine.submit(sub).await
 }
 
 /// Reads section `value` of front `section` into its serde shape `T` (defaults when absent); an unknown or

@@ -226,7 +226,7 @@ impl ServerHandler for Session {
         let mut guard = CancelOnDrop {
             armed: Some((engine.clone(), request_id.clone(), requester)),
         };
-        let refused = match engine.submit(sub).await {
+        let refused = match agentwire_http::front::submit_for(&engine, &caller, sub).await {
             SubmitReply::Accepted { .. } => None,
             SubmitReply::Refused(f) => Some(ToolReply::of_failure(&f, false)),
             SubmitReply::Draining => Some(ToolReply::draining()),

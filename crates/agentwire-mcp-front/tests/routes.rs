@@ -555,7 +555,9 @@ async fn a_question_answered_wrong_too_often_is_closed_unanswered() {
 #[tokio::test]
 async fn a_session_runs_a_bounded_number_of_calls_at_once() {
     let s = setup().await;
-    let bob = s.client(&s.bob, false).await;
+    // The operator's session: a caller meets its share of the agent's turns
+    // (`MAX_LIVE_TURNS_PER_CALLER`, fewer) first.
+    let bob = s.client(&s.operator, false).await;
     let max = agentwire_mcp_front::handler::MAX_CALLS_PER_SESSION;
     let mut running = Vec::new();
     for i in 0..max {

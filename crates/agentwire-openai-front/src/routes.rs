@@ -227,7 +227,7 @@ async fn chat(
     let mut guard = CancelOnDrop {
         armed: Some((engine.clone(), request_id.clone(), requester)),
     };
-    match engine.submit(sub).await {
+    match agentwire_http::front::submit_for(&engine, &caller, sub).await {
         SubmitReply::Accepted { .. } => {}
         SubmitReply::Refused(f) => {
             guard.disarm();

@@ -588,3 +588,45 @@ async fn a_full_agent_refuses_at_once_with_429() {
     drop(r);
     s.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn one_caller_holds_at_most_its_share_of_an_agents_turns() {
+    let s = setup().await;
+    let mut body = ask("demo", "sleep 60000");
+    body["stream"] = json!(true);
+    let mut held = Vec::new();
+    for _ in 0..agentwire_http::front::MAX_LIVE_TURNS_PER_CALLER {
+        let r = s.post_raw(Some(&s.bob), &body.to_string(), true).await;
+        assert_eq!(r.status().as_u16(), 200);
+        held.push(r);
+    }
+    let busy = s.chat(&s.bob, ask("demo", "hello")).await;
+    assert_eq!(busy.status, 429, "{}", busy.body);
+    assert_eq!(code(&busy), "capacity");
+    assert!(
+        busy.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the most one caller may"),
+        "{}",
+        busy.body
+    );
+    // The operator, and another caller, are not held to bob's share.
+    let op = s.chat(&s.operator, ask("demo", "hello")).await;
+    assert_eq!(op.status, 200, "{}", op.body);
+    let alice = s.chat(&s.alice, ask("echo", "hello")).await;
+    assert_eq!(alice.status, 200, "{}", alice.body);
+    // One of his ends (its stream closed, the turn cancelled): his next is taken.
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let again = s.chat(&s.bob, ask("demo", "hello")).await;
+        if again.status == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", again.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(held);
+    s.server.shutdown().await;
+}

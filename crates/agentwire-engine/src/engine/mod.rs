@@ -339,6 +339,15 @@ impl Engine {
         self.lock().core.book.live()
     }
 
+    /// Number of live turns `requester` asked for.
+    pub fn live_turns_of(&self, requester: &str) -> usize {
+        self.lock()
+            .live
+            .values()
+            .filter(|t| t.requester == requester)
+            .count()
+    }
+
     /// Whether a turn of `conversation` is live here.
     pub fn conversation_busy(&self, conversation: &ConversationId) -> bool {
         self.lock().core.book.is_busy(conversation)
