@@ -179,6 +179,7 @@ fn table(rows: &[Value], now_ms: u64) -> String {
         "ID",
         "AGENT",
         "FRONT",
+        "BY",
         "STATE",
         "TOOK",
         "PROMPT",
@@ -194,6 +195,7 @@ fn table(rows: &[Value], now_ms: u64) -> String {
                 text(t, "id"),
                 text(t, "agent"),
                 text(t, "protocol"),
+                requester(t),
                 state_of(t),
                 took(t, now_ms),
                 crate::tabular::cell(
@@ -205,6 +207,20 @@ fn table(rows: &[Value], now_ms: u64) -> String {
         .collect();
     crate::tabular::columns(&header, &rows)
 }
+
+/// Who asked for a turn, short: a caller (`caller:alice`), the `operator`, a NATS identity as it is, and a
+/// key (64 hex digits, a NIP-XX requester) as its first 8 digits; `-` when the daemon does not say.
+fn requester(t: &Value) -> String {
+    let r = printable_line(t["requester"].as_str().unwrap_or("")).into_owned();
+    match r.len() {
+        0 => "-".into(),
+        64 if r.bytes().all(|b| b.is_ascii_hexdigit()) => format!("{}…", &r[..8]),
+        _ => crate::tabular::cell(&r, MAX_REQUESTER_CHARS),
+    }
+}
+
+/// The widest a requester is shown in the table.
+const MAX_REQUESTER_CHARS: usize = 24;
 
 /// Where a turn is, or how it ended (a failure with its code): the API's `ended_as`, read from the outcome
 /// when a daemon from before it answers.
@@ -403,6 +419,7 @@ mod tests {
 
     fn turn(state: &str, outcome: Value, ended_ms: Option<u64>) -> Value {
         json!({"id": "nipxx:ab", "agent": "demo", "protocol": "nipxx", "prompt": "quick 1", "state": state,
+               "requester": "ab".repeat(32),
                "outcome": outcome, "started_ms": 1_700_000_000_000u64, "ended_ms": ended_ms})
     }
 
@@ -437,13 +454,14 @@ mod tests {
                 "ID",
                 "AGENT",
                 "FRONT",
+                "BY",
                 "STATE",
                 "TOOK",
                 "PROMPT"
             ]
         );
         assert!(
-            lines[1].starts_with("2023-11-14 22:13:20  nipxx:ab  demo"),
+            lines[1].starts_with("2023-11-14 22:13:20  nipxx:ab  demo   nipxx  abababab…"),
             "{out}"
         );
         assert!(
