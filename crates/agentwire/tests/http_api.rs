@@ -553,6 +553,7 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
             "ID",
             "AGENT",
             "FRONT",
+            "BY",
             "STATE",
             "TOOK",
             "PROMPT"
@@ -566,12 +567,18 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
             .clone()
     };
     let quick = row("quick listed");
-    assert_eq!(quick[2..5], ["demo", "nipxx", "done"], "{listed}");
+    // Who asked: the client's key, its first 8 digits.
+    let by = format!("{}…", &c.me().to_hex()[..8]);
+    assert_eq!(
+        quick[2..6],
+        ["demo", "nipxx", by.as_str(), "done"],
+        "{listed}"
+    );
     assert!(
         quick[0].len() == 19 && quick[0].as_bytes()[10] == b' ',
         "{listed}"
     );
-    assert_eq!(row("fail listed")[4], "failed (agent_failed)", "{listed}");
+    assert_eq!(row("fail listed")[5], "failed (agent_failed)", "{listed}");
     assert!(
         !listed.chars().any(|c| c.is_control() && c != '\n') && !listed.contains('\u{202e}'),
         "no escape reaches the terminal: {listed:?}"
@@ -660,9 +667,10 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
         .iter()
         .find(|r| r.last().is_some_and(|p| p == "quick listed"))
         .unwrap_or_else(|| panic!("{listed}"));
-    assert_eq!(earlier[4], "done", "{listed}");
+    // Who asked is known again only for a caller front's turn (journaled in its route).
+    assert_eq!(earlier[4..6], ["-", "done"], "{listed}");
     assert!(
-        earlier[5].ends_with('s') && earlier[5] != "-",
+        earlier[6].ends_with('s') && earlier[6] != "-",
         "a duration from the journal's times: {listed}"
     );
 }
