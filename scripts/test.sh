@@ -57,8 +57,10 @@ cargo build --workspace --all-targets --locked
 # sockets and timers, and its result is read after them.
 say "the README's quick start as written (cargo run --release -- serve, ask, info): started beside the Rust tests"
 readme_log="$root/target/readme-quickstart.log"
-./scripts/test-readme.sh >"$readme_log" 2>&1 &
+# In a process group of its own (setsid), so that a failure below stops it and the daemon it started too.
+setsid ./scripts/test-readme.sh >"$readme_log" 2>&1 &
 readme_pid=$!
+trap 'kill -- -"$readme_pid" 2>/dev/null || true' EXIT
 
 say "Rust tests (unit, property, relay, end-to-end over real sockets)"
 cargo test --workspace --locked 2>&1 | tee /tmp/agentwire-cargo-test.log
