@@ -199,7 +199,7 @@ pub(super) async fn serve(
     // Counted among the silent controllers until it identifies itself or ends.
     let mut silent = peer
         .may_control()
-        .then(|| Silent::count(&shared.silent_controllers));
+        .then(|| Silent::count(&shared.silent_controllers, conn));
     tokio::pin!(killed, stopped, unidentified);
     // One task reads requests, writes their answers directly (no hop to another task on the hot path),
     // and writes the events other tasks queue for this connection.
@@ -212,9 +212,7 @@ pub(super) async fn serve(
             }
             _ = &mut stopped => break,
             _ = &mut unidentified, if !identified => {
-                if silent.as_ref().is_some_and(|_| {
-                    shared.silent_controllers.load(Ordering::SeqCst) <= SILENT_CONTROLLERS_KEPT
-                }) {
+                if silent.as_ref().is_some_and(Silent::kept) {
                     // The owner's, and there is room: it waits on (looked at again a timeout later).
                     unidentified
                         .as_mut()
@@ -284,18 +282,39 @@ pub(super) async fn serve(
 }
 
 /// A connection counted among the silent controllers while it lives (dropped: counted no more).
-struct Silent(Arc<AtomicUsize>);
+struct Silent {
+    all: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+    conn: u64,
+}
 
 impl Silent {
-    fn count(counter: &Arc<AtomicUsize>) -> Silent {
-        counter.fetch_add(1, Ordering::SeqCst);
-        Silent(counter.clone())
+    fn count(all: &Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>, conn: u64) -> Silent {
+        all.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(conn);
+        Silent {
+            all: all.clone(),
+            conn,
+        }
+    }
+
+    /// Whether this silent connection is one of the newest [`SILENT_CONTROLLERS_KEPT`]: past that many,
+    /// the oldest are the ones closed at their deadline, whichever deadline the runtime looks at first.
+    fn kept(&self) -> bool {
+        let all = self
+            .all
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.range(self.conn..).count() <= SILENT_CONTROLLERS_KEPT
     }
 }
 
 impl Drop for Silent {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.all
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.conn);
     }
 }
 

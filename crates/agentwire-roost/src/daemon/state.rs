@@ -157,9 +157,9 @@ pub(super) struct Shared {
     pub(super) shutdown_asked: tokio::sync::watch::Sender<bool>,
     /// Told when something waits to be typed into a terminal agent ([`super::typist`]).
     pub(super) typing: tokio::sync::Notify,
-    /// Connections of the owner's controllers that have not identified themselves yet
-    /// ([`super::conn::SILENT_CONTROLLERS_KEPT`]).
-    pub(super) silent_controllers: Arc<AtomicUsize>,
+    /// Connections of the owner's controllers that have not identified themselves yet, by connection
+    /// number (oldest first; [`super::conn::SILENT_CONTROLLERS_KEPT`]).
+    pub(super) silent_controllers: Arc<Mutex<std::collections::BTreeSet<u64>>>,
 }
 
 /// Unix milliseconds: a stop's deadline must mean the same to the next daemon.
