@@ -180,9 +180,12 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     let data_dir = config.data_dir.clone();
     let made = !data_dir.exists();
     let lock = crate::data_dir_lock::DataDirLock::take(&data_dir)?;
+    // Taken before anything starts: a SIGTERM sent on the ready line (or while starting) is a clean
+    // stop once the start is done, never the default action that kills the process mid-way.
+    let signals = Signals::new();
     match start(config).await {
         Ok(running) => {
-            let code = running.serve().await;
+            let code = running.serve(signals).await;
             drop(lock);
             code
         }
@@ -532,7 +535,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
 
 impl Running {
     /// Serves until a signal, then drains and stops every part.
-    async fn serve(self) -> Result<ExitCode, String> {
+    async fn serve(self, mut signals: Signals) -> Result<ExitCode, String> {
         let Running {
             served,
             plug_ins,
@@ -544,7 +547,6 @@ impl Running {
             serving,
             exporter,
         } = self;
-        let mut signals = Signals::new();
         // A signal, or a roost controller's `shutdown` (then a signal still stops at once).
         let signal = tokio::select! {
             signal = signals.next() => signal,
