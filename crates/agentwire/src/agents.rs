@@ -9,20 +9,18 @@
 //! | fisk-ai | with `--nats`, under `[nats] identity` | `expose = ["fisk"]`, under its `nats_identity` |
 //! | roost | unless a roost profile has its name | `expose = ["roost"]` |
 //! | task cards | with `[tasks]` | never |
-//! | a plug-in front ([`crate::fronts`]: `openai`) | every one that runs | those its `expose` names |
+//! | a plug-in front (`openai`, `mcp`, `a2a`) | every one that runs | those its `expose` names |
 //!
-//! [`prepare`] builds the agents and their engines (before the relay and the roost supervisor start, which
-//! need their keys and hosted profiles); [`start`] puts each on its fronts and runs its recovery pass.
+//! Each front is an entry of [`crate::fronts::FRONTS`], which decides when it serves the `--agent` agent.
+//! [`prepare`] builds the agents and their engines and lets each front prepare what the embedded relay and
+//! the roost supervisor start with (the agents' keys, their hosted profiles); [`start`] starts every front
+//! for the agents exposed on it and runs each agent's recovery pass.
 
 use crate::config::{AgentKind, ExposedAgent};
 use crate::keys;
 use agentwire_engine::{Engine, Front, TurnFront, WatchHub};
-use agentwire_fisk::worker::{Worker, WorkerConfig};
-use agentwire_nostr::crypto::Crypto;
-use agentwire_nostr::runtime::{Runtime, RuntimeConfig};
 use agentwire_roost::front::RoostHost;
 use agentwire_store::Journal;
-use agentwire_tasks::{TaskAdapter, TaskConfig};
 use nostr::prelude::{Keys, PublicKey};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,20 +42,14 @@ pub(crate) struct AgentSpec {
     pub(crate) max_concurrent_turns: Option<usize>,
     /// The `--agent` agent: its turns' owner is the instance's bare name, its key the data dir's own.
     pub(crate) default: bool,
-    /// On NIP-XX.
-    pub(crate) nipxx: bool,
+    /// The fronts it is on, by name, in the order of [`crate::fronts::FRONTS`].
+    pub(crate) fronts: Vec<&'static str>,
     /// Its NIP-XX key from this file (shared by several instances), not the data dir's.
     pub(crate) key_file: Option<PathBuf>,
-    /// On fisk-ai, under this identity.
+    /// Its fisk-ai identity, when it is on fisk-ai.
     pub(crate) fisk_identity: Option<String>,
-    /// On roost, as a hosted profile of its name.
-    pub(crate) roost: bool,
-    /// The task cards' agent.
-    pub(crate) tasks: bool,
     /// What its tokens cost, for its ai.info.
     pub(crate) pricing: Option<agentwire_nostr::nipxx::payload::PricingHints>,
-    /// The plug-in fronts it is on, by name.
-    pub(crate) plug_ins: Vec<&'static str>,
 }
 
 impl AgentSpec {
@@ -68,14 +60,16 @@ impl AgentSpec {
             kind: m.choice.kind.clone(),
             max_concurrent_turns: m.choice.max_concurrent_turns,
             default: false,
-            nipxx: m.nipxx,
+            fronts: m.fronts.clone(),
             key_file: m.key_file.clone(),
             fisk_identity: m.fisk_identity.clone(),
-            roost: m.roost,
-            tasks: false,
             pricing: m.choice.pricing.clone(),
-            plug_ins: m.plug_ins.clone(),
         }
+    }
+
+    /// Whether it is on front `name`.
+    pub(crate) fn on(&self, name: &str) -> bool {
+        self.fronts.contains(&name)
     }
 
     /// The owner its turns are journaled under: in a shared journal the instance's name too, so each
@@ -98,15 +92,28 @@ fn owns(default: bool, name: &str, owner: &str) -> bool {
     }
 }
 
-/// An agent built, not yet on any front.
+/// An agent built, not yet on any front: what its fronts prepared for it (before the embedded relay and
+/// the roost supervisor start) is kept here for their start.
 pub(crate) struct Prepared {
-    spec: AgentSpec,
-    engine: Arc<Engine>,
-    keys: Option<Keys>,
-    roost: Option<Arc<RoostHost>>,
+    pub(crate) spec: AgentSpec,
+    pub(crate) engine: Arc<Engine>,
+    /// Its NIP-XX key, when it is on NIP-XX.
+    pub(crate) keys: Option<Keys>,
+    /// Its hosted roost profile, when it is on roost.
+    pub(crate) roost: Option<Arc<RoostHost>>,
 }
 
 impl Prepared {
+    /// Its name.
+    pub(crate) fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Whether it is the `--agent` agent.
+    pub(crate) fn is_default(&self) -> bool {
+        self.spec.default
+    }
+
     /// Its hosted roost profile (named as the agent), when it is exposed there.
     pub(crate) fn roost_host(&self) -> Option<(String, Arc<RoostHost>)> {
         self.roost.clone().map(|h| (self.spec.name.clone(), h))
@@ -119,7 +126,7 @@ impl Prepared {
 
     /// Whether it is the task cards' agent.
     pub(crate) fn serves_tasks(&self) -> bool {
-        self.spec.tasks
+        self.spec.on(agentwire_tasks::PROTOCOL)
     }
 
     /// Its engine.
@@ -167,140 +174,97 @@ pub(crate) async fn prepare(
             engine.limit_running(n);
         }
         engine.set_telemetry(s.telemetry.clone());
-        let keys = match (spec.nipxx, &spec.key_file, spec.default) {
-            (false, ..) => None,
-            (true, Some(path), _) => Some(keys::load_shared(path)?),
-            (true, None, true) => Some(keys::load_or_create(s.data_dir, AGENT_KEY_FILE)?),
-            (true, None, false) => Some(keys::load_or_create(
-                &s.data_dir.join(AGENT_KEYS_DIR),
-                &key_file(&spec.name),
-            )?),
-        };
-        let roost = spec
-            .roost
-            .then(|| RoostHost::new(engine.clone(), &spec.name, s.hosted.clone()));
-        out.push(Prepared {
+        let mut p = Prepared {
             spec,
             engine,
-            keys,
-            roost,
-        });
+            keys: None,
+            roost: None,
+        };
+        for front in crate::fronts::FRONTS {
+            if p.spec.on(front.name()) {
+                front.prepare(&mut p, s)?;
+            }
+        }
+        out.push(p);
     }
     Ok(out)
 }
 
-/// The plug-in fronts that run, started for the agents exposed on each: each front's life in the daemon
-/// and the routes it mounts on the HTTP server.
-pub(crate) async fn start_plug_ins(
-    prepared: &[Prepared],
-    fronts: &[crate::config::PlugInFront],
-    http_on: bool,
-    hub: &Arc<WatchHub>,
-) -> Result<(Vec<Arc<dyn Front>>, Vec<agentwire_http::front::HttpRoutes>), String> {
-    let (mut started, mut routes) = (Vec::new(), Vec::new());
-    for f in fronts.iter().filter(|f| f.runs(http_on)) {
-        let name = f.kind.name();
-        let agents = prepared
-            .iter()
-            .filter(|p| p.spec.plug_ins.contains(&name))
-            .map(|p| agentwire_http::front::ExposedAgent {
-                name: p.spec.name.clone(),
-                engine: p.engine.clone(),
-                default: p.spec.default,
-            })
-            .collect();
-        let s = f
-            .plan
-            .start(agentwire_http::front::FrontContext {
-                agents,
-                hub: hub.clone(),
-            })
-            .await
-            .map_err(|e| format!("the {name} front: {e}"))?;
-        started.push(s.front);
-        routes.extend(s.routes);
-    }
-    Ok((started, routes))
+/// The agents on their fronts, and what the fronts give the rest of the daemon.
+pub(crate) struct Started {
+    /// Every agent, the `--agent` one first.
+    pub(crate) served: Vec<Serving>,
+    /// The fronts shared by their agents (the plug-ins), drained and stopped after every agent.
+    pub(crate) shared: Vec<Arc<dyn Front>>,
+    /// The HTTP fronts' routes, for the one HTTP server.
+    pub(crate) routes: Vec<agentwire_http::front::HttpRoutes>,
+    /// What the fronts add to the ready line, by key.
+    pub(crate) ready: Vec<(&'static str, serde_json::Value)>,
+    /// What `/metrics` reads from the fronts when scraped.
+    pub(crate) scrapes: Vec<agentwire_http::Scrape>,
 }
 
-/// What the fronts of every agent are started with.
-pub(crate) struct FrontsConfig<'a> {
-    /// The NIP-XX runtime's relays and policy (each agent signs with its own key).
-    pub(crate) runtime: &'a RuntimeConfig,
-    /// The fisk-ai worker's connection and settings (each agent under its own identity).
-    pub(crate) nats: Option<&'a WorkerConfig>,
-    /// The task-card adapter's settings.
-    pub(crate) tasks: Option<TaskConfig>,
-    /// A shared journal's lease: other instances' abandoned turns are swept every half of it.
-    pub(crate) lease: Option<std::time::Duration>,
-    /// The plug-in fronts, started already: a turn of theirs a crash cut off is ended through them.
-    pub(crate) plug_ins: &'a [Arc<dyn Front>],
-}
-
-/// An agent on its fronts.
-pub(crate) struct Serving {
-    spec: AgentSpec,
-    engine: Arc<Engine>,
-    pubkey: Option<PublicKey>,
-    worker: Option<Arc<Worker>>,
-    fronts: Vec<Arc<dyn Front>>,
-}
-
-/// Starts each prepared agent's fronts and its recovery pass.
+/// Starts every front of [`crate::fronts::FRONTS`] for the agents exposed on it, then runs each agent's
+/// recovery pass (through whichever of its fronts ended a turn's protocol).
 pub(crate) async fn start(
     prepared: Vec<Prepared>,
-    c: &FrontsConfig<'_>,
-) -> Result<Vec<Serving>, String> {
-    let mut out = Vec::new();
-    for p in prepared {
-        let mut fronts: Vec<Arc<dyn Front>> = Vec::new();
-        let pubkey = p.keys.as_ref().map(|k| k.public_key());
-        let crypto = p.keys.map(|k| Arc::new(Crypto::new(k)));
-        let mut worker = None;
-        if let (Some(identity), Some(nats)) = (&p.spec.fisk_identity, c.nats) {
-            let config = WorkerConfig {
-                identity: identity.clone(),
-                ..nats.clone()
-            };
-            let w = Worker::start(config, p.engine.clone()).await.map_err(|e| {
-                match p.spec.default {
-                    true => format!("fisk-ai worker: {e}"),
-                    false => format!("[agents.{}] fisk-ai worker: {e}", p.spec.name),
-                }
-            })?;
-            fronts.push(w.clone());
-            worker = Some(w);
+    ctx: &crate::fronts::StartContext<'_>,
+) -> Result<Started, String> {
+    let mut own: Vec<Vec<Arc<dyn Front>>> = prepared.iter().map(|_| Vec::new()).collect();
+    let mut fields: Vec<serde_json::Map<String, serde_json::Value>> =
+        prepared.iter().map(|_| serde_json::Map::new()).collect();
+    let mut all = Started {
+        served: Vec::new(),
+        shared: Vec::new(),
+        routes: Vec::new(),
+        ready: Vec::new(),
+        scrapes: Vec::new(),
+    };
+    for front in crate::fronts::FRONTS {
+        let on: Vec<&Prepared> = prepared
+            .iter()
+            .filter(|p| p.spec.on(front.name()))
+            .collect();
+        if on.is_empty() {
+            continue;
         }
-        if let (true, Some(config), Some(crypto)) = (p.spec.tasks, &c.tasks, &crypto) {
-            fronts.push(TaskAdapter::start(config.clone(), crypto.clone(), p.engine.clone()).await);
+        let s = front.start(on, ctx).await?;
+        let index = |name: &str| prepared.iter().position(|p| p.spec.name == name);
+        for (name, f) in s.own {
+            if let Some(i) = index(&name) {
+                own[i].push(f);
+            }
         }
-        if let Some(crypto) = crypto {
-            let config = agentwire_nostr::runtime::RuntimeConfig {
-                pricing_hints: p.spec.pricing.clone(),
-                ..c.runtime.clone()
-            };
-            fronts.push(Runtime::start(config, crypto, p.engine.clone()).await);
+        for (name, more) in s.ready_of_agent {
+            if let Some(i) = index(&name) {
+                fields[i].extend(more);
+            }
         }
-        let fisk = worker.is_some();
-        // The agent's own fronts are drained and stopped with it; the plug-ins (shared by every agent on
-        // them) once, after every agent.
-        let recovering: Vec<Arc<dyn Front>> = fronts.iter().chain(c.plug_ins).cloned().collect();
+        all.shared.extend(s.shared);
+        all.routes.extend(s.routes);
+        all.ready.extend(s.ready);
+        all.scrapes.extend(s.scrape);
+    }
+    for ((p, fronts), ready) in prepared.into_iter().zip(own).zip(fields) {
+        let fisk = p.spec.on(agentwire_fisk::worker::PROTOCOL);
+        // The agent's own fronts are drained and stopped with it; the shared ones once, after every agent.
+        let recovering: Vec<Arc<dyn Front>> = fronts.iter().chain(&all.shared).cloned().collect();
         recover(&p.engine, &recovering, fisk, &p.spec.name).await;
-        if let Some(lease) = c.lease {
+        if let Some(lease) = ctx.config.journal.lease() {
             sweep_abandoned(&p.spec, p.engine.clone(), recovering, fisk, lease);
         }
-        if let Some(h) = &p.roost {
-            h.recovered();
+        for front in crate::fronts::FRONTS.iter().filter(|f| p.spec.on(f.name())) {
+            front.recovered(&p);
         }
-        out.push(Serving {
+        all.served.push(Serving {
+            pubkey: p.keys.as_ref().map(|k| k.public_key()),
             spec: p.spec,
             engine: p.engine,
-            pubkey,
-            worker,
+            ready,
             fronts,
         });
     }
-    Ok(out)
+    Ok(all)
 }
 
 /// One recovery pass of `engine` (agent `name`) for every protocol's turns a crash cut off, whichever
@@ -370,6 +334,16 @@ fn sweep_abandoned(
     });
 }
 
+/// An agent on its fronts.
+pub(crate) struct Serving {
+    spec: AgentSpec,
+    engine: Arc<Engine>,
+    pubkey: Option<PublicKey>,
+    /// What its fronts add to its entry of the ready line.
+    ready: serde_json::Map<String, serde_json::Value>,
+    fronts: Vec<Arc<dyn Front>>,
+}
+
 impl Serving {
     /// Its name.
     pub(crate) fn name(&self) -> &str {
@@ -381,11 +355,6 @@ impl Serving {
         self.pubkey
     }
 
-    /// Its fisk-ai worker.
-    pub(crate) fn worker(&self) -> Option<&Arc<Worker>> {
-        self.worker.as_ref()
-    }
-
     /// Its engine.
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
@@ -393,29 +362,24 @@ impl Serving {
 
     /// Its entry in the ready line.
     pub(crate) fn ready(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut ready = serde_json::json!({
             "name": self.spec.name,
             "pubkey": self.pubkey.map(|k| k.to_hex()),
             "npub": self.pubkey.map(|k| keys::npub(&k)),
-            "identity": self.worker.as_ref().map(|w| w.identity()),
-        })
+            "identity": null,
+        });
+        if let Some(fields) = ready.as_object_mut() {
+            fields.extend(self.ready.clone());
+        }
+        ready
     }
 
     /// The agent as the turn API shows it.
     pub(crate) fn http_info(&self) -> agentwire_http::AgentInfo {
-        let mut fronts: Vec<String> = self
-            .fronts
-            .iter()
-            .map(|f| f.protocol().to_string())
-            .collect();
-        if self.spec.roost {
-            fronts.push("roost".into());
-        }
-        fronts.extend(self.spec.plug_ins.iter().map(|n| n.to_string()));
         agentwire_http::AgentInfo {
             name: self.spec.name.clone(),
             kind: self.spec.kind.name().into(),
-            fronts,
+            fronts: self.spec.fronts.iter().map(|n| n.to_string()).collect(),
             card: self.engine.card(),
         }
     }

@@ -59,8 +59,8 @@ pub(crate) struct Scraped {
     pub(crate) roost_jobs: RoostJobs,
     /// The embedded relay's counters, when it runs.
     pub(crate) relay: Option<Arc<agentwire_relay::RelayStats>>,
-    /// The fisk-ai workers serving queued jobs, for their queues' depth.
-    pub(crate) fisk_workers: Vec<std::sync::Weak<agentwire_fisk::worker::Worker>>,
+    /// What the fronts give (the fisk-ai jobs queues' depth).
+    pub(crate) fronts: Vec<agentwire_http::Scrape>,
 }
 
 /// The hub page's way to the roost supervisor: each request's ops on a controller's connection of its
@@ -165,19 +165,9 @@ pub(crate) async fn start(
             .is_some_and(|e| e.journal_writable());
         m.set_journal_writable(writable);
         m.set_roost_jobs(&(scraped.roost_jobs)());
-        let queued: Vec<(String, i64)> = scraped
-            .fisk_workers
-            .iter()
-            .filter_map(|w| {
-                let w = w.upgrade()?;
-                let n = w.jobs_queued()?;
-                Some((
-                    w.identity().to_string(),
-                    i64::try_from(n).unwrap_or(i64::MAX),
-                ))
-            })
-            .collect();
-        m.set_fisk_jobs_queued(&queued);
+        for front in &scraped.fronts {
+            front(m);
+        }
         if let Some(relay) = &scraped.relay {
             let events: Vec<(&str, u64)> = agentwire_relay::EventResult::ALL
                 .iter()

@@ -10,9 +10,7 @@ use agentwire_agents::openai::roost_tools::ROOST_TOOL;
 use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
 use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
 use agentwire_engine::{Agent, Engine};
-use agentwire_nostr::runtime::RuntimeConfig;
 use agentwire_store::SqliteJournal;
-use agentwire_tasks::TaskConfig;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -238,32 +236,24 @@ async fn start(config: Resolved) -> Result<Running, String> {
         warnings: _,
         journal_retention,
         telemetry,
-        fronts,
-    } = config;
+        fronts: _,
+    } = &config;
     // Before any agent: every engine is handed the tracer (off when the exporter could not be set up).
-    let (telemetry, exporter) = crate::telemetry::start(&telemetry);
-    keys::ensure_data_dir(&data_dir)?;
-    let roost_socket = roost.socket;
+    let (telemetry, exporter) = crate::telemetry::start(telemetry);
+    keys::ensure_data_dir(data_dir)?;
+    let roost_socket = roost.socket.clone();
     crate::config::install_relay_ca_file(relay_ca_file.as_deref())?;
-    let (journal, owner) = open_journal(&journal_choice, &data_dir).await?;
+    let (journal, owner) = open_journal(journal_choice, data_dir).await?;
     // Every agent on one path: the `--agent` one first, then every further one.
     let mut specs = vec![crate::agents::AgentSpec {
         name: agent.name.clone(),
         kind: agent.kind.clone(),
         max_concurrent_turns: agent.max_concurrent_turns,
         default: true,
-        nipxx: true,
+        fronts: crate::fronts::of_default(&config),
         key_file: nipxx.key_file.clone(),
         fisk_identity: nats.as_ref().map(|n| n.identity.clone()),
-        roost: roost.hosted.contains(&agent.name),
-        tasks: tasks.is_some(),
         pricing: agent.pricing.clone(),
-        // Every plug-in front that runs serves the `--agent` agent.
-        plug_ins: fronts
-            .iter()
-            .filter(|f| f.runs(http.is_some()))
-            .map(|f| f.kind.name())
-            .collect(),
     }];
     specs.extend(more_agents.iter().map(crate::agents::AgentSpec::further));
     // One hub for every agent's turns: a watcher sees them all.
@@ -289,7 +279,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
     let prepared = crate::agents::prepare(
         specs,
         &crate::agents::Shared {
-            data_dir: &data_dir,
+            data_dir,
             roost_socket: &roost_socket,
             hosted: &Default::default(),
             journal: &journal,
@@ -300,7 +290,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
     )
     .await?;
     let default_engine = prepared[0].engine().clone();
-    let embedded = match relay {
+    let embedded = match relay.clone() {
         Some(mut rc) => {
             // Every agent on NIP-XX may write without a rate; the task cards' agent in every room.
             for p in &prepared {
@@ -318,7 +308,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 rc.notifier = Some(notifier);
             }
             if !rc.rooms.is_empty() || !rc.admins.is_empty() || tasks.is_some() {
-                rc.relay_keys = Some(keys::load_or_create(&data_dir, RELAY_KEY_FILE)?);
+                rc.relay_keys = Some(keys::load_or_create(data_dir, RELAY_KEY_FILE)?);
             }
             Some(agentwire_relay::start(rc).await.map_err(|e| match &e {
                 agentwire_relay::RelayError::Bind { source, .. } => {
@@ -333,7 +323,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
     if let Some(r) = &embedded {
         relays.push(r.url());
     }
-    relays.extend(external);
+    relays.extend(external.iter().cloned());
     // The engine agents a roost controller dispatches: each job of their profile is a conversation with
     // them. Their jobs take replies once their engine's recovery pass has run.
     let hosted: std::collections::HashMap<String, Arc<dyn agentwire_roost::daemon::hosted::Host>> =
@@ -371,13 +361,13 @@ async fn start(config: Resolved) -> Result<Running, String> {
     let roost = agentwire_roost::daemon::Daemon::start(agentwire_roost::daemon::DaemonConfig {
         socket: roost_socket.clone(),
         data_dir: data_dir.join("roost"),
-        profiles: roost.profiles,
+        profiles: roost.profiles.clone(),
         hosted: agentwire_roost::daemon::hosted::Hosted(hosted),
         // Jobs serving turns go with their turns' retention.
-        retention: journal_retention,
+        retention: *journal_retention,
         // Terminal agents' terminals are held by this same binary (`agentwire roost-term`).
         terminal_holder: crate::roost_term::holder(),
-        concierge: roost.concierge,
+        concierge: roost.concierge.clone(),
         calendar: agentwire_roost::daemon::Calendar {
             zone: roost.zone,
             ..Default::default()
@@ -386,52 +376,27 @@ async fn start(config: Resolved) -> Result<Running, String> {
     .await
     .map(Arc::new)
     .map_err(|e| e.to_string())?;
-    let runtime_config = RuntimeConfig {
-        relays: relays.clone(),
-        allow: nipxx.allow.map(|a| a.into_iter().collect()),
-        block: nipxx.block.into_iter().collect(),
-        rate: nipxx.rate,
-        backlog_horizon: nipxx.backlog_horizon,
-        nip59: nipxx.nip59,
-        text_envelope: nipxx.text_envelope,
-        // Each agent's own, set where its runtime starts.
-        pricing_hints: None,
-        // The embedded relay checks ids and signatures before it stores or sends an event.
-        verified_relays: embedded.iter().map(|r| r.url()).collect(),
-        max_prompt_age: journal_retention,
-    };
-    // The rooms live on the embedded relay when it runs, else on the first relay given.
-    let task_config = tasks.as_ref().map(|t| TaskConfig {
-        relay: relays.first().cloned().unwrap_or_default(),
-        watch: t.watch.iter().cloned().collect(),
-        allowed: t.allowed.iter().copied().collect(),
-        home: t.home.clone(),
-        progress_interval: t.progress_interval,
-        question_window: t.question_window,
-        backlog_horizon: nipxx.backlog_horizon,
-        max_running: t.max_running,
-        merge_waiting: t.merge_waiting,
-        legacy_cards: t.legacy_cards,
-        verified_relay: embedded.is_some(),
-        max_request_age: journal_retention,
-    });
-    let (plug_ins, routes) =
-        crate::agents::start_plug_ins(&prepared, &fronts, http.is_some(), &hub).await?;
-    let served = crate::agents::start(
+    let started = crate::agents::start(
         prepared,
-        &crate::agents::FrontsConfig {
-            runtime: &runtime_config,
-            nats: nats.as_ref(),
-            tasks: task_config,
-            lease: journal_choice.lease(),
-            plug_ins: &plug_ins,
+        &crate::fronts::StartContext {
+            config: &config,
+            relays: &relays,
+            embedded: embedded.as_ref().map(|r| r.url()),
+            hub: &hub,
         },
     )
     .await?;
+    let crate::agents::Started {
+        served,
+        shared: plug_ins,
+        routes,
+        ready: fronts_ready,
+        scrapes,
+    } = started;
     let default = &served[0];
     let http_server = match &http {
         Some(choice) => {
-            let token = crate::http_front::load_or_create_token(&data_dir)?;
+            let token = crate::http_front::load_or_create_token(data_dir)?;
             let agents = served.iter().map(|a| a.http_info()).collect();
             let engines = served.iter().map(|a| a.engine().clone()).collect();
             let jobs = Arc::downgrade(&roost);
@@ -439,7 +404,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 Arc::new(move || jobs.upgrade().map(|r| r.job_states()).unwrap_or_default());
             let server = crate::http_front::start(
                 choice,
-                &data_dir,
+                data_dir,
                 routes,
                 token.clone(),
                 hub.clone(),
@@ -449,12 +414,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
                 crate::http_front::Scraped {
                     roost_jobs,
                     relay: embedded.as_ref().map(|r| r.stats()),
-                    fisk_workers: served
-                        .iter()
-                        .filter_map(|a| a.worker().cloned())
-                        .filter(|w| w.jobs_subject().is_some())
-                        .map(|w| Arc::downgrade(&w))
-                        .collect(),
+                    fronts: scrapes,
                 },
             )
             .await?;
@@ -477,17 +437,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         "roost_profiles": hosted_names,
         "profiles": profile_list,
     });
-    if let Some(t) = &tasks {
-        // Who may post tasks (public keys, no secret): `agentwire task` says so when its key is not one.
-        let allowed: Vec<String> = t.allowed.iter().map(|k| k.to_hex()).collect();
-        ready["tasks"] =
-            serde_json::json!({ "watch": t.watch, "home": t.home, "allowed": allowed });
-    }
-    if let Some(w) = default.worker() {
-        ready["nats"] = serde_json::json!({ "url": w.url(), "identity": w.identity() });
-        if let Some(jobs) = w.jobs_subject() {
-            ready["nats"]["jobs"] = jobs.into();
-        }
+    for (key, value) in fronts_ready {
+        ready[key] = value;
     }
     if let Some((server, token)) = &http_server {
         // The token is the operator's, who reads the ready line; it is in the data dir too.
@@ -498,7 +449,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
     ready["agents"] = served.iter().map(|a| a.ready()).collect::<Vec<_>>().into();
     // What this daemon serves, for the client commands on the same data dir (no secret: the token has a
     // file of its own). Written before the ready line: a script that waits for the line finds the file.
-    let serving = match crate::serving::Serving::write(&data_dir, &ready) {
+    let serving = match crate::serving::Serving::write(data_dir, &ready) {
         Ok(path) => path,
         Err(e) => {
             tracing::warn!(error = %e, "could not write what this daemon serves; client commands need flags to find it");

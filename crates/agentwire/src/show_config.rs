@@ -307,7 +307,7 @@ impl<'a> View<'a> {
         }
         for m in &c.more_agents {
             let view = AgentView {
-                expose: Some(m.fronts()),
+                expose: Some(m.fronts.clone()),
                 nats_identity: m.fisk_identity.as_deref(),
                 key_file: m.key_file.as_deref(),
                 ..AgentView::of(&m.choice)

@@ -257,7 +257,11 @@ fn exposed_where_served(
     env: &super::Environment,
 ) -> Result<(), ConfigError> {
     for m in more {
-        for name in &m.plug_ins {
+        let plug_ins = m
+            .fronts
+            .iter()
+            .filter(|n| crate::fronts::find(n).is_some_and(|f| f.plug_in().is_some()));
+        for name in plug_ins {
             let runs = fronts
                 .iter()
                 .any(|f| f.kind.name() == *name && f.runs(http.is_some()));
@@ -364,31 +368,18 @@ const MAX_JOURNAL_REPLICAS: usize = 5;
 pub(crate) struct ExposedAgent {
     /// The agent.
     pub(crate) choice: AgentChoice,
-    /// On NIP-XX, with its own key (`agents/<name>.key` in the data dir).
-    pub(crate) nipxx: bool,
+    /// The fronts it is on, in the order of [`crate::fronts::FRONTS`] (as `expose` named them).
+    pub(crate) fronts: Vec<&'static str>,
     /// Its NIP-XX key from this file (shared by several instances), not the data dir's.
     pub(crate) key_file: Option<PathBuf>,
     /// On fisk-ai, under this identity.
     pub(crate) fisk_identity: Option<String>,
-    /// On roost, as a hosted profile of its name.
-    pub(crate) roost: bool,
-    /// The plug-in fronts it is on, by name.
-    pub(crate) plug_ins: Vec<&'static str>,
 }
 
 impl ExposedAgent {
-    /// The fronts it is on, in the order of [`crate::fronts::FRONTS`] (as `expose` named them).
-    pub(crate) fn fronts(&self) -> Vec<&'static str> {
-        crate::fronts::FRONTS
-            .iter()
-            .map(crate::fronts::Entry::name)
-            .filter(|n| match *n {
-                "nipxx" => self.nipxx,
-                "fisk" => self.fisk_identity.is_some(),
-                "roost" => self.roost,
-                other => self.plug_ins.contains(&other),
-            })
-            .collect()
+    /// Whether it is on front `name`.
+    pub(crate) fn on(&self, name: &str) -> bool {
+        self.fronts.contains(&name)
     }
 }
 
@@ -437,7 +428,7 @@ pub(crate) fn resolve(
                 });
             }
         }
-        if more.roost {
+        if more.on("roost") {
             let bad = |reason: &str| ConfigError::AgentSetting {
                 name: more.choice.name.clone(),
                 key: "expose",
@@ -878,14 +869,9 @@ fn more_agents(
         }
         out.push(ExposedAgent {
             choice: entry_choice(name.clone(), entry)?,
-            nipxx,
+            fronts: crate::fronts::in_order(expose),
             key_file: entry.key_file.clone(),
             fisk_identity,
-            roost: expose.iter().any(|e| e == "roost"),
-            plug_ins: crate::fronts::plug_ins()
-                .map(|f| f.name())
-                .filter(|n| expose.iter().any(|e| e == n))
-                .collect(),
         });
     }
     Ok(out)

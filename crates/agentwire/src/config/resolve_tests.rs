@@ -1452,7 +1452,7 @@ fn fronts_are_checked_against_the_one_list() {
         &[],
         "[agents.x]\nkind = \"demo\"\nexpose = [\"openai\", \"roost\"]\n",
     );
-    assert_eq!(r.more_agents[0].fronts(), ["roost", "openai"]);
+    assert_eq!(r.more_agents[0].fronts, ["roost", "openai"]);
     let e = error(&[], "[openai]\nenabled = \"yes\"\n").to_string();
     assert!(e.starts_with("[openai]"), "{e}");
     let e = error(&[], "[openai]\nsurprise = 1\n").to_string();
