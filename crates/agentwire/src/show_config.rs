@@ -68,10 +68,6 @@ pub(crate) fn redact_url(urls: &str) -> String {
 struct View<'a> {
     data_dir: &'a Path,
     serve: ServeView<'a>,
-    nipxx: agentwire_nostr::settings::NipxxView<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    nats: Option<agentwire_fisk::settings::NatsView<'a>>,
-    roost: agentwire_roost::settings::RoostView<'a>,
     journal: JournalView<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     telemetry: Option<TelemetryView>,
@@ -79,14 +75,13 @@ struct View<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     agents: BTreeMap<&'a str, AgentView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tasks: Option<agentwire_tasks::settings::TasksView<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     notify: Option<NotifyView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     relay: Option<RelayView<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     rooms: Vec<RoomView<'a>>,
-    /// The plug-in fronts' sections, each as its front prints it.
+    /// The fronts' sections (`[nipxx]`, `[nats]`, `[roost]`, `[tasks]`, the plug-ins'), each as its
+    /// front prints it ([`crate::fronts::sections`]).
     #[serde(flatten)]
     fronts: BTreeMap<&'static str, serde_json::Value>,
 }
@@ -322,23 +317,8 @@ impl<'a> View<'a> {
                 relay_ca_file: c.relay_ca_file.as_deref(),
                 agent: &c.agent.name,
             },
-            nipxx: agentwire_nostr::settings::view(&c.nipxx),
-            nats: c
-                .nats
-                .as_ref()
-                .map(|n| agentwire_fisk::settings::view(n, redact_url)),
-            roost: agentwire_roost::settings::view(
-                &c.roost.socket,
-                c.roost.config.as_deref(),
-                &c.roost.profiles,
-                REDACTED,
-            ),
             http: agentwire_http::settings::view(c.http.as_ref()),
-            fronts: c
-                .fronts
-                .iter()
-                .map(|f| (f.kind.name(), f.plan.view()))
-                .collect(),
+            fronts: crate::fronts::sections(c).into_iter().collect(),
             telemetry: c.telemetry.otlp_endpoint.as_ref().map(|e| TelemetryView {
                 otlp_endpoint: redact_url(e),
                 content: c.telemetry.content,
@@ -364,7 +344,6 @@ impl<'a> View<'a> {
                 },
             },
             agents,
-            tasks: c.tasks.as_ref().map(agentwire_tasks::settings::view),
             notify: c.notify_webhook.as_ref().map(|w| NotifyView {
                 webhook: agentwire_relay::notify::redacted_webhook_url(w),
             }),

@@ -27,6 +27,18 @@ impl DaemonFront for Fisk {
         config.nats.is_some()
     }
 
+    /// `[nats]`, when a NATS server is given (its URL's user-info redacted).
+    fn section(&self, config: &Resolved) -> Option<(&'static str, serde_json::Value)> {
+        let nats = config.nats.as_ref()?;
+        Some((
+            "nats",
+            super::view_value(agentwire_fisk::settings::view(
+                nats,
+                crate::show_config::redact_url,
+            )),
+        ))
+    }
+
     fn start<'a>(
         &'a self,
         agents: Vec<&'a Prepared>,

@@ -41,6 +41,9 @@ pub(crate) trait DaemonFront: Sync {
     }
     /// Whether it serves the `--agent` agent under `config`.
     fn serves_default(&self, config: &Resolved) -> bool;
+    /// Its section of the configuration (`[<section>]`) as `agentwire config` prints it (the file's own
+    /// keys, nothing secret), when the configuration has it.
+    fn section(&self, config: &Resolved) -> Option<(&'static str, serde_json::Value)>;
     /// What an agent exposed on it needs of it before the embedded relay and the roost supervisor start
     /// (which take the agents' keys and hosted profiles).
     fn prepare(&self, _agent: &mut Prepared, _shared: &Shared<'_>) -> Result<(), String> {
@@ -125,6 +128,16 @@ pub(crate) fn in_order(names: &[impl AsRef<str>]) -> Vec<&'static str> {
         .map(|f| f.name())
         .filter(|n| names.iter().any(|m| m.as_ref() == *n))
         .collect()
+}
+
+/// Every front's section as `agentwire config` prints it, by section name.
+pub(crate) fn sections(config: &Resolved) -> Vec<(&'static str, serde_json::Value)> {
+    FRONTS.iter().filter_map(|f| f.section(config)).collect()
+}
+
+/// Its section's view as a JSON value (a view that cannot be one is a bug: printed as its error).
+fn view_value(view: impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(view).unwrap_or_else(|e| serde_json::Value::String(e.to_string()))
 }
 
 /// The fronts the `--agent` agent is on under `config`.

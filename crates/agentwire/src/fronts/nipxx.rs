@@ -30,6 +30,13 @@ impl DaemonFront for Nipxx {
         true
     }
 
+    fn section(&self, config: &Resolved) -> Option<(&'static str, serde_json::Value)> {
+        Some((
+            "nipxx",
+            super::view_value(agentwire_nostr::settings::view(&config.nipxx)),
+        ))
+    }
+
     /// Loads (or makes) the agent's key: the embedded relay lets it write without a rate.
     fn prepare(&self, agent: &mut Prepared, shared: &Shared<'_>) -> Result<(), String> {
         let spec = &agent.spec;

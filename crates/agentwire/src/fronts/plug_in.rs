@@ -32,6 +32,14 @@ impl DaemonFront for PlugIn {
             .any(|f| f.kind.name() == self.name() && f.runs(config.http.is_some()))
     }
 
+    fn section(&self, config: &Resolved) -> Option<(&'static str, serde_json::Value)> {
+        let f = config
+            .fronts
+            .iter()
+            .find(|f| f.kind.name() == self.name())?;
+        Some((self.name(), f.plan.view()))
+    }
+
     fn start<'a>(
         &'a self,
         agents: Vec<&'a Prepared>,

@@ -25,6 +25,20 @@ impl DaemonFront for Roost {
         config.roost.hosted.contains(&config.agent.name)
     }
 
+    /// `[roost]`: the supervisor's socket and profiles (a profile's secrets redacted).
+    fn section(&self, config: &Resolved) -> Option<(&'static str, serde_json::Value)> {
+        let r = &config.roost;
+        Some((
+            "roost",
+            super::view_value(agentwire_roost::settings::view(
+                &r.socket,
+                r.config.as_deref(),
+                &r.profiles,
+                crate::show_config::REDACTED,
+            )),
+        ))
+    }
+
     /// Its hosted profile, which the supervisor is started with.
     fn prepare(&self, agent: &mut Prepared, shared: &Shared<'_>) -> Result<(), String> {
         agent.roost = Some(RoostHost::new(

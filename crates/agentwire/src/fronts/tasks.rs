@@ -32,6 +32,14 @@ impl DaemonFront for Tasks {
         config.tasks.is_some()
     }
 
+    fn section(&self, config: &Resolved) -> Option<(&'static str, serde_json::Value)> {
+        let t = config.tasks.as_ref()?;
+        Some((
+            "tasks",
+            super::view_value(agentwire_tasks::settings::view(t)),
+        ))
+    }
+
     fn start<'a>(
         &'a self,
         agents: Vec<&'a Prepared>,
