@@ -4,9 +4,9 @@
 //! the watch hub, not queued for one request; the side only takes the agent's questions.
 
 use agentwire_core::{Outcome, Question, TurnEvent};
-use agentwire_engine::{Front, FrontAsk, StoredTurn, TurnFront};
+use agentwire_engine::{FrontAsk, TurnFront};
 use agentwire_http::front::{
-    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, StartedFront,
+    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, RequestFront, StartedFront,
 };
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
@@ -25,14 +25,6 @@ const QUESTION_ID_BYTES: usize = 8;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct A2aFront;
 
-/// The `[a2a]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct A2aSection {
-    /// Whether the front runs (default: yes).
-    pub enabled: Option<bool>,
-}
-
 impl FrontKind for A2aFront {
     fn name(&self) -> &'static str {
         PROTOCOL
@@ -42,69 +34,29 @@ impl FrontKind for A2aFront {
         "the A2A protocol 1.0 (agent cards, JSON-RPC and HTTP+JSON at /a2a/<agent>)"
     }
 
+    /// `[a2a] enabled` (default: on).
     fn configure(
         &self,
         section: Option<&serde_json::Value>,
     ) -> Result<Box<dyn FrontPlan>, FrontSettingError> {
-        let section: A2aSection = agentwire_http::front::section(PROTOCOL, section)?;
-        Ok(Box::new(A2aPlan {
-            enabled: section.enabled.unwrap_or(true),
-        }))
+        agentwire_http::front::on_off(PROTOCOL, section, start)
     }
 }
 
-/// The front's settings, resolved.
-#[derive(Debug, Clone)]
-struct A2aPlan {
-    enabled: bool,
-}
-
-impl FrontPlan for A2aPlan {
-    fn enabled(&self) -> bool {
-        self.enabled
-    }
-
-    fn view(&self) -> serde_json::Value {
-        serde_json::json!({ "enabled": self.enabled })
-    }
-
-    fn start(&self, ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
-        Box::pin(async move {
-            let served = crate::service::Served::new(ctx.agents, ctx.hub);
-            Ok(StartedFront {
-                front: Arc::new(Running),
-                routes: Some(HttpRoutes {
-                    public: crate::routes::cards(served.clone()),
-                    callers: crate::routes::router(served),
-                    unauthorized: crate::routes::unauthorized,
-                }),
-            })
+/// Starts the front. A task a crash cut off is ended in the journal by recovery (`TASK_STATE_FAILED`, the
+/// agent restarted) and read from there; there is no connection of its own to drain or close.
+fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+    Box::pin(async move {
+        let served = crate::service::Served::new(ctx.agents, ctx.hub);
+        Ok(StartedFront {
+            front: Arc::new(RequestFront::new(PROTOCOL)),
+            routes: Some(HttpRoutes {
+                public: crate::routes::cards(served.clone()),
+                callers: crate::routes::router(served),
+                unauthorized: crate::routes::unauthorized,
+            }),
         })
-    }
-}
-
-/// The running front. A task a crash cut off is ended in the journal by recovery (`TASK_STATE_FAILED`,
-/// the agent restarted) and read from there; there is no connection of its own to drain or close.
-struct Running;
-
-impl Front for Running {
-    fn protocol(&self) -> &'static str {
-        PROTOCOL
-    }
-
-    /// The caller's connection is gone after a crash: the turn is ended in the journal, and the turn
-    /// lists (the hub's) show it ended.
-    fn recovery_front(&self, _turn: &StoredTurn) -> Option<Arc<dyn TurnFront>> {
-        Some(Arc::new(agentwire_engine::Unreachable))
-    }
-
-    fn drain(&self, _grace: Duration) -> BoxFuture<'_, usize> {
-        Box::pin(async { 0 })
-    }
-
-    fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
+    })
 }
 
 /// The side of one A2A turn. Its events and outcome reach clients through the hub (every stream and poll
@@ -139,19 +91,6 @@ impl TurnFront for TurnSide {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_section_is_on_by_default_and_refuses_unknown_keys() {
-        let plan = A2aFront.configure(None).unwrap();
-        assert!(plan.enabled());
-        assert_eq!(plan.view(), serde_json::json!({"enabled": true}));
-        let off = serde_json::json!({"enabled": false});
-        assert!(!A2aFront.configure(Some(&off)).unwrap().enabled());
-        let typo = serde_json::json!({"enable": false});
-        let e = A2aFront.configure(Some(&typo)).unwrap_err();
-        assert_eq!(e.section, "a2a");
-        assert!(e.reason.contains("enable"), "{e}");
-    }
 
     #[test]
     fn a_question_is_sent_with_the_input_window() {

@@ -111,7 +111,7 @@ mod routes;
 mod service;
 pub mod wire;
 
-pub use front::{A2aFront, A2aSection, INPUT_REQUIRED_WINDOW, PROTOCOL};
+pub use front::{A2aFront, INPUT_REQUIRED_WINDOW, PROTOCOL};
 pub use routes::VERSION_HEADER;
 pub use service::{
     CANCEL_WAIT, MAX_ANSWER_BYTES, MAX_LISTED_TURNS, MAX_SUBSCRIBERS_PER_TASK,

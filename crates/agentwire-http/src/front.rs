@@ -136,3 +136,140 @@ pub fn section<T: serde::de::DeserializeOwned + Default>(
         }),
     }
 }
+
+/// The section of a front whose one setting is whether it runs: `[<name>] enabled` (default: yes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OnOffSection {
+    /// Whether the front runs (default: yes).
+    pub enabled: Option<bool>,
+}
+
+/// How a front starts for its agents.
+pub type StartFront = fn(FrontContext) -> BoxFuture<'static, Result<StartedFront, String>>;
+
+/// Reads section `value` of front `name`, whose one setting is whether it runs, into its plan; the front
+/// starts with `start`. An unknown key (a typo of `enabled`) is refused by name.
+pub fn on_off(
+    name: &'static str,
+    value: Option<&serde_json::Value>,
+    start: StartFront,
+) -> Result<Box<dyn FrontPlan>, FrontSettingError> {
+    let s: OnOffSection = section(name, value)?;
+    Ok(Box::new(OnOffPlan {
+        enabled: s.enabled.unwrap_or(true),
+        start,
+    }))
+}
+
+/// The plan of a front whose one setting is whether it runs.
+struct OnOffPlan {
+    enabled: bool,
+    start: StartFront,
+}
+
+impl std::fmt::Debug for OnOffPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnOffPlan")
+            .field("enabled", &self.enabled)
+            .finish()
+    }
+}
+
+impl FrontPlan for OnOffPlan {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn view(&self) -> serde_json::Value {
+        serde_json::json!({ "enabled": self.enabled })
+    }
+
+    fn start(&self, ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+        (self.start)(ctx)
+    }
+}
+
+/// The running front of an HTTP front whose turns are its callers' requests (or read back from the
+/// journal): after a crash the caller's connection is gone, so recovery ends a turn in the journal alone
+/// ([`agentwire_engine::Unreachable`]: the turn lists show it ended) and there is nothing of its own to
+/// drain. Stopping runs its `on_stop` (ending the sessions it holds).
+pub struct RequestFront {
+    protocol: &'static str,
+    on_stop: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl RequestFront {
+    /// The running front of protocol `protocol`.
+    pub fn new(protocol: &'static str) -> Self {
+        RequestFront {
+            protocol,
+            on_stop: None,
+        }
+    }
+
+    /// Runs `f` when the daemon stops the front.
+    pub fn on_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_stop = Some(Box::new(f));
+        self
+    }
+}
+
+impl Front for RequestFront {
+    fn protocol(&self) -> &'static str {
+        self.protocol
+    }
+
+    fn recovery_front(
+        &self,
+        _turn: &agentwire_engine::StoredTurn,
+    ) -> Option<Arc<dyn agentwire_engine::TurnFront>> {
+        Some(Arc::new(agentwire_engine::Unreachable))
+    }
+
+    fn drain(&self, _grace: std::time::Duration) -> BoxFuture<'_, usize> {
+        Box::pin(async { 0 })
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        if let Some(f) = &self.on_stop {
+            f();
+        }
+        Box::pin(async {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn never(_: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+        Box::pin(async { Err("not started in this test".to_string()) })
+    }
+
+    #[test]
+    fn an_on_off_section_is_on_by_default_and_refuses_unknown_keys() {
+        let plan = on_off("openai", None, never).unwrap();
+        assert!(plan.enabled());
+        assert_eq!(plan.view(), serde_json::json!({"enabled": true}));
+        let off = serde_json::json!({"enabled": false});
+        assert!(!on_off("openai", Some(&off), never).unwrap().enabled());
+        let typo = serde_json::json!({"enable": false});
+        let e = on_off("openai", Some(&typo), never).unwrap_err();
+        assert_eq!(e.section, "openai");
+        assert!(e.reason.contains("enable"), "{e}");
+        let bad = serde_json::json!({"enabled": "yes"});
+        assert!(on_off("openai", Some(&bad), never).is_err());
+    }
+
+    #[test]
+    fn a_request_front_ends_crashed_turns_in_the_journal_and_runs_its_stop() {
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stopped.clone();
+        let f = RequestFront::new("mcp")
+            .on_stop(move || s.store(true, std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(f.protocol(), "mcp");
+        futures_util::FutureExt::now_or_never(f.stop()).unwrap();
+        assert!(stopped.load(std::sync::atomic::Ordering::SeqCst));
+    }
+}

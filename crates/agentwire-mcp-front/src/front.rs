@@ -3,9 +3,9 @@
 //! events, questions and outcome to the call's handler.
 
 use agentwire_core::{Outcome, Question, TurnEvent};
-use agentwire_engine::{Front, FrontAsk, StoredTurn, TurnFront};
+use agentwire_engine::{FrontAsk, TurnFront};
 use agentwire_http::front::{
-    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, StartedFront,
+    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, RequestFront, StartedFront,
 };
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,14 +25,6 @@ pub const QUESTION_WINDOW: Duration = Duration::from_secs(10 * 60);
 #[derive(Debug, Clone, Copy, Default)]
 pub struct McpFront;
 
-/// The `[mcp]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct McpSection {
-    /// Whether the front runs (default: yes).
-    pub enabled: Option<bool>,
-}
-
 impl FrontKind for McpFront {
     fn name(&self) -> &'static str {
         PROTOCOL
@@ -42,73 +34,30 @@ impl FrontKind for McpFront {
         "an MCP server at /mcp (streamable HTTP): each agent a tool, its questions as elicitations"
     }
 
+    /// `[mcp] enabled` (default: on).
     fn configure(
         &self,
         section: Option<&serde_json::Value>,
     ) -> Result<Box<dyn FrontPlan>, FrontSettingError> {
-        let section: McpSection = agentwire_http::front::section(PROTOCOL, section)?;
-        Ok(Box::new(McpPlan {
-            enabled: section.enabled.unwrap_or(true),
-        }))
+        agentwire_http::front::on_off(PROTOCOL, section, start)
     }
 }
 
-/// The front's settings, resolved.
-#[derive(Debug, Clone)]
-struct McpPlan {
-    enabled: bool,
-}
-
-impl FrontPlan for McpPlan {
-    fn enabled(&self) -> bool {
-        self.enabled
-    }
-
-    fn view(&self) -> serde_json::Value {
-        serde_json::json!({ "enabled": self.enabled })
-    }
-
-    fn start(&self, ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
-        Box::pin(async move {
-            let (callers, stop) = crate::routes::router(ctx.agents);
-            Ok(StartedFront {
-                front: Arc::new(Running { stop }),
-                routes: Some(HttpRoutes {
-                    public: axum::Router::new(),
-                    callers,
-                    unauthorized: crate::routes::unauthorized,
-                }),
-            })
-        })
-    }
-}
-
-/// The running front. Its turns live as long as their calls: after a crash the client's session is gone,
+/// Starts the front. Its turns live as long as their calls: after a crash the client's session is gone,
 /// so recovery ends them in the journal alone. Stopping ends every session (their calls' turns are
 /// cancelled as their handlers end).
-struct Running {
-    stop: crate::routes::Stop,
-}
-
-impl Front for Running {
-    fn protocol(&self) -> &'static str {
-        PROTOCOL
-    }
-
-    /// The caller's connection is gone after a crash: the turn is ended in the journal, and the turn
-    /// lists (the hub's) show it ended.
-    fn recovery_front(&self, _turn: &StoredTurn) -> Option<Arc<dyn TurnFront>> {
-        Some(Arc::new(agentwire_engine::Unreachable))
-    }
-
-    fn drain(&self, _grace: Duration) -> BoxFuture<'_, usize> {
-        Box::pin(async { 0 })
-    }
-
-    fn stop(&self) -> BoxFuture<'_, ()> {
-        self.stop.stop();
-        Box::pin(async {})
-    }
+fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+    Box::pin(async move {
+        let (callers, stop) = crate::routes::router(ctx.agents);
+        Ok(StartedFront {
+            front: Arc::new(RequestFront::new(PROTOCOL).on_stop(move || stop.stop())),
+            routes: Some(HttpRoutes {
+                public: axum::Router::new(),
+                callers,
+                unauthorized: crate::routes::unauthorized,
+            }),
+        })
+    })
 }
 
 /// What a turn tells its call's handler.
@@ -212,19 +161,6 @@ impl TurnFront for TurnSide {
 mod tests {
     use super::*;
     use agentwire_core::QuestionKind;
-
-    #[test]
-    fn the_section_is_on_by_default_and_refuses_unknown_keys() {
-        let plan = McpFront.configure(None).unwrap();
-        assert!(plan.enabled());
-        assert_eq!(plan.view(), serde_json::json!({"enabled": true}));
-        let off = serde_json::json!({"enabled": false});
-        assert!(!McpFront.configure(Some(&off)).unwrap().enabled());
-        let typo = serde_json::json!({"enable": false});
-        let e = McpFront.configure(Some(&typo)).unwrap_err();
-        assert_eq!(e.section, "mcp");
-        assert!(e.reason.contains("enable"), "{e}");
-    }
 
     fn question() -> Question {
         Question::new(

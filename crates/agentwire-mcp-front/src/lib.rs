@@ -84,4 +84,4 @@ pub mod questions;
 pub mod routes;
 pub mod tools;
 
-pub use front::{McpFront, McpSection, PROTOCOL, QUESTION_WINDOW};
+pub use front::{McpFront, PROTOCOL, QUESTION_WINDOW};

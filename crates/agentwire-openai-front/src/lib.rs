@@ -87,4 +87,4 @@ pub mod mapping;
 mod routes;
 pub mod wire;
 
-pub use front::{OpenAiFront, OpenAiSection, PROTOCOL};
+pub use front::{OpenAiFront, PROTOCOL};
