@@ -81,7 +81,7 @@ function shownState(t) {
 
 function fromSummary(s) {
   return {
-    id: s.id, agent: s.agent, protocol: s.protocol, prompt: firstLine(s.prompt), state: s.state,
+    id: s.id, agent: s.agent, protocol: s.protocol, requester: s.requester, prompt: firstLine(s.prompt), state: s.state,
     endedAs: s.ended_as, outcome: s.outcome, started: s.started_ms, ended: s.ended_ms, usage: s.usage,
     cursor: s.cursor,
     questionId: s.question, question: null, conversation: s.conversation,
@@ -95,6 +95,18 @@ function newestFirst(a, b) {
 }
 
 // When a run started, short: the time of day today, else the day and the time (the person's own zone).
+// Who asked, as a line shows it: a public key (64 hex digits) by its first 8, anything else whole.
+function requesterShown(r) {
+  if (!r) return "";
+  return /^[0-9a-f]{64}$/.test(r) ? `${r.slice(0, 8)}…` : r;
+}
+
+// " · by <requester>" when the turn's requester is known.
+function by(t) {
+  const r = requesterShown(t.requester);
+  return r ? ` · by ${r}` : "";
+}
+
 function startedAt(ms) {
   if (!ms) return "";
   const d = new Date(ms);
@@ -160,6 +172,7 @@ function renderRuns() {
     }
     li.querySelector(".agent").textContent = t.agent;
     li.querySelector(".protocol").textContent = t.protocol;
+    li.querySelector(".protocol").title = t.requester ? `by ${t.requester}` : "";
     li.querySelector(".prompt").textContent = t.prompt;
     li.querySelector(".elapsed").textContent = elapsed(t);
     li.querySelector(".tokens").textContent = tokens(t);
@@ -241,7 +254,7 @@ function apply(ev) {
       t = { id: ev.turn, started: ev.at_ms, cursor: ev.id, usage: null, question: null, questionId: null };
       turns.set(ev.turn, t);
     }
-    Object.assign(t, { agent: ev.agent, protocol: ev.protocol, prompt: firstLine(ev.prompt),
+    Object.assign(t, { agent: ev.agent, protocol: ev.protocol, requester: ev.requester, prompt: firstLine(ev.prompt),
       conversation: ev.conversation, state: ev.queued ? "queued" : "running" });
     trim();
   }
@@ -374,7 +387,7 @@ function renderRun() {
   if (!t || !d) return;
   $("run-title").textContent = t.prompt || t.id;
   const started = t.started ? `started ${new Date(t.started).toLocaleString()} · ` : "";
-  $("run-meta").textContent = `${t.agent} · ${t.protocol} · ${shownState(t)} · ${started}${elapsed(t)} ${tokens(t)}`;
+  $("run-meta").textContent = `${t.agent} · ${t.protocol}${by(t)} · ${shownState(t)} · ${started}${elapsed(t)} ${tokens(t)}`;
   $("run-text").textContent = d.text;
   $("run-thinking").textContent = d.thinking;
   $("run-thinking-box").hidden = !d.thinking;

@@ -667,8 +667,8 @@ async fn turns_and_watch_find_the_daemon_of_their_data_dir() {
         .iter()
         .find(|r| r.last().is_some_and(|p| p == "quick listed"))
         .unwrap_or_else(|| panic!("{listed}"));
-    // Who asked is known again only for a caller front's turn (journaled in its route).
-    assert_eq!(earlier[4..6], ["-", "done"], "{listed}");
+    // Who asked is known again: every turn's requester is journaled (in its route).
+    assert_eq!(earlier[4..6], [by.as_str(), "done"], "{listed}");
     assert!(
         earlier[6].ends_with('s') && earlier[6] != "-",
         "a duration from the journal's times: {listed}"

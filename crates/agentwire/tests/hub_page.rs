@@ -503,13 +503,21 @@ async fn runs_are_paged_with_their_start_times_and_an_opened_run_comes_into_view
     // A tool's lines (its runs, the oldest, are on this page): the same for the NIP-XX run and the roost
     // job.
     for protocol in ["nipxx", "roost"] {
-        let id = all
+        let turn = all
             .iter()
             .find(|t| t["prompt"] == "calc 6*7" && t["protocol"] == protocol)
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+            .unwrap();
+        let id = turn["id"].as_str().unwrap().to_string();
+        // Who asked: the NIP-XX client's key (by its first 8 hex digits), the roost job.
+        let requester = turn["requester"].as_str().unwrap();
+        let by = match protocol {
+            "nipxx" => format!(" · by {}… · ", &requester[..8]),
+            _ => format!(" · by {requester} · "),
+        };
+        assert!(
+            protocol != "roost" || requester.starts_with("roost:"),
+            "{turn}"
+        );
         page.b()
             .execute(
                 "document.querySelector(`#runs-list li[data-id=\"${arguments[0]}\"] .prompt`).click(); return true",
@@ -520,7 +528,7 @@ async fn runs_are_paged_with_their_start_times_and_an_opened_run_comes_into_view
         let lines = page
             .until(
                 &format!("the {protocol} run's tool lines"),
-                &format!("const l = [...document.querySelectorAll('#run-tools li')].map(l => l.textContent); return l.length === 2 && document.getElementById('run-text').textContent === '42' && document.getElementById('run-meta').textContent.includes(' · {protocol} · ') ? l : null"),
+                &format!("const l = [...document.querySelectorAll('#run-tools li')].map(l => l.textContent); return l.length === 2 && document.getElementById('run-text').textContent === '42' && document.getElementById('run-meta').textContent.includes(' · {protocol}') && document.getElementById('run-meta').textContent.includes({by:?}) ? l : null"),
             )
             .await;
         assert_eq!(

@@ -351,10 +351,45 @@ impl Engine {
             protocol: sub.protocol.clone(),
             owner: self.owner.clone(),
             agent: self.agent_name.clone(),
-            route: sub.route.clone(),
+            route: route_with_requester(&sub.route, &sub.requester),
             input: sub.input.clone(),
             accepted_at: now_secs(),
             conversation_meta: sub.conversation_meta.clone(),
         }
+    }
+}
+
+/// Turn route `route` with `"requester"` set to `requester` (when the route is an object that has none):
+/// every turn's requester is journaled, so the turn lists name it after a restart too
+/// ([`crate::route_requester`]). A front's own route types ignore the extra key.
+fn route_with_requester(route: &serde_json::Value, requester: &str) -> serde_json::Value {
+    let mut route = route.clone();
+    if let Some(fields) = route.as_object_mut() {
+        if !requester.is_empty() && !fields.contains_key("requester") {
+            fields.insert("requester".into(), requester.into());
+        }
+    }
+    route
+}
+
+#[cfg(test)]
+mod route_tests {
+    use super::*;
+
+    #[test]
+    fn the_requester_is_journaled_in_the_route_unless_the_front_put_one_there() {
+        let r = route_with_requester(&serde_json::json!({"job": "j1"}), "alice");
+        assert_eq!(r, serde_json::json!({"job": "j1", "requester": "alice"}));
+        assert_eq!(crate::watch::route_requester(&r), "alice");
+        let own = serde_json::json!({"requester": "caller:ci"});
+        assert_eq!(route_with_requester(&own, "other"), own);
+        assert_eq!(
+            route_with_requester(&serde_json::Value::Null, "a"),
+            serde_json::Value::Null
+        );
+        assert_eq!(
+            route_with_requester(&serde_json::json!({}), ""),
+            serde_json::json!({})
+        );
     }
 }
