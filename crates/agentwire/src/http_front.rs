@@ -142,20 +142,38 @@ fn caller_tokens(
     Ok(out)
 }
 
-/// Starts the HTTP server for `engines` (the `--agent` agent's first) and `agents`, with the plug-in
-/// fronts' `routes`; a caller's `token_file` is relative to `data_dir`.
-#[allow(clippy::too_many_arguments)]
+/// What the HTTP server serves.
+pub(crate) struct Serves<'a> {
+    /// Every turn's events.
+    pub(crate) hub: Arc<WatchHub>,
+    /// The agents' engines, the `--agent` agent's first.
+    pub(crate) engines: Vec<Arc<Engine>>,
+    /// The agents as the turn API lists them.
+    pub(crate) agents: Vec<AgentInfo>,
+    /// The HTTP fronts' routes.
+    pub(crate) routes: Vec<agentwire_http::front::HttpRoutes>,
+    /// The roost supervisor's socket, for the hub page's roost ops.
+    pub(crate) roost_socket: &'a Path,
+    /// What `/metrics` reads when scraped.
+    pub(crate) scraped: Scraped,
+}
+
+/// Starts the HTTP server as `choice` says for what `serves` names, behind the operator's `token`; a
+/// caller's `token_file` is relative to `data_dir`.
 pub(crate) async fn start(
     choice: &crate::config::HttpChoice,
     data_dir: &Path,
-    routes: Vec<agentwire_http::front::HttpRoutes>,
     token: Token,
-    hub: Arc<WatchHub>,
-    engines: Vec<Arc<Engine>>,
-    agents: Vec<AgentInfo>,
-    roost_socket: &Path,
-    scraped: Scraped,
+    serves: Serves<'_>,
 ) -> Result<HttpServer, String> {
+    let Serves {
+        hub,
+        engines,
+        agents,
+        routes,
+        roost_socket,
+        scraped,
+    } = serves;
     let first = engines.first().map(Arc::downgrade);
     let engine = first.clone();
     let scrape: agentwire_http::Scrape = Arc::new(move |m| {

@@ -405,16 +405,18 @@ async fn start(config: Resolved) -> Result<Running, String> {
             let server = crate::http_front::start(
                 choice,
                 data_dir,
-                routes,
                 token.clone(),
-                hub.clone(),
-                engines,
-                agents,
-                roost.socket(),
-                crate::http_front::Scraped {
-                    roost_jobs,
-                    relay: embedded.as_ref().map(|r| r.stats()),
-                    fronts: scrapes,
+                crate::http_front::Serves {
+                    hub: hub.clone(),
+                    engines,
+                    agents,
+                    routes,
+                    roost_socket: roost.socket(),
+                    scraped: crate::http_front::Scraped {
+                        roost_jobs,
+                        relay: embedded.as_ref().map(|r| r.stats()),
+                        fronts: scrapes,
+                    },
                 },
             )
             .await?;
