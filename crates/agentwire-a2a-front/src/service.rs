@@ -427,8 +427,44 @@ impl Served {
                 ))
             }
         }
+        // The task just made is in the hub (its acceptance, or its refusal, is published before the
+        // submission returns): followed from there, with no journal read before its first update.
+        let user = mapping::user_message(&req.message_id, &task, &context, &req.text);
+        if let Some(f) = self.follow_submitted(&id, &task, &context, user, from_start) {
+            return Ok(f);
+        }
         let found = self.find(agent, caller, &task).await?;
         Ok(self.follow(&found, true, None, from_start))
+    }
+
+    /// Follows task `task` (turn `id`, in context `context`, asked with `user`) just submitted, from the
+    /// hub: from its submission when `from_start`, else from where it stands. `None` when the hub does not
+    /// hold it (then it is read from the journal).
+    fn follow_submitted(
+        &self,
+        id: &RequestId,
+        task: &str,
+        context: &str,
+        user: crate::wire::Message,
+        from_start: bool,
+    ) -> Option<Following> {
+        // Watch first, then read: what is published between the two is in the watch, after the snapshot.
+        let watch = self.hub.watch(id)?;
+        let (tracker, seen) = match from_start {
+            true => (Tracker::new(task, context, Some(user)), None),
+            false => snapshot(&self.hub, id, task, context, Some(user))?,
+        };
+        Some(Following {
+            hub: self.hub.clone(),
+            id: id.clone(),
+            tracker,
+            seen,
+            watch: Some(watch),
+            pending: VecDeque::new(),
+            stop_at_input: true,
+            done: false,
+            _slot: None,
+        })
     }
 
     /// A message naming task `task`: the answer to the question it waits on.
