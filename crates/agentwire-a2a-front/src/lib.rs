@@ -20,7 +20,8 @@
 //! | `/a2a/<agent>/tasks/<id>/pushNotificationConfigs[/<config>]`, `GET /a2a/<agent>/extendedAgentCard` | their spec errors |
 //!
 //! A card's `supportedInterfaces` name `JSONRPC` and `HTTP+JSON` at the same URL, `http://<host>/a2a/<agent>`
-//! (the request's own `Host`, which the server checks against its addresses), protocol version `1.0`; its
+//! (the request's own `Host`, which the server checks against its addresses; `https://` when a TLS
+//! terminator says so in `X-Forwarded-Proto` or `Forwarded`), protocol version `1.0`; its
 //! `capabilities` say streaming, no push notifications and no extended card; `securitySchemes` has one
 //! `bearer` HTTP scheme, required by `securityRequirements`; its skills are the agent's tools (the agent
 //! itself when it has none). A card holds nothing secret. A client pointed at the daemon's base URL reads

@@ -89,13 +89,45 @@ fn card_response(served: &Served, name: &str, headers: &HeaderMap) -> Response {
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("localhost");
-    let base = format!("http://{host}/a2a/{}", agent.name);
+    let base = format!("{}://{host}/a2a/{}", scheme(headers), agent.name);
     let card = crate::mapping::agent_card(&agent.name, &agent.engine.card(), &base);
     let mut r = Json(card).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE_SECS}")) {
         r.headers_mut().insert(header::CACHE_CONTROL, v);
     }
+    // The card's URLs follow these headers: a cache keeps one card for each.
+    r.headers_mut().insert(
+        header::VARY,
+        HeaderValue::from_static("host, x-forwarded-proto, forwarded"),
+    );
     r
+}
+
+/// The scheme a client reached the server with: `https` when a TLS terminator in front of it says so
+/// (`X-Forwarded-Proto: https`, or RFC 7239 `Forwarded: proto=https`), else `http` (the server itself
+/// speaks plain HTTP). Only these two are taken: the card names them to the client that asked, never
+/// anyone else, and nothing else is read from the headers.
+fn scheme(headers: &HeaderMap) -> &'static str {
+    let https = |v: &str| v.trim().trim_matches('"').eq_ignore_ascii_case("https");
+    let forwarded_proto = headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(https);
+    let forwarded = headers
+        .get(header::FORWARDED)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|first| {
+            first.split(';').any(|pair| {
+                pair.split_once('=')
+                    .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("proto") && https(v))
+            })
+        });
+    match forwarded_proto || forwarded {
+        true => "https",
+        false => "http",
+    }
 }
 
 async fn root_card(State(s): State<Served>, headers: HeaderMap) -> Response {

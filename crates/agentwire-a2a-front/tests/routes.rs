@@ -282,6 +282,32 @@ async fn cards_are_public_name_both_bindings_and_hold_no_secret() {
     }
     let none = s.get(None, "/a2a/nobody/.well-known/agent-card.json").await;
     assert_eq!(none.status, 404);
+    // Behind a TLS terminator that says so, the card's URLs are https://; any other word is http://.
+    for (name, value, scheme) in [
+        ("x-forwarded-proto", "https", "https"),
+        (
+            "forwarded",
+            "for=192.0.2.1;proto=https;by=10.0.0.1",
+            "https",
+        ),
+        ("x-forwarded-proto", "gopher", "http"),
+    ] {
+        let r = s
+            .http
+            .get(format!("{}/.well-known/agent-card.json", s.base))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        let vary = r.headers()["vary"].to_str().unwrap().to_string();
+        assert!(vary.contains("x-forwarded-proto"), "{vary}");
+        let card: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            format!("{scheme}://{host}/a2a/demo"),
+            "{name}: {value}"
+        );
+    }
 }
 
 #[tokio::test]

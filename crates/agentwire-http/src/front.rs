@@ -1,5 +1,5 @@
 //! Fronts as plug-ins: what a protocol front gives the daemon so that adding one is a crate and one line
-//! in the binary's list of fronts (`crates/agentwire/src/fronts.rs`).
+//! in the binary's list of fronts (`crates/agentwire/src/fronts/mod.rs`).
 //!
 //! A [`FrontKind`] has a name (what `expose` lists, and the protocol its turns are journaled under), reads
 //! its own configuration section into a [`FrontPlan`] (refusing what is wrong with the key named), and the
