@@ -10,6 +10,7 @@ scripts/test.sh: `target/tools/venv/bin/python -m unittest discover -s interop/m
 import asyncio
 import contextlib
 import json
+import math
 import os
 import queue
 import signal
@@ -22,6 +23,7 @@ import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
+import anyio
 import httpx
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamablehttp_client
@@ -120,17 +122,32 @@ def mcp_turns():
 
 
 @contextlib.asynccontextmanager
-async def client(token, elicitation_callback=None, read_timeout=30):
+async def client(token, elicitation_callback=None, read_timeout=30, tap=None):
     """An MCP client session as a program opens one: the SDK's streamable HTTP transport and ClientSession,
-    with the caller's token as a bearer token, initialized."""
+    with the caller's token as a bearer token, initialized. `tap`, when given, sees every message the
+    server sends as it arrives, before the session reads it (the session handles a server's request, an
+    elicitation, before it reads on)."""
     headers = {"Authorization": f"Bearer {token}"}
     async with streamablehttp_client(READY["http"] + "/mcp", headers=headers) as (read, write, _):
         kwargs = {"read_timeout_seconds": timedelta(seconds=read_timeout)}
         if elicitation_callback is not None:
             kwargs["elicitation_callback"] = elicitation_callback
-        async with ClientSession(read, write, **kwargs) as session:
-            await session.initialize()
-            yield session
+        async with anyio.create_task_group() as tg:
+            if tap is not None:
+                send, tapped = anyio.create_memory_object_stream(math.inf)
+
+                async def forward(source):
+                    async with send:
+                        async for m in source:
+                            tap(m)
+                            await send.send(m)
+
+                tg.start_soon(forward, read)
+                read = tapped
+            async with ClientSession(read, write, **kwargs) as session:
+                await session.initialize()
+                yield session
+            tg.cancel_scope.cancel()
 
 
 class McpFront(unittest.IsolatedAsyncioTestCase):
@@ -210,6 +227,43 @@ class McpFront(unittest.IsolatedAsyncioTestCase):
             self.assertFalse(r.isError, r)
             self.assertEqual(r.content[0].text, "yes")
             self.assertEqual(asked[1].requestedSchema["properties"]["confirmed"]["type"], "boolean")
+
+    async def test_a_question_answered_elsewhere_is_withdrawn_from_the_client(self):
+        prompt = "confirm Answered by the operator?"
+        asked = asyncio.Event()
+        withdrawals = []
+        withdrawn = asyncio.Event()
+
+        def tap(m):
+            root = getattr(getattr(m, "message", None), "root", None)
+            if getattr(root, "method", None) == "notifications/cancelled":
+                withdrawals.append(root.params)
+                withdrawn.set()
+
+        async def a_person_who_answers_late(context, params):
+            asked.set()
+            # The form stays up until the server withdraws it (or 10 s); the late answer is ignored.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(withdrawn.wait(), 10)
+            self.elicitation_id = context.request_id
+            return types.ElicitResult(action="accept", content={"confirmed": False})
+
+        async with client(BOB, elicitation_callback=a_person_who_answers_late, tap=tap) as s:
+            call = asyncio.create_task(s.call_tool("ask_demo", {"prompt": prompt}))
+            await asyncio.wait_for(asked.wait(), 10)
+            turn = [t for t in mcp_turns() if t["prompt"] == prompt][0]
+            req = urllib.request.Request(
+                READY["http"] + f"/api/v1/turns/{turn['id']}/answer",
+                data=json.dumps({"choices": ["yes"]}).encode(), method="POST",
+                headers={"Authorization": f"Bearer {READY['http_token']}",
+                         "Content-Type": "application/json"})
+            await asyncio.to_thread(urllib.request.urlopen, req, timeout=10)
+            r = await asyncio.wait_for(call, 20)
+        self.assertFalse(r.isError, r)
+        self.assertEqual(r.content[0].text, "yes", "the operator's answer, not the late one")
+        self.assertEqual(len(withdrawals), 1, withdrawals)
+        self.assertEqual(withdrawals[0]["requestId"], self.elicitation_id, withdrawals)
+        self.assertIn("settled elsewhere", withdrawals[0]["reason"])
 
     async def test_a_declined_or_dismissed_question(self):
         async def decline(context, params):

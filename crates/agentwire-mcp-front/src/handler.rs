@@ -14,12 +14,13 @@ use agentwire_engine::{AnswerReply, Engine, Submission, SubmitReply, TurnPolicy}
 use agentwire_http::callers::Caller;
 use futures_util::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ServerRequest, Tool,
 };
-use rmcp::service::{ElicitationMode, RequestContext, ServiceError};
+use rmcp::service::{ElicitationMode, PeerRequestOptions, RequestContext, ServiceError};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -273,6 +274,8 @@ struct Asking {
     question: Question,
     asks: usize,
     reply: BoxFuture<'static, Result<ElicitResult, ServiceError>>,
+    /// The elicitation request's id, once it is sent: what a withdrawal names.
+    sent: Arc<std::sync::Mutex<Option<rmcp::model::RequestId>>>,
 }
 
 /// A running call: its turn followed to the outcome.
@@ -327,7 +330,12 @@ impl Call {
                     return None;
                 }
                 Next::Update(None) => return None,
-                Next::Update(Some(Update::Outcome(o))) => return Some(o),
+                Next::Update(Some(Update::Outcome(o))) => {
+                    if let Some(a) = asking.take() {
+                        self.withdraw(a, "the turn ended").await;
+                    }
+                    return Some(o);
+                }
                 Next::Update(Some(Update::Event(ev))) => {
                     if let Some(step) = self.progress.step(&ev) {
                         self.notify(step).await;
@@ -344,7 +352,9 @@ impl Call {
                     // Settled elsewhere (its window closed, the operator answered): stop waiting for
                     // the client's reply.
                     if asking.as_ref().is_some_and(|a| a.id == qid) {
-                        asking = None;
+                        if let Some(a) = asking.take() {
+                            self.withdraw(a, "the question was settled elsewhere").await;
+                        }
                     }
                 }
                 Next::Replied(reply) => {
@@ -377,6 +387,8 @@ impl Call {
             None => form.message,
         };
         let peer = self.peer.clone();
+        let sent = Arc::new(std::sync::Mutex::new(None));
+        let sent_id = sent.clone();
         let reply: BoxFuture<'static, Result<ElicitResult, ServiceError>> =
             match ElicitationSchema::from_json_schema(form.schema) {
                 Ok(schema) => {
@@ -385,7 +397,19 @@ impl Call {
                         message,
                         requested_schema: schema,
                     };
-                    Box::pin(async move { peer.create_elicitation(params).await })
+                    Box::pin(async move {
+                        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+                        let handle = peer
+                            .send_cancellable_request(request, PeerRequestOptions::no_options())
+                            .await?;
+                        if let Ok(mut id) = sent_id.lock() {
+                            *id = Some(handle.id.clone());
+                        }
+                        match handle.await_response().await? {
+                            ClientResult::ElicitResult(r) => Ok(r),
+                            _ => Err(ServiceError::UnexpectedResponse),
+                        }
+                    })
                 }
                 Err(e) => {
                     let e = ServiceError::McpError(ErrorData::internal_error(
@@ -400,6 +424,18 @@ impl Call {
             question,
             asks,
             reply,
+            sent,
+        }
+    }
+
+    /// Withdraws question `a` from the client (`notifications/cancelled` for its elicitation request):
+    /// settled elsewhere, or its turn ended, the form it shows is of no use any more.
+    async fn withdraw(&self, a: Asking, reason: &str) {
+        let id = a.sent.lock().ok().and_then(|mut id| id.take());
+        if let Some(id) = id {
+            let note = CancelledNotificationParam::new(Some(id), Some(reason.to_string()));
+            // A client gone already has nothing to withdraw.
+            let _ = self.peer.notify_cancelled(note).await;
         }
     }
 

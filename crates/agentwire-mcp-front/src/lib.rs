@@ -65,9 +65,12 @@
 //! No conversation kept between calls (each is a new one), no resources, prompts, sampling or tasks, no
 //! URL-mode elicitation, no resumable streams (a stream cut off ends its call: the turn is cancelled),
 //! no protocol revision 2026-07-28 (stateless, without server-to-client requests), no OAuth (the bearer
-//! token is the daemon's own). A question closed by the engine while the client still shows it is not
-//! withdrawn with `notifications/cancelled`; the client's late answer is ignored. After a crash a turn
-//! that was running is ended in the journal (its client's session is gone).
+//! token is the daemon's own). After a crash a turn that was running is ended in the journal (its
+//! client's session is gone).
+//!
+//! A question settled while the client still shows it (answered in the hub or the turn API, its window
+//! closed) or whose turn ended is withdrawn: `notifications/cancelled` names its `elicitation/create`
+//! request; a late answer is ignored.
 //!
 //! # Structure
 //!
