@@ -323,6 +323,11 @@ class A2aFront(unittest.IsolatedAsyncioTestCase):
             done = await self.send(c, message("green", task.context_id, task.id))
             self.assertEqual(done.status.state, TaskState.TASK_STATE_COMPLETED)
             self.assertEqual(artifact_text(done), "Green")
+            # The history: the message, the question, the client's answer, the agent's last word.
+            got = await c.get_task(GetTaskRequest(id=task.id, history_length=10))
+            roles = [m.role for m in got.history]
+            self.assertEqual(roles[:3], [Role.ROLE_USER, Role.ROLE_AGENT, Role.ROLE_USER], binding)
+            self.assertIn("Green", got.history[2].parts[0].text, binding)
             with self.assertRaises(UnsupportedOperationError):
                 await self.send(c, message("red", task.context_id, task.id))
 

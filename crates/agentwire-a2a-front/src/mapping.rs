@@ -337,7 +337,12 @@ impl Tracker {
                 self.remember(m.clone());
                 out.push(self.to(TaskState::InputRequired, Some(m), at_ms));
             }
-            WatchKind::QuestionClosed { .. } => {
+            WatchKind::QuestionClosed { answer, .. } => {
+                // The answer, from whichever front took it, is the client's side of the task's history.
+                if let Some(said) = answer {
+                    let id = self.next_id("answer");
+                    self.remember(user_message(&id, &self.task, &self.context, said));
+                }
                 out.push(self.to(TaskState::Working, None, at_ms));
             }
             WatchKind::Outcome(outcome) => out.extend(self.end(outcome, at_ms)),
@@ -614,14 +619,26 @@ mod tests {
         );
         assert_eq!(m.parts[1].data.as_ref().unwrap()["options"][1]["id"], "g");
         assert_eq!(m.parts[1].data.as_ref().unwrap()["questionId"], "q1");
-        let back = t.apply(&WatchKind::QuestionClosed { id: "q1".into() }, 6);
+        let back = t.apply(
+            &WatchKind::QuestionClosed {
+                id: "q1".into(),
+                answer: Some("g (Green)".into()),
+            },
+            6,
+        );
         assert!(
             matches!(&back[..], [StreamResponse::StatusUpdate(u)] if u.status.state == TaskState::Working)
         );
         t.apply(&result("Green"), 7);
         let h = t.task(None, false).history.unwrap();
-        assert_eq!(h.len(), 3, "the message, the question, the answer");
+        assert_eq!(
+            h.len(),
+            4,
+            "the message, the question, its answer, the agent's answer"
+        );
         assert_eq!(h[0].role, Role::User);
+        assert_eq!(h[2].role, Role::User);
+        assert_eq!(h[2].parts[0].text.as_deref(), Some("g (Green)"));
         assert_eq!(t.task(Some(1), false).history.unwrap().len(), 1);
         assert!(t.task(Some(0), false).history.is_none());
         assert!(t.task(None, false).artifacts.is_none());
@@ -641,7 +658,7 @@ mod tests {
                 },
                 1,
             );
-            t.apply(&WatchKind::QuestionClosed { id }, 2);
+            t.apply(&WatchKind::QuestionClosed { id, answer: None }, 2);
         }
         let h = t.task(None, false).history.unwrap();
         assert_eq!(

@@ -64,6 +64,9 @@ pub enum WatchKind {
     QuestionClosed {
         /// The question's id.
         id: String,
+        /// The answer as a person would say it back ([`agentwire_core::Answer::describe`]), when it was
+        /// answered (from any front).
+        answer: Option<String>,
     },
     /// The turn's one outcome, durable.
     Outcome(Outcome),
@@ -602,6 +605,9 @@ pub(crate) struct WatchedFront {
     pub(crate) turn: RequestId,
     /// What the acceptance tells watchers.
     pub(crate) accepted: WatchKind,
+    /// The open question's answer, as said back, between its `question_answered` and its
+    /// `question_closed` (which tells watchers).
+    pub(crate) answered: std::sync::Mutex<Option<(String, String)>>,
 }
 
 impl WatchedFront {
@@ -666,14 +672,25 @@ impl TurnFront for WatchedFront {
     }
 
     fn question_answered(&self, question_id: &str, said: &str) {
+        if let Ok(mut a) = self.answered.lock() {
+            *a = Some((question_id.to_string(), said.to_string()));
+        }
         self.inner.question_answered(question_id, said);
     }
 
     fn question_closed(&self, question_id: &str) {
+        let answer = self
+            .answered
+            .lock()
+            .ok()
+            .and_then(|mut a| a.take())
+            .filter(|(id, _)| id == question_id)
+            .map(|(_, said)| said);
         self.hub.publish(
             &self.turn,
             WatchKind::QuestionClosed {
                 id: question_id.to_string(),
+                answer,
             },
         );
         self.inner.question_closed(question_id);

@@ -334,7 +334,9 @@ pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
                    "takes_text": matches!(k.selection(), agentwire_core::Selection::Text) || k.freeform(),
                    "multiple": matches!(k.selection(), agentwire_core::Selection::Multiple)})
         }
-        WatchKind::QuestionClosed { id } => json!({"type": "question_closed", "question_id": id}),
+        WatchKind::QuestionClosed { id, answer } => {
+            json!({"type": "question_closed", "question_id": id, "answer": answer})
+        }
         WatchKind::Outcome(o) => {
             json!({"type": "outcome", "ended_as": TurnEnd::of(o).as_str(), "outcome": o})
         }

@@ -81,6 +81,7 @@ impl Engine {
             hub: self.hub.clone(),
             turn: sub.input.request_id.clone(),
             accepted,
+            answered: Default::default(),
         });
         sub
     }

@@ -184,6 +184,7 @@ impl Engine {
                     hub: self.hub.clone(),
                     turn: t.request_id.clone(),
                     accepted,
+                    answered: Default::default(),
                 })
             });
             let wire = front.as_ref().and_then(|f| f.encode_outcome(&outcome));
