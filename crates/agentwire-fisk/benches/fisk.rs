@@ -123,56 +123,6 @@ impl Drop for DurableWrites {
     }
 }
 
-/// Journal commits of a turn the size of a benchmark prompt's, one per `once`, through a journal of its own
-/// on the same disk: what the ack waits for, measured alone.
-struct JournalCommits {
-    journal: SqliteJournal,
-    n: u64,
-}
-
-impl JournalCommits {
-    fn new(dir: &std::path::Path) -> JournalCommits {
-        JournalCommits {
-            journal: SqliteJournal::open(&dir.join("commit-probe.sqlite")).unwrap(),
-            n: 0,
-        }
-    }
-
-    async fn once(&mut self) -> Duration {
-        use agentwire_store::{Journal, NewTurn, LOCAL_OWNER};
-        let i = self.n;
-        self.n += 1;
-        let request_id = agentwire_core::RequestId::new(format!("fisk:probe{i}")).unwrap();
-        let conversation_id = agentwire_core::ConversationId::new(format!("fisk:{i:064}")).unwrap();
-        let turn = NewTurn {
-            request_id: request_id.clone(),
-            conversation_id: conversation_id.clone(),
-            protocol: "fisk".into(),
-            owner: LOCAL_OWNER.into(),
-            agent: "demo".into(),
-            route: serde_json::json!({ "request": format!("probe{i}") }),
-            input: agentwire_core::TurnInput {
-                request_id,
-                conversation_id,
-                message: "quick hi".into(),
-                model: "demo".into(),
-                thinking: None,
-                fallback_models: Vec::new(),
-                tool_hints: Vec::new(),
-                resume: None,
-                history: Vec::new(),
-            },
-            accepted_at: 0,
-            conversation_meta: Some(
-                serde_json::json!({"fingerprint": {"model": "demo"}, "tools": ["calculator", "shell"]}),
-            ),
-        };
-        let t = Instant::now();
-        self.journal.accept(turn).await.unwrap();
-        t.elapsed()
-    }
-}
-
 /// Sends one prompt and waits for its ack; returns the latency. Reads the rest of the set when `full`.
 async fn one(client: &async_nats::Client, identity: &str, request: &str, full: bool) -> Duration {
     let inbox = client.new_inbox();
@@ -555,11 +505,11 @@ fn main() {
         responder.flush().await.unwrap();
         let caller = async_nats::connect(&nats_server.url).await.unwrap();
         let body = prompt("raw", "quick hi");
-        let (mut syncs, mut commits) = (DurableWrites::new(dir.path()), JournalCommits::new(dir.path()));
+        let (mut syncs, mut commits) = (DurableWrites::new(dir.path()), agentwire_store::probe::CommitProbe::open(dir.path(), "fisk").unwrap());
         for i in 0..200 {
             caller.request("bench.echo", body.clone().into()).await.unwrap();
             one(&caller, identity, &format!("w{i}"), true).await;
-            commits.once().await;
+            commits.once().await.unwrap();
         }
         // One sample of each per round, in turn: whatever else the machine does at the moment weighs on
         // all four alike, so their ratios hold from run to run better than their absolute figures.
@@ -570,7 +520,7 @@ fn main() {
             caller.request("bench.echo", body.clone().into()).await.unwrap();
             raw.push(t.elapsed());
             acks.push(one(&caller, identity, &format!("a{i}"), true).await);
-            commit.push(commits.once().await);
+            commit.push(commits.once().await.unwrap());
             sync.push(syncs.once());
         }
         let (raw50, raw90, raw99) = median(raw);
@@ -581,7 +531,7 @@ fn main() {
         // than an ack's commit ever finds them (one per request, after an idle gap).
         let mut back_to_back = Vec::with_capacity(1000);
         for _ in 0..1000 {
-            back_to_back.push(commits.once().await);
+            back_to_back.push(commits.once().await.unwrap());
         }
         let (b2b50, _, _) = median(back_to_back);
 

@@ -16,6 +16,7 @@ pub mod conformance;
 mod faults;
 pub mod jetstream;
 mod model;
+pub mod probe;
 mod sqlite;
 mod writer;
 

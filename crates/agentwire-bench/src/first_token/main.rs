@@ -245,6 +245,8 @@ fn config(base_url: &str, nats_url: &str) -> String {
 
 struct Figures {
     direct: Vec<Duration>,
+    /// One journal commit alone, on the same disk: what every turn waits for before it runs.
+    commit: Vec<Duration>,
     relay_round_trip: Vec<Duration>,
     nipxx: Vec<Duration>,
     fisk: Vec<Duration>,
@@ -287,6 +289,7 @@ async fn bench(args: &Args) -> Result<Figures, String> {
 
     let mut f = Figures {
         direct: vec![],
+        commit: vec![],
         relay_round_trip: vec![],
         nipxx: vec![],
         fisk: vec![],
@@ -305,7 +308,16 @@ async fn bench(args: &Args) -> Result<Figures, String> {
             .unwrap_or_else(|p| p.into_inner())
             .map(|at| at.saturating_duration_since(t))
     };
+    let mut probe = agentwire_store::probe::CommitProbe::open(dir.path(), "openai")
+        .map_err(|e| format!("the commit probe: {e}"))?;
     for round in 0..args.rounds {
+        // One journal commit, as a turn's acceptance makes it, after the idle gap a round starts with.
+        f.commit.push(
+            probe
+                .once()
+                .await
+                .map_err(|e| format!("the commit probe: {e}"))?,
+        );
         // Directly from the model server: the time to its first chunk of text.
         fake.push(script());
         let t = Instant::now();
@@ -443,6 +455,11 @@ async fn main() -> ExitCode {
     };
     let rows = [
         ("direct", "first text, read from the model server", f.direct),
+        (
+            "commit",
+            "one journal commit alone (the floor's part)",
+            f.commit,
+        ),
         (
             "relay_round_trip",
             "a raw NIP-XX round trip (no engine)",
