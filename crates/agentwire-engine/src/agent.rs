@@ -197,6 +197,12 @@ pub trait Agent: Send + Sync + 'static {
     fn wants_history(&self) -> bool {
         false
     }
+
+    /// Ends what the agent runs beside its turns (a process it keeps), once the engine has drained at the
+    /// daemon's stop. Default: nothing.
+    fn stop(&self) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
 }
 
 #[cfg(test)]

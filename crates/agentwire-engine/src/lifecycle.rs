@@ -70,6 +70,7 @@ impl Engine {
             }
             f.stop().await;
         }
+        self.agent().stop().await;
         left
     }
 }

@@ -117,6 +117,23 @@ pub(crate) async fn make_agent(
             timeout,
             env,
         } => Arc::new(CmdAgent::new(name, command.clone(), *timeout).with_env(env.clone())),
+        AgentKind::Acp { command, env, cwd } => {
+            let cwd = match cwd {
+                Some(c) => c.clone(),
+                None => std::path::absolute(data_dir.join("work").join(name))
+                    .map_err(|e| format!("[agents.{name}] its directory: {e}"))?,
+            };
+            let launch = agentwire_acp::Launch {
+                name: name.to_string(),
+                command: command.clone(),
+                env: env.vars(std::env::vars_os()).into_iter().collect(),
+                cwd,
+            };
+            Arc::new(agentwire_acp::AcpAgent::new(
+                name,
+                agentwire_acp::AcpSettings { launch },
+            ))
+        }
     })
 }
 

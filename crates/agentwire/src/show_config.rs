@@ -170,6 +170,8 @@ struct AgentView<'a> {
     max_context_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     shell_dir: Option<&'a std::path::Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cwd: Option<&'a std::path::Path>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     mcp: Vec<McpView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -218,6 +220,13 @@ impl<'a> AgentView<'a> {
                 pass_env: &env.pass,
                 env: env_view(&env.set),
                 ..AgentView::of_kind("cmd")
+            },
+            AgentKind::Acp { command, env, cwd } => AgentView {
+                command: Some(command.as_slice()),
+                cwd: cwd.as_deref(),
+                pass_env: &env.pass,
+                env: env_view(&env.set),
+                ..AgentView::of_kind("acp")
             },
             // The key's variable is named; the key itself is never read here.
             AgentKind::OpenAi(s) => AgentView {
@@ -269,6 +278,7 @@ impl<'a> AgentView<'a> {
             tools: None,
             max_context_tokens: None,
             shell_dir: None,
+            cwd: None,
             mcp: Vec::new(),
             max_concurrent_turns: None,
             expose: None,

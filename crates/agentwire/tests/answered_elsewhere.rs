@@ -12,6 +12,7 @@ mod common;
 
 use agentwire_testkit::NatsServer;
 use cli_child::CliChild;
+use common::api::{Api, ASKED};
 use common::Daemon;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -21,8 +22,6 @@ use std::time::{Duration, Instant};
 /// How long a command has to notice that its question was settled elsewhere, and to exit: the issue's
 /// "within a second or two", with slack for a loaded machine.
 const NOTICE: Duration = Duration::from_secs(5);
-/// How long the daemon has to put a question out.
-const ASKED: Duration = Duration::from_secs(15);
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -38,69 +37,6 @@ fn agentwire(data_dir: &Path, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("agentwire runs")
-}
-
-/// The turn API of the daemon (what the hub page calls).
-struct Api {
-    base: String,
-    token: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    fn of(d: &Daemon) -> Api {
-        Api {
-            base: d.ready["http"].as_str().unwrap().into(),
-            token: d.ready["http_token"].as_str().unwrap().into(),
-            http: agentwire_agents::openai::http_client(Duration::from_secs(10)).unwrap(),
-        }
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .unwrap();
-        serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null)
-    }
-
-    /// The one turn waiting on a question, once there is one.
-    async fn waiting_turn(&self) -> String {
-        let deadline = tokio::time::Instant::now() + ASKED;
-        loop {
-            let body = self.get("/api/v1/turns?state=waiting").await;
-            if let Some(id) = body["turns"][0]["id"].as_str() {
-                return id.to_string();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no waiting turn: {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Answers turn `turn`'s open question with `choice`, as the hub's buttons do.
-    async fn answer(&self, turn: &str, choice: &str) {
-        let r = self
-            .http
-            .post(format!("{}/api/v1/turns/{turn}/answer", self.base))
-            .bearer_auth(&self.token)
-            .header("content-type", "application/json")
-            .body(json!({ "choices": [choice] }).to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            r.status().as_u16(),
-            200,
-            "{}",
-            text(&r.bytes().await.unwrap())
-        );
-    }
 }
 
 /// Runs a blocking wait on the command from inside the test's runtime.

@@ -89,8 +89,8 @@ pub(crate) enum ConfigError {
         /// The entry.
         name: String,
     },
-    /// An `[agents.<name>]` entry of kind `cmd` whose command is missing or empty.
-    #[error("[agents.{name}] of kind cmd needs a command: a program and its arguments, e.g. [\"tr\", \"a-z\", \"A-Z\"]")]
+    /// An `[agents.<name>]` entry of kind `cmd` or `acp` whose command is missing or empty.
+    #[error("[agents.{name}] needs a command: a program and its arguments, e.g. [\"tr\", \"a-z\", \"A-Z\"]")]
     AgentCommand {
         /// The entry.
         name: String,

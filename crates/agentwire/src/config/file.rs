@@ -114,12 +114,16 @@ pub(crate) struct RoomFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
-    /// `demo`, `roost` or `cmd`.
+    /// `demo`, `roost`, `cmd`, `openai` or `acp`.
     pub(crate) kind: String,
     /// For `roost`: the profile whose jobs serve the turns.
     pub(crate) profile: Option<String>,
-    /// For `cmd`: the program and its arguments, run once a turn.
+    /// For `cmd`: the program and its arguments, run once a turn; for `acp`: the agent's program and
+    /// arguments, run once and kept.
     pub(crate) command: Option<Vec<String>>,
+    /// For `acp`: the agent's working directory and its sessions' `cwd` (absolute; default
+    /// `<data dir>/work/<name>`).
+    pub(crate) cwd: Option<PathBuf>,
     /// For `cmd`: how long a turn may run; for `openai`: one model call, in seconds.
     pub(crate) request_timeout_secs: Option<u64>,
     /// For `openai`: the API's base URL (up to `/v1`).

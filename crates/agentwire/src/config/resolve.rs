@@ -71,6 +71,16 @@ pub(crate) enum AgentKind {
         /// What its environment holds beyond the allowlist (`env`, `pass_env`).
         env: ChildEnv,
     },
+    /// An agent speaking ACP over its stdio, its process kept across turns.
+    Acp {
+        /// The program and its arguments (not empty).
+        command: Vec<String>,
+        /// What its environment holds beyond the allowlist (`env`, `pass_env`).
+        env: ChildEnv,
+        /// Its working directory and its sessions' `cwd` (absolute), when set (else
+        /// `<data dir>/work/<name>`).
+        cwd: Option<PathBuf>,
+    },
 }
 
 impl AgentKind {
@@ -81,6 +91,7 @@ impl AgentKind {
             AgentKind::Roost { .. } => "roost",
             AgentKind::OpenAi(_) => "openai",
             AgentKind::Cmd { .. } => "cmd",
+            AgentKind::Acp { .. } => "acp",
         }
     }
 }
@@ -924,6 +935,30 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
                     env: child_env(&name, entry)?,
                 }
             }
+            ("acp", _) => {
+                let command = match &entry.command {
+                    Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
+                    _ => return Err(ConfigError::AgentCommand { name }),
+                };
+                let cwd = match &entry.cwd {
+                    Some(p) if !p.is_absolute() => {
+                        return Err(ConfigError::AgentSetting {
+                            name,
+                            key: "cwd",
+                            reason: format!(
+                                "{} is not an absolute path (ACP sessions take an absolute one)",
+                                p.display()
+                            ),
+                        })
+                    }
+                    other => other.clone(),
+                };
+                AgentKind::Acp {
+                    command,
+                    env: child_env(&name, entry)?,
+                    cwd,
+                }
+            }
             (other, _) => {
                 return Err(ConfigError::UnknownAgentKind {
                     name,
@@ -974,9 +1009,10 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
 /// `cmd` agent would otherwise be ignored without a word.
 fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 13] = [
+    let set: [(&'static str, bool, &[&str]); 14] = [
         ("profile", e.profile.is_some(), &["roost"]),
-        ("command", e.command.is_some(), &["cmd"]),
+        ("command", e.command.is_some(), &["cmd", "acp"]),
+        ("cwd", e.cwd.is_some(), &["acp"]),
         (
             "request_timeout_secs",
             e.request_timeout_secs.is_some(),
@@ -994,11 +1030,11 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
         ),
         ("shell_dir", e.shell_dir.is_some(), &["openai"]),
         ("mcp", e.mcp.is_some(), &["openai"]),
-        ("env", e.env.is_some(), &["cmd", "openai"]),
-        ("pass_env", e.pass_env.is_some(), &["cmd", "openai"]),
+        ("env", e.env.is_some(), &["cmd", "openai", "acp"]),
+        ("pass_env", e.pass_env.is_some(), &["cmd", "openai", "acp"]),
     ];
     for (key, given, kinds) in set {
-        let known = ["demo", "roost", "cmd", "openai"].contains(&e.kind.as_str());
+        let known = ["demo", "roost", "cmd", "openai", "acp"].contains(&e.kind.as_str());
         if given && known && !kinds.contains(&e.kind.as_str()) {
             return Err(ConfigError::AgentSetting {
                 name: name.to_string(),

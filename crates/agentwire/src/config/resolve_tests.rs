@@ -1046,6 +1046,34 @@ fn a_cmd_agent_takes_its_command_and_timeout() {
 }
 
 #[test]
+fn an_acp_agent_takes_its_command_an_absolute_cwd_and_its_env() {
+    let toml = "[agents.coder]\nkind = \"acp\"\ncommand = [\"npx\", \"some-acp-adapter\"]\ncwd = \"/srv/code\"\n\
+                pass_env = [\"ANTHROPIC_API_KEY\"]\n";
+    let r = resolved(&["--agent", "coder"], toml);
+    let AgentKind::Acp { command, env, cwd } = &r.agent.kind else {
+        panic!("{:?}", r.agent.kind)
+    };
+    assert_eq!(command, &["npx", "some-acp-adapter"]);
+    assert_eq!(cwd.as_deref(), Some(Path::new("/srv/code")));
+    assert_eq!(env.pass, ["ANTHROPIC_API_KEY"]);
+    let e = error(
+        &["--agent", "coder"],
+        "[agents.coder]\nkind = \"acp\"\ncommand = [\"x\"]\ncwd = \"work\"\n",
+    );
+    assert!(
+        e.to_string().contains("cwd") && e.to_string().contains("absolute"),
+        "{e}"
+    );
+    let e = error(&["--agent", "coder"], "[agents.coder]\nkind = \"acp\"\n");
+    assert!(e.to_string().contains("needs a command"), "{e}");
+    let e = error(
+        &["--agent", "s"],
+        "[agents.s]\nkind = \"cmd\"\ncommand = [\"x\"]\ncwd = \"/a\"\n",
+    );
+    assert!(e.to_string().contains("only of acp"), "{e}");
+}
+
+#[test]
 fn env_and_pass_env_are_read_checked_and_never_name_a_secret() {
     let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\nenv = { MODE = \"loud\" }\npass_env = [\"GITHUB_TOKEN\"]\n\
                 [roost.profiles.p]\ncommand = [\"sh\"]\nenv = { A = \"1\" }\npass_env = [\"LANGUAGE\"]\nuser = \"nobody\"\n";

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod api;
+
 use agentwire_nostr::client::open;
 use agentwire_nostr::client::{RunView, Terminal, Update};
 use agentwire_nostr::crypto::Crypto;
