@@ -117,6 +117,24 @@ pub(crate) async fn make_agent(
             timeout,
             env,
         } => Arc::new(CmdAgent::new(name, command.clone(), *timeout).with_env(env.clone())),
+        AgentKind::NipxxRemote {
+            agent,
+            relays,
+            timeout,
+        } => {
+            // This daemon's key as the remote agent's client: its own, kept, so the agent sees one sender.
+            let keys =
+                crate::keys::load_or_create(&data_dir.join("remote"), &format!("{name}.key"))?;
+            Arc::new(agentwire_remote::NipxxRemote::new(
+                name,
+                agentwire_remote::NipxxRemoteSettings {
+                    agent: *agent,
+                    relays: relays.clone(),
+                    keys,
+                    timeout: *timeout,
+                },
+            ))
+        }
         AgentKind::Acp { command, env, cwd } => {
             let cwd = match cwd {
                 Some(c) => c.clone(),

@@ -172,6 +172,10 @@ struct AgentView<'a> {
     shell_dir: Option<&'a std::path::Path>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cwd: Option<&'a std::path::Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pubkey: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    relays: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     mcp: Vec<McpView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -220,6 +224,16 @@ impl<'a> AgentView<'a> {
                 pass_env: &env.pass,
                 env: env_view(&env.set),
                 ..AgentView::of_kind("cmd")
+            },
+            AgentKind::NipxxRemote {
+                agent,
+                relays,
+                timeout,
+            } => AgentView {
+                pubkey: Some(agent.to_hex()),
+                relays: relays.iter().map(|u| redact_url(u)).collect(),
+                request_timeout_secs: Some(timeout.as_secs()),
+                ..AgentView::of_kind("nipxx")
             },
             AgentKind::Acp { command, env, cwd } => AgentView {
                 command: Some(command.as_slice()),
@@ -279,6 +293,8 @@ impl<'a> AgentView<'a> {
             max_context_tokens: None,
             shell_dir: None,
             cwd: None,
+            pubkey: None,
+            relays: Vec::new(),
             mcp: Vec::new(),
             max_concurrent_turns: None,
             expose: None,

@@ -114,13 +114,17 @@ pub(crate) struct RoomFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
-    /// `demo`, `roost`, `cmd`, `openai` or `acp`.
+    /// `demo`, `roost`, `cmd`, `openai`, `acp` or `nipxx` (a remote NIP-XX agent).
     pub(crate) kind: String,
     /// For `roost`: the profile whose jobs serve the turns.
     pub(crate) profile: Option<String>,
     /// For `cmd`: the program and its arguments, run once a turn; for `acp`: the agent's program and
     /// arguments, run once and kept.
     pub(crate) command: Option<Vec<String>>,
+    /// For `nipxx`: the remote agent's public key (hex or npub).
+    pub(crate) pubkey: Option<String>,
+    /// For `nipxx`: the relays the remote agent is on.
+    pub(crate) relays: Option<Vec<String>>,
     /// For `acp`: the agent's working directory and its sessions' `cwd` (absolute; default
     /// `<data dir>/work/<name>`).
     pub(crate) cwd: Option<PathBuf>,

@@ -71,6 +71,15 @@ pub(crate) enum AgentKind {
         /// What its environment holds beyond the allowlist (`env`, `pass_env`).
         env: ChildEnv,
     },
+    /// A NIP-XX agent on some relay, reached as its client.
+    NipxxRemote {
+        /// The agent's key.
+        agent: PublicKey,
+        /// Its relays (not empty), tried in order.
+        relays: Vec<String>,
+        /// How long a turn may take there.
+        timeout: Duration,
+    },
     /// An agent speaking ACP over its stdio, its process kept across turns.
     Acp {
         /// The program and its arguments (not empty).
@@ -92,6 +101,7 @@ impl AgentKind {
             AgentKind::OpenAi(_) => "openai",
             AgentKind::Cmd { .. } => "cmd",
             AgentKind::Acp { .. } => "acp",
+            AgentKind::NipxxRemote { .. } => "nipxx",
         }
     }
 }
@@ -120,6 +130,9 @@ pub(crate) struct OpenAiSettings {
     /// What the `shell` tool's commands get beyond the allowlist (`env`, `pass_env`).
     pub(crate) env: ChildEnv,
 }
+
+/// The most relays a remote NIP-XX agent may list: a turn uses the first that connects.
+pub(crate) const MAX_REMOTE_RELAYS: usize = 8;
 
 /// The most MCP servers one agent may have: each is a process and a share of the model's tool list.
 pub(crate) const MAX_MCP_SERVERS: usize = 16;
@@ -935,6 +948,52 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
                     env: child_env(&name, entry)?,
                 }
             }
+            ("nipxx", _) => {
+                let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
+                    name: name.clone(),
+                    key,
+                    reason,
+                };
+                let agent = match &entry.pubkey {
+                    Some(k) => PublicKey::parse(k).map_err(|_| {
+                        bad("pubkey", format!("{k:?} is not a public key (hex or npub)"))
+                    })?,
+                    None => {
+                        return Err(bad(
+                            "pubkey",
+                            "missing: the remote agent's key (hex or npub)".into(),
+                        ))
+                    }
+                };
+                let relays = entry.relays.clone().unwrap_or_default();
+                if relays.is_empty() || relays.len() > MAX_REMOTE_RELAYS {
+                    return Err(bad(
+                        "relays",
+                        format!("1 to {MAX_REMOTE_RELAYS} relay URLs the remote agent is on"),
+                    ));
+                }
+                for url in &relays {
+                    agentwire_nostr::relay_conn::check_relay_url(url)
+                        .map_err(|e| bad("relays", format!("{url}: {e}")))?;
+                }
+                let timeout = match entry.request_timeout_secs {
+                    None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
+                    Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Duration::from_secs(v),
+                    Some(value) => {
+                        return Err(ConfigError::AgentTimeout {
+                            name,
+                            value,
+                            min: *AGENT_TIMEOUT_SECS.start(),
+                            max: *AGENT_TIMEOUT_SECS.end(),
+                        })
+                    }
+                };
+                AgentKind::NipxxRemote {
+                    agent,
+                    relays,
+                    timeout,
+                }
+            }
             ("acp", _) => {
                 let command = match &entry.command {
                     Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
@@ -1009,14 +1068,16 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
 /// `cmd` agent would otherwise be ignored without a word.
 fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 14] = [
+    let set: [(&'static str, bool, &[&str]); 16] = [
         ("profile", e.profile.is_some(), &["roost"]),
+        ("pubkey", e.pubkey.is_some(), &["nipxx"]),
+        ("relays", e.relays.is_some(), &["nipxx"]),
         ("command", e.command.is_some(), &["cmd", "acp"]),
         ("cwd", e.cwd.is_some(), &["acp"]),
         (
             "request_timeout_secs",
             e.request_timeout_secs.is_some(),
-            &["cmd", "openai"],
+            &["cmd", "openai", "nipxx"],
         ),
         ("base_url", e.base_url.is_some(), &["openai"]),
         ("models", e.models.is_some(), &["openai"]),
@@ -1034,7 +1095,7 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
         ("pass_env", e.pass_env.is_some(), &["cmd", "openai", "acp"]),
     ];
     for (key, given, kinds) in set {
-        let known = ["demo", "roost", "cmd", "openai", "acp"].contains(&e.kind.as_str());
+        let known = ["demo", "roost", "cmd", "openai", "acp", "nipxx"].contains(&e.kind.as_str());
         if given && known && !kinds.contains(&e.kind.as_str()) {
             return Err(ConfigError::AgentSetting {
                 name: name.to_string(),

@@ -1074,6 +1074,50 @@ fn an_acp_agent_takes_its_command_an_absolute_cwd_and_its_env() {
 }
 
 #[test]
+fn a_remote_nipxx_agent_takes_its_key_and_relays() {
+    let key = Keys::generate().public_key();
+    let toml = format!(
+        "[agents.far]\nkind = \"nipxx\"\npubkey = \"{}\"\nrelays = [\"wss://relay.example.org\"]\n",
+        key.to_bech32().unwrap()
+    );
+    let r = resolved(&["--agent", "far"], &toml);
+    let AgentKind::NipxxRemote { agent, relays, .. } = &r.agent.kind else {
+        panic!("{:?}", r.agent.kind)
+    };
+    assert_eq!(
+        (*agent, relays.as_slice()),
+        (key, ["wss://relay.example.org".to_string()].as_slice())
+    );
+    for (toml, says) in [
+        (
+            "[agents.far]\nkind = \"nipxx\"\nrelays = [\"wss://r\"]\n",
+            "pubkey",
+        ),
+        (
+            "[agents.far]\nkind = \"nipxx\"\npubkey = \"nope\"\nrelays = [\"wss://r\"]\n",
+            "not a public key",
+        ),
+        (
+            &format!(
+                "[agents.far]\nkind = \"nipxx\"\npubkey = \"{}\"\n",
+                key.to_hex()
+            ),
+            "relays",
+        ),
+        (
+            &format!(
+                "[agents.far]\nkind = \"nipxx\"\npubkey = \"{}\"\nrelays = [\"http://r\"]\n",
+                key.to_hex()
+            ),
+            "relays",
+        ),
+    ] {
+        let e = error(&["--agent", "far"], toml).to_string();
+        assert!(e.contains(says), "{toml}: {e}");
+    }
+}
+
+#[test]
 fn env_and_pass_env_are_read_checked_and_never_name_a_secret() {
     let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\nenv = { MODE = \"loud\" }\npass_env = [\"GITHUB_TOKEN\"]\n\
                 [roost.profiles.p]\ncommand = [\"sh\"]\nenv = { A = \"1\" }\npass_env = [\"LANGUAGE\"]\nuser = \"nobody\"\n";

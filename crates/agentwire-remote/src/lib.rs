@@ -1,0 +1,16 @@
+//! Agents served elsewhere as agents here, on every front of this daemon (issue 35, remote agents).
+//!
+//! [`nipxx::NipxxRemote`] (`kind = "nipxx"`): a NIP-XX agent on some relay, reached as its client with a key
+//! of this daemon's. Its ai.info is read first (cached for [`nipxx::INFO_TTL`]): a prompt it would refuse is
+//! not sent, and a prompt goes gift-wrapped (NIP-59) when the agent takes only that. A conversation here is
+//! one session there (`session:<the first 32 hex digits of the conversation id's SHA-256>`, the same after a
+//! restart); the remote run's deltas, thinking, tool telemetry and statuses stream through as this turn's
+//! events as they come; its terminal is this turn's outcome (its error code mapped back); a cancel here is an
+//! ai.cancel there; a relay that cannot be reached fails the turn at once (`model_unavailable`).
+//!
+//! Limits: one relay used a turn (the first of `relays` that connects), a turn at most its
+//! `request_timeout_secs` (then cancelled there), no questions (NIP-XX has none).
+
+pub mod nipxx;
+
+pub use nipxx::{NipxxRemote, NipxxRemoteSettings};
