@@ -90,10 +90,12 @@ pub(crate) enum ConfigError {
         name: String,
     },
     /// An `[agents.<name>]` entry of kind `cmd` or `acp` whose command is missing or empty.
-    #[error("[agents.{name}] needs a command: a program and its arguments, e.g. [\"tr\", \"a-z\", \"A-Z\"]")]
+    #[error("[agents.{name}] of kind {kind} needs a command: a program and its arguments, e.g. [\"tr\", \"a-z\", \"A-Z\"]")]
     AgentCommand {
         /// The entry.
         name: String,
+        /// Its kind.
+        kind: &'static str,
     },
     /// An `[agents.<name>]` of kind `openai` with a missing or bad setting.
     #[error("[agents.{name}] {key}: {reason}")]

@@ -928,7 +928,7 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
             ("cmd", _) => {
                 let command = match &entry.command {
                     Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
-                    _ => return Err(ConfigError::AgentCommand { name }),
+                    _ => return Err(ConfigError::AgentCommand { name, kind: "cmd" }),
                 };
                 let timeout = match entry.request_timeout_secs {
                     None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
@@ -997,7 +997,7 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
             ("acp", _) => {
                 let command = match &entry.command {
                     Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
-                    _ => return Err(ConfigError::AgentCommand { name }),
+                    _ => return Err(ConfigError::AgentCommand { name, kind: "acp" }),
                 };
                 let cwd = match &entry.cwd {
                     Some(p) if !p.is_absolute() => {

@@ -1201,7 +1201,7 @@ fn a_cmd_agent_without_a_command_or_with_a_bad_timeout_is_refused_by_name() {
     ] {
         let e = error(&["--agent", "shout"], toml);
         assert!(
-            matches!(&e, ConfigError::AgentCommand { name } if name == "shout"),
+            matches!(&e, ConfigError::AgentCommand { name, .. } if name == "shout"),
             "{e}"
         );
         assert!(e
