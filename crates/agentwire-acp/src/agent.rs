@@ -275,14 +275,15 @@ async fn prompt(session: Session, input: TurnInput, ctx: TurnContext) -> Outcome
         };
         tokio::select! {
             biased;
-            msg = inbox.recv() => match msg {
-                Some(Incoming::Update(u)) => turn.update(&u, &session.id, &process).await,
-                Some(Incoming::Permission(p)) => {
+            // Closed (the process gone, its routes dropped): the branch is off, and the prompt's answer
+            // (its error) ends the turn.
+            Some(msg) = inbox.recv() => match msg {
+                Incoming::Update(u) => turn.update(&u, &session.id, &process).await,
+                Incoming::Permission(p) => {
                     let (req, responder) = *p;
                     let outcome = turn.permission(&req, &session.id, &process).await;
                     let _ = responder.respond(RequestPermissionResponse::new(outcome));
                 }
-                None => {}
             },
             answer = &mut done => break answer,
             _ = cancelled(&mut cancel), if deadline.is_none() => {

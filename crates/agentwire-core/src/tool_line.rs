@@ -1,5 +1,5 @@
 //! A tool call as a person reads it in a progress line: the tool's name and a short summary of its
-//! arguments (`shell ls -la`, `search query=rust, limit=5`), never a JSON dump; and the one way every
+//! arguments (`shell ls -la`, `search limit=5, query=rust`), never a JSON dump; and the one way every
 //! command shows a tool's activity, whatever front the turn came through (`[tool calculator start 6*7]`,
 //! `[tool calculator result 42]`, `[tool calculator error division by zero]`).
 
@@ -9,7 +9,7 @@ use serde_json::Value;
 pub const MAX_ARGUMENTS_SUMMARY_CHARS: usize = 80;
 
 /// `name` and a summary of `arguments`: an object's one value alone (`calculator 6*7`), else its
-/// `key=value` pairs; strings unquoted, nested values as `{…}` and `[…]`, cut to
+/// `key=value` pairs by key; strings unquoted, nested values as `{…}` and `[…]`, cut to
 /// [`MAX_ARGUMENTS_SUMMARY_CHARS`] with `…`.
 pub fn tool_line(name: &str, arguments: &Value) -> String {
     let summary = arguments_summary(arguments);
@@ -23,11 +23,17 @@ pub fn tool_line(name: &str, arguments: &Value) -> String {
 pub fn arguments_summary(arguments: &Value) -> String {
     let summary = match arguments {
         Value::Object(map) if map.len() == 1 => map.values().map(scalar).collect(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| format!("{k}={}", scalar(v)))
-            .collect::<Vec<_>>()
-            .join(", "),
+        // By key, whatever order the map keeps (serde_json's `preserve_order` is on in some builds): the
+        // same arguments read the same everywhere.
+        Value::Object(map) => {
+            let mut pairs: Vec<(&String, &Value)> = map.iter().collect();
+            pairs.sort_by(|a, b| a.0.cmp(b.0));
+            pairs
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", scalar(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
         Value::Null => String::new(),
         other => scalar(other),
     };

@@ -22,6 +22,19 @@ fn python() -> PathBuf {
     python
 }
 
+/// How long a turn that starts the agent's process may take: a Python process importing the SDK, on a machine
+/// running the whole suite at once.
+const FIRST_START: Duration = Duration::from_secs(60);
+
+/// Asks `text` with room for the agent's process to start first.
+async fn first_ask(c: &mut Client, text: &str) -> common::Run {
+    let ev = c.prompt_event(text, None);
+    c.watch(&ev.id);
+    c.publish(&ev).await;
+    c.collect(&ev.id, FIRST_START, Duration::from_millis(300))
+        .await
+}
+
 fn agent_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentwire-acp/tests/agent.py")
 }
@@ -58,7 +71,7 @@ async fn chunks_stream_a_conversation_is_one_session_and_the_agent_works_in_its_
     let d = daemon(dir.path(), &work);
     let mut c = Client::new(&d.relay, d.agent).await;
 
-    let run = c.ask("hello there").await;
+    let run = first_ask(&mut c, "hello there").await;
     assert_eq!(run.text(), "echo: hello there");
 
     let run = c.ask("stream 4").await;
@@ -100,6 +113,8 @@ async fn a_permission_request_is_a_question_answered_in_the_hub() {
     let work = dir.path().join("work");
     let d = daemon(dir.path(), &work);
     let api = Api::of(&d);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    assert_eq!(first_ask(&mut c, "warm up").await.text(), "echo: warm up");
 
     // Over A2A (a front that can ask): the agent's permission request is the task's question, and the
     // hub's answer is the option of its kind.
@@ -124,7 +139,6 @@ async fn a_permission_request_is_a_question_answered_in_the_hub() {
     }
 
     // Over NIP-XX, which cannot ask, the agent hears no.
-    let mut c = Client::new(&d.relay, d.agent).await;
     assert_eq!(c.ask("write nobody.txt").await.text(), "not written");
     assert!(!work.join("nobody.txt").exists());
 }
@@ -136,6 +150,7 @@ async fn a_cancel_ends_a_long_prompt_through_session_cancel() {
     let d = daemon(dir.path(), &work);
     let api = Api::of(&d);
     let mut c = Client::new(&d.relay, d.agent).await;
+    assert_eq!(first_ask(&mut c, "warm up").await.text(), "echo: warm up");
 
     let ev = c.prompt_event("sleep", None);
     c.watch(&ev.id);
@@ -169,6 +184,7 @@ async fn a_crashed_agent_fails_its_turn_and_is_started_again_and_the_stop_leaves
     let work = dir.path().join("work");
     let mut d = daemon(dir.path(), &work);
     let mut c = Client::new(&d.relay, d.agent).await;
+    assert_eq!(first_ask(&mut c, "warm up").await.text(), "echo: warm up");
 
     let run = c.ask("crash").await;
     let message = match &run.terminal {
@@ -181,7 +197,7 @@ async fn a_crashed_agent_fails_its_turn_and_is_started_again_and_the_stop_leaves
         "the agent's last words: {message}"
     );
     // Started again for the next turn.
-    assert_eq!(c.ask("back").await.text(), "echo: back");
+    assert_eq!(first_ask(&mut c, "back").await.text(), "echo: back");
 
     // The daemon's stop ends the agent's process.
     let marker = marker(dir.path());
