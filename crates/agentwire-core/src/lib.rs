@@ -8,6 +8,7 @@
 
 pub mod child_env;
 pub mod display;
+pub mod peer_envelope;
 mod event;
 mod ids;
 mod input;

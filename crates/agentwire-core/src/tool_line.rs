@@ -40,12 +40,15 @@ pub fn arguments_summary(arguments: &Value) -> String {
     one_line(&summary, MAX_ARGUMENTS_SUMMARY_CHARS)
 }
 
-/// `text` on one line (control characters, newlines among them, as spaces), cut to `max` characters
+/// `text` on one line (control characters, newlines among them, and bidi controls as spaces), cut to `max` characters
 /// with `…` when it is longer.
 pub fn one_line(text: &str, max: usize) -> String {
     let line: String = text
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| match crate::display::is_unprintable(c) {
+            true => ' ',
+            false => c,
+        })
         .collect();
     match line.chars().count() > max {
         true => line
@@ -106,6 +109,12 @@ fn scalar(v: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn one_line_takes_out_controls_and_bidi_overrides() {
+        assert_eq!(one_line("a\x1b]0;x\x07b\u{202e}c\nd", 40), "a ]0;x b c d");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+    }
 
     #[test]
     fn a_tool_call_reads_as_its_name_and_its_arguments_in_short() {

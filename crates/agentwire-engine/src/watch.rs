@@ -590,7 +590,9 @@ impl AllWatch {
 
 /// The first line of `message`, at most [`MAX_PROMPT_SHOWN`] bytes (at a character boundary).
 pub(crate) fn first_line(message: &str) -> String {
-    let line = message.lines().next().unwrap_or("");
+    // A peer's item (a roost envelope) is shown as who sent what, not as the envelope's words to the agent.
+    let shown = agentwire_core::peer_envelope::for_people(message);
+    let line = shown.lines().next().unwrap_or("");
     let mut end = line.len().min(MAX_PROMPT_SHOWN);
     while !line.is_char_boundary(end) {
         end -= 1;
@@ -840,5 +842,7 @@ mod tests {
         assert_eq!(first_line("hello\nworld"), "hello");
         let long = "é".repeat(MAX_PROMPT_SHOWN);
         assert!(first_line(&long).len() <= MAX_PROMPT_SHOWN);
+        let item = "<roost-item kind=\"message\" from=\"lead\">\nFrom another session.\n\nhi\n</roost-item>";
+        assert_eq!(first_line(item), "[message from lead] hi");
     }
 }

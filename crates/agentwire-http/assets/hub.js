@@ -296,8 +296,8 @@ function apply(ev) {
       t.question = null;
       if (d) {
         d.outcome = ev.outcome;
-        // The answer as the agent gave it whole: what streamed in was its draft.
-        if (ev.outcome.outcome === "result") d.text = ev.outcome.text;
+        // The answer as the agent gave it whole (what streamed in was its draft), as a person reads it.
+        if (ev.outcome.outcome === "result") d.text = ev.outcome.text_shown ?? ev.outcome.text;
       }
       break;
   }
@@ -371,7 +371,7 @@ async function openTurn(id) {
     const saved = turns.get(id);
     if (saved && one.outcome) saved.outcome = one.outcome;
     if (one.outcome) d.outcome = one.outcome;
-    if (one.outcome && one.outcome.outcome === "result") d.text = one.outcome.text;
+    if (one.outcome && one.outcome.outcome === "result") d.text = one.outcome.text_shown ?? one.outcome.text;
   } catch (e) {
     d.loading = false;
     notice(e.message);

@@ -213,6 +213,19 @@ fn usage(outcome: Option<&Outcome>) -> Usage {
     }
 }
 
+/// A turn's outcome as the API gives it: the outcome itself and, for a result, `text_shown`, its text as a
+/// person reads it (a peer's item the agent echoed shown as who sent what, [`agentwire_core::peer_envelope`]).
+fn outcome_json(outcome: Option<&Outcome>) -> Value {
+    let mut v = json!(outcome);
+    if let (Some(Outcome::Result(r)), Some(o)) = (outcome, v.as_object_mut()) {
+        o.insert(
+            "text_shown".into(),
+            json!(agentwire_core::peer_envelope::for_people(&r.text)),
+        );
+    }
+    v
+}
+
 pub(crate) fn summary_json(t: &TurnSummary) -> Value {
     json!({
         "id": t.id.as_str(),
@@ -224,7 +237,7 @@ pub(crate) fn summary_json(t: &TurnSummary) -> Value {
         "state": t.state.as_str(),
         "ended_as": t.end().map(TurnEnd::as_str),
         "question": t.question,
-        "outcome": t.outcome,
+        "outcome": outcome_json(t.outcome.as_ref()),
         "started_ms": t.started_ms,
         "ended_ms": t.ended_ms,
         "usage": usage(t.outcome.as_ref()),
@@ -338,7 +351,7 @@ pub(crate) fn event_json(e: &agentwire_engine::WatchEvent) -> Value {
             json!({"type": "question_closed", "question_id": id, "answer": answer})
         }
         WatchKind::Outcome(o) => {
-            json!({"type": "outcome", "ended_as": TurnEnd::of(o).as_str(), "outcome": o})
+            json!({"type": "outcome", "ended_as": TurnEnd::of(o).as_str(), "outcome": outcome_json(Some(o))})
         }
         _ => json!({"type": "other"}),
     };
@@ -369,10 +382,10 @@ async fn turn(Extract(s): Extract<State>, Path(id): Path<String>) -> Response {
             "agent": t.agent,
             "protocol": t.protocol,
             "conversation": t.conversation_id.as_str(),
-            "prompt": t.input.message.lines().next().unwrap_or(""),
+            "prompt": agentwire_core::peer_envelope::for_people(&t.input.message).lines().next().unwrap_or(""),
             "state": if t.outcome.is_some() { "ended" } else { "running" },
             "ended_as": t.outcome.as_ref().map(|o| TurnEnd::of(o).as_str()),
-            "outcome": t.outcome,
+            "outcome": outcome_json(t.outcome.as_ref()),
             "started_ms": t.accepted_at.saturating_mul(1000),
             "ended_ms": t.ended_at.map(|e| e.saturating_mul(1000)),
             "usage": usage(t.outcome.as_ref()),

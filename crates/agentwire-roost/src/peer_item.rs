@@ -2,6 +2,7 @@
 //! envelope every item's text is wrapped in, how the sender relates to the receiver, and the message
 //! rules (duplicates, a rate per sender). Pure: the daemon passes the time in.
 
+use agentwire_core::peer_envelope::ENVELOPE_TAG;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 
@@ -101,9 +102,6 @@ pub struct PeerItem {
     pub relation: Relation,
 }
 
-/// The tag the envelope is written in.
-const ENVELOPE_TAG: &str = "roost-item";
-
 /// The text a session receives for `item` carrying `text`: an envelope that says where it comes from (another
 /// session, not the user), that it carries no authority, and that a command in it is text. A closing tag in
 /// `text` is written so that it cannot end the envelope early.
@@ -138,49 +136,7 @@ pub fn envelope(item: &PeerItem, text: &str) -> String {
     )
 }
 
-/// `text` as a person reads it: each envelope in it (an agent that echoes or quotes what it was sent
-/// repeats one) shown as `[kind from name] body`, without the words the envelope has for the agent. A row's
-/// summary is cut to its length, so an envelope may come without its end: what is there of its body is
-/// shown. Text with no envelope is given back as it is.
-pub fn for_people(text: &str) -> std::borrow::Cow<'_, str> {
-    let open = format!("<{ENVELOPE_TAG}");
-    if !text.contains(&open) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let close = format!("</{ENVELOPE_TAG}>");
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(&open) {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + open.len()..];
-        let (attrs, inner) = after.split_once('>').unwrap_or((after, ""));
-        let (inner, next, closed) = match inner.find(&close) {
-            Some(end) => (&inner[..end], &inner[end + close.len()..], true),
-            None => (inner, "", false),
-        };
-        let attr = |key: &str| {
-            let start = format!(" {key}=\"");
-            let from = attrs.find(&start)? + start.len();
-            attrs[from..].split('"').next()
-        };
-        // The envelope's own words to the agent end at its first blank line; the body follows.
-        let body = inner.split_once("\n\n").map_or("", |(_, b)| b).trim();
-        let body = body.replace(&format!("<\\/{ENVELOPE_TAG}"), &format!("</{ENVELOPE_TAG}"));
-        out.push_str(&format!(
-            "[{} from {}]",
-            attr("kind").unwrap_or("item"),
-            attr("from").unwrap_or("another session")
-        ));
-        match (body.is_empty(), closed) {
-            (false, _) => out.push_str(&format!(" {body}")),
-            (true, false) => out.push_str(" …"),
-            (true, true) => {}
-        }
-        rest = next;
-    }
-    out.push_str(rest);
-    std::borrow::Cow::Owned(out)
-}
+pub use agentwire_core::peer_envelope::for_people;
 
 /// Why a message is not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -335,12 +335,15 @@ impl Args for Map<String, Value> {
     }
 }
 
-/// A name folded to one line: line breaks and other control characters become spaces, runs of spaces
-/// one, trimmed.
+/// A name folded to one line: line breaks, other control characters and bidi controls become spaces,
+/// runs of spaces one, trimmed.
 pub fn fold_name(name: &str) -> String {
     let spaced: String = name
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| match agentwire_core::display::is_unprintable(c) {
+            true => ' ',
+            false => c,
+        })
         .collect();
     spaced.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -431,6 +434,8 @@ mod tests {
     #[test]
     fn names_fold_and_request_ids_are_checked() {
         assert_eq!(fold_name(" a\nb\t\tc \r\n"), "a b c");
+        // A bidi override would show a name reversed (in the hub, in a table): it goes like a control.
+        assert_eq!(fold_name("evil\u{202e}gnp.exe"), "evil gnp.exe");
         assert!(check_request_id("a.b:c-d_9").is_ok());
         assert!(check_request_id("").is_err());
         assert!(check_request_id(&"x".repeat(65)).is_err());

@@ -10,6 +10,7 @@ mod closed_pipe;
 mod concierge_cli;
 mod config;
 mod data_dir_lock;
+mod fd_limit;
 mod fisk_cli;
 mod fisk_questions;
 mod fronts;

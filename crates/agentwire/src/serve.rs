@@ -216,6 +216,7 @@ pub(crate) async fn run(config: Resolved) -> Result<ExitCode, String> {
     // Taken before anything starts: a SIGTERM sent on the ready line (or while starting) is a clean
     // stop once the start is done, never the default action that kills the process mid-way.
     let signals = Signals::new();
+    crate::fd_limit::raise_and_log();
     match start(config).await {
         Ok(running) => {
             let code = running.serve(signals).await;

@@ -410,7 +410,7 @@ async fn show(
                     .as_ref()
                     .map(agentwire_core::arguments_summary)
                     .unwrap_or_default();
-                println!("question      {tool}: {}", cell(&asked, 200));
+                println!("question      {}: {}", cell(tool, 64), cell(&asked, 200));
             }
         }
         State::Running(id) => println!("running       {id}"),

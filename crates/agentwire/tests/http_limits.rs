@@ -513,3 +513,64 @@ async fn on_stop_event_streams_end_and_a_request_held_open_delays_the_stop_at_mo
     );
     assert!(closed_after(held, stopping, SLACK).await.is_some());
 }
+
+/// The soft and hard limits on open files of process `pid`, from `/proc`.
+fn open_files_limit(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_string();
+    let mut figures = line.split_whitespace().skip(3);
+    (
+        figures.next().unwrap().to_string(),
+        figures.next().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn serve_started_at_a_soft_limit_of_1024_raises_it_to_its_budget_within_the_hard_limit() {
+    use std::io::BufRead;
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: prlimit is not here");
+        return;
+    }
+    // A hard limit above the budget: the soft one goes to the budget; one below it: to the hard limit.
+    for (limits, want) in [("1024:16384", "8192"), ("1024:2048", "2048")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("prlimit")
+            .arg(format!("--nofile={limits}"))
+            .arg(env!("CARGO_BIN_EXE_agentwire"))
+            .args(["serve", "--data-dir", dir.path().to_str().unwrap()])
+            .args(["--relay-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .arg("--roost-socket")
+            .arg(dir.path().join("roost.sock"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("\"ready\":true"), "{line}");
+        let (soft, hard) = open_files_limit(child.id());
+        let hard_wanted = limits.split(':').nth(1).unwrap();
+        assert_eq!((soft.as_str(), hard.as_str()), (want, hard_wanted));
+        common::sigterm(&mut child);
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        // Short of the budget, the operator is told.
+        assert_eq!(
+            log.contains("only to the hard limit"),
+            want != "8192",
+            "{log}"
+        );
+    }
+}

@@ -269,6 +269,32 @@ async fn a_controller_that_knows_only_the_socket_is_answered_by_the_daemon_behin
         echo["summary"],
         "You said: [message from ci] the build is green"
     );
+    // The hub's runs (the turn API) show that turn the same way: its prompt and its answer as people read
+    // them, the envelope only in what the agent got and gave.
+    let api = common::api::Api::of(&d);
+    let turns = api.get("/api/v1/turns").await;
+    let turn = turns["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["prompt"] == "[message from ci] the build is green")
+        .unwrap_or_else(|| panic!("no run shows the message as people read it: {turns}"))
+        .clone();
+    for t in turns["turns"].as_array().unwrap() {
+        assert!(!t["prompt"].as_str().unwrap().contains("roost-item"), "{t}");
+    }
+    let one = api
+        .get(&format!("/api/v1/turns/{}", turn["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        one["outcome"]["text_shown"],
+        "You said: [message from ci] the build is green",
+        "{one}"
+    );
+    assert!(one["outcome"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("<roost-item"));
 
     let mut c = Controller::connect(Path::new(&socket)).await.unwrap();
     for r in c.call("rows", json!({})).await.unwrap()["rows"]
