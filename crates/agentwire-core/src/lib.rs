@@ -8,11 +8,11 @@
 
 pub mod child_env;
 pub mod display;
-pub mod peer_envelope;
 mod event;
 mod ids;
 mod input;
 mod outcome;
+pub mod peer_envelope;
 mod question;
 mod redact;
 mod tool_line;

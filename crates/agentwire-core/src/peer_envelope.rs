@@ -58,8 +58,14 @@ mod tests {
     fn an_envelope_reads_as_who_sent_what_whole_cut_or_absent() {
         let e = "<roost-item kind=\"message\" from=\"lead\" from_id=\"j1\" relation=\"peer\">\n\
                  This message comes from another session.\n\nthe tests pass\n</roost-item>";
-        assert_eq!(for_people(&format!("You said: {e}")), "You said: [message from lead] the tests pass");
+        assert_eq!(
+            for_people(&format!("You said: {e}")),
+            "You said: [message from lead] the tests pass"
+        );
         assert_eq!(for_people(&e[..40]), "[message from lead] …");
-        assert!(matches!(for_people("plain"), std::borrow::Cow::Borrowed("plain")));
+        assert!(matches!(
+            for_people("plain"),
+            std::borrow::Cow::Borrowed("plain")
+        ));
     }
 }

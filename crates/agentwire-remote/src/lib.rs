@@ -11,6 +11,10 @@
 //! Limits: one relay used a turn (the first of `relays` that connects), a turn at most its
 //! `request_timeout_secs` (then cancelled there), no questions (NIP-XX has none).
 
+pub mod a2a;
+pub mod fisk;
 pub mod nipxx;
 
+pub use a2a::{A2aRemote, A2aRemoteSettings};
+pub use fisk::{FiskRemote, FiskRemoteSettings};
 pub use nipxx::{NipxxRemote, NipxxRemoteSettings};

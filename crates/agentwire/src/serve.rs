@@ -135,6 +135,43 @@ pub(crate) async fn make_agent(
                 },
             ))
         }
+        AgentKind::FiskRemote {
+            connect,
+            identity,
+            timeout,
+        } => Arc::new(agentwire_remote::FiskRemote::new(
+            name,
+            agentwire_remote::FiskRemoteSettings {
+                connect: (**connect).clone(),
+                identity: identity.clone(),
+                timeout: *timeout,
+            },
+        )),
+        AgentKind::A2aRemote {
+            card_url,
+            token_env,
+            timeout,
+        } => {
+            let token = match token_env {
+                None => None,
+                Some(var) => match std::env::var(var) {
+                    Ok(t) if !t.is_empty() => Some(t),
+                    _ => {
+                        return Err(format!(
+                            "[agents.{name}] token_env: the environment variable {var} is not set"
+                        ))
+                    }
+                },
+            };
+            Arc::new(agentwire_remote::A2aRemote::new(
+                name,
+                agentwire_remote::A2aRemoteSettings {
+                    card_url: card_url.clone(),
+                    token,
+                    timeout: *timeout,
+                },
+            ))
+        }
         AgentKind::Acp { command, env, cwd } => {
             let cwd = match cwd {
                 Some(c) => c.clone(),

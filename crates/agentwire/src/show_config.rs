@@ -174,6 +174,14 @@ struct AgentView<'a> {
     cwd: Option<&'a std::path::Path>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pubkey: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    delegates: Vec<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     relays: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -235,6 +243,27 @@ impl<'a> AgentView<'a> {
                 request_timeout_secs: Some(timeout.as_secs()),
                 ..AgentView::of_kind("nipxx")
             },
+            // The servers with any credentials in them redacted; the credentials by file or variable.
+            AgentKind::FiskRemote {
+                connect,
+                identity,
+                timeout,
+            } => AgentView {
+                url: Some(connect.shown()),
+                identity: Some(identity.as_str()),
+                request_timeout_secs: Some(timeout.as_secs()),
+                ..AgentView::of_kind("fisk")
+            },
+            AgentKind::A2aRemote {
+                card_url,
+                token_env,
+                timeout,
+            } => AgentView {
+                url: Some(redact_url(card_url)),
+                token_env: token_env.as_deref(),
+                request_timeout_secs: Some(timeout.as_secs()),
+                ..AgentView::of_kind("a2a")
+            },
             AgentKind::Acp { command, env, cwd } => AgentView {
                 command: Some(command.as_slice()),
                 cwd: cwd.as_deref(),
@@ -269,6 +298,7 @@ impl<'a> AgentView<'a> {
                     .collect(),
                 pass_env: &s.env.pass,
                 env: env_view(&s.env.set),
+                delegates: s.delegates.iter().map(|d| d.name.as_str()).collect(),
                 ..AgentView::of_kind("openai")
             },
         };
@@ -294,6 +324,10 @@ impl<'a> AgentView<'a> {
             shell_dir: None,
             cwd: None,
             pubkey: None,
+            url: None,
+            identity: None,
+            token_env: None,
+            delegates: Vec::new(),
             relays: Vec::new(),
             mcp: Vec::new(),
             max_concurrent_turns: None,

@@ -547,7 +547,12 @@ fn serve_started_at_a_soft_limit_of_1024_raises_it_to_its_budget_within_the_hard
             .arg(format!("--nofile={limits}"))
             .arg(env!("CARGO_BIN_EXE_agentwire"))
             .args(["serve", "--data-dir", dir.path().to_str().unwrap()])
-            .args(["--relay-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .args([
+                "--relay-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+            ])
             .arg("--roost-socket")
             .arg(dir.path().join("roost.sock"))
             .env("RUST_LOG", "warn")

@@ -287,8 +287,7 @@ async fn a_controller_that_knows_only_the_socket_is_answered_by_the_daemon_behin
         .get(&format!("/api/v1/turns/{}", turn["id"].as_str().unwrap()))
         .await;
     assert_eq!(
-        one["outcome"]["text_shown"],
-        "You said: [message from ci] the build is green",
+        one["outcome"]["text_shown"], "You said: [message from ci] the build is green",
         "{one}"
     );
     assert!(one["outcome"]["text"]

@@ -114,7 +114,7 @@ pub(crate) struct RoomFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
-    /// `demo`, `roost`, `cmd`, `openai`, `acp` or `nipxx` (a remote NIP-XX agent).
+    /// `demo`, `roost`, `cmd`, `openai`, `acp`, or a remote agent's `nipxx`, `fisk` or `a2a`.
     pub(crate) kind: String,
     /// For `roost`: the profile whose jobs serve the turns.
     pub(crate) profile: Option<String>,
@@ -125,6 +125,18 @@ pub(crate) struct AgentFile {
     pub(crate) pubkey: Option<String>,
     /// For `nipxx`: the relays the remote agent is on.
     pub(crate) relays: Option<Vec<String>>,
+    /// For `fisk`: the NATS server(s) the worker is on (as `[nats] url`); for `a2a`: the agent card's URL.
+    pub(crate) url: Option<String>,
+    /// For `fisk`: the worker's fisk-ai identity.
+    pub(crate) identity: Option<String>,
+    /// For `fisk`: this daemon's credentials and TLS on that NATS account, as `[nats]` takes them
+    /// (`creds_file`, `user` with `password_env`, `token_env`, `nkey_seed_file`, `tls_*`, `inbox_prefix`).
+    pub(crate) nats: Option<agentwire_fisk::settings::NatsSection>,
+    /// For `a2a`: the environment variable holding the bearer token the agent's card asks for.
+    pub(crate) token_env: Option<String>,
+    /// For `openai`: remote agents (`[agents.<name>]` of kind nipxx, fisk or a2a) the model may call as
+    /// tools, each under its name.
+    pub(crate) delegates: Option<Vec<String>>,
     /// For `acp`: the agent's working directory and its sessions' `cwd` (absolute; default
     /// `<data dir>/work/<name>`).
     pub(crate) cwd: Option<PathBuf>,

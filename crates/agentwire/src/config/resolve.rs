@@ -80,6 +80,24 @@ pub(crate) enum AgentKind {
         /// How long a turn may take there.
         timeout: Duration,
     },
+    /// A fisk-ai worker on some NATS account, reached as its caller.
+    FiskRemote {
+        /// The NATS servers and this daemon's credentials there.
+        connect: Box<agentwire_fisk::connection::NatsConnect>,
+        /// The worker's fisk-ai identity.
+        identity: String,
+        /// How long a turn may take there.
+        timeout: Duration,
+    },
+    /// An A2A agent behind a URL, reached as its client.
+    A2aRemote {
+        /// Its agent card's URL.
+        card_url: String,
+        /// The environment variable holding the bearer token its card asks for, when it asks for one.
+        token_env: Option<String>,
+        /// How long a turn may take there.
+        timeout: Duration,
+    },
     /// An agent speaking ACP over its stdio, its process kept across turns.
     Acp {
         /// The program and its arguments (not empty).
@@ -102,7 +120,19 @@ impl AgentKind {
             AgentKind::Cmd { .. } => "cmd",
             AgentKind::Acp { .. } => "acp",
             AgentKind::NipxxRemote { .. } => "nipxx",
+            AgentKind::FiskRemote { .. } => "fisk",
+            AgentKind::A2aRemote { .. } => "a2a",
         }
+    }
+
+    /// Whether it is an agent served elsewhere (which a model agent may take as a delegate).
+    pub(crate) fn is_remote(&self) -> bool {
+        matches!(
+            self,
+            AgentKind::NipxxRemote { .. }
+                | AgentKind::FiskRemote { .. }
+                | AgentKind::A2aRemote { .. }
+        )
     }
 }
 
@@ -129,7 +159,21 @@ pub(crate) struct OpenAiSettings {
     pub(crate) mcp: Vec<agentwire_agents::openai::mcp::McpServerConfig>,
     /// What the `shell` tool's commands get beyond the allowlist (`env`, `pass_env`).
     pub(crate) env: ChildEnv,
+    /// The remote agents the model may call as tools (`delegates`), in the order given.
+    pub(crate) delegates: Vec<Delegate>,
 }
+
+/// A remote agent a model agent may call as a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Delegate {
+    /// Its `[agents.<name>]` name, the tool's name.
+    pub(crate) name: String,
+    /// What it is (a remote kind).
+    pub(crate) kind: AgentKind,
+}
+
+/// The most delegates one model agent may have: each is a tool in every model call.
+pub(crate) const MAX_DELEGATES: usize = 16;
 
 /// The most relays a remote NIP-XX agent may list: a turn uses the first that connects.
 pub(crate) const MAX_REMOTE_RELAYS: usize = 8;
@@ -553,7 +597,15 @@ fn unused_agents(file: &FileConfig, default: &str) -> Result<Vec<String>, Config
         if name == default || entry.expose.is_some() {
             continue;
         }
-        entry_choice(name.clone(), entry)?;
+        entry_choice(name.clone(), entry, &file.agents)?;
+        // A model agent's delegate is served through it.
+        let delegated = file
+            .agents
+            .values()
+            .any(|a| a.delegates.as_ref().is_some_and(|d| d.contains(name)));
+        if delegated {
+            continue;
+        }
         warnings.push(format!(
             "[agents.{name}] is not served: it is not --agent (or [serve] agent) and has no expose"
         ));
@@ -813,7 +865,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
         });
     }
     if let Some(entry) = file.agents.get(&name) {
-        return entry_choice(name, entry);
+        return entry_choice(name, entry, &file.agents);
     }
     if name == "demo" {
         return Ok(AgentChoice {
@@ -892,7 +944,7 @@ fn more_agents(
             });
         }
         out.push(ExposedAgent {
-            choice: entry_choice(name.clone(), entry)?,
+            choice: entry_choice(name.clone(), entry, &file.agents)?,
             fronts: crate::fronts::in_order(expose),
             key_file: entry.key_file.clone(),
             fisk_identity,
@@ -902,7 +954,11 @@ fn more_agents(
 }
 
 /// The agent of entry `[agents.<name>]`, checked.
-fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentChoice, ConfigError> {
+fn entry_choice(
+    name: String,
+    entry: &super::file::AgentFile,
+    agents: &HashMap<String, super::file::AgentFile>,
+) -> Result<AgentChoice, ConfigError> {
     {
         // The name becomes a key file's and a directory's name: no path in it.
         let fit = (1..=64).contains(&name.len())
@@ -924,24 +980,13 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
             },
             ("roost", None) => return Err(ConfigError::AgentProfile { name }),
             ("demo", _) => AgentKind::Demo,
-            ("openai", _) => AgentKind::OpenAi(Box::new(openai_settings(&name, entry)?)),
+            ("openai", _) => AgentKind::OpenAi(Box::new(openai_settings(&name, entry, agents)?)),
             ("cmd", _) => {
                 let command = match &entry.command {
                     Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
                     _ => return Err(ConfigError::AgentCommand { name, kind: "cmd" }),
                 };
-                let timeout = match entry.request_timeout_secs {
-                    None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
-                    Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Duration::from_secs(v),
-                    Some(value) => {
-                        return Err(ConfigError::AgentTimeout {
-                            name,
-                            value,
-                            min: *AGENT_TIMEOUT_SECS.start(),
-                            max: *AGENT_TIMEOUT_SECS.end(),
-                        })
-                    }
-                };
+                let timeout = turn_timeout(&name, entry)?;
                 AgentKind::Cmd {
                     command,
                     timeout,
@@ -976,22 +1021,74 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
                     agentwire_nostr::relay_conn::check_relay_url(url)
                         .map_err(|e| bad("relays", format!("{url}: {e}")))?;
                 }
-                let timeout = match entry.request_timeout_secs {
-                    None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
-                    Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Duration::from_secs(v),
-                    Some(value) => {
-                        return Err(ConfigError::AgentTimeout {
-                            name,
-                            value,
-                            min: *AGENT_TIMEOUT_SECS.start(),
-                            max: *AGENT_TIMEOUT_SECS.end(),
-                        })
-                    }
-                };
+                let timeout = turn_timeout(&name, entry)?;
                 AgentKind::NipxxRemote {
                     agent,
                     relays,
                     timeout,
+                }
+            }
+            ("fisk", _) => {
+                let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
+                    name: name.clone(),
+                    key,
+                    reason,
+                };
+                let Some(url) = &entry.url else {
+                    return Err(bad(
+                        "url",
+                        "missing: the NATS server(s) the worker is reached on".into(),
+                    ));
+                };
+                let Some(identity) = &entry.identity else {
+                    return Err(bad(
+                        "identity",
+                        "missing: the worker's fisk-ai identity".into(),
+                    ));
+                };
+                Identity::new(identity.clone()).map_err(|_| {
+                    bad(
+                        "identity",
+                        format!(
+                            "{identity:?} is not a fisk-ai identity (letters, digits, - and _)"
+                        ),
+                    )
+                })?;
+                let section = entry.nats.clone().unwrap_or_default();
+                let connect =
+                    agentwire_fisk::settings::connect(url, "[agents.<name>] url", &section)
+                        .map_err(|e| bad("nats", e.to_string()))?;
+                AgentKind::FiskRemote {
+                    connect: Box::new(connect),
+                    identity: identity.clone(),
+                    timeout: turn_timeout(&name, entry)?,
+                }
+            }
+            ("a2a", _) => {
+                let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
+                    name: name.clone(),
+                    key,
+                    reason,
+                };
+                let Some(url) = &entry.url else {
+                    return Err(bad("url", "missing: the agent card's URL".into()));
+                };
+                match url.parse::<reqwest::Url>() {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                    _ => return Err(bad("url", format!("{url:?} is not an http(s) URL"))),
+                }
+                if let Some(var) = &entry.token_env {
+                    if var.is_empty() || var.contains('=') {
+                        return Err(bad(
+                            "token_env",
+                            format!("{var:?} is not an environment variable's name"),
+                        ));
+                    }
+                }
+                AgentKind::A2aRemote {
+                    card_url: url.clone(),
+                    token_env: entry.token_env.clone(),
+                    timeout: turn_timeout(&name, entry)?,
                 }
             }
             ("acp", _) => {
@@ -1065,11 +1162,31 @@ fn entry_choice(name: String, entry: &super::file::AgentFile) -> Result<AgentCho
     }
 }
 
+/// An entry's `request_timeout_secs` (how long a turn may run; default
+/// [`agentwire_agents::DEFAULT_CMD_TIMEOUT`]), checked against [`AGENT_TIMEOUT_SECS`].
+fn turn_timeout(name: &str, entry: &super::file::AgentFile) -> Result<Duration, ConfigError> {
+    match entry.request_timeout_secs {
+        None => Ok(agentwire_agents::DEFAULT_CMD_TIMEOUT),
+        Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Ok(Duration::from_secs(v)),
+        Some(value) => Err(ConfigError::AgentTimeout {
+            name: name.to_string(),
+            value,
+            min: *AGENT_TIMEOUT_SECS.start(),
+            max: *AGENT_TIMEOUT_SECS.end(),
+        }),
+    }
+}
+
 /// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
 /// `cmd` agent would otherwise be ignored without a word.
 fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 16] = [
+    let set: [(&'static str, bool, &[&str]); 21] = [
         ("profile", e.profile.is_some(), &["roost"]),
+        ("url", e.url.is_some(), &["fisk", "a2a"]),
+        ("identity", e.identity.is_some(), &["fisk"]),
+        ("nats", e.nats.is_some(), &["fisk"]),
+        ("token_env", e.token_env.is_some(), &["a2a"]),
+        ("delegates", e.delegates.is_some(), &["openai"]),
         ("pubkey", e.pubkey.is_some(), &["nipxx"]),
         ("relays", e.relays.is_some(), &["nipxx"]),
         ("command", e.command.is_some(), &["cmd", "acp"]),
@@ -1077,7 +1194,7 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
         (
             "request_timeout_secs",
             e.request_timeout_secs.is_some(),
-            &["cmd", "openai", "nipxx"],
+            &["cmd", "openai", "nipxx", "fisk", "a2a"],
         ),
         ("base_url", e.base_url.is_some(), &["openai"]),
         ("models", e.models.is_some(), &["openai"]),
@@ -1095,7 +1212,10 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
         ("pass_env", e.pass_env.is_some(), &["cmd", "openai", "acp"]),
     ];
     for (key, given, kinds) in set {
-        let known = ["demo", "roost", "cmd", "openai", "acp", "nipxx"].contains(&e.kind.as_str());
+        let known = [
+            "demo", "roost", "cmd", "openai", "acp", "nipxx", "fisk", "a2a",
+        ]
+        .contains(&e.kind.as_str());
         if given && known && !kinds.contains(&e.kind.as_str()) {
             return Err(ConfigError::AgentSetting {
                 name: name.to_string(),
@@ -1114,6 +1234,7 @@ fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), Conf
 fn openai_settings(
     name: &str,
     entry: &super::file::AgentFile,
+    agents: &HashMap<String, super::file::AgentFile>,
 ) -> Result<OpenAiSettings, ConfigError> {
     let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
         name: name.to_string(),
@@ -1206,7 +1327,55 @@ fn openai_settings(
         shell_dir: entry.shell_dir.clone(),
         mcp: mcp_servers(name, entry)?,
         env: child_env(name, entry)?,
+        delegates: delegates(name, entry, agents)?,
     })
+}
+
+/// A model agent's `delegates`: each the name of another `[agents.<name>]` entry that is a remote agent
+/// (`nipxx`, `fisk`, `a2a`: none of those delegates in turn, so no call goes round), at most
+/// [`MAX_DELEGATES`], none twice, and none a name a built-in tool has.
+fn delegates(
+    name: &str,
+    entry: &super::file::AgentFile,
+    agents: &HashMap<String, super::file::AgentFile>,
+) -> Result<Vec<Delegate>, ConfigError> {
+    let bad = |reason: String| ConfigError::AgentSetting {
+        name: name.to_string(),
+        key: "delegates",
+        reason,
+    };
+    let names = entry.delegates.clone().unwrap_or_default();
+    if names.len() > MAX_DELEGATES {
+        return Err(bad(format!("at most {MAX_DELEGATES} agents")));
+    }
+    let mut out: Vec<Delegate> = Vec::new();
+    for d in names {
+        if out.iter().any(|o| o.name == d) {
+            return Err(bad(format!("{d:?} is named twice")));
+        }
+        use agentwire_agents::openai::{concierge_tools, roost_tools, tools};
+        if tools::BUILTIN_TOOLS.contains(&d.as_str())
+            || roost_tools::is_roost_tool(&d)
+            || concierge_tools::is_concierge_tool(&d)
+        {
+            return Err(bad(format!("{d:?} is the name of a built-in tool")));
+        }
+        if d.contains('.') {
+            return Err(bad(format!("{d:?}: a tool's name has no '.'")));
+        }
+        let Some(other) = agents.get(&d).filter(|_| d != name) else {
+            return Err(bad(format!("{d:?} is not another [agents.<name>] entry")));
+        };
+        let kind = entry_choice(d.clone(), other, agents)?.kind;
+        if !kind.is_remote() {
+            return Err(bad(format!(
+                "{d:?} is of kind {:?}: a delegate is an agent served elsewhere (nipxx, fisk or a2a)",
+                kind.name()
+            )));
+        }
+        out.push(Delegate { name: d, kind });
+    }
+    Ok(out)
 }
 
 /// An `[agents.<name>]` entry's `env` and `pass_env`, checked.
@@ -1224,22 +1393,32 @@ fn child_env(name: &str, entry: &super::file::AgentFile) -> Result<ChildEnv, Con
 }
 
 /// Refuses a `pass_env` (of an agent, an MCP server or a roost profile) that names a variable the
-/// configuration holds a secret in (`api_key_env`, `[nats] password_env` or `token_env`): a child never gets
+/// configuration holds a secret in (`api_key_env`, `[nats] password_env` or `token_env`, a remote agent's
+/// `token_env` and its `nats` credentials' variables): a child never gets
 /// the daemon's secrets.
 fn secrets_not_passed(
     file: &FileConfig,
     profiles: &HashMap<String, Profile>,
 ) -> Result<(), ConfigError> {
+    fn remote(a: &super::file::AgentFile) -> [Option<&str>; 3] {
+        let nats = a.nats.as_ref();
+        [
+            a.token_env.as_deref(),
+            nats.and_then(|n| n.password_env.as_deref()),
+            nats.and_then(|n| n.token_env.as_deref()),
+        ]
+    }
     let secrets: BTreeSet<&str> = file
         .agents
         .values()
         .filter_map(|a| a.api_key_env.as_deref())
+        .chain(file.agents.values().flat_map(remote).flatten())
         .chain(file.nats.password_env.as_deref())
         .chain(file.nats.token_env.as_deref())
         .collect();
     let named = |pass: &[String]| pass.iter().find(|v| secrets.contains(v.as_str())).cloned();
     let reason = |var: String| {
-        format!("{var} holds a secret this configuration names (api_key_env, [nats] password_env or token_env): it is never passed to a child")
+        format!("{var} holds a secret this configuration names (api_key_env, a password_env or token_env): it is never passed to a child")
     };
     for (name, entry) in &file.agents {
         let mcp = entry.mcp.iter().flatten();

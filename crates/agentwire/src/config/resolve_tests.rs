@@ -1570,3 +1570,118 @@ fn callers_name_served_agents_and_variables_that_are_set() {
         "{printed}"
     );
 }
+
+#[test]
+fn remote_fisk_and_a2a_agents_take_their_settings_checked() {
+    let toml = "[agents.worker]\nkind = \"fisk\"\nurl = \"nats://127.0.0.1:4222\"\nidentity = \"docs\"\n\
+                request_timeout_secs = 30\n[agents.worker.nats]\nuser = \"u\"\npassword_env = \"FAR_PW\"\n";
+    let r = resolved(&["--agent", "worker"], toml);
+    let AgentKind::FiskRemote {
+        connect,
+        identity,
+        timeout,
+    } = &r.agent.kind
+    else {
+        panic!("{:?}", r.agent.kind)
+    };
+    assert_eq!(
+        (identity.as_str(), timeout.as_secs(), connect.servers.len()),
+        ("docs", 30, 1)
+    );
+    let toml = "[agents.far]\nkind = \"a2a\"\nurl = \"http://127.0.0.1:8080/a2a/demo/.well-known/agent-card.json\"\ntoken_env = \"FAR_TOKEN\"\n";
+    let r = resolved(&["--agent", "far"], toml);
+    let AgentKind::A2aRemote {
+        card_url,
+        token_env,
+        ..
+    } = &r.agent.kind
+    else {
+        panic!("{:?}", r.agent.kind)
+    };
+    assert!(card_url.ends_with("agent-card.json"));
+    assert_eq!(token_env.as_deref(), Some("FAR_TOKEN"));
+    for (toml, says) in [
+        ("[agents.w]\nkind = \"fisk\"\nidentity = \"d\"\n", "url"),
+        ("[agents.w]\nkind = \"fisk\"\nurl = \"nats://h:4222\"\n", "identity"),
+        (
+            "[agents.w]\nkind = \"fisk\"\nurl = \"nats://h:4222\"\nidentity = \"a b\"\n",
+            "not a fisk-ai identity",
+        ),
+        (
+            "[agents.w]\nkind = \"fisk\"\nurl = \"nats://h:4222\"\nidentity = \"d\"\n[agents.w.nats]\ntoken_env = \"T\"\ncreds_file = \"/c\"\n",
+            "one way to authenticate",
+        ),
+        ("[agents.w]\nkind = \"a2a\"\n", "url"),
+        ("[agents.w]\nkind = \"a2a\"\nurl = \"ftp://h/card\"\n", "not an http(s) URL"),
+        (
+            "[agents.w]\nkind = \"a2a\"\nurl = \"http://h/card\"\nidentity = \"d\"\n",
+            "only of fisk",
+        ),
+        (
+            "[agents.w]\nkind = \"a2a\"\nurl = \"http://h/card\"\nrequest_timeout_secs = 0\n",
+            "request_timeout_secs",
+        ),
+    ] {
+        let e = error(&["--agent", "w"], toml).to_string();
+        assert!(e.contains(says), "{toml}: {e}");
+    }
+    // A remote agent's secrets are never passed to a child.
+    let e = error(
+        &["--agent", "w"],
+        "[agents.w]\nkind = \"a2a\"\nurl = \"http://h/card\"\ntoken_env = \"FAR_TOKEN\"\n\
+         [agents.c]\nkind = \"cmd\"\ncommand = [\"x\"]\npass_env = [\"FAR_TOKEN\"]\nexpose = [\"nipxx\"]\n",
+    )
+    .to_string();
+    assert!(e.contains("never passed"), "{e}");
+}
+
+#[test]
+fn a_model_agent_delegates_to_remote_agents_only() {
+    let model = "[agents.m]\nkind = \"openai\"\nbase_url = \"http://h/v1\"\nmodels = [\"m\"]\n";
+    let far = "[agents.far]\nkind = \"a2a\"\nurl = \"http://h/card\"\n";
+    let r = resolved(
+        &["--agent", "m"],
+        &format!("{model}delegates = [\"far\"]\n{far}"),
+    );
+    let AgentKind::OpenAi(s) = &r.agent.kind else {
+        panic!()
+    };
+    assert_eq!(s.delegates.len(), 1);
+    assert_eq!(
+        (s.delegates[0].name.as_str(), s.delegates[0].kind.name()),
+        ("far", "a2a")
+    );
+    // Served through the model agent: no warning that it is served by nothing.
+    assert!(
+        r.warnings.iter().all(|w| !w.contains("far")),
+        "{:?}",
+        r.warnings
+    );
+    for (toml, says) in [
+        (format!("{model}delegates = [\"nobody\"]\n"), "not another"),
+        (format!("{model}delegates = [\"m\"]\n"), "not another"),
+        (
+            format!("{model}delegates = [\"c\"]\n[agents.c]\nkind = \"cmd\"\ncommand = [\"x\"]\n"),
+            "served elsewhere",
+        ),
+        (
+            format!("{model}delegates = [\"far\", \"far\"]\n{far}"),
+            "twice",
+        ),
+        (
+            format!("{model}delegates = [\"calculator\"]\n[agents.calculator]\nkind = \"a2a\"\nurl = \"http://h/c\"\n"),
+            "built-in tool",
+        ),
+        (
+            format!("[agents.c]\nkind = \"cmd\"\ncommand = [\"x\"]\ndelegates = [\"far\"]\n{far}"),
+            "only of openai",
+        ),
+    ] {
+        let args = match toml.starts_with("[agents.c]") {
+            true => ["--agent", "c"],
+            false => ["--agent", "m"],
+        };
+        let e = error(&args, &toml).to_string();
+        assert!(e.contains(says), "{toml}: {e}");
+    }
+}
