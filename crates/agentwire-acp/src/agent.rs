@@ -3,11 +3,12 @@
 //! with the session's updates streamed as the turn's events, its permission requests asked through the
 //! engine, and a cancel sent as `session/cancel`.
 
+use crate::kept::KeptSessions;
 use crate::mapping::{self, ToolCalls};
 use crate::process::{Incoming, Launch, Process};
 use agent_client_protocol::v1::schema::{
-    CancelNotification, NewSessionRequest, PromptRequest, PromptResponse, RequestPermissionOutcome,
-    RequestPermissionResponse, SessionId,
+    CancelNotification, LoadSessionRequest, NewSessionRequest, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionResponse, SessionId,
 };
 use agentwire_core::{Asked, ConversationId, Failure, Outcome, TurnEvent, TurnFailure, TurnResult};
 use agentwire_engine::{cancelled, Agent, AgentCard, TurnContext, TurnInput};
@@ -42,6 +43,8 @@ pub const MAX_SESSIONS: usize = 256;
 pub struct AcpSettings {
     /// Its process.
     pub launch: Launch,
+    /// Where its conversations' sessions are kept across restarts (`None`: not kept).
+    pub sessions_file: Option<std::path::PathBuf>,
 }
 
 /// A conversation's ACP session.
@@ -56,11 +59,12 @@ struct Session {
     used: u64,
 }
 
-#[derive(Default)]
 struct State {
     process: Option<Arc<Process>>,
     sessions: HashMap<ConversationId, Session>,
     uses: u64,
+    /// Each conversation's session, kept across restarts.
+    kept: KeptSessions,
 }
 
 /// An ACP agent.
@@ -73,10 +77,16 @@ pub struct AcpAgent {
 impl AcpAgent {
     /// The agent `name`, run as `settings` say.
     pub fn new(name: impl Into<String>, settings: AcpSettings) -> Self {
+        let kept = KeptSessions::open(settings.sessions_file.clone());
         AcpAgent {
             name: name.into(),
             settings,
-            state: Default::default(),
+            state: Arc::new(tokio::sync::Mutex::new(State {
+                process: None,
+                sessions: HashMap::new(),
+                uses: 0,
+                kept,
+            })),
         }
     }
 }
@@ -115,6 +125,62 @@ async fn session_for(
         s.used = used;
         return Ok(s.clone());
     }
+    // A session of an earlier process (the daemon or the agent restarted): loaded when the agent can.
+    let earlier = st.kept.get(conversation).filter(|_| process.loads_sessions);
+    let loaded = match earlier {
+        Some(id) => match load(&process, launch, &id).await {
+            Ok(()) => Some(id),
+            Err(why) => {
+                tracing::info!(agent = %launch.name, %why, "an ACP session could not be loaded; the conversation opens a new one");
+                st.kept.forget(conversation);
+                None
+            }
+        },
+        None => None,
+    };
+    let id = match loaded {
+        Some(id) => id,
+        None => open(&process, launch).await?,
+    };
+    if st.sessions.len() >= MAX_SESSIONS {
+        let idle = st
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.busy.try_lock().is_ok())
+            .min_by_key(|(_, s)| s.used)
+            .map(|(c, _)| c.clone());
+        if let Some(c) = idle {
+            st.sessions.remove(&c);
+        }
+    }
+    st.kept.put(conversation, &id);
+    let session = Session {
+        id,
+        busy: Default::default(),
+        process,
+        used,
+    };
+    st.sessions.insert(conversation.clone(), session.clone());
+    Ok(session)
+}
+
+/// Asks the agent to load session `id` (`session/load`); the history it replays is not this turn's.
+async fn load(process: &Process, launch: &Launch, id: &SessionId) -> Result<(), String> {
+    tokio::time::timeout(
+        SESSION_TIMEOUT,
+        process
+            .cx
+            .send_request(LoadSessionRequest::new(id.clone(), launch.cwd.clone()))
+            .block_task(),
+    )
+    .await
+    .map_err(|_| format!("no answer within {} s", SESSION_TIMEOUT.as_secs()))?
+    .map(|_| ())
+    .map_err(|e| e.to_string())
+}
+
+/// Opens a new session (`session/new`).
+async fn open(process: &Process, launch: &Launch) -> Result<SessionId, String> {
     let made = tokio::time::timeout(
         SESSION_TIMEOUT,
         process
@@ -130,25 +196,7 @@ async fn session_for(
         )
     })?
     .map_err(|e| format!("it did not open a session: {e}"))?;
-    if st.sessions.len() >= MAX_SESSIONS {
-        let idle = st
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.busy.try_lock().is_ok())
-            .min_by_key(|(_, s)| s.used)
-            .map(|(c, _)| c.clone());
-        if let Some(c) = idle {
-            st.sessions.remove(&c);
-        }
-    }
-    let session = Session {
-        id: made.session_id,
-        busy: Default::default(),
-        process,
-        used,
-    };
-    st.sessions.insert(conversation.clone(), session.clone());
-    Ok(session)
+    Ok(made.session_id)
 }
 
 impl Agent for AcpAgent {

@@ -24,13 +24,16 @@
 //! Limits: a line from the agent at most [`process::MAX_LINE_BYTES`] (a longer one ends the connection), a
 //! prompt [`agent::MAX_PROMPT_BYTES`], an answer [`agent::MAX_ANSWER_BYTES`] (the agent is asked to stop
 //! there), [`agent::MAX_SESSIONS`] conversations with a session (the least recently used forgotten past it).
-//! Sessions live as long as the agent's process: after a restart of the daemon or of the agent, a
-//! conversation's next turn opens a new session.
+//! A conversation's session is kept across restarts (`kept`, a file beside the journal): after a restart of
+//! the daemon or of the agent, the conversation's next turn asks the new process to `session/load` it when
+//! the agent offers that (its `loadSession` capability), and opens a new session when it does not (or no
+//! longer knows the session).
 //!
 //! `mapping` is pure (updates, stop reasons, permissions); `process` is the child and its connection;
 //! `agent` the [`AcpAgent`] over them.
 
 pub mod agent;
+pub mod kept;
 pub mod mapping;
 pub mod process;
 

@@ -131,6 +131,8 @@ pub struct Launch {
 pub(crate) struct Process {
     /// The connection: requests and notifications to the agent.
     pub(crate) cx: ConnectionTo<Agent>,
+    /// Whether the agent offers `session/load` (its `loadSession` capability).
+    pub(crate) loads_sessions: bool,
     routes: Arc<Routes>,
     group: Arc<Group>,
     /// True once the process has exited and its stderr is read.
@@ -235,7 +237,7 @@ impl Process {
                     .block_task()
                     .await?;
                 tracing::debug!(agent = ?init.agent_info, "an ACP agent initialized");
-                let _ = ready_tx.send(cx.clone());
+                let _ = ready_tx.send((cx.clone(), init.agent_capabilities.load_session));
                 let _ = close_rx.wait_for(|c| *c).await;
                 Ok(())
             });
@@ -263,8 +265,9 @@ impl Process {
             format!("{what}{said}")
         };
         match started {
-            Ok(Ok(cx)) => Ok(Arc::new(Process {
+            Ok(Ok((cx, loads_sessions))) => Ok(Arc::new(Process {
                 cx,
+                loads_sessions,
                 routes,
                 group,
                 ended,

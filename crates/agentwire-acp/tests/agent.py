@@ -11,9 +11,14 @@ other side of the `kind = "acp"` agent's tests. What it does depends on the prom
 - `where`: says its working directory and the session's cwd;
 - `count`: says how many prompts this session has had (a conversation is one session);
 - anything else: `echo: ` and the prompt.
+
+Started with `--load`, it offers `session/load`: its sessions (their prompt counts) are kept in
+`sessions.json` in its working directory, so a new process loads a session an earlier one opened (replaying
+a line of history as it does); a session it never opened is refused.
 """
 
 import asyncio
+import json
 import os
 import sys
 import uuid
@@ -22,8 +27,10 @@ from acp import (
     PROTOCOL_VERSION,
     Agent,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PromptResponse,
+    RequestError,
     plan_entry,
     run_agent,
     start_tool_call,
@@ -35,6 +42,8 @@ from acp import (
 from acp.schema import AgentCapabilities, Implementation, PermissionOption, ToolCallUpdate
 
 STREAM_GAP = 0.05
+LOAD = "--load" in sys.argv
+KEPT = "sessions.json"
 
 
 class TestAgent(Agent):
@@ -45,14 +54,38 @@ class TestAgent(Agent):
     async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kw):
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(load_session=False),
+            agent_capabilities=AgentCapabilities(load_session=LOAD),
             agent_info=Implementation(name="agentwire-test-agent", version="1.0"),
         )
 
     async def new_session(self, cwd, mcp_servers=None, **kw):
         sid = uuid.uuid4().hex
         self._sessions[sid] = {"cwd": cwd, "prompts": 0, "cancel": asyncio.Event()}
+        self.keep()
         return NewSessionResponse(session_id=sid)
+
+    def kept(self):
+        try:
+            with open(KEPT) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def keep(self):
+        if LOAD:
+            saved = self.kept()
+            saved.update({sid: s["prompts"] for sid, s in self._sessions.items()})
+            with open(KEPT, "w") as f:
+                json.dump(saved, f)
+
+    async def load_session(self, cwd, session_id, mcp_servers=None, **kw):
+        saved = self.kept()
+        if not LOAD or session_id not in saved:
+            raise RequestError.invalid_params({"sessionId": session_id})
+        self._sessions[session_id] = {"cwd": cwd, "prompts": saved[session_id], "cancel": asyncio.Event()}
+        # The history is replayed as the session's updates before the answer: not a turn's text.
+        await self.say(session_id, "(replayed history)")
+        return LoadSessionResponse()
 
     async def say(self, sid, text):
         await self._conn.session_update(session_id=sid, update=update_agent_message_text(text))
@@ -60,6 +93,7 @@ class TestAgent(Agent):
     async def prompt(self, session_id, prompt, **kw):
         s = self._sessions[session_id]
         s["prompts"] += 1
+        self.keep()
         s["cancel"] = asyncio.Event()
         text = " ".join(getattr(b, "text", "") for b in prompt).strip()
         word, _, rest = text.partition(" ")

@@ -90,6 +90,27 @@ pub(crate) async fn make_agent(
                 true => agent.with_concierge(Arc::new(ConciergeTools::new(hosted.clone()))),
                 false => agent,
             };
+            // Its delegates: remote agents (no delegate delegates in turn), each reached as this
+            // daemon's client like any remote agent it serves.
+            let mut delegates = Vec::new();
+            for d in &s.delegates {
+                let remote = Box::pin(make_agent(
+                    &d.name,
+                    &d.kind,
+                    roost_socket,
+                    hosted,
+                    data_dir,
+                    metrics,
+                ))
+                .await?;
+                delegates.push(agentwire_agents::openai::delegate::Delegate {
+                    name: d.name.clone(),
+                    agent: remote,
+                });
+            }
+            let agent = agent.with_delegates(agentwire_agents::openai::delegate::Delegates::new(
+                delegates,
+            ));
             let agent = match s.mcp.is_empty() {
                 true => Arc::new(agent),
                 false => Arc::new(agent.with_mcp(McpServers::start(s.mcp.clone()).await)),
@@ -186,7 +207,10 @@ pub(crate) async fn make_agent(
             };
             Arc::new(agentwire_acp::AcpAgent::new(
                 name,
-                agentwire_acp::AcpSettings { launch },
+                agentwire_acp::AcpSettings {
+                    launch,
+                    sessions_file: Some(data_dir.join("acp").join(format!("{name}.sessions.json"))),
+                },
             ))
         }
     })

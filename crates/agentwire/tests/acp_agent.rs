@@ -257,3 +257,65 @@ async fn an_agent_that_cannot_start_fails_the_turn_at_once() {
         "at once, no hang"
     );
 }
+
+/// A daemon on `dir`'s data dir serving the test ACP agent as `coder`, started with `args` after its
+/// script.
+fn daemon_with(dir: &Path, work: &Path, args: &[&str]) -> Daemon {
+    let config = dir.join("agentwire.toml");
+    let mut command = vec![
+        python().to_str().unwrap().to_string(),
+        agent_script().to_str().unwrap().to_string(),
+        marker(dir),
+    ];
+    command.extend(args.iter().map(|a| a.to_string()));
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.coder]\nkind = \"acp\"\ncommand = {command:?}\ncwd = {:?}\n",
+            work.to_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    Daemon::start(
+        &dir.join("data"),
+        &["--config", config.to_str().unwrap(), "--agent", "coder"],
+    )
+}
+
+/// Asks `count` in NIP-XX session `session`, with room for the agent's process to start first.
+async fn count_in(c: &mut Client, session: &str) -> String {
+    let ev = c.prompt_event("count", Some(session));
+    c.watch(&ev.id);
+    c.publish(&ev).await;
+    c.collect(&ev.id, FIRST_START, Duration::from_millis(300))
+        .await
+        .text()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_conversation_goes_on_in_its_session_when_the_agent_can_load_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    // One key for every client: a NIP-XX conversation is its sender's and its session tag.
+    let keys = nostr::prelude::Keys::generate();
+    let mut d = daemon_with(dir.path(), &work, &["--load"]);
+    let mut c = Client::with_keys(&d.relay, d.agent, keys.clone()).await;
+    assert_eq!(count_in(&mut c, "kept").await, "1");
+    assert_eq!(count_in(&mut c, "kept").await, "2");
+    assert!(common::sigterm(&mut d.child).success());
+    drop(c);
+
+    // The new process is asked to load the conversation's session: its count goes on, and the history it
+    // replays while loading is not the turn's text.
+    let mut d = daemon_with(dir.path(), &work, &["--load"]);
+    let mut c = Client::with_keys(&d.relay, d.agent, keys.clone()).await;
+    assert_eq!(count_in(&mut c, "kept").await, "3");
+    assert_eq!(count_in(&mut c, "other").await, "1");
+    assert!(common::sigterm(&mut d.child).success());
+    drop(c);
+
+    // An agent that does not offer session/load gets a new session for the conversation.
+    let d = daemon_with(dir.path(), &work, &[]);
+    let mut c = Client::with_keys(&d.relay, d.agent, keys).await;
+    assert_eq!(count_in(&mut c, "kept").await, "1");
+}

@@ -10,6 +10,7 @@
 
 pub mod budget;
 pub mod concierge_tools;
+pub mod delegate;
 pub mod errors;
 pub mod history;
 pub mod mcp;
@@ -104,6 +105,7 @@ pub struct OpenAiAgent {
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
     concierge: Option<Arc<concierge_tools::ConciergeTools>>,
+    delegates: delegate::Delegates,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -116,8 +118,15 @@ impl OpenAiAgent {
             mcp: None,
             roost: None,
             concierge: None,
+            delegates: delegate::Delegates::default(),
             metrics: None,
         }
+    }
+
+    /// The agent with remote agents it may call as tools ([`delegate`]).
+    pub fn with_delegates(mut self, delegates: delegate::Delegates) -> Self {
+        self.delegates = delegates;
+        self
     }
 
     /// The agent timing its model calls into `metrics` (the daemon's): each call's duration and a streamed
@@ -186,8 +195,8 @@ impl OpenAiAgent {
         }
     }
 
-    /// The built-ins configured, the roost tools and the concierge tools when it has them, then every MCP
-    /// server's tools (as last listed).
+    /// The built-ins configured, the roost tools and the concierge tools when it has them, its delegates,
+    /// then every MCP server's tools (as last listed).
     fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> = self
             .config
@@ -201,6 +210,7 @@ impl OpenAiAgent {
         if self.concierge.is_some() {
             specs.extend(concierge_tools::specs());
         }
+        specs.extend(self.delegates.specs());
         if let Some(mcp) = &self.mcp {
             specs.extend(mcp.tools());
         }
@@ -281,6 +291,7 @@ impl Agent for OpenAiAgent {
             mcp: self.mcp.clone(),
             roost: self.roost.clone(),
             concierge: self.concierge.clone(),
+            delegates: self.delegates.clone(),
             metrics: self.metrics.clone(),
             conversation: input.conversation_id.to_string(),
             ctx,
@@ -322,6 +333,7 @@ struct Turn {
     mcp: Option<Arc<mcp::McpServers>>,
     roost: Option<Arc<roost_peer::RoostPeer>>,
     concierge: Option<Arc<concierge_tools::ConciergeTools>>,
+    delegates: delegate::Delegates,
     metrics: Option<Arc<Metrics>>,
     /// The turn's conversation: a hosted roost job's (`roost:<job id>`) makes the roost tools the job's,
     /// and the concierge tools work only there.
@@ -605,6 +617,18 @@ impl Turn {
         ) {
             return Ok(concierge
                 .run(&call.name, &call.arguments, &self.conversation)
+                .await);
+        }
+        if self.delegates.has(&call.name) {
+            return Ok(self
+                .delegates
+                .call(
+                    &call.name,
+                    &call.id,
+                    &call.arguments,
+                    &self.conversation,
+                    &self.ctx,
+                )
                 .await);
         }
         if !self.config.tools.contains(&call.name) {
