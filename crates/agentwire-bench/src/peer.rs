@@ -129,6 +129,26 @@ impl BenchClient {
         }
     }
 
+    /// Sends `text` as a prompt and follows its run to the terminal: the time to its first answer text in
+    /// order and to its terminal, from the start of the prompt's encryption; an answer other than
+    /// `expected` is [`RunError::WrongText`]. (Used by the `remote-hop` binary, which includes this file.)
+    #[allow(dead_code)]
+    pub(crate) async fn first_and_terminal(
+        &mut self,
+        text: &str,
+        expected: &str,
+        timeout: Duration,
+    ) -> Result<(Duration, Duration), RunError> {
+        match self.follow(text, timeout).await? {
+            (followed, Terminal::Response(r)) if r.text == expected => Ok((
+                followed.first_text.ok_or(RunError::WrongText)?,
+                followed.timing.total,
+            )),
+            (_, Terminal::Response(_)) => Err(RunError::WrongText),
+            (_, Terminal::Error(e)) => Err(RunError::AiError(e.code.as_str().to_string())),
+        }
+    }
+
     /// Encrypts, signs and publishes `text` as a prompt, and follows its run to the terminal through the
     /// client's run view (each event verified and decrypted), timing it from the first byte of work.
     async fn follow(

@@ -285,6 +285,10 @@ pub struct AskRequest {
     pub timeout: Duration,
     /// Send the prompt gift-wrapped (NIP-59, the privacy-first profile) and read the wrapped answer.
     pub wrap: bool,
+    /// After the first terminal, how long to wait for a newer one (a response/cancel race):
+    /// [`TERMINAL_SETTLE`] for a person's client, which may cancel at any time; zero for a client that
+    /// takes the first terminal as it comes (a remote agent, whose turn's own cancel decides its end).
+    pub settle: Duration,
 }
 
 /// A fresh session tag, `session:<32 hex digits>` (the spec's form for a client's own session ids): 128
@@ -365,7 +369,11 @@ pub async fn ask(
     }
     on_prompt(&prompt_id);
     let view = RunView::new(me, req.agent, prompt_id);
-    follow(conn, incoming, crypto, view, &sub, req.timeout, on_update).await
+    let waits = Waits {
+        timeout: req.timeout,
+        settle: req.settle,
+    };
+    follow(conn, incoming, crypto, view, &sub, waits, on_update).await
 }
 
 /// Re-attaches to run `prompt` of `agent` (the spec's recovery recipe: its `#e` and `authors`, the events
@@ -384,20 +392,34 @@ pub async fn attach(
     let sub = format!("attach-{}", &prompt.to_hex()[..16]);
     conn.subscribe(&sub, vec![run_filter(me, agent, prompt, false)]);
     let view = RunView::new(me, agent, prompt).joining();
-    follow(conn, incoming, crypto, view, &sub, timeout, on_update).await
+    let waits = Waits {
+        timeout,
+        settle: TERMINAL_SETTLE,
+    };
+    follow(conn, incoming, crypto, view, &sub, waits, on_update).await
 }
 
-/// Applies the events of subscription `sub` to `view` until its terminal (and [`TERMINAL_SETTLE`] after it,
-/// for a newer one) or `timeout`; then ends the subscription.
+/// How long [`follow`] waits: for the terminal, and after it for a newer one.
+struct Waits {
+    timeout: Duration,
+    settle: Duration,
+}
+
+/// Applies the events of subscription `sub` to `view` until its terminal (and `waits.settle` after it, for a
+/// newer one) or `timeout`; then ends the subscription.
 async fn follow(
     conn: &RelayConn,
     incoming: &mut tokio::sync::mpsc::Receiver<Incoming>,
     crypto: &Arc<Crypto>,
     mut view: RunView,
     sub: &str,
-    timeout: Duration,
+    waits: Waits,
     mut on_update: impl FnMut(&Update),
 ) -> Result<Terminal, ClientError> {
+    let Waits {
+        timeout,
+        settle: settle_for,
+    } = waits;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut settle: Option<tokio::time::Instant> = None;
     loop {
@@ -419,7 +441,7 @@ async fn follow(
         let plain = crypto.decrypt(&message.author, &message.content).ok();
         for u in view.apply(&message, plain.as_deref()) {
             if u == Update::Terminal && settle.is_none() {
-                settle = Some(tokio::time::Instant::now() + TERMINAL_SETTLE);
+                settle = Some(tokio::time::Instant::now() + settle_for);
             }
             on_update(&u);
         }

@@ -287,6 +287,9 @@ impl Agent for NipxxRemote {
                 prompt,
                 timeout,
                 wrap,
+                // The first terminal is the turn's: a cancel here ends the turn cancelled anyway, so no
+                // newer terminal is waited for (a person's client waits 150 ms for a response/cancel race).
+                settle: std::time::Duration::ZERO,
             };
             let (tx, mut rx) = mpsc::unbounded_channel::<Update>();
             let sent: Arc<Mutex<Option<EventId>>> = Default::default();

@@ -324,6 +324,7 @@ pub(crate) async fn ask(
         prompt,
         timeout: Duration::from_secs(args.timeout),
         wrap: args.nip59,
+        settle: client::TERMINAL_SETTLE,
     };
     let sent: std::cell::Cell<Option<EventId>> = std::cell::Cell::new(None);
     let asking = client::ask(
