@@ -11,6 +11,16 @@
 //! Limits: one relay used a turn (the first of `relays` that connects), a turn at most its
 //! `request_timeout_secs` (then cancelled there), no questions (NIP-XX has none).
 //!
+//! [`fisk::FiskRemote`] (`kind = "fisk"`): a fisk-ai worker on some NATS account, reached as its caller with
+//! this daemon's credentials there. A conversation here is one conversation there (the worker's
+//! `conversation_token`, kept in memory for at most [`fisk::MAX_CONVERSATIONS`] conversations: after a
+//! restart here a conversation's next turn starts a new one there); the reply set's text, thinking, tool
+//! telemetry, warnings and statuses stream through as they come; its `result` or `error` is this turn's
+//! outcome (codes mapped to the same meaning); a question there is asked here, its answer sent back, and the
+//! run goes on; a cancel here cancels the run there; NATS that cannot be reached, or no worker serving the
+//! identity, fails the turn at once (`model_unavailable`), and a turn takes at most its
+//! `request_timeout_secs` (time waiting for a person not counted; then cancelled there).
+//!
 //! [`a2a::A2aRemote`] (`kind = "a2a"`): an A2A 1.0 agent behind a URL, reached as its client. Its card is
 //! read first (cached for [`a2a::CARD_TTL`]) for its JSON-RPC interface; a turn is one task there, sent
 //! with `SendStreamingMessage` (the bearer token from `token_env`, when set), its text streamed through as
