@@ -607,7 +607,12 @@ impl Progress {
     }
 
     /// Adds `text` to artifact `id` (`append`) or puts it in its place; the delta streamed, if any.
-    fn artifact(&mut self, id: &str, text: &str, append: bool) -> Result<Option<String>, Outcome> {
+    fn artifact(
+        &mut self,
+        id: &str,
+        text: &str,
+        append: bool,
+    ) -> Result<Option<String>, Box<Outcome>> {
         let i = match self.artifacts.iter().position(|(a, _)| a == id) {
             Some(i) => i,
             None if self.artifacts.len() < MAX_ARTIFACTS => {
@@ -623,10 +628,10 @@ impl Progress {
             text.len().saturating_sub(had)
         };
         if self.bytes + grows > MAX_ANSWER_BYTES {
-            return Err(fail(
+            return Err(Box::new(fail(
                 TurnFailure::AgentFailed,
                 format!("the remote agent's answer is over {MAX_ANSWER_BYTES} bytes"),
-            ));
+            )));
         }
         let slot = &mut self.artifacts[i].1;
         let delta = if append || slot.is_empty() {
@@ -683,7 +688,7 @@ impl Progress {
                 match self.artifact(&id, &text, append) {
                     Ok(Some(text)) => out.push(Step::Emit(TurnEvent::Text { text })),
                     Ok(None) => {}
-                    Err(o) => out.push(Step::End(o)),
+                    Err(o) => out.push(Step::End(*o)),
                 }
             }
             Incoming::Task {
@@ -702,7 +707,7 @@ impl Progress {
                         Ok(Some(text)) => out.push(Step::Emit(TurnEvent::Text { text })),
                         Ok(None) => {}
                         Err(o) => {
-                            out.push(Step::End(o));
+                            out.push(Step::End(*o));
                             return out;
                         }
                     }
