@@ -203,6 +203,13 @@ pub trait Agent: Send + Sync + 'static {
     fn stop(&self) -> BoxFuture<'static, ()> {
         Box::pin(async {})
     }
+
+    /// Told after a restart of a turn a crash cut off (the engine has ended it `interrupted`, once): an
+    /// agent that started work for it elsewhere (a remote agent's run) stops that work where its protocol
+    /// allows. Called once per such turn, in a task of its own; it must not take long. Default: nothing.
+    fn interrupted(&self, _turn: &TurnInput) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
 }
 
 #[cfg(test)]

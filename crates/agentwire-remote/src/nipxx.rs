@@ -229,6 +229,27 @@ impl Agent for NipxxRemote {
         }
     }
 
+    fn interrupted(&self, turn: &TurnInput) -> BoxFuture<'static, ()> {
+        let (agent, relays, crypto, name) = (
+            self.agent,
+            self.relays.clone(),
+            self.crypto.clone(),
+            self.name.clone(),
+        );
+        let (conversation, request) = (turn.conversation_id.clone(), turn.request_id.clone());
+        Box::pin(async move {
+            match cancel_interrupted(agent, relays, crypto, conversation).await {
+                Ok(true) => {
+                    tracing::info!(agent = %name, %request, "cancelled the remote run of a turn a crash cut off")
+                }
+                Ok(false) => {}
+                Err(why) => {
+                    tracing::warn!(agent = %name, %request, %why, "could not cancel the remote run of a turn a crash cut off")
+                }
+            }
+        })
+    }
+
     fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
         let (agent, relays, crypto, timeout, cached) = (
             self.agent,
@@ -391,6 +412,36 @@ impl Agent for NipxxRemote {
             }
         })
     }
+}
+
+/// Cancels the run a turn a crash cut off left there: the newest prompt this daemon's key sent in the
+/// conversation's session (a conversation runs one turn at a time, so it is that turn's). A run that ended
+/// meanwhile ignores the cancel; a gift-wrapped run cannot be found so (its prompt is a wrap) and runs on.
+async fn cancel_interrupted(
+    agent: PublicKey,
+    relays: Vec<String>,
+    crypto: Arc<Crypto>,
+    conversation: ConversationId,
+) -> Result<bool, String> {
+    let (conn, mut incoming) = connect_any(&relays).await.map_err(|e| e.to_string())?;
+    let session = session_of(&conversation);
+    let sent = client::sent_prompts(&conn, &mut incoming, &crypto, agent, Some(&session))
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(newest) = sent.first() else {
+        return Ok(false);
+    };
+    let req = CancelRequest {
+        agent,
+        prompt: newest.id,
+        session,
+        wrap: false,
+        reason: CancelReason::UserCancel,
+    };
+    client::cancel(&conn, &crypto, &req)
+        .await
+        .map(|_| true)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

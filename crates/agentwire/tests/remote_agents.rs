@@ -112,6 +112,32 @@ async fn a_cancel_here_cancels_the_run_there() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_run_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Daemon::start(&dir.path().join("remote"), &[]);
+    let mut d = near(dir.path(), &remote);
+    let remote_api = Api::of(&remote);
+    let mut c = Client::new(&d.relay, d.agent).await;
+    let ev = c.prompt_event("sleep 30000", None);
+    c.watch(&ev.id);
+    c.publish(&ev).await;
+    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = there[0]["id"].as_str().unwrap().to_string();
+    remote_api.until_state(&there, "running").await;
+
+    // SIGKILL mid-turn, then a start on the same data dir: the turn here ends interrupted, and the run
+    // there is cancelled (not left to sleep its 30 s out).
+    d.kill();
+    let d = near(dir.path(), &remote);
+    let ended = remote_api.until_state(&there, "ended").await;
+    assert_eq!(ended["ended_as"], "cancelled", "the run there: {ended}");
+    let turn = format!("nipxx:{}", ev.id.to_hex());
+    let here = Api::of(&d).until_state(&turn, "ended").await;
+    assert_eq!(here["ended_as"], "failed", "{here}");
+    assert_eq!(here["outcome"]["code"], "interrupted", "{here}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_agent_that_cannot_be_reached_fails_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("agentwire.toml");

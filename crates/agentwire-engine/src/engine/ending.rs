@@ -169,6 +169,8 @@ impl Engine {
     {
         let n = turns.len();
         for t in turns {
+            // What the agent started for it elsewhere is stopped there (a remote run cancelled).
+            tokio::spawn(self.agent.interrupted(&t.input));
             let outcome = interrupted();
             let front = make_front(&t).map(|inner| {
                 let accepted = crate::WatchKind::Accepted {
