@@ -7,6 +7,8 @@
 //!   after a restart.
 //! - A cancel here (or the engine dropping the turn) is a `CancelTask` there; a stream that drops before
 //!   the task ends is followed again with `SubscribeToTask`, at most [`MAX_RESUBSCRIBES`] times in a row.
+//! - A turn a crash here cut off is told after the restart (`interrupted`): the tasks of its conversation's
+//!   context there that have not ended (`ListTasks` filtered on the context) are cancelled (`CancelTask`).
 //! - A card or endpoint that cannot be reached fails the turn at once (`model_unavailable`); a turn takes
 //!   at most its `request_timeout_secs` (time waiting for a person's answer not counted), then is cancelled
 //!   there.
@@ -68,6 +70,11 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 pub const DEFAULT_MAX_PROMPT_BYTES: usize = 256 * 1024;
 /// The model name the card offers.
 pub const REMOTE_MODEL: &str = "a2a";
+/// The most tasks a `ListTasks` after a restart asks for (the spec's largest page): a context there runs
+/// one turn at a time, so its live tasks are a few.
+pub const MAX_LISTED_TASKS: usize = 100;
+/// A2A's `TaskNotCancelableError`: the task has ended.
+const TASK_NOT_CANCELABLE: i64 = -32002;
 /// What a secret is replaced with in a text the peer wrote.
 const REDACTED: &str = "[redacted]";
 
@@ -97,8 +104,11 @@ pub struct A2aRemote {
     card_url: String,
     rpc: Rpc,
     timeout: Duration,
-    card: Arc<Mutex<Option<(Instant, RemoteCard)>>>,
+    card: CachedCard,
 }
+
+/// The card read last, and when.
+type CachedCard = Arc<Mutex<Option<(Instant, RemoteCard)>>>;
 
 /// The HTTP client and the token: requests to one peer. No `Debug`: the token is in it.
 #[derive(Clone)]
@@ -860,6 +870,15 @@ enum Trouble {
 }
 
 impl Trouble {
+    /// What went wrong, for a log line.
+    fn said(&self) -> String {
+        match self {
+            Trouble::Unreachable(e) => format!("the remote agent cannot be reached: {e}"),
+            Trouble::Status(s) => format!("the remote agent answered HTTP {s}"),
+            Trouble::Bad(e) => format!("the remote agent sent what is not A2A: {e}"),
+        }
+    }
+
     fn outcome(self) -> Outcome {
         match self {
             Trouble::Unreachable(e) => fail(
@@ -1075,7 +1094,171 @@ fn user_message(seed: &str, text: &str, context: &str, task: Option<&str>) -> Va
     })
 }
 
+/// The remote agent's card: the one read last while it is fresh ([`CARD_TTL`]), else read again (and kept).
+async fn card_of(rpc: &Rpc, url: &str, cached: &CachedCard) -> Result<RemoteCard, Trouble> {
+    let fresh = cached
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .filter(|(at, _)| at.elapsed() < CARD_TTL)
+        .map(|(_, c)| c);
+    if let Some(c) = fresh {
+        return Ok(c);
+    }
+    let c = rpc.card(url).await?;
+    *cached.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), c.clone()));
+    Ok(c)
+}
+
+/// The tasks a `ListTasks` answer (`data`) lists in `context` that have not ended: submitted, working, or
+/// waiting for an answer. A task of another context (a peer that does not filter) is passed over; `Err`
+/// says why the answer cannot be read.
+pub fn live_tasks_of(data: &str, context: &str) -> Result<Vec<String>, String> {
+    let v: Value = serde_json::from_str(data).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
+        return Err(format!("ListTasks failed ({code}): {}", quote(message)));
+    }
+    let tasks = v
+        .pointer("/result/tasks")
+        .and_then(Value::as_array)
+        .ok_or("a ListTasks answer without its tasks")?;
+    let mut live = Vec::new();
+    for t in tasks.iter().take(MAX_LISTED_TASKS) {
+        if t.get("contextId").and_then(Value::as_str) != Some(context) {
+            continue;
+        }
+        let Some(state) = state_of(t.pointer("/status/state")) else {
+            continue;
+        };
+        if state.is_terminal() {
+            continue;
+        }
+        if let Some(id) = id_of(t.get("id"), "task.id")? {
+            live.push(id);
+        }
+    }
+    Ok(live)
+}
+
+/// What a `CancelTask` answer (`data`, a JSON-RPC response whose result is the task) says of the cancel.
+fn cancel_answer(data: &str) -> Result<Cancelled, String> {
+    let v: Value = serde_json::from_str(data).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
+        if code == TASK_NOT_CANCELABLE {
+            return Ok(Cancelled::Ended);
+        }
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        return Err(format!("CancelTask failed ({code}): {}", quote(message)));
+    }
+    match v.get("result") {
+        Some(t) if t.is_object() => Ok(Cancelled::Yes),
+        _ => Err("a CancelTask answer that is no task".into()),
+    }
+}
+
+/// What a cancel of a turn a crash cut off did to one task there.
+#[derive(Debug, PartialEq)]
+enum Cancelled {
+    /// The task was cancelled.
+    Yes,
+    /// It had ended meanwhile (`TaskNotCancelableError`).
+    Ended,
+}
+
+impl Rpc {
+    /// The tasks of `context` at `url` that have not ended (the first page of `ListTasks`, newest first: a
+    /// context runs one turn at a time, so there are a few at most).
+    async fn live_tasks(&self, url: &str, context: &str) -> Result<Vec<String>, String> {
+        let params = json!({ "contextId": context, "pageSize": MAX_LISTED_TASKS });
+        let listed = async {
+            let mut ev = self
+                .call(url, "ListTasks", params)
+                .await
+                .map_err(|t| t.said())?;
+            match ev.next().await {
+                Ok(Some(data)) => live_tasks_of(&data, context),
+                Ok(None) => Err("ListTasks was answered with nothing".to_string()),
+                Err((_, e)) => Err(e),
+            }
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, listed)
+            .await
+            .unwrap_or_else(|_| Err("ListTasks was not answered in time".into()))
+    }
+
+    /// `CancelTask` for `task`, its answer read (within [`REQUEST_TIMEOUT`]).
+    async fn cancel_checked(&self, url: &str, task: &str) -> Result<Cancelled, String> {
+        let call = async {
+            let mut ev = self
+                .call(url, "CancelTask", json!({ "id": task }))
+                .await
+                .map_err(|t| t.said())?;
+            let data = match ev.next().await {
+                Ok(Some(d)) => d,
+                Ok(None) => return Err("CancelTask was answered with nothing".to_string()),
+                Err((_, e)) => return Err(e),
+            };
+            cancel_answer(&data)
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, call)
+            .await
+            .unwrap_or_else(|_| Err("CancelTask was not answered in time".into()))
+    }
+}
+
 impl Agent for A2aRemote {
+    fn interrupted(&self, turn: &TurnInput) -> BoxFuture<'static, ()> {
+        let (name, card_url, rpc, cached) = (
+            self.name.clone(),
+            self.card_url.clone(),
+            self.rpc.clone(),
+            self.card.clone(),
+        );
+        let (context, request) = (context_of(&turn.conversation_id), turn.request_id.clone());
+        Box::pin(async move {
+            let secrets: Vec<String> = rpc.token.iter().map(|t| t.to_string()).collect();
+            let clean = |why: String| {
+                let s: Vec<&str> = secrets.iter().map(String::as_str).collect();
+                redact_secrets(&why, &s, REDACTED)
+            };
+            let tasks = match card_of(&rpc, &card_url, &cached).await {
+                Ok(card) => rpc
+                    .live_tasks(&card.rpc_url, &context)
+                    .await
+                    .map(|tasks| (card, tasks)),
+                Err(t) => Err(t.said()),
+            };
+            let (card, tasks) = match tasks {
+                Ok(t) => t,
+                Err(why) => {
+                    let why = clean(why);
+                    tracing::warn!(agent = %name, %request, %why, "could not cancel the remote A2A task of a turn a crash cut off");
+                    return;
+                }
+            };
+            if tasks.is_empty() {
+                tracing::debug!(agent = %name, %request, "no remote A2A task of a turn a crash cut off was still running");
+            }
+            for task in tasks {
+                match rpc.cancel_checked(&card.rpc_url, &task).await {
+                    Ok(Cancelled::Yes) => {
+                        tracing::info!(agent = %name, %request, %task, "cancelled the remote A2A task of a turn a crash cut off")
+                    }
+                    Ok(Cancelled::Ended) => {
+                        tracing::debug!(agent = %name, %request, %task, "the remote A2A task of a turn a crash cut off had ended")
+                    }
+                    Err(why) => {
+                        let why = clean(why);
+                        tracing::warn!(agent = %name, %request, %task, %why, "could not cancel the remote A2A task of a turn a crash cut off")
+                    }
+                }
+            }
+        })
+    }
+
     fn card(&self) -> AgentCard {
         let remote = self
             .card
@@ -1109,28 +1292,15 @@ impl Agent for A2aRemote {
             self.card.clone(),
         );
         Box::pin(async move {
-            let fresh = cached
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-                .filter(|(at, _)| at.elapsed() < CARD_TTL)
-                .map(|(_, c)| c);
-            let card = match fresh {
-                Some(c) => c,
-                None => match rpc.card(&card_url).await {
-                    Ok(c) => {
-                        *cached.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some((Instant::now(), c.clone()));
-                        c
-                    }
-                    Err(Trouble::Bad(e)) => {
-                        return fail(
-                            TurnFailure::ModelUnavailable,
-                            format!("the remote agent's card cannot be used: {e}"),
-                        )
-                    }
-                    Err(t) => return t.outcome(),
-                },
+            let card = match card_of(&rpc, &card_url, &cached).await {
+                Ok(c) => c,
+                Err(Trouble::Bad(e)) => {
+                    return fail(
+                        TurnFailure::ModelUnavailable,
+                        format!("the remote agent's card cannot be used: {e}"),
+                    )
+                }
+                Err(t) => return t.outcome(),
             };
             let secrets: Vec<String> = rpc.token.iter().map(|t| t.to_string()).collect();
             let clean = |o: Outcome| match o {
@@ -1339,6 +1509,36 @@ mod tests {
         assert_eq!(context_of(&a), context_of(&a));
         assert_ne!(context_of(&a), context_of(&b));
         assert!(context_of(&a).len() <= wire::MAX_ID_CHARS);
+    }
+
+    #[test]
+    fn after_a_crash_only_the_contexts_live_tasks_are_cancelled() {
+        let c = "agentwire-0123";
+        let task = |id: &str, ctx: &str, state: &str| json!({"id": id, "contextId": ctx, "status": {"state": state}});
+        let listed = json!({"jsonrpc": "2.0", "id": 1, "result": {"tasks": [
+            task("t1", c, "TASK_STATE_WORKING"),
+            task("t2", c, "TASK_STATE_COMPLETED"),
+            task("t3", c, "input-required"),
+            task("t4", "another", "TASK_STATE_WORKING"),
+            task("t5", c, "TASK_STATE_CANCELED"),
+            task("t6", c, "TASK_STATE_SOMETHING_NEW"),
+        ], "nextPageToken": "", "pageSize": 100, "totalSize": 6}});
+        assert_eq!(live_tasks_of(&listed.to_string(), c).unwrap(), ["t1", "t3"]);
+        let refused =
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no"}});
+        assert!(live_tasks_of(&refused.to_string(), c).is_err());
+        assert!(live_tasks_of("{\"result\": {}}", c).is_err());
+        let bad_id = json!({"result": {"tasks": [task("a b", c, "TASK_STATE_WORKING")]}});
+        assert!(live_tasks_of(&bad_id.to_string(), c).is_err());
+
+        let cancelled =
+            json!({"jsonrpc": "2.0", "id": 1, "result": task("t1", c, "TASK_STATE_CANCELED")});
+        assert_eq!(cancel_answer(&cancelled.to_string()), Ok(Cancelled::Yes));
+        let ended =
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "ended"}});
+        assert_eq!(cancel_answer(&ended.to_string()), Ok(Cancelled::Ended));
+        let gone = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "gone"}});
+        assert!(cancel_answer(&gone.to_string()).is_err());
     }
 
     #[test]

@@ -25,6 +25,9 @@
 //!   `suspended`); a turn is bounded by the agent's `request_timeout_secs`, the time a person spends on a
 //!   question not counted, and then cancelled there too. NATS that cannot be reached, or no worker serving
 //!   the identity, fails the turn at once (`model_unavailable`).
+//! * **A crash here.** A turn's `request` tag there is derived from the turn's own ids (`remote_request`),
+//!   so after a restart the run a crash cut off is found there without a journal of its own: the engine's
+//!   `interrupted` connects and cancels it (it parks, `suspended`), a resend's tag too.
 //!
 //! Limits: one NATS connection a turn (made when the turn starts, closed when it ends); a turn resumed
 //! here (under a front that parks) is sent as a new prompt of the conversation, not as a `request.resume`
@@ -36,12 +39,11 @@
 
 use agentwire_core::{
     Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
-    QuestionKind, QuestionOption, Refusal, StatusState, TurnEvent, TurnFailure, TurnResult, Usage,
+    QuestionKind, QuestionOption, Refusal, RequestId, StatusState, TurnEvent, TurnFailure,
+    TurnResult, Usage,
 };
 use agentwire_engine::{cancelled, Agent, AgentCard, TurnContext, TurnInput};
-use agentwire_fisk::client::{
-    new_request, Answerer, Caller, ClientError, PromptCall, Received, Reply,
-};
+use agentwire_fisk::client::{Answerer, Caller, ClientError, PromptCall, Received, Reply};
 use agentwire_fisk::connection::NatsConnect;
 use agentwire_fisk::wire::{trim_block_text, ElicitChoice, ErrorCode};
 use agentwire_fisk::worker::WARNING_QUESTION_ANSWERED;
@@ -82,6 +84,9 @@ const MAX_TOOL_CALLS: usize = 1024;
 /// How often the turn's deadline is looked at while a question is with a person (its clock is stopped
 /// then): coarse, as the deadline is in seconds.
 const CLOCK_TICK: Duration = Duration::from_millis(250);
+/// The most resends of one turn's prompt (after `unknown_conversation`, which is sent as a new conversation
+/// and so cannot come again): what a cancel after a restart tries beside the first tag.
+const MAX_RESENDS: u32 = 1;
 
 /// How a remote fisk-ai worker is reached.
 #[derive(Clone)]
@@ -667,8 +672,8 @@ async fn send(
     token: Option<&str>,
     ctx: &TurnContext,
     clock: &Arc<Clock>,
+    request: String,
 ) -> Sent {
-    let request = new_request();
     let reading = Arc::new(Mutex::new(Reading::default()));
     // Events go out here as the reply set comes; the caller reads no further while one is being sent, so
     // this holds at most what one read of the subscription brought.
@@ -774,6 +779,24 @@ impl Agent for FiskRemote {
         }
     }
 
+    fn interrupted(&self, turn: &TurnInput) -> BoxFuture<'static, ()> {
+        let (name, settings) = (self.name.clone(), self.settings.clone());
+        let (conversation, request) = (turn.conversation_id.clone(), turn.request_id.clone());
+        Box::pin(async move {
+            match cancel_interrupted(&settings, &conversation, &request).await {
+                Ok(true) => {
+                    tracing::info!(agent = %name, %request, "cancelled the remote fisk-ai run of a turn a crash cut off")
+                }
+                Ok(false) => {
+                    tracing::debug!(agent = %name, %request, "the remote fisk-ai run of a turn a crash cut off had ended")
+                }
+                Err(why) => {
+                    tracing::warn!(agent = %name, %request, %why, "could not cancel the remote fisk-ai run of a turn a crash cut off")
+                }
+            }
+        })
+    }
+
     fn run(&self, input: TurnInput, ctx: TurnContext) -> BoxFuture<'static, Outcome> {
         let (settings, conversations) = (self.settings.clone(), self.conversations.clone());
         Box::pin(async move {
@@ -790,9 +813,20 @@ impl Agent for FiskRemote {
             let clock = Clock::new(settings.timeout);
             let id = conversation_key(&input.conversation_id);
             let mut there = lock(&conversations).get(&id);
+            let mut attempt = 0;
             loop {
                 let token = there.as_ref().map(|t| t.token.as_str());
-                let sent = send(&caller, identity, &input.message, token, &ctx, &clock).await;
+                let request = remote_request(&input.conversation_id, &input.request_id, attempt);
+                let sent = send(
+                    &caller,
+                    identity,
+                    &input.message,
+                    token,
+                    &ctx,
+                    &clock,
+                    request,
+                );
+                let sent = sent.await;
                 let (last, reading) = match sent {
                     Sent::Ended(last, reading) => (last, reading),
                     Sent::Stopped(Stop::Cancelled) => {
@@ -820,6 +854,7 @@ impl Agent for FiskRemote {
                     // The worker no longer knows the conversation: it starts anew there.
                     lock(&conversations).forget(&id);
                     there = None;
+                    attempt += 1;
                     continue;
                 }
                 let before = there.as_ref().map(|t| t.usage).unwrap_or_default();
@@ -832,6 +867,48 @@ impl Agent for FiskRemote {
             }
         })
     }
+}
+
+/// The `request` tag attempt `attempt` of turn `request` of `conversation` is sent under there: `aw-` and
+/// 32 hex digits of a SHA-256 of the two, then `-<attempt>` for a resend within the turn (after
+/// `unknown_conversation`; the worker answers a tag it has seen from its journal). The same after a
+/// restart, so a run a crash cut off is found there without a journal of its own; within the wire's
+/// `^[a-zA-Z0-9_-]+$` and 64 characters.
+fn remote_request(conversation: &ConversationId, request: &RequestId, attempt: u32) -> String {
+    let seed = format!("{}\n{}", conversation.as_str(), request.as_str());
+    let digest = ring::digest::digest(&ring::digest::SHA256, seed.as_bytes());
+    let hex: String = digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    match attempt {
+        0 => format!("aw-{hex}"),
+        n => format!("aw-{hex}-{n}"),
+    }
+}
+
+/// Cancels the run a turn a crash cut off left there: its tag's, and a resend's. `Ok(false)` when no
+/// worker runs either any longer (the run ended meanwhile).
+async fn cancel_interrupted(
+    settings: &FiskRemoteSettings,
+    conversation: &ConversationId,
+    request: &RequestId,
+) -> Result<bool, String> {
+    let identity = settings.identity.as_str();
+    let caller = Caller::connect_with(&settings.connect, CALLER_NAME)
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let mut cancelled = false;
+    for attempt in 0..=MAX_RESENDS {
+        let tag = remote_request(conversation, request, attempt);
+        match caller.cancel(identity, &tag).await {
+            Ok(()) => cancelled = true,
+            // Not running there (ended, or never sent).
+            Err(ClientError::NoResponders(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(cancelled)
 }
 
 /// The key a conversation is kept under.
@@ -1045,6 +1122,28 @@ mod tests {
         )
         .is_none());
         assert!(question_of(&json!({"protocol": 1}), &tools).is_none());
+    }
+
+    #[test]
+    fn a_turns_request_tag_there_is_the_same_after_a_restart_and_within_the_wire() {
+        let c = ConversationId::new("nipxx:abc:s1").unwrap();
+        let r = RequestId::new("nipxx:0123").unwrap();
+        let first = remote_request(&c, &r, 0);
+        assert_eq!(first, remote_request(&c, &r, 0), "derived, not drawn");
+        let resend = remote_request(&c, &r, 1);
+        assert_eq!(resend, format!("{first}-1"));
+        let other = RequestId::new("nipxx:0124").unwrap();
+        assert_ne!(first, remote_request(&c, &other, 0));
+        let elsewhere = ConversationId::new("nipxx:abc:s2").unwrap();
+        assert_ne!(first, remote_request(&elsewhere, &r, 0));
+        for tag in [&first, &resend] {
+            assert!(tag.len() <= 64, "{tag}");
+            assert!(
+                tag.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{tag}"
+            );
+        }
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! loopback: the remote one serves the demo agent on its A2A front (behind its operator's token); this one
 //! serves it as `kind = "a2a"` (`far`, its `--agent`), reached as its client from the remote's card. Its
 //! answer streams through as it comes, a conversation here is one context there, its question is asked
-//! and answered here, a cancel here cancels the task there, and a card that cannot be reached (or a token
-//! it refuses) fails the turn at once.
+//! and answered here, a cancel here cancels the task there (and so does a crash here, once this daemon is
+//! back), and a card that cannot be reached (or a token it refuses) fails the turn at once.
 
 mod common;
 
@@ -160,6 +160,32 @@ async fn a_cancel_here_cancels_the_task_there() {
     assert_eq!(run.error_code(), "CANCELLED", "{:?}", run.terminal);
     let ended = remote_api.until_state(&there, "ended").await;
     assert_eq!(ended["ended_as"], "cancelled", "the task there: {ended}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_task_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Daemon::start(&dir.path().join("remote"), &[]);
+    let mut d = near(dir.path(), &card_url(&remote), &token(&remote));
+    let remote_api = Api::of(&remote);
+    // Sent over this daemon's A2A front, whose client does not send it again after the restart (a NIP-XX
+    // prompt still on the relay could be taken again, and end the turn, before the recovery pass).
+    let task = Api::of(&d).a2a_send("far", "sleep 30000").await;
+    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = there[0]["id"].as_str().unwrap().to_string();
+    remote_api.until_state(&there, "running").await;
+
+    // SIGKILL mid-turn, then a start on the same data dir: the turn here ends interrupted, and the task
+    // there (found by the conversation's context) is cancelled rather than left to sleep its 30 s out.
+    d.kill();
+    let d = near(dir.path(), &card_url(&remote), &token(&remote));
+    let ended = remote_api.until_state(&there, "ended").await;
+    assert_eq!(ended["ended_as"], "cancelled", "the task there: {ended}");
+    let here = Api::of(&d)
+        .until_state(&format!("a2a:{task}"), "ended")
+        .await;
+    assert_eq!(here["ended_as"], "failed", "{here}");
+    assert_eq!(here["outcome"]["code"], "interrupted", "{here}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,8 +3,8 @@
 //! the demo agent on fisk-ai (`--nats`, questions on); this one serves it as `kind = "fisk"` (`far`),
 //! reached as its caller. Its answer streams through as it comes, two turns of a conversation here are one
 //! conversation there, a question asked there is answered here through the turn API, a cancel here cancels
-//! the run there, a turn past its time is cancelled there, and NATS that cannot be reached (or no worker
-//! on it) fails the turn at once.
+//! the run there (and so does a crash here, once this daemon is back), a turn past its time is cancelled
+//! there, and NATS that cannot be reached (or no worker on it) fails the turn at once.
 
 mod common;
 
@@ -187,6 +187,41 @@ async fn a_cancel_here_cancels_the_run_there() {
         ended.to_string().contains("suspended"),
         "the run there: {ended}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_run_there() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let r = remote(dir.path(), &nats);
+    let mut d = near(dir.path(), &nats.url, WORKER, 60);
+    let remote_api = Api::of(&r);
+    // Sent over this daemon's A2A front, whose client does not send it again after the restart (a NIP-XX
+    // prompt still on the relay could be taken again, and end the turn, before the recovery pass).
+    let task = Api::of(&d).a2a_send("far", "sleep 30000").await;
+    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = there[0]["id"].as_str().unwrap().to_string();
+    remote_api.until_state(&there, "running").await;
+
+    // SIGKILL mid-turn, then a start on the same data dir (nothing of the run's request kept but the
+    // turn's own journal): the turn here ends interrupted, and the run there is cancelled (it parks,
+    // suspended) rather than left to sleep its 30 s out.
+    d.kill();
+    let d = near(dir.path(), &nats.url, WORKER, 60);
+    let ended = remote_api.until_state(&there, "ended").await;
+    assert!(
+        ended.to_string().contains("suspended"),
+        "the run there: {ended}"
+    );
+    let here = Api::of(&d)
+        .until_state(&format!("a2a:{task}"), "ended")
+        .await;
+    assert_eq!(here["ended_as"], "failed", "{here}");
+    assert_eq!(here["outcome"]["code"], "interrupted", "{here}");
+
+    // The agent serves on after the restart.
+    let mut c = Client::new(&d.relay, d.agent).await;
+    assert_eq!(c.ask("still there?").await.text(), "You said: still there?");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
