@@ -206,7 +206,8 @@ pub trait Agent: Send + Sync + 'static {
 
     /// Told after a restart of a turn a crash cut off (the engine has ended it `interrupted`, once): an
     /// agent that started work for it elsewhere (a remote agent's run) stops that work where its protocol
-    /// allows. Called once per such turn, in a task of its own; it must not take long. Default: nothing.
+    /// allows. Called once per such turn in a task of its own (twice, rarely, when a resend of the turn
+    /// races the recovery pass: it must be harmless to do twice). Default: nothing.
     fn interrupted(&self, _turn: &TurnInput) -> BoxFuture<'static, ()> {
         Box::pin(async {})
     }

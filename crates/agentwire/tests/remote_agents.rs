@@ -117,7 +117,7 @@ async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_run_there() {
     let remote = Daemon::start(&dir.path().join("remote"), &[]);
     let mut d = near(dir.path(), &remote);
     let remote_api = Api::of(&remote);
-    let mut c = Client::new(&d.relay, d.agent).await;
+    let c = Client::new(&d.relay, d.agent).await;
     let ev = c.prompt_event("sleep 30000", None);
     c.watch(&ev.id);
     c.publish(&ev).await;

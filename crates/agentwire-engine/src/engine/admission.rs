@@ -291,6 +291,8 @@ impl Engine {
             if !self.health.writable() {
                 return SubmitReply::JournalUnavailable("the journal cannot be written".into());
             }
+            // What the agent started for it elsewhere is stopped there, as the recovery pass does.
+            tokio::spawn(self.agent.interrupted(&stored.input));
             let outcome = interrupted();
             let wire = sub.front.encode_outcome(&outcome);
             let finish = Finish::new(id, outcome, now_secs()).wire(wire);
