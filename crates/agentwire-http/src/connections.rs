@@ -146,6 +146,9 @@ pub(crate) async fn serve(
                 }
             },
         };
+        // Every answer part goes out as it is written (an event stream's small events above all): Nagle's
+        // wait for the peer's delayed ACK would hold one up to 40 ms.
+        let _ = stream.set_nodelay(true);
         match slots.admit().await {
             Some(place) => {
                 connections.spawn(connection(

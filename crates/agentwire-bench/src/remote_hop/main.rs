@@ -111,7 +111,7 @@ async fn bench(args: &Args) -> Result<Vec<Path>, String> {
             far(kind, &remote, &nats.url)?
         );
         let mut near_args = limits.to_vec();
-        near_args.extend(["--agent", "far"]);
+        near_args.extend(["--agent", "far", "--http-listen", "127.0.0.1:0"]);
         let near = daemon::Daemon::start_with(&args.daemon, &near_dir, &config, &near_args)?;
         paths.push(Path {
             name: kind.clone(),
