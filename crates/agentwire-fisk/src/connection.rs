@@ -450,7 +450,11 @@ mod tests {
 
     #[test]
     fn reconnects_back_off_to_the_ceiling() {
-        assert_eq!(reconnect_delay(1), Duration::ZERO, "the first try is at once");
+        assert_eq!(
+            reconnect_delay(1),
+            Duration::ZERO,
+            "the first try is at once"
+        );
         assert_eq!(reconnect_delay(2), RECONNECT_FIRST);
         assert_eq!(reconnect_delay(3), RECONNECT_FIRST * 2);
         assert_eq!(reconnect_delay(100), RECONNECT_MAX);

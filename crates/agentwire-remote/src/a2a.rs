@@ -1106,8 +1106,31 @@ async fn card_of(rpc: &Rpc, url: &str, cached: &CachedCard) -> Result<RemoteCard
         return Ok(c);
     }
     let c = rpc.card(url).await?;
+    // The token goes where the card says the endpoint is: only to the card's own origin, so a card (or a
+    // card swapped on its way over plain http) cannot send it to another host.
+    if rpc.token.is_some() && !same_origin(url, &c.rpc_url) {
+        return Err(Trouble::Bad(format!(
+            "its card puts its JSON-RPC endpoint on another origin ({}) than the card's; the token is not sent there",
+            origin_shown(&c.rpc_url)
+        )));
+    }
     *cached.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), c.clone()));
     Ok(c)
+}
+
+/// Whether URLs `a` and `b` have one origin (scheme, host, port).
+fn same_origin(a: &str, b: &str) -> bool {
+    match (a.parse::<reqwest::Url>(), b.parse::<reqwest::Url>()) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
+}
+
+/// The origin of `url` for a message: scheme, host and port, nothing that could hold a secret.
+fn origin_shown(url: &str) -> String {
+    url.parse::<reqwest::Url>()
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_else(|_| "not a URL".into())
 }
 
 /// The tasks a `ListTasks` answer (`data`) lists in `context` that have not ended: submitted, working, or
@@ -1496,6 +1519,20 @@ async fn drive(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_token_goes_only_to_the_cards_own_origin() {
+        let card = "https://a.example/a2a/x/.well-known/agent-card.json";
+        assert!(same_origin(card, "https://a.example/a2a/x"));
+        assert!(!same_origin(card, "http://a.example/a2a/x"));
+        assert!(!same_origin(card, "https://evil.example/a2a/x"));
+        assert!(!same_origin(card, "https://a.example:8443/a2a/x"));
+        assert_eq!(
+            origin_shown("https://u:p@a.example/x?key=1"),
+            "https://a.example"
+        );
+    }
+
     use super::*;
 
     fn ev(result: Value) -> Incoming {

@@ -48,6 +48,8 @@ pub struct NipxxRemote {
     crypto: Arc<Crypto>,
     timeout: Duration,
     offer: Arc<Mutex<Option<(Instant, Offer)>>>,
+    /// When this process made the agent: a turn a crash cut off had its prompt sent before.
+    started: nostr::prelude::Timestamp,
 }
 
 impl NipxxRemote {
@@ -60,6 +62,7 @@ impl NipxxRemote {
             crypto: Arc::new(Crypto::new(settings.keys)),
             timeout: settings.timeout,
             offer: Default::default(),
+            started: nostr::prelude::Timestamp::now(),
         }
     }
 }
@@ -230,15 +233,16 @@ impl Agent for NipxxRemote {
     }
 
     fn interrupted(&self, turn: &TurnInput) -> BoxFuture<'static, ()> {
-        let (agent, relays, crypto, name) = (
+        let (agent, relays, crypto, name, started) = (
             self.agent,
             self.relays.clone(),
             self.crypto.clone(),
             self.name.clone(),
+            self.started,
         );
         let (conversation, request) = (turn.conversation_id.clone(), turn.request_id.clone());
         Box::pin(async move {
-            match cancel_interrupted(agent, relays, crypto, conversation).await {
+            match cancel_interrupted(agent, relays, crypto, conversation, started).await {
                 Ok(true) => {
                     tracing::info!(agent = %name, %request, "cancelled the remote run of a turn a crash cut off")
                 }
@@ -375,7 +379,8 @@ impl Agent for NipxxRemote {
                             None => std::future::pending().await,
                         }
                     } => {
-                        guard.0 = None;
+                        // The guard stays: a prompt published after the cancel went out (its id not known
+                        // then) is cancelled when the turn is dropped.
                         return fail(TurnFailure::Cancelled, "cancelled");
                     }
                 }
@@ -415,20 +420,24 @@ impl Agent for NipxxRemote {
 }
 
 /// Cancels the run a turn a crash cut off left there: the newest prompt this daemon's key sent in the
-/// conversation's session (a conversation runs one turn at a time, so it is that turn's). A run that ended
+/// conversation's session before this process started (a conversation runs one turn at a time, so it is
+/// that turn's). A run that ended
 /// meanwhile ignores the cancel; a gift-wrapped run cannot be found so (its prompt is a wrap) and runs on.
 async fn cancel_interrupted(
     agent: PublicKey,
     relays: Vec<String>,
     crypto: Arc<Crypto>,
     conversation: ConversationId,
+    started: nostr::prelude::Timestamp,
 ) -> Result<bool, String> {
     let (conn, mut incoming) = connect_any(&relays).await.map_err(|e| e.to_string())?;
     let session = session_of(&conversation);
     let sent = client::sent_prompts(&conn, &mut incoming, &crypto, agent, Some(&session))
         .await
         .map_err(|e| e.to_string())?;
-    let Some(newest) = sent.first() else {
+    // Sent before this process started (to the second: a client told `interrupted` asks again after its
+    // retry_after, 5 s): a turn of this process's is not the one cut off.
+    let Some(newest) = sent.iter().find(|p| p.at <= started) else {
         return Ok(false);
     };
     let req = CancelRequest {

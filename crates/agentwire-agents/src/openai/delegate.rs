@@ -4,7 +4,7 @@
 //!
 //! The call is announced first as the turn's [`TurnEvent::AgentCall`] (a fisk-ai caller sees
 //! `event.agent_call`, naming the delegate and the conversation there). One conversation of the model
-//! agent is one conversation of each delegate, so a delegate keeps the context of the calls before. A
+//! agent is one conversation of each delegate (`delegate:` and a SHA-256 of the two), so a delegate keeps the context of the calls before. A
 //! question the delegate asks is asked on the model agent's own front, and the answer goes back; a cancel
 //! of the turn cancels the delegate's turn.
 
@@ -74,24 +74,33 @@ impl Delegates {
             .collect()
     }
 
-    /// Runs call `call_id` of delegate `name` with the model's `arguments`, in conversation `conversation`
-    /// of the model agent's turn `ctx`: its answer for the model, or what went wrong.
+    /// Runs `call` (of the model agent's turn and conversation) of delegate `name` with the model's
+    /// `arguments`, in that turn's context `ctx`: its answer for the model, or what went wrong.
     pub async fn call(
         &self,
         name: &str,
-        call_id: &str,
+        call: Call<'_>,
         arguments: &str,
-        conversation: &str,
         ctx: &TurnContext,
     ) -> Result<Value, String> {
         let Some(d) = self.0.iter().find(|d| d.name == name) else {
             return Err(format!("no delegate named {name:?}"));
         };
+        // A turn cancelled while the model's calls were still to run starts nothing more there.
+        if *ctx.cancel.borrow() {
+            return Err("the turn was cancelled".into());
+        }
         let task = task_of(arguments)?;
-        let there = ConversationId::new(format!("{conversation}/{name}"))
+        // Ids of a fixed length whatever the ids here: the conversation there is this conversation's with
+        // this delegate, the turn there this turn's call (a model's call ids repeat across turns).
+        let there = ConversationId::new(format!("delegate:{}", digest(&[call.conversation, name])))
             .map_err(|e| format!("the conversation there: {e}"))?;
-        let request = RequestId::new(format!("{conversation}/{name}/{call_id}"))
-            .map_err(|e| format!("the turn there: {e}"))?;
+        let request = RequestId::new(format!(
+            "delegate:{}",
+            digest(&[call.conversation, call.turn, name, call.id])
+        ))
+        .map_err(|e| format!("the turn there: {e}"))?;
+        let call_id = call.id;
         let _ = ctx
             .events
             .send(TurnEvent::AgentCall {
@@ -132,6 +141,30 @@ impl Delegates {
     }
 }
 
+/// Which call of which turn a delegate call is.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The model agent's conversation.
+    pub conversation: &'a str,
+    /// The model agent's turn (its request id).
+    pub turn: &'a str,
+    /// The model's id for the call.
+    pub id: &'a str,
+}
+
+/// 32 hex digits of the SHA-256 of `parts`, each ended by a NUL (so that no two lists give one text).
+fn digest(parts: &[&str]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        ctx.update(p.as_bytes());
+        ctx.update(&[0]);
+    }
+    ctx.finish().as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The task in a delegate call's `arguments`: `{"task": "..."}`, not empty, at most [`MAX_TASK_BYTES`].
 fn task_of(arguments: &str) -> Result<String, String> {
     let v: Value = serde_json::from_str(arguments)
@@ -157,6 +190,19 @@ fn cut(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_there_are_fixed_length_and_differ_per_turn_and_call() {
+        let a = digest(&["c", "t1", "far", "call_1"]);
+        assert_eq!(a.len(), 32);
+        assert_ne!(
+            a,
+            digest(&["c", "t2", "far", "call_1"]),
+            "a call id repeated next turn"
+        );
+        assert_ne!(digest(&["ab", "c"]), digest(&["a", "bc"]));
+        assert_eq!(a, digest(&["c", "t1", "far", "call_1"]));
+    }
 
     #[test]
     fn a_task_is_words_within_the_limit_and_an_answer_is_cut_to_its() {

@@ -294,6 +294,7 @@ impl Agent for OpenAiAgent {
             delegates: self.delegates.clone(),
             metrics: self.metrics.clone(),
             conversation: input.conversation_id.to_string(),
+            request: input.request_id.to_string(),
             ctx,
         };
         Box::pin(turn.run(input))
@@ -338,6 +339,8 @@ struct Turn {
     /// The turn's conversation: a hosted roost job's (`roost:<job id>`) makes the roost tools the job's,
     /// and the concierge tools work only there.
     conversation: String,
+    /// The turn's request id (a delegate's turn there is named after it).
+    request: String,
     ctx: TurnContext,
 }
 
@@ -620,15 +623,14 @@ impl Turn {
                 .await);
         }
         if self.delegates.has(&call.name) {
+            let which = delegate::Call {
+                conversation: &self.conversation,
+                turn: &self.request,
+                id: &call.id,
+            };
             return Ok(self
                 .delegates
-                .call(
-                    &call.name,
-                    &call.id,
-                    &call.arguments,
-                    &self.conversation,
-                    &self.ctx,
-                )
+                .call(&call.name, which, &call.arguments, &self.ctx)
                 .await);
         }
         if !self.config.tools.contains(&call.name) {

@@ -124,16 +124,6 @@ impl AgentKind {
             AgentKind::A2aRemote { .. } => "a2a",
         }
     }
-
-    /// Whether it is an agent served elsewhere (which a model agent may take as a delegate).
-    pub(crate) fn is_remote(&self) -> bool {
-        matches!(
-            self,
-            AgentKind::NipxxRemote { .. }
-                | AgentKind::FiskRemote { .. }
-                | AgentKind::A2aRemote { .. }
-        )
-    }
 }
 
 /// A `kind = "openai"` agent's settings, checked; its API key is read from `api_key_env` when it starts.
@@ -171,6 +161,10 @@ pub(crate) struct Delegate {
     /// What it is (a remote kind).
     pub(crate) kind: AgentKind,
 }
+
+/// The kinds of agents served elsewhere, which a model agent may take as delegates (none of them delegates
+/// in turn, so no call goes round).
+const REMOTE_KINDS: [&str; 3] = ["nipxx", "fisk", "a2a"];
 
 /// The most delegates one model agent may have: each is a tool in every model call.
 pub(crate) const MAX_DELEGATES: usize = 16;
@@ -1366,13 +1360,14 @@ fn delegates(
         let Some(other) = agents.get(&d).filter(|_| d != name) else {
             return Err(bad(format!("{d:?} is not another [agents.<name>] entry")));
         };
-        let kind = entry_choice(d.clone(), other, agents)?.kind;
-        if !kind.is_remote() {
+        // Checked before the entry is resolved: a model agent named back would resolve this one again.
+        if !REMOTE_KINDS.contains(&other.kind.as_str()) {
             return Err(bad(format!(
                 "{d:?} is of kind {:?}: a delegate is an agent served elsewhere (nipxx, fisk or a2a)",
-                kind.name()
+                other.kind
             )));
         }
+        let kind = entry_choice(d.clone(), other, agents)?.kind;
         out.push(Delegate { name: d, kind });
     }
     Ok(out)

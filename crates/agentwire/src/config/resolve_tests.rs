@@ -1669,6 +1669,11 @@ fn a_model_agent_delegates_to_remote_agents_only() {
             "twice",
         ),
         (
+            // Two model agents naming each other: refused, not resolved round and round.
+            format!("{model}delegates = [\"m2\"]\n[agents.m2]\nkind = \"openai\"\nbase_url = \"http://h/v1\"\nmodels = [\"m\"]\ndelegates = [\"m\"]\n"),
+            "served elsewhere",
+        ),
+        (
             format!("{model}delegates = [\"calculator\"]\n[agents.calculator]\nkind = \"a2a\"\nurl = \"http://h/c\"\n"),
             "built-in tool",
         ),
