@@ -9,7 +9,6 @@ mod common;
 
 use common::api::Api;
 use common::{Client, Daemon};
-use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -48,26 +47,6 @@ fn token(remote: &Daemon) -> String {
     remote.ready["http_token"].as_str().unwrap().to_string()
 }
 
-/// The remote daemon's turns with prompt `prompt`, once there are `n`.
-async fn remote_turns(api: &Api, prompt: &str, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let all = api.get("/api/v1/turns?limit=100").await;
-        let mine: Vec<_> = all["turns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["prompt"] == prompt)
-            .cloned()
-            .collect();
-        if mine.len() >= n {
-            return mine;
-        }
-        assert!(Instant::now() < deadline, "{all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_a2a_agent_answers_streams_and_keeps_one_context_a_conversation() {
     let dir = tempfile::tempdir().unwrap();
@@ -96,7 +75,7 @@ async fn a_remote_a2a_agent_answers_streams_and_keeps_one_context_a_conversation
             format!("You said: {prompt}")
         );
     }
-    let there = remote_turns(&Api::of(&remote), "one of a pair", 3).await;
+    let there = Api::of(&remote).turns_asked("one of a pair", 3).await;
     assert!(there.iter().all(|t| t["protocol"] == "a2a"), "{there:?}");
     let convs: Vec<&str> = there
         .iter()
@@ -127,7 +106,7 @@ async fn a_question_there_is_asked_here_and_its_answer_goes_back() {
     let done = api.a2a_final("far", &task, Duration::from_secs(20)).await;
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
     assert!(done.to_string().contains("ran rm /tmp/x"), "{done}");
-    let there = remote_turns(&remote_api, "approve rm /tmp/x", 1).await;
+    let there = remote_api.turns_asked("approve rm /tmp/x", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     let ended = remote_api.until_state(&there, "ended").await;
     assert_eq!(ended["ended_as"], "done", "the task there: {ended}");
@@ -150,7 +129,7 @@ async fn a_cancel_here_cancels_the_task_there() {
     c.publish(&ev).await;
     let turn = format!("nipxx:{}", ev.id.to_hex());
     api.until_state(&turn, "running").await;
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     remote_api.until_state(&there, "running").await;
     assert_eq!(api.cancel(&turn).await, 200);
@@ -171,7 +150,7 @@ async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_task_there() {
     // Sent over this daemon's A2A front, whose client does not send it again after the restart (a NIP-XX
     // prompt still on the relay could be taken again, and end the turn, before the recovery pass).
     let task = Api::of(&d).a2a_send("far", "sleep 30000").await;
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     remote_api.until_state(&there, "running").await;
 
@@ -253,7 +232,7 @@ async fn a_turn_past_its_timeout_ends_here_and_is_cancelled_there() {
         run.terminal
     );
     assert!(started.elapsed() < Duration::from_secs(10), "bounded");
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     let ended = remote_api.until_state(&there, "ended").await;
     assert_eq!(ended["ended_as"], "cancelled", "the task there: {ended}");
@@ -275,7 +254,7 @@ async fn a_stream_cut_by_the_remotes_crash_is_followed_again_to_the_tasks_end() 
     c.publish(&ev).await;
     let turn = format!("nipxx:{}", ev.id.to_hex());
     api.until_state(&turn, "running").await;
-    let there = remote_turns(&Api::of(&remote), "sleep 30000", 1).await;
+    let there = Api::of(&remote).turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     Api::of(&remote).until_state(&there, "running").await;
 

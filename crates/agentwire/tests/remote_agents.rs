@@ -29,26 +29,6 @@ fn near(dir: &Path, remote: &Daemon) -> Daemon {
     )
 }
 
-/// The remote daemon's turns with prompt `prompt`, once there are `n`.
-async fn remote_turns(api: &Api, prompt: &str, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let all = api.get("/api/v1/turns?limit=100").await;
-        let mine: Vec<_> = all["turns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["prompt"] == prompt)
-            .cloned()
-            .collect();
-        if mine.len() >= n {
-            return mine;
-        }
-        assert!(Instant::now() < deadline, "{all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_nipxx_agent_answers_streams_and_keeps_one_session_a_conversation() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,7 +57,7 @@ async fn a_remote_nipxx_agent_answers_streams_and_keeps_one_session_a_conversati
             format!("You said: {prompt}")
         );
     }
-    let there = remote_turns(&Api::of(&remote), "one of a pair", 3).await;
+    let there = Api::of(&remote).turns_asked("one of a pair", 3).await;
     let convs: Vec<&str> = there
         .iter()
         .map(|t| t["conversation"].as_str().unwrap())
@@ -99,7 +79,7 @@ async fn a_cancel_here_cancels_the_run_there() {
     c.publish(&ev).await;
     let turn = format!("nipxx:{}", ev.id.to_hex());
     api.until_state(&turn, "running").await;
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     remote_api.until_state(&there, "running").await;
     assert_eq!(api.cancel(&turn).await, 200);
@@ -121,7 +101,7 @@ async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_run_there() {
     let ev = c.prompt_event("sleep 30000", None);
     c.watch(&ev.id);
     c.publish(&ev).await;
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     remote_api.until_state(&there, "running").await;
 

@@ -41,26 +41,6 @@ fn near(dir: &Path, url: &str, identity: &str, secs: u64) -> Daemon {
     )
 }
 
-/// The remote daemon's turns with prompt `prompt`, once there are `n`.
-async fn remote_turns(api: &Api, prompt: &str, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let all = api.get("/api/v1/turns?limit=100").await;
-        let mine: Vec<_> = all["turns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["prompt"] == prompt)
-            .cloned()
-            .collect();
-        if mine.len() >= n {
-            return mine;
-        }
-        assert!(Instant::now() < deadline, "{all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_of_protocol_a_nipxx_prompt_to_a_fisk_worker_streams_and_keeps_one_conversation() {
     let nats = NatsServer::start();
@@ -98,7 +78,7 @@ async fn cross_of_protocol_a_nipxx_prompt_to_a_fisk_worker_streams_and_keeps_one
             format!("You said: {prompt}")
         );
     }
-    let there = remote_turns(&Api::of(&r), "one of a pair", 3).await;
+    let there = Api::of(&r).turns_asked("one of a pair", 3).await;
     let convs: Vec<&str> = there
         .iter()
         .map(|t| t["conversation"].as_str().unwrap_or(""))
@@ -118,7 +98,7 @@ async fn cross_of_protocol_a_nipxx_prompt_to_a_fisk_worker_streams_and_keeps_one
         c.send_and_collect(ev).await.text(),
         "You said: after the move"
     );
-    remote_turns(&Api::of(&r), "after the move", 1).await;
+    Api::of(&r).turns_asked("after the move", 1).await;
 
     // A failure there is a failure here, with its message (an agent's failure is NIP-XX's INTERNAL_ERROR).
     let run = c.ask("fail on purpose").await;
@@ -149,7 +129,7 @@ async fn a_question_asked_there_is_answered_here_through_the_turn_api() {
     let t = api.a2a_final("far", &task, Duration::from_secs(15)).await;
     assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
     assert!(t.to_string().contains("ran rm -rf /tmp/far"), "{t}");
-    let there = remote_turns(&remote_api, prompt, 1).await;
+    let there = remote_api.turns_asked(prompt, 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     let ended = remote_api.until_state(&there, "ended").await;
     assert_eq!(ended["ended_as"], "done", "the run there: {ended}");
@@ -173,7 +153,7 @@ async fn a_cancel_here_cancels_the_run_there() {
     c.publish(&ev).await;
     let turn = format!("nipxx:{}", ev.id.to_hex());
     api.until_state(&turn, "running").await;
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     remote_api.until_state(&there, "running").await;
     assert_eq!(api.cancel(&turn).await, 200);
@@ -199,7 +179,7 @@ async fn a_crash_here_mid_turn_ends_the_turn_once_and_cancels_the_run_there() {
     // Sent over this daemon's A2A front, whose client does not send it again after the restart (a NIP-XX
     // prompt still on the relay could be taken again, and end the turn, before the recovery pass).
     let task = Api::of(&d).a2a_send("far", "sleep 30000").await;
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     remote_api.until_state(&there, "running").await;
 
@@ -242,7 +222,7 @@ async fn a_turn_past_its_time_is_cancelled_there() {
         run.terminal
     );
     assert!(started.elapsed() < Duration::from_secs(12), "no hang");
-    let there = remote_turns(&remote_api, "sleep 30000", 1).await;
+    let there = remote_api.turns_asked("sleep 30000", 1).await;
     let there = there[0]["id"].as_str().unwrap().to_string();
     let ended = remote_api.until_state(&there, "ended").await;
     assert!(

@@ -38,6 +38,26 @@ impl Api {
         serde_json::from_slice(&r.bytes().await.unwrap()).unwrap_or(Value::Null)
     }
 
+    /// The turns asked `prompt`, once there are at least `n` (within 15 s), newest first.
+    pub async fn turns_asked(&self, prompt: &str, n: usize) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let all = self.get("/api/v1/turns?limit=100").await;
+            let mine: Vec<Value> = all["turns"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| t["prompt"] == prompt)
+                .cloned()
+                .collect();
+            if mine.len() >= n {
+                return mine;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{all}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The one turn waiting on a question, once there is one.
     pub async fn waiting_turn(&self) -> String {
         let deadline = tokio::time::Instant::now() + ASKED;
