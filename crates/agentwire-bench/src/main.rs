@@ -12,7 +12,8 @@
 //! - **Throughput** (`--clients`, `--duration-secs` after `--warmup-secs`): that many clients, each with
 //!   its own key and WebSocket connection, run prompts back to back (closed loop). Reported: completed runs
 //!   per second in the window (target >= 1,000), errors and timeouts, latency under load, the daemon's CPU
-//!   time per run, and its peak RSS (VmHWM) and RSS afterwards.
+//!   time per run beside the crypto floor of a run (verify, decrypt, encrypt and sign once each, timed in
+//!   this process: [`crypto_floor`]; target at most 2x), and its peak RSS (VmHWM) and RSS afterwards.
 //!
 //! `--raw-throughput` also runs the throughput phase against the echo peer: the ceiling the relay and the
 //! client-side work allow on this machine. `--repeat N` runs everything N times, each with a fresh daemon,
@@ -27,6 +28,7 @@
 //! Run it from the workspace root after `cargo build --release -p agentwire -p agentwire-bench`:
 //! `target/release/agentwire-bench --repeat 3`. The figures and the method are in `docs/benchmarks.md`.
 
+mod crypto_floor;
 mod daemon;
 mod peer;
 mod stats;
@@ -43,6 +45,9 @@ use serde_json::json;
 use daemon::{CpuSnapshot, CpuUse, Daemon};
 use peer::{BenchClient, RunError};
 use stats::{median, round3, Summary};
+
+/// The daemon's CPU per run may be at most this many times the crypto one run needs (issue 36).
+const CPU_OVER_CRYPTO_TARGET: f64 = 2.0;
 
 /// How long one run may take before it counts as a timeout.
 const RUN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -209,14 +214,19 @@ async fn bench(args: Args) -> Result<serde_json::Value, String> {
             "errors": total(&["throughput", "errors"]),
             "timeouts": total(&["throughput", "timeouts"]),
             "daemon_cpu_us_per_run": pick(&["throughput", "daemon_cpu_us_per_run"]),
+            "crypto_floor_us_per_run": round3(pick(&["throughput", "crypto_floor", "per_run_us"])),
+            "daemon_cpu_over_crypto_floor": round3(pick(&["throughput", "daemon_cpu_over_crypto_floor"])),
+            "cpu_target": CPU_OVER_CRYPTO_TARGET,
             "daemon_peak_rss_kib": pick(&["memory", "peak_kib"]),
             "daemon_rss_kib": pick(&["memory", "rss_kib"]),
             "target": 1000,
             "met": rps >= 1000.0,
         });
         if args.raw_throughput {
-            summary["raw_throughput"] =
-                json!({ "runs_per_sec": pick(&["raw_throughput", "runs_per_sec"]).round() });
+            summary["raw_throughput"] = json!({
+                "runs_per_sec": pick(&["raw_throughput", "runs_per_sec"]).round(),
+                "daemon_cpu_us_per_round_trip": pick(&["raw_throughput", "daemon_cpu_us_per_run"]),
+            });
         }
     }
     summary["per_round"] = serde_json::Value::Array(rounds);
@@ -232,6 +242,12 @@ async fn bench(args: Args) -> Result<serde_json::Value, String> {
             eprintln!(
                 "throughput: {} runs/s with {} clients (target >= 1000), daemon peak RSS {} KiB",
                 t["runs_per_sec"], t["clients"], t["daemon_peak_rss_kib"]
+            );
+            eprintln!(
+                "CPU: daemon {} µs per run, {}x the crypto floor of {} µs (target <= {CPU_OVER_CRYPTO_TARGET}x)",
+                t["daemon_cpu_us_per_run"],
+                t["daemon_cpu_over_crypto_floor"],
+                t["crypto_floor_us_per_run"]
             );
         }
     }
@@ -270,7 +286,26 @@ async fn one_round(args: &Args) -> Result<serde_json::Value, String> {
         out["latency"] = latency(args, &daemon, echo).await?;
     }
     if args.phase != Phase::Latency {
-        let t = throughput(args, &daemon, daemon.agent, "agent").await?;
+        let mut t = throughput(args, &daemon, daemon.agent, "agent").await?;
+        // Timed after the load, on this process's own thread, so the daemon is idle meanwhile.
+        let floor = tokio::task::spawn_blocking(crypto_floor::measure)
+            .await
+            .map_err(|e| format!("timing the crypto floor: {e}"))?;
+        let per_run = t["daemon_cpu_us_per_run"].as_f64().unwrap_or(0.0);
+        let over = per_run / floor.per_run_us();
+        eprintln!(
+            "  crypto floor of a run (verify {:.1} + decrypt {:.1} + encrypt {:.1} + sign {:.1} µs) {:.1} µs; daemon CPU per run {:.0} µs = {:.2}x the floor (target <= 2x: {})",
+            floor.verify_us,
+            floor.decrypt_us,
+            floor.encrypt_us,
+            floor.sign_us,
+            floor.per_run_us(),
+            per_run,
+            over,
+            if over <= CPU_OVER_CRYPTO_TARGET { "met" } else { "NOT met" }
+        );
+        t["crypto_floor"] = floor.json();
+        t["daemon_cpu_over_crypto_floor"] = json!(round3(over));
         out["throughput"] = t;
         if let Some(m) = daemon.memory() {
             out["memory"] = json!({ "peak_kib": m.peak_kib, "rss_kib": m.rss_kib });
