@@ -14,7 +14,7 @@ use nostr::prelude::{
 use secp256k1::{All, Secp256k1};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Most conversation keys kept. Each is 32 bytes; past this the cache is cleared and refilled, which only
 /// costs the ECDH again.
@@ -52,7 +52,12 @@ pub struct Crypto {
     seed: [u8; 32],
     counter: AtomicU64,
     conversation_keys: Mutex<HashMap<PublicKey, ConversationKey>>,
+    /// Told of every event signed here (the embedded relay's cache of signatures it need not verify).
+    on_signed: Option<SignedHook>,
 }
+
+/// Called with each event [`Crypto`] signs.
+pub type SignedHook = Arc<dyn Fn(&Event) + Send + Sync + std::panic::RefUnwindSafe>;
 
 impl Crypto {
     /// Wraps keys.
@@ -65,7 +70,15 @@ impl Crypto {
             seed,
             counter: AtomicU64::new(0),
             conversation_keys: Mutex::new(HashMap::new()),
+            on_signed: None,
         }
+    }
+
+    /// Tells `hook` of every event signed from now on (e.g. the embedded relay, which then need not verify
+    /// the signature again).
+    pub fn with_signed_hook(mut self, hook: SignedHook) -> Self {
+        self.on_signed = Some(hook);
+        self
     }
 
     /// Our public key.
@@ -147,7 +160,7 @@ impl Crypto {
         let sig = self
             .keys
             .sign_schnorr_with_aux_rand(&self.secp, id.as_bytes(), &self.random32());
-        Event::new(
+        let event = Event::new(
             id,
             unsigned.pubkey,
             unsigned.created_at,
@@ -155,7 +168,11 @@ impl Crypto {
             unsigned.tags,
             unsigned.content,
             sig,
-        )
+        );
+        if let Some(hook) = &self.on_signed {
+            hook(&event);
+        }
+        event
     }
 
     /// The current time as a Nostr timestamp.

@@ -197,7 +197,8 @@ impl Connection {
                 challenge(),
                 Arc::clone(&shared.own_urls),
                 Arc::clone(&shared.stats),
-            ),
+            )
+            .with_signed_here(shared.signed_here.clone()),
             live: Some(shared.fanout.subscribe()),
             exempt: None,
             _open: shared.stats.open(),

@@ -79,6 +79,9 @@ pub struct RelayConfig {
     pub retention: RetentionPolicy,
     /// Who to tell when a stored event should wake someone ([`crate::notify`]); none: nobody is told.
     pub notifier: Option<std::sync::Arc<dyn crate::notify::Notifier>>,
+    /// The signatures this process's own signers made (the daemon's agents): an event carrying one is not
+    /// verified a second time. None: every signature is verified.
+    pub signed_here: Option<Arc<crate::SignedHere>>,
 }
 
 impl RelayConfig {
@@ -100,6 +103,7 @@ impl RelayConfig {
             admins: HashSet::new(),
             retention: RetentionPolicy::default(),
             notifier: None,
+            signed_here: None,
         }
     }
 }
@@ -124,6 +128,8 @@ pub(crate) struct Shared {
     pub(crate) idle_timeout: Duration,
     /// The connections open and the `EVENT`s answered.
     pub(crate) stats: Arc<RelayStats>,
+    /// [`RelayConfig::signed_here`].
+    pub(crate) signed_here: Option<Arc<crate::SignedHere>>,
 }
 
 /// A running relay. Dropping it stops the relay in the background; [`RelayHandle::shutdown`]
@@ -275,6 +281,7 @@ pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         own_urls: Arc::new(own_urls),
         idle_timeout: config.idle_timeout,
         stats: Arc::default(),
+        signed_here: config.signed_here,
     });
     let stats = Arc::clone(&shared.stats);
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -387,8 +387,10 @@ async fn start(config: Resolved) -> Result<Running, String> {
     )
     .await?;
     let default_engine = prepared[0].engine().clone();
+    let signed_here = Arc::new(agentwire_relay::SignedHere::new());
     let embedded = match relay.clone() {
         Some(mut rc) => {
+            rc.signed_here = Some(signed_here.clone());
             // Every agent on NIP-XX may write without a rate; the task cards' agent in every room.
             for p in &prepared {
                 if let Some(k) = p.keys() {
@@ -479,6 +481,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
             config: &config,
             relays: &relays,
             embedded: embedded.as_ref().map(|r| r.url()),
+            signed_here: embedded.as_ref().map(|_| signed_here),
             hub: &hub,
         },
     )

@@ -67,6 +67,9 @@ pub(crate) struct StartContext<'a> {
     pub(crate) relays: &'a [String],
     /// The embedded relay's URL: it checks ids and signatures before it stores or sends an event.
     pub(crate) embedded: Option<String>,
+    /// The signatures this process makes, which the embedded relay does not verify again: an agent's
+    /// signer tells it of each (none without the embedded relay).
+    pub(crate) signed_here: Option<Arc<agentwire_relay::SignedHere>>,
     /// Every turn's events, for watchers.
     pub(crate) hub: &'a Arc<WatchHub>,
 }

@@ -80,8 +80,11 @@ impl DaemonFront for Nipxx {
                     pricing_hints: p.spec.pricing.clone(),
                     ..config.clone()
                 };
-                let runtime =
-                    Runtime::start(config, Arc::new(Crypto::new(keys)), p.engine.clone()).await;
+                let mut crypto = Crypto::new(keys);
+                if let Some(signed_here) = ctx.signed_here.clone() {
+                    crypto = crypto.with_signed_hook(Arc::new(move |e| signed_here.remember(e)));
+                }
+                let runtime = Runtime::start(config, Arc::new(crypto), p.engine.clone()).await;
                 started
                     .own
                     .push((p.spec.name.clone(), runtime as Arc<dyn Front>));
