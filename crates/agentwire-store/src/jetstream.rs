@@ -13,7 +13,7 @@
 //!
 //! The leases bucket keeps an entry for one lease: an instance renews its running turns' every third of a
 //! lease, so a turn whose key is gone lost its instance, and another instance may end it
-//! ([`Journal::abandoned`]).
+//! ([`Journal::abandoned`]). An ended turn's lease is left to age out: a turn with an outcome no longer runs.
 //!
 //! A turn is accepted by *creating* its key (the server refuses a second create, so of any number of
 //! accepts of one request id, across instances, exactly one is new), and ended by *updating* it at the
@@ -30,6 +30,11 @@
 //! runs (its record has an outcome, or was never written and its lease is gone). A turn's lease is written
 //! before its claim, so an instance that reads a claim whose turn is still being written finds the lease.
 //!
+//! A turn's way to its ack is four round trips one after another, each a write with any reads beside it:
+//! the claim's read, the turn record's read and the lease's write together; the claim's write; the hints
+//! (member, running hint, meta) together; the record's create. Its outcome is one: the update at the
+//! revision its accept wrote, which this instance remembers ([`known`]); the running hint is purged after.
+//!
 //! Both conditions are the server's expected last subject sequence, not a `Nats-Msg-Id`: a message id
 //! dedupes only within the stream's duplicate window (two minutes by default), so a resend after it would
 //! be a second turn, while a subject's sequence is checked however late the resend comes.
@@ -43,6 +48,7 @@ use crate::{
 };
 
 mod instance;
+mod known;
 mod prune;
 mod remove;
 use agentwire_core::{ConversationId, Outcome, RequestId};
@@ -66,6 +72,10 @@ const MAX_CLAIM_CONFLICTS: usize = 8;
 /// How long a write the leader has refused ours for is given to become readable: it is being committed,
 /// which takes a replication round trip.
 const SEEN_WRITE_WAIT: Duration = Duration::from_secs(2);
+/// How long a prune pass waits for this instance's hint purges under way: each is one replicated write.
+const DROPPING_WAIT: Duration = Duration::from_secs(2);
+/// How often it looks.
+const DROPPING_POLL: Duration = Duration::from_millis(5);
 /// How long opening waits for new buckets to take writes: a replicated bucket just made elects its
 /// leader within seconds.
 pub const OPEN_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -113,6 +123,10 @@ pub struct JetStreamJournal {
     halted: std::sync::Arc<AtomicBool>,
     /// Where the next prune pass reads the turns bucket's stream from ([`prune`]).
     prune_from: std::sync::Mutex<u64>,
+    /// What this instance knows of its own turns without reading them again ([`known`]).
+    known: known::Known,
+    /// How many ended turns' hints are being purged now ([`JetStreamJournal::drop_hints`]).
+    dropping: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// How many of the turns bucket's messages [`Journal::latest`] reads at most per turn it returns: a turn
@@ -276,6 +290,8 @@ impl JetStreamJournal {
             held: Default::default(),
             halted: Default::default(),
             prune_from: Default::default(),
+            known: Default::default(),
+            dropping: Default::default(),
         })
     }
 
@@ -337,6 +353,37 @@ impl JetStreamJournal {
     fn stop_renewing(&self, id: &str) {
         if let Some(r) = lock(&self.renewing).remove(id) {
             r.abort();
+        }
+    }
+
+    /// Purges ended turn `id`'s running hint, without waiting: its outcome is journaled already, and a
+    /// hint left behind (its purge failed, or the process stopped first) is skipped by its reader. So the
+    /// outcome goes out a round trip sooner. Its lease is left to age out within a lease, one write less
+    /// a turn: a turn with an outcome runs whatever its lease says.
+    fn drop_hints(&self, id: &str, owner: &str) {
+        let (running, halted, dropping) = (
+            self.running.clone(),
+            self.halted.clone(),
+            self.dropping.clone(),
+        );
+        let hint = format!("{}.{}", bucket_key(owner), bucket_key(id));
+        dropping.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            if !halted.load(Ordering::SeqCst) {
+                if let Err(e) = running.purge(hint).await {
+                    tracing::debug!(error = %e, "a running hint stays behind");
+                }
+            }
+            dropping.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    /// Waits (up to [`DROPPING_WAIT`]) until no hint purge of this instance is under way: a prune pass
+    /// that removed a turn's hint before its purge wrote the purge's marker would leave the marker behind.
+    async fn hints_dropped(&self) {
+        let deadline = tokio::time::Instant::now() + DROPPING_WAIT;
+        while self.dropping.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(DROPPING_POLL).await;
         }
     }
 
@@ -424,16 +471,20 @@ impl JetStreamJournal {
 
     async fn accept_new_turn(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
         let id = turn.request_id.to_string();
-        if let Some((doc, _)) = self.turn_entry(&id).await? {
-            return Ok(Accepted::Existing(Box::new(doc.stored()?)));
+        // A turn whose claim read its record a moment ago, in the claim's own round trip, and found none
+        // is not read again: the create below decides, and an accept that raced it comes back from there.
+        if !self.known.take_unwritten(&id) {
+            if let Some((doc, _)) = self.turn_entry(&id).await? {
+                return Ok(Accepted::Existing(Box::new(doc.stored()?)));
+            }
         }
         self.writable()?;
         let conv = turn.conversation_id.to_string();
         // Hints first, each under a key a resend writes again: the turn's record decides. They are written
         // at once (one round trip's wait), and the conversation's meta with them, so that a failed write
         // leaves no record behind; the record only once all are in. (A resend comes back as `Existing`
-        // from the read above, so only accepts racing for one request id each write the meta they carry,
-        // which is the same meta.)
+        // from the read above or the claim's, so only accepts racing for one request id each write the
+        // meta they carry, which is the same meta.)
         let member = format!("{}.{}", bucket_key(&conv), bucket_key(&id));
         let running = format!("{}.{}", bucket_key(&turn.owner), bucket_key(&id));
         let meta = async {
@@ -455,8 +506,14 @@ impl JetStreamJournal {
                     .await
                     .map_err(unwritable)
             },
-            // The lease too, before the turn exists: no other instance may find it without one.
-            self.put_lease(&id),
+            // The lease too, before the turn exists: no other instance may find it without one. A turn
+            // this instance claimed has it already, from its claim, and renews it.
+            async {
+                match self.renewing(&id) {
+                    true => Ok(()),
+                    false => self.put_lease(&id).await,
+                }
+            },
         )?;
         let doc = TurnDoc {
             request_id: id.clone(),
@@ -475,10 +532,7 @@ impl JetStreamJournal {
         };
         let body = serde_json::to_vec(&doc).map_err(corrupt)?;
         self.writable()?;
-        if !self
-            .write_at(&self.turns, &bucket_key(&id), body, 0)
-            .await?
-        {
+        let Some(revision) = self.put_at(&self.turns, &bucket_key(&id), body, 0).await? else {
             // Another accept made it first (here or on another instance): its record is the answer. The
             // leader refuses a create against a write it is still committing, so the record may take a
             // moment to be readable.
@@ -494,16 +548,25 @@ impl JetStreamJournal {
                 }
                 tokio::time::sleep(OPEN_READY_POLL / 5).await;
             }
-        }
+        };
+        self.known.note_accepted(&id, doc, revision);
         self.renew(&id);
         Ok(Accepted::New)
     }
 
     async fn finish_turn(&self, finish: Finish) -> Result<(), StoreError> {
         let id = finish.request_id.to_string();
+        // First at the revision this instance accepted the turn at, without reading it back (a record
+        // changes only by its outcome); refused, the turn changed meanwhile (ended elsewhere, or removed),
+        // and the read tells how.
+        let mut noted = self.known.take_accepted(&id);
         for _ in 0..MAX_FINISH_CONFLICTS {
-            let Some((mut doc, revision)) = self.turn_entry(&id).await? else {
-                return Err(StoreError::UnknownTurn(id));
+            let (mut doc, revision) = match noted.take() {
+                Some(noted) => noted,
+                None => match self.turn_entry(&id).await? {
+                    Some(entry) => entry,
+                    None => return Err(StoreError::UnknownTurn(id)),
+                },
             };
             if doc.outcome.is_some() {
                 return Err(StoreError::AlreadyEnded(id));
@@ -521,20 +584,8 @@ impl JetStreamJournal {
                 .write_at(&self.turns, &bucket_key(&id), body, revision)
                 .await?
             {
-                if let Some(r) = lock(&self.renewing).remove(&id) {
-                    r.abort();
-                }
-                // The lease and the hint go, at once; one left behind (its delete failed) is skipped by
-                // its reader, and a lease ages out.
-                let hint = format!("{}.{}", bucket_key(&doc.owner), bucket_key(&id));
-                let (lease, hint) =
-                    tokio::join!(self.leases.purge(bucket_key(&id)), self.running.purge(hint));
-                if let Err(e) = lease {
-                    tracing::debug!(request = %id, error = %e, "a lease stays until it ages out");
-                }
-                if let Err(e) = hint {
-                    tracing::debug!(request = %id, error = %e, "a running hint stays behind");
-                }
+                self.stop_renewing(&id);
+                self.drop_hints(&id, &doc.owner);
                 return Ok(());
             }
         }
@@ -558,8 +609,11 @@ impl JetStreamJournal {
         // Whether this claim began renewing the turn's lease (stopped again unless the claim is taken).
         let mut began = false;
         let claim = self.claim_loop(&claim_key, id, &mut began).await;
-        if began && !matches!(claim, Ok(Claim::Taken)) {
-            self.stop_renewing(id);
+        if !matches!(claim, Ok(Claim::Taken)) {
+            self.known.take_unwritten(id);
+            if began {
+                self.stop_renewing(id);
+            }
         }
         claim
     }
@@ -571,28 +625,47 @@ impl JetStreamJournal {
         began: &mut bool,
     ) -> Result<Claim, StoreError> {
         for _ in 0..MAX_CLAIM_CONFLICTS {
-            let (holder, revision) = self.claim_holder(claim_key).await?;
-            if let Some(holder) = holder {
-                if holder == id {
-                    // Claimed before (a resend, or a claim whose accept failed). A turn with a record has
-                    // its lease from whoever runs it; one without gets one here, as below.
-                    if self.turn_entry(id).await?.is_none() {
-                        self.lease_from_now(id, began).await?;
+            // One round trip for all the claim needs: the conversation's claim, the turn's record (its
+            // accept then need not read it again), and, unless this instance renews it already, the
+            // turn's lease. The lease is written whether or not the claim takes the conversation (one
+            // that does not take it ages out), so that it is in before the claim's write below: whoever
+            // reads the claim before the turn's record is written finds the lease.
+            let fresh = !self.renewing(id);
+            let lease = async {
+                match fresh {
+                    true => self.put_lease(id).await,
+                    false => Ok(()),
+                }
+            };
+            let ((holder, revision), turn, ()) =
+                tokio::try_join!(self.claim_holder(claim_key), self.turn_entry(id), lease)?;
+            if turn.is_none() {
+                self.known.note_unwritten(id);
+            }
+            match holder {
+                // Claimed before (a resend, or a claim whose accept failed). A turn with a record has its
+                // lease from whoever runs it; one without has it from here, written above.
+                Some(holder) if holder == id => {
+                    if turn.is_none() && fresh {
+                        self.renew(id);
+                        *began = true;
                     }
                     return Ok(Claim::Taken);
                 }
-                if self.still_runs(&holder).await? {
+                Some(holder) if self.still_runs(&holder).await? => {
                     let holder = RequestId::new(holder).map_err(corrupt)?;
                     return Ok(Claim::Busy(holder));
                 }
+                _ => {}
             }
-            // About to take it: the turn's lease first, so whoever reads the claim before the turn's
-            // record is written finds the lease.
-            self.lease_from_now(id, began).await?;
             if self
                 .write_at(&self.claims, claim_key, id.as_bytes().to_vec(), revision)
                 .await?
             {
+                if fresh {
+                    self.renew(id);
+                    *began = true;
+                }
                 return Ok(Claim::Taken);
             }
         }
@@ -603,18 +676,6 @@ impl JetStreamJournal {
                 "the conversation's claim kept moving",
             )),
         }
-    }
-
-    /// Gives turn `id` a lease and renews it from now on, unless this instance renews it already (an
-    /// accepted turn of its own).
-    async fn lease_from_now(&self, id: &str, began: &mut bool) -> Result<(), StoreError> {
-        if self.renewing(id) {
-            return Ok(());
-        }
-        self.put_lease(id).await?;
-        self.renew(id);
-        *began = true;
-        Ok(())
     }
 
     /// Writes (or renews) turn `id`'s lease once.

@@ -79,6 +79,7 @@ impl JetStreamJournal {
     /// One pass of [`Journal::prune`](crate::Journal::prune).
     pub(super) async fn prune_turns(&self, p: Prune) -> Result<Pruned, StoreError> {
         self.writable()?;
+        self.hints_dropped().await;
         let filter = format!("{}>", self.turns.prefix);
         let ready = format!("{}ready", self.turns.prefix);
         let mut from = (*super::lock(&self.prune_from)).max(1);

@@ -63,6 +63,8 @@ impl JetStreamJournal {
             Claim::Busy(turn) => return Ok(Removed::Busy(turn)),
             Claim::Taken => {}
         }
+        // The removal is no turn: no accept takes what its claim noted of it.
+        self.known.take_unwritten(remover.as_str());
         let removed = self.purge_conversation(conv).await;
         // Whatever the purge did, the removal's claim and lease go: a failed removal is sent again.
         self.stop_renewing(remover.as_str());
