@@ -199,7 +199,8 @@ impl Connection {
                 Arc::clone(&shared.stats),
             )
             .with_signed_here(shared.signed_here.clone()),
-            live: Some(shared.fanout.subscribe()),
+            // Taken with the first subscription (`follow_ring`).
+            live: None,
             exempt: None,
             _open: shared.stats.open(),
             shared,
@@ -301,6 +302,23 @@ impl Connection {
         }
     }
 
+    /// Reads the shared ring only while a subscription may want its events: a connection that only
+    /// publishes is not woken by every event every other connection publishes. Called before the commands
+    /// of a client message are carried out, so the ring is read from before a new subscription's stored
+    /// query runs: an event committed after the query's snapshot is on the ring from then on, and one
+    /// sent to the ring before it is in the snapshot.
+    fn follow_ring(&mut self) {
+        if self.exempt.is_some() {
+            // An exempt connection reads the ring only for its backlog, then drops it for good.
+            return;
+        }
+        match (self.live.is_some(), self.session.subscription_count() > 0) {
+            (false, true) => self.live = Some(self.shared.fanout.subscribe()),
+            (true, false) => self.live = None,
+            _ => {}
+        }
+    }
+
     /// Hands the events this connection stored but had not handed on yet to the exempt
     /// connections, after it ended: they are committed, and the agent must get them all the same.
     /// Bounded by the writer, which answers every insert, and by each hand-over's timeout.
@@ -331,8 +349,10 @@ impl Connection {
 
     /// This connection just became exempt: its live events move from the ring to its own queue.
     fn register_exempt(&mut self) {
-        let Some(ring) = &self.live else { return };
-        let registration = self.shared.fanout.register(ring);
+        if self.exempt.is_some() {
+            return;
+        }
+        let registration = self.shared.fanout.register(self.live.as_ref());
         self.session.handle_registered(registration.backlog);
         if !self.session.reads_ring() {
             self.live = None;
@@ -361,6 +381,7 @@ impl Connection {
             Some(Err(WsError::Capacity(_))) => return Err(End::Oversized),
             Some(Err(_)) | None => return Err(End::Done),
         };
+        self.follow_ring();
         self.execute(commands).await
     }
 

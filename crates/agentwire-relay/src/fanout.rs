@@ -157,11 +157,11 @@ impl Fanout {
         (!registry.peers.is_empty()).then(|| Arc::clone(&registry.peers))
     }
 
-    /// Registers the connection that reads `ring` as exempt: from now on its live events come through the
-    /// returned queue, except the ring backlog counted here.
+    /// Registers the connection that reads `ring` (if it reads it) as exempt: from now on its live events
+    /// come through the returned queue, except the ring backlog counted here.
     pub(crate) fn register(
         self: &Arc<Self>,
-        ring: &broadcast::Receiver<Arc<Published>>,
+        ring: Option<&broadcast::Receiver<Arc<Published>>>,
     ) -> Registration {
         let (tx, queue) = mpsc::channel(EXEMPT_QUEUE_CAPACITY);
         let mut registry = self.lock();
@@ -178,7 +178,7 @@ impl Fanout {
             .chain([Arc::clone(&peer)])
             .collect();
         // Exact: no ring send can happen while the lock is held.
-        let backlog = ring.len() as u64;
+        let backlog = ring.map_or(0, |ring| ring.len() as u64);
         drop(registry);
         Registration {
             fanout: Arc::clone(self),

@@ -122,6 +122,8 @@ struct Subscription {
     /// The newest stored events sent for it: one stored before the query ran may still reach this
     /// connection live afterwards (its broadcast follows its commit), and is not sent twice.
     sent_stored: Vec<EventId>,
+    /// Its `EVENT` frames' start (`wire::event_head`), made once.
+    head: String,
 }
 
 /// How many of a query's newest stored events a subscription remembers, so as not to send one again when
@@ -218,7 +220,6 @@ impl Session {
     }
 
     /// How many subscriptions are open.
-    #[cfg(test)]
     pub(crate) fn subscription_count(&self) -> usize {
         self.subscriptions.len()
     }
@@ -522,7 +523,7 @@ impl Session {
             }
             match &mut sub.loading {
                 None if sub.sent_stored.contains(&published.event.id) => {}
-                None => frames.push(wire::event(id, &published.json)),
+                None => frames.push(wire::event_after(&sub.head, &published.json)),
                 Some(waiting) if waiting.len() < LIVE_QUEUE_CAPACITY => {
                     waiting.push(Arc::clone(published));
                 }
@@ -787,6 +788,7 @@ impl Session {
                 generation,
                 loading: Some(Vec::new()),
                 sent_stored: Vec::new(),
+                head: wire::event_head(&subscription_id),
             },
         );
         vec![Command::Query(QueryRequest {

@@ -73,11 +73,24 @@ pub(crate) fn neg_err(subscription_id: &SubscriptionId, message: &str) -> String
 
 /// `["EVENT", subscription, event]` from the event's canonical JSON.
 pub(crate) fn event(subscription_id: &SubscriptionId, event_json: &str) -> String {
+    event_after(&event_head(subscription_id), event_json)
+}
+
+/// The part of a subscription's `EVENT` frames before the event: `["EVENT",<subscription>,`. A live
+/// subscription keeps it, so that its id is escaped once rather than once for every event.
+pub(crate) fn event_head(subscription_id: &SubscriptionId) -> String {
     let sub = serde_json::to_string(subscription_id.as_str()).unwrap_or_default();
-    let mut frame = String::with_capacity(12 + sub.len() + event_json.len());
-    frame.push_str("[\"EVENT\",");
-    frame.push_str(&sub);
-    frame.push(',');
+    let mut head = String::with_capacity(10 + sub.len());
+    head.push_str("[\"EVENT\",");
+    head.push_str(&sub);
+    head.push(',');
+    head
+}
+
+/// An `EVENT` frame from its [`event_head`] and the event's canonical JSON.
+pub(crate) fn event_after(head: &str, event_json: &str) -> String {
+    let mut frame = String::with_capacity(head.len() + event_json.len() + 1);
+    frame.push_str(head);
     frame.push_str(event_json);
     frame.push(']');
     frame

@@ -68,6 +68,38 @@ async fn req_gets_stored_newest_first_then_eose_then_live() {
     relay.handle.shutdown().await;
 }
 
+/// A connection reads the live ring only while it has a subscription: one that first only published, then
+/// subscribed, closed its only subscription and subscribed again gets every event published after each
+/// `REQ`, live, and nothing while it had none.
+#[tokio::test]
+async fn live_events_follow_subscriptions_opened_closed_and_opened_again() {
+    let relay = TestRelay::start().await;
+    let keys = Keys::generate();
+    let mut other = relay.client().await;
+    let mut client = relay.client().await;
+    assert!(client.publish(&signed(&keys, 1, "own", vec![])).await.0);
+    assert!(other.publish(&signed(&keys, 1, "before", vec![])).await.0);
+    client.expect_silence(Duration::from_millis(100)).await;
+
+    for round in ["first", "second"] {
+        let stored = client
+            .query(round, vec![Filter::new().author(keys.public_key())])
+            .await;
+        assert!(!stored.is_empty());
+        let live = signed(&keys, 1, round, vec![]);
+        assert!(other.publish(&live).await.0);
+        assert_eq!(
+            client.recv().await,
+            RelayMessage::event(SubscriptionId::new(round), live)
+        );
+        client.send_text(format!(r#"["CLOSE","{round}"]"#)).await;
+        // Published with no subscription open: never delivered, live or later.
+        assert!(other.publish(&signed(&keys, 1, "between", vec![])).await.0);
+        client.expect_silence(Duration::from_millis(100)).await;
+    }
+    relay.handle.shutdown().await;
+}
+
 #[tokio::test]
 async fn re_req_replaces_the_subscription() {
     let relay = TestRelay::start().await;
