@@ -136,6 +136,8 @@ struct Step {
     fds_after: usize,
     /// The cap on such connections in this daemon, if there is one, and what it is.
     cap: Option<(usize, &'static str)>,
+    /// Connections asked for that the daemon refused (past its cap).
+    refused: usize,
 }
 
 impl Step {
@@ -175,6 +177,7 @@ impl Step {
         json!({
             "what": self.what,
             "count": self.count,
+            "refused": self.refused,
             "rss_before_kib": self.before.rss_kib,
             "rss_after_kib": self.after.rss_kib,
             "settled": self.before.settled && self.after.settled,
@@ -239,6 +242,7 @@ async fn relay_phase(args: &Args, subscribe: bool) -> Result<Vec<Step>, String> 
         fds_before,
         fds_after,
         cap: Some((cap, "max_connections as configured here")),
+        refused: 0,
     };
     step.print();
     let per = step.per_kib();
@@ -272,6 +276,7 @@ async fn roost_phase(args: &Args) -> Result<Vec<Step>, String> {
                 fds_before,
                 fds_after: fds_jobs,
                 cap: None,
+                refused: 0,
             },
             Step {
                 what: "roost connections speaking for a job (idle agents)",
@@ -284,6 +289,7 @@ async fn roost_phase(args: &Args) -> Result<Vec<Step>, String> {
                     agentwire_roost::wire::MAX_CONNECTIONS,
                     "roost's MAX_CONNECTIONS",
                 )),
+                refused: 0,
             },
             Step {
                 what: "roost job with its connection, together",
@@ -296,6 +302,7 @@ async fn roost_phase(args: &Args) -> Result<Vec<Step>, String> {
                     agentwire_roost::wire::MAX_CONNECTIONS,
                     "roost's MAX_CONNECTIONS (jobs themselves have no cap)",
                 )),
+                refused: 0,
             },
         ];
         drop(held);
@@ -338,6 +345,7 @@ async fn sse_phase(args: &Args) -> Result<Vec<Step>, String> {
         fds_before,
         fds_after,
         cap: Some((HTTP_EVENT_STREAMS_CAP, "agentwire-http's MAX_EVENT_STREAMS")),
+        refused: opened.refused,
     };
     step.print();
     let per = step.per_kib();
