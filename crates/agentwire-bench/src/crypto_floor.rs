@@ -18,7 +18,7 @@ use nostr::prelude::{EventBuilder, Keys, Kind, Timestamp};
 /// that a batch often runs without being preempted.
 const BATCH: usize = 200;
 /// Batches timed; the fastest is the floor.
-const BATCHES: usize = 10;
+const BATCHES: usize = 25;
 
 /// The crypto floor of one run, in microseconds of one core.
 #[derive(Debug, Clone, Copy)]

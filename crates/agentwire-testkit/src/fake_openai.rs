@@ -9,10 +9,12 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The most bytes of a request's head the fake reads.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Streamed events whose send times are kept until taken ([`FakeOpenAi::take_sent`]).
+const MAX_SENT_KEPT: usize = 100_000;
 
 /// One scripted reply.
 #[derive(Debug, Clone)]
@@ -64,6 +66,8 @@ struct State {
     received: Vec<Received>,
     aborted: usize,
     models_asked: usize,
+    /// Each streamed event's data and the moment its write returned, oldest first (a benchmark's clock).
+    sent: Vec<(String, Instant)>,
 }
 
 /// The fake server; stops accepting when dropped.
@@ -113,6 +117,11 @@ impl FakeOpenAi {
     /// How many streams the client closed before their end.
     pub fn aborted(&self) -> usize {
         self.lock().aborted
+    }
+
+    /// Takes the streamed events' data sent so far, each with the moment its write to the socket returned.
+    pub fn take_sent(&self) -> Vec<(String, Instant)> {
+        std::mem::take(&mut self.lock().sent)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -227,6 +236,15 @@ fn stream_events(
             .write_all(format!("data: {data}\n\n").as_bytes())
             .is_ok()
             && out.flush().is_ok();
+        if ok {
+            let at = Instant::now();
+            let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+            // Bounded: a test that never takes them keeps only the latest.
+            if s.sent.len() >= MAX_SENT_KEPT {
+                s.sent.clear();
+            }
+            s.sent.push((data.to_string(), at));
+        }
         if !gap.is_zero() {
             std::thread::sleep(gap);
         }

@@ -27,10 +27,13 @@
 #[allow(dead_code)]
 #[path = "../daemon.rs"]
 mod daemon;
+mod fronts;
 #[allow(dead_code)]
 #[path = "../peer.rs"]
 mod peer;
 mod sse;
+
+use fronts::{addr_of, mcp_session};
 
 use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
 use agentwire_testkit::NatsServer;
@@ -158,12 +161,6 @@ fn mcp_text(v: &serde_json::Value) -> String {
     }
 }
 
-/// `http://host:port` without its scheme.
-fn addr_of(url: &str) -> &str {
-    let rest = url.trim_start_matches("http://");
-    rest.split_once('/').map_or(rest, |(a, _)| a)
-}
-
 /// Posts `body` to `path` at `url`'s address with `headers` on a fresh connection (as a client's first call
 /// makes one), and returns the time from `t` to the first `data:` line in which `text` finds text.
 async fn first_text(
@@ -185,40 +182,6 @@ async fn first_text(
         return Err(format!("{url}{path}: HTTP {}", head.status));
     }
     first.ok_or_else(|| format!("{url}{path} sent no text"))
-}
-
-/// Opens an MCP session on the daemon (initialize, then initialized) with the operator's token; its id.
-async fn mcp_session(http: &str, bearer: &str) -> Result<String, String> {
-    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "first-token", "version": "1"}}});
-    let accept = ("Accept", "application/json, text/event-stream");
-    let auth = ("Authorization", bearer);
-    let head = sse::post(
-        addr_of(http),
-        "/mcp",
-        &[accept, auth],
-        &init.to_string(),
-        |_, _| {},
-    )
-    .await?;
-    let session = head
-        .header("mcp-session-id")
-        .ok_or(format!(
-            "MCP initialize: HTTP {} and no session",
-            head.status
-        ))?
-        .to_string();
-    let done = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    sse::post(
-        addr_of(http),
-        "/mcp",
-        &[accept, auth, ("Mcp-Session-Id", &session)],
-        &done.to_string(),
-        |_, _| {},
-    )
-    .await?;
-    Ok(session)
 }
 
 fn fisk_prompt(request: &str) -> Vec<u8> {
