@@ -130,12 +130,17 @@ async fn answer(mut stream: TcpStream, head_len: usize, response: &[u8]) {
     }
 }
 
+/// What one read of a lingering connection takes at most: the rest of a refused request or frame.
+const LINGER_READ_BYTES: usize = 8 * 1024;
+
 /// Half-closes and reads what the peer still sends, so that closing does not reset the
 /// connection and destroy an answer the peer has not read yet.
 async fn linger(stream: &mut TcpStream) {
     let _ = stream.shutdown().await;
     let drain = async {
-        let mut buf = [0u8; 8192];
+        // On the heap: an array here would be part of every connection's future (the serving future holds
+        // this one inline), 8 KiB more per connection for the few that ever linger.
+        let mut buf = vec![0u8; LINGER_READ_BYTES];
         let mut total = 0;
         while total < LINGER_MAX_BYTES {
             match stream.read(&mut buf).await {
