@@ -83,14 +83,19 @@ pub(crate) async fn serve(
         Ok(Ok(Peeked::TooLarge)) => return answer(stream, 0, &http::head_too_large()).await,
         Ok(Ok(Peeked::Closed)) | Ok(Err(_)) | Err(_) => return,
     };
-    match http::route(
+    let route = http::route(
         &head,
         &shared.document,
         &shared.name,
         shared.health.as_ref(),
         &shared.own_urls,
-    ) {
-        Route::Respond(response) => answer(stream, head.len(), &response).await,
+    );
+    // Only its length is needed from here on; the buffer (8 KiB of capacity) would live as long as the
+    // connection.
+    let head_len = head.len();
+    drop(head);
+    match route {
+        Route::Respond(response) => answer(stream, head_len, &response).await,
         Route::WebSocket => {
             let config = WebSocketConfig::default()
                 .read_buffer_size(READ_BUFFER_BYTES)

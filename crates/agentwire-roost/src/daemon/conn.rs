@@ -74,6 +74,11 @@ enum Read {
     Closed,
 }
 
+/// The read buffer of one connection. Requests and reports are lines of small JSON; a longer line still
+/// reads in whole (it grows the line buffer, up to [`MAX_LINE_BYTES`]). tokio's default of 8 KiB made an
+/// idle connection cost 11.6 KiB; this, 4.7 KiB (docs/benchmarks.md, the memory benchmark).
+const READ_BUFFER_BYTES: usize = 1024;
+
 /// Reads one line of at most [`MAX_LINE_BYTES`]. Cancel-safe: a partial line stays in `buf` (and the
 /// rest in the reader) for the next call.
 async fn read_line(r: &mut BufReader<tokio::net::unix::OwnedReadHalf>, buf: &mut Vec<u8>) -> Read {
@@ -187,7 +192,7 @@ pub(super) async fn serve(
         wire: wire.clone(),
     };
     let conn = shared.open_conn(outbox.clone());
-    let mut reader = BufReader::new(read);
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, read);
     let mut buf = Vec::new();
     let mut session = false;
     let mut capabilities: Vec<String> = Vec::new();
