@@ -52,7 +52,7 @@ mod known;
 mod prune;
 mod remove;
 use agentwire_core::{ConversationId, Outcome, RequestId};
-use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use async_nats::jetstream::stream::{DirectGetErrorKind, LastRawMessageErrorKind};
 use async_nats::jetstream::{self, kv};
 use futures_util::future::BoxFuture;
 pub use instance::{HoldError, INSTANCE_TAKEOVER_WAIT_LEASES};
@@ -624,7 +624,7 @@ impl JetStreamJournal {
         id: &str,
         began: &mut bool,
     ) -> Result<Claim, StoreError> {
-        for _ in 0..MAX_CLAIM_CONFLICTS {
+        for attempt in 0..MAX_CLAIM_CONFLICTS {
             // One round trip for all the claim needs: the conversation's claim, the turn's record (its
             // accept then need not read it again), and, unless this instance renews it already, the
             // turn's lease. The lease is written whether or not the claim takes the conversation (one
@@ -637,8 +637,15 @@ impl JetStreamJournal {
                     false => Ok(()),
                 }
             };
-            let ((holder, revision), turn, ()) =
-                tokio::try_join!(self.claim_holder(claim_key), self.turn_entry(id), lease)?;
+            // The first look asks any replica, which answers without the cluster: a stale answer costs
+            // only a refused write below and a look at the leader, or is checked there (a claim already
+            // this turn's). A record it does not find yet is created by the accept, which decides.
+            let first = attempt == 0;
+            let ((holder, revision), turn, ()) = tokio::try_join!(
+                self.claim_read(claim_key, first),
+                self.turn_read(id, first),
+                lease
+            )?;
             if turn.is_none() {
                 self.known.note_unwritten(id);
             }
@@ -646,6 +653,9 @@ impl JetStreamJournal {
                 // Claimed before (a resend, or a claim whose accept failed). A turn with a record has its
                 // lease from whoever runs it; one without has it from here, written above.
                 Some(holder) if holder == id => {
+                    if first && self.claim_holder(claim_key).await?.0.as_deref() != Some(id) {
+                        continue;
+                    }
                     if turn.is_none() && fresh {
                         self.renew(id);
                         *began = true;
@@ -695,6 +705,33 @@ impl JetStreamJournal {
             .map(|v| String::from_utf8(v).map_err(corrupt))
             .transpose()?;
         Ok((holder, revision))
+    }
+
+    /// [`claim_holder`](Self::claim_holder), read from any replica with `replica`.
+    async fn claim_read(
+        &self,
+        claim_key: &str,
+        replica: bool,
+    ) -> Result<(Option<String>, u64), StoreError> {
+        if !replica {
+            return self.claim_holder(claim_key).await;
+        }
+        let (value, revision) = replica_entry(&self.claims, claim_key).await?;
+        let holder = value
+            .map(|v| String::from_utf8(v).map_err(corrupt))
+            .transpose()?;
+        Ok((holder, revision))
+    }
+
+    /// Whether turn `id`'s record is written, read from any replica with `replica`.
+    async fn turn_read(&self, id: &str, replica: bool) -> Result<Option<()>, StoreError> {
+        if !replica {
+            return Ok(self.turn_entry(id).await?.map(|_| ()));
+        }
+        Ok(replica_entry(&self.turns, &bucket_key(id))
+            .await?
+            .0
+            .map(|_| ()))
     }
 
     /// The request ids of a conversation's members, in the order they were first written. Read from the
@@ -884,6 +921,29 @@ async fn leader_entry(bucket: &kv::Store, key: &str) -> Result<(Option<Vec<u8>>,
             Ok(((!removed).then(|| m.payload.to_vec()), m.sequence))
         }
         Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok((None, 0)),
+        Err(e) => Err(unwritable(e)),
+    }
+}
+
+/// Like [`leader_entry`], from whichever replica answers first (a bucket's replicas serve direct gets): it
+/// may lag behind a write just made, so only for a look that a conditional write or a leader read checks.
+async fn replica_entry(
+    bucket: &kv::Store,
+    key: &str,
+) -> Result<(Option<Vec<u8>>, u64), StoreError> {
+    let got = bucket
+        .stream
+        .direct_get_last_for_subject(format!("{}{key}", bucket.prefix))
+        .await;
+    match got {
+        Ok(m) => {
+            let removed = m
+                .headers
+                .get("KV-Operation")
+                .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+            Ok(((!removed).then(|| m.payload.to_vec()), m.sequence))
+        }
+        Err(e) if matches!(e.kind(), DirectGetErrorKind::NotFound) => Ok((None, 0)),
         Err(e) => Err(unwritable(e)),
     }
 }
