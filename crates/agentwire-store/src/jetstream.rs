@@ -646,7 +646,14 @@ impl JetStreamJournal {
                 self.turn_read(id, first),
                 lease
             )?;
-            if turn.is_none() {
+            if turn.is_some() {
+                // Written after all (a replica's earlier miss, or another instance's create): the accept
+                // reads it.
+                self.known.take_unwritten(id);
+            } else if !self.known.accepted_here(id) {
+                // A turn accepted here before its claim (one not exclusive) is written, whatever a replica
+                // that has not seen the write yet says: a note left for it would let a resend's accept
+                // skip its read and write hints nobody purges.
                 self.known.note_unwritten(id);
             }
             match holder {

@@ -55,6 +55,11 @@ impl Known {
         accepted.insert(id.to_string(), (doc, revision));
     }
 
+    /// Whether this instance accepted turn `id` and its outcome is not written yet (the note stays).
+    pub(super) fn accepted_here(&self, id: &str) -> bool {
+        lock(&self.accepted).contains_key(id)
+    }
+
     /// Turn `id`'s record as this instance accepted it, and its revision (the note is taken).
     pub(super) fn take_accepted(&self, id: &str) -> Option<(TurnDoc, u64)> {
         lock(&self.accepted).remove(id)
@@ -71,6 +76,16 @@ mod tests {
             "route": null, "input": null, "accepted_at": 1,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn an_accepted_turn_is_known_until_its_note_is_taken() {
+        let k = Known::default();
+        assert!(!k.accepted_here("a"));
+        k.note_accepted("a", doc("a"), 7);
+        assert!(k.accepted_here("a"), "looking does not take the note");
+        assert_eq!(k.take_accepted("a").map(|(_, r)| r), Some(7));
+        assert!(!k.accepted_here("a"));
     }
 
     #[test]
