@@ -112,6 +112,7 @@ async fn setup() -> Setup {
             allow_remote: false,
             token: operator.clone(),
             callers,
+            limits: Default::default(),
         },
         HttpContext {
             hub: hub.clone(),

@@ -41,8 +41,10 @@ pub(crate) struct State {
     pub(crate) allow_remote: bool,
     /// Becomes true when the server stops: open event streams end.
     pub(crate) stopped: tokio::sync::watch::Receiver<bool>,
-    /// Event streams open now ([`crate::events::MAX_EVENT_STREAMS`]).
+    /// Event streams open now.
     pub(crate) streams: Arc<AtomicUsize>,
+    /// Event streams open at most (`[http] max_event_streams`).
+    pub(crate) max_event_streams: usize,
 }
 
 /// Whether a request says its body is JSON (`Content-Type: application/json`): a body in any other type

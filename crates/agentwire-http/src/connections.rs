@@ -6,9 +6,8 @@
 //!   connection waits for one: after its accept (a silent socket), and after each answer (the idle
 //!   keep-alive time);
 //! - [`WRITE_STALL_TIMEOUT`](crate::stall::WRITE_STALL_TIMEOUT): an answer the client stops taking;
-//! - the places of [`crate::slots`]: at most [`MAX_CONNECTIONS`](crate::slots::MAX_CONNECTIONS) open, at
-//!   most [`MAX_UNAUTHENTICATED_CONNECTIONS`](crate::slots::MAX_UNAUTHENTICATED_CONNECTIONS) without the
-//!   token (the oldest closed for a newcomer); past them a new connection gets `503` (at most
+//! - the places of [`crate::slots`]: at most `[http] max_connections` open, at most a quarter of them
+//!   ([`unauthenticated_share`](crate::slots::unauthenticated_share)) without the token (the oldest closed for a newcomer); past them a new connection gets `503` (at most
 //!   [`MAX_PENDING_REFUSALS`] being written at once, the rest closed unanswered).
 //!
 //! A request with the token marks its connection the token holder's; a wrong token is counted
@@ -45,7 +44,7 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Refusals (`503`, no place) being written at once: each holds its socket for up to
 /// `REFUSAL_LINGER` (1 s); past this a connection over the cap is closed unanswered, so refusing costs at most
-/// this many descriptors beyond [`MAX_CONNECTIONS`](crate::slots::MAX_CONNECTIONS).
+/// this many descriptors beyond `[http] max_connections`.
 pub const MAX_PENDING_REFUSALS: usize = 16;
 
 /// How long a refusal waits for the client's request (read and dropped, so the close is not a reset that

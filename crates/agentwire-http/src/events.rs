@@ -19,9 +19,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Event streams open at once: each holds a place in the hub's ring and a connection; a hub page, a few CLIs
-/// following runs and a collector are far fewer.
-pub(crate) const MAX_EVENT_STREAMS: usize = 64;
 /// A comment sent on an idle stream this often, so proxies and clients see it alive.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -100,11 +97,12 @@ pub(crate) async fn stream(
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Response {
-    if s.streams.fetch_add(1, Ordering::SeqCst) >= MAX_EVENT_STREAMS {
+    let cap = s.max_event_streams;
+    if s.streams.fetch_add(1, Ordering::SeqCst) >= cap {
         s.streams.fetch_sub(1, Ordering::SeqCst);
         return refused(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("{MAX_EVENT_STREAMS} event streams are open; close one"),
+            format!("{cap} event streams are open ([http] max_event_streams); close one"),
         );
     }
     let place = Place(s.streams.clone());

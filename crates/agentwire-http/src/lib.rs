@@ -25,8 +25,8 @@
 //! else (`403` on `/api/`).
 //!
 //! Connections are bounded (`connections.rs`): a request head within [`HEADER_READ_TIMEOUT`] (also the idle
-//! keep-alive time), answers the client takes within [`WRITE_STALL_TIMEOUT`], at most [`MAX_CONNECTIONS`]
-//! open and [`MAX_UNAUTHENTICATED_CONNECTIONS`] of them without the token, so the server never takes the
+//! keep-alive time), answers the client takes within [`WRITE_STALL_TIMEOUT`], at most `[http] max_connections`
+//! open ([`DEFAULT_MAX_CONNECTIONS`]) and a quarter of them without the token, so the server never takes the
 //! descriptors the relay and the rest of the daemon need.
 
 pub mod access;
@@ -52,9 +52,11 @@ pub use access::{Token, WRONG_TOKEN_LOG_INTERVAL};
 pub use api::MAX_FRONT_BODY_BYTES;
 pub use connections::{HEADER_READ_TIMEOUT, MAX_PENDING_REFUSALS, SHUTDOWN_GRACE};
 pub use roost::{RoostCall, RoostRefusal};
+pub use settings::{HttpLimits, DEFAULT_MAX_EVENT_STREAMS};
 pub use slots::{
-    MAX_CALLER_CONNECTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CALLER,
-    MAX_UNAUTHENTICATED_CONNECTIONS,
+    callers_share, one_callers_share, unauthenticated_share, DEFAULT_MAX_CONNECTIONS,
+    MAX_CALLER_CONNECTIONS, MAX_CONNECTIONS_CEILING, MAX_CONNECTIONS_PER_CALLER,
+    MAX_UNAUTHENTICATED_CONNECTIONS, MIN_CONNECTIONS,
 };
 pub use stall::WRITE_STALL_TIMEOUT;
 
@@ -69,6 +71,8 @@ pub struct HttpConfig {
     pub token: Token,
     /// The callers' tokens (`[[http.callers]]`): the caller fronts only.
     pub callers: Vec<callers::CallerToken>,
+    /// Connections and event streams open at most (`[http] max_connections`, `max_event_streams`).
+    pub limits: HttpLimits,
 }
 
 /// An agent as `GET /api/v1/agents` shows it.
@@ -193,15 +197,11 @@ pub async fn start(
             allow_remote: config.allow_remote,
             stopped: stopped.clone(),
             streams: Arc::default(),
+            max_event_streams: config.limits.max_event_streams,
         },
         fronts,
     );
-    let slots = slots::Slots::new(
-        MAX_CONNECTIONS,
-        MAX_UNAUTHENTICATED_CONNECTIONS,
-        MAX_CALLER_CONNECTIONS,
-        MAX_CONNECTIONS_PER_CALLER,
-    );
+    let slots = slots::Slots::for_total(config.limits.max_connections);
     let task = tokio::spawn(connections::serve(listener, app, gate, slots, stopped));
     Ok(HttpServer {
         local_addr,

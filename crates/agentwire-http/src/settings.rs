@@ -2,6 +2,7 @@
 //! value, the resolution into [`HttpSettings`] (on by default on this host; a listen beyond it only with
 //! `allow_remote`, since the token is then all that guards the API), and what `agentwire config` shows.
 
+use crate::slots::{DEFAULT_MAX_CONNECTIONS, MAX_CONNECTIONS_CEILING, MIN_CONNECTIONS};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -18,6 +19,10 @@ pub struct HttpSection {
     pub allow_remote: Option<bool>,
     /// `[[http.callers]]`: programs with tokens of their own for the caller fronts.
     pub callers: Vec<CallerSection>,
+    /// Connections open at once.
+    pub max_connections: Option<usize>,
+    /// Event streams (`/api/v1/events`) open at once.
+    pub max_event_streams: Option<usize>,
 }
 
 /// `[[http.callers]]`: one caller of the caller fronts (A2A, the OpenAI-compatible API, MCP).
@@ -83,6 +88,62 @@ pub struct HttpSettings {
     pub allow_remote: bool,
     /// The callers of the caller fronts.
     pub callers: Vec<CallerSetting>,
+    /// Its connection caps.
+    pub limits: HttpLimits,
+}
+
+/// Event streams open at once by default (`[http] max_event_streams`): each holds a connection and a
+/// receiver of the hub's ring (about 20 KiB of memory in all, measured by the `memory` benchmark); a hub
+/// page, a few CLIs following runs and a collector are far fewer.
+pub const DEFAULT_MAX_EVENT_STREAMS: usize = 64;
+
+/// The HTTP server's caps, from `[http]`: connections open at once (the unauthenticated, callers' and each
+/// caller's shares follow from it, [`crate::slots`]) and, of those, event streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections open at once, [`MIN_CONNECTIONS`]..=[`MAX_CONNECTIONS_CEILING`].
+    pub max_connections: usize,
+    /// Event streams open at once, 1..=`max_connections`.
+    pub max_event_streams: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_event_streams: DEFAULT_MAX_EVENT_STREAMS,
+        }
+    }
+}
+
+/// `[http] max_connections` and `max_event_streams` checked: the connections within their bounds, the
+/// event streams at least one and no more than the connections (by default 64, or half the connections
+/// when those are fewer than 128).
+fn limits(section: &HttpSection) -> Result<HttpLimits, SettingError> {
+    let max_connections = section.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    if !(MIN_CONNECTIONS..=MAX_CONNECTIONS_CEILING).contains(&max_connections) {
+        return Err(SettingError {
+            setting: "[http] max_connections",
+            reason: format!(
+                "{max_connections}: between {MIN_CONNECTIONS} and {MAX_CONNECTIONS_CEILING} (each is a file descriptor; docs/security.md has the budget)"
+            ),
+        });
+    }
+    let max_event_streams = section
+        .max_event_streams
+        .unwrap_or(DEFAULT_MAX_EVENT_STREAMS.min(max_connections / 2));
+    if !(1..=max_connections).contains(&max_event_streams) {
+        return Err(SettingError {
+            setting: "[http] max_event_streams",
+            reason: format!(
+                "{max_event_streams}: between 1 and max_connections ({max_connections}; each stream is a connection)"
+            ),
+        });
+    }
+    Ok(HttpLimits {
+        max_connections,
+        max_event_streams,
+    })
 }
 
 /// Why `[http]` or `--http-listen` cannot be used.
@@ -128,6 +189,7 @@ pub fn resolve(
         listen,
         allow_remote,
         callers: callers(&section.callers)?,
+        limits: limits(section)?,
     }))
 }
 
@@ -185,6 +247,10 @@ fn callers(sections: &[CallerSection]) -> Result<Vec<CallerSetting>, SettingErro
 pub struct HttpView {
     listen: String,
     allow_remote: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_connections: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_event_streams: Option<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     callers: Vec<CallerView>,
 }
@@ -207,6 +273,8 @@ pub fn view(settings: Option<&HttpSettings>) -> HttpView {
         Some(h) => HttpView {
             listen: h.listen.to_string(),
             allow_remote: h.allow_remote,
+            max_connections: Some(h.limits.max_connections),
+            max_event_streams: Some(h.limits.max_event_streams),
             callers: h
                 .callers
                 .iter()
@@ -227,6 +295,8 @@ pub fn view(settings: Option<&HttpSettings>) -> HttpView {
         None => HttpView {
             listen: "off".into(),
             allow_remote: false,
+            max_connections: None,
+            max_event_streams: None,
             callers: Vec::new(),
         },
     }
@@ -303,5 +373,46 @@ mod tests {
             ..alice
         };
         assert!(resolve(None, &with(vec![bad_name])).is_err());
+    }
+
+    #[test]
+    fn connection_and_event_stream_caps_default_and_are_bounded() {
+        let caps = |c: Option<usize>, e: Option<usize>| {
+            resolve(
+                None,
+                &HttpSection {
+                    max_connections: c,
+                    max_event_streams: e,
+                    ..Default::default()
+                },
+            )
+            .map(|s| s.unwrap().limits)
+        };
+        assert_eq!(caps(None, None).unwrap(), HttpLimits::default());
+        assert_eq!(
+            caps(Some(1100), Some(1000)).unwrap(),
+            HttpLimits {
+                max_connections: 1100,
+                max_event_streams: 1000
+            }
+        );
+        assert_eq!(
+            caps(Some(40), None).unwrap().max_event_streams,
+            20,
+            "fewer connections than 128: half of them by default"
+        );
+        for (c, e, setting) in [
+            (Some(MIN_CONNECTIONS - 1), None, "[http] max_connections"),
+            (
+                Some(MAX_CONNECTIONS_CEILING + 1),
+                None,
+                "[http] max_connections",
+            ),
+            (None, Some(0), "[http] max_event_streams"),
+            (Some(100), Some(101), "[http] max_event_streams"),
+        ] {
+            let e = caps(c, e).unwrap_err();
+            assert_eq!(e.setting, setting, "{e}");
+        }
     }
 }

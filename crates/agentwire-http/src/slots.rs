@@ -1,5 +1,5 @@
-//! The HTTP server's places for connections: at most [`MAX_CONNECTIONS`] open at once, and of those at most
-//! [`MAX_UNAUTHENTICATED_CONNECTIONS`] that have not yet sent a request with the token. A connection is
+//! The HTTP server's places for connections: at most `[http] max_connections` open at once
+//! ([`DEFAULT_MAX_CONNECTIONS`]), and of those at most a quarter ([`unauthenticated_share`]) that have not yet sent a request with the token. A connection is
 //! unauthenticated from its accept until a request on it presents the valid token (bearer, cookie or the
 //! page's `?token=`); from then on, for the rest of its life, it is the token holder's.
 //!
@@ -10,8 +10,8 @@
 //! every place is held by an authenticated connection is a new one refused (`503`).
 //!
 //! A caller's token (`[[http.callers]]`, a program of someone else's) is not the operator's: a connection
-//! that presents one takes a place of the callers' own pool ([`MAX_CALLER_CONNECTIONS`], at most
-//! [`MAX_CONNECTIONS_PER_CALLER`] for one caller) and is then never closed for room; past those bounds it
+//! that presents one takes a place of the callers' own pool (half the places, [`callers_share`]; at
+//! most an eighth, [`one_callers_share`], for one caller) and is then never closed for room; past those bounds it
 //! stays counted as unauthenticated (the oldest of those is closed for a newcomer). So callers together never
 //! hold more than their pool, one caller never more than its share of it, and the operator's connections
 //! always have the places neither callers nor strangers can take.
@@ -22,25 +22,51 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-/// Connections the HTTP server holds open at once: each is a file descriptor, and the server shares the
-/// process's descriptors with the relay (512 connections and 64 refusals) and the rest of the daemon (see
-/// the budget in docs/security.md). Its clients are few: a hub page or two (a browser opens up to six
-/// connections to a host), up to 64 event streams (`MAX_EVENT_STREAMS`), CLI calls and a metrics scraper.
-pub const MAX_CONNECTIONS: usize = 128;
+/// Connections the HTTP server holds open at once by default (`[http] max_connections`): each is a file
+/// descriptor, and the server shares the process's descriptors with the relay (512 connections and 64
+/// refusals) and the rest of the daemon (see the budget in docs/security.md). Its clients are few: a hub
+/// page or two (a browser opens up to six connections to a host), up to 64 event streams
+/// ([`DEFAULT_MAX_EVENT_STREAMS`](crate::settings::DEFAULT_MAX_EVENT_STREAMS)), CLI calls and a metrics
+/// scraper.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
 
-/// Of [`MAX_CONNECTIONS`], the most that may be open without having presented the token: a quarter, so the
-/// token holder's connections always have the other three quarters. Anyone who can reach the port can open
+/// The fewest places `[http] max_connections` may give: the shares below are quarters and eighths of it,
+/// and each must leave at least one place.
+pub const MIN_CONNECTIONS: usize = 8;
+
+/// The most places `[http] max_connections` may give: with the relay's and the roost socket's caps it
+/// stays inside the 8,192 descriptors the daemon raises its limit to (docs/security.md, "File
+/// descriptors"), leaving about 2,500 for hosted jobs, agents' processes and outbound connections.
+pub const MAX_CONNECTIONS_CEILING: usize = 4096;
+
+/// Of the places, the most that may be open without having presented the token: a quarter, so the token
+/// holder's connections always have the other three quarters. Anyone who can reach the port can open
 /// these; past the cap the oldest is closed for the newcomer (the module's doc).
-pub const MAX_UNAUTHENTICATED_CONNECTIONS: usize = 32;
+pub const fn unauthenticated_share(total: usize) -> usize {
+    total / 4
+}
 
-/// Of [`MAX_CONNECTIONS`], the most that callers' connections hold (their streams: A2A subscriptions, MCP
-/// sessions, streamed completions): half, so that with the [`MAX_UNAUTHENTICATED_CONNECTIONS`] the
-/// operator's connections (the hub, the CLI, a scraper) always have a quarter of the places.
-pub const MAX_CALLER_CONNECTIONS: usize = 64;
+/// Of the places, the most that callers' connections hold (their streams: A2A subscriptions, MCP sessions,
+/// streamed completions): half, so that with the unauthenticated quarter the operator's connections (the
+/// hub, the CLI, a scraper) always have a quarter of the places.
+pub const fn callers_share(total: usize) -> usize {
+    total / 2
+}
 
-/// Of [`MAX_CALLER_CONNECTIONS`], the most that one caller holds: a quarter, so one program that opens
-/// stream after stream leaves the others their places.
-pub const MAX_CONNECTIONS_PER_CALLER: usize = 16;
+/// Of the callers' half, the most that one caller holds: a quarter of it, so one program that opens stream
+/// after stream leaves the others their places.
+pub const fn one_callers_share(total: usize) -> usize {
+    callers_share(total) / 4
+}
+
+/// [`unauthenticated_share`] at the default cap: 32.
+pub const MAX_UNAUTHENTICATED_CONNECTIONS: usize = unauthenticated_share(DEFAULT_MAX_CONNECTIONS);
+
+/// [`callers_share`] at the default cap: 64.
+pub const MAX_CALLER_CONNECTIONS: usize = callers_share(DEFAULT_MAX_CONNECTIONS);
+
+/// [`one_callers_share`] at the default cap: 16.
+pub const MAX_CONNECTIONS_PER_CALLER: usize = one_callers_share(DEFAULT_MAX_CONNECTIONS);
 
 /// How long a new connection waits for the connection closed to make room for it: the closed one's task
 /// only has to drop its socket, which takes microseconds; this bounds a wait that should never be long.
@@ -74,6 +100,16 @@ pub(crate) struct Place {
 }
 
 impl Slots {
+    /// The places of a server capped at `total` connections, with its shares.
+    pub(crate) fn for_total(total: usize) -> Arc<Slots> {
+        Slots::new(
+            total,
+            unauthenticated_share(total),
+            callers_share(total),
+            one_callers_share(total),
+        )
+    }
+
     pub(crate) fn new(
         total: usize,
         unauthenticated: usize,

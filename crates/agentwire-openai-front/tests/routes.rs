@@ -119,6 +119,7 @@ async fn setup() -> Setup {
             allow_remote: false,
             token: operator.clone(),
             callers,
+            limits: Default::default(),
         },
         HttpContext {
             hub,

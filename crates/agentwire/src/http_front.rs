@@ -217,6 +217,7 @@ pub(crate) async fn start(
             allow_remote: choice.allow_remote,
             token,
             callers,
+            limits: choice.limits,
         },
         HttpContext {
             hub,

@@ -9,7 +9,7 @@
 mod common;
 
 use agentwire_http::{
-    HEADER_READ_TIMEOUT, MAX_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS, SHUTDOWN_GRACE,
+    DEFAULT_MAX_CONNECTIONS, HEADER_READ_TIMEOUT, MAX_UNAUTHENTICATED_CONNECTIONS, SHUTDOWN_GRACE,
     WRITE_STALL_TIMEOUT, WRONG_TOKEN_LOG_INTERVAL,
 };
 use common::{Client, Daemon};
@@ -276,7 +276,7 @@ async fn past_the_cap_of_the_token_holders_connections_a_new_one_is_answered_503
     let d = Daemon::start(dir.path(), &[]);
     let (addr, token) = http_of(&d);
     let mut held = Vec::new();
-    for _ in 0..MAX_CONNECTIONS {
+    for _ in 0..DEFAULT_MAX_CONNECTIONS {
         let mut s = TcpStream::connect(&addr).await.unwrap();
         assert_eq!(
             request(&mut s, &addr, "/api/v1/agents", Some(&token))
@@ -578,4 +578,84 @@ fn serve_started_at_a_soft_limit_of_1024_raises_it_to_its_budget_within_the_hard
             "{log}"
         );
     }
+}
+
+/// The status of an answer whose body may never end (an event stream): its head alone is read.
+async fn status_of_head(s: &mut TcpStream) -> u16 {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(SLACK, s.read(&mut buf))
+            .await
+            .expect("an answer's head in time")
+            .unwrap();
+        assert!(n > 0, "closed before an answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status line")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_caps_on_event_streams_and_connections_hold_and_give_places_back() {
+    const STREAMS: usize = 3;
+    const CONNECTIONS: usize = 16;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentwire.toml");
+    std::fs::write(
+        &config,
+        format!("[http]\nmax_connections = {CONNECTIONS}\nmax_event_streams = {STREAMS}\n"),
+    )
+    .unwrap();
+    let d = Daemon::start(dir.path(), &["--config", config.to_str().unwrap()]);
+    let (addr, token) = http_of(&d);
+    let open_stream = || async {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(head(&addr, "/api/v1/events", Some(&token)).as_bytes())
+            .await
+            .unwrap();
+        s
+    };
+    let mut streams = Vec::new();
+    for _ in 0..STREAMS {
+        let mut s = open_stream().await;
+        assert_eq!(status_of_head(&mut s).await, 200);
+        streams.push(s);
+    }
+    let mut over = open_stream().await;
+    let (status, body) = read_answer(&mut over).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("3 event streams are open ([http] max_event_streams)"),
+        "{body}"
+    );
+    drop(over);
+    // A stream closed gives its place back.
+    drop(streams.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = open_stream().await;
+        match status_of_head(&mut s).await {
+            200 => {
+                streams.push(s);
+                break;
+            }
+            503 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            other => panic!("{other} after a stream was closed"),
+        }
+    }
+    // The connections' cap is the configured one: the streams and 13 more fill it, and past it `503`.
+    let mut held = Vec::new();
+    while streams.len() + held.len() < CONNECTIONS {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let (status, body) = request(&mut s, &addr, "/api/v1/agents", Some(&token)).await;
+        assert_eq!(status, 200, "{body}");
+        held.push(s);
+    }
+    let mut past = TcpStream::connect(&addr).await.unwrap();
+    let (status, body) = request(&mut past, &addr, "/api/v1/agents", Some(&token)).await;
+    assert_eq!(status, 503, "past {CONNECTIONS} connections: {body}");
 }

@@ -40,9 +40,9 @@ const RELAY_DEFAULT_CAP: usize = 512;
 /// Places over the clients' count the relay's `max_connections` is raised by: the daemon's own agent holds
 /// a connection to its embedded relay, and a client racing a closing one must still find a place.
 const RELAY_CAP_MARGIN: usize = 256;
-/// The HTTP server's cap on event streams open at once (`MAX_EVENT_STREAMS` in agentwire-http's
-/// events.rs, a constant no setting changes): the watchers past it are refused with `503`.
-const HTTP_EVENT_STREAMS_CAP: usize = 64;
+/// Places over the watchers' count the HTTP server's `max_connections` is raised by: the benchmark's own
+/// requests and a watcher racing a closing one.
+const HTTP_CAP_MARGIN: usize = 64;
 /// The relay closes a client that has no subscription and sends nothing for this long
 /// (agentwire_relay::limits::IDLE_TIMEOUT): the bare clients are measured well inside it.
 const RELAY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -75,15 +75,21 @@ struct Args {
     daemon: PathBuf,
 }
 
-/// The daemon's configuration: the relay's caps raised for `connections` clients, the roost profile.
-fn config(connections: usize) -> String {
+/// The daemon's configuration: the relay's caps raised for `connections` clients, the HTTP server's
+/// (`[http] max_event_streams` and `max_connections`) for `watchers`, the roost profile.
+fn config(connections: usize, watchers: usize) -> String {
     let cap = connections + RELAY_CAP_MARGIN;
     format!(
-        "# Written by the memory benchmark: the relay's caps raised to let {connections} clients in.\n\
+        "# Written by the memory benchmark: the relay's caps raised to let {connections} clients in, the\n\
+         # HTTP server's to let {watchers} event-stream watchers in.\n\
+         [http]\n\
+         max_connections = {}\n\
+         max_event_streams = {watchers}\n\n\
          [relay.limits]\n\
          max_connections = {cap}\n\
          max_connections_per_address = {cap}\n\n\
          {}",
+        watchers + HTTP_CAP_MARGIN,
         roost::PROFILE
     )
 }
@@ -103,7 +109,7 @@ fn start(args: &Args) -> Result<Run, String> {
     let d = daemon::Daemon::start_with(
         &args.daemon,
         dir.path(),
-        &config(args.connections),
+        &config(args.connections, args.watchers),
         &[
             "--http-listen",
             "127.0.0.1:0",
@@ -331,8 +337,9 @@ async fn sse_phase(args: &Args) -> Result<Vec<Step>, String> {
     let (after, fds_after) = measure(&run.d, settle).await?;
     if opened.refused > 0 {
         eprintln!(
-            "  {} of {} watchers refused (the server's cap of {HTTP_EVENT_STREAMS_CAP} event streams, a constant): {}",
+            "  {} of {} watchers refused (the server's [http] max_event_streams, configured at {}): {}",
             opened.refused,
+            args.watchers,
             args.watchers,
             opened.first_refusal.as_deref().unwrap_or("").trim()
         );
@@ -344,7 +351,7 @@ async fn sse_phase(args: &Args) -> Result<Vec<Step>, String> {
         after,
         fds_before,
         fds_after,
-        cap: Some((HTTP_EVENT_STREAMS_CAP, "agentwire-http's MAX_EVENT_STREAMS")),
+        cap: Some((args.watchers, "[http] max_event_streams as configured here")),
         refused: opened.refused,
     };
     step.print();
