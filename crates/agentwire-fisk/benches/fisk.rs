@@ -274,10 +274,24 @@ fn scale() {
             for i in 0..50 {
                 one(&caller, "scale", &format!("s{n}w{i}"), true).await;
             }
+            // The floor of a JetStream setup: one write to a bucket made as the journal's are (its
+            // replicas, file storage), a key's create at revision 0 as a turn's record is, timed in turn
+            // with the acks so that the machine's load weighs on both alike.
+            let floor = match journaled {
+                Journaled::JetStream { replicas } => Some(floor_bucket(&caller, n, replicas).await),
+                Journaled::Sqlite => None,
+            };
             let mut acks = Vec::with_capacity(samples);
+            let mut writes = Vec::with_capacity(samples);
             for i in 0..samples {
                 acks.push(one(&caller, "scale", &format!("s{n}a{i}"), true).await);
+                if let Some(bucket) = &floor {
+                    let asked = Instant::now();
+                    bucket.create(format!("k{i}"), Vec::new().into()).await.unwrap();
+                    writes.push(asked.elapsed());
+                }
             }
+            let write50 = (!writes.is_empty()).then(|| median(writes).0);
             let (ack50, ack90, ack99) = median(acks);
             let done = Arc::new(AtomicU64::new(0));
             let stop_at = Instant::now() + Duration::from_secs(seconds);
@@ -306,12 +320,20 @@ fn scale() {
             println!(
                 "{name:28} ack median {ack50:>9?}  p90 {ack90:>9?}  p99 {ack99:>9?}   runs/s {per_sec:>6.0}   CPU busy {cpu:.0}%"
             );
+            if let Some(w) = write50 {
+                println!(
+                    "{:28} one write (create) median {w:>9?}   ack = {:.1} writes",
+                    "",
+                    ack50.as_secs_f64() / w.as_secs_f64()
+                );
+            }
             println!(
                 "{}",
                 serde_json::json!({
                     "setup": name, "instances": count, "ack_median_us": ack50.as_micros(),
                     "ack_p90_us": ack90.as_micros(), "ack_p99_us": ack99.as_micros(),
                     "runs_per_sec": per_sec, "runs": runs, "cpu_busy_percent": cpu,
+                    "write_median_us": write50.map(|w| w.as_micros()),
                 })
             );
             for w in running {
@@ -319,6 +341,32 @@ fn scale() {
             }
         }
     });
+}
+
+/// A bucket of setup `n` made as the journal's are (`replicas`, file storage, one value a key), once it
+/// takes writes (a replicated bucket just made elects its leader first).
+async fn floor_bucket(
+    client: &async_nats::Client,
+    n: usize,
+    replicas: usize,
+) -> async_nats::jetstream::kv::Store {
+    let js = async_nats::jetstream::new(client.clone());
+    let bucket = js
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: format!("FLOOR{n}"),
+            history: 1,
+            num_replicas: replicas,
+            storage: async_nats::jetstream::stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = bucket.put("ready", Vec::new().into()).await {
+        assert!(Instant::now() < deadline, "the floor's bucket: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bucket
 }
 
 /// Waits for the final message of the reply set arriving on `sub`.

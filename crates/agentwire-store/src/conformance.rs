@@ -5,7 +5,7 @@
 //! A check gets an [`Opener`]: calling it opens the store (again), as a daemon does after a restart, so
 //! durability across a reopen is checked too.
 
-use crate::{Accepted, Finish, Journal, NewTurn, StoreError, LOCAL_OWNER};
+use crate::{Accepted, ClaimAccepted, Finish, Journal, NewTurn, StoreError, LOCAL_OWNER};
 use agentwire_core::{
     ConversationId, Failure, Outcome, RequestId, TurnEvent, TurnFailure, TurnResult, Usage,
 };
@@ -27,6 +27,7 @@ pub async fn run_all(fresh: impl Fn() -> Opener) {
     the_latest_turns_come_newest_first_across_conversations(fresh()).await;
     ended_turns_past_their_retention_are_pruned(fresh()).await;
     a_removed_conversation_is_gone_and_listed_no_more(fresh()).await;
+    a_claimed_accept_takes_the_conversation_or_journals_nothing(fresh()).await;
 }
 
 /// Prunes every turn that ended before `ended_before`, pass after pass of at most `limit` turns each, as
@@ -535,4 +536,59 @@ pub async fn a_removed_conversation_is_gone_and_listed_no_more(open: Opener) {
         j.remove_conversation(id("a")).await.unwrap(),
         crate::Removed::Gone { turns: 0 }
     );
+}
+
+/// [`Journal::claim_accept`] is a claim, then an accept: a new turn is journaled with its conversation's
+/// meta; a resend is `Existing` and changes no meta; another turn of the conversation is either refused as
+/// `Busy` naming the turn that runs (a shared journal), journaling nothing and leaving the meta alone, or
+/// taken (a journal one daemon has to itself); once the first turn ended, the next takes it, in order.
+pub async fn a_claimed_accept_takes_the_conversation_or_journals_nothing(open: Opener) {
+    let j = open();
+    let meta = |m: &str| Some(serde_json::json!({ "fingerprint": m }));
+    let mut first = turn(1);
+    first.conversation_meta = meta("a");
+    assert_eq!(
+        j.claim_accept(first.clone()).await.unwrap(),
+        ClaimAccepted::Taken(Ok(Accepted::New))
+    );
+    assert_eq!(j.conversation_meta(conv()).await.unwrap(), meta("a"));
+    let mut again = first.clone();
+    again.conversation_meta = meta("b");
+    match j.claim_accept(again).await.unwrap() {
+        ClaimAccepted::Taken(Ok(Accepted::Existing(t))) => assert!(t.outcome.is_none()),
+        other => panic!("a resend is the turn journaled, got {other:?}"),
+    }
+    assert_eq!(j.conversation_meta(conv()).await.unwrap(), meta("a"));
+    let mut second = turn(2);
+    second.conversation_meta = meta("c");
+    match j.claim_accept(second.clone()).await.unwrap() {
+        ClaimAccepted::Busy(holder) => {
+            assert_eq!(holder, first.request_id);
+            assert_eq!(j.lookup(second.request_id.clone()).await.unwrap(), None);
+            assert_eq!(j.conversation_meta(conv()).await.unwrap(), meta("a"));
+            let view = j.conversation(conv(), false).await.unwrap();
+            assert_eq!(
+                view.turns.len(),
+                1,
+                "a busy turn is no turn of the conversation"
+            );
+            j.finish(Finish::new(first.request_id.clone(), ok("a"), 300))
+                .await
+                .unwrap();
+            assert_eq!(
+                j.claim_accept(second.clone()).await.unwrap(),
+                ClaimAccepted::Taken(Ok(Accepted::New))
+            );
+        }
+        ClaimAccepted::Taken(Ok(Accepted::New)) => {}
+        other => panic!("expected busy or new, got {other:?}"),
+    }
+    assert_eq!(j.conversation_meta(conv()).await.unwrap(), meta("c"));
+    let view = open().conversation(conv(), false).await.unwrap();
+    let ids: Vec<_> = view
+        .turns
+        .iter()
+        .map(|t| t.turn.request_id.clone())
+        .collect();
+    assert_eq!(ids, vec![first.request_id, second.request_id]);
 }

@@ -30,10 +30,12 @@
 //! runs (its record has an outcome, or was never written and its lease is gone). A turn's lease is written
 //! before its claim, so an instance that reads a claim whose turn is still being written finds the lease.
 //!
-//! A turn's way to its ack is four round trips one after another, each a write with any reads beside it:
-//! the claim's read, the turn record's read and the lease's write together; the claim's write; the hints
-//! (member, running hint, meta) together; the record's create. Its outcome is one: the update at the
-//! revision its accept wrote, which this instance remembers ([`known`]); the running hint is purged after.
+//! A claimed turn's way to its ack ([`Journal::claim_accept`]) is three round trips one after another,
+//! each a write with what can go beside it: the claim's read, the turn record's read and the lease's write
+//! together; the claim's write with the hints (member, running hint, and the meta of a conversation that
+//! has none yet, created only if still absent); the record's create. (A claim and an accept called apart
+//! take four: the hints then go after the claim.) Its outcome is one: the update at the revision its
+//! accept wrote, which this instance remembers ([`known`]); the running hint is purged after.
 //!
 //! Both conditions are the server's expected last subject sequence, not a `Nats-Msg-Id`: a message id
 //! dedupes only within the stream's duplicate window (two minutes by default), so a resend after it would
@@ -43,8 +45,8 @@
 //! past their retention are removed by [`prune`].
 
 use crate::{
-    Accepted, Claim, ConversationTurn, ConversationView, Finish, Journal, NewTurn, StoreError,
-    StoredTurn,
+    Accepted, Claim, ClaimAccepted, ConversationTurn, ConversationView, Finish, Journal, NewTurn,
+    StoreError, StoredTurn,
 };
 
 mod instance;
@@ -188,6 +190,18 @@ struct MetaDoc {
     protocol: String,
     meta: serde_json::Value,
     updated_at: u64,
+}
+
+/// What of a turn's hints its claim wrote beside its own write ([`Journal::claim_accept`]), so its accept
+/// writes the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hinted {
+    /// None: the accept writes them all.
+    No,
+    /// The member and the running hint, not the meta (the turn carries none, or it was not created).
+    WithoutMeta,
+    /// The member, the running hint and the conversation's meta.
+    WithMeta,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -460,16 +474,16 @@ impl JetStreamJournal {
 
     /// [`Journal::accept`]. A lease that this instance's claim began renewing goes on only for a turn it
     /// made here: a resend, or a write that failed, stops it.
-    async fn accept_turn(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
+    async fn accept_turn(&self, turn: NewTurn, hinted: Hinted) -> Result<Accepted, StoreError> {
         let id = turn.request_id.to_string();
-        let accepted = self.accept_new_turn(turn).await;
+        let accepted = self.accept_new_turn(turn, hinted).await;
         if !matches!(accepted, Ok(Accepted::New)) {
             self.stop_renewing(&id);
         }
         accepted
     }
 
-    async fn accept_new_turn(&self, turn: NewTurn) -> Result<Accepted, StoreError> {
+    async fn accept_new_turn(&self, turn: NewTurn, hinted: Hinted) -> Result<Accepted, StoreError> {
         let id = turn.request_id.to_string();
         // A turn whose claim read its record a moment ago, in the claim's own round trip, and found none
         // is not read again: the create below decides, and an accept that raced it comes back from there.
@@ -484,28 +498,27 @@ impl JetStreamJournal {
         // at once (one round trip's wait), and the conversation's meta with them, so that a failed write
         // leaves no record behind; the record only once all are in. (A resend comes back as `Existing`
         // from the read above or the claim's, so only accepts racing for one request id each write the
-        // meta they carry, which is the same meta.)
-        let member = format!("{}.{}", bucket_key(&conv), bucket_key(&id));
-        let running = format!("{}.{}", bucket_key(&turn.owner), bucket_key(&id));
+        // meta they carry, which is the same meta.) A claim that carried the turn wrote them with its own
+        // write ([`Journal::claim_accept`]); what it left out (the meta, when it could not create it) is
+        // written here.
         let meta = async {
-            match &turn.conversation_meta {
-                Some(m) => {
+            match (&turn.conversation_meta, hinted) {
+                (Some(m), Hinted::No | Hinted::WithoutMeta) => {
                     self.put_meta(&conv, &turn.protocol, m.clone(), turn.accepted_at)
                         .await
                 }
-                None => Ok(()),
+                _ => Ok(()),
+            }
+        };
+        let hints = async {
+            match hinted {
+                Hinted::No => self.write_hints(&turn).await,
+                Hinted::WithoutMeta | Hinted::WithMeta => Ok(()),
             }
         };
         tokio::try_join!(
             meta,
-            // `false` for a resend: its member was written the first time.
-            self.write_at(&self.members, &member, id.clone().into_bytes(), 0),
-            async {
-                self.running
-                    .put(running, Vec::new().into())
-                    .await
-                    .map_err(unwritable)
-            },
+            hints,
             // The lease too, before the turn exists: no other instance may find it without one. A turn
             // this instance claimed has it already, from its claim, and renews it.
             async {
@@ -565,10 +578,15 @@ impl JetStreamJournal {
                 Some(noted) => noted,
                 None => match self.turn_entry(&id).await? {
                     Some(entry) => entry,
-                    None => return Err(StoreError::UnknownTurn(id)),
+                    None => {
+                        self.stop_renewing(&id);
+                        return Err(StoreError::UnknownTurn(id));
+                    }
                 },
             };
             if doc.outcome.is_some() {
+                // Ended elsewhere (or before): it runs here no more, so its lease is not renewed either.
+                self.stop_renewing(&id);
                 return Err(StoreError::AlreadyEnded(id));
             }
             doc.outcome = Some(finish.outcome.clone());
@@ -603,19 +621,90 @@ impl JetStreamJournal {
         }
     }
 
-    async fn claim_conversation(&self, conv: &str, id: &str) -> Result<Claim, StoreError> {
+    /// [`Journal::claim`], and with `carry` the turn's hints sent with the claim's write
+    /// ([`Journal::claim_accept`]): what was written of them goes in `hinted`.
+    async fn claim_conversation(
+        &self,
+        conv: &str,
+        id: &str,
+        carry: Option<&NewTurn>,
+        hinted: &mut Hinted,
+    ) -> Result<Claim, StoreError> {
         self.writable()?;
         let claim_key = bucket_key(conv);
         // Whether this claim began renewing the turn's lease (stopped again unless the claim is taken).
         let mut began = false;
-        let claim = self.claim_loop(&claim_key, id, &mut began).await;
+        let claim = self
+            .claim_loop(&claim_key, id, &mut began, carry, hinted)
+            .await;
         if !matches!(claim, Ok(Claim::Taken)) {
             self.known.take_unwritten(id);
             if began {
                 self.stop_renewing(id);
             }
+            // Hints written beside a claim write that lost a race: the running hint goes (a member stays,
+            // skipped by readers while its turn is not written: a later accept of the same request writes
+            // the same key).
+            if let (Some(turn), Hinted::WithoutMeta | Hinted::WithMeta) = (carry, *hinted) {
+                self.drop_hints(id, &turn.owner);
+            }
         }
         claim
+    }
+
+    /// [`Journal::claim_accept`].
+    async fn claim_accept_turn(&self, turn: NewTurn) -> Result<ClaimAccepted, StoreError> {
+        let (conv, id) = (
+            turn.conversation_id.to_string(),
+            turn.request_id.to_string(),
+        );
+        let mut hinted = Hinted::No;
+        let claim = self
+            .claim_conversation(&conv, &id, Some(&turn), &mut hinted)
+            .await?;
+        Ok(match claim {
+            Claim::Busy(holder) => ClaimAccepted::Busy(holder),
+            Claim::Taken => ClaimAccepted::Taken(self.accept_turn(turn, hinted).await),
+        })
+    }
+
+    /// Writes the hints turn `turn`'s record is written after, at once: its conversation's member (not
+    /// again for a resend: its member was written the first time) and its running hint.
+    async fn write_hints(&self, turn: &NewTurn) -> Result<(), StoreError> {
+        let (conv, id) = (turn.conversation_id.as_str(), turn.request_id.as_str());
+        let member = format!("{}.{}", bucket_key(conv), bucket_key(id));
+        let running = format!("{}.{}", bucket_key(&turn.owner), bucket_key(id));
+        tokio::try_join!(
+            self.write_at(&self.members, &member, id.as_bytes().to_vec(), 0),
+            async {
+                self.running
+                    .put(running, Vec::new().into())
+                    .await
+                    .map_err(unwritable)
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Creates the conversation's meta that `turn` carries if its key is still at `revision`: whether it
+    /// did.
+    async fn create_meta(&self, turn: &NewTurn, revision: u64) -> Result<bool, StoreError> {
+        let Some(meta) = &turn.conversation_meta else {
+            return Ok(false);
+        };
+        let doc = MetaDoc {
+            protocol: turn.protocol.clone(),
+            meta: meta.clone(),
+            updated_at: turn.accepted_at,
+        };
+        let body = serde_json::to_vec(&doc).map_err(corrupt)?;
+        self.write_at(
+            &self.meta,
+            &bucket_key(turn.conversation_id.as_str()),
+            body,
+            revision,
+        )
+        .await
     }
 
     async fn claim_loop(
@@ -623,6 +712,8 @@ impl JetStreamJournal {
         claim_key: &str,
         id: &str,
         began: &mut bool,
+        carry: Option<&NewTurn>,
+        hinted: &mut Hinted,
     ) -> Result<Claim, StoreError> {
         for attempt in 0..MAX_CLAIM_CONFLICTS {
             // One round trip for all the claim needs: the conversation's claim, the turn's record (its
@@ -641,11 +732,26 @@ impl JetStreamJournal {
             // only a refused write below and a look at the leader, or is checked there (a claim already
             // this turn's). A record it does not find yet is created by the accept, which decides.
             let first = attempt == 0;
-            let ((holder, revision), turn, ()) = tokio::try_join!(
+            // A turn carried with its meta reads the meta's revision too: the meta of a conversation with
+            // none yet is created with the claim's write.
+            let meta_key = carry
+                .filter(|t| t.conversation_meta.is_some())
+                .map(|t| bucket_key(t.conversation_id.as_str()));
+            let meta_revision = async {
+                match &meta_key {
+                    Some(k) if first => Ok(Some(replica_entry(&self.meta, k).await?.1)),
+                    Some(k) => Ok(Some(leader_entry(&self.meta, k).await?.1)),
+                    None => Ok(None),
+                }
+            };
+            let ((holder, revision), turn, (), meta_revision) = tokio::try_join!(
                 self.claim_read(claim_key, first),
                 self.turn_read(id, first),
-                lease
+                lease,
+                meta_revision
             )?;
+            // Not written as far as this look can tell: only such a turn's hints go with the claim.
+            let unwritten = turn.is_none() && !self.known.accepted_here(id);
             if turn.is_some() {
                 // Written after all (a replica's earlier miss, or another instance's create): the accept
                 // reads it.
@@ -675,10 +781,32 @@ impl JetStreamJournal {
                 }
                 _ => {}
             }
-            if self
-                .write_at(&self.claims, claim_key, id.as_bytes().to_vec(), revision)
-                .await?
-            {
+            let claim = self.write_at(&self.claims, claim_key, id.as_bytes().to_vec(), revision);
+            let taken = match carry.filter(|_| unwritten) {
+                None => claim.await?,
+                // The turn's hints go with the claim's write: they may be written before the record in any
+                // order, and a claim that loses drops its running hint. The meta only where the
+                // conversation has neither a claim nor meta yet, created at revision 0: of two first turns
+                // racing with their meta, the meta of the one that takes the claim stays (its accept
+                // writes it again if the other's create came first), and a conversation's meta is never
+                // replaced by a turn that does not take it.
+                Some(turn) => {
+                    let with_meta = revision == 0 && meta_revision == Some(0);
+                    let meta = async {
+                        match with_meta {
+                            true => self.create_meta(turn, 0).await,
+                            false => Ok(false),
+                        }
+                    };
+                    let (taken, meta, ()) = tokio::try_join!(claim, meta, self.write_hints(turn))?;
+                    *hinted = match meta {
+                        true => Hinted::WithMeta,
+                        false => Hinted::WithoutMeta,
+                    };
+                    taken
+                }
+            };
+            if taken {
                 if fresh {
                     self.renew(id);
                     *began = true;
@@ -983,7 +1111,7 @@ fn unhex(s: &str) -> Option<String> {
 
 impl Journal for JetStreamJournal {
     fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
-        Box::pin(self.accept_turn(turn))
+        Box::pin(self.accept_turn(turn, Hinted::No))
     }
 
     fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -1067,9 +1195,13 @@ impl Journal for JetStreamJournal {
         id: RequestId,
     ) -> BoxFuture<'_, Result<Claim, StoreError>> {
         Box::pin(async move {
-            self.claim_conversation(conversation.as_str(), id.as_str())
+            self.claim_conversation(conversation.as_str(), id.as_str(), None, &mut Hinted::No)
                 .await
         })
+    }
+
+    fn claim_accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<ClaimAccepted, StoreError>> {
+        Box::pin(self.claim_accept_turn(turn))
     }
 
     fn prune(&self, prune: crate::Prune) -> BoxFuture<'_, Result<crate::Pruned, StoreError>> {

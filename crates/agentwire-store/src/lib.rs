@@ -22,8 +22,8 @@ mod writer;
 
 pub use faults::{FaultyJournal, FAULT_MESSAGE};
 pub use model::{
-    Accepted, Claim, ConversationTurn, ConversationView, Finish, NewTurn, Prune, Pruned, Removed,
-    StoreError, StoredTurn, LOCAL_OWNER,
+    Accepted, Claim, ClaimAccepted, ConversationTurn, ConversationView, Finish, NewTurn, Prune,
+    Pruned, Removed, StoreError, StoredTurn, LOCAL_OWNER,
 };
 pub use sqlite::SqliteJournal;
 
@@ -113,6 +113,23 @@ pub trait Journal: Send + Sync + 'static {
         _id: RequestId,
     ) -> BoxFuture<'_, Result<Claim, StoreError>> {
         Box::pin(async { Ok(Claim::Taken) })
+    }
+
+    /// [`claim`](Self::claim) turn `turn` its conversation and, when it is taken, [`accept`](Self::accept)
+    /// it, in one call: what an exclusive policy does before a turn's ack. A shared journal sends the
+    /// turn's hints with the claim's write instead of after it (one replicated write less before the
+    /// ack); every other journal claims, then accepts. `Busy` journals nothing; a resend of a known request
+    /// finds its record through [`lookup`](Self::lookup) as after [`claim`](Self::claim).
+    fn claim_accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<ClaimAccepted, StoreError>> {
+        Box::pin(async move {
+            let claim = self
+                .claim(turn.conversation_id.clone(), turn.request_id.clone())
+                .await?;
+            Ok(match claim {
+                Claim::Busy(holder) => ClaimAccepted::Busy(holder),
+                Claim::Taken => ClaimAccepted::Taken(self.accept(turn).await),
+            })
+        })
     }
 
     /// Forgets ended turns past their retention ([`Prune`]): their records and transcripts, and the

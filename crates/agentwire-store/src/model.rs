@@ -289,6 +289,17 @@ pub enum Claim {
     Busy(RequestId),
 }
 
+/// The answer to [`Journal::claim_accept`](crate::Journal::claim_accept): a claim and, when it is taken, the
+/// accept's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimAccepted {
+    /// The turn holds its conversation (or the journal needs no claim): what the accept answered, or the
+    /// error it failed with (the claim itself succeeded).
+    Taken(Result<Accepted, StoreError>),
+    /// Another turn of the conversation runs: this one. The turn was not journaled.
+    Busy(RequestId),
+}
+
 #[cfg(test)]
 mod transcript_tests {
     use super::*;

@@ -620,3 +620,72 @@ async fn a_conversation_is_not_removed_while_a_turn_of_it_runs_and_takes_no_turn
     let next = conformance::turn(2);
     assert_eq!(a.claim(conv, next.request_id).await.unwrap(), Claim::Taken);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_first_turns_of_a_conversation_journal_one_with_its_meta() {
+    use agentwire_store::{Accepted, ClaimAccepted};
+    use futures_util::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let a = open(&nats.url, "RACE").await;
+    let b = open(&nats.url, "RACE").await;
+    // Turns of a new conversation, each with its own meta, from two instances at once: they carry their
+    // hints and meta with their claims' writes ([`Journal::claim_accept`]).
+    let mut racing = Vec::new();
+    for n in 1..=8u32 {
+        let (j, owner) = match n % 2 {
+            0 => (a.clone(), "host-a"),
+            _ => (b.clone(), "host-b"),
+        };
+        let mut t = conformance::turn(n);
+        t.owner = owner.into();
+        t.conversation_meta = Some(serde_json::json!({ "turn": n }));
+        racing.push(tokio::spawn(async move {
+            (n, j.claim_accept(t).await.unwrap())
+        }));
+    }
+    let mut taken = Vec::new();
+    for r in racing {
+        match r.await.unwrap() {
+            (n, ClaimAccepted::Taken(Ok(Accepted::New))) => taken.push(n),
+            (_, ClaimAccepted::Busy(_)) => {}
+            (n, other) => panic!("turn {n}: {other:?}"),
+        }
+    }
+    assert_eq!(taken.len(), 1, "one turn journaled: {taken:?}");
+    let winner = taken[0];
+    let conv = conformance::turn(0).conversation_id;
+    // The conversation's meta is the turn's that took it, whichever meta was created first.
+    assert_eq!(
+        a.conversation_meta(conv.clone()).await.unwrap(),
+        Some(serde_json::json!({ "turn": winner }))
+    );
+    let view = b.conversation(conv, false).await.unwrap();
+    assert_eq!(view.turns.len(), 1);
+    assert_eq!(
+        view.turns[0].turn.request_id,
+        conformance::turn(winner).request_id
+    );
+    // The refused turns' running hints are dropped (after their refusal, not awaited by it).
+    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    let running = js.get_key_value("RACE_RUNNING").await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let keys: Vec<String> = running
+            .keys()
+            .await
+            .unwrap()
+            .filter_map(|k| async move { k.ok() })
+            .filter(|k| futures_util::future::ready(k != "ready"))
+            .collect()
+            .await;
+        if keys.len() == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "running hints left: {keys:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

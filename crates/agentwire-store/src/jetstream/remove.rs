@@ -59,7 +59,10 @@ impl JetStreamJournal {
         self.writable()?;
         let conv = conversation.as_str();
         let remover = RequestId::new(format!("remove:{conv}")).map_err(corrupt)?;
-        match self.claim_conversation(conv, remover.as_str()).await? {
+        match self
+            .claim_conversation(conv, remover.as_str(), None, &mut super::Hinted::No)
+            .await?
+        {
             Claim::Busy(turn) => return Ok(Removed::Busy(turn)),
             Claim::Taken => {}
         }
