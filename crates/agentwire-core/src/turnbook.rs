@@ -210,6 +210,17 @@ impl TurnBook {
         self.settle(&e.conversation)
     }
 
+    /// Whether pending request `id` starts at once when [`journaled`](Self::journaled): nothing holds its
+    /// conversation and no turn is before it. A turn that would wait is told to its peer as waiting.
+    pub fn starts_when_journaled(&self, id: &RequestId) -> bool {
+        let Some(e) = self.turns.get(id) else {
+            return false;
+        };
+        self.lanes
+            .get(&e.conversation)
+            .is_some_and(|lane| lane.holder.is_none() && lane.queue.front() == Some(id))
+    }
+
     /// Moves a pending request on once the journal holds it.
     pub fn journaled(&mut self, id: &RequestId) -> Journaled {
         let Some(e) = self.turns.get_mut(id) else {

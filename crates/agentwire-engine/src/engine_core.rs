@@ -41,6 +41,13 @@ pub struct TurnPolicy {
     /// When the agent already runs as many turns as it may ([`EngineCore::limit_running`]), refuse the turn
     /// (`capacity`) instead of letting it wait for a turn to end.
     pub refuse_when_full: bool,
+    /// The front tells nobody a turn that starts at once was accepted: its peer first hears of it by the
+    /// turn's first event, question or outcome (NIP-XX). The engine then journals the acceptance with
+    /// [`Journal::accept_soon`](agentwire_store::Journal::accept_soon) and makes it durable before any of
+    /// those goes out: the outcome's own durable write carries it, so a short turn waits for one disk
+    /// sync instead of two. A front that acknowledges a turn on acceptance (a fisk-ai ack, an HTTP answer)
+    /// leaves it `false`, and a turn that waits (queued) is made durable before the front is told.
+    pub accepted_silently: bool,
 }
 
 /// What [`EngineCore::admit`] decided for a submitted turn.

@@ -204,6 +204,7 @@ const FISK_LIKE: TurnPolicy = TurnPolicy {
     park_on_cancel: true,
     keep_transcript: true,
     refuse_when_full: true,
+    accepted_silently: false,
 };
 
 fn engine(dir: &tempfile::TempDir) -> Arc<Engine> {
@@ -756,4 +757,75 @@ async fn an_agent_limited_to_one_turn_queues_within_a_bound_or_refuses_by_policy
     for front in &waiting[1..] {
         assert!(matches!(front.outcome().await, Outcome::Result(_)));
     }
+}
+
+/// NIP-XX's policy: nobody is told a turn that starts at once was accepted.
+const SILENT: TurnPolicy = TurnPolicy {
+    exclusive: false,
+    park_on_cancel: false,
+    keep_transcript: false,
+    refuse_when_full: false,
+    accepted_silently: true,
+};
+
+#[tokio::test]
+async fn a_silent_turns_first_event_waits_for_its_acceptance_to_be_durable_and_its_outcome_carries_it(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, faulty) = faulty_engine(&dir);
+    // The disk takes writes but fails to sync them: the turn is taken (its record written), but its
+    // first event may not go out, since a machine crash could still lose the turn it tells of.
+    faulty.fail_syncs(true);
+    let front = Arc::new(Front::default());
+    assert_eq!(
+        e.submit(sub("s:1", "c", "hi", front.clone(), SILENT)).await,
+        SubmitReply::Accepted { queued: false }
+    );
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        e.watch_journal_writable().wait_for(|w| !*w),
+    )
+    .await
+    .expect("health says the journal cannot write")
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        front.events.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no event before the acceptance is durable"
+    );
+    assert!(front.outcomes.lock().unwrap().is_empty());
+    assert!(
+        e.lookup(&RequestId::new("s:1").unwrap())
+            .await
+            .unwrap()
+            .is_some(),
+        "the record is written"
+    );
+    faulty.fail_syncs(false);
+    assert_eq!(front.outcome().await, done("ok"));
+    assert_eq!(front.events.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(faulty.syncs(), 1, "one sync, before the first event");
+
+    // A silent turn whose agent sends no event: its outcome's durable write carries the acceptance, and
+    // no sync of its own is asked.
+    struct Quiet;
+    impl Agent for Quiet {
+        fn card(&self) -> AgentCard {
+            TestAgent.card()
+        }
+        fn run(&self, _input: TurnInput, _ctx: TurnContext) -> BoxFuture<'static, Outcome> {
+            Box::pin(async { done("quiet") })
+        }
+    }
+    let inner = SqliteJournal::open(&dir.path().join("q.sqlite")).unwrap();
+    let quiet_journal = agentwire_store::FaultyJournal::new(Arc::new(inner));
+    let q = Engine::new(quiet_journal.clone(), Arc::new(Quiet));
+    for n in 0..3 {
+        let front = Arc::new(Front::default());
+        q.submit(sub(&format!("s:q{n}"), "d", "hi", front.clone(), SILENT))
+            .await;
+        assert_eq!(front.outcome().await, done("quiet"));
+    }
+    assert_eq!(quiet_journal.syncs(), 0);
 }

@@ -384,6 +384,7 @@ impl Job {
                     park_on_cancel: false,
                     keep_transcript: false,
                     refuse_when_full: false,
+                    accepted_silently: false,
                 },
                 conversation_meta: None,
                 slot: None,

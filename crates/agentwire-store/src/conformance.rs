@@ -28,6 +28,7 @@ pub async fn run_all(fresh: impl Fn() -> Opener) {
     ended_turns_past_their_retention_are_pruned(fresh()).await;
     a_removed_conversation_is_gone_and_listed_no_more(fresh()).await;
     a_claimed_accept_takes_the_conversation_or_journals_nothing(fresh()).await;
+    an_accept_soon_is_an_accept_to_every_reader_and_survives_a_sync_and_a_reopen(fresh()).await;
 }
 
 /// Prunes every turn that ended before `ended_before`, pass after pass of at most `limit` turns each, as
@@ -196,6 +197,50 @@ pub async fn the_latest_turns_come_newest_first_across_conversations(open: Opene
     assert_eq!(two.len(), 2);
     assert_eq!(two[0].request_id.as_str(), "nipxx:4");
     assert!(two[0].accepted_at > two[1].accepted_at);
+}
+
+/// [`Journal::accept_soon`] is [`Journal::accept`] as far as any reader and any later write can tell:
+/// insert-if-absent (a resend finds the record), its turn listed as interrupted until it ends, its
+/// outcome taken once; [`Journal::sync`] succeeds whether or not anything was unsynced; and it is all
+/// there after a reopen.
+pub async fn an_accept_soon_is_an_accept_to_every_reader_and_survives_a_sync_and_a_reopen(
+    open: Opener,
+) {
+    let j = open();
+    j.sync().await.expect("a sync of nothing");
+    assert_eq!(j.accept_soon(turn(1)).await.unwrap(), Accepted::New);
+    assert!(matches!(
+        j.accept_soon(turn(1)).await.unwrap(),
+        Accepted::Existing(_)
+    ));
+    assert!(matches!(
+        j.accept(turn(1)).await.unwrap(),
+        Accepted::Existing(_)
+    ));
+    assert!(j.lookup(turn(1).request_id).await.unwrap().is_some());
+    j.sync().await.unwrap();
+    j.sync().await.unwrap();
+    assert_eq!(j.accept_soon(turn(2)).await.unwrap(), Accepted::New);
+    j.finish(Finish::new(
+        turn(2).request_id,
+        result("two", Usage::default()),
+        5,
+    ))
+    .await
+    .unwrap();
+    let interrupted = j.interrupted(LOCAL_OWNER.into()).await.unwrap();
+    assert_eq!(
+        interrupted
+            .iter()
+            .map(|t| t.request_id.clone())
+            .collect::<Vec<_>>(),
+        vec![turn(1).request_id]
+    );
+    drop(j);
+    let j = open();
+    assert!(j.lookup(turn(1).request_id).await.unwrap().is_some());
+    let two = j.lookup(turn(2).request_id).await.unwrap().unwrap();
+    assert_eq!(two.outcome, Some(result("two", Usage::default())));
 }
 
 /// A turn numbered `n` of conversation `c`.

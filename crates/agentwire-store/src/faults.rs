@@ -13,6 +13,10 @@ pub struct FaultyJournal {
     inner: Arc<dyn Journal>,
     failing: AtomicBool,
     refused: AtomicU64,
+    /// While on, [`Journal::sync`] alone fails (a disk that fails the sync of writes it took).
+    failing_syncs: AtomicBool,
+    /// Syncs asked of the inner journal.
+    syncs: AtomicU64,
 }
 
 /// The error a failing write returns: what SQLite says on a full disk.
@@ -25,12 +29,24 @@ impl FaultyJournal {
             inner,
             failing: AtomicBool::new(false),
             refused: AtomicU64::new(0),
+            failing_syncs: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
         })
     }
 
     /// Fails every write from now on (`true`), or writes again (`false`).
     pub fn fail_writes(&self, on: bool) {
         self.failing.store(on, Ordering::SeqCst);
+    }
+
+    /// Fails every [`Journal::sync`] from now on (`true`), other writes going through, or syncs again.
+    pub fn fail_syncs(&self, on: bool) {
+        self.failing_syncs.store(on, Ordering::SeqCst);
+    }
+
+    /// How many syncs reached the inner journal so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::SeqCst)
     }
 
     /// How many writes were refused so far.
@@ -40,13 +56,18 @@ impl FaultyJournal {
 
     fn check(&self) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
-            self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError::from(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
-                Some(FAULT_MESSAGE.into()),
-            )));
+            return Err(self.refuse());
         }
         Ok(())
+    }
+
+    /// A refused write, counted.
+    fn refuse(&self) -> StoreError {
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        StoreError::from(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some(FAULT_MESSAGE.into()),
+        ))
     }
 }
 
@@ -55,6 +76,24 @@ impl Journal for FaultyJournal {
         Box::pin(async move {
             self.check()?;
             self.inner.accept(turn).await
+        })
+    }
+
+    fn accept_soon(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.inner.accept_soon(turn).await
+        })
+    }
+
+    fn sync(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.check()?;
+            if self.failing_syncs.load(Ordering::SeqCst) {
+                return Err(self.refuse());
+            }
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            self.inner.sync().await
         })
     }
 

@@ -102,6 +102,24 @@ pub trait Journal: Send + Sync + 'static {
         Box::pin(async { Ok(Vec::new()) })
     }
 
+    /// [`accept`](Self::accept), except that the journal may answer once the record is written and
+    /// visible to every reader, before it is durable: the journal's next durable write, or
+    /// [`sync`](Self::sync), makes it durable. A crash of the process loses nothing (the record is in the
+    /// operating system's hands); a crash of the machine before that write may lose it. For a turn nobody
+    /// is told was accepted until its first event, question or outcome, each of which is sent only once the
+    /// acceptance is durable: the outcome's own durable write then carries the acceptance with it (one disk
+    /// sync on a short turn's path where there were two). A journal whose every write is durable accepts
+    /// as [`accept`](Self::accept) does.
+    fn accept_soon(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
+        self.accept(turn)
+    }
+
+    /// Makes every write this journal has answered durable (a record [`accept_soon`](Self::accept_soon)
+    /// wrote): at once when they already are.
+    fn sync(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// In a journal several instances share: makes turn `id` the one its conversation runs, unless another
     /// turn of the conversation still runs, on any instance (`Busy` names it). A turn runs until its
     /// record has an outcome; one whose record is not written yet runs while its lease lives. Claiming

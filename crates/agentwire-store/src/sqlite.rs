@@ -1,11 +1,12 @@
-//! The embedded journal: SQLite in the data directory (WAL, `synchronous=FULL`), one writer thread with
-//! group commit, reads on tokio's blocking pool.
+//! The embedded journal: SQLite in the data directory (WAL, `synchronous=FULL`: every commit is synced,
+//! except an [`accept_soon`](Journal::accept_soon)'s, which the next synced commit carries), one writer
+//! thread with group commit, reads on tokio's blocking pool.
 
 use crate::model::{
     Accepted, ConversationTurn, ConversationView, Finish, NewTurn, StoreError, StoredTurn,
     LOCAL_OWNER,
 };
-use crate::writer::{self, Write};
+use crate::writer::{self, Durable, Write};
 use crate::Journal;
 use agentwire_core::{ConversationId, RequestId};
 use futures_util::future::BoxFuture;
@@ -283,7 +284,15 @@ fn conversation_with_transcripts(
 
 impl Journal for SqliteJournal {
     fn accept(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
-        Box::pin(self.write(|reply| Write::Accept(Box::new(turn), reply)))
+        Box::pin(self.write(|reply| Write::Accept(Box::new(turn), Durable::Now, reply)))
+    }
+
+    fn accept_soon(&self, turn: NewTurn) -> BoxFuture<'_, Result<Accepted, StoreError>> {
+        Box::pin(self.write(|reply| Write::Accept(Box::new(turn), Durable::Soon, reply)))
+    }
+
+    fn sync(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(Write::Sync))
     }
 
     fn finish(&self, finish: Finish) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -10,9 +10,23 @@ use tokio::sync::oneshot;
 /// behind it while still amortising the fsync over many turns.
 pub(crate) const MAX_WRITES_PER_COMMIT: usize = 1024;
 
+/// Whether an accept's commit is synced to the disk before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durable {
+    /// Synced, as every other write.
+    Now,
+    /// Written and answered unsynced ([`Journal::accept_soon`](crate::Journal::accept_soon)): the next
+    /// synced commit, or a [`Write::Sync`], makes it durable.
+    Soon,
+}
+
 pub(crate) enum Write {
     /// Boxed: a turn's record is far larger than the other writes.
-    Accept(Box<NewTurn>, oneshot::Sender<Result<Accepted, StoreError>>),
+    Accept(
+        Box<NewTurn>,
+        Durable,
+        oneshot::Sender<Result<Accepted, StoreError>>,
+    ),
     Finish(Finish, oneshot::Sender<Result<(), StoreError>>),
     PutMeta {
         conversation: String,
@@ -23,6 +37,10 @@ pub(crate) enum Write {
     },
     /// A write that changes no turn: is the journal writable?
     Probe(oneshot::Sender<Result<(), StoreError>>),
+    /// Every write answered so far durable: answered at once when none is unsynced, else a probe's write
+    /// in a synced commit (SQLite syncs the write-ahead log, and every frame before it, only when a commit
+    /// adds a frame).
+    Sync(oneshot::Sender<Result<(), StoreError>>),
     /// Forget ended turns (and their transcripts) that ended before a time, of every protocol but those
     /// kept, and the conversations of those protocols left with no turn.
     Prune {
@@ -42,6 +60,8 @@ pub(crate) enum Write {
 pub(crate) type Gate = Arc<Mutex<bool>>;
 
 pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
+    // Whether a commit since the last synced one was left unsynced (an accept_soon's).
+    let mut unsynced = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         let mut close = None;
@@ -62,7 +82,7 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
         }
         if let Some(reply) = close {
             if !batch.is_empty() && !*gate.lock().unwrap_or_else(|p| p.into_inner()) {
-                commit_batch(&mut conn, batch);
+                commit_batch(&mut conn, batch, &mut unsynced);
             }
             *gate.lock().unwrap_or_else(|p| p.into_inner()) = true;
             close_connection(conn);
@@ -78,12 +98,50 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
             }
             continue;
         }
-        commit_batch(&mut conn, batch);
+        if !unsynced && batch.iter().all(|w| matches!(w, Write::Sync(_))) {
+            // Nothing to make durable: every commit so far was synced.
+            for w in batch {
+                if let Write::Sync(reply) = w {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+            continue;
+        }
+        commit_batch(&mut conn, batch, &mut unsynced);
         drop(halted);
     }
 }
 
-fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
+/// Commits `batch` in one transaction: synced (`synchronous=FULL`) unless every write of it is an
+/// accept that may be made durable later (`NORMAL`: in WAL mode a commit then writes the log without
+/// syncing it, and SQLite keeps the database whole whatever a crash cuts). `unsynced` follows.
+fn commit_batch(conn: &mut Connection, batch: Vec<Write>, unsynced: &mut bool) {
+    let soon = batch
+        .iter()
+        .all(|w| matches!(w, Write::Accept(_, Durable::Soon, _)));
+    let mode = if soon { "NORMAL" } else { "FULL" };
+    if let Err(e) = conn.pragma_update(None, "synchronous", mode) {
+        let e = StoreError::from(e);
+        for w in batch {
+            fail(w, e.clone());
+        }
+        return;
+    }
+    // SQLite syncs the log only when a commit writes something: a synced commit that changed no row (a
+    // prune that found nothing, an accept of a turn already there) leaves an earlier unsynced one as it was.
+    let changes = conn.total_changes();
+    let committed = commit_in(conn, batch);
+    if committed && (soon || conn.total_changes() > changes) {
+        *unsynced = soon;
+    }
+    if soon {
+        // Back to synced for every other commit (and a checkpoint run by one), whatever happened.
+        let _ = conn.pragma_update(None, "synchronous", "FULL");
+    }
+}
+
+/// One transaction of `batch`, each write answered; `true` when it committed.
+fn commit_in(conn: &mut Connection, batch: Vec<Write>) -> bool {
     let tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
@@ -91,7 +149,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
             for w in batch {
                 fail(w, e.clone());
             }
-            return;
+            return false;
         }
     };
     let mut results = Vec::with_capacity(batch.len());
@@ -152,13 +210,13 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
         for (w, _) in results {
             fail(w, e.clone());
         }
-        return;
+        return false;
     }
     match tx.commit() {
         Ok(()) => {
             for (w, r) in results {
                 match (w, r) {
-                    (Write::Accept(_, reply), Ok(Written::Accepted(a))) => {
+                    (Write::Accept(_, _, reply), Ok(Written::Accepted(a))) => {
                         let _ = reply.send(Ok(a));
                     }
                     (
@@ -170,6 +228,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                     (
                         Write::Finish(_, reply)
                         | Write::Probe(reply)
+                        | Write::Sync(reply)
                         | Write::PutMeta { reply, .. },
                         Ok(Written::Nothing),
                     ) => {
@@ -182,12 +241,14 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                     ),
                 }
             }
+            true
         }
         Err(e) => {
             let e = StoreError::from(e);
             for (w, _) in results {
                 fail(w, e.clone());
             }
+            false
         }
     }
 }
@@ -204,13 +265,13 @@ fn write(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Written, StoreErro
     match w {
         // Never in a batch: `run` takes it out first.
         Write::Close(_) => Err(StoreError::WriterGone),
-        Write::Accept(t, _) => accept(tx, t).map(Written::Accepted),
+        Write::Accept(t, _, _) => accept(tx, t).map(Written::Accepted),
         Write::Finish(f, _) => finish(tx, f).map(|_| Written::Nothing),
         Write::Prune { prune: p, .. } => crate::sqlite::prune(tx, p).map(Written::Pruned),
         Write::RemoveConversation { conversation, .. } => {
             crate::sqlite::remove_conversation(tx, conversation).map(Written::Pruned)
         }
-        Write::Probe(_) => tx
+        Write::Probe(_) | Write::Sync(_) => tx
             .prepare_cached(
                 "INSERT INTO probe (id, at) VALUES (1, 0) ON CONFLICT(id) DO UPDATE SET at = at + 1",
             )
@@ -250,10 +311,13 @@ fn close_connection(conn: Connection) {
 
 fn fail(w: Write, e: StoreError) {
     match w {
-        Write::Accept(_, reply) => {
+        Write::Accept(_, _, reply) => {
             let _ = reply.send(Err(e));
         }
-        Write::Finish(_, reply) | Write::Probe(reply) | Write::PutMeta { reply, .. } => {
+        Write::Finish(_, reply)
+        | Write::Probe(reply)
+        | Write::Sync(reply)
+        | Write::PutMeta { reply, .. } => {
             let _ = reply.send(Err(e));
         }
         Write::Prune { reply, .. } | Write::RemoveConversation { reply, .. } => {

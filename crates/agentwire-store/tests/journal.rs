@@ -190,3 +190,64 @@ async fn a_read_only_journal_reads_beside_its_writer_and_writes_nothing() {
     assert_eq!(reader.conversation(c, false).await.unwrap().turns.len(), 2);
     reader.close().await;
 }
+
+/// Synced commits the journal at `path` made for a sync: its probe row's count (the row a sync writes so
+/// that its commit adds a frame, which SQLite syncs with every frame before it).
+fn sync_writes(path: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT COALESCE(MAX(at) + 1, 0) FROM probe", [], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_accept_soon_is_made_durable_by_the_next_synced_commit_or_a_sync_and_a_sync_of_nothing_writes_nothing(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    let j = SqliteJournal::open(&path).unwrap();
+    j.sync().await.unwrap();
+    j.accept(turn(1)).await.unwrap();
+    j.sync().await.unwrap();
+    assert_eq!(sync_writes(&path), 0, "every commit so far was synced");
+    assert_eq!(j.accept_soon(turn(2)).await.unwrap(), Accepted::New);
+    j.sync().await.unwrap();
+    assert_eq!(
+        sync_writes(&path),
+        1,
+        "the unsynced accept made a sync commit"
+    );
+    j.sync().await.unwrap();
+    assert_eq!(sync_writes(&path), 1, "and only one");
+    // The outcome's synced commit carries an unsynced accept before it: no sync of its own after.
+    j.accept_soon(turn(3)).await.unwrap();
+    j.finish(Finish::new(
+        turn(3).request_id,
+        conformance::result("three", Default::default()),
+        1,
+    ))
+    .await
+    .unwrap();
+    j.sync().await.unwrap();
+    assert_eq!(sync_writes(&path), 1);
+    // A synced commit that writes nothing syncs nothing: a prune that finds nothing to prune, a second
+    // accept of a turn already there. The next sync still writes.
+    j.accept_soon(turn(4)).await.unwrap();
+    let nothing = agentwire_store::Prune {
+        ended_before: 0,
+        keep: Vec::new(),
+        limit: 1000,
+    };
+    assert_eq!(j.prune(nothing).await.unwrap().forgotten, 0);
+    assert!(matches!(
+        j.accept(turn(4)).await.unwrap(),
+        Accepted::Existing(_)
+    ));
+    j.sync().await.unwrap();
+    assert_eq!(
+        sync_writes(&path),
+        2,
+        "the unsynced accept was made durable"
+    );
+}

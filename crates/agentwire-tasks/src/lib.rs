@@ -525,6 +525,7 @@ impl Driver {
                 park_on_cancel: false,
                 keep_transcript: true,
                 refuse_when_full: false,
+                accepted_silently: false,
             },
             conversation_meta: None,
             slot: None,

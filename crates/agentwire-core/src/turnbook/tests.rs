@@ -169,15 +169,19 @@ proptest! {
                         started.remove(&t);
                     }
                 }
-                Op::Journal(t) => match b.journaled(&rid(t)) {
-                    Journaled::Start => {
+                Op::Journal(t) => match (b.starts_when_journaled(&rid(t)), b.journaled(&rid(t))) {
+                    // Said beforehand for a pending turn: it starts, unless a cancel came first.
+                    (true, Journaled::Queued) | (false, Journaled::Start) => {
+                        prop_assert!(false, "starts_when_journaled was wrong about {}", t);
+                    }
+                    (_, Journaled::Start) => {
                         prop_assert!(started.insert(t));
                         journal_order.entry(conv_of[&t]).or_default().push(t);
                         start_order.entry(conv_of[&t]).or_default().push(t);
                     }
-                    Journaled::Queued => journal_order.entry(conv_of[&t]).or_default().push(t),
-                    Journaled::EndCancelled => prop_assert!(decided.insert(t)),
-                    Journaled::Unknown => {}
+                    (_, Journaled::Queued) => journal_order.entry(conv_of[&t]).or_default().push(t),
+                    (_, Journaled::EndCancelled) => prop_assert!(decided.insert(t)),
+                    (_, Journaled::Unknown) => {}
                 },
                 Op::Forget(t) => {
                     if matches!(b.phase(&rid(t)), Some(TurnPhase::Pending { .. })) {

@@ -157,6 +157,7 @@ impl Engine {
                     _slot: sub.slot.take(),
                     protocol: sub.protocol.clone(),
                     taken: now(),
+                    unsynced: false,
                 },
             );
         }
@@ -233,14 +234,30 @@ impl Engine {
                 }
             }
         }
+        // A turn nobody is told of until its first event may be journaled unsynced (see
+        // TurnPolicy::accepted_silently) when it starts at once; one that will wait is told it waits, so
+        // its accept is synced (and an exclusive one was claimed and accepted above). Nothing can go
+        // before it meanwhile: a conversation's turns start in the order they were submitted.
+        let soon = taken.is_none()
+            && sub.policy.accepted_silently
+            && self.lock().core.book.starts_when_journaled(&id);
         let accepted = match taken {
             Some(accepted) => accepted,
+            None if soon => {
+                self.journal_write(self.journal.accept_soon(self.new_turn(&sub)))
+                    .await
+            }
             None => {
                 self.journal_write(self.journal.accept(self.new_turn(&sub)))
                     .await
             }
         };
         match accepted {
+            Ok(Accepted::New) if soon => {
+                if let Some(t) = self.lock().live.get_mut(&id) {
+                    t.unsynced = true;
+                }
+            }
             Ok(Accepted::New) => {}
             Ok(Accepted::Existing(stored)) => {
                 self.forget(&id);
@@ -266,6 +283,7 @@ impl Engine {
                 SubmitReply::Accepted { queued: false }
             }
             Journaled::Queued => {
+                // Its acceptance was synced: only a turn that starts at once is accepted unsynced.
                 sub.front.accepted(true);
                 SubmitReply::Accepted { queued: true }
             }

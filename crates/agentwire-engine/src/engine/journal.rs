@@ -123,6 +123,38 @@ impl Engine {
         });
     }
 
+    /// Makes turn `id`'s acceptance durable before the first thing about it goes out (its first event,
+    /// a question, a queued notice): at once when it is (journaled durably, or made so since by any
+    /// durable write); else the journal is synced, retried with backoff as an outcome is while the journal
+    /// cannot write (the turn waits for the disk, as its outcome would).
+    pub(super) async fn acceptance_durable(&self, id: &RequestId) {
+        let unsynced = self.lock().live.get(id).is_some_and(|t| t.unsynced);
+        if !unsynced {
+            return;
+        }
+        let mut backoff = Backoff::default();
+        loop {
+            match self.journal_write(self.journal.sync()).await {
+                Ok(()) => break,
+                Err(e) if e.is_unwritable() => {
+                    tracing::warn!(request = %id, error = %e, retry_in = ?backoff.peek(), "the turn's acceptance is not durable yet; holding back its first event");
+                }
+                Err(e) => {
+                    // Not the storage's failure: the journal is closing (its writer gone), so no later
+                    // write of this turn will be durable either; the turn ends as interrupted at the next
+                    // start, and what the process wrote is still in the system's cache.
+                    tracing::error!(request = %id, error = %e, "the journal could not be synced");
+                    return;
+                }
+            }
+            self.wait_for(|core, now| core.handle_write_failed(&mut backoff, now))
+                .await;
+        }
+        if let Some(t) = self.lock().live.get_mut(id) {
+            t.unsynced = false;
+        }
+    }
+
     /// Journals an outcome, retrying with backoff until it is durable, and returns what to deliver: this
     /// outcome and wire form, or the one the journal already holds (the first outcome wins, and the wire
     /// must never contradict the journal).

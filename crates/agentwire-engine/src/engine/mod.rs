@@ -183,6 +183,9 @@ struct LiveTurn {
     protocol: String,
     /// When it was taken, for the duration in the operator's log.
     taken: std::time::Instant,
+    /// Its acceptance was journaled with `accept_soon` and may not be durable yet: made so before the
+    /// first thing about the turn goes out ([`Engine::acceptance_durable`]).
+    unsynced: bool,
 }
 
 struct OpenQuestion {

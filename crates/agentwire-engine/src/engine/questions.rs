@@ -100,6 +100,15 @@ impl Engine {
             // One question at a time: an agent that asks again before the first is settled gets no second.
             return Box::pin(async { Asked::Unavailable });
         }
+        if t.unsynced {
+            // The question is the first the peer hears of the turn: its acceptance is durable first.
+            drop(st);
+            let (this, id) = (Arc::clone(self), id.clone());
+            return Box::pin(async move {
+                this.acceptance_durable(&id).await;
+                this.open_question(&id, question).await
+            });
+        }
         match t.front.ask(&question) {
             FrontAsk::Unavailable => Box::pin(async { Asked::Unavailable }),
             FrontAsk::Settled(a) => Box::pin(async move { a }),

@@ -135,6 +135,8 @@ impl Engine {
         // The agent runs in its own task so that a panic in it is caught as a failure of this turn only.
         let mut handle = tokio::spawn(agent_run);
         let mut events_open = true;
+        // Whether the turn's acceptance is known durable (else made so before its first event goes out).
+        let mut durable = !self.lock().live.get(&id).is_some_and(|t| t.unsynced);
         // Under a parking policy the agent sees the cancel and ends the turn itself.
         let mut watch_cancel = !policy.park_on_cancel;
         let mut transcript = (policy.keep_transcript || wants_history).then(Vec::new);
@@ -167,12 +169,24 @@ impl Engine {
                     }
                 }
                 ev = ev_rx.recv(), if events_open => match ev {
-                    Some(ev) => pass(ev),
+                    Some(ev) => {
+                        if !durable {
+                            self.acceptance_durable(&id).await;
+                            durable = true;
+                        }
+                        pass(ev)
+                    }
                     None => events_open = false,
                 },
                 joined = &mut handle => {
-                    // Deliver what the agent sent before it returned.
-                    while let Ok(ev) = ev_rx.try_recv() { pass(ev) }
+                    // Deliver what the agent sent before it returned (its acceptance durable first).
+                    while let Ok(ev) = ev_rx.try_recv() {
+                        if !durable {
+                            self.acceptance_durable(&id).await;
+                            durable = true;
+                        }
+                        pass(ev)
+                    }
                     break match joined {
                         Ok(o) => normalise(o),
                         Err(e) => {

@@ -21,6 +21,7 @@ pub(crate) const FISK_POLICY: TurnPolicy = TurnPolicy {
     park_on_cancel: true,
     keep_transcript: true,
     refuse_when_full: true,
+    accepted_silently: false,
 };
 
 /// A queued job's: as a request's, but a job the agent is too busy for right now (its

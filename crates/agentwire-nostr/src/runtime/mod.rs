@@ -613,7 +613,11 @@ impl Runtime {
             route: serde_json::to_value(&route).unwrap_or_default(),
             front: front.clone(),
             // NIP-XX queues a session's runs, drops a cancelled run at once, and has no read-back.
-            policy: TurnPolicy::default(),
+            // A turn that starts at once is first heard of by its events or its answer.
+            policy: TurnPolicy {
+                accepted_silently: true,
+                ..TurnPolicy::default()
+            },
             conversation_meta: None,
             // NIP-XX has no slots: a session's runs queue instead.
             slot: None,
