@@ -27,10 +27,22 @@
 //!
 //! A conversation runs one turn at a time across instances ([`Journal::claim`]): its claim names the turn
 //! it runs and moves to another turn only by a write at the revision that named a turn that no longer
-//! runs (its record has an outcome, or was never written and its lease is gone). A turn's lease is written
-//! before its claim, so an instance that reads a claim whose turn is still being written finds the lease.
+//! runs (its record has an outcome, or was never written and its lease is gone, seen so twice a grace
+//! apart). A turn's lease is written before its claim (a turn carried with its conversation's meta writes
+//! it beside the claim, below), so an instance that reads a claim whose turn is still being written finds
+//! the lease, or finds it when it looks again.
 //!
-//! A claimed turn's way to its ack ([`Journal::claim_accept`]) is three round trips one after another,
+//! A turn carried with its conversation's meta ([`Journal::claim_accept`] of a turn whose
+//! `conversation_meta` is set, whose lease this instance does not renew yet: a new conversation's first
+//! turn, and a turn that changes its conversation's meta, which the journal cannot tell apart) creates the
+//! claim, the hints and the meta beside the lease and the first reads ([`JetStreamJournal::speculate`]):
+//! for a new conversation, two round trips to its ack, that one and the record's create. Its lease may then
+//! land just after its claim, so a claim whose turn has neither a record nor a lease is taken for dead only
+//! when seen so twice [`CLAIM_GRACE`] apart, and the speculated claim stands only if answered within
+//! [`SPECULATION_BOUND`] (or, after the lease is written again, written again at its revision). Of an
+//! existing conversation the creates are refused and the turn goes on as any other, its hints written
+//! already: a claim that is not taken drops the running hint and purges the member it created. Another
+//! claimed turn's way to its ack ([`Journal::claim_accept`]) is three round trips one after another,
 //! each a write with what can go beside it: the claim's read, the turn record's read and the lease's write
 //! together; the claim's write with the hints (member, running hint, and the meta of a conversation that
 //! has none yet, created only if still absent); the record's create. (A claim and an accept called apart
@@ -78,6 +90,17 @@ const SEEN_WRITE_WAIT: Duration = Duration::from_secs(2);
 const DROPPING_WAIT: Duration = Duration::from_secs(2);
 /// How often it looks.
 const DROPPING_POLL: Duration = Duration::from_millis(5);
+/// How long a claim created beside its turn's lease ([`JetStreamJournal::speculate`]) may take to be
+/// answered, with the lease, and stand without a second write: a claim read elsewhere before its lease is
+/// in is taken for dead only when seen so again [`CLAIM_GRACE`] later, by which time the lease of a claim
+/// answered within this is in. A healthy cluster answers in milliseconds.
+const SPECULATION_BOUND: Duration = Duration::from_millis(250);
+/// How long a claim whose turn has neither a record nor a lease is left before it is taken for dead: more
+/// than [`SPECULATION_BOUND`], with room for two processes' clocks to run at slightly different rates.
+const CLAIM_GRACE: Duration = Duration::from_millis(500);
+// What the speculation's safety rests on: a reader's second look comes after the lease of a claim that
+// stood without a second write, with as much again to spare for clocks.
+const _: () = assert!(CLAIM_GRACE.as_millis() >= 2 * SPECULATION_BOUND.as_millis());
 /// How long opening waits for new buckets to take writes: a replicated bucket just made elects its
 /// leader within seconds.
 pub const OPEN_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -129,6 +152,10 @@ pub struct JetStreamJournal {
     known: known::Known,
     /// How many ended turns' hints are being purged now ([`JetStreamJournal::drop_hints`]).
     dropping: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Tests only: the next speculation is taken as answered late ([`SPECULATION_BOUND`]), and this runs
+    /// between its answer and the claim's second write.
+    #[cfg(test)]
+    late: std::sync::Mutex<Option<BoxFuture<'static, ()>>>,
 }
 
 /// How many of the turns bucket's messages [`Journal::latest`] reads at most per turn it returns: a turn
@@ -190,6 +217,29 @@ struct MetaDoc {
     protocol: String,
     meta: serde_json::Value,
     updated_at: u64,
+}
+
+/// What a conversation's claim holder is doing, as [`JetStreamJournal::holder_runs`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// Its record has no outcome, or its lease lives.
+    Runs,
+    /// Its record has an outcome.
+    Ended,
+    /// Neither a record nor a lease.
+    Unwritten,
+}
+
+/// What a turn carried with its conversation's meta created beside its claim's first reads
+/// ([`JetStreamJournal::speculate`]): each key's new revision, none where the key was there already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Speculated {
+    /// The conversation's claim.
+    claim: Option<u64>,
+    /// The turn's member of the conversation.
+    member: Option<u64>,
+    /// The conversation's meta.
+    meta: Option<u64>,
 }
 
 /// What of a turn's hints its claim wrote beside its own write ([`Journal::claim_accept`]), so its accept
@@ -306,6 +356,8 @@ impl JetStreamJournal {
             prune_from: Default::default(),
             known: Default::default(),
             dropping: Default::default(),
+            #[cfg(test)]
+            late: Default::default(),
         })
     }
 
@@ -512,7 +564,7 @@ impl JetStreamJournal {
         };
         let hints = async {
             match hinted {
-                Hinted::No => self.write_hints(&turn).await,
+                Hinted::No => self.write_hints(&turn).await.map(|_| ()),
                 Hinted::WithoutMeta | Hinted::WithMeta => Ok(()),
             }
         };
@@ -612,13 +664,67 @@ impl JetStreamJournal {
         ))
     }
 
-    /// Whether turn `id` still runs: its record has no outcome, or is not written yet while its lease
-    /// lives (its instance is between the claim and the record).
-    async fn still_runs(&self, id: &str) -> Result<bool, StoreError> {
-        match self.turn_entry(id).await? {
-            Some((doc, _)) => Ok(doc.outcome.is_none()),
-            None => Ok(leader_get(&self.leases, &bucket_key(id)).await?.is_some()),
+    /// What turn `id`, a conversation's claim holder, is doing: it runs while its record has no outcome,
+    /// or while its record is not written yet and its lease lives (its instance is between the claim and
+    /// the record).
+    async fn holder_runs(&self, id: &str) -> Result<Holder, StoreError> {
+        Ok(match self.turn_entry(id).await? {
+            Some((doc, _)) if doc.outcome.is_none() => Holder::Runs,
+            Some(_) => Holder::Ended,
+            None if leader_get(&self.leases, &bucket_key(id)).await?.is_some() => Holder::Runs,
+            None => Holder::Unwritten,
+        })
+    }
+
+    /// A turn that carries its conversation's meta, on its claim's first look (a new conversation's first
+    /// turn, or a turn that changes the conversation's meta: the journal cannot tell them apart): its claim
+    /// and its meta created at revision 0 (so only where absent), and its hints, all beside the claim's
+    /// first reads and the lease; what this created. The lease may land after the claim here, which
+    /// readers allow for ([`CLAIM_GRACE`]). The hints are written whatever comes of the claim: a claim
+    /// that is not taken drops its running hint and purges the member it created
+    /// ([`claim_conversation`](Self::claim_conversation)), and a turn found written takes them back
+    /// ([`take_back`](Self::take_back)).
+    async fn speculate(&self, claim_key: &str, turn: &NewTurn) -> Result<Speculated, StoreError> {
+        let id = turn.request_id.as_str();
+        let (claim, meta, member) = tokio::try_join!(
+            self.put_at(&self.claims, claim_key, id.as_bytes().to_vec(), 0),
+            self.create_meta(turn, 0),
+            self.write_hints(turn),
+        )?;
+        Ok(Speculated {
+            claim,
+            member,
+            meta,
+        })
+    }
+
+    /// Takes back what [`speculate`](Self::speculate) wrote for a turn whose record `doc` it then found
+    /// (a resend): the running hint, unless it is the one the record's unended turn of the same owner is
+    /// found by; and in a conversation that is not the record's (one the caller minted for the resend),
+    /// the claim, member and meta it created, so that conversation keeps no state. A purge, which
+    /// leaves no marker, of the revision written here and nothing after it.
+    async fn take_back(
+        &self,
+        claim_key: &str,
+        turn: &NewTurn,
+        written: Speculated,
+        doc: &TurnDoc,
+    ) -> Result<(), StoreError> {
+        let id = turn.request_id.as_str();
+        if doc.owner != turn.owner || doc.outcome.is_some() {
+            self.drop_hints(id, &turn.owner);
         }
+        if doc.conversation_id == turn.conversation_id.as_str() {
+            return Ok(());
+        }
+        self.writable()?;
+        let member = format!("{claim_key}.{}", bucket_key(id));
+        tokio::try_join!(
+            purge_written(&self.claims, claim_key, written.claim),
+            purge_written(&self.members, &member, written.member),
+            purge_written(&self.meta, claim_key, written.meta),
+        )?;
+        Ok(())
     }
 
     /// [`Journal::claim`], and with `carry` the turn's hints sent with the claim's write
@@ -634,19 +740,31 @@ impl JetStreamJournal {
         let claim_key = bucket_key(conv);
         // Whether this claim began renewing the turn's lease (stopped again unless the claim is taken).
         let mut began = false;
+        // The revision of the turn's member, if this claim created it.
+        let mut member = None;
         let claim = self
-            .claim_loop(&claim_key, id, &mut began, carry, hinted)
+            .claim_loop(&claim_key, id, &mut began, carry, hinted, &mut member)
             .await;
         if !matches!(claim, Ok(Claim::Taken)) {
             self.known.take_unwritten(id);
             if began {
                 self.stop_renewing(id);
             }
-            // Hints written beside a claim write that lost a race: the running hint goes (a member stays,
-            // skipped by readers while its turn is not written: a later accept of the same request writes
-            // the same key).
+            // Hints written for a claim that was not taken (beside a claim write that lost a race, or a
+            // speculation): the running hint goes, and the member if this claim created it, which nothing
+            // would read or prune (prune finds members by their turns), and a later accept of the same
+            // request would find made, keeping its place before turns that ran first. (Two deliveries of
+            // one request racing on two instances can see the member made by the other's claim, which
+            // then purges it: a turn missing from its conversation's list, not a turn run twice.)
             if let (Some(turn), Hinted::WithoutMeta | Hinted::WithMeta) = (carry, *hinted) {
                 self.drop_hints(id, &turn.owner);
+            }
+            if let Some(made) = member.filter(|_| self.writable().is_ok()) {
+                let key = format!("{claim_key}.{}", bucket_key(id));
+                let purged = purge_written(&self.members, &key, Some(made)).await;
+                if let (Ok(_), Err(e)) = (&claim, purged) {
+                    return Err(e);
+                }
             }
         }
         claim
@@ -669,13 +787,14 @@ impl JetStreamJournal {
     }
 
     /// Writes the hints turn `turn`'s record is written after, at once: its conversation's member (not
-    /// again for a resend: its member was written the first time) and its running hint.
-    async fn write_hints(&self, turn: &NewTurn) -> Result<(), StoreError> {
+    /// again for a resend: its member was written the first time) and its running hint. The member's
+    /// revision if this created it.
+    async fn write_hints(&self, turn: &NewTurn) -> Result<Option<u64>, StoreError> {
         let (conv, id) = (turn.conversation_id.as_str(), turn.request_id.as_str());
         let member = format!("{}.{}", bucket_key(conv), bucket_key(id));
         let running = format!("{}.{}", bucket_key(&turn.owner), bucket_key(id));
-        tokio::try_join!(
-            self.write_at(&self.members, &member, id.as_bytes().to_vec(), 0),
+        let (member, _) = tokio::try_join!(
+            self.put_at(&self.members, &member, id.as_bytes().to_vec(), 0),
             async {
                 self.running
                     .put(running, Vec::new().into())
@@ -683,14 +802,14 @@ impl JetStreamJournal {
                     .map_err(unwritable)
             },
         )?;
-        Ok(())
+        Ok(member)
     }
 
-    /// Creates the conversation's meta that `turn` carries if its key is still at `revision`: whether it
-    /// did.
-    async fn create_meta(&self, turn: &NewTurn, revision: u64) -> Result<bool, StoreError> {
+    /// Creates the conversation's meta that `turn` carries if its key is still at `revision`: its new
+    /// revision if this did.
+    async fn create_meta(&self, turn: &NewTurn, revision: u64) -> Result<Option<u64>, StoreError> {
         let Some(meta) = &turn.conversation_meta else {
-            return Ok(false);
+            return Ok(None);
         };
         let doc = MetaDoc {
             protocol: turn.protocol.clone(),
@@ -698,7 +817,7 @@ impl JetStreamJournal {
             updated_at: turn.accepted_at,
         };
         let body = serde_json::to_vec(&doc).map_err(corrupt)?;
-        self.write_at(
+        self.put_at(
             &self.meta,
             &bucket_key(turn.conversation_id.as_str()),
             body,
@@ -714,7 +833,12 @@ impl JetStreamJournal {
         began: &mut bool,
         carry: Option<&NewTurn>,
         hinted: &mut Hinted,
+        member: &mut Option<u64>,
     ) -> Result<Claim, StoreError> {
+        // The claim revision last seen naming a turn with neither a record nor a lease.
+        let mut unwritten_seen = None;
+        // Whether this claim created the conversation's meta.
+        let mut meta_created = false;
         for attempt in 0..MAX_CLAIM_CONFLICTS {
             // One round trip for all the claim needs: the conversation's claim, the turn's record (its
             // accept then need not read it again), and, unless this instance renews it already, the
@@ -732,10 +856,15 @@ impl JetStreamJournal {
             // only a refused write below and a look at the leader, or is checked there (a claim already
             // this turn's). A record it does not find yet is created by the accept, which decides.
             let first = attempt == 0;
-            // A turn carried with its meta reads the meta's revision too: the meta of a conversation with
-            // none yet is created with the claim's write.
+            // A turn carried with its conversation's meta (a new conversation's first turn, or one that
+            // changes the meta): its claim, hints and meta are created beside the first reads
+            // ([`speculate`](Self::speculate)).
+            let speculating =
+                first && fresh && carry.is_some_and(|t| t.conversation_meta.is_some());
+            // Another turn carried with its meta reads the meta's revision too: the meta of a
+            // conversation with none yet is created with the claim's write.
             let meta_key = carry
-                .filter(|t| t.conversation_meta.is_some())
+                .filter(|t| t.conversation_meta.is_some() && !speculating)
                 .map(|t| bucket_key(t.conversation_id.as_str()));
             let meta_revision = async {
                 match &meta_key {
@@ -744,12 +873,21 @@ impl JetStreamJournal {
                     None => Ok(None),
                 }
             };
-            let ((holder, revision), turn, (), meta_revision) = tokio::try_join!(
+            let speculation = async {
+                match carry.filter(|_| speculating) {
+                    Some(t) => Ok(Some(self.speculate(claim_key, t).await?)),
+                    None => Ok(None),
+                }
+            };
+            let asked = tokio::time::Instant::now();
+            let ((holder, revision), turn, (), meta_revision, speculation) = tokio::try_join!(
                 self.claim_read(claim_key, first),
                 self.turn_read(id, first),
                 lease,
-                meta_revision
+                meta_revision,
+                speculation
             )?;
+            let answered_in = asked.elapsed();
             // Not written as far as this look can tell: only such a turn's hints go with the claim.
             let unwritten = turn.is_none() && !self.known.accepted_here(id);
             if turn.is_some() {
@@ -761,6 +899,54 @@ impl JetStreamJournal {
                 // that has not seen the write yet says: a note left for it would let a resend's accept
                 // skip its read and write hints nobody purges.
                 self.known.note_unwritten(id);
+            }
+            if let (Some(written), Some(t)) = (speculation, carry) {
+                // A request journaled already (a resend): its accept answers from the record, and what
+                // the speculation wrote for it is taken back where the record does not need it.
+                let record = match unwritten {
+                    true => None,
+                    false => self.turn_entry(id).await?.map(|(doc, _)| doc),
+                };
+                if let Some(doc) = record {
+                    self.take_back(claim_key, t, written, &doc).await?;
+                    if written.claim.is_some() {
+                        return Ok(Claim::Taken);
+                    }
+                } else {
+                    meta_created |= written.meta.is_some();
+                    *hinted = match meta_created {
+                        true => Hinted::WithMeta,
+                        false => Hinted::WithoutMeta,
+                    };
+                    *member = member.or(written.member);
+                    if let Some(created) = written.claim {
+                        // Answered late, the lease may have landed after a reader saw the claim without
+                        // it twice a grace apart and wrote over it, or (the cluster stalled for longer
+                        // than a lease) aged out already: it is written again, and then the claim at its
+                        // revision, which stands only if no one wrote over it.
+                        #[cfg_attr(not(test), allow(unused_mut))]
+                        let mut late = answered_in > SPECULATION_BOUND;
+                        #[cfg(test)]
+                        {
+                            let meanwhile = lock(&self.late).take();
+                            if let Some(meanwhile) = meanwhile {
+                                meanwhile.await;
+                                late = true;
+                            }
+                        }
+                        let stands = !late || {
+                            self.put_lease(id).await?;
+                            self.write_at(&self.claims, claim_key, id.as_bytes().to_vec(), created)
+                                .await?
+                        };
+                        if stands {
+                            self.renew(id);
+                            *began = true;
+                            return Ok(Claim::Taken);
+                        }
+                        continue;
+                    }
+                }
             }
             match holder {
                 // Claimed before (a resend, or a claim whose accept failed). A turn with a record has its
@@ -775,13 +961,24 @@ impl JetStreamJournal {
                     }
                     return Ok(Claim::Taken);
                 }
-                Some(holder) if self.still_runs(&holder).await? => {
-                    let holder = RequestId::new(holder).map_err(corrupt)?;
-                    return Ok(Claim::Busy(holder));
-                }
-                _ => {}
+                Some(holder) => match self.holder_runs(&holder).await? {
+                    Holder::Runs => {
+                        let holder = RequestId::new(holder).map_err(corrupt)?;
+                        return Ok(Claim::Busy(holder));
+                    }
+                    // Neither a record nor a lease: dead, or a claim made beside its lease that is not in
+                    // yet ([`speculate`](Self::speculate)). Dead only when seen so again a grace later.
+                    Holder::Unwritten if unwritten_seen != Some(revision) => {
+                        unwritten_seen = Some(revision);
+                        tokio::time::sleep(CLAIM_GRACE).await;
+                        continue;
+                    }
+                    Holder::Unwritten | Holder::Ended => {}
+                },
+                None => {}
             }
             let claim = self.write_at(&self.claims, claim_key, id.as_bytes().to_vec(), revision);
+            let hinted_already = *hinted != Hinted::No;
             let taken = match carry.filter(|_| unwritten) {
                 None => claim.await?,
                 // The turn's hints go with the claim's write: they may be written before the record in any
@@ -790,16 +987,26 @@ impl JetStreamJournal {
                 // racing with their meta, the meta of the one that takes the claim stays (its accept
                 // writes it again if the other's create came first), and a conversation's meta is never
                 // replaced by a turn that does not take it.
+                // Hints written already (by the speculation, or a claim write that lost) are not sent
+                // again.
                 Some(turn) => {
-                    let with_meta = revision == 0 && meta_revision == Some(0);
+                    let with_meta = revision == 0 && meta_revision == Some(0) && !meta_created;
                     let meta = async {
                         match with_meta {
                             true => self.create_meta(turn, 0).await,
-                            false => Ok(false),
+                            false => Ok(None),
                         }
                     };
-                    let (taken, meta, ()) = tokio::try_join!(claim, meta, self.write_hints(turn))?;
-                    *hinted = match meta {
+                    let hints = async {
+                        match hinted_already {
+                            false => self.write_hints(turn).await,
+                            true => Ok(None),
+                        }
+                    };
+                    let (taken, meta, made) = tokio::try_join!(claim, meta, hints)?;
+                    meta_created |= meta.is_some();
+                    *member = member.or(made);
+                    *hinted = match meta_created {
                         true => Hinted::WithMeta,
                         false => Hinted::WithoutMeta,
                     };
@@ -1028,6 +1235,26 @@ async fn put_at(
         Err(e) if moved_on(&e) => Ok(None),
         Err(e) => Err(unwritable(e)),
     }
+}
+
+/// Purges what this instance wrote under `key` of `bucket` at `revision`, if it wrote anything, and
+/// nothing written after it. A purge leaves no marker (a key-value purge leaves one).
+async fn purge_written(
+    bucket: &kv::Store,
+    key: &str,
+    revision: Option<u64>,
+) -> Result<(), StoreError> {
+    let Some(revision) = revision else {
+        return Ok(());
+    };
+    bucket
+        .stream
+        .purge()
+        .filter(format!("{}{key}", bucket.prefix))
+        .sequence(revision + 1)
+        .await
+        .map(|_| ())
+        .map_err(unwritable)
 }
 
 /// A key's value and revision, read from the bucket's leader (a replica may lag behind a write another
@@ -1267,5 +1494,97 @@ mod tests {
         }
         assert_eq!(unhex("abc"), None);
         assert_eq!(unhex("zz"), None);
+    }
+
+    async fn open_journal(url: &str, prefix: &str) -> JetStreamJournal {
+        let client = async_nats::connect(url).await.expect("nats reachable");
+        let config = JetStreamConfig {
+            prefix: prefix.into(),
+            replicas: 1,
+            lease: DEFAULT_LEASE,
+        };
+        JetStreamJournal::open(client, &config)
+            .await
+            .expect("the buckets open")
+    }
+
+    /// A new conversation's first turn.
+    fn first_turn() -> NewTurn {
+        let mut t = crate::conformance::turn(1);
+        t.conversation_meta = Some(serde_json::json!({ "m": 1 }));
+        t
+    }
+
+    async fn last_sequence(bucket: &kv::Store) -> u64 {
+        bucket.stream.get_info().await.unwrap().state.last_sequence
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_first_turn_answered_late_writes_its_lease_again_and_then_its_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let nats = agentwire_testkit::NatsServer::start_jetstream(dir.path());
+        let j = open_journal(&nats.url, "LATE").await;
+        let t = first_turn();
+        let (leases, claims) = (
+            last_sequence(&j.leases).await,
+            last_sequence(&j.claims).await,
+        );
+        *lock(&j.late) = Some(Box::pin(async {}));
+        assert_eq!(
+            j.claim_accept_turn(t.clone()).await.unwrap(),
+            ClaimAccepted::Taken(Ok(Accepted::New))
+        );
+        assert!(lock(&j.late).is_none(), "the speculation was taken as late");
+        // The lease beside the claim's create, and again before the claim's second write (a stall longer
+        // than a lease would have aged the first out); nothing else writes it before a third of a lease.
+        assert_eq!(last_sequence(&j.leases).await - leases, 2);
+        // The claim created, then written again at its revision, and it names the turn.
+        assert_eq!(last_sequence(&j.claims).await - claims, 2);
+        let conv = bucket_key(t.conversation_id.as_str());
+        assert_eq!(
+            j.claim_holder(&conv).await.unwrap().0.as_deref(),
+            Some(t.request_id.as_str())
+        );
+        assert!(j.renewing(t.request_id.as_str()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_first_turn_whose_claim_was_taken_meanwhile_is_busy_and_takes_its_hints_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let nats = agentwire_testkit::NatsServer::start_jetstream(dir.path());
+        let j = open_journal(&nats.url, "MOVED").await;
+        let t = first_turn();
+        let (id, conv) = (
+            t.request_id.as_str(),
+            bucket_key(t.conversation_id.as_str()),
+        );
+        let other = RequestId::new("other:1").unwrap();
+        // Between the speculation's late answer and its second write, another instance (one that saw
+        // the claim without a lease twice) takes the conversation, and its turn runs.
+        let (claims, leases, key, holder) = (
+            j.claims.clone(),
+            j.leases.clone(),
+            conv.clone(),
+            other.to_string(),
+        );
+        *lock(&j.late) = Some(Box::pin(async move {
+            leases
+                .put(bucket_key(&holder), Vec::new().into())
+                .await
+                .unwrap();
+            claims.put(key, holder.into_bytes().into()).await.unwrap();
+        }));
+        assert_eq!(
+            j.claim_accept_turn(t.clone()).await.unwrap(),
+            ClaimAccepted::Busy(other)
+        );
+        assert!(!j.renewing(id));
+        // No member left, not even a purge's marker; the running hint dropped.
+        let member = format!("{conv}.{}", bucket_key(id));
+        assert_eq!(leader_entry(&j.members, &member).await.unwrap(), (None, 0));
+        j.hints_dropped().await;
+        let running = format!("{}.{}", bucket_key(&t.owner), bucket_key(id));
+        assert_eq!(leader_get(&j.running, &running).await.unwrap(), None);
+        assert_eq!(j.turn_entry(id).await.unwrap().map(|_| ()), None);
     }
 }

@@ -689,3 +689,169 @@ async fn racing_first_turns_of_a_conversation_journal_one_with_its_meta() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_seen_before_its_lease_is_not_taken_for_dead() {
+    use agentwire_store::jetstream::bucket_key;
+    use agentwire_store::{Accepted, Claim, ClaimAccepted};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let j = open(&nats.url, "GRACE").await;
+    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    let claims = js.get_key_value("GRACE_CLAIMS").await.unwrap();
+    let leases = js.get_key_value("GRACE_LEASES").await.unwrap();
+    // A first turn's claim is created beside its lease, which may land a moment after it: a claim read
+    // then, naming a turn with neither a record nor a lease, is looked at again a grace later.
+    let conv = agentwire_core::ConversationId::new("speculated").unwrap();
+    let holder = agentwire_core::RequestId::new("other:1").unwrap();
+    claims
+        .put(
+            bucket_key(conv.as_str()),
+            holder.as_str().as_bytes().to_vec().into(),
+        )
+        .await
+        .unwrap();
+    let late = leases.clone();
+    let lease_key = bucket_key(holder.as_str());
+    let landing = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        late.put(lease_key, Vec::new().into()).await.unwrap();
+    });
+    let mine = agentwire_core::RequestId::new("mine:1").unwrap();
+    assert_eq!(
+        j.claim(conv.clone(), mine.clone()).await.unwrap(),
+        Claim::Busy(holder.clone())
+    );
+    landing.await.unwrap();
+    // One whose lease never comes is dead, once seen so twice.
+    let dead = agentwire_core::ConversationId::new("dead").unwrap();
+    claims
+        .put(
+            bucket_key(dead.as_str()),
+            holder.as_str().as_bytes().to_vec().into(),
+        )
+        .await
+        .unwrap();
+    leases.purge(bucket_key(holder.as_str())).await.unwrap();
+    assert_eq!(j.claim(dead, mine).await.unwrap(), Claim::Taken);
+
+    // A request journaled already, sent again as a new conversation's first turn (a caller's resend
+    // mints a new one): answered from the journal, and the minted conversation keeps no state.
+    let mut first = conformance::turn(1);
+    first.conversation_meta = Some(serde_json::json!({ "m": 1 }));
+    assert_eq!(
+        j.claim_accept(first.clone()).await.unwrap(),
+        ClaimAccepted::Taken(Ok(Accepted::New))
+    );
+    let done = conformance::result("done", Default::default());
+    j.finish(agentwire_store::Finish::new(
+        first.request_id.clone(),
+        done,
+        300,
+    ))
+    .await
+    .unwrap();
+    let minted = agentwire_core::ConversationId::new("minted").unwrap();
+    let mut resend = first.clone();
+    resend.conversation_id = minted.clone();
+    resend.input.conversation_id = minted.clone();
+    match j.claim_accept(resend).await.unwrap() {
+        ClaimAccepted::Taken(Ok(Accepted::Existing(t))) => {
+            assert_eq!(t.conversation_id, first.conversation_id);
+            assert!(t.outcome.is_some());
+        }
+        other => panic!("a resend is answered from the journal, got {other:?}"),
+    }
+    assert_eq!(j.conversation_meta(minted.clone()).await.unwrap(), None);
+    let listed = j.conversations("nipxx".into(), 10).await.unwrap();
+    assert!(!listed.contains(&minted), "{listed:?}");
+    // Its claim, member and meta are gone without a purge's marker: nothing under their keys at all.
+    let members = js.get_key_value("GRACE_MEMBERS").await.unwrap();
+    let meta = js.get_key_value("GRACE_META").await.unwrap();
+    let mk = bucket_key(minted.as_str());
+    let member = format!("{mk}.{}", bucket_key(first.request_id.as_str()));
+    for (bucket, key) in [(&claims, &mk), (&members, &member), (&meta, &mk)] {
+        assert!(!has_messages(bucket, key).await, "{} {key}", bucket.name);
+    }
+}
+
+/// Whether `bucket`'s stream holds any message under `key`: a value, or a delete's or purge's marker.
+async fn has_messages(bucket: &async_nats::jetstream::kv::Store, key: &str) -> bool {
+    bucket
+        .stream
+        .raw_message_builder()
+        .last_by_subject(format!("{}{key}", bucket.prefix))
+        .send()
+        .await
+        .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_with_meta_that_finds_its_conversation_busy_leaves_no_member_behind() {
+    use agentwire_store::jetstream::bucket_key;
+    use agentwire_store::{Accepted, ClaimAccepted, Finish};
+    let dir = tempfile::tempdir().unwrap();
+    let nats = NatsServer::start_jetstream(dir.path());
+    let j = open(&nats.url, "BUSY").await;
+    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    let members = js.get_key_value("BUSY_MEMBERS").await.unwrap();
+    let running = js.get_key_value("BUSY_RUNNING").await.unwrap();
+    let with_meta = |n: u32| {
+        let mut t = conformance::turn(n);
+        t.conversation_meta = Some(serde_json::json!({ "m": n }));
+        t
+    };
+    let taken = ClaimAccepted::Taken(Ok(Accepted::New));
+    let end = |t: &agentwire_store::NewTurn| {
+        Finish::new(
+            t.request_id.clone(),
+            conformance::result("done", Default::default()),
+            300,
+        )
+    };
+    let (a, b, c) = (with_meta(1), with_meta(2), with_meta(3));
+    assert_eq!(j.claim_accept(a.clone()).await.unwrap(), taken);
+    // A later turn of the conversation that changes its meta (a fisk-ai turn after a forced drift, say)
+    // is tried as a first turn: its claim's create is refused, and it finds the conversation busy. It
+    // journals nothing: no member (not even a marker), no running hint, the meta still the first's.
+    assert_eq!(
+        j.claim_accept(b.clone()).await.unwrap(),
+        ClaimAccepted::Busy(a.request_id.clone())
+    );
+    let conv = bucket_key(a.conversation_id.as_str());
+    let member = format!("{conv}.{}", bucket_key(b.request_id.as_str()));
+    assert!(!has_messages(&members, &member).await);
+    let hint = format!(
+        "{}.{}",
+        bucket_key(&b.owner),
+        bucket_key(b.request_id.as_str())
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while running.get(&hint).await.unwrap().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the running hint stays"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        j.conversation_meta(a.conversation_id.clone())
+            .await
+            .unwrap(),
+        a.conversation_meta
+    );
+    // So when it is sent again after another turn ran, it is listed after that turn.
+    j.finish(end(&a)).await.unwrap();
+    assert_eq!(j.claim_accept(c.clone()).await.unwrap(), taken);
+    j.finish(end(&c)).await.unwrap();
+    assert_eq!(j.claim_accept(b.clone()).await.unwrap(), taken);
+    let order: Vec<_> = j
+        .conversation(a.conversation_id.clone(), false)
+        .await
+        .unwrap()
+        .turns
+        .into_iter()
+        .map(|t| t.turn.request_id)
+        .collect();
+    assert_eq!(order, [a.request_id, c.request_id, b.request_id]);
+}
