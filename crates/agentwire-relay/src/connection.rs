@@ -2,8 +2,10 @@
 //! [`Session`]. All protocol decisions are in `session` and `http`; this file only moves bytes,
 //! and waits where `fanout` says a publisher waits for an exempt connection.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -162,6 +164,11 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|&stop| stop).await;
 }
 
+/// [`stopped`], owning its receiver, for a future made once and polled across many waits.
+async fn stopped_owned(mut shutdown: watch::Receiver<bool>) {
+    stopped(&mut shutdown).await;
+}
+
 type PendingWrite = BoxFuture<'static, (Arc<Published>, Committed)>;
 type PendingQuery = BoxFuture<'static, (SubscriptionId, QueryAnswer)>;
 
@@ -219,19 +226,35 @@ impl Connection {
         }
     }
 
-    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+    async fn run(mut self, shutdown: watch::Receiver<bool>) {
         let greeting = self.session.greeting();
         if self.send(vec![greeting]).await.is_err() {
             return;
         }
+        // Made once, not on every pass of the loop: a waiting future made anew on each wakeup registers
+        // its waiter again (the shutdown signal's under a lock every connection shares, the idle timer in
+        // the timer wheel) and unregisters it when another branch wins.
+        let stop = stopped_owned(shutdown);
+        tokio::pin!(stop);
+        // The idle timer is armed no later than the idle deadline and moved only when it fires early: the
+        // deadline moves with every client message, the timer at most once an idle timeout.
+        let idle_timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(idle_timer);
+        let mut idle_armed: Option<Instant> = None;
         let end = loop {
             // Not idle while its own work is pending: a slow store or query is the relay's doing.
             let idle = self
                 .session
                 .idle_deadline(self.shared.idle_timeout)
                 .filter(|_| self.pending_writes.is_empty() && self.pending_queries.is_empty());
+            if let Some(at) = idle {
+                if idle_armed.is_none_or(|armed| armed > at) {
+                    idle_timer.as_mut().reset(at.into());
+                    idle_armed = Some(at);
+                }
+            }
             let step = tokio::select! {
-                () = stopped(&mut shutdown) => {
+                () = &mut stop => {
                     let frame = CloseFrame {
                         code: CloseCode::Away,
                         reason: "relay shutting down".into(),
@@ -263,7 +286,14 @@ impl Connection {
                     };
                     self.send(frames).await
                 }
-                () = sleep_until(idle) => {
+                () = &mut idle_timer, if idle.is_some() => {
+                    let at = idle.unwrap_or_else(Instant::now);
+                    if Instant::now() < at {
+                        // Armed for an earlier deadline: the client spoke since. Wait for this one.
+                        idle_timer.as_mut().reset(at.into());
+                        idle_armed = Some(at);
+                        continue;
+                    }
                     let notice = self.session.handle_idle(self.shared.idle_timeout);
                     let _ = self.send(vec![notice]).await;
                     let frame = CloseFrame {
@@ -471,18 +501,17 @@ impl Connection {
             }
             ws.flush().await
         };
-        match timeout(SEND_TIMEOUT, write).await {
+        // A socket with room takes the frames at once: the timer is made only for a write that waits.
+        let mut write = std::pin::pin!(write);
+        let first = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
+        let written = match first {
+            Poll::Ready(result) => Ok(result),
+            Poll::Pending => timeout(SEND_TIMEOUT, write).await,
+        };
+        match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(End::Done),
         }
-    }
-}
-
-/// Resolves at `deadline`; never without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -466,3 +466,26 @@ async fn loopback_shares_no_per_address_cap_and_idle_sockets_give_their_places_b
         other => panic!("expected the live event, got {other:?}"),
     }
 }
+
+/// The idle deadline moves with every message a client sends: a client that spoke halfway through the
+/// timeout is closed a whole timeout after it spoke, not at the deadline it had when it connected.
+#[tokio::test]
+async fn a_client_that_speaks_is_closed_a_whole_idle_timeout_after_its_last_message() {
+    const IDLE: Duration = Duration::from_secs(2);
+    let relay = TestRelay::with_config(|c| c.idle_timeout = IDLE).await;
+    let mut client = connect_from(&relay, "127.0.0.1").await.unwrap();
+    tokio::time::sleep(IDLE / 2).await;
+    let note = signed(&Keys::generate(), 1, "still here", vec![]);
+    assert!(client.publish(&note).await.0);
+    let spoke = Instant::now();
+    let notice = client.expect_notice().await;
+    assert!(
+        notice.contains("no subscription and no message"),
+        "{notice}"
+    );
+    let quiet = spoke.elapsed();
+    assert!(
+        quiet >= IDLE - Duration::from_millis(300) && quiet < IDLE + Duration::from_secs(2),
+        "closed {quiet:?} after its last message"
+    );
+}

@@ -60,6 +60,9 @@ struct Args {
     /// Only agentwire (for profiling it; the nostr-rs-relay binary is then not needed).
     #[arg(long)]
     only_agentwire: bool,
+    /// Only the fan-out probe (no publishing phases).
+    #[arg(long)]
+    only_fanout: bool,
 }
 
 fn tag(parts: &[&str]) -> Tag {
@@ -238,10 +241,40 @@ async fn fanout_phase(server: &Server, args: &Args) -> Result<serde_json::Value,
     let rounds: Vec<Frame> = (0..args.fanout_rounds)
         .map(|i| frame(&author, 1, format!("fan-out {i}"), vec![]))
         .collect();
+    // Another author's: the subscriptions below neither get them stored nor live.
+    let other = Crypto::new(Keys::generate());
+    let alone: Vec<Frame> = (0..args.fanout_rounds)
+        .map(|i| frame(&other, 1, format!("alone {i}"), vec![]))
+        .collect();
     eprintln!("{}: fan-out", server.name);
-    let times = load::fan_out(&server.url, 50, 20, &author.public_key().to_hex(), rounds).await?;
-    Ok(json!({ "phase": "fanout_1000", "delivery": stats::Summary::of(&times).json() }))
+    let n = rounds.len().max(1) as f64;
+    let f = load::fan_out(
+        &server.url,
+        FANOUT_CONNECTIONS,
+        FANOUT_SUBSCRIPTIONS_PER_CONNECTION,
+        &author.public_key().to_hex(),
+        alone,
+        rounds,
+        || server.cpu_seconds_exact(),
+    )
+    .await?;
+    // CPU per round, both sides: on the shared cores their sum over the cores bounds the median from below.
+    let per_round_us = |cpu: Option<f64>| cpu.map(|c| (c * 1e6 / n).round());
+    Ok(json!({
+        "phase": "fanout_1000",
+        "delivery": stats::Summary::of(&f.delivery).json(),
+        "publisher_ok": stats::Summary::of(&f.ok).json(),
+        "ok_without_subscribers": stats::Summary::of(&f.ok_alone).json(),
+        "relay_cpu_us_per_round": per_round_us(f.relay_cpu),
+        "client_cpu_us_per_round": per_round_us(f.client_cpu),
+    }))
 }
+
+/// The fan-out probe's connections: nostr-rs-relay allows 32 subscriptions a connection, so 1,000
+/// subscriptions take 50 connections of 20.
+const FANOUT_CONNECTIONS: usize = 50;
+/// See [`FANOUT_CONNECTIONS`].
+const FANOUT_SUBSCRIPTIONS_PER_CONNECTION: usize = 20;
 
 async fn bench(args: Args) -> Result<serde_json::Value, String> {
     for b in [&args.agentwire, &args.nostr_rs_relay] {
@@ -270,7 +303,11 @@ async fn bench(args: Args) -> Result<serde_json::Value, String> {
             } else {
                 servers::nostr_rs_relay(&args.nostr_rs_relay, dir.path())?
             };
-            let phases = ingest_phases(&server, &publishers, &asker, &args, round).await?;
+            let phases = if args.only_fanout {
+                Vec::new()
+            } else {
+                ingest_phases(&server, &publishers, &asker, &args, round).await?
+            };
             let fanout = fanout_phase(&server, &args).await?;
             eprintln!("round {round} {which}: {phases:?} {fanout}");
             rounds.push(
