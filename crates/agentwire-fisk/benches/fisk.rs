@@ -283,15 +283,27 @@ fn scale() {
             };
             let mut acks = Vec::with_capacity(samples);
             let mut writes = Vec::with_capacity(samples);
+            let mut ack_writes = Vec::with_capacity(samples);
             for i in 0..samples {
                 acks.push(one(&caller, "scale", &format!("s{n}a{i}"), true).await);
                 if let Some(bucket) = &floor {
                     let asked = Instant::now();
                     bucket.create(format!("k{i}"), Vec::new().into()).await.unwrap();
                     writes.push(asked.elapsed());
+                    // The writes a new conversation's ack waits for, sent as the journal sends them:
+                    // FIRST_ROUND_WRITES at once, then the record's create.
+                    let asked = Instant::now();
+                    let first = (0..FIRST_ROUND_WRITES)
+                        .map(|w| bucket.create(format!("k{i}r{w}"), Vec::new().into()));
+                    for r in futures_util::future::join_all(first).await {
+                        r.unwrap();
+                    }
+                    bucket.create(format!("k{i}rec"), Vec::new().into()).await.unwrap();
+                    ack_writes.push(asked.elapsed());
                 }
             }
             let write50 = (!writes.is_empty()).then(|| median(writes).0);
+            let ack_writes50 = (!ack_writes.is_empty()).then(|| median(ack_writes).0);
             let (ack50, ack90, ack99) = median(acks);
             let done = Arc::new(AtomicU64::new(0));
             let stop_at = Instant::now() + Duration::from_secs(seconds);
@@ -327,6 +339,12 @@ fn scale() {
                     ack50.as_secs_f64() / w.as_secs_f64()
                 );
             }
+            if let Some(w) = ack_writes50 {
+                println!(
+                    "{:28} the ack's writes alone ({FIRST_ROUND_WRITES} at once, then 1) median {w:>9?}",
+                    ""
+                );
+            }
             println!(
                 "{}",
                 serde_json::json!({
@@ -334,6 +352,7 @@ fn scale() {
                     "ack_p90_us": ack90.as_micros(), "ack_p99_us": ack99.as_micros(),
                     "runs_per_sec": per_sec, "runs": runs, "cpu_busy_percent": cpu,
                     "write_median_us": write50.map(|w| w.as_micros()),
+                    "ack_writes_median_us": ack_writes50.map(|w| w.as_micros()),
                 })
             );
             for w in running {
@@ -342,6 +361,11 @@ fn scale() {
         }
     });
 }
+
+/// The replicated writes of a new fisk-ai conversation's first round trip on a JetStream journal: the
+/// turn's lease, the conversation's claim, its member, the turn's running hint and the conversation's meta
+/// (the record's create follows them).
+const FIRST_ROUND_WRITES: usize = 5;
 
 /// A bucket of setup `n` made as the journal's are (`replicas`, file storage, one value a key), once it
 /// takes writes (a replicated bucket just made elects its leader first).
