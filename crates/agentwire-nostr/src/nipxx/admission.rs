@@ -259,6 +259,45 @@ mod tests {
         )
     }
 
+    /// The spec's `nip44`, and `nip44_v2` as the draft NIP's pull request names it, are taken; any other
+    /// value is `UNSUPPORTED_ENCRYPTION`.
+    #[test]
+    fn the_encryption_tag_may_say_nip44_or_nip44_v2_and_nothing_else() {
+        let (agent, client) = (Crypto::new(Keys::generate()), Crypto::new(Keys::generate()));
+        let me = agent.public_key();
+        let models = vec!["m1".to_string()];
+        let decrypt = |from: &PublicKey, c: &str| agent.decrypt(from, c);
+        for (value, taken) in [("nip44", true), ("nip44_v2", true), ("nip04", false)] {
+            let content = client.encrypt(&me, r#"{"ver":1,"message":"hi"}"#).unwrap();
+            let ev = client.sign(
+                EventBuilder::new(Kind::Custom(kinds::PROMPT), content).tags([
+                    Tag::public_key(me),
+                    Tag::custom("encryption", [value]),
+                    Tag::custom("s", ["s1"]),
+                ]),
+            );
+            let r = admit(
+                &Message::signed(ev),
+                &me,
+                None,
+                decrypt,
+                offer(&models),
+                0.0,
+            );
+            match (taken, r) {
+                (true, Ok(a)) => assert_eq!(a.session, "s1"),
+                (false, Err(r)) => {
+                    assert_eq!(
+                        r.violation.code,
+                        ErrorCode::UnsupportedEncryption,
+                        "{value}"
+                    )
+                }
+                (_, r) => panic!("encryption {value}: {:?}", r.map(|a| a.session)),
+            }
+        }
+    }
+
     #[test]
     fn a_blocked_sender_is_refused_before_anything_is_decrypted() {
         let (agent, client) = (Crypto::new(Keys::generate()), Crypto::new(Keys::generate()));
