@@ -387,13 +387,22 @@ fn ser_code<S: serde::Serializer>(c: &ErrorCode, s: S) -> Result<S::Ok, S::Error
 }
 
 impl ErrorPayload {
-    /// Parses and validates an error payload. Codes outside the spec's enum break its schema, but are kept
-    /// (as [`ErrorCode::Unknown`]) rather than refused, so a newer agent's error still ends the run.
+    /// Parses and validates an error payload. A code outside the spec's enum is treated as
+    /// `INVALID_SCHEMA`, as the spec says of unknown protocol content, with the agent's own code shown
+    /// before its message; the error still ends the run.
     pub fn parse(plaintext: &str) -> Result<Self, Violation> {
         let m = parse_object(plaintext)?;
+        let message = req_str(&m, "message", 1)?;
+        let (code, message) = match ErrorCode::parse(req_str(&m, "code", 1)?) {
+            ErrorCode::Unknown(raw) => (
+                ErrorCode::InvalidSchema,
+                format!("the agent's error code {raw:?} is not one of the spec's: {message}"),
+            ),
+            known => (known, message.to_string()),
+        };
         Ok(ErrorPayload {
-            code: ErrorCode::parse(req_str(&m, "code", 1)?),
-            message: req_str(&m, "message", 1)?.to_string(),
+            code,
+            message,
             retry_after: opt_uint(&m, "retry_after", 1, u64::MAX)?,
             details: opt_object(&m, "details")?.cloned().map(Value::Object),
         })

@@ -131,8 +131,14 @@ fn cancel_status_delta_response_error_tool_rules() {
         )),
         ErrorCode::InvalidSchema
     );
+    // An unknown code is INVALID_SCHEMA, as the spec says, with the agent's own code shown beside it.
     let e = ErrorPayload::parse(r#"{"ver":1,"code":"SOMETHING_NEW","message":"x"}"#).unwrap();
-    assert_eq!(e.code, ErrorCode::Unknown("SOMETHING_NEW".into()));
+    assert_eq!(e.code, ErrorCode::InvalidSchema);
+    assert!(
+        e.message.contains("\"SOMETHING_NEW\"") && e.message.ends_with(": x"),
+        "{}",
+        e.message
+    );
     assert_eq!(
         code(ToolCallPayload::parse(r#"{"ver":1}"#)),
         ErrorCode::InvalidSchema
