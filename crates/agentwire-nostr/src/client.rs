@@ -532,7 +532,8 @@ pub async fn cancel(
     }
 }
 
-/// Reads the newest valid ai.info of `agent` (by created_at, then id).
+/// Reads the newest valid ai.info of `agent` (by created_at, then id), whatever its `d` tag: the spec's
+/// lookup names the kind and the author only (agentwire's own ai.info says `d` = `agent-info`).
 pub async fn info(
     conn: &RelayConn,
     incoming: &mut tokio::sync::mpsc::Receiver<Incoming>,
@@ -540,19 +541,14 @@ pub async fn info(
 ) -> Result<Option<Event>, ClientError> {
     conn.subscribe(
         "info",
-        vec![Filter::new()
-            .kind(Kind::Custom(kinds::INFO))
-            .author(*agent)
-            .identifier(kinds::INFO_D)],
+        vec![Filter::new().kind(Kind::Custom(kinds::INFO)).author(*agent)],
     );
     let mut best: Option<Event> = None;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
         match tokio::time::timeout_at(deadline, incoming.recv()).await {
             Ok(Some(Incoming::Event { sub, event })) if sub == "info" => {
-                let ours = event.pubkey == *agent
-                    && event.kind == Kind::Custom(kinds::INFO)
-                    && event.tags.identifier() == Some(kinds::INFO_D.to_string());
+                let ours = event.pubkey == *agent && event.kind == Kind::Custom(kinds::INFO);
                 if ours
                     && event.verify().is_ok()
                     && crate::nipxx::payload::InfoPayload::validate(&event.content).is_ok()
