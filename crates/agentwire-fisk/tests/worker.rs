@@ -127,6 +127,11 @@ async fn a_prompt_streams_a_numbered_reply_set_and_follow_ups_continue_the_conve
     assert_eq!(set3[0].json["accepted"], false);
     assert!(set3[0].json["reason"].as_str().is_some());
     assert_eq!(code(&set3), "unknown_conversation");
+    let reason = set3[0].json["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("JetStream") && reason.contains("any instance"),
+        "the refusal says what continues a conversation elsewhere: {reason}"
+    );
     check_set(&set3, &r3);
 
     // The same request id again, with the conversation's token, is answered from the journal, not run

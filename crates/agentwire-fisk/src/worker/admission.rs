@@ -112,6 +112,13 @@ async fn record(
 }
 
 /// Decides what to do with `task`. A `Run` holds a worker slot (the engine's), freed when its turn ends.
+/// Why a `conversation_token` is refused as `unknown_conversation`: with the embedded SQLite journal a
+/// conversation lives in the journal of the instance that began it, so a follow-up that another instance
+/// of the same identity receives is not known there.
+pub(crate) const UNKNOWN_CONVERSATION: &str = "the conversation_token names no conversation in this \
+     instance's journal; send the prompt without one (a conversation continues on any instance only with \
+     the shared JetStream journal, docs/scale-out.md)";
+
 /// `job` is the queued job's id when the request came off the jobs queue (journaled in the turn's route,
 /// so a redelivery of the same job is known as such).
 pub(super) async fn plan(worker: &Worker, task: &TaskRequest, job: Option<&str>) -> Plan {
@@ -130,10 +137,7 @@ pub(super) async fn plan(worker: &Worker, task: &TaskRequest, job: Option<&str>)
                 conversation,
                 replay: r.replay,
             })),
-            Ok(None) => refused(
-                Refusal::UnknownConversation,
-                "the conversation_token names no conversation here; send the prompt without one",
-            ),
+            Ok(None) => refused(Refusal::UnknownConversation, UNKNOWN_CONVERSATION),
             Err(e) => unreadable(e),
         };
     }
@@ -258,10 +262,7 @@ async fn plan_turn(
                     )
                 }
             },
-            Ok(None) => return refused(
-                Refusal::UnknownConversation,
-                "the conversation_token names no conversation here; send the prompt without one",
-            ),
+            Ok(None) => return refused(Refusal::UnknownConversation, UNKNOWN_CONVERSATION),
             Err(e) => return unreadable(e),
         }
     };
