@@ -154,6 +154,19 @@ async fn an_agent_reports_takes_numbered_replies_acks_them_and_survives_a_daemon
         .ok("hello", json!({"protocol": 1, "agent": {"name": "t", "version": "1"}, "capabilities": ["report", "replies"]}))
         .await;
     assert_eq!(hello["protocol"], 1);
+    // Every capability the daemon serves, the spec's six and the task board's.
+    assert_eq!(
+        hello["capabilities"],
+        json!([
+            "replies",
+            "steer",
+            "agent-items",
+            "peers",
+            "spawn",
+            "handback",
+            "tasks"
+        ])
+    );
     assert_eq!(
         agent
             .code(

@@ -41,8 +41,17 @@ pub const SILENT_CONTROLLERS_KEPT: usize = crate::wire::CONTROLLER_RESERVE / 2;
 const KEPT_LINE_BUFFER_BYTES: usize = 64 * 1024;
 /// The protocol version this daemon speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
-/// What the daemon offers in `hello`.
-const CAPABILITIES: [&str; 3] = ["replies", "steer", "agent-items"];
+/// What the daemon offers in `hello`: every capability it serves, so an agent that checks them uses it all
+/// (the spec's six, and the task board's `tasks`).
+const CAPABILITIES: [&str; 7] = [
+    "replies",
+    "steer",
+    "agent-items",
+    "peers",
+    "spawn",
+    "handback",
+    "tasks",
+];
 /// The controller's ops: refused on a session's connection.
 const CONTROLLER_OPS: [&str; 20] = [
     "about",
