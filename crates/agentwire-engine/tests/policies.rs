@@ -207,6 +207,18 @@ const FISK_LIKE: TurnPolicy = TurnPolicy {
     accepted_silently: false,
 };
 
+/// Waits until health says the journal cannot write, then a moment more for anything held back to show.
+async fn journal_marked_unwritable(e: &Engine) {
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        e.watch_journal_writable().wait_for(|w| !*w),
+    )
+    .await
+    .expect("health says the journal cannot write")
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
 fn engine(dir: &tempfile::TempDir) -> Arc<Engine> {
     let journal = SqliteJournal::open(&dir.path().join("j.sqlite")).unwrap();
     Engine::new(Arc::new(journal), Arc::new(TestAgent))
@@ -423,14 +435,7 @@ async fn a_failed_finish_holds_the_outcome_back_until_it_is_durable() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        e.watch_journal_writable().wait_for(|w| !*w),
-    )
-    .await
-    .expect("health says the journal cannot write")
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    journal_marked_unwritable(&e).await;
     assert!(front.outcomes.lock().unwrap().is_empty(), "not durable yet");
     assert!(
         !e.journal_writable(),
@@ -781,14 +786,7 @@ async fn a_silent_turns_first_event_waits_for_its_acceptance_to_be_durable_and_i
         e.submit(sub("s:1", "c", "hi", front.clone(), SILENT)).await,
         SubmitReply::Accepted { queued: false }
     );
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        e.watch_journal_writable().wait_for(|w| !*w),
-    )
-    .await
-    .expect("health says the journal cannot write")
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    journal_marked_unwritable(&e).await;
     assert_eq!(
         front.events.load(std::sync::atomic::Ordering::SeqCst),
         0,

@@ -62,6 +62,8 @@ pub(crate) type Gate = Arc<Mutex<bool>>;
 pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
     // Whether a commit since the last synced one was left unsynced (an accept_soon's).
     let mut unsynced = false;
+    // Whether the connection may be left in `synchronous=NORMAL` (see commit_batch).
+    let mut relaxed = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         let mut close = None;
@@ -82,7 +84,7 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
         }
         if let Some(reply) = close {
             if !batch.is_empty() && !*gate.lock().unwrap_or_else(|p| p.into_inner()) {
-                commit_batch(&mut conn, batch, &mut unsynced);
+                commit_batch(&mut conn, batch, &mut unsynced, &mut relaxed);
             }
             *gate.lock().unwrap_or_else(|p| p.into_inner()) = true;
             close_connection(conn);
@@ -107,7 +109,7 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
             }
             continue;
         }
-        commit_batch(&mut conn, batch, &mut unsynced);
+        commit_batch(&mut conn, batch, &mut unsynced, &mut relaxed);
         drop(halted);
     }
 }
@@ -115,17 +117,23 @@ pub(crate) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>, gate: Gate) {
 /// Commits `batch` in one transaction: synced (`synchronous=FULL`) unless every write of it is an
 /// accept that may be made durable later (`NORMAL`: in WAL mode a commit then writes the log without
 /// syncing it, and SQLite keeps the database whole whatever a crash cuts). `unsynced` follows.
-fn commit_batch(conn: &mut Connection, batch: Vec<Write>, unsynced: &mut bool) {
+///
+/// `relaxed` says the connection may still be in `NORMAL` (a restore that failed): the mode is set only
+/// when it changes, so a synced commit runs no extra statement.
+fn commit_batch(conn: &mut Connection, batch: Vec<Write>, unsynced: &mut bool, relaxed: &mut bool) {
     let soon = batch
         .iter()
         .all(|w| matches!(w, Write::Accept(_, Durable::Soon, _)));
-    let mode = if soon { "NORMAL" } else { "FULL" };
-    if let Err(e) = conn.pragma_update(None, "synchronous", mode) {
-        let e = StoreError::from(e);
-        for w in batch {
-            fail(w, e.clone());
+    if soon || *relaxed {
+        let mode = if soon { "NORMAL" } else { "FULL" };
+        if let Err(e) = conn.pragma_update(None, "synchronous", mode) {
+            let e = StoreError::from(e);
+            for w in batch {
+                fail(w, e.clone());
+            }
+            return;
         }
-        return;
+        *relaxed = soon;
     }
     // SQLite syncs the log only when a commit writes something: a synced commit that changed no row (a
     // prune that found nothing, an accept of a turn already there) leaves an earlier unsynced one as it was.
@@ -135,8 +143,9 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>, unsynced: &mut bool) {
         *unsynced = soon;
     }
     if soon {
-        // Back to synced for every other commit (and a checkpoint run by one), whatever happened.
-        let _ = conn.pragma_update(None, "synchronous", "FULL");
+        // Back to synced for every other commit (and a checkpoint run by one), whatever happened; a
+        // restore that fails is tried again before the next synced commit.
+        *relaxed = conn.pragma_update(None, "synchronous", "FULL").is_err();
     }
 }
 
