@@ -37,9 +37,10 @@ pub const DEMO_MODEL: &str = "demo-1";
 /// Longest `sleep` the demo agent does: ten minutes is plenty for any cancel test and keeps a typo from
 /// tying up a conversation for days.
 pub const DEMO_MAX_SLEEP_MS: u64 = 600_000;
-/// Largest `big` reply. A NIP-44 v2 message holds at most 65,535 bytes of plaintext, and the reply travels
-/// inside a JSON object in one; 60,000 leaves room for the envelope.
-pub const DEMO_MAX_BIG_BYTES: usize = 60_000;
+/// Largest `big` reply: beyond what one NIP-44 v2 message holds (65,535 bytes of plaintext), so the tests
+/// can show how each protocol carries an answer too large for one message, and small enough that a typo
+/// does not fill a journal.
+pub const DEMO_MAX_BIG_BYTES: usize = 200_000;
 /// The demo agent's approval-gated tool.
 pub const DEMO_SHELL_TOOL: &str = "shell";
 /// How often `sleep` streams a delta.

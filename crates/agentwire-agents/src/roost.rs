@@ -1,8 +1,9 @@
 //! A roost job as the agent behind any protocol: a conversation's first turn dispatches a job of the
 //! profile (the prompt is its task), later turns are replies to that job. The job's reports drive the
 //! turn: `working` becomes status (summary, tool), `blocked` waiting for a question becomes a question to
-//! the person where the protocol can ask (its answer is the next reply), `done` ends the turn with the
-//! summary, `failed` with its error.
+//! the person where the protocol can ask (its answer is the next reply), and where it cannot (NIP-XX) the
+//! turn's answer, so the conversation's next prompt is the reply; `done` ends the turn with the summary,
+//! `failed` with its error.
 //!
 //! Which job serves a conversation is kept where the job lives: the job is dispatched with the
 //! conversation id as its `conversation` label, in the job's own durable record in the roost store, and
@@ -71,6 +72,18 @@ async fn conversation_job(
         .as_str()
         .filter(|_| takes_turns(row))
         .map(String::from))
+}
+
+/// The stop reason of a turn that ended by asking the job's question as its answer.
+const QUESTION_STOP_REASON: &str = "question";
+
+/// A job's question as the answer of a turn where the protocol cannot ask: the question, and its choices
+/// when it has them, so the person knows what the next prompt should say.
+fn question_as_text(question: &str, choices: &[String]) -> String {
+    match choices.is_empty() {
+        true => question.to_string(),
+        false => format!("{question}\n(reply with one of: {})", choices.join(", ")),
+    }
 }
 
 fn fail(code: impl Into<FailureCode>, message: impl Into<String>) -> Outcome {
@@ -280,7 +293,7 @@ async fn turn(
                         // A roost choice is its own id: the reply names it by its text.
                         QuestionKind::Select {
                             question: question.clone(),
-                            options: QuestionOption::labelled(choices),
+                            options: QuestionOption::labelled(choices.clone()),
                             multiple: false,
                             freeform: false,
                         }
@@ -293,10 +306,14 @@ async fn turn(
                     let text = match asked {
                         Asked::Answered(answer) => answer_text(&answer),
                         Asked::Unavailable => {
-                            return Ok(fail(
-                                TurnFailure::UnsupportedFeature,
-                                format!("the job asks a question this protocol cannot put to a person: {question}"),
-                            ))
+                            // A protocol with no question of its own (NIP-XX): the question is the turn's
+                            // answer, and the person's next prompt in the conversation is the job's next
+                            // reply (the job stays blocked on it), as in a chat.
+                            return Ok(Outcome::Result(TurnResult {
+                                text: question_as_text(&question, &choices),
+                                usage: Usage::default(),
+                                stop_reason: QUESTION_STOP_REASON.into(),
+                            }));
                         }
                         Asked::Unanswered => {
                             // The job keeps waiting; an answer sent later (a resume carrying it) becomes

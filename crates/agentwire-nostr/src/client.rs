@@ -71,7 +71,7 @@ pub enum Update {
         /// The delta's seq.
         seq: u64,
     },
-    /// Tool telemetry.
+    /// Tool telemetry, its canonical fields read out of its envelope when it came in text form.
     Tool(ToolCallPayload),
     /// A terminal event was accepted (or replaced an older one).
     Terminal,
@@ -174,7 +174,7 @@ impl RunView {
                 .map(|s| vec![Update::Status(s)])
                 .unwrap_or_default(),
             kinds::TOOL_CALL => ToolCallPayload::parse(plain)
-                .map(|t| vec![Update::Tool(t)])
+                .map(|t| vec![Update::Tool(t.read_envelope())])
                 .unwrap_or_default(),
             kinds::DELTA => {
                 let Ok(d) = DeltaPayload::parse(plain) else {
@@ -345,13 +345,19 @@ pub async fn ask(
         .map_err(|e| ClientError::Other(e.to_string()))?;
     let builder = EventBuilder::new(Kind::Custom(kinds::PROMPT), content)
         .tags(tags::prompt(&req.agent, req.session.as_deref()));
+    let mut copies = Vec::new();
     let (prompt_id, event) = if req.wrap {
         let rumor = nip59::rumor(crypto, builder);
         let id = rumor
             .id
             .ok_or_else(|| ClientError::Other("rumor without an id".into()))?;
+        // A copy wrapped to ourselves (as NIP-17 clients keep theirs), so `sessions` finds the run and its
+        // first line later: the wrap to the agent is readable by the agent alone.
+        let copy = nip59::wrap(crypto, &me, rumor.clone())
+            .map_err(|e| ClientError::Other(e.to_string()))?;
         let gift = nip59::wrap(crypto, &req.agent, rumor)
             .map_err(|e| ClientError::Other(e.to_string()))?;
+        copies.push(copy);
         (id, gift)
     } else {
         let prompt = crypto.sign(builder);
@@ -366,6 +372,12 @@ pub async fn ask(
         .map_err(|e| ClientError::Other(e.to_string()))?;
     if !ok.accepted {
         return Err(ClientError::Refused(ok.message));
+    }
+    for copy in &copies {
+        // Best effort: the run goes on without it; only `sessions` would miss its first line.
+        if let Err(e) = conn.publish(copy).await {
+            tracing::debug!(error = %e, "the prompt's own copy was not stored");
+        }
     }
     on_prompt(&prompt_id);
     let view = RunView::new(me, req.agent, prompt_id);
@@ -390,7 +402,13 @@ pub async fn attach(
 ) -> Result<Terminal, ClientError> {
     let me = crypto.public_key();
     let sub = format!("attach-{}", &prompt.to_hex()[..16]);
-    conn.subscribe(&sub, vec![run_filter(me, agent, prompt, false)]);
+    // The run's own events, or, for a gift-wrapped run, the wraps addressed to us (any time: wraps are
+    // back-dated), newest first and bounded; the view picks out the run's.
+    let wraps = Filter::new()
+        .kind(Kind::Custom(kinds::GIFT_WRAP))
+        .pubkey(me)
+        .limit(sessions::MAX_WRAPS_READ);
+    conn.subscribe(&sub, vec![run_filter(me, agent, prompt, false), wraps]);
     let view = RunView::new(me, agent, prompt).joining();
     let waits = Waits {
         timeout,

@@ -406,7 +406,12 @@ fn show_update(u: &Update, live: bool, streamed: &mut String) {
                 .unwrap_or_default()
         ),
         Update::Tool(t) => {
-            let name = t.name.as_deref().unwrap_or("?");
+            let Some(name) = t.name.as_deref() else {
+                // A tool call in text form whose text is no tool envelope: its text is all it says.
+                let said = t.text.as_deref().unwrap_or_default();
+                eprintln!("[tool {}]", printable(said));
+                return;
+            };
             let none = serde_json::Value::Null;
             match t.phase.as_deref() {
                 Some("result") => eprintln!(

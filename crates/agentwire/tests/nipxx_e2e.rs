@@ -70,6 +70,19 @@ async fn demo_agent_paths_and_reconciliation() {
         "quick sends no status or deltas"
     );
     assert_eq!(c.ask("big 5000").await.text().len(), 5000);
+    // The largest answer ai.info promises goes whole; a larger one is cut to fit one message, and says so.
+    let most = agentwire_nostr::nipxx::mapping::MAX_RESPONSE_BYTES;
+    assert_eq!(c.ask(&format!("big {most}")).await.text().len(), most);
+    let over = c.ask("big 70000").await;
+    assert_eq!(over.terminals, 1);
+    let text = over.text();
+    assert!(text.starts_with("abcdefghij"), "{}", &text[..40]);
+    assert!(
+        text.ends_with("[cut: the whole answer is 70000 bytes, more than one NIP-XX response carries (max_response_bytes in the agent's ai.info)]"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+    assert!((most..agentwire_nostr::crypto::MAX_NIP44_PLAINTEXT_BYTES).contains(&text.len()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

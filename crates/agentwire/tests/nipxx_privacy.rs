@@ -3,7 +3,6 @@
 
 mod common;
 
-use agentwire_nostr::client::Terminal;
 use agentwire_nostr::nip59;
 use agentwire_nostr::nipxx::{kinds, tags};
 use common::{Client, Daemon};
@@ -39,6 +38,12 @@ async fn wrapped_prompts_are_answered_wrapped_and_disclose_nothing_to_the_relay(
         .expect("ai.info");
     let v: serde_json::Value = serde_json::from_str(&info.content).unwrap();
     assert_eq!(v["supports_nip59"], true);
+    let most = agentwire_nostr::nipxx::mapping::MAX_RESPONSE_BYTES_NIP59;
+    assert_eq!(v["max_response_bytes_nip59"], most);
+    assert_eq!(
+        v["max_response_bytes"],
+        agentwire_nostr::nipxx::mapping::MAX_RESPONSE_BYTES
+    );
 
     let (id, gift) = c.wrapped_prompt("calc 2+3", Some("private"));
     c.publish(&gift).await;
@@ -136,18 +141,28 @@ async fn a_rewrapped_resend_is_not_run_again_and_a_wrapped_cancel_ends_the_run()
     assert_eq!(run.error_code(), "CANCELLED");
     assert_eq!(run.terminals, 1);
 
-    // A wrapped prompt whose answer cannot fit a seal gets an ai.error saying so, not silence.
-    let (id, gift) = c.wrapped_prompt("big 40000", None);
-    c.publish(&gift).await;
-    let run = c
-        .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
-        .await;
-    match &run.terminal {
-        Some(Terminal::Error(e)) => {
-            assert_eq!(e.code.as_str(), "INTERNAL_ERROR");
-            assert!(e.message.contains("NIP-59 seal"), "{}", e.message);
+    // The largest wrapped answer ai.info promises goes whole; a larger one is cut to fit a seal, and says so.
+    let most = agentwire_nostr::nipxx::mapping::MAX_RESPONSE_BYTES_NIP59;
+    for (n, whole) in [(most, true), (40_000, false)] {
+        let (id, gift) = c.wrapped_prompt(&format!("big {n}"), None);
+        c.publish(&gift).await;
+        let run = c
+            .collect(&id, Duration::from_secs(10), Duration::from_millis(300))
+            .await;
+        assert_eq!(run.terminals, 1);
+        let text = run.text();
+        match whole {
+            true => assert_eq!(text.len(), n),
+            false => {
+                assert!(text.starts_with("abcdefghij"), "{}", &text[..40]);
+                assert!(
+                    text.ends_with("[cut: the whole answer is 40000 bytes, more than one NIP-XX response carries (max_response_bytes in the agent's ai.info)]"),
+                    "{}",
+                    &text[text.len() - 200..]
+                );
+                assert!((most..n).contains(&text.len()), "{}", text.len());
+            }
         }
-        other => panic!("expected INTERNAL_ERROR, got {other:?}"),
     }
 }
 

@@ -89,9 +89,12 @@ async fn nipxx_prompts_are_served_by_a_roost_job_one_job_per_session() {
     );
     let run = c.ask("again").await;
     assert_eq!(run.text(), "echo: again");
-    // A question cannot be put to a person over NIP-XX.
+    // NIP-XX has no question of its own: the job's question is the turn's answer, with its choices, and
+    // the session's next prompt is the job's reply to it.
     let run = c.ask("ask colour?").await;
-    assert_eq!(run.error_code(), "UNSUPPORTED_FEATURE");
+    assert_eq!(run.text(), "colour?\n(reply with one of: red, green)");
+    let run = c.ask("green").await;
+    assert_eq!(run.text(), "echo: green");
     // One job served the whole session.
     let socket = d.ready["roost_socket"].as_str().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentwire"))

@@ -185,7 +185,8 @@ pub struct EnvelopeIds {
 
 /// `m` with its text in the compatibility envelope as well, for runtimes that read telemetry from text
 /// (`[nipxx] text_envelope = true`): a delta's and a response's `text` becomes the envelope carrying it, and
-/// a tool call gets an envelope `text` beside its canonical fields (which stay authoritative). A status has
+/// a tool call is sent in the envelope form alone (`ver`, `text`, `timestamp`: the schema allows one form),
+/// its envelope carrying the name, phase and whatever else the canonical form had. A status has
 /// no envelope; an error goes as canonical JSON only, since its payload (`code`, `message`) has no `text`
 /// for the spec's error envelope to be carried in.
 pub fn in_envelope(mut m: RunMessage, ids: &EnvelopeIds, now: u64) -> RunMessage {
@@ -221,26 +222,32 @@ pub fn in_envelope(mut m: RunMessage, ids: &EnvelopeIds, now: u64) -> RunMessage
         .chain(common)
         .collect(),
         kinds::TOOL_CALL => {
-            let phase = p
-                .get("phase")
-                .and_then(|v| v.as_str())
-                .unwrap_or("update")
-                .to_string();
-            let name = p
-                .get("name")
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string();
-            let fields: Vec<(&str, &str)> = [
-                ("event", "tool"),
-                ("phase", phase.as_str()),
-                ("name", name.as_str()),
+            // One form only (the schema's `oneOf`): the envelope carries what the canonical fields did.
+            let field = |key: &str| match p.get(key) {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(other) => Some(other.to_string()),
+            };
+            let carried: Vec<(&str, String)> = [
+                "phase",
+                "name",
+                "arguments",
+                "output",
+                "success",
+                "duration_ms",
             ]
             .into_iter()
-            .chain(common)
+            .filter_map(|key| field(key).map(|v| (key, v)))
             .collect();
-            p.insert("text".into(), envelope::encode(fields).into());
-            m.payload = object_json(p);
+            let fields = [("event", "tool")]
+                .into_iter()
+                .chain(carried.iter().map(|(k, v)| (*k, v.as_str())))
+                .chain(common);
+            let mut only = serde_json::Map::new();
+            only.insert("ver".into(), 1.into());
+            only.insert("text".into(), envelope::encode(fields).into());
+            only.insert("timestamp".into(), now.into());
+            m.payload = object_json(only);
             return m;
         }
         _ => return m,
@@ -254,7 +261,31 @@ fn object_json(p: serde_json::Map<String, serde_json::Value>) -> String {
     serde_json::Value::Object(p).to_string()
 }
 
-/// The ai.error sent instead of a response of `text_len` bytes that does not fit one message.
+/// The largest answer a plain response carries whole, in bytes of text JSON need not escape: one NIP-44
+/// message holds 65,535 bytes of plaintext, less the response's other fields (at most about 150 bytes:
+/// `ver`, `timestamp`, `usage` with 20-digit counts). Published in ai.info as `max_response_bytes`.
+pub const MAX_RESPONSE_BYTES: usize = 65_000;
+
+/// The same for a gift-wrapped run: its response is NIP-44 inside a rumor, sealed with NIP-44 and wrapped
+/// with NIP-44 again, each layer base64 and padded, all within 65,535 bytes of plaintext per layer, which
+/// leaves about 28,600 bytes of response JSON. Published in ai.info as `max_response_bytes_nip59`.
+pub const MAX_RESPONSE_BYTES_NIP59: usize = 28_000;
+
+/// The stop reason of an answer cut to fit one response: an LLM API's word for an answer that hit its
+/// length limit.
+pub const CUT_STOP_REASON: &str = "length";
+
+/// The answer text a response carries of an answer of `whole` bytes that does not fit one message: its
+/// head, then a line saying it was cut (so a person reading it knows), naming ai.info's limits.
+pub fn cut_answer(head: &str, whole: usize) -> String {
+    format!(
+        "{head}\n\n[cut: the whole answer is {whole} bytes, more than one NIP-XX response carries \
+         (max_response_bytes in the agent's ai.info)]"
+    )
+}
+
+/// The ai.error sent instead of a response of `text_len` bytes when not even a cut answer fits (a seal whose
+/// tags alone fill it).
 pub fn oversized(text_len: usize, wrapped: bool) -> RunMessage {
     let holder = if wrapped {
         "one NIP-44 message inside a NIP-59 seal (about 28,600 bytes of response JSON)"
@@ -338,14 +369,20 @@ mod tests {
         let t = in_envelope(event(call, &mut seq, false, 9), &ids, 9);
         let v: serde_json::Value = serde_json::from_str(&t.payload).unwrap();
         assert_eq!(
-            (v["name"].as_str(), v["phase"].as_str()),
-            (Some("calculator"), Some("start"))
+            (v.get("name"), v.get("phase"), v.get("arguments")),
+            (None, None, None),
+            "one form only: {v}"
         );
-        let e = Envelope::read(&text(&t), EnvelopeOf::ToolCall).unwrap();
+        let read = ToolCallPayload::parse(&t.payload)
+            .expect("the schema's oneOf holds")
+            .read_envelope();
         assert_eq!(
-            (e.get("name"), e.get("phase")),
+            (read.name.as_deref(), read.phase.as_deref()),
             (Some("calculator"), Some("start"))
         );
+        assert_eq!(read.arguments, Some(serde_json::json!({"expr": "1+1"})));
+        let e = Envelope::read(&text(&t), EnvelopeOf::ToolCall).unwrap();
+        assert_eq!(e.get("run_id"), Some("abc"));
         // A status goes as it is.
         let st = status("thinking", None, None);
         assert_eq!(in_envelope(st.clone(), &ids, 1), st);

@@ -360,6 +360,40 @@ impl ToolCallPayload {
         })
     }
 
+    /// The call as its canonical fields, read out of its compatibility envelope when it came in that form
+    /// (`name`, `phase`, and `arguments`, `output`, `success`, `duration_ms` when the envelope has them);
+    /// unchanged when it came canonical or its text is not a tool envelope (then only `text` says what it
+    /// is). Canonical fields already present stay authoritative.
+    pub fn read_envelope(mut self) -> Self {
+        let Some(text) = self.text.as_deref() else {
+            return self;
+        };
+        let Ok(e) = super::envelope::Envelope::read(text, super::envelope::EnvelopeOf::ToolCall)
+        else {
+            return self;
+        };
+        let object = |key: &str| {
+            e.get(key)
+                .and_then(|v| serde_json::from_str::<Value>(v).ok())
+                .filter(Value::is_object)
+        };
+        self.name = self.name.or_else(|| e.get("name").map(str::to_string));
+        self.phase = self.phase.or_else(|| {
+            e.get("phase")
+                .filter(|p| matches!(*p, "start" | "result"))
+                .map(str::to_string)
+        });
+        self.arguments = self.arguments.or_else(|| object("arguments"));
+        self.output = self.output.or_else(|| object("output"));
+        self.success = self
+            .success
+            .or_else(|| e.get("success").and_then(|v| v.parse().ok()));
+        self.duration_ms = self
+            .duration_ms
+            .or_else(|| e.get("duration_ms").and_then(|v| v.parse().ok()));
+        self
+    }
+
     /// The wire JSON.
     pub fn to_json(&self) -> String {
         with_ver(self)
@@ -437,6 +471,11 @@ pub struct InfoPayload {
     pub max_prompt_bytes: u64,
     /// Largest context, in tokens.
     pub max_context_tokens: u64,
+    /// Largest answer sent whole in a plain response, in bytes (an extension: one NIP-44 message holds
+    /// the response; a larger answer is cut to fit and says so).
+    pub max_response_bytes: u64,
+    /// The same for a gift-wrapped run (NIP-59), whose response is sealed and wrapped in NIP-44 twice.
+    pub max_response_bytes_nip59: u64,
     /// Per-tool schemas.
     pub tool_schemas: Map<String, Value>,
     /// What the agent's tokens cost, when its operator says.

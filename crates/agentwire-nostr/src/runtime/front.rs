@@ -6,7 +6,7 @@ use crate::nip59;
 use crate::nipxx::mapping::{self, RunMessage};
 use crate::nipxx::tags;
 use crate::relay_conn::RelayConn;
-use agentwire_core::{now_secs, Outcome, TurnEvent};
+use agentwire_core::{now_secs, Outcome, TurnEvent, TurnResult};
 use agentwire_engine::StoredTurn;
 use agentwire_engine::TurnFront;
 use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey};
@@ -149,32 +149,34 @@ impl NipxxFront {
     }
 
     fn build(&self, m: RunMessage) -> Option<Event> {
+        match self.try_build(m) {
+            Ok(ev) => Some(ev),
+            Err(why) => {
+                tracing::error!(prompt = %self.prompt, error = %why, "cannot build a run event");
+                None
+            }
+        }
+    }
+
+    /// The run event carrying `m`, signed (or sealed and gift-wrapped); why not when it does not fit.
+    fn try_build(&self, m: RunMessage) -> Result<Event, String> {
         let RunMessage {
             kind,
             payload,
             hints: extra,
         } = m;
-        let content = match self.crypto.encrypt(&self.client, &payload) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(prompt = %self.prompt, error = %e, "cannot encrypt a run event");
-                return None;
-            }
-        };
+        let content = self
+            .crypto
+            .encrypt(&self.client, &payload)
+            .map_err(|e| format!("cannot encrypt: {e}"))?;
         let mut t = tags::run(&self.client, &self.prompt, &self.session);
         t.extend(extra);
         let builder = EventBuilder::new(Kind::Custom(kind), content).tags(t);
         if !self.wrapped {
-            return Some(self.crypto.sign(builder));
+            return Ok(self.crypto.sign(builder));
         }
         let rumor = nip59::rumor(&self.crypto, builder);
-        match nip59::wrap(&self.crypto, &self.client, rumor) {
-            Ok(gift) => Some(gift),
-            Err(e) => {
-                tracing::error!(prompt = %self.prompt, error = %e, "cannot gift-wrap a run event");
-                None
-            }
-        }
+        nip59::wrap(&self.crypto, &self.client, rumor).map_err(|e| format!("cannot gift-wrap: {e}"))
     }
 
     /// `m` in the compatibility envelope too, when the front sends it so and the envelope still fits one
@@ -202,14 +204,60 @@ impl NipxxFront {
 
     fn terminal(&self, outcome: &Outcome) -> Option<Event> {
         let now = now_secs();
-        let m = self.worded(mapping::terminal(outcome, now), now);
-        let fits = m.payload.len() <= crate::crypto::MAX_NIP44_PLAINTEXT_BYTES;
-        let built = if fits { self.build(m) } else { None };
-        built.or_else(|| match outcome {
-            // Too large for one message (or for a seal): say so instead.
-            Outcome::Result(r) => self.build(mapping::oversized(r.text.len(), self.wrapped)),
+        if let Some(ev) = self.fitting(mapping::terminal(outcome, now), now) {
+            return Some(ev);
+        }
+        match outcome {
+            // Too large for one message (or for a seal): the answer is cut to what fits, and says so.
+            Outcome::Result(r) => self
+                .cut_to_fit(r, now)
+                .or_else(|| self.build(mapping::oversized(r.text.len(), self.wrapped))),
             Outcome::Failure(_) => None,
-        })
+        }
+    }
+
+    /// The event carrying `m` (worded as the front sends), when it fits one message.
+    fn fitting(&self, m: RunMessage, now: u64) -> Option<Event> {
+        let m = self.worded(m, now);
+        if m.payload.len() > crate::crypto::MAX_NIP44_PLAINTEXT_BYTES {
+            return None;
+        }
+        self.try_build(m).ok()
+    }
+
+    /// The response with the longest head of `r`'s answer (cut on a character boundary) that, marked as
+    /// cut, fits one message: found by halving, as the encrypted size grows in steps (NIP-44's padding, and
+    /// the seal's base64 when gift-wrapped). None only when not even the mark fits.
+    fn cut_to_fit(&self, r: &TurnResult, now: u64) -> Option<Event> {
+        let whole = r.text.len();
+        let at = |end: usize| {
+            let cut = TurnResult {
+                text: mapping::cut_answer(&r.text[..end], whole),
+                usage: r.usage,
+                stop_reason: mapping::CUT_STOP_REASON.into(),
+            };
+            self.fitting(mapping::terminal(&Outcome::Result(cut), now), now)
+        };
+        // `fits` fits; `over` does not (the whole did not).
+        let mut fits = (0, at(0)?);
+        let mut over = whole.min(crate::crypto::MAX_NIP44_PLAINTEXT_BYTES + 1);
+        loop {
+            let mid = r.text.floor_char_boundary(fits.0 + (over - fits.0) / 2);
+            if mid <= fits.0 {
+                break;
+            }
+            match at(mid) {
+                Some(ev) => fits = (mid, ev),
+                None => over = mid,
+            }
+        }
+        tracing::warn!(
+            prompt = %self.prompt,
+            bytes = whole,
+            sent = fits.0,
+            "the answer is larger than one NIP-XX response carries: sent cut"
+        );
+        Some(fits.1)
     }
 }
 

@@ -381,6 +381,8 @@ impl Runtime {
             tool_schema_version: TOOL_SCHEMA_VERSION,
             max_prompt_bytes: card.max_prompt_bytes as u64,
             max_context_tokens: card.max_context_tokens,
+            max_response_bytes: crate::nipxx::mapping::MAX_RESPONSE_BYTES as u64,
+            max_response_bytes_nip59: crate::nipxx::mapping::MAX_RESPONSE_BYTES_NIP59 as u64,
             tool_schemas: schemas,
             pricing_hints: pricing_hints.cloned(),
         }
