@@ -1167,3 +1167,76 @@ async fn callers_outside_the_sender_policy_are_rejected() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompts_context_reaches_the_agent_and_its_model_after_the_prompt() {
+    use agentwire_agents::openai::{http_client, OpenAiAgent, OpenAiConfig};
+    use agentwire_testkit::fake_openai::{text_chunks, FakeOpenAi, Scripted};
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+
+    // The demo agent says back the message it was given: the prompt, then the context.
+    let _demo = worker(dir.path(), config(&nats.url, "w1")).await;
+    let c = Caller::connect(&nats.url, "w1").await;
+    let r = tag("ctx");
+    let set = c
+        .prompt(
+            &r,
+            "how many streams are there",
+            json!({ "context": "streams: ORDERS, EVENTS" }),
+        )
+        .await;
+    let last = check_set(&set, &r);
+    assert_eq!(
+        last.json["text"],
+        "You said: how many streams are there\n\nstreams: ORDERS, EVENTS"
+    );
+
+    // A model agent: the model server receives the context in the user's message, after the prompt.
+    let fake = FakeOpenAi::start();
+    fake.push(Scripted::Stream {
+        chunks: text_chunks(&["Two."], (3, 1)),
+        gap: Duration::ZERO,
+    });
+    let config_model = OpenAiConfig {
+        name: "model".into(),
+        base_url: fake.base_url.clone(),
+        models: vec!["m".into()],
+        api_key: None,
+        system_prompt: None,
+        tools: vec![],
+        request_timeout: Duration::from_secs(30),
+        max_context_tokens: 8192,
+        shell_dir: dir.path().to_path_buf(),
+        env: Default::default(),
+    };
+    let agent = OpenAiAgent::new(config_model, http_client(Duration::from_secs(30)).unwrap());
+    let journal = Arc::new(SqliteJournal::open(&dir.path().join("model.sqlite")).unwrap());
+    let _w = Worker::start(
+        config_for_model(&nats.url),
+        Engine::new(journal, Arc::new(agent)),
+    )
+    .await
+    .unwrap();
+    let m = Caller::connect(&nats.url, "model").await;
+    let r = tag("ctx");
+    let set = m
+        .prompt(
+            &r,
+            "how many streams are there",
+            json!({ "context": "streams: ORDERS, EVENTS" }),
+        )
+        .await;
+    assert_eq!(check_set(&set, &r).json["text"], "Two.", "{set:#?}");
+    let sent = fake.received();
+    let messages = sent[0].body["messages"].as_array().unwrap();
+    let user = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .expect("a user message");
+    assert_eq!(
+        user["content"],
+        "how many streams are there\n\nstreams: ORDERS, EVENTS"
+    );
+}
