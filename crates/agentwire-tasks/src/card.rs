@@ -245,8 +245,14 @@ pub enum Ending {
 pub struct Posted {
     /// The kind 12 message holding the full reply, once signed.
     pub reply: Option<EventId>,
+    /// The newest reply posted while the turn ran (what the agent said between its tool rounds), with its
+    /// first line clipped: when the turn then fails, it is the task's reply and the result links it.
+    pub said: Option<(EventId, String)>,
     /// The files posted, by name, with their messages.
     pub files: Vec<(String, EventId)>,
+    /// The relay refused (or never confirmed) a reply or a file the adapter posted: a failed send, after
+    /// which a failure stays an error.
+    pub failed_send: bool,
 }
 
 /// Who stopped a task, when someone did.
@@ -305,12 +311,28 @@ pub fn ending(outcome: &Outcome, posted: &Posted, stopped: Option<Stopper>) -> E
             if cancelled {
                 return Ending::Error("Cancelled".into());
             }
-            // The agent failed after the adapter posted something for the task: the task has a result.
-            if let Some(line) = files_line {
-                return Ending::Result {
-                    content: line,
-                    links: links(),
+            // The agent failed after the adapter posted a reply or a file for the task, every one of them
+            // taken by the relay: the task has a result (the spec's 43004 "when Hermes reports a failure
+            // but the adapter itself posted a reply or a file"), its first line the newest reply's.
+            if !posted.failed_send && (posted.said.is_some() || files_line.is_some()) {
+                let lines: Vec<String> = posted
+                    .said
+                    .iter()
+                    .map(|(_, line)| line.clone())
+                    .filter(|l| !l.is_empty())
+                    .chain(files_line)
+                    .collect();
+                let links = posted
+                    .said
+                    .iter()
+                    .map(|(id, _)| *id)
+                    .chain(posted.files.iter().map(|(_, id)| *id))
+                    .collect();
+                let content = match lines.is_empty() {
+                    true => "Done".to_string(),
+                    false => lines.join("\n"),
                 };
+                return Ending::Result { content, links };
             }
             let message = f.message.trim();
             Ending::Error(if message.is_empty() {

@@ -151,6 +151,7 @@ fn a_result_carries_the_first_line_and_links_the_reply_and_the_files() {
     let posted = Posted {
         reply: Some(reply),
         files: vec![("a.txt".into(), file), ("b.txt".into(), file)],
+        ..Posted::default()
     };
     let long = format!("\n{}\nsecond line", "y".repeat(300));
     match ending(&result(&long), &posted, None) {
@@ -206,8 +207,8 @@ fn errors_say_the_specs_texts() {
     );
     let file = EventId::from_hex(&"03".repeat(32)).unwrap();
     let posted = Posted {
-        reply: None,
         files: vec![("out.txt".into(), file)],
+        ..Posted::default()
     };
     assert_eq!(
         ending(&fail(TurnFailure::AgentFailed, "late"), &posted, None),
@@ -216,5 +217,57 @@ fn errors_say_the_specs_texts() {
             links: vec![file]
         },
         "a failure after a posted file is a result"
+    );
+}
+
+#[test]
+fn a_failure_after_a_posted_reply_is_a_result_linking_the_newest_reply_unless_a_send_failed() {
+    let fail = |code: TurnFailure| Outcome::Failure(Failure::new(code, "the model went away"));
+    let said = EventId::from_hex(&"04".repeat(32)).unwrap();
+    let file = EventId::from_hex(&"05".repeat(32)).unwrap();
+    let replied = Posted {
+        said: Some((said, "Let me look at the logs.".into())),
+        ..Posted::default()
+    };
+    assert_eq!(
+        ending(&fail(TurnFailure::AgentFailed), &replied, None),
+        Ending::Result {
+            content: "Let me look at the logs.".into(),
+            links: vec![said]
+        },
+        "a reply posted before the failure: a result"
+    );
+    let both = Posted {
+        files: vec![("log.txt".into(), file)],
+        ..replied.clone()
+    };
+    assert_eq!(
+        ending(&fail(TurnFailure::ToolError), &both, None),
+        Ending::Result {
+            content: "Let me look at the logs.\nPosted log.txt".into(),
+            links: vec![said, file]
+        }
+    );
+    // A reply or file the relay refused: a failed send, so the failure stays an error.
+    let refused = Posted {
+        failed_send: true,
+        ..both.clone()
+    };
+    assert_eq!(
+        ending(&fail(TurnFailure::AgentFailed), &refused, None),
+        Ending::Error("the model went away".into())
+    );
+    // Stopped turns stay stopped, whatever was said before.
+    assert_eq!(
+        ending(&fail(TurnFailure::Cancelled), &both, None),
+        Ending::Error("Cancelled".into())
+    );
+    assert_eq!(
+        ending(
+            &fail(TurnFailure::Cancelled),
+            &both,
+            Some(Stopper::Requester)
+        ),
+        Ending::Silent
     );
 }

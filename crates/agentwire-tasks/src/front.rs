@@ -79,6 +79,9 @@ impl TaskRoute {
 enum Publish {
     /// An event, published in turn (its OK awaited, a refusal logged).
     Event(Event),
+    /// A reply or a file of the task: published like [`Publish::Event`], and a refusal is a failed send
+    /// (a failure after it stays an error).
+    Posted(Event),
     /// Something changed: publish progress if it is due.
     Progress,
     /// The terminal and what goes before it, each retried after 1 s and 3 s; the last message.
@@ -304,8 +307,10 @@ impl TurnFront for TaskFront {
         st.progress.note(&event);
         if let Some(said) = st.interim.note(&event) {
             let tags = st.thread.reply_tags(&self.task.requester);
+            let line = card::first_line(&said);
             if let Some(ev) = self.sign(THREAD_REPLY, said, tags) {
-                self.send(Publish::Event(ev));
+                st.posted.said = Some((ev.id, line));
+                self.send(Publish::Posted(ev));
             }
         }
         match &event {
@@ -314,7 +319,7 @@ impl TurnFront for TaskFront {
                 tags.push(card::tag(["file", name]));
                 if let Some(ev) = self.sign(THREAD_REPLY, text.clone(), tags) {
                     st.posted.files.push((name.clone(), ev.id));
-                    self.send(Publish::Event(ev));
+                    self.send(Publish::Posted(ev));
                 }
             }
             TurnEvent::Handoff { name } => {
@@ -495,7 +500,16 @@ async fn publisher(
         };
         let Some(next) = next else { return };
         match next {
-            Publish::Event(ev) => publish_once(&relay, &ev).await,
+            Publish::Event(ev) => {
+                publish_once(&relay, &ev).await;
+            }
+            Publish::Posted(ev) => {
+                if !publish_once(&relay, &ev).await {
+                    if let Some(f) = front.upgrade() {
+                        f.lock().posted.failed_send = true;
+                    }
+                }
+            }
             Publish::Progress => {
                 let Some(f) = front.upgrade() else { continue };
                 let content = {
@@ -523,14 +537,17 @@ async fn publisher(
     }
 }
 
-async fn publish_once(relay: &RelayConn, ev: &Event) {
+/// Publishes `ev` once; whether the relay took it.
+async fn publish_once(relay: &RelayConn, ev: &Event) -> bool {
     match relay.publish(ev).await {
-        Ok(ok) if ok.accepted => {}
+        Ok(ok) if ok.accepted => true,
         Ok(ok) => {
-            tracing::warn!(event = %ev.id, kind = ev.kind.as_u16(), message = %ok.message, "relay refused a task event")
+            tracing::warn!(event = %ev.id, kind = ev.kind.as_u16(), message = %ok.message, "relay refused a task event");
+            false
         }
         Err(e) => {
-            tracing::warn!(event = %ev.id, kind = ev.kind.as_u16(), error = %e, "task event not confirmed")
+            tracing::warn!(event = %ev.id, kind = ev.kind.as_u16(), error = %e, "task event not confirmed");
+            false
         }
     }
 }
