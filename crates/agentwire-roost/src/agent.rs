@@ -466,7 +466,7 @@ fn send_ack(shared: &Shared, seq: u64, exact: bool) {
 fn clip_report(report: &mut Value) {
     use crate::report::{
         MAX_CHOICES, MAX_CHOICE_CHARS, MAX_ERROR_CHARS, MAX_MODEL_CHARS, MAX_NAME_CHARS,
-        MAX_QUESTION_CHARS, MAX_SUMMARY_CHARS, MAX_TOOL_CHARS,
+        MAX_PR_LINKS, MAX_QUESTION_CHARS, MAX_REMOTE_AT_CHARS, MAX_SUMMARY_CHARS, MAX_TOOL_CHARS,
     };
     fn clip(v: &mut Value, max: usize) {
         if let Value::String(s) = v {
@@ -488,6 +488,7 @@ fn clip_report(report: &mut Value) {
         ("name", MAX_NAME_CHARS),
         ("model", MAX_MODEL_CHARS),
         ("thinking", MAX_MODEL_CHARS),
+        ("remoteAt", MAX_REMOTE_AT_CHARS),
     ] {
         if let Some(v) = o.get_mut(key) {
             clip(v, max);
@@ -498,6 +499,10 @@ fn clip_report(report: &mut Value) {
         for c in choices {
             clip(c, MAX_CHOICE_CHARS);
         }
+    }
+    // The first pull requests are kept; a link is never cut (a cut URL leads elsewhere).
+    if let Some(Value::Array(links)) = o.get_mut("prLinks") {
+        links.truncate(MAX_PR_LINKS);
     }
 }
 
@@ -511,6 +516,7 @@ mod tests {
         let mut r = json!({
             "state": "done", "summary": "é".repeat(900), "error": null,
             "choices": vec!["x".repeat(300); 25], "tool": "t".repeat(101),
+            "prLinks": vec!["https://x.test/pull/1"; 30], "remoteAt": "r".repeat(600),
         });
         assert!(Report::parse(&r).is_err());
         clip_report(&mut r);
@@ -520,5 +526,7 @@ mod tests {
         assert!(summary.ends_with('\u{2026}'));
         assert_eq!(parsed.choices.len(), 20);
         assert_eq!(parsed.tool.unwrap().chars().count(), 100);
+        assert_eq!(parsed.pr_links.len(), 20);
+        assert_eq!(parsed.remote_at.unwrap().chars().count(), 500);
     }
 }

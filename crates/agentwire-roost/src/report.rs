@@ -22,6 +22,15 @@ pub const MAX_NAME_CHARS: usize = 200;
 /// Longest `model` or `thinking`: a model id or an effort level; the spec gives no bound, this keeps a row
 /// small.
 pub const MAX_MODEL_CHARS: usize = 200;
+/// Most `prLinks`: the spec gives no bound; a row lists the pull requests of one session's work, and every
+/// row goes to every subscribed hub on each change, so a handful is what a row can carry and show.
+pub const MAX_PR_LINKS: usize = 20;
+/// Longest PR link: a pull request's URL is well under 200 characters; this leaves room for long hosts and
+/// paths while keeping twenty of them to a few KiB of a row.
+pub const MAX_PR_LINK_CHARS: usize = 500;
+/// Longest `remoteAt`: where the session can be reached from elsewhere (a URL, a host); the spec gives no
+/// bound, this is the PR link's, for the same reason.
+pub const MAX_REMOTE_AT_CHARS: usize = 500;
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +100,14 @@ pub struct Report {
     pub usage: Option<Value>,
     /// It takes peer items.
     pub agent_items: bool,
+    /// The pull requests its work opened (`http` or `https` URLs; the `prLinks` capability field). Kept
+    /// with the row, which the hub shows as links. Absent from a record written before it: none.
+    #[serde(default)]
+    pub pr_links: Vec<String>,
+    /// Where the session can be reached from elsewhere (the `remoteAt` capability field: a URL or a host,
+    /// one line), shown as text.
+    #[serde(default)]
+    pub remote_at: Option<String>,
 }
 
 impl Report {
@@ -111,6 +128,8 @@ impl Report {
             context: None,
             usage: None,
             agent_items: false,
+            pr_links: Vec::new(),
+            remote_at: None,
         }
     }
 }
@@ -149,6 +168,10 @@ pub(crate) struct ReportFields<'a> {
     usage: Field<'a>,
     #[serde(borrow)]
     agent_items: Field<'a>,
+    #[serde(borrow)]
+    pr_links: Field<'a>,
+    #[serde(borrow)]
+    remote_at: Field<'a>,
 }
 
 fn text(key: &str, f: &Field<'_>, max: usize) -> Result<Option<String>, Refusal> {
@@ -177,6 +200,64 @@ fn object(key: &str, f: Field<'_>) -> Result<Option<Value>, Refusal> {
         Field::Null => Ok(None),
         Field::Object(o) => Ok(Some(Value::Object(o))),
         _ => Err(Refusal::bad(format!("report.{key} is an object"))),
+    }
+}
+
+/// `prLinks`: null or an array of at most [`MAX_PR_LINKS`] `http`/`https` URLs of at most
+/// [`MAX_PR_LINK_CHARS`] characters each, with no spaces or control characters. The scheme is checked
+/// because the hub makes each a link: a `javascript:` one would run in the person's page.
+fn pr_links(f: &Field<'_>) -> Result<Vec<String>, Refusal> {
+    let links = match f {
+        Field::Null => return Ok(Vec::new()),
+        Field::Array(a) => a,
+        _ => return Err(Refusal::bad("report.prLinks is an array of URLs")),
+    };
+    if links.len() > MAX_PR_LINKS {
+        return Err(Refusal::bad(format!(
+            "report.prLinks has {} entries; at most {MAX_PR_LINKS}",
+            links.len()
+        )));
+    }
+    links
+        .iter()
+        .map(|l| match l {
+            Field::Str(s) if s.chars().count() > MAX_PR_LINK_CHARS => Err(Refusal::bad(format!(
+                "a report.prLinks entry is longer than {MAX_PR_LINK_CHARS} characters"
+            ))),
+            Field::Str(s) if is_web_link(s) => Ok(s.to_string()),
+            Field::Str(s) => Err(Refusal::bad(format!(
+                "report.prLinks entry {:?} is not an http or https URL (one word, no spaces)",
+                s.chars().take(80).collect::<String>()
+            ))),
+            _ => Err(Refusal::bad("report.prLinks entries are strings (URLs)")),
+        })
+        .collect()
+}
+
+/// Whether `s` is an `http://` or `https://` URL with a host, and no whitespace or control characters.
+fn is_web_link(s: &str) -> bool {
+    let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
+    let rest = if lower.starts_with("https://") {
+        &s[8..]
+    } else if lower.starts_with("http://") {
+        &s[7..]
+    } else {
+        return false;
+    };
+    !rest.is_empty()
+        && !rest.starts_with('/')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// `remoteAt`: null or one line of at most [`MAX_REMOTE_AT_CHARS`] characters (it is shown in a row).
+fn remote_at(f: &Field<'_>) -> Result<Option<String>, Refusal> {
+    let at = text("remoteAt", f, MAX_REMOTE_AT_CHARS)?;
+    match at {
+        Some(s) if s.chars().any(char::is_control) => Err(Refusal::bad(
+            "report.remoteAt is one line (no control characters)",
+        )),
+        Some(s) if s.trim().is_empty() => Ok(None),
+        other => Ok(other),
     }
 }
 
@@ -231,6 +312,8 @@ impl ReportFields<'_> {
             context: object("context", self.context)?,
             usage: object("usage", self.usage)?,
             agent_items: self.agent_items == Field::Bool(true),
+            pr_links: pr_links(&self.pr_links)?,
+            remote_at: remote_at(&self.remote_at)?,
         })
     }
 }
@@ -301,6 +384,37 @@ mod tests {
             (json!({"state": "working", "name": "x".repeat(201)}), "name"),
             (json!({"state": "working", "summary": 5}), "summary"),
             (json!({"state": "working", "context": 5}), "context"),
+            (
+                json!({"state": "working", "prLinks": "https://x.test/pull/1"}),
+                "prLinks",
+            ),
+            (json!({"state": "working", "prLinks": [1]}), "prLinks"),
+            (
+                json!({"state": "working", "prLinks": vec!["https://x.test/pull/1"; 21]}),
+                "prLinks",
+            ),
+            (
+                json!({"state": "working", "prLinks": [format!("https://x.test/{}", "p".repeat(490))]}),
+                "prLinks",
+            ),
+            (
+                json!({"state": "working", "prLinks": ["javascript:alert(1)"]}),
+                "prLinks",
+            ),
+            (
+                json!({"state": "working", "prLinks": ["https://"]}),
+                "prLinks",
+            ),
+            (
+                json!({"state": "working", "prLinks": ["https://x.test/a b"]}),
+                "prLinks",
+            ),
+            (json!({"state": "working", "remoteAt": 5}), "remoteAt"),
+            (
+                json!({"state": "working", "remoteAt": "x".repeat(501)}),
+                "remoteAt",
+            ),
+            (json!({"state": "working", "remoteAt": "a\nb"}), "remoteAt"),
         ];
         for (v, field) in cases {
             let e = Report::parse(&v).unwrap_err();
@@ -308,6 +422,39 @@ mod tests {
         }
         // At the bounds is fine (characters, not bytes).
         assert!(Report::parse(&json!({"state": "working", "summary": "é".repeat(500)})).is_ok());
+    }
+
+    #[test]
+    fn pr_links_and_remote_at_are_kept_and_survive_a_round_trip() {
+        let r = Report::parse(&json!({
+            "state": "working",
+            "prLinks": ["https://github.com/o/r/pull/7", "HTTP://git.test/o/r/-/merge_requests/2"],
+            "remoteAt": "https://pi.example/s/abc",
+        }))
+        .unwrap();
+        assert_eq!(
+            r.pr_links,
+            [
+                "https://github.com/o/r/pull/7",
+                "HTTP://git.test/o/r/-/merge_requests/2"
+            ]
+        );
+        assert_eq!(r.remote_at.as_deref(), Some("https://pi.example/s/abc"));
+        // As the store keeps it (a job's record), and as a record from before the fields reads.
+        let stored = serde_json::to_value(&r).unwrap();
+        assert_eq!(serde_json::from_value::<Report>(stored).unwrap(), r);
+        let mut old = serde_json::to_value(Report::new(JobState::Done)).unwrap();
+        old.as_object_mut().unwrap().remove("prLinks");
+        old.as_object_mut().unwrap().remove("remoteAt");
+        let read: Report = serde_json::from_value(old).unwrap();
+        assert_eq!((read.pr_links.len(), read.remote_at), (0, None));
+        // At the bounds is fine.
+        let most = vec![format!("https://x.test/{}", "p".repeat(485)); MAX_PR_LINKS];
+        let r = Report::parse(
+            &json!({"state": "working", "prLinks": most, "remoteAt": "é".repeat(500)}),
+        )
+        .unwrap();
+        assert_eq!(r.pr_links.len(), MAX_PR_LINKS);
     }
 
     proptest! {

@@ -508,6 +508,8 @@ mod tests {
             Just("context"),
             Just("usage"),
             Just("agentItems"),
+            Just("prLinks"),
+            Just("remoteAt"),
             Just("other"),
         ]
         .prop_map(String::from)

@@ -79,6 +79,86 @@ pub struct DaemonConfig {
     pub calendar: Calendar,
 }
 
+/// The variable that sets [`Tuning::fg_claim_grace`] (the spec's name), in milliseconds.
+pub const FG_CLAIM_GRACE_ENV: &str = "PI_ROOST_FG_CLAIM_GRACE_MS";
+/// A foreground peer's claims outlive its connection this long by default (the spec's five seconds): a pi
+/// that reconnects at once keeps its tasks.
+pub const DEFAULT_FG_CLAIM_GRACE: Duration = Duration::from_secs(5);
+/// The longest grace [`FG_CLAIM_GRACE_ENV`] may set: a departed peer's claims block the task board
+/// meanwhile, and a pi that is gone for an hour is not coming back for them.
+pub const MAX_FG_CLAIM_GRACE: Duration = Duration::from_secs(3600);
+
+/// The daemon's settings read from its environment when it starts, by the spec's names (not from the
+/// configuration file: pi's daemon reads them so, and a script that sets them for it sets them for this
+/// one). [`Daemon::start`] reads them; [`Daemon::start_with`] takes them as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// How long a foreground peer's task claims outlive its connection ([`FG_CLAIM_GRACE_ENV`]; default
+    /// [`DEFAULT_FG_CLAIM_GRACE`]). A peer that registers again under its name within it keeps them.
+    pub fg_claim_grace: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            fg_claim_grace: DEFAULT_FG_CLAIM_GRACE,
+        }
+    }
+}
+
+/// A setting from the environment that does not fit: the daemon does not start (a typo would otherwise
+/// pass unnoticed, and the grace be other than the one asked for).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}={value:?}: {why}")]
+pub struct SettingError {
+    /// The variable.
+    pub name: &'static str,
+    /// Its value, as set.
+    pub value: String,
+    /// What it must be.
+    pub why: String,
+}
+
+impl Tuning {
+    /// The settings in this process's environment (each unset or empty one at its default).
+    pub fn from_env() -> Result<Tuning, SettingError> {
+        Tuning::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// The settings from `var` (a variable's value by name, none when unset).
+    pub fn from_vars(
+        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<Tuning, SettingError> {
+        let mut tuning = Tuning::default();
+        if let Some(v) = var(FG_CLAIM_GRACE_ENV).filter(|v| !v.is_empty()) {
+            tuning.fg_claim_grace = parse_grace_ms(&v.to_string_lossy())?;
+        }
+        Ok(tuning)
+    }
+}
+
+/// `PI_ROOST_FG_CLAIM_GRACE_MS`: whole milliseconds, 0 to [`MAX_FG_CLAIM_GRACE`] (0 releases at the
+/// next housekeeping tick, within [`HOUSEKEEPING_INTERVAL`]).
+fn parse_grace_ms(value: &str) -> Result<Duration, SettingError> {
+    let refuse = |why: String| SettingError {
+        name: FG_CLAIM_GRACE_ENV,
+        value: value.to_string(),
+        why,
+    };
+    let max = MAX_FG_CLAIM_GRACE.as_millis();
+    let ms: u128 = value.trim().parse().map_err(|_| {
+        refuse(format!(
+            "the grace is a whole number of milliseconds, 0 to {max}"
+        ))
+    })?;
+    if ms > max {
+        return Err(refuse(format!(
+            "at most {max} milliseconds (an hour): a departed peer's claims block the board meanwhile"
+        )));
+    }
+    Ok(Duration::from_millis(ms as u64))
+}
+
 /// The concierge as the config sets it up (`[roost] concierge`, `concierge_answer`, `concierge_act`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConciergeSetup {
@@ -140,6 +220,9 @@ pub enum DaemonError {
     /// A profile the daemon cannot serve (an empty command, a bad `env`, a `user` it cannot run jobs as).
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    /// A setting in the environment that does not fit ([`Tuning`]).
+    #[error("roost setting {0}")]
+    Setting(#[from] SettingError),
 }
 
 /// A running daemon.
@@ -150,8 +233,15 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Opens the store, re-adopts running jobs, binds the socket and serves.
+    /// Reads its settings from the environment ([`Tuning::from_env`]: one that does not fit is an error
+    /// here, before anything is opened), then [`start_with`](Self::start_with) them.
     pub async fn start(config: DaemonConfig) -> Result<Daemon, DaemonError> {
+        let tuning = Tuning::from_env()?;
+        Daemon::start_with(config, tuning).await
+    }
+
+    /// Opens the store, re-adopts running jobs, binds the socket and serves, with `tuning`.
+    pub async fn start_with(config: DaemonConfig, tuning: Tuning) -> Result<Daemon, DaemonError> {
         let sock_err = |e: std::io::Error| DaemonError::Socket {
             path: config.socket.display().to_string(),
             error: e.to_string(),
@@ -191,7 +281,7 @@ impl Daemon {
         let listener = UnixListener::bind(&config.socket).map_err(sock_err)?;
         std::fs::set_permissions(&config.socket, std::fs::Permissions::from_mode(0o600))
             .map_err(sock_err)?;
-        let shared = Shared::new(config.clone(), run_as, store, sup);
+        let shared = Shared::new(config.clone(), tuning, run_as, store, sup);
         shared.rearm(escalations);
         shared.readopt();
         shared.date_undated_jobs();
@@ -296,5 +386,42 @@ impl Daemon {
     /// Writes what is waiting to be written (lazy rows).
     pub fn flush(&self) {
         self.shared.housekeeping();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn with(value: Option<&str>) -> Result<Tuning, SettingError> {
+        Tuning::from_vars(|name| {
+            assert_eq!(name, FG_CLAIM_GRACE_ENV);
+            value.map(OsString::from)
+        })
+    }
+
+    #[test]
+    fn the_claim_grace_is_read_in_milliseconds_and_a_bad_value_is_named() {
+        assert_eq!(with(None).unwrap().fg_claim_grace, Duration::from_secs(5));
+        assert_eq!(with(Some("")).unwrap(), Tuning::default(), "empty is unset");
+        assert_eq!(
+            with(Some("250")).unwrap().fg_claim_grace,
+            Duration::from_millis(250)
+        );
+        assert_eq!(with(Some("0")).unwrap().fg_claim_grace, Duration::ZERO);
+        assert_eq!(
+            with(Some("3600000")).unwrap().fg_claim_grace,
+            MAX_FG_CLAIM_GRACE
+        );
+        for bad in ["5s", "-1", "1.5", "3600001", "99999999999999999999999"] {
+            let e = with(Some(bad)).unwrap_err();
+            assert_eq!((e.name, e.value.as_str()), (FG_CLAIM_GRACE_ENV, bad));
+            let said = DaemonError::from(e).to_string();
+            assert!(
+                said.contains("PI_ROOST_FG_CLAIM_GRACE_MS") && said.contains("milliseconds"),
+                "{said}"
+            );
+        }
     }
 }

@@ -2,8 +2,9 @@
 //! `send` puts a message to one of them as a peer item ([`crate::peer_item`]): delivered at once when its
 //! agent is connected, queued when not, its job started again when it had ended. A foreground process
 //! (not a job) becomes a peer with `peer_register {name}`: it lists, sends, is sent to while connected, and
-//! uses the task board; its claims are released [`FG_CLAIM_GRACE`] after it leaves unless it registers
-//! again under the same name.
+//! uses the task board; its claims are released a grace after it leaves ([`super::Tuning::fg_claim_grace`],
+//! five seconds unless `PI_ROOST_FG_CLAIM_GRACE_MS` says otherwise) unless it registers again under the
+//! same name.
 
 use super::state::{deliver_line, now, now_ms, row, Shared, State};
 use crate::peer_item::{From, Held, ItemKind, PeerItem, Relation};
@@ -13,9 +14,6 @@ use crate::wire::{Args, ErrorCode, Refusal};
 use agentwire_core::now_secs;
 use serde_json::{json, Map, Value};
 
-/// How long a foreground peer's claims outlive its connection (the spec's `PI_ROOST_FG_CLAIM_GRACE_MS`):
-/// a peer that reconnects at once keeps its tasks.
-pub(super) const FG_CLAIM_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// The prefix of a foreground peer's id: no job's (hex) id has it.
 const FG_ID_PREFIX: &str = "fg:";
 
@@ -45,7 +43,7 @@ impl Shared {
     }
 
     /// Whether session `id` (a job, or a foreground peer) holds anything: a job not failed, stopped,
-    /// exited or removed; a foreground peer connected, or gone for less than [`FG_CLAIM_GRACE`].
+    /// exited or removed; a foreground peer connected, or gone for less than its grace.
     pub(super) fn holds(st: &State, id: &str) -> bool {
         match id.starts_with(FG_ID_PREFIX) {
             true => st.fg_peers.values().any(|p| p.id == id) || st.fg_leaving.contains_key(id),
@@ -102,7 +100,8 @@ impl Shared {
         Ok(json!({ "id": me.id, "name": me.name }))
     }
 
-    /// Releases the claims of foreground peers gone for longer than [`FG_CLAIM_GRACE`].
+    /// Releases the claims of foreground peers gone for longer than their grace
+    /// ([`super::Tuning::fg_claim_grace`]).
     pub(super) fn release_departed_peers(&self, st: &mut State) {
         let now = std::time::Instant::now();
         let gone: Vec<String> = st

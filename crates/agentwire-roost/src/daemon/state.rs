@@ -149,6 +149,8 @@ pub(super) struct State {
 
 pub(super) struct Shared {
     pub(super) config: DaemonConfig,
+    /// The settings read from the environment at start.
+    pub(super) tuning: super::Tuning,
     /// The users jobs of profiles with `user` run as, by profile.
     run_as: HashMap<String, RunAs>,
     state: Mutex<State>,
@@ -195,6 +197,8 @@ pub fn row(job: &Job, connected: bool) -> Value {
         "tool": r.and_then(|r| r.tool.clone()),
         "error": r.and_then(|r| r.error.clone()),
         "model": r.and_then(|r| r.model.clone()),
+        "prLinks": r.map(|r| r.pr_links.clone()).unwrap_or_default(),
+        "remoteAt": r.and_then(|r| r.remote_at.clone()),
         "capabilities": job.capabilities,
         "connected": connected,
         "pending": job.pending.len(),
@@ -240,12 +244,14 @@ pub(super) fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> Stri
 impl Shared {
     pub(super) fn new(
         config: DaemonConfig,
+        tuning: super::Tuning,
         run_as: HashMap<String, RunAs>,
         store: Store,
         sup: Supervisor,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             config,
+            tuning,
             run_as,
             state: Mutex::new(State {
                 sup,
@@ -423,7 +429,7 @@ impl Shared {
             self.push_row(&st, &j);
         }
         if let Some(fg) = st.fg_peers.remove(&conn) {
-            let release_at = std::time::Instant::now() + super::peers::FG_CLAIM_GRACE;
+            let release_at = std::time::Instant::now() + self.tuning.fg_claim_grace;
             st.fg_leaving.insert(fg.id, release_at);
         }
     }

@@ -26,7 +26,8 @@ pub(crate) fn question(row: &Value) -> Option<(String, Vec<String>)> {
     Some((q.to_string(), choices))
 }
 
-/// `jobs ls`: a table of the rows; under a blocked row, its question and numbered choices.
+/// `jobs ls`: a table of the rows; under a blocked row, its question and numbered choices; under a row
+/// whose agent reported them, its pull requests (`prLinks`) and where it is reached (`remoteAt`).
 pub(crate) fn rows(rows: &[Value]) -> String {
     if rows.is_empty() {
         return "no jobs (start one with `agentwire jobs dispatch PROFILE TASK`)\n".into();
@@ -58,10 +59,12 @@ pub(crate) fn rows(rows: &[Value]) -> String {
                 MAX_CELL_CHARS,
             ),
         ]);
-        under.push(match (s(r, "state"), question(r)) {
-            ("blocked", Some((q, choices))) => Some(asked(&q, &choices)),
-            _ => None,
-        });
+        let mut extra = match (s(r, "state"), question(r)) {
+            ("blocked", Some((q, choices))) => asked(&q, &choices),
+            _ => String::new(),
+        };
+        extra.push_str(&links(r));
+        under.push(Some(extra).filter(|e| !e.is_empty()));
     }
     let laid = columns(&header, &table);
     let mut lines = laid.lines();
@@ -75,6 +78,21 @@ pub(crate) fn rows(rows: &[Value]) -> String {
         if let Some(e) = extra {
             out.push_str(&e);
         }
+    }
+    out
+}
+
+/// A row's pull requests and where its session is reached, indented under it (whole: a link cut short
+/// is no link).
+fn links(row: &Value) -> String {
+    let mut out = String::new();
+    for pr in row["prLinks"].as_array().into_iter().flatten() {
+        if let Some(pr) = pr.as_str() {
+            out.push_str(&format!("    pr: {}\n", cell(pr, usize::MAX)));
+        }
+    }
+    if let Some(at) = row["remoteAt"].as_str() {
+        out.push_str(&format!("    remote at: {}\n", cell(at, usize::MAX)));
     }
     out
 }
@@ -204,6 +222,26 @@ mod tests {
         assert_eq!(lines[5], "      2. dev");
         // Columns line up.
         assert_eq!(lines[1].find("j0"), lines[2].find("j1"));
+    }
+
+    #[test]
+    fn a_rows_pull_requests_and_remote_place_are_shown_under_it() {
+        let rows = [
+            json!({"id": "j0", "name": "coder", "profile": "pi", "state": "working",
+                   "summary": "opened a PR", "pending": 0,
+                   "prLinks": ["https://github.com/o/r/pull/7", "https://github.com/o/r/pull/8"],
+                   "remoteAt": "https://pi.example/s/abc"}),
+            json!({"id": "j1", "name": "quiet", "profile": "pi", "state": "working",
+                   "pending": 0, "prLinks": [], "remoteAt": null}),
+        ];
+        let t = super::rows(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].starts_with("coder"), "{t}");
+        assert_eq!(lines[2], "    pr: https://github.com/o/r/pull/7");
+        assert_eq!(lines[3], "    pr: https://github.com/o/r/pull/8");
+        assert_eq!(lines[4], "    remote at: https://pi.example/s/abc");
+        assert!(lines[5].starts_with("quiet"), "{t}");
+        assert_eq!(lines.len(), 6, "{t}");
     }
 
     #[test]
