@@ -207,26 +207,89 @@ pub fn block(event: &TurnEvent, iteration: u64) -> Block {
             };
             Block::tool_result(call_id, wire::trim_block_text(&text), !success)
         }
-        TurnEvent::Warning { text } => warning(text),
-        TurnEvent::File { name, .. } => warning(&format!("posted {name}")),
-        TurnEvent::Handoff { name } => warning(&format!(
-            "handed off to {}",
-            name.as_deref().unwrap_or("a new thread")
-        )),
+        TurnEvent::Warning { text } => agent_warning(text),
+        TurnEvent::File { name, .. } => {
+            warning(WARNING_FILE_POSTED, |w| w.name = Some(value(name)))
+        }
+        TurnEvent::Handoff { name } => {
+            warning(WARNING_HANDOFF, |w| w.name = name.as_deref().map(value))
+        }
     }
 }
 
-fn warning(text: &str) -> Block {
-    let mut b = Block::warning("agent");
+/// The kinds of the `event.warning`s this worker sends beside
+/// [`WARNING_QUESTION_ANSWERED`](crate::worker::WARNING_QUESTION_ANSWERED): a warning names its kind and
+/// carries its values (`name`, `count`, `params`, `error`), and the caller words it (the spec's rule).
+///
+/// The agent posted a file for the person; `name` is the file's name (its text stays in the journal).
+pub const WARNING_FILE_POSTED: &str = "file_posted";
+/// The agent handed the rest of the turn to a new thread; `name` is the thread's name, absent when it has
+/// none.
+pub const WARNING_HANDOFF: &str = "handoff";
+/// Tool hints the prompt gave name no tool of the agent's and were left out; `params` are those hints.
+pub const WARNING_UNKNOWN_TOOL_HINTS: &str = "unknown_tool_hints";
+/// The oldest turns of the conversation were left out of the model call to fit its context window;
+/// `count` is how many.
+pub const WARNING_HISTORY_TRIMMED: &str = "history_trimmed";
+/// A model call failed and the next configured model is tried; `name` is that model, `error` the failure.
+pub const WARNING_MODEL_FALLBACK: &str = "model_fallback";
+/// A warning of the agent's own this worker has no kind for; `error` holds the agent's words, as display
+/// text.
+pub const WARNING_AGENT: &str = "agent";
+
+/// The words the model agent says its warnings in (agentwire-agents' `openai` module), read back into
+/// kinds and values: the core event carries only the text.
+const TOOL_HINTS_SAID: &str = "tool hints naming no tool of this agent's, left out: ";
+const HISTORY_SAID: (&str, &str) = (
+    "the ",
+    " oldest turns of this conversation were left out to fit the context window",
+);
+const FALLBACK_SAID: &str = "; trying ";
+
+/// A value for a warning's field, cut to fit a block.
+fn value(s: &str) -> String {
+    wire::trim_block_text(s).to_string()
+}
+
+fn warning(kind: &str, fill: impl FnOnce(&mut wire::WarningBlock)) -> Block {
+    let mut b = Block::warning(kind);
     if let Block::Warning(w) = &mut b {
-        w.params = vec![wire::trim_block_text(text).to_string()];
+        fill(w);
     }
     b
 }
 
-/// The `elicit.request.*` form of a question. fisk-ai selects exactly one option, by position: a
-/// question of several choices goes out as `input` listing the options (answered with their labels,
-/// comma-separated, see [`live_answer`]), and a free-text choice beside the options is not offered.
+/// An agent's warning as its kind and values where the words are ones this worker knows, else kind
+/// [`WARNING_AGENT`] with the words as display text.
+fn agent_warning(text: &str) -> Block {
+    if let Some(hints) = text.strip_prefix(TOOL_HINTS_SAID) {
+        return warning(WARNING_UNKNOWN_TOOL_HINTS, |w| {
+            w.params = hints.split(", ").map(value).collect()
+        });
+    }
+    let trimmed = text
+        .strip_prefix(HISTORY_SAID.0)
+        .and_then(|t| t.strip_suffix(HISTORY_SAID.1))
+        .and_then(|n| n.parse::<u64>().ok());
+    if let Some(count) = trimmed {
+        return warning(WARNING_HISTORY_TRIMMED, |w| w.count = Some(count));
+    }
+    match text.rsplit_once(FALLBACK_SAID) {
+        Some((why, model)) if !model.is_empty() && !model.contains(char::is_whitespace) => {
+            warning(WARNING_MODEL_FALLBACK, |w| {
+                w.name = Some(value(model));
+                w.error = Some(value(why));
+            })
+        }
+        _ => warning(WARNING_AGENT, |w| w.error = Some(value(text))),
+    }
+}
+
+/// The `elicit.request.*` form of a question. fisk-ai's `select` takes exactly one option, by position,
+/// and nothing beside it; its `input` takes any text. So a question that takes more than one option, or
+/// the person's own words beside (or instead of) the options, goes out as `input` whose question lists the
+/// options and says what may be typed: options by their labels, separated by commas, and (where the
+/// question takes it) free text. [`live_answer`] reads the typed value back the same way.
 pub fn ask(kind: &QuestionKind) -> Ask {
     match kind.clone() {
         QuestionKind::Approve {
@@ -242,26 +305,89 @@ pub fn ask(kind: &QuestionKind) -> Ask {
         QuestionKind::Select {
             question,
             options,
-            multiple: true,
-            ..
-        } => {
-            let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
-            Ask::Input {
-                question: format!(
-                    "{question} (one or more of: {}; separated by commas)",
-                    labels.join(", ")
-                ),
-                default: None,
-            }
-        }
-        QuestionKind::Select {
-            question, options, ..
+            multiple: false,
+            freeform: false,
         } => Ask::Select {
             question,
             options: options.into_iter().map(|o| o.label).collect(),
         },
+        QuestionKind::Select {
+            question,
+            options,
+            multiple,
+            freeform,
+        } => {
+            let labels: Vec<&str> = options.iter().map(|o| o.label.as_str()).collect();
+            let labels = labels.join(", ");
+            let how = match (multiple, freeform) {
+                (true, false) => format!("one or more of: {labels}; separated by commas"),
+                (true, true) => {
+                    format!("one or more of: {labels}, separated by commas; and/or your own answer")
+                }
+                _ => format!("one of: {labels}; or your own answer"),
+            };
+            Ask::Input {
+                question: format!("{question} ({how})"),
+                default: None,
+            }
+        }
         QuestionKind::Input { question, default } => Ask::Input { question, default },
     }
+}
+
+/// The option `typed` names among `options`: by label or id as given, else by label in any case.
+fn named_option<'o>(
+    typed: &str,
+    options: &'o [agentwire_core::QuestionOption],
+) -> Option<&'o agentwire_core::QuestionOption> {
+    options
+        .iter()
+        .find(|o| o.label == typed || o.id == typed)
+        .or_else(|| options.iter().find(|o| o.label.eq_ignore_ascii_case(typed)))
+}
+
+/// The answer an `input` value gives a select question sent as `input` (see [`ask`]): the options it names
+/// (comma-separated where several are taken) and, where the question takes free text, the rest as the
+/// person's own words. `None` when it does not fit (an unknown option without free text, an option twice,
+/// several options for one, nothing at all).
+fn typed_choices(value: &str, kind: &QuestionKind) -> Option<Answer> {
+    let QuestionKind::Select {
+        options,
+        multiple,
+        freeform,
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    let typed = value.trim();
+    let a = if *multiple {
+        let mut choices = Vec::new();
+        let mut own = Vec::new();
+        for part in typed.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match named_option(part, options) {
+                Some(o) => choices.push(o.id.clone()),
+                None => own.push(part),
+            }
+        }
+        let text = match (own.is_empty(), *freeform) {
+            (true, _) => None,
+            (false, true) => Some(own.join(", ")),
+            (false, false) => return None,
+        };
+        Answer::Choices { choices, text }
+    } else {
+        match named_option(typed, options) {
+            Some(o) => Answer::Select {
+                value: o.id.clone(),
+            },
+            None => Answer::Choices {
+                choices: vec![],
+                text: Some(typed.to_string()),
+            },
+        }
+    };
+    a.fits(kind).then_some(a)
 }
 
 fn choice(c: ElicitChoice) -> ApproveChoice {
@@ -293,25 +419,7 @@ pub fn live_answer(reply: &ElicitAnswer, kind: &QuestionKind) -> Option<Answer> 
         ) => Answer::Select {
             value: options.get(usize::try_from(*i).ok()?)?.id.clone(),
         },
-        (
-            ElicitAnswer::Input(v),
-            QuestionKind::Select {
-                options,
-                multiple: true,
-                ..
-            },
-        ) => {
-            let mut choices = Vec::new();
-            for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                let o = options.iter().find(|o| o.label == part || o.id == part)?;
-                choices.push(o.id.clone());
-            }
-            let a = Answer::Choices {
-                choices,
-                text: None,
-            };
-            return a.fits(kind).then_some(a);
-        }
+        (ElicitAnswer::Input(v), QuestionKind::Select { .. }) => return typed_choices(v, kind),
         (ElicitAnswer::Input(v), QuestionKind::Input { .. }) => Answer::Input { value: v.clone() },
         _ => return None,
     };
@@ -527,6 +635,139 @@ mod tests {
             None
         );
         assert_eq!(live_answer(&ElicitAnswer::Select(0), &kind), None);
+    }
+
+    fn pick(multiple: bool, freeform: bool) -> QuestionKind {
+        QuestionKind::Select {
+            question: "Which?".into(),
+            options: vec![
+                agentwire_core::QuestionOption::new("a", "Alpha"),
+                agentwire_core::QuestionOption::new("b", "Beta"),
+            ],
+            multiple,
+            freeform,
+        }
+    }
+
+    fn typed(v: &str, kind: &QuestionKind) -> Option<Answer> {
+        live_answer(&ElicitAnswer::Input(v.into()), kind)
+    }
+
+    #[test]
+    fn free_text_beside_the_options_goes_out_as_input_saying_so_and_comes_back_as_text() {
+        // One option or the person's own words.
+        let one = pick(false, true);
+        match ask(&one) {
+            Ask::Input { question, default } => {
+                assert_eq!(question, "Which? (one of: Alpha, Beta; or your own answer)");
+                assert_eq!(default, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            typed(" beta ", &one),
+            Some(Answer::Select { value: "b".into() })
+        );
+        assert_eq!(
+            typed("Gamma, please", &one),
+            Some(Answer::Choices {
+                choices: vec![],
+                text: Some("Gamma, please".into())
+            })
+        );
+        assert_eq!(typed("", &one), None, "an empty answer chose nothing");
+        assert_eq!(typed("Gamma", &one).unwrap().describe(&one), "Gamma");
+
+        // Several options and the person's own words beside them.
+        let several = pick(true, true);
+        match ask(&several) {
+            Ask::Input { question, .. } => assert_eq!(
+                question,
+                "Which? (one or more of: Alpha, Beta, separated by commas; and/or your own answer)"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            typed("Alpha, Gamma, Delta", &several),
+            Some(Answer::Choices {
+                choices: vec!["a".into()],
+                text: Some("Gamma, Delta".into())
+            })
+        );
+        assert_eq!(
+            typed("only mine", &several),
+            Some(Answer::Choices {
+                choices: vec![],
+                text: Some("only mine".into())
+            })
+        );
+        assert_eq!(typed("a, Alpha", &several), None, "an option twice");
+        assert_eq!(typed(" , ", &several), None, "nothing chosen or said");
+
+        // Without free text, words that name no option are refused.
+        assert_eq!(typed("Gamma", &pick(true, false)), None);
+        // One option, no free text: a plain select.
+        assert!(matches!(ask(&pick(false, false)), Ask::Select { .. }));
+    }
+
+    fn warned(e: TurnEvent) -> wire::WarningBlock {
+        match block(&e, 0) {
+            Block::Warning(w) => w,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_warning_names_its_kind_and_carries_values_not_a_sentence() {
+        let w = warned(TurnEvent::File {
+            name: "notes.md".into(),
+            text: "x".into(),
+        });
+        assert_eq!(
+            (w.kind.as_str(), w.name.as_deref()),
+            (WARNING_FILE_POSTED, Some("notes.md"))
+        );
+        assert!(w.params.is_empty() && w.error.is_none());
+        let w = warned(TurnEvent::Handoff {
+            name: Some("deploy".into()),
+        });
+        assert_eq!(
+            (w.kind.as_str(), w.name.as_deref()),
+            (WARNING_HANDOFF, Some("deploy"))
+        );
+        assert_eq!(warned(TurnEvent::Handoff { name: None }).name, None);
+
+        // The model agent's warnings, in the words it says them.
+        let w = warned(TurnEvent::Warning {
+            text: "tool hints naming no tool of this agent's, left out: kv, stream".into(),
+        });
+        assert_eq!(w.kind, WARNING_UNKNOWN_TOOL_HINTS);
+        assert_eq!(w.params, ["kv", "stream"]);
+        let w = warned(TurnEvent::Warning {
+            text: "the 3 oldest turns of this conversation were left out to fit the context window"
+                .into(),
+        });
+        assert_eq!(
+            (w.kind.as_str(), w.count),
+            (WARNING_HISTORY_TRIMMED, Some(3))
+        );
+        let w = warned(TurnEvent::Warning {
+            text: "model m1 is busy (429); trying qwen2.5".into(),
+        });
+        assert_eq!(w.kind, WARNING_MODEL_FALLBACK);
+        assert_eq!(w.name.as_deref(), Some("qwen2.5"));
+        assert_eq!(w.error.as_deref(), Some("model m1 is busy (429)"));
+
+        // Words of an agent's own: kind agent, the words as display text, no params.
+        let w = warned(TurnEvent::Warning {
+            text: "disk nearly full; trying harder now".into(),
+        });
+        assert_eq!(w.kind, WARNING_AGENT);
+        assert_eq!(
+            w.error.as_deref(),
+            Some("disk nearly full; trying harder now")
+        );
+        assert!(w.params.is_empty());
     }
 
     #[test]

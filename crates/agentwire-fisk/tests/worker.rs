@@ -1240,3 +1240,29 @@ async fn a_prompts_context_reaches_the_agent_and_its_model_after_the_prompt() {
         "how many streams are there\n\nstreams: ORDERS, EVENTS"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_posted_file_and_a_handoff_are_warnings_of_their_own_kind_with_values() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(dir.path(), config(&nats.url, "w1")).await;
+    let c = Caller::connect(&nats.url, "w1").await;
+    let warning = |set: &[Msg]| {
+        set.iter()
+            .find(|m| m.protocol() == "io.choria.fisk-ai.v1.event.warning")
+            .map(|m| m.json["block"].clone())
+            .expect("a warning")
+    };
+    let r = tag("file");
+    let set = c.prompt(&r, "file notes.md the notes", json!({})).await;
+    check_set(&set, &r);
+    assert_eq!(
+        warning(&set),
+        json!({"kind": "file_posted", "name": "notes.md"}),
+        "the kind and the values, no sentence"
+    );
+    let r = tag("handoff");
+    let set = c.prompt(&r, "handoff deploy", json!({})).await;
+    check_set(&set, &r);
+    assert_eq!(warning(&set), json!({"kind": "handoff", "name": "deploy"}));
+}

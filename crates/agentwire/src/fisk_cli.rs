@@ -155,7 +155,7 @@ pub(crate) async fn follow(
             "[thinking] {}",
             printable(m.json["block"]["text"].as_str().unwrap_or(""))
         ),
-        "event.warning" => eprintln!("[warning] {}", printable(&m.json["block"].to_string())),
+        "event.warning" => eprintln!("{}", printable(&warning_line(&m.json["block"]))),
         kind => {
             if let Some(line) = narration(kind, &m.json["block"]) {
                 eprintln!("{line}");
@@ -447,10 +447,98 @@ fn narration(kind: &str, block: &serde_json::Value) -> Option<String> {
     }
 }
 
+/// The sentence of a warning (`event.warning`): the worker sends its kind and values, the words are this
+/// client's (the spec's rule). A kind this client does not know is shown by its name and values.
+fn warning_line(block: &Value) -> String {
+    use agentwire_fisk::mapping as m;
+    let text = |k: &str| block[k].as_str().map(str::to_string);
+    let params: Vec<&str> = block["params"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let kind = block["kind"].as_str().unwrap_or("");
+    let name = text("name");
+    let count = block["count"].as_u64();
+    let error = text("error");
+    match (kind, name, count, error) {
+        (m::WARNING_FILE_POSTED, Some(file), ..) => format!("[posted {file}]"),
+        (m::WARNING_HANDOFF, thread, ..) => format!(
+            "[handed off to {}]",
+            thread.unwrap_or_else(|| "a new thread".into())
+        ),
+        (m::WARNING_UNKNOWN_TOOL_HINTS, ..) if !params.is_empty() => format!(
+            "[warning] tool hints naming no tool of the agent's, left out: {}",
+            params.join(", ")
+        ),
+        (m::WARNING_HISTORY_TRIMMED, _, Some(n), _) => format!(
+            "[warning] the {n} oldest turns of this conversation were left out to fit the model's context window"
+        ),
+        (m::WARNING_MODEL_FALLBACK, Some(model), _, why) => format!(
+            "[warning] {}; trying model {model}",
+            why.unwrap_or_else(|| "the model call failed".into())
+        ),
+        (m::WARNING_AGENT, _, _, Some(said)) => format!("[warning] {said}"),
+        (agentwire_fisk::worker::WARNING_QUESTION_ANSWERED, ..) => format!(
+            "[question {} answered elsewhere by {}]",
+            block["name"].as_str().unwrap_or("?"),
+            params.first().copied().unwrap_or("somebody")
+        ),
+        (kind, name, count, error) => {
+            let mut line = format!("[warning] {}", if kind.is_empty() { "?" } else { kind });
+            for v in name
+                .into_iter()
+                .chain(count.map(|c| c.to_string()))
+                .chain(params.iter().map(|p| p.to_string()))
+            {
+                line.push(' ');
+                line.push_str(&v);
+            }
+            if let Some(e) = error {
+                line.push_str(": ");
+                line.push_str(&e);
+            }
+            crate::tabular::cell(&line, UNKNOWN_EVENT_CHARS)
+        }
+    }
+}
+
 #[cfg(test)]
 mod narration_tests {
-    use super::narration;
+    use super::{narration, warning_line};
     use serde_json::json;
+
+    #[test]
+    fn each_warning_kind_is_worded_here_and_an_unknown_one_shows_its_values() {
+        let cases = [
+            (json!({"kind": "file_posted", "name": "notes.md"}), "[posted notes.md]"),
+            (json!({"kind": "handoff", "name": "deploy"}), "[handed off to deploy]"),
+            (json!({"kind": "handoff"}), "[handed off to a new thread]"),
+            (
+                json!({"kind": "unknown_tool_hints", "params": ["kv", "stream"]}),
+                "[warning] tool hints naming no tool of the agent's, left out: kv, stream",
+            ),
+            (
+                json!({"kind": "history_trimmed", "count": 3}),
+                "[warning] the 3 oldest turns of this conversation were left out to fit the model's context window",
+            ),
+            (
+                json!({"kind": "model_fallback", "name": "qwen2.5", "error": "m1 is busy"}),
+                "[warning] m1 is busy; trying model qwen2.5",
+            ),
+            (json!({"kind": "agent", "error": "disk nearly full"}), "[warning] disk nearly full"),
+            (
+                json!({"kind": "question_answered", "name": "q1", "params": ["ops"]}),
+                "[question q1 answered elsewhere by ops]",
+            ),
+            (
+                json!({"kind": "tool_removed", "name": "kv", "count": 2, "params": ["x"], "error": "gone"}),
+                "[warning] tool_removed kv 2 x: gone",
+            ),
+        ];
+        for (block, line) in cases {
+            assert_eq!(warning_line(&block), line, "{block}");
+        }
+    }
 
     #[test]
     fn usage_delegations_and_unknown_kinds_are_shown() {
