@@ -2,12 +2,12 @@
 // events (`row`, `board`, ...) handed to a listener. It never says `hello` or `report`, so the controller's
 // ops are open to it (the daemon refuses them to a job's processes and to other users).
 //
-//   import { DaemonClient } from "agentwire-roost-agent/client";
+//   import { DaemonClient } from "pi-roost/client";
 //   const c = await DaemonClient.connect(process.env.ROOST_SOCKET!);
 //   const { rows } = await c.call("rows");
 
 import * as net from "node:net";
-import { RoostError } from "./roost-agent.js";
+import { RoostError } from "./reporter.js";
 import type { BoardResult, FeedEvent, Row } from "./protocol.js";
 
 export type { BoardResult, BoardTask, BoardCounts, FeedEvent, Peer, Row } from "./protocol.js";

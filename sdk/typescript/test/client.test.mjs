@@ -14,6 +14,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const CLIENT = path.resolve(HERE, '..', 'dist', 'roost-agent.js')
 const { RoostAgent, RoostError } = await import(pathToFileURL(CLIENT).href)
+// The spec's name for the same package (it imports itself by the name in its package.json).
+const { Reporter, BUSY_RETRY_BASE_MS } = await import('pi-roost/agent')
 
 const STEP_TIMEOUT_MS = 5_000 // a local socket round trip, many times over
 const POLL_MS = 10
@@ -279,5 +281,36 @@ test('agent.json: the last finished seq of this job; a file naming another job i
     assert.equal(make().lastFinished, 0, 'unreadable')
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('Reporter: a report answered busy goes again after a backoff that grows, as the latest report by then', async () => {
+  // The real daemon answers busy only to what it writes before answering (a reply, an ack, the board:
+  // conformance.test.mjs); a report's row is written later, so this one is the stand-in's.
+  const reports = []
+  const fake = new FakeDaemon((req) => {
+    if (req.op === 'hello') return { result: { protocol: 1, daemon: { name: 'fake', version: '0' }, capabilities: [] } }
+    if (req.op !== 'report') return { result: { echoed: req.op } }
+    reports.push({ at: Date.now(), summary: req.args.report.summary })
+    return reports.length <= 3 ? { code: 'busy', error: 'could not save' } : { result: {} }
+  })
+  await fake.listen()
+  const errors = []
+  const r = new Reporter(job(fake), { name: 'w', version: '1', onError: (e) => errors.push(e) })
+  try {
+    const first = r.report({ state: 'working', summary: 'a' })
+    await waitFor('the first busy', () => reports.length >= 1)
+    const second = r.report({ state: 'working', summary: 'b' })
+    await Promise.all([first, second])
+    assert.deepEqual(reports.map((x) => x.summary), ['a', 'b', 'b', 'b'], 'the latest goes again, coalesced')
+    const gaps = reports.slice(1).map((x, i) => x.at - reports[i].at)
+    // Attempt k waits between half and all of BUSY_RETRY_BASE_MS * 2^k (jitter).
+    gaps.forEach((g, k) => assert.ok(g >= (BUSY_RETRY_BASE_MS * 2 ** k) / 2 - 5, `gap ${k}: ${g} ms (${gaps})`))
+    assert.ok(gaps[2] > gaps[0], `it grows: ${gaps}`)
+    assert.deepEqual(errors, [], 'busy is not an error to say: it is tried again')
+    assert.deepEqual(await r.call('peers'), { echoed: 'peers' })
+  } finally {
+    await r.close()
+    await fake.stop()
   }
 })

@@ -24,6 +24,8 @@ const SDK_DIR = path.resolve(HERE, '..')
 const REPO_ROOT = path.resolve(SDK_DIR, '..', '..')
 const CLIENT = path.join(SDK_DIR, 'dist', 'roost-agent.js')
 const ECHO_AGENT = path.join(REPO_ROOT, 'examples', 'typescript', 'echo-agent.mjs')
+// Written against the spec's client as the spec shows it (`import { RoostAgent } from "pi-roost/agent"`).
+const SPEC_AGENT = path.join(SDK_DIR, 'fixtures', 'spec-agent.mjs')
 const BIN = process.env.AGENTWIRE_BIN
   ? path.resolve(process.env.AGENTWIRE_BIN)
   : path.join(REPO_ROOT, 'target', 'debug', 'agentwire')
@@ -255,7 +257,7 @@ function makeTemp() {
   // `hold`: a job whose process writes its environment and waits; the test speaks for it with the client.
   const hold = `[roost.profiles.hold]\ncommand = ["sh", "-c", "env > env.txt; echo $$ > agent.pid; exec sleep 120"]\ntask = "type"\nprotocol = true\n`
   fs.writeFileSync(config, [profile('ts', agentPath), profile('echo', ECHO_AGENT),
-    profile('tsconcierge', conciergePath), hold].join('\n'))
+    profile('tsconcierge', conciergePath), profile('spec', SPEC_AGENT), hold].join('\n'))
   return {
     base,
     config,
@@ -801,6 +803,111 @@ test('the concierge ops through the client: say, orders, the feed, suggest, the 
     await s.ctl.ok('concierge-ask', { text: 'bye' })
   } finally {
     await waiting?.close().catch(() => {})
+    await s.cleanup()
+  }
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// The spec's entry points (`pi-roost/agent`, `pi-roost/client`, `pi-roost/protocol`) and its `Reporter`,
+// against the real daemon.
+
+/** Another process holding the daemon's store's write lock (python3's sqlite3, as `sqlite3` in a long
+ * transaction would), until `release()`. */
+async function lockStore(tmp) {
+  const db = path.join(tmp.data, 'roost', 'roost.sqlite')
+  const script = "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\n" +
+    "c.execute('BEGIN IMMEDIATE')\nprint('locked', flush=True)\nsys.stdin.read()\n"
+  const child = spawn('python3', ['-c', script, db], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const lines = readline.createInterface({ input: child.stdout })
+  await withTimeout(new Promise((resolve, reject) => {
+    lines.once('line', resolve)
+    child.once('exit', (code) => reject(new Error(`the lock holder exited (${code})`)))
+  }), STEP_TIMEOUT_MS, 'the store locked')
+  const gone = new Promise((resolve) => child.once('exit', resolve))
+  return { release: () => { child.stdin.end(); return withTimeout(gone, EXIT_TIMEOUT_MS, 'the lock holder gone') } }
+}
+
+test('pi-roost: the spec imports resolve; an agent written as the spec shows runs; its PR links reach the row', async (t) => {
+  preflight()
+  const agentMod = await import('pi-roost/agent')
+  const clientMod = await import('pi-roost/client')
+  await import('pi-roost/protocol') // types only: it loads
+  assert.equal(typeof agentMod.RoostAgent.fromEnv, 'function')
+  assert.equal(typeof agentMod.Reporter, 'function')
+  assert.equal(typeof agentMod.Reporter.prototype.call, 'function')
+  assert.ok(agentMod.RoostAgent.prototype instanceof agentMod.Reporter, 'a RoostAgent is a Reporter')
+  assert.equal(typeof clientMod.DaemonClient.connect, 'function')
+  assert.equal(agentMod.RoostAgent.fromEnv({ name: 'x', version: '1', onReply: () => {}, env: {} }), null)
+  assert.equal(agentMod.Reporter.fromEnv({ name: 'x', version: '1', env: {} }), null)
+
+  const s = new Scene(t)
+  try {
+    await s.startDaemon()
+    const hub = await clientMod.DaemonClient.connect(s.tmp.socket)
+    s.controllers.push(hub)
+    const id = await s.dispatch('spec', 'hello')
+    await s.waitRow(id, 'got: hello', (r) => r.summary === 'got: hello' && r.pending === 0)
+    await s.ctl.ok('reply', { id, text: 'pr' })
+    const row = await s.waitRow(id, 'got: pr', (r) => r.summary === 'got: pr' && r.pending === 0)
+    assert.deepEqual(row.prLinks, ['https://github.com/o/r/pull/7'], JSON.stringify(row))
+    assert.equal(row.remoteAt, 'https://pi.example/s/spec')
+    const rows = await hub.rows()
+    assert.deepEqual(rows.find((r) => r.id === id)?.prLinks, ['https://github.com/o/r/pull/7'])
+    await s.ctl.ok('reply', { id, text: 'bye' })
+    await s.waitRow(id, 'done', (r) => r.state === 'done' && r.summary === 'got: bye')
+  } finally {
+    await s.cleanup()
+  }
+})
+
+test('Reporter: reports coalesced against the real daemon, call for other ops, busy when the store cannot save', async (t) => {
+  preflight()
+  const { Reporter, RoostError } = await import('pi-roost/agent')
+  const s = new Scene(t)
+  let reporter
+  try {
+    await s.startDaemon()
+    const id = await s.dispatch('hold', 'hold')
+    const token = await s.token(id)
+    const connects = []
+    const errors = []
+    reporter = new Reporter({ id, token, socket: s.tmp.socket, dir: null }, {
+      name: 'worker', version: '1', onConnect: (i) => connects.push(i), onError: (e) => errors.push(e),
+    })
+    await assert.rejects(reporter.call('peers'), (e) => e instanceof RoostError && e.code === 'not_connected')
+    // 200 reports in one go: one in flight, the latest next; every promise settles with the last.
+    const sent = []
+    for (let n = 0; n < 200; n++) sent.push(reporter.report({ state: 'working', summary: `n=${n}` }))
+    await withTimeout(Promise.all(sent), STEP_TIMEOUT_MS, 'the reports taken')
+    const row = await s.waitRow(id, 'the last report', (r) => r.summary === 'n=199' && r.connected)
+    assert.ok(row.reports <= 3, `coalesced: ${row.reports} reports reached the daemon for 200 sent`)
+    assert.equal(connects.length, 1)
+    assert.ok(connects[0].capabilities.includes('replies'), JSON.stringify(connects[0]))
+    // Other ops with call, and the helpers over it.
+    const added = await reporter.call('task', { action: 'add', title: 'write the docs' })
+    assert.equal(added.task.title, 'write the docs')
+    assert.equal((await reporter.claimTask(added.task.id)).task.owner.id, id)
+
+    // The store cannot save (another process holds its write lock): busy, and nothing taken.
+    const lock = await lockStore(s.tmp)
+    let released = false
+    try {
+      await assert.rejects(
+        reporter.call('task', { action: 'add', title: 'not now' }, { timeoutMs: 20_000 }),
+        (e) => e instanceof RoostError && e.code === 'busy',
+      )
+    } finally {
+      await lock.release()
+      released = true
+    }
+    assert.ok(released)
+    const { tasks } = await reporter.tasks()
+    assert.deepEqual(tasks.map((x) => x.title), ['write the docs'], 'the refused add took nothing')
+    await reporter.call('task', { action: 'add', title: 'not now' })
+    assert.deepEqual((await reporter.tasks()).tasks.map((x) => x.title), ['write the docs', 'not now'])
+    assert.deepEqual(errors, [])
+  } finally {
+    await reporter?.close().catch(() => {})
     await s.cleanup()
   }
 })
