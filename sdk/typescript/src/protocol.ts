@@ -15,6 +15,10 @@ export interface Row {
   tool: string | null;
   error: string | null;
   model: string | null;
+  /** The pull requests its agent reported (`http(s)` URLs; `[]` when none). */
+  prLinks: string[];
+  /** Where its session can be reached from elsewhere, as its agent reported it. */
+  remoteAt: string | null;
   capabilities: string[];
   connected: boolean;
   pending: number;
