@@ -531,6 +531,7 @@ function renderSessions() {
       return el("li", { class: "session" },
         el("div", { class: "run-line" }, el("span", { class: "state" }), el("strong", { class: "name" }),
           el("span", { class: "pin muted" }), el("span", { class: "summary" })),
+        el("div", { class: "run-line links muted" }),
         el("div", { class: "inline" }, input,
           el("button", { type: "button", class: "reply", on: { click: () => roostOp("The reply", "reply", { id: r.id, text: get() })
             .then((ok) => { if (ok) input.value = ""; }) } }, "Reply"),
@@ -547,6 +548,7 @@ function renderSessions() {
     li.querySelector(".name").textContent = r.name;
     li.querySelector(".pin").textContent = r.pinned ? "pinned" : "";
     li.querySelector(".summary").textContent = r.summary || r.status || "";
+    sessionLinks(li.querySelector(".links"), r);
     const pin = li.querySelector(".pin-button");
     pin.textContent = r.pinned ? "Unpin" : "Pin";
     pin.onclick = () => roostOp("Pin", "pin", { id: r.id, pinned: !r.pinned });
@@ -555,6 +557,21 @@ function renderSessions() {
   prune(list, new Set(rows.map((r) => r.id)));
   roostLoading("sessions-loading");
   $("sessions-empty").hidden = !roost || rows.length > 0;
+}
+
+// The pull requests a session's agent reported, as links (http and https only: the daemon refuses other
+// schemes, and a link here is never anything else), and where the session is reached, as text.
+function sessionLinks(box, r) {
+  const links = (r.prLinks || []).filter((u) => /^https?:\/\//i.test(u));
+  const key = JSON.stringify([links, r.remoteAt || null]);
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren(...links.map((u) => {
+    const n = /\/(?:pull|pulls|merge_requests)\/(\d+)/.exec(u);
+    return el("a", { class: "pr", href: u, target: "_blank", rel: "noopener noreferrer", title: u }, n ? `PR #${n[1]}` : u);
+  }));
+  if (r.remoteAt) box.append(el("span", { class: "remote" }, `remote at ${r.remoteAt}`));
+  box.hidden = !links.length && !r.remoteAt;
 }
 
 function renderTasks() {

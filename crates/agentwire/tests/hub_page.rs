@@ -734,7 +734,8 @@ sys.path.insert(0, sys.argv[1])
 from roost_agent import RoostAgent
 done = threading.Event()
 def on_reply(r):
-    agent.report("done", summary="took " + r.text)
+    agent.report("done", summary="took " + r.text,
+                 extra={"prLinks": ["https://github.com/o/r/pull/7"], "remoteAt": "https://pi.example/s/fork"})
     done.set()
 agent = RoostAgent.from_env("asker", version="1", on_reply=on_reply)
 agent.report("blocked", summary="at the fork", question="Which branch?", choices=["main", "dev"],
@@ -778,6 +779,22 @@ async fn a_blocked_session_is_answered_from_needs_you() {
         "return [...document.querySelectorAll('#sessions-list li')].some(l => l.querySelector('.summary').textContent === 'took dev')",
     )
     .await;
+    // The pull request its agent reported is a link on its row, and where it is reached is said.
+    let links = page
+        .until(
+            "the session's PR link",
+            "const l = [...document.querySelectorAll('#sessions-list li')].find(l => l.querySelector('.summary').textContent === 'took dev'); const a = l && l.querySelector('.links a.pr'); return a ? [a.textContent, a.getAttribute('href'), a.getAttribute('rel'), l.querySelector('.links .remote').textContent] : null",
+        )
+        .await;
+    assert_eq!(
+        links,
+        json!([
+            "PR #7",
+            "https://github.com/o/r/pull/7",
+            "noopener noreferrer",
+            "remote at https://pi.example/s/fork"
+        ])
+    );
     page.until(
         "Needs you empty again",
         "return document.querySelectorAll('#needs-list li').length === 0",
