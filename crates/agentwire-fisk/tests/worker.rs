@@ -1266,3 +1266,112 @@ async fn a_posted_file_and_a_handoff_are_warnings_of_their_own_kind_with_values(
     check_set(&set, &r);
     assert_eq!(warning(&set), json!({"kind": "handoff", "name": "deploy"}));
 }
+
+/// An agent that asks one question of several choices that takes free text too, and says back the answer
+/// it was given (its `Debug`), so a test sees what reached the agent.
+struct Picky;
+
+impl agentwire_engine::Agent for Picky {
+    fn card(&self) -> agentwire_engine::AgentCard {
+        agentwire_engine::AgentCard {
+            name: "picky".into(),
+            version: "1".into(),
+            description: "asks which streams".into(),
+            models: vec!["m".into()],
+            default_model: "m".into(),
+            tools: vec![],
+            max_prompt_bytes: 1 << 20,
+            max_context_tokens: 8192,
+        }
+    }
+
+    fn run(
+        &self,
+        _input: agentwire_engine::TurnInput,
+        ctx: agentwire_engine::TurnContext,
+    ) -> futures_util::future::BoxFuture<'static, agentwire_core::Outcome> {
+        use agentwire_core::{Asked, Question, QuestionKind, QuestionOption};
+        Box::pin(async move {
+            let kind = QuestionKind::Select {
+                question: "Which streams?".into(),
+                options: vec![
+                    QuestionOption::new("orders", "ORDERS"),
+                    QuestionOption::new("events", "EVENTS"),
+                ],
+                multiple: true,
+                freeform: true,
+            };
+            let text = match ctx.asker.ask(Question::new("pick", "call_1", kind)).await {
+                Asked::Answered(a) => format!("{a:?}"),
+                other => format!("{other:?}"),
+            };
+            agentwire_core::Outcome::Result(agentwire_core::TurnResult {
+                text,
+                usage: Default::default(),
+                stop_reason: "stop".into(),
+            })
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_of_several_choices_with_free_text_is_input_and_its_value_reaches_the_agent_as_both(
+) {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(SqliteJournal::open(&dir.path().join("journal.sqlite")).unwrap());
+    let _w = Worker::start(
+        config(&nats.url, "picky"),
+        Engine::new(journal, Arc::new(Picky)),
+    )
+    .await
+    .unwrap();
+    let c = Caller::connect(&nats.url, "picky").await;
+    let ask = |r: String| {
+        let c = &c;
+        async move {
+            let mut run = c.open_prompt(&r, "which?").await;
+            let q = run
+                .until(|m| {
+                    m.protocol()
+                        .starts_with("io.choria.fisk-ai.v1.elicit.request.")
+                })
+                .await;
+            (run, q)
+        }
+    };
+
+    let r = tag("pick");
+    let (run, q) = ask(r.clone()).await;
+    assert_eq!(q.protocol(), "io.choria.fisk-ai.v1.elicit.request.input");
+    assert_eq!(
+        q.json["question"],
+        "Which streams? (one or more of: ORDERS, EVENTS, separated by commas; and/or your own answer)"
+    );
+    let qid = q.json["question_id"].as_str().unwrap().to_string();
+    // An option named twice does not fit: 400, and the question stays open.
+    let bad = c
+        .elicit(
+            &r,
+            "elicit.reply.input",
+            &qid,
+            json!({"value": "ORDERS, orders"}),
+        )
+        .await;
+    assert_eq!(bad[0].service_error.as_ref().unwrap().0, "400", "{bad:#?}");
+    let ok = c
+        .elicit(
+            &r,
+            "elicit.reply.input",
+            &qid,
+            json!({"value": "events, ORDERS, and the KV buckets"}),
+        )
+        .await;
+    assert_eq!(ok[0].json["accepted"], true, "{ok:#?}");
+    let set = run.finish().await;
+    let last = check_set(&set, &r);
+    assert_eq!(
+        last.json["text"],
+        r#"Choices { choices: ["events", "orders"], text: Some("and the KV buckets") }"#
+    );
+}
