@@ -48,6 +48,15 @@ pub enum NatsAuth {
     TokenEnv(String),
     /// A file holding an nkey seed (`SU...`); the server knows its public key.
     NKeySeedFile(PathBuf),
+    /// A user, and the NATS context file (as the `nats` CLI writes it) holding the password.
+    ContextPassword {
+        /// The user.
+        user: String,
+        /// The context file.
+        context: PathBuf,
+    },
+    /// The NATS context file (as the `nats` CLI writes it) holding a token.
+    ContextToken(PathBuf),
 }
 
 /// TLS settings.
@@ -258,6 +267,15 @@ impl NatsConnect {
                 options.user_and_password(user.clone(), secret_from_env(password_env)?)
             }
             NatsAuth::TokenEnv(var) => options.token(secret_from_env(var)?),
+            NatsAuth::ContextPassword { user, context } => options.user_and_password(
+                user.clone(),
+                crate::context::secret(context, crate::context::Secret::Password)
+                    .map_err(|e| ConnectError::Secret(e.to_string()))?,
+            ),
+            NatsAuth::ContextToken(context) => options.token(
+                crate::context::secret(context, crate::context::Secret::Token)
+                    .map_err(|e| ConnectError::Secret(e.to_string()))?,
+            ),
             NatsAuth::NKeySeedFile(path) => {
                 let seed = std::fs::read_to_string(path).map_err(|e| ConnectError::File {
                     what: "nkey seed file",

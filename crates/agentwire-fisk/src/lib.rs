@@ -35,6 +35,7 @@
 
 pub mod client;
 pub mod connection;
+pub mod context;
 pub mod conversation;
 pub mod mapping;
 pub mod settings;

@@ -4,6 +4,7 @@
 //! a [`SettingError`] naming the flag or key; the rules are the front's.
 
 use crate::connection::{NatsAuth, NatsConnect, NatsTls};
+use crate::context::NatsContext;
 use crate::wire::Identity;
 use crate::worker::{
     JobsConfig, WorkerConfig, DEFAULT_JOBS_ACK_WAIT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WORKERS,
@@ -65,6 +66,9 @@ pub struct NatsSection {
     pub jobs_ack_wait_secs: Option<u64>,
     /// Replicas of the jobs stream (on a cluster).
     pub jobs_replicas: Option<usize>,
+    /// A NATS context of the `nats` CLI's (`~/.config/nats/context/<name>.json`): its servers,
+    /// credentials and TLS, each under what these keys (and the flags) give.
+    pub context: Option<String>,
 }
 
 /// The `serve` flags of this front.
@@ -82,6 +86,8 @@ pub struct FiskFlags<'a> {
     pub elicit: bool,
     /// `--nats-jobs`: serve the queued-jobs channel, as `[nats] jobs = true`.
     pub jobs: bool,
+    /// `--nats-context`: a NATS context of the `nats` CLI's, over `[nats] context`.
+    pub context: Option<&'a str>,
 }
 
 /// Why `[nats]` and its flags cannot be used; each names the flag or key.
@@ -148,10 +154,14 @@ pub fn resolve(
     section: &NatsSection,
     agent_identity: Option<&str>,
 ) -> Result<Option<WorkerConfig>, SettingError> {
-    let (url, setting_of_url) = match (flags.nats, &section.url) {
-        (Some(u), _) => (u.to_string(), "--nats"),
-        (None, Some(u)) => (u.clone(), "[nats] url"),
-        (None, None) => return Ok(None),
+    let context = context(flags.context, section)?;
+    let (url, setting_of_url) = match (flags.nats, &section.url, &context) {
+        (Some(u), ..) => (u.to_string(), "--nats"),
+        (None, Some(u), _) => (u.clone(), "[nats] url"),
+        (None, None, Some(NatsContext { url: Some(u), .. })) => {
+            (u.clone(), "the NATS context's url")
+        }
+        (None, None, _) => return Ok(None),
     };
     let (identity, setting) = match (flags.identity, section.identity.as_deref(), agent_identity) {
         (Some(i), ..) => (i, "--identity"),
@@ -201,7 +211,7 @@ pub fn resolve(
     names("[nats] blocked_senders", &section.blocked_senders)?;
     let jobs = jobs(section, flags.jobs)?;
     Ok(Some(WorkerConfig {
-        nats: connect(&url, setting_of_url, section)?,
+        nats: connect_in(&url, setting_of_url, section, context.as_ref())?,
         identity,
         workers,
         elicit: flags.elicit || section.elicit.unwrap_or(false),
@@ -271,6 +281,36 @@ pub fn connect(
     setting: Setting,
     section: &NatsSection,
 ) -> Result<NatsConnect, SettingError> {
+    let context = context(None, section)?;
+    connect_in(list, setting, section, context.as_ref())
+}
+
+/// The NATS context `flag` (`--nats-context`) or `section`'s `context` names, read; `None` without one.
+pub fn context(
+    flag: Option<&str>,
+    section: &NatsSection,
+) -> Result<Option<NatsContext>, SettingError> {
+    let (name, setting) = match (flag, section.context.as_deref()) {
+        (Some(n), _) => (n, "--nats-context"),
+        (None, Some(n)) => (n, "[nats] context"),
+        (None, None) => return Ok(None),
+    };
+    crate::context::load(name)
+        .map(Some)
+        .map_err(|e| SettingError::Nats {
+            setting,
+            reason: e.to_string(),
+        })
+}
+
+/// [`connect`] with `context` under `section`: the section's way to authenticate when it gives one, else
+/// the context's; each TLS file and the inbox prefix the section's, else the context's.
+fn connect_in(
+    list: &str,
+    setting: Setting,
+    section: &NatsSection,
+    context: Option<&NatsContext>,
+) -> Result<NatsConnect, SettingError> {
     let servers = NatsConnect::parse_servers(list).map_err(|e| SettingError::Nats {
         setting,
         reason: e.to_string(),
@@ -306,14 +346,31 @@ pub fn connect(
         (_, None, Some(_), ..) => return Err(bad("password_env needs user")),
         (_, _, _, Some(var), _) => NatsAuth::TokenEnv(var.clone()),
         (_, _, _, _, Some(f)) => NatsAuth::NKeySeedFile(f.clone()),
-        _ => NatsAuth::None,
+        _ => match context {
+            Some(c) => context_auth(c)?,
+            None => NatsAuth::None,
+        },
     };
     let client_cert = match (&section.tls_cert_file, &section.tls_key_file) {
         (Some(c), Some(k)) => Some((c.clone(), k.clone())),
-        (None, None) => None,
+        (None, None) => match context.map(|c| (c, &c.cert, &c.key)) {
+            Some((_, Some(c), Some(k))) => Some((c.clone(), k.clone())),
+            Some((c, Some(_), None) | (c, None, Some(_))) => {
+                return Err(in_context(c, "cert and key go together"))
+            }
+            _ => None,
+        },
         _ => return Err(bad("tls_cert_file and tls_key_file go together")),
     };
-    if let Some(prefix) = &section.inbox_prefix {
+    let ca_file = section
+        .tls_ca_file
+        .clone()
+        .or_else(|| context.and_then(|c| c.ca.clone()));
+    let inbox_prefix = section
+        .inbox_prefix
+        .clone()
+        .or_else(|| context.and_then(|c| c.inbox_prefix.clone()));
+    if let Some(prefix) = &inbox_prefix {
         NatsConnect::check_inbox_prefix(prefix).map_err(|reason| SettingError::Nats {
             setting: "[nats] inbox_prefix",
             reason,
@@ -323,11 +380,37 @@ pub fn connect(
         servers,
         auth,
         tls: NatsTls {
-            ca_file: section.tls_ca_file.clone(),
+            ca_file,
             client_cert,
         },
-        inbox_prefix: section.inbox_prefix.clone(),
+        inbox_prefix,
     })
+}
+
+fn in_context(c: &NatsContext, reason: &str) -> SettingError {
+    SettingError::Nats {
+        setting: "the NATS context",
+        reason: format!("{:?} ({}): {reason}", c.name, c.path.display()),
+    }
+}
+
+/// A context's way to authenticate, as the `nats` CLI takes the first it has: a `.creds` file, an nkey
+/// seed file, a user and password, a token. The password and token stay in the context's file.
+fn context_auth(c: &NatsContext) -> Result<NatsAuth, SettingError> {
+    Ok(
+        match (&c.creds, &c.nkey, &c.user, c.has_password, c.has_token) {
+            (Some(f), ..) => NatsAuth::CredsFile(f.clone()),
+            (None, Some(f), ..) => NatsAuth::NKeySeedFile(f.clone()),
+            (None, None, Some(user), true, _) => NatsAuth::ContextPassword {
+                user: user.clone(),
+                context: c.path.clone(),
+            },
+            (None, None, Some(_), false, _) => return Err(in_context(c, "user needs password")),
+            (None, None, None, true, _) => return Err(in_context(c, "password needs user")),
+            (None, None, None, false, true) => NatsAuth::ContextToken(c.path.clone()),
+            (None, None, None, false, false) => NatsAuth::None,
+        },
+    )
 }
 
 /// `[nats]` as `agentwire config` prints what is in force: the file's keys; the servers with any
@@ -344,6 +427,10 @@ pub struct NatsView<'a> {
     password_env: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     token_env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password_in_context: Option<&'a Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_in_context: Option<&'a Path>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nkey_seed_file: Option<&'a Path>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -385,7 +472,17 @@ pub fn view(c: &WorkerConfig, redact: impl Fn(&str) -> String) -> NatsView<'_> {
             _ => None,
         },
         user: match a {
-            NatsAuth::UserPassword { user, .. } => Some(user.as_str()),
+            NatsAuth::UserPassword { user, .. } | NatsAuth::ContextPassword { user, .. } => {
+                Some(user.as_str())
+            }
+            _ => None,
+        },
+        password_in_context: match a {
+            NatsAuth::ContextPassword { context, .. } => Some(context.as_path()),
+            _ => None,
+        },
+        token_in_context: match a {
+            NatsAuth::ContextToken(context) => Some(context.as_path()),
             _ => None,
         },
         password_env: match a {
@@ -450,6 +547,7 @@ mod tests {
             request_timeout_secs: Some(9),
             elicit: true,
             jobs: true,
+            context: None,
         };
         let c = resolve(flags, &file, None).unwrap().unwrap();
         assert_eq!(c.nats.servers, ["nats://flag:4222"]);

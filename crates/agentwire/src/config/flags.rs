@@ -63,6 +63,10 @@ pub(crate) struct ServeFlags {
     /// Seconds a fisk-ai question is held open (`request_timeout`, default 120).
     #[arg(long)]
     pub(crate) nats_request_timeout: Option<u64>,
+    /// A NATS context of the `nats` CLI's (`~/.config/nats/context/NAME.json`): its servers,
+    /// credentials and TLS, under what --nats and `[nats]` give (`[nats] context`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) nats_context: Option<String>,
     /// The roost supervisor's socket (default `$XDG_RUNTIME_DIR/agentwire/roost.sock`).
     #[arg(long)]
     pub(crate) roost_socket: Option<PathBuf>,

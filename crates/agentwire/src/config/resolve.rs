@@ -1635,6 +1635,7 @@ fn nats(
         request_timeout_secs: flags.nats_request_timeout,
         elicit: flags.nats_elicit,
         jobs: flags.nats_jobs,
+        context: flags.nats_context.as_deref(),
     };
     Ok(settings::resolve(fisk, &file.nats, own)?)
 }

@@ -514,6 +514,21 @@ fn nats_settings_take_a_server_list_one_way_to_authenticate_and_tls_in_pairs() {
 }
 
 #[test]
+fn a_nats_context_is_named_by_the_flag_over_the_file_and_one_not_there_names_its_file() {
+    let base = "[nats]\nurl = \"nats://a:4222\"\nidentity = \"w\"\ncontext = \"aw-none-file\"\n";
+    let e = error(&[], base).to_string();
+    assert!(
+        e.contains("[nats] context") && e.contains("aw-none-file.json"),
+        "{e}"
+    );
+    let e = error(&["--nats-context", "aw-none-flag"], base).to_string();
+    assert!(
+        e.contains("--nats-context") && e.contains("aw-none-flag.json"),
+        "the flag is over the file: {e}"
+    );
+}
+
+#[test]
 fn the_journal_is_sqlite_unless_jetstream_is_named_with_servers_and_an_instance() {
     use super::JournalChoice;
     assert_eq!(resolved(&[], "").journal, JournalChoice::Sqlite);
