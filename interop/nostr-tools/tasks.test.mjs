@@ -38,7 +38,7 @@ before(async () => {
   const config = path.join(configDir, 'agentwire.toml')
   fs.writeFileSync(config, [
     '[[rooms]]', `id = "${ROOM}"`, 'closed = true', `members = ["${alicePk}"]`, '',
-    '[tasks]', `watch = ["${ROOM}"]`, `allowed = ["${alicePk}"]`, 'progress_interval_secs = 1', '',
+    '[tasks]', `watch = ["${ROOM}"]`, `allowed = ["${alicePk}"]`, '',
   ].join('\n'))
   daemon = await Daemon.start(['--config', config])
   agent = daemon.ready.agent_pubkey

@@ -11,8 +11,11 @@ use std::time::Duration;
 
 /// The spec's progress interval: one 43003 per task at most every 15 s.
 pub const DEFAULT_PROGRESS_INTERVAL_SECS: u64 = 15;
-/// The progress interval's bounds: more than one a second floods a room, less than one an hour is none.
-pub const PROGRESS_INTERVAL_SECS: RangeInclusive<u64> = 1..=3600;
+/// The progress interval's bounds: never more often than the spec's once every 15 s ("at most once every 15
+/// seconds per task"; a room is read by people, and a client redraws the card for each), and less than one
+/// an hour is none. Tests that want quick progress give the adapter its interval directly
+/// ([`crate::TaskConfig::progress_interval`], a `Duration`), not through this setting.
+pub const PROGRESS_INTERVAL_SECS: RangeInclusive<u64> = DEFAULT_PROGRESS_INTERVAL_SECS..=3600;
 /// A question card's window's bounds: at least a minute for a person to answer, at most a day.
 pub const QUESTION_WINDOW_SECS: RangeInclusive<u64> = 60..=86_400;
 /// The most tasks that run at once (the engine's slots for the adapter).
@@ -202,6 +205,22 @@ mod tests {
     }
 
     #[test]
+    fn progress_is_never_set_more_often_than_the_specs_15_seconds() {
+        for ok in [15, 60, 3600] {
+            let t = with(|s| s.progress_interval_secs = Some(ok))
+                .unwrap()
+                .unwrap();
+            assert_eq!(t.progress_interval, Duration::from_secs(ok));
+        }
+        for refused in [0, 1, 14, 3601] {
+            assert!(
+                with(|s| s.progress_interval_secs = Some(refused)).is_err(),
+                "{refused} s taken"
+            );
+        }
+    }
+
+    #[test]
     fn each_refusal_names_its_key() {
         let says = |r: Result<Option<TaskSettings>, SettingError>, what: &str| {
             let e = r.unwrap_err().to_string();
@@ -213,7 +232,11 @@ mod tests {
         says(with(|s| s.allowed.clear()), "allowed is empty");
         says(
             with(|s| s.progress_interval_secs = Some(0)),
-            "progress_interval_secs must be 1 to 3600",
+            "progress_interval_secs must be 15 to 3600, not 0",
+        );
+        says(
+            with(|s| s.progress_interval_secs = Some(14)),
+            "progress_interval_secs must be 15 to 3600, not 14",
         );
         says(
             with(|s| s.question_window_secs = Some(59)),

@@ -312,7 +312,7 @@ fn tasks_and_the_webhook_are_shown_without_the_webhooks_token_and_read_back() {
     std::fs::write(
         &file,
         format!(
-            "[[rooms]]\nid = \"lab\"\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{BLOCKED}\"]\nhome = \"lab\"\nprogress_interval_secs = 5\n\n[notify]\nwebhook = \"https://push.example/hook?token=hunter2\"\n"
+            "[[rooms]]\nid = \"lab\"\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{BLOCKED}\"]\nhome = \"lab\"\nprogress_interval_secs = 30\n\n[notify]\nwebhook = \"https://push.example/hook?token=hunter2\"\n"
         ),
     )
     .unwrap();
@@ -327,7 +327,7 @@ fn tasks_and_the_webhook_are_shown_without_the_webhooks_token_and_read_back() {
     assert_eq!(toml["tasks"]["watch"][0].as_str(), Some("lab"));
     assert_eq!(
         toml["tasks"]["progress_interval_secs"].as_integer(),
-        Some(5)
+        Some(30)
     );
     assert_eq!(
         toml["tasks"]["question_window_secs"].as_integer(),

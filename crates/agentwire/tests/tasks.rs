@@ -91,7 +91,7 @@ async fn a_task_cut_off_by_kill_9_ends_exactly_once_and_a_finished_one_is_not_ru
     std::fs::write(
         &config,
         format!(
-            "[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\nprogress_interval_secs = 1\n",
+            "[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\n",
             a = alice.public_key().to_hex()
         ),
     )
@@ -164,7 +164,7 @@ async fn a_model_agent_serves_a_task_card_and_runs_its_tools() {
     std::fs::write(
         &config,
         format!(
-            "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"calculator\"]\n\n[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\nprogress_interval_secs = 1\n",
+            "[serve]\nagent = \"local\"\n[agents.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodels = [\"m\"]\ntools = [\"calculator\"]\n\n[[rooms]]\nid = \"lab\"\nclosed = true\nmembers = [\"{a}\"]\n\n[tasks]\nwatch = [\"lab\"]\nallowed = [\"{a}\"]\n",
             fake.base_url,
             a = alice.public_key().to_hex()
         ),

@@ -77,7 +77,7 @@ struct Counts {
 fn config(retention_days: f64, tasker: &Keys) -> String {
     let hex = tasker.public_key().to_hex();
     format!(
-        "{}\n[relay.retention]\nagent_days = {retention_days}\nrooms_days = {retention_days}\nother_days = {retention_days}\n\n[journal]\nretention_days = {retention_days}\n\n[[rooms]]\nid = \"{ROOM}\"\nclosed = true\nmembers = [\"{hex}\"]\n\n[tasks]\nwatch = [\"{ROOM}\"]\nallowed = [\"{hex}\"]\nprogress_interval_secs = 1\nmax_running = 16\n",
+        "{}\n[relay.retention]\nagent_days = {retention_days}\nrooms_days = {retention_days}\nother_days = {retention_days}\n\n[journal]\nretention_days = {retention_days}\n\n[[rooms]]\nid = \"{ROOM}\"\nclosed = true\nmembers = [\"{hex}\"]\n\n[tasks]\nwatch = [\"{ROOM}\"]\nallowed = [\"{hex}\"]\nmax_running = 16\n",
         daemon::config_toml()
     )
 }

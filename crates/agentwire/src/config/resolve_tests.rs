@@ -1004,7 +1004,11 @@ fn bad_tasks_settings_say_which_key_is_wrong() {
         ),
         (
             format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nprogress_interval_secs = 0\n"),
-            "progress_interval_secs must be 1 to 3600, not 0",
+            "progress_interval_secs must be 15 to 3600, not 0",
+        ),
+        (
+            format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nprogress_interval_secs = 14\n"),
+            "progress_interval_secs must be 15 to 3600, not 14",
         ),
         (
             format!("watch = [\"lab\"]\nallowed = [\"{alice}\"]\nquestion_window_secs = 5\n"),
