@@ -281,7 +281,17 @@ pub fn connect(
     setting: Setting,
     section: &NatsSection,
 ) -> Result<NatsConnect, SettingError> {
-    let context = context(None, section)?;
+    connect_as(list, setting, section, None)
+}
+
+/// [`connect`] with the NATS context `context_flag` (`--nats-context`) names over `section`'s `context`.
+pub fn connect_as(
+    list: &str,
+    setting: Setting,
+    section: &NatsSection,
+    context_flag: Option<&str>,
+) -> Result<NatsConnect, SettingError> {
+    let context = context(context_flag, section)?;
     connect_in(list, setting, section, context.as_ref())
 }
 

@@ -155,6 +155,12 @@ async fn a_nats_context_connects_with_its_user_and_password_and_explicit_setting
     c.connect("ctx-section")
         .await
         .expect("[nats] context is read");
+    // A connection of its own (a JetStream journal's) takes the flag's context as the worker does.
+    settings::connect_as(&server.url, "--nats", &NatsSection::default(), Some("prod"))
+        .unwrap()
+        .connect("ctx-journal")
+        .await
+        .expect("--nats-context is read for every connection of serve");
     let flags_over = FiskFlags {
         identity: Some("w1"),
         context: Some("missing"),

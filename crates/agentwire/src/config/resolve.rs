@@ -679,17 +679,20 @@ pub(crate) fn journal(
             Ok(JournalChoice::Sqlite)
         }
         Some("jetstream") => {
-            let (list, setting) = match (&j.url, &flags.nats, &file.nats.url) {
+            let context = flags.nats_context.as_deref();
+            let context_url = settings::context(context, &file.nats)?.and_then(|c| c.url);
+            let (list, setting) = match (&j.url, &flags.nats, &file.nats.url, context_url) {
                 (Some(u), ..) => (u.clone(), "[journal] url"),
-                (None, Some(u), _) => (u.clone(), "--nats"),
-                (None, None, Some(u)) => (u.clone(), "[nats] url"),
-                (None, None, None) => return Err(bad(
+                (None, Some(u), ..) => (u.clone(), "--nats"),
+                (None, None, Some(u), _) => (u.clone(), "[nats] url"),
+                (None, None, None, Some(u)) => (u, "the NATS context's url"),
+                (None, None, None, None) => return Err(bad(
                     "[journal] url",
-                    "a JetStream journal needs NATS servers: [journal] url, --nats or [nats] url"
+                    "a JetStream journal needs NATS servers: [journal] url, --nats, [nats] url or a NATS context's url"
                         .into(),
                 )),
             };
-            let nats = nats_connect(&list, setting, &file.nats)?;
+            let nats = settings::connect_as(&list, setting, &file.nats, context)?;
             let prefix = j
                 .stream
                 .clone()

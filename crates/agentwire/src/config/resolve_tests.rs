@@ -526,6 +526,16 @@ fn a_nats_context_is_named_by_the_flag_over_the_file_and_one_not_there_names_its
         e.contains("--nats-context") && e.contains("aw-none-flag.json"),
         "the flag is over the file: {e}"
     );
+    // A JetStream journal reads the flag's context too (its servers may come from it).
+    let e = error(
+        &["--nats-context", "aw-none-journal"],
+        "[journal]\nkind = \"jetstream\"\n",
+    )
+    .to_string();
+    assert!(
+        e.contains("--nats-context") && e.contains("aw-none-journal.json"),
+        "{e}"
+    );
 }
 
 #[test]
