@@ -330,3 +330,129 @@ async fn a_comment_with_two_roots_or_two_parents_is_refused_and_never_listed_und
     assert_eq!(c.publish(&valid).await, (true, String::new()));
     relay.handle.shutdown().await;
 }
+
+/// The spec's compatibility rule: "Older requests without the native tags retain the existing approve, deny
+/// and freeform reply behavior". A request without `["tinyagent","1"]` (an older client's approval, or a
+/// task) is answered by a plain NIP-22 reply: its root and parent and their kinds (`E`/`e`, `K`/`k`), no
+/// `h`, no `P`/`p`, whatever it says. The strict rule stays for native cards: the same plain reply to one
+/// is refused, naming the tag it lacks, and does not settle it.
+#[tokio::test]
+async fn a_plain_nip22_reply_answers_a_request_without_the_native_tags_but_not_a_card() {
+    let relay = TestRelay::with_rooms(&["lab"]).await;
+    let mut c = relay.client().await;
+    let (agent, asked) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let plain_reply = |to: &Event, content: &str| {
+        let (id, kind) = (to.id.to_hex(), to.kind.as_u16().to_string());
+        signed_at(
+            &asked,
+            1111,
+            content,
+            vec![
+                tag(&["E", &id]),
+                tag(&["e", &id]),
+                tag(&["K", &kind]),
+                tag(&["k", &kind]),
+            ],
+            t + 1,
+        )
+    };
+    // An older approval request: a room message asking, without the native tags.
+    let older = signed_at(
+        &agent,
+        9,
+        "May I run `make deploy`? Reply approve or deny.",
+        vec![
+            tag(&["h", "lab"]),
+            tag(&["p", &asked.public_key().to_hex()]),
+            tag(&["request", "approval"]),
+        ],
+        t,
+    );
+    // A question without `tinyagent`: an older client's, not a card.
+    let untagged_question = signed_at(
+        &agent,
+        9,
+        "Which branch?",
+        vec![
+            tag(&["h", "lab"]),
+            tag(&["p", &asked.public_key().to_hex()]),
+            tag(&["request", "question"]),
+            tag(&["option", "main", "Main"]),
+        ],
+        t,
+    );
+    // A long task (43001).
+    let task = signed_at(
+        &asked,
+        43001,
+        "summarise the build failures",
+        vec![
+            tag(&["h", "lab"]),
+            tag(&["p", &agent.public_key().to_hex()]),
+        ],
+        t,
+    );
+    let card = question(&agent, &asked, &options(), t);
+    for request in [&older, &untagged_question, &task, &card] {
+        assert_eq!(c.publish(request).await, (true, String::new()));
+    }
+    let mut kept = Vec::new();
+    for (request, content) in [
+        (&older, "approve"),
+        (&older, "deny"),
+        (&untagged_question, "the release branch, please"),
+        (&task, "also the flaky ones"),
+    ] {
+        let reply = plain_reply(request, content);
+        assert_eq!(
+            c.publish(&reply).await,
+            (true, String::new()),
+            "a plain reply to kind {}: {content}",
+            request.kind.as_u16()
+        );
+        kept.push(reply.id);
+    }
+    // Stored and listed under their requests, as any client asks for a thread's comments.
+    let listed = c
+        .query(
+            "replies",
+            vec![Filter::new().kind(Kind::from_u16(1111)).custom_tags(
+                SingleLetterTag::UPPERCASE_E,
+                [older.id, untagged_question.id, task.id].map(|i| i.to_hex()),
+            )],
+        )
+        .await;
+    let mut listed: Vec<_> = listed.iter().map(|e| e.id).collect();
+    listed.sort();
+    kept.sort();
+    assert_eq!(listed, kept);
+
+    // A native card keeps the strict rule: the same plain reply is no answer.
+    let (ok, message) = c.publish(&plain_reply(&card, "stop")).await;
+    assert!(
+        !ok && message.starts_with("invalid: ")
+            && message.contains("P must be the question's author"),
+        "{message}"
+    );
+    for leave_out in ["h", "K", "k", "P", "p"] {
+        let without = signed_at(
+            &asked,
+            1111,
+            "stop",
+            answer_tags(&card, leave_out, &[]),
+            t + 1,
+        );
+        let (ok, message) = c.publish(&without).await;
+        assert!(
+            !ok && message.starts_with("invalid: "),
+            "without {leave_out}: {message}"
+        );
+    }
+    // ... and is still open for a full answer.
+    assert_eq!(
+        c.publish(&answer(&asked, &card, "continue", t + 2)).await,
+        (true, String::new())
+    );
+    relay.handle.shutdown().await;
+}

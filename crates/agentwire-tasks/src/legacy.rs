@@ -1,6 +1,6 @@
 //! Questions for clients that cannot show question cards (`[tasks] cards = "legacy"`): the question goes to
 //! the task's thread as a plain kind 12 message saying how to answer, and an asked person's reply in the
-//! thread is read as the answer: `approve` / `deny` (or an option's name) for an approval, `yes` / `no`
+//! thread, or a plain NIP-22 reply (kind 1111) to the message, is read as the answer: `approve` / `deny` (or an option's name) for an approval, `yes` / `no`
 //! for a confirmation, an option's name or number (several, comma-separated, where several are taken) for a
 //! choice, the text itself for an input. Pure.
 

@@ -281,7 +281,7 @@ fn filters(shared: &Shared, since: Timestamp) -> Vec<Filter> {
     let agent = shared.crypto.public_key();
     let h = SingleLetterTag::from_char('h').expect("h is a single letter");
     let rooms: Vec<String> = shared.config.watch.iter().cloned().collect();
-    vec![
+    let mut filters = vec![
         // Requests and the requesters' cancels.
         Filter::new()
             .kinds([TASK_REQUEST, TASK_CANCEL])
@@ -303,7 +303,19 @@ fn filters(shared: &Shared, since: Timestamp) -> Vec<Filter> {
             .kind(tinyagent::COMMENT)
             .pubkey(agent)
             .since(since),
-    ]
+    ];
+    if shared.config.legacy_cards {
+        // Plain NIP-22 replies to a question asked as a message (kind 12): a plain reply names its parent's
+        // kind (`k`) and need not name the agent, the room or anything else.
+        let k = SingleLetterTag::from_char('k').expect("k is a single letter");
+        filters.push(
+            Filter::new()
+                .kind(tinyagent::COMMENT)
+                .custom_tags(k, [card::THREAD_REPLY.as_u16().to_string()])
+                .since(Timestamp::now()),
+        );
+    }
+    filters
 }
 
 struct Driver {
@@ -613,10 +625,32 @@ impl Driver {
             _ => None,
         });
         let Some(root) = root else { return };
+        self.settle_legacy(ev, |_, q| q.root == root);
+    }
+
+    /// A plain NIP-22 reply (kind 1111) naming a legacy question as its root or parent, from a person it
+    /// asked: its answer, read as a thread reply is. The spec keeps "the existing approve, deny and freeform
+    /// reply behavior" for requests without the native tags, which a legacy question is; whether it was
+    /// one.
+    fn on_legacy_comment(&mut self, ev: &Event) -> bool {
+        let named = tinyagent::named_requests(ev);
+        let asks = {
+            let legacy = lock(&self.shared.legacy);
+            named.iter().any(|id| legacy.contains_key(id))
+        };
+        if asks {
+            self.settle_legacy(ev, |id, _| named.contains(id));
+        }
+        asks
+    }
+
+    /// Settles the legacy question `which` picks that `ev` answers: from a person it asked, not older than
+    /// the question, and an answer to its kind.
+    fn settle_legacy(&mut self, ev: &Event, which: impl Fn(&EventId, &LegacyQuestion) -> bool) {
         let settled = {
             let legacy = lock(&self.shared.legacy);
             legacy.iter().find_map(|(id, q)| {
-                let asks = q.root == root && q.asked.contains(&ev.pubkey) && ev.created_at >= q.at;
+                let asks = which(id, q) && q.asked.contains(&ev.pubkey) && ev.created_at >= q.at;
                 if !asks {
                     return None;
                 }
@@ -639,6 +673,9 @@ impl Driver {
     }
 
     fn on_answer(&mut self, ev: &Event) {
+        if self.on_legacy_comment(ev) {
+            return;
+        }
         let Some(card_id) = tinyagent::answered_request(ev) else {
             return;
         };
