@@ -114,4 +114,11 @@ say "roost: the TypeScript agent client against the real daemon"
 (cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run build)
 AGENTWIRE_BIN="$root/target/debug/agentwire" node --test sdk/typescript/test/
 
+say "fuzzing: every decoder's fuzz target for a bounded time (docs/testing.md, Fuzzing)"
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  ./scripts/fuzz.sh "${AGENTWIRE_FUZZ_SECONDS:-10}"
+else
+  echo "no nightly toolchain (rustup toolchain install nightly): the fuzz targets were NOT run"
+fi
+
 say "all tests passed"

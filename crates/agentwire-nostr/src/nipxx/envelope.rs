@@ -117,10 +117,10 @@ pub fn parse(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for part in text.split('|').take(MAX_ENVELOPE_FIELDS) {
         let Some(idx) = part.find('=') else { continue };
-        if idx == 0 {
+        let key = part[..idx].trim().to_string();
+        if key.is_empty() {
             continue;
         }
-        let key = part[..idx].trim().to_string();
         let raw = &part[idx + 1..];
         out.insert(key, decode(raw).unwrap_or_else(|| raw.to_string()));
     }
@@ -179,6 +179,16 @@ pub fn text_of(text: &str, of: EnvelopeOf) -> Option<String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_key_of_only_whitespace_is_no_key_and_the_fields_write_back_as_they_read() {
+        // Found by the fuzz target nipxx_envelope: a key of vertical tabs was kept as the empty key, which
+        // written again (`=value`) read back as no field.
+        let f = parse("event=delta|\u{b}\u{b}=x| =y|phase=update");
+        assert_eq!(f.keys().collect::<Vec<_>>(), ["event", "phase"]);
+        let written = encode(f.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        assert_eq!(parse(&written), f);
+    }
 
     #[test]
     fn parses_the_spec_examples() {
