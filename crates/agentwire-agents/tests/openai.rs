@@ -416,7 +416,7 @@ async fn an_unavailable_model_falls_back_to_the_next() {
     assert_eq!(models, vec!["llama3.2", "qwen2.5"]);
     assert!(events
         .iter()
-        .any(|e| matches!(e, TurnEvent::Warning { text } if text.contains("trying qwen2.5"))));
+        .any(|e| matches!(e, TurnEvent::Warning { text, .. } if text.contains("trying qwen2.5"))));
 }
 
 #[tokio::test]

@@ -15,6 +15,29 @@ pub enum StatusState {
     Done,
 }
 
+/// What a warning agentwire raises is about, with its values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WarningAbout {
+    /// Tool hints the prompt gave name no tool of the agent's, and were left out.
+    UnknownToolHints {
+        /// Those hints.
+        hints: Vec<String>,
+    },
+    /// The oldest turns of the conversation were left out of the model call to fit its context window.
+    HistoryTrimmed {
+        /// How many.
+        count: u64,
+    },
+    /// A model call failed, and the next configured model is tried.
+    ModelFallback {
+        /// The model tried next.
+        model: String,
+        /// Why the call failed.
+        error: String,
+    },
+}
+
 /// One event of a running turn, in the order the agent produced it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -76,8 +99,12 @@ pub enum TurnEvent {
     },
     /// Something the person should know that does not end the turn.
     Warning {
-        /// The warning.
+        /// The warning, worded for people.
         text: String,
+        /// What it is about, with its values, when agentwire raised it (a protocol whose warnings name a
+        /// kind and carry values, fisk-ai, sends these rather than the words). None for an agent's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        about: Option<WarningAbout>,
     },
     /// A file the agent posts for the person (a task card posts it as a thread message and links it from
     /// the result; other protocols say it in their status).
@@ -123,6 +150,29 @@ impl TurnEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warning_journaled_before_it_said_what_it_is_about_still_reads() {
+        let old: TurnEvent =
+            serde_json::from_str(r#"{"type":"warning","text":"careful"}"#).unwrap();
+        assert_eq!(
+            old,
+            TurnEvent::Warning {
+                text: "careful".into(),
+                about: None
+            }
+        );
+        let new = TurnEvent::Warning {
+            text: "the 3 oldest turns were left out".into(),
+            about: Some(WarningAbout::HistoryTrimmed { count: 3 }),
+        };
+        let json = serde_json::to_string(&new).unwrap();
+        assert!(
+            json.contains(r#""about":{"kind":"history_trimmed","count":3}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<TurnEvent>(&json).unwrap(), new);
+    }
 
     #[test]
     fn kind_is_the_json_type() {

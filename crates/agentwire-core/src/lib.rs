@@ -18,7 +18,7 @@ mod redact;
 mod tool_line;
 mod turnbook;
 
-pub use event::{StatusState, TurnEvent};
+pub use event::{StatusState, TurnEvent, WarningAbout};
 pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
 pub use input::{PastToolCall, PastTurn, Resume, TurnInput};
 pub use outcome::{

@@ -7,7 +7,7 @@ use crate::wire::{
 };
 use agentwire_core::{
     Answer, ApproveChoice, FailureCode, Outcome, QuestionKind, Refusal, StatusState, TurnEvent,
-    TurnFailure, Usage,
+    TurnFailure, Usage, WarningAbout,
 };
 
 /// The most bytes of answer text a `result` carries (and of message an `error` carries): with the header,
@@ -207,7 +207,7 @@ pub fn block(event: &TurnEvent, iteration: u64) -> Block {
             };
             Block::tool_result(call_id, wire::trim_block_text(&text), !success)
         }
-        TurnEvent::Warning { text } => agent_warning(text),
+        TurnEvent::Warning { text, about } => agent_warning(text, about.as_ref()),
         TurnEvent::File { name, .. } => {
             warning(WARNING_FILE_POSTED, |w| w.name = Some(value(name)))
         }
@@ -237,15 +237,6 @@ pub const WARNING_MODEL_FALLBACK: &str = "model_fallback";
 /// text.
 pub const WARNING_AGENT: &str = "agent";
 
-/// The words the model agent says its warnings in (agentwire-agents' `openai` module), read back into
-/// kinds and values: the core event carries only the text.
-const TOOL_HINTS_SAID: &str = "tool hints naming no tool of this agent's, left out: ";
-const HISTORY_SAID: (&str, &str) = (
-    "the ",
-    " oldest turns of this conversation were left out to fit the context window",
-);
-const FALLBACK_SAID: &str = "; trying ";
-
 /// A value for a warning's field, cut to fit a block.
 fn value(s: &str) -> String {
     wire::trim_block_text(s).to_string()
@@ -259,29 +250,25 @@ fn warning(kind: &str, fill: impl FnOnce(&mut wire::WarningBlock)) -> Block {
     b
 }
 
-/// An agent's warning as its kind and values where the words are ones this worker knows, else kind
-/// [`WARNING_AGENT`] with the words as display text.
-fn agent_warning(text: &str) -> Block {
-    if let Some(hints) = text.strip_prefix(TOOL_HINTS_SAID) {
-        return warning(WARNING_UNKNOWN_TOOL_HINTS, |w| {
-            w.params = hints.split(", ").map(value).collect()
-        });
-    }
-    let trimmed = text
-        .strip_prefix(HISTORY_SAID.0)
-        .and_then(|t| t.strip_suffix(HISTORY_SAID.1))
-        .and_then(|n| n.parse::<u64>().ok());
-    if let Some(count) = trimmed {
-        return warning(WARNING_HISTORY_TRIMMED, |w| w.count = Some(count));
-    }
-    match text.rsplit_once(FALLBACK_SAID) {
-        Some((why, model)) if !model.is_empty() && !model.contains(char::is_whitespace) => {
-            warning(WARNING_MODEL_FALLBACK, |w| {
-                w.name = Some(value(model));
-                w.error = Some(value(why));
+/// A warning as its kind and values: those agentwire raised by what they are about, an agent's own as kind
+/// [`WARNING_AGENT`] with its words as display text.
+fn agent_warning(text: &str, about: Option<&WarningAbout>) -> Block {
+    match about {
+        Some(WarningAbout::UnknownToolHints { hints }) => {
+            warning(WARNING_UNKNOWN_TOOL_HINTS, |w| {
+                w.params = hints.iter().map(|h| value(h)).collect()
             })
         }
-        _ => warning(WARNING_AGENT, |w| w.error = Some(value(text))),
+        Some(WarningAbout::HistoryTrimmed { count }) => {
+            warning(WARNING_HISTORY_TRIMMED, |w| w.count = Some(*count))
+        }
+        Some(WarningAbout::ModelFallback { model, error }) => {
+            warning(WARNING_MODEL_FALLBACK, |w| {
+                w.name = Some(value(model));
+                w.error = Some(value(error));
+            })
+        }
+        None => warning(WARNING_AGENT, |w| w.error = Some(value(text))),
     }
 }
 
@@ -737,22 +724,29 @@ mod tests {
         );
         assert_eq!(warned(TurnEvent::Handoff { name: None }).name, None);
 
-        // The model agent's warnings, in the words it says them.
+        // The warnings agentwire raises, by what they are about (whatever their words).
         let w = warned(TurnEvent::Warning {
-            text: "tool hints naming no tool of this agent's, left out: kv, stream".into(),
+            text: "some words".into(),
+            about: Some(WarningAbout::UnknownToolHints {
+                hints: vec!["kv".into(), "stream".into()],
+            }),
         });
         assert_eq!(w.kind, WARNING_UNKNOWN_TOOL_HINTS);
         assert_eq!(w.params, ["kv", "stream"]);
         let w = warned(TurnEvent::Warning {
-            text: "the 3 oldest turns of this conversation were left out to fit the context window"
-                .into(),
+            text: "some words".into(),
+            about: Some(WarningAbout::HistoryTrimmed { count: 3 }),
         });
         assert_eq!(
             (w.kind.as_str(), w.count),
             (WARNING_HISTORY_TRIMMED, Some(3))
         );
         let w = warned(TurnEvent::Warning {
-            text: "model m1 is busy (429); trying qwen2.5".into(),
+            text: "some words".into(),
+            about: Some(WarningAbout::ModelFallback {
+                model: "qwen2.5".into(),
+                error: "model m1 is busy (429)".into(),
+            }),
         });
         assert_eq!(w.kind, WARNING_MODEL_FALLBACK);
         assert_eq!(w.name.as_deref(), Some("qwen2.5"));
@@ -761,6 +755,7 @@ mod tests {
         // Words of an agent's own: kind agent, the words as display text, no params.
         let w = warned(TurnEvent::Warning {
             text: "disk nearly full; trying harder now".into(),
+            about: None,
         });
         assert_eq!(w.kind, WARNING_AGENT);
         assert_eq!(

@@ -60,7 +60,7 @@ pub fn message(event: &TurnEvent) -> Option<String> {
             ..
         } => tool_result_line(name, *success, output),
         TurnEvent::AgentCall { name, task, .. } => format!("asked agent {name} ({task})"),
-        TurnEvent::Warning { text } => format!("warning: {text}"),
+        TurnEvent::Warning { text, .. } => format!("warning: {text}"),
         TurnEvent::File { name, .. } => format!("wrote the file {name}"),
         TurnEvent::Handoff { name } => {
             format!(

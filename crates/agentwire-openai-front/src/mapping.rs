@@ -398,7 +398,10 @@ mod tests {
         items.extend(c.event(&TurnEvent::Text {
             text: "You said: ".into(),
         }));
-        items.extend(c.event(&TurnEvent::Warning { text: "w".into() }));
+        items.extend(c.event(&TurnEvent::Warning {
+            text: "w".into(),
+            about: None,
+        }));
         items.extend(c.event(&TurnEvent::Text { text: "".into() }));
         items.extend(c.event(&TurnEvent::Text { text: "hi".into() }));
         items.extend(c.outcome(&result("You said: hi", "stop"), false));

@@ -40,7 +40,7 @@
 use agentwire_core::{
     Answer, ApproveChoice, Asked, ConversationId, Failure, FailureCode, Outcome, Question,
     QuestionKind, QuestionOption, Refusal, RequestId, StatusState, TurnEvent, TurnFailure,
-    TurnResult, Usage,
+    TurnResult, Usage, WarningAbout,
 };
 use agentwire_engine::{cancelled, Agent, AgentCard, TurnContext, TurnInput};
 use agentwire_fisk::client::{Answerer, Caller, ClientError, PromptCall, Received, Reply};
@@ -335,6 +335,7 @@ impl Reading {
             }
             "event.warning" => out.push(TurnEvent::Warning {
                 text: warning_text(block),
+                about: warning_about(block),
             }),
             "event.status" => {
                 let state = match text(block, "phase") {
@@ -360,6 +361,36 @@ impl Reading {
 }
 
 /// A warning block as a line: the worker gives its kind and values, the words are ours.
+/// What a worker's warning is about, for the kinds agentwire's own workers send with values, so this
+/// daemon's fronts pass them on by kind too.
+fn warning_about(block: &Value) -> Option<WarningAbout> {
+    use agentwire_fisk::mapping::{
+        WARNING_HISTORY_TRIMMED, WARNING_MODEL_FALLBACK, WARNING_UNKNOWN_TOOL_HINTS,
+    };
+    let kind = text(block, "kind")?;
+    if kind == WARNING_UNKNOWN_TOOL_HINTS {
+        let hints = block.get("params")?.as_array()?;
+        return Some(WarningAbout::UnknownToolHints {
+            hints: hints
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
+        });
+    }
+    if kind == WARNING_HISTORY_TRIMMED {
+        let count = block.get("count")?.as_u64()?;
+        return Some(WarningAbout::HistoryTrimmed { count });
+    }
+    if kind == WARNING_MODEL_FALLBACK {
+        return Some(WarningAbout::ModelFallback {
+            model: text(block, "name")?.to_string(),
+            error: text(block, "error").unwrap_or_default().to_string(),
+        });
+    }
+    None
+}
+
 fn warning_text(block: &Value) -> String {
     let params: Vec<&str> = block
         .get("params")

@@ -87,7 +87,7 @@ impl TurnRow {
             }
             TurnEvent::ToolCall { name, .. } => self.tool = Some(name.clone()),
             TurnEvent::ToolResult { .. } => self.tool = None,
-            TurnEvent::Warning { text } => self.status = Some(text.clone()),
+            TurnEvent::Warning { text, .. } => self.status = Some(text.clone()),
             _ => return None,
         }
         self.text_reported_at = Some(now_ms);

@@ -24,7 +24,7 @@ pub mod tools;
 
 use agentwire_core::{
     Answer, Asked, CallAnswer, Failure, Outcome, Question, QuestionKind, StatusState, TurnEvent,
-    TurnFailure, TurnResult, Usage,
+    TurnFailure, TurnResult, Usage, WarningAbout,
 };
 use agentwire_engine::metrics::Metrics;
 use agentwire_engine::telemetry::{attr, TRACEPARENT};
@@ -368,6 +368,7 @@ impl Turn {
                             "tool hints naming no tool of this agent's, left out: {}",
                             unknown.join(", ")
                         ),
+                        about: Some(WarningAbout::UnknownToolHints { hints: unknown }),
                     })
                     .await;
                 }
@@ -382,6 +383,9 @@ impl Turn {
                         text: format!(
                             "the {dropped} oldest turns of this conversation were left out to fit the context window"
                         ),
+                        about: Some(WarningAbout::HistoryTrimmed {
+                            count: dropped as u64,
+                        }),
                     })
                     .await;
                 }
@@ -434,6 +438,10 @@ impl Turn {
                         models.remove(0);
                         self.send(TurnEvent::Warning {
                             text: format!("{}; trying {}", f.message, models[0]),
+                            about: Some(WarningAbout::ModelFallback {
+                                model: models[0].clone(),
+                                error: f.message,
+                            }),
                         })
                         .await;
                     }

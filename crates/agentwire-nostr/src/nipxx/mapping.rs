@@ -72,7 +72,7 @@ pub fn event(event: TurnEvent, next_seq: &mut u64, private: bool, now: u64) -> R
                 hints: vec![],
             }
         }
-        TurnEvent::Thinking { text } | TurnEvent::Warning { text } => {
+        TurnEvent::Thinking { text } | TurnEvent::Warning { text, .. } => {
             status("thinking", None, Some(text))
         }
         TurnEvent::File { name, .. } => status("thinking", None, Some(format!("posted {name}"))),
