@@ -64,6 +64,8 @@ mod connection;
 mod error;
 mod fanout;
 mod filter_sql;
+#[doc(hidden)]
+pub mod fuzzing;
 mod health;
 mod http;
 pub mod kind;
