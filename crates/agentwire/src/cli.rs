@@ -5,12 +5,18 @@ use crate::{
     ask, concierge_cli, config, fisk_cli, hub_cli, jobs, logging, rooms, session_cli, show_config,
     turns_cli,
 };
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::builder::Resettable;
+use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The heading the options every command takes are shown under, once, after the command's own.
 const GLOBAL: &str = "Global options";
+/// The heading of `ask`'s and `cancel`'s fisk-ai options (as theirs in [`ask`]), so that --nats-context
+/// is listed among them.
+const FISK: &str = "fisk-ai options (with --nats)";
+/// The flags that make `cancel` a fisk-ai cancel.
+const FISK_SERVERS: &str = "fisk_servers";
 
 /// Puts AI agents on the wire.
 #[derive(Debug, Parser)]
@@ -43,16 +49,31 @@ pub(crate) enum Command {
     /// Print the configuration `serve` would run with (flags over --config over defaults), as TOML.
     #[command(after_help = "Example:\n  agentwire --config agentwire.toml config --agent local")]
     Config(show_config::ConfigArgs),
-    /// Prompt an agent and stream the answer: over NIP-XX, or over fisk-ai with --nats.
+    /// Prompt an agent and stream the answer: over NIP-XX, or over fisk-ai with --nats or --nats-context.
     #[command(
-        after_help = "Examples:\n  agentwire ask \"what is 6*7?\"\n  agentwire ask --nats nats://127.0.0.1:4222 \"what is 6*7?\""
+        after_help = "Examples:\n  agentwire ask \"what is 6*7?\"\n  agentwire ask --nats nats://127.0.0.1:4222 \"what is 6*7?\"\n  agentwire ask --nats-context prod --identity demo \"what is 6*7?\""
     )]
-    Ask(ask::AskArgs),
+    Ask {
+        #[command(flatten)]
+        args: ask::AskArgs,
+        // With it, a fisk-ai ask even without --nats (the servers are then `[nats] url`, else its url).
+        #[command(flatten, next_help_heading = FISK)]
+        context: fisk_cli::NatsContextArg,
+    },
     /// Cancel a run you started, and say what became of it.
     #[command(
-        after_help = "Example (the id `ask` printed as `run <id>`):\n  agentwire cancel 5c1f…e2"
+        after_help = "Example (the id `ask` printed as `run <id>`):\n  agentwire cancel 5c1f…e2",
+        // --identity is fisk-ai's: with --nats or --nats-context.
+        group = ArgGroup::new(FISK_SERVERS).args(["nats", "nats_context"]).multiple(true),
+        mut_arg("identity", |a| a.requires(Resettable::Reset).requires(FISK_SERVERS)),
     )]
-    Cancel(ask::CancelArgs),
+    Cancel {
+        #[command(flatten)]
+        args: ask::CancelArgs,
+        // With it, a fisk-ai cancel even without --nats.
+        #[command(flatten, next_help_heading = FISK)]
+        context: fisk_cli::NatsContextArg,
+    },
     /// Print an agent's ai.info (NIP-XX).
     #[command(after_help = "Example:\n  agentwire info --agent shout")]
     Info(ask::InfoArgs),
@@ -70,16 +91,35 @@ pub(crate) enum Command {
     #[command(
         after_help = "Example (the token `ask --nats` printed):\n  agentwire read --nats nats://127.0.0.1:4222 --identity demo <token>"
     )]
-    Read(fisk_cli::ReadArgs),
+    Read {
+        #[command(flatten)]
+        args: fisk_cli::ReadArgs,
+        #[command(flatten)]
+        context: fisk_cli::NatsContextArg,
+    },
     /// Ask a fisk-ai worker what it is (its agent card).
-    #[command(after_help = "Example:\n  agentwire discover --nats nats://127.0.0.1:4222 demo")]
-    Discover(fisk_cli::DiscoverArgs),
+    #[command(
+        after_help = "Examples:\n  agentwire discover --nats nats://127.0.0.1:4222 demo\n  agentwire discover --nats-context prod demo"
+    )]
+    Discover {
+        #[command(flatten)]
+        args: fisk_cli::DiscoverArgs,
+        #[command(flatten)]
+        context: fisk_cli::NatsContextArg,
+    },
     /// The fisk-ai conversations in this data dir's journal, for its operator: list, show, answer a
     /// parked call, remove.
     #[command(
-        after_help = "Examples:\n  agentwire session list\n  agentwire session show fisk:5c1f…e2\n  agentwire session answer <token> call_1 green\n  agentwire session rm fisk:5c1f…e2"
+        after_help = "Examples:\n  agentwire session list\n  agentwire session show fisk:5c1f…e2\n  agentwire session answer <token> call_1 green\n  agentwire session rm fisk:5c1f…e2",
+        // As its --nats: given before or after the subcommand.
+        mut_arg("nats_context", |a| a.global(true)),
     )]
-    Session(session_cli::SessionArgs),
+    Session {
+        #[command(flatten)]
+        args: session_cli::SessionArgs,
+        #[command(flatten)]
+        context: fisk_cli::NatsContextArg,
+    },
     /// Control the roost supervisor's jobs.
     #[command(
         after_help = "Example:\n  agentwire jobs dispatch coder \"fix the failing test\" --name fix-1"
@@ -135,6 +175,20 @@ pub(crate) enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+impl Command {
+    /// The `--nats-context` of a fisk-ai client command (`serve` reads its own with its other flags).
+    pub(crate) fn nats_context(&self) -> Option<&str> {
+        match self {
+            Command::Ask { context, .. }
+            | Command::Cancel { context, .. }
+            | Command::Read { context, .. }
+            | Command::Discover { context, .. }
+            | Command::Session { context, .. } => context.nats_context.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Writes the completion script for `shell` to stdout.

@@ -133,6 +133,51 @@ pub(crate) fn client_nats(
     resolve::nats_connect(list, "--nats", &file.nats).map_err(|e| e.to_string())
 }
 
+/// Puts a client command's `--nats-context NAME` in `file`'s `[nats] context`, which the flag overrides,
+/// so that every connection the command makes reads it. The context is read first, so that one missing
+/// or malformed is told as the flag's, naming its file.
+pub(crate) fn use_nats_context(file: &mut FileConfig, flag: Option<&str>) -> Result<(), String> {
+    let Some(name) = flag else {
+        return Ok(());
+    };
+    agentwire_fisk::settings::context(Some(name), &file.nats).map_err(|e| e.to_string())?;
+    file.nats.context = Some(name.to_string());
+    Ok(())
+}
+
+/// The NATS connection of a fisk-ai client command given its servers or a context: the servers as `serve`
+/// picks its own (`flag`, its `--nats`, else `[nats] url`, else the NATS context's url), with
+/// [`client_nats`]'s credentials and TLS.
+pub(crate) fn client_nats_in_force(
+    flag: Option<&str>,
+    file: &FileConfig,
+) -> Result<agentwire_fisk::connection::NatsConnect, String> {
+    let (list, setting) = match (flag, &file.nats.url) {
+        (Some(u), _) => (u.to_string(), "--nats"),
+        (None, Some(u)) => (u.clone(), "[nats] url"),
+        (None, None) => {
+            let context =
+                agentwire_fisk::settings::context(None, &file.nats).map_err(|e| e.to_string())?;
+            match context {
+                Some(agentwire_fisk::context::NatsContext { url: Some(u), .. }) => {
+                    (u, "the NATS context's url")
+                }
+                Some(c) => {
+                    return Err(format!(
+                        "no NATS servers: the NATS context {:?} ({}) has no url; give --nats URL or [nats] url",
+                        c.name,
+                        c.path.display()
+                    ))
+                }
+                None => {
+                    return Err("no NATS servers: give --nats URL, [nats] url or a NATS context with a url (--nats-context NAME)".into())
+                }
+            }
+        }
+    };
+    resolve::nats_connect(&list, setting, &file.nats).map_err(|e| e.to_string())
+}
+
 /// A listen address as `--relay-listen` takes it: an IP address and a port. A host name is refused with
 /// the fix (it is not looked up: `localhost` may mean two addresses, or none).
 pub(crate) fn listen_addr(value: &str) -> Result<std::net::SocketAddr, String> {

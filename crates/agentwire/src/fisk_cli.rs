@@ -21,12 +21,23 @@ use std::time::Duration;
 /// The name this client sends as `sender`.
 const CALLER_NAME: &str = "agentwire-cli";
 
+/// `--nats-context`, taken by every fisk-ai client command (`ask`, `cancel`, `read`, `discover`, `session`).
+#[derive(Debug, Args)]
+pub(crate) struct NatsContextArg {
+    /// A NATS context of the `nats` CLI's (`~/.config/nats/context/NAME.json`), over `[nats] context`:
+    /// its servers, credentials and TLS, each under what --nats and `[nats]` give (with it, `ask` and
+    /// `cancel` go over fisk-ai).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) nats_context: Option<String>,
+}
+
 /// `read` flags.
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
-    /// The NATS servers (a comma-separated list); `[nats]` in the config gives credentials and TLS.
+    /// The NATS servers (a comma-separated list). Default: `[nats] url`, else the NATS context's url;
+    /// `[nats]` and the context give credentials and TLS.
     #[arg(long)]
-    pub(crate) nats: String,
+    pub(crate) nats: Option<String>,
     /// The worker's identity.
     #[arg(long)]
     identity: String,
@@ -40,9 +51,10 @@ pub(crate) struct ReadArgs {
 /// `discover` flags.
 #[derive(Debug, Args)]
 pub(crate) struct DiscoverArgs {
-    /// The NATS servers (a comma-separated list); `[nats]` in the config gives credentials and TLS.
+    /// The NATS servers (a comma-separated list). Default: `[nats] url`, else the NATS context's url;
+    /// `[nats]` and the context give credentials and TLS.
     #[arg(long)]
-    pub(crate) nats: String,
+    pub(crate) nats: Option<String>,
     /// The worker's identity.
     identity: String,
 }

@@ -1,6 +1,6 @@
 //! `agentwire`: the daemon (`serve`) and the command-line client (`ask`, `cancel`, `info` over NIP-XX;
-//! `ask --nats`, `cancel --nats`, `read`, `discover` over fisk-ai; `jobs` for roost; `config` to see the
-//! configuration in force).
+//! `ask --nats` or `--nats-context`, `cancel --nats`, `read`, `discover`, `session` over fisk-ai; `jobs`
+//! for roost; `config` to see the configuration in force).
 
 mod agents;
 mod ask;
@@ -74,12 +74,14 @@ fn fail(why: &str) -> ExitCode {
     ExitCode::from(1)
 }
 
-fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
+fn run(cli: Cli, mut file: config::FileConfig) -> Result<ExitCode, String> {
     let Cli {
         data_dir: data_dir_flag,
         command,
         ..
     } = cli;
+    // A client command's --nats-context is over `[nats] context` for every NATS connection it makes.
+    config::use_nats_context(&mut file, command.nats_context())?;
     let env = config::Environment::from_process();
     // What `serve` runs with, and what `config` prints: resolved in one place, before anything starts.
     let in_force = |flags: &config::ServeFlags| {
@@ -105,34 +107,36 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
         match command {
             Command::Serve(flags) => serve::run(in_force(&flags)?).await,
             Command::Config(a) => show_config::run(a.json, &in_force(&a.serve)?),
-            Command::Ask(a) => {
-                let nats = match (&a.nats, a.fisk_flag()) {
-                    (Some(list), _) => Some(config::client_nats(list, &file)?),
+            Command::Ask { args: a, context } => {
+                let nats = match (&a.nats, &context.nats_context, a.fisk_flag()) {
+                    (Some(_), ..) | (None, Some(_), _) => {
+                        Some(config::client_nats_in_force(a.nats.as_deref(), &file)?)
+                    }
                     // A fisk-ai flag alone: the NATS servers of the serve on this data dir.
-                    (None, Some(flag)) => {
+                    (None, None, Some(flag)) => {
                         let list = serving::local_nats(&data_dir, flag)?;
                         Some(config::client_nats(&list, &file)?)
                     }
-                    (None, None) => None,
+                    (None, None, None) => None,
                 };
                 ask::ask(a, nats, data_dir).await
             }
-            Command::Cancel(a) => {
-                let nats = match &a.nats {
-                    Some(list) => Some(config::client_nats(list, &file)?),
-                    None => None,
+            Command::Cancel { args: a, context } => {
+                let nats = match (&a.nats, &context.nats_context) {
+                    (None, None) => None,
+                    _ => Some(config::client_nats_in_force(a.nats.as_deref(), &file)?),
                 };
                 ask::cancel(a, nats, data_dir).await
             }
             Command::Info(a) => ask::info(a, data_dir).await,
             Command::Attach(a) => ask::attach(a, data_dir).await,
             Command::Sessions(a) => ask::sessions(a, data_dir).await,
-            Command::Read(a) => {
-                let nats = config::client_nats(&a.nats, &file)?;
+            Command::Read { args: a, .. } => {
+                let nats = config::client_nats_in_force(a.nats.as_deref(), &file)?;
                 fisk_cli::read(a, &nats).await
             }
-            Command::Discover(a) => {
-                let nats = config::client_nats(&a.nats, &file)?;
+            Command::Discover { args: a, .. } => {
+                let nats = config::client_nats_in_force(a.nats.as_deref(), &file)?;
                 fisk_cli::discover(a, &nats).await
             }
             Command::Jobs(a) => jobs::run(a, &data_dir, roost_socket).await,
@@ -140,7 +144,7 @@ fn run(cli: Cli, file: config::FileConfig) -> Result<ExitCode, String> {
             Command::Turns(a) => turns_cli::turns(a, data_dir).await,
             Command::Watch(a) => turns_cli::watch(a, data_dir).await,
             Command::Hub(a) => hub_cli::hub(a, data_dir).await,
-            Command::Session(a) => session_cli::run(a, &data_dir, &file, &env).await,
+            Command::Session { args: a, .. } => session_cli::run(a, &data_dir, &file, &env).await,
             Command::Whoami(a) => rooms::whoami(a, &data_dir),
             Command::Room(a) => rooms::room(a, &data_dir).await,
             Command::Task(a) => rooms::task(a, &data_dir).await,
