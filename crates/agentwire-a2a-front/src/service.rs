@@ -374,17 +374,12 @@ impl Served {
             ));
         };
         let sub = Submission {
-            input: TurnInput {
-                request_id: id.clone(),
-                conversation_id: conversation,
-                message: req.text.clone(),
-                model: card.default_model,
-                thinking: None,
-                fallback_models: Vec::new(),
-                tool_hints: Vec::new(),
-                resume: None,
-                history: Vec::new(),
-            },
+            input: TurnInput::new(
+                id.clone(),
+                conversation,
+                req.text.clone(),
+                card.default_model,
+            ),
             protocol: PROTOCOL.into(),
             requester: requester.clone(),
             route: serde_json::json!({

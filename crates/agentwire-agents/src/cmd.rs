@@ -397,17 +397,12 @@ mod tests {
         );
         let (events, mut rx) = mpsc::channel(16);
         let (_cancel, cancel) = watch::channel(false);
-        let input = TurnInput {
-            request_id: RequestId::new("r1").unwrap(),
-            conversation_id: ConversationId::new("c1").unwrap(),
-            message: prompt.into(),
-            model: CMD_MODEL.into(),
-            thinking: None,
-            fallback_models: Vec::new(),
-            tool_hints: Vec::new(),
-            history: Vec::new(),
-            resume: None,
-        };
+        let input = TurnInput::new(
+            RequestId::new("r1").unwrap(),
+            ConversationId::new("c1").unwrap(),
+            prompt,
+            CMD_MODEL,
+        );
         let drain = tokio::spawn(async move {
             let mut text = String::new();
             while let Some(e) = rx.recv().await {

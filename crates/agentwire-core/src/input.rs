@@ -36,6 +36,30 @@ pub struct TurnInput {
     pub history: Vec<PastTurn>,
 }
 
+impl TurnInput {
+    /// A turn of `message` in `conversation_id` on `model`, with nothing else asked: no thinking effort,
+    /// fallback models or tool hints, not a resume, and no history (the engine fills that in). A front sets
+    /// what its request carries beside these with struct update syntax.
+    pub fn new(
+        request_id: RequestId,
+        conversation_id: ConversationId,
+        message: impl Into<String>,
+        model: impl Into<String>,
+    ) -> TurnInput {
+        TurnInput {
+            request_id,
+            conversation_id,
+            message: message.into(),
+            model: model.into(),
+            thinking: None,
+            fallback_models: Vec::new(),
+            tool_hints: Vec::new(),
+            resume: None,
+            history: Vec::new(),
+        }
+    }
+}
+
 /// One earlier turn of a conversation that ended with an answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PastTurn {

@@ -204,17 +204,12 @@ impl ServerHandler for Session {
         let requester = caller.requester();
         let (side, rx) = TurnSide::new(token.is_some(), can_ask);
         let sub = Submission {
-            input: TurnInput {
-                request_id: request_id.clone(),
+            input: TurnInput::new(
+                request_id.clone(),
                 conversation_id,
-                message: args.prompt,
-                model: card.default_model,
-                thinking: None,
-                fallback_models: Vec::new(),
-                tool_hints: Vec::new(),
-                resume: None,
-                history: Vec::new(),
-            },
+                args.prompt,
+                card.default_model,
+            ),
             protocol: PROTOCOL.into(),
             requester: requester.clone(),
             route: serde_json::json!({ "tool": tool.name, "requester": requester }),

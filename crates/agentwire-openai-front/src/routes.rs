@@ -197,15 +197,14 @@ async fn chat(
     let (side, mut rx) = TurnSide::new(req.stream);
     let sub = Submission {
         input: TurnInput {
-            request_id: request_id.clone(),
-            conversation_id,
-            message: turn.message,
-            model: card.default_model,
             thinking: req.thinking.clone(),
-            fallback_models: Vec::new(),
-            tool_hints: Vec::new(),
-            resume: None,
             history: turn.history,
+            ..TurnInput::new(
+                request_id.clone(),
+                conversation_id,
+                turn.message,
+                card.default_model,
+            )
         },
         protocol: PROTOCOL.into(),
         requester: requester.clone(),

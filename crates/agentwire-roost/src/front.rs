@@ -364,17 +364,12 @@ impl Job {
             });
             let card = self.engine.agent().card();
             let sub = Submission {
-                input: TurnInput {
-                    request_id: request.clone(),
-                    conversation_id: conversation.clone(),
-                    message: d.text.clone(),
-                    model: card.default_model.clone(),
-                    thinking: None,
-                    fallback_models: Vec::new(),
-                    tool_hints: Vec::new(),
-                    history: Vec::new(),
-                    resume: None,
-                },
+                input: TurnInput::new(
+                    request.clone(),
+                    conversation.clone(),
+                    d.text.clone(),
+                    card.default_model.clone(),
+                ),
                 protocol: PROTOCOL.into(),
                 requester: self.requester(),
                 route: serde_json::json!({ "job": self.id, "seq": d.seq }),

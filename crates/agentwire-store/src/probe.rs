@@ -42,17 +42,7 @@ impl CommitProbe {
             owner: LOCAL_OWNER.into(),
             agent: "demo".into(),
             route: serde_json::json!({ "request": format!("probe{i}") }),
-            input: TurnInput {
-                request_id,
-                conversation_id,
-                message: "quick hi".into(),
-                model: "demo".into(),
-                thinking: None,
-                fallback_models: Vec::new(),
-                tool_hints: Vec::new(),
-                resume: None,
-                history: Vec::new(),
-            },
+            input: TurnInput::new(request_id, conversation_id, "quick hi", "demo"),
             accepted_at: 0,
             conversation_meta: Some(
                 serde_json::json!({"fingerprint": {"model": "demo"}, "tools": ["calculator", "shell"]}),

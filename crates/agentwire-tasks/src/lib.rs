@@ -517,17 +517,12 @@ impl Driver {
         let card = self.shared.engine.agent().card();
         let id = request_id(&task.id);
         Submission {
-            input: TurnInput {
-                request_id: id.clone(),
-                conversation_id: ConversationId::new(id.as_str()).expect("a short id"),
-                message: task.prompt.clone(),
-                model: card.default_model,
-                thinking: None,
-                fallback_models: Vec::new(),
-                tool_hints: Vec::new(),
-                history: Vec::new(),
-                resume: None,
-            },
+            input: TurnInput::new(
+                id.clone(),
+                ConversationId::new(id.as_str()).expect("a short id"),
+                task.prompt.clone(),
+                card.default_model,
+            ),
             protocol: PROTOCOL.into(),
             requester: task.requester.to_hex(),
             route: serde_json::to_value(TaskRoute::of(task)).unwrap_or_default(),

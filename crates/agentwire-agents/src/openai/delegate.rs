@@ -119,17 +119,7 @@ impl Delegates {
             trace: ctx.trace.clone(),
         };
         let card = d.agent.card();
-        let input = TurnInput {
-            request_id: request,
-            conversation_id: there,
-            message: task,
-            model: card.default_model,
-            thinking: None,
-            fallback_models: Vec::new(),
-            tool_hints: Vec::new(),
-            resume: None,
-            history: Vec::new(),
-        };
+        let input = TurnInput::new(request, there, task, card.default_model);
         match d.agent.run(input, inner).await {
             Outcome::Result(r) => Ok(json!({ "answer": cut(&r.text) })),
             Outcome::Failure(f) => Err(format!(

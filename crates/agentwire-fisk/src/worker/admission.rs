@@ -483,15 +483,9 @@ async fn plan_turn(
     Plan::Run(Box::new(RunPlan {
         header,
         input: TurnInput {
-            request_id: id,
-            conversation_id: conversation,
-            message,
-            model,
-            thinking: None,
-            fallback_models: Vec::new(),
             tool_hints,
-            history: Vec::new(),
             resume,
+            ..TurnInput::new(id, conversation, message, model)
         },
         setup,
         meta,

@@ -600,15 +600,9 @@ impl Runtime {
         };
         let sub = Submission {
             input: TurnInput {
-                request_id,
-                conversation_id: conversation,
-                message,
-                model,
                 thinking,
                 fallback_models,
-                tool_hints: Vec::new(),
-                history: Vec::new(),
-                resume: None,
+                ..TurnInput::new(request_id, conversation, message, model)
             },
             protocol: PROTOCOL.into(),
             requester: client.to_hex(),
