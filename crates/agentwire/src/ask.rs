@@ -37,7 +37,7 @@ const PROMPT_COLUMN_CHARS: usize = 60;
 /// The heading of the options only NIP-XX uses.
 const NIPXX: &str = "NIP-XX options";
 /// The heading of the options only fisk-ai uses.
-const FISK: &str = "fisk-ai options (with --nats)";
+const FISK: &str = "fisk-ai options (with --nats or --nats-context)";
 
 /// Where and to whom.
 #[derive(Debug, Args)]
@@ -218,9 +218,11 @@ fn fisk_identity(flag: Option<&str>, data_dir: &Path) -> Result<String, String> 
     }
     match crate::serving::Serving::find(data_dir) {
         Ok(s) => s.nats_identity().map(str::to_string).ok_or_else(|| {
-            "--nats needs --identity NAME (the local serve runs no fisk-ai worker)".to_string()
+            "fisk-ai (--nats or --nats-context) needs --identity NAME (the local serve runs no fisk-ai worker)".to_string()
         }),
-        Err(none) => Err(format!("--nats needs --identity NAME ({none})")),
+        Err(none) => Err(format!(
+            "fisk-ai (--nats or --nats-context) needs --identity NAME ({none})"
+        )),
     }
 }
 

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 const GLOBAL: &str = "Global options";
 /// The heading of `ask`'s and `cancel`'s fisk-ai options (as theirs in [`ask`]), so that --nats-context
 /// is listed among them.
-const FISK: &str = "fisk-ai options (with --nats)";
+const FISK: &str = "fisk-ai options (with --nats or --nats-context)";
 /// The flags that make `cancel` a fisk-ai cancel.
 const FISK_SERVERS: &str = "fisk_servers";
 

@@ -466,16 +466,23 @@ async fn answer_call(
     }
     check_token(token)?;
     let serving = Serving::find(data_dir);
-    let (url, identity) = match (worker.nats, &serving) {
-        (Some(url), _) => {
-            let identity = worker
-                .identity
-                .or_else(|| serving.as_ref().ok().and_then(|s| s.nats_identity()))
-                .ok_or("name the worker with --identity")?;
-            (url.to_string(), identity.to_string())
-        }
+    let named_identity = || {
+        worker
+            .identity
+            .or_else(|| serving.as_ref().ok().and_then(|s| s.nats_identity()))
+            .ok_or("name the worker with --identity")
+    };
+    // Servers as the other client commands take them: --nats, else [nats] url or a NATS context's url
+    // (--nats-context, [nats] context), else those of the serve running on this data dir.
+    let configured = file.nats.url.is_some() || file.nats.context.is_some();
+    let (nats, identity) = match (worker.nats, &serving) {
+        (Some(url), _) => (config::client_nats(url, file)?, named_identity()?.to_string()),
+        (None, _) if configured => (
+            config::client_nats_in_force(None, file)?,
+            named_identity()?.to_string(),
+        ),
         (None, Ok(s)) => match (s.nats_url(), worker.identity.or(s.nats_identity())) {
-            (Some(url), Some(identity)) => (url.to_string(), identity.to_string()),
+            (Some(url), Some(identity)) => (config::client_nats(url, file)?, identity.to_string()),
             _ => {
                 return Err(format!(
                     "the agentwire serving data dir {} runs no fisk-ai worker, and an answer continues the run in one: start it with --nats and --identity",
@@ -495,7 +502,6 @@ async fn answer_call(
         None => kind_from_journal(choice, data_dir, token, &said.call_id).await,
     };
     let answer = wire_answer(&said, kind)?;
-    let nats = config::client_nats(&url, file)?;
     crate::fisk_cli::follow(
         &nats,
         &identity,

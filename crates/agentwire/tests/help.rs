@@ -96,7 +96,7 @@ fn ask_says_which_options_belong_to_which_protocol() {
     let help = text(&agentwire(&["ask", "--help"]).stdout);
     let nipxx = help.find("NIP-XX options:").expect("a NIP-XX heading");
     let fisk = help
-        .find("fisk-ai options (with --nats):")
+        .find("fisk-ai options (with --nats or --nats-context):")
         .expect("a fisk-ai heading");
     let at = |flag: &str| {
         help.find(flag)

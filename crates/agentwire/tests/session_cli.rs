@@ -153,6 +153,35 @@ async fn an_operator_lists_shows_answers_and_removes_conversations_of_the_sqlite
         text(&out.stderr)
     );
 
+    // From anywhere, a NATS context names the worker's servers: no serve runs on this other data dir.
+    let (asked2, call2) = a_deferred_conversation(&c).await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let contexts = elsewhere.path().join("xdg/nats/context");
+    std::fs::create_dir_all(&contexts).unwrap();
+    std::fs::write(
+        contexts.join("here.json"),
+        json!({ "url": nats.url }).to_string(),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwire"))
+        .arg("--data-dir")
+        .arg(elsewhere.path().join("data"))
+        .args([
+            "session",
+            "answer",
+            "--nats-context",
+            "here",
+            "--identity",
+            "sess1",
+        ])
+        .args([asked2.as_str(), call2.as_str(), "Cy"])
+        .env("XDG_CONFIG_HOME", elsewhere.path().join("xdg"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Cy"), "{}", text(&out.stdout));
+
     // With the daemon gone, an answer has nothing to run in; a removal takes the data dir.
     d.kill();
     let out = session(&data, &["answer", &asked, &call, "Ada"]);
@@ -169,7 +198,7 @@ async fn an_operator_lists_shows_answers_and_removes_conversations_of_the_sqlite
     assert_eq!(out.status.code(), Some(3));
     let out = session(&data, &["rm", &calc_id]);
     assert_eq!(out.status.code(), Some(3));
-    assert_eq!(lines(&session(&data, &["list", "--json"])).len(), 1);
+    assert_eq!(lines(&session(&data, &["list", "--json"])).len(), 2);
 
     // Served again, the removed conversation is unknown; the other goes on.
     let _d = Daemon::start(&data, &args);
