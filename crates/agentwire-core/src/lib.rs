@@ -6,6 +6,7 @@
 //! per conversation with later turns queued in order, a request id run once); the async drivers around it
 //! journal each decision before acting on the wire.
 
+mod backoff;
 pub mod child_env;
 pub mod display;
 mod event;
@@ -18,6 +19,7 @@ mod redact;
 mod tool_line;
 mod turnbook;
 
+pub use backoff::Backoff;
 pub use event::{StatusState, TurnEvent, WarningAbout};
 pub use ids::{ConversationId, IdError, RequestId, MAX_ID_LEN};
 pub use input::{PastToolCall, PastTurn, Resume, TurnInput};

@@ -7,6 +7,7 @@
 //! `handle_*(now)`, sleeps until [`EngineCore::poll_timeout`], calls [`EngineCore::handle_timeout`] and
 //! acts on each [`EngineCore::poll_action`]. So its tests run on a virtual clock.
 
+pub use agentwire_core::Backoff;
 use agentwire_core::{ConversationId, RequestId, Submitted, TurnBook};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -93,29 +94,8 @@ pub enum Action {
 
 /// Waits between tries of something that failed for the journal's reasons: [`RETRY_FIRST`], doubling up
 /// to [`RETRY_MAX`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff { next: RETRY_FIRST }
-    }
-}
-
-impl Backoff {
-    /// The wait before the next try.
-    pub fn peek(&self) -> Duration {
-        self.next
-    }
-
-    /// Takes the wait before the next try and doubles the one after it (up to [`RETRY_MAX`]).
-    pub fn take(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (d * 2).min(RETRY_MAX);
-        d
-    }
+pub fn journal_backoff() -> Backoff {
+    Backoff::new(RETRY_FIRST, RETRY_MAX)
 }
 
 /// The engine's pure state: the turn book, draining, and every timer.

@@ -4,7 +4,7 @@
 
 use agentwire_core::{ConversationId, RequestId};
 use agentwire_engine::engine_core::{
-    Action, Admission, Backoff, EngineCore, TurnPolicy, WakeId, CONVERSATION_CLAIM_POLL,
+    journal_backoff, Action, Admission, EngineCore, TurnPolicy, WakeId, CONVERSATION_CLAIM_POLL,
     MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
 };
 use proptest::prelude::*;
@@ -88,7 +88,7 @@ proptest! {
         let mut core = EngineCore::default();
         let mut model: HashMap<Action, Instant> = HashMap::new();
         let mut wakes: Vec<WakeId> = Vec::new();
-        let mut backoffs = [Backoff::default(), Backoff::default()];
+        let mut backoffs = [journal_backoff(), journal_backoff()];
         let mut expected_delay = [RETRY_FIRST, RETRY_FIRST];
         let mut drain_deadline: Option<Instant> = None;
         for op in ops {
@@ -176,7 +176,7 @@ proptest! {
 
 #[test]
 fn backoff_doubles_from_first_to_max() {
-    let mut b = Backoff::default();
+    let mut b = journal_backoff();
     let mut waits = Vec::new();
     for _ in 0..8 {
         waits.push(b.take());

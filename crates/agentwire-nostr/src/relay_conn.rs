@@ -16,6 +16,7 @@ pub use tls::{RelayTls, TlsError};
 
 use subscriptions::Subscriptions;
 
+use agentwire_core::Backoff;
 use futures_util::{SinkExt, StreamExt};
 use nostr::prelude::{ClientMessage, Event, EventId, Filter, RelayMessage, Timestamp};
 use std::collections::HashMap;
@@ -34,6 +35,9 @@ pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 pub const INCOMING_QUEUE_DEPTH: usize = 4096;
 /// Longest wait between reconnect attempts.
 pub const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
+/// The first wait before connecting again, doubled after each failure up to [`MAX_RECONNECT_DELAY`]: short,
+/// so a relay that restarts is back within a blink.
+const FIRST_RECONNECT_DELAY: Duration = Duration::from_millis(100);
 /// How long `publish` waits for the relay's OK.
 pub const OK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest message read from a relay; ample for events within NIP-44's limits.
@@ -312,7 +316,7 @@ impl Driver {
                 return;
             }
         };
-        let mut delay = Duration::from_millis(100);
+        let mut backoff = Backoff::new(FIRST_RECONNECT_DELAY, MAX_RECONNECT_DELAY);
         // The last TLS failure reported at warn level; repeats of it during one outage go to debug.
         let mut reported_tls_failure: Option<String> = None;
         loop {
@@ -331,7 +335,7 @@ impl Driver {
             .await
             {
                 Ok((ws, _)) => {
-                    delay = Duration::from_millis(100);
+                    backoff.reset();
                     reported_tls_failure = None;
                     tracing::debug!(relay = %self.url, "connected");
                     let (mut sink, mut stream) = ws.split();
@@ -387,7 +391,7 @@ impl Driver {
                         tracing::warn!(
                             relay = %self.url,
                             %error,
-                            retry_in = ?delay,
+                            retry_in = ?backoff.peek(),
                             "TLS handshake with the relay failed (is its certificate from a trusted CA?); retrying"
                         );
                         reported_tls_failure = Some(error);
@@ -400,8 +404,7 @@ impl Driver {
             if cmds.is_closed() {
                 return;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+            tokio::time::sleep(backoff.take()).await;
         }
     }
 

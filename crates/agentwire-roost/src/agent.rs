@@ -319,18 +319,17 @@ async fn connection_loop(shared: Arc<Shared>, deliver: mpsc::UnboundedSender<Del
     {
         shared.reported.notified().await;
     }
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = agentwire_core::Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     loop {
         if let Ok(stream) = UnixStream::connect(&shared.env.socket).await {
-            backoff = FIRST_BACKOFF;
+            backoff.reset();
             serve_connection(&shared, stream, &deliver).await;
         }
         *shared.conn.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if deliver.is_closed() {
             return;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(backoff.take()).await;
     }
 }
 

@@ -353,7 +353,7 @@ impl Job {
         ) else {
             return;
         };
-        let mut delay = JOURNAL_RETRY_FIRST;
+        let mut backoff = agentwire_core::Backoff::new(JOURNAL_RETRY_FIRST, JOURNAL_RETRY_MAX);
         loop {
             let front = Arc::new(RoostTurn {
                 job: self.clone(),
@@ -386,9 +386,9 @@ impl Job {
             };
             match self.engine.submit(sub).await {
                 SubmitReply::JournalUnavailable(why) => {
+                    let delay = backoff.take();
                     tracing::warn!(job = %self.id, seq = d.seq, %why, retry_in = ?delay, "the journal cannot take a reply yet");
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(JOURNAL_RETRY_MAX);
                 }
                 // Not taken and not acked: the next daemon delivers it again.
                 SubmitReply::Draining => std::future::pending::<()>().await,

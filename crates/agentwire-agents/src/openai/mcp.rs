@@ -267,7 +267,7 @@ impl Server {
 
 /// Runs `server` for as long as the agent holds it: start, list, wait for the end, back off, start again.
 async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) {
-    let mut backoff = MCP_RESTART_FIRST;
+    let mut backoff = agentwire_core::Backoff::new(MCP_RESTART_FIRST, MCP_RESTART_MAX);
     loop {
         let Some(s) = server.upgrade() else { return };
         let config = s.config.clone();
@@ -328,11 +328,11 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
         // A start that failed counts as ready too: `serve` goes on, and the tools join once it is up.
         let _ = ready.send(true);
         if started.elapsed() >= MCP_HEALTHY_RUN {
-            backoff = MCP_RESTART_FIRST;
+            backoff.reset();
         }
-        tracing::info!(server = %config.name, wait_ms = backoff.as_millis() as u64, "restarting MCP server");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MCP_RESTART_MAX);
+        let wait = backoff.take();
+        tracing::info!(server = %config.name, wait_ms = wait.as_millis() as u64, "restarting MCP server");
+        tokio::time::sleep(wait).await;
     }
 }
 

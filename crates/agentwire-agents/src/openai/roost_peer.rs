@@ -223,14 +223,14 @@ async fn serve(
     inbox: Arc<Mutex<Inbox>>,
 ) {
     let mut conn: Option<Controller> = None;
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = agentwire_core::Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     let mut said: Option<String> = None;
     loop {
         let Some(c) = conn.as_mut() else {
             match register(&socket, &name).await {
                 Ok(c) => {
                     conn = Some(c);
-                    backoff = FIRST_BACKOFF;
+                    backoff.reset();
                     said = None;
                 }
                 Err(e) => {
@@ -265,7 +265,9 @@ async fn serve(
                                 }
                             }
                         }
-                        _ = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
+                        _ = tokio::time::sleep(backoff.peek()) => {
+                            backoff.take();
+                        }
                     }
                 }
             }

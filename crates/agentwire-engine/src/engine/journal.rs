@@ -103,7 +103,7 @@ impl Engine {
     pub(super) fn spawn_probe(&self) {
         let me = self.me.clone();
         tokio::spawn(async move {
-            let mut backoff = Backoff::default();
+            let mut backoff = journal_backoff();
             // The engine is held for one try at a time: a probe keeps no engine alive that its owner let go.
             loop {
                 let Some(this) = me.upgrade() else { return };
@@ -132,7 +132,7 @@ impl Engine {
         if !unsynced {
             return;
         }
-        let mut backoff = Backoff::default();
+        let mut backoff = journal_backoff();
         loop {
             match self.journal_write(self.journal.sync()).await {
                 Ok(()) => break,
@@ -169,7 +169,7 @@ impl Engine {
         &self,
         finish: Finish,
     ) -> (Outcome, Option<String>, bool) {
-        let mut backoff = Backoff::default();
+        let mut backoff = journal_backoff();
         loop {
             let r = self
                 .journal_write(self.journal.finish(finish.clone()))

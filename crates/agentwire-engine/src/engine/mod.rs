@@ -2,7 +2,7 @@
 //! running turn, and one timer task that sleeps until the core's next deadline and acts on what falls due.
 
 use crate::agent::{Agent, AskQuestion, Asker, TurnContext, EVENT_QUEUE_DEPTH};
-use crate::engine_core::{Action, Admission, Backoff, EngineCore, TurnPolicy, WakeId};
+use crate::engine_core::{journal_backoff, Action, Admission, EngineCore, TurnPolicy, WakeId};
 use crate::health::Health;
 use agentwire_core::TurnInput;
 use agentwire_core::{

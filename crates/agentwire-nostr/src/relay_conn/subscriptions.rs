@@ -9,6 +9,7 @@
 //! [`RESUBSCRIBE_MAX_DELAY`] while the relay keeps refusing (`auth-required:`, `restricted:`), and starts over
 //! once events flow on the subscription again. Nothing here does I/O or reads a clock.
 
+use agentwire_core::Backoff;
 use nostr::prelude::{ClientMessage, Filter, SubscriptionId, Timestamp};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -40,7 +41,7 @@ struct Sub {
     /// The newest `created_at` delivered on this subscription, capped at the local clock at delivery.
     high_water: Option<Timestamp>,
     /// The delay before the next re-subscription after a `CLOSED`.
-    backoff: Duration,
+    backoff: Backoff,
     /// When the re-subscription after a `CLOSED` is due; `None` while the subscription is open.
     retry_at: Option<Instant>,
 }
@@ -85,7 +86,7 @@ impl Subscriptions {
             Sub {
                 filters,
                 high_water: None,
-                backoff: RESUBSCRIBE_INITIAL_DELAY,
+                backoff: Backoff::new(RESUBSCRIBE_INITIAL_DELAY, RESUBSCRIBE_MAX_DELAY),
                 retry_at: None,
             },
         );
@@ -103,7 +104,7 @@ impl Subscriptions {
         if let Some(sub) = self.subs.get_mut(id) {
             let seen = created_at.min(now);
             sub.high_water = Some(sub.high_water.map_or(seen, |h| h.max(seen)));
-            sub.backoff = RESUBSCRIBE_INITIAL_DELAY;
+            sub.backoff.reset();
         }
     }
 
@@ -111,9 +112,8 @@ impl Subscriptions {
     /// subscription that is not ours (any more).
     pub(crate) fn on_closed(&mut self, id: &str, now: Instant) -> Option<Duration> {
         let sub = self.subs.get_mut(id)?;
-        let delay = sub.backoff;
+        let delay = sub.backoff.take();
         sub.retry_at = Some(now + delay);
-        sub.backoff = (delay * 2).min(RESUBSCRIBE_MAX_DELAY);
         Some(delay)
     }
 
