@@ -38,10 +38,6 @@ pub const MAX_ASKS: usize = 3;
 /// Random bytes in a turn id (`mcp:` and their hex): 128 bits, never repeated in practice, so a fresh
 /// call never meets a journaled turn.
 const ID_BYTES: usize = 16;
-/// How long a call that ended without its turn's outcome (its stream closed, or the client cancelled it)
-/// waits for the client's `notifications/cancelled` before it answers: a client sends it with or before
-/// closing the stream, and once it is taken no answer goes out, as the MCP spec says.
-const CANCELLED_NOTICE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One session's server.
 pub(crate) struct Session {
@@ -255,21 +251,14 @@ impl ServerHandler for Session {
             token,
             progress: Progress::default(),
         };
-        let cancelled = ctx.ct.clone();
         let outcome = call.follow(rx, &mut guard, ctx, hangup).await;
         guard.disarm();
         match outcome {
             Some(o) => Ok(result(ToolReply::of_outcome(&o, side.unanswerable()))),
-            None => {
-                // No response follows a cancelled request (the MCP spec), and rmcp drops the handler's
-                // once it has taken the client's `notifications/cancelled`; the call's stream may close
-                // before that notification is read, so it is waited for (bounded) before answering.
-                let _ = tokio::time::timeout(CANCELLED_NOTICE_WAIT, cancelled.cancelled()).await;
-                Err(ErrorData::internal_error(
-                    "the call was cancelled before its turn ended",
-                    None,
-                ))
-            }
+            None => Err(ErrorData::internal_error(
+                "the call was cancelled before its turn ended",
+                None,
+            )),
         }
     }
 }
