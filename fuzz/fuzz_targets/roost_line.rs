@@ -1,17 +1,24 @@
 //! roost protocol lines as an agent or a controller writes them to the daemon's socket: the general parser
-//! takes any line without panicking, and the `report` fast path agrees with it on every line it takes.
+//! takes any line without panicking, the `report` fast path agrees with it on every line it takes, and a
+//! report's fields (state, status, question and choices, prLinks, remoteAt, ...) are validated without
+//! panicking.
 #![no_main]
 
+use agentwire_roost::report::Report;
 use agentwire_roost::wire;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|line: &[u8]| {
     let general = wire::parse_request(line);
-    if let Some(fast) = wire::parse_report_line(line) {
-        let request = general.unwrap_or_else(|bad| {
+    if wire::parse_report_line(line).is_some() {
+        let request = general.as_ref().unwrap_or_else(|bad| {
             panic!("the fast path took a line the general parser refuses: {bad:?}")
         });
         assert_eq!(request.op, "report", "the fast path took another op");
-        let _ = fast;
+    }
+    if let Ok(request) = general {
+        if let Some(report) = request.args.get("report") {
+            let _ = Report::parse(report);
+        }
     }
 });
