@@ -4,45 +4,14 @@
 
 mod common;
 
-use agentwire_roost::daemon::{Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
+use agentwire_roost::daemon::Daemon;
 use common::{job_token, Client};
 use serde_json::json;
-use std::collections::HashMap;
-use std::path::Path;
-
-fn config(dir: &Path) -> DaemonConfig {
-    let mut profiles = HashMap::new();
-    // A protocol agent played by the test: the process records its environment and waits.
-    profiles.insert(
-        "agent".to_string(),
-        Profile {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "env > env.txt; exec sleep 60".into(),
-            ],
-            task: TaskMode::Type,
-            protocol: true,
-            ..Default::default()
-        },
-    );
-    DaemonConfig {
-        socket: dir.join("run").join("roost.sock"),
-        data_dir: dir.join("data"),
-        profiles,
-        hosted: Default::default(),
-        retention: None,
-        terminal_holder: None,
-        concierge: Default::default(),
-        calendar: Default::default(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pr_links_and_remote_at_are_kept_on_the_row_across_a_restart_and_bad_ones_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let cfg = common::protocol_agent_config(dir.path());
     let daemon = Daemon::start(cfg.clone()).await.unwrap();
     let mut ctl = Client::connect(&cfg.socket).await;
     let id = ctl

@@ -7,41 +7,12 @@
 
 mod common;
 
-use agentwire_roost::daemon::{Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
+use agentwire_roost::daemon::Daemon;
 use common::{job_token, Client};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-
-fn config(dir: &Path) -> DaemonConfig {
-    let mut profiles = HashMap::new();
-    profiles.insert(
-        "agent".to_string(),
-        Profile {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "env > env.txt; exec sleep 60".into(),
-            ],
-            task: TaskMode::Type,
-            protocol: true,
-            ..Default::default()
-        },
-    );
-    DaemonConfig {
-        socket: dir.join("run").join("roost.sock"),
-        data_dir: dir.join("data"),
-        profiles,
-        hosted: Default::default(),
-        retention: None,
-        terminal_holder: None,
-        concierge: Default::default(),
-        calendar: Default::default(),
-    }
-}
 
 /// A request whose answer may take the store's busy timeout (5 s) to come: read with a longer wait than
 /// the common client's.
@@ -96,7 +67,7 @@ async fn nothing_delivered(agent: &mut Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_cannot_save_answers_busy_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let cfg = common::protocol_agent_config(dir.path());
     let daemon = Daemon::start(cfg.clone()).await.unwrap();
     let mut ctl = Client::connect(&cfg.socket).await;
     let id = ctl

@@ -92,3 +92,29 @@ pub(crate) async fn job_token(jobs: &Path, id: &str) -> String {
     }
     panic!("job {id} did not start");
 }
+
+/// A daemon under `dir` with one profile, `agent`: a protocol agent played by the test (its process records
+/// its environment in `env.txt` and waits).
+pub(crate) fn protocol_agent_config(dir: &Path) -> agentwire_roost::daemon::DaemonConfig {
+    use agentwire_roost::profile::{Profile, TaskMode};
+    let profile = Profile {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "env > env.txt; exec sleep 60".into(),
+        ],
+        task: TaskMode::Type,
+        protocol: true,
+        ..Default::default()
+    };
+    agentwire_roost::daemon::DaemonConfig {
+        socket: dir.join("run").join("roost.sock"),
+        data_dir: dir.join("data"),
+        profiles: [("agent".to_string(), profile)].into(),
+        hosted: Default::default(),
+        retention: None,
+        terminal_holder: None,
+        concierge: Default::default(),
+        calendar: Default::default(),
+    }
+}
