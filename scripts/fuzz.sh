@@ -3,8 +3,9 @@
 # toolchain with cargo-fuzz (installed with `cargo install` when missing).
 #
 #   ./scripts/fuzz.sh              # each target for 10 s (what scripts/test.sh runs)
-#   ./scripts/fuzz.sh 600          # each target for 10 minutes (the longer run docs/fuzzing.md describes)
+#   ./scripts/fuzz.sh 600          # each target for 10 minutes (the longer run docs/testing.md describes)
 #   ./scripts/fuzz.sh 60 nip44     # one target
+#   ./scripts/fuzz.sh --build-only # build the targets and stop (scripts/test.sh does it beside the interop tests)
 #
 # Each target starts from its seeds (fuzz/seeds/<target>, the tests' inputs) and the corpus it grew before
 # (target/fuzz-corpus/<target>); the NIP-44 target also from the official vectors' payloads when the
@@ -12,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+build_only=false
+if [ "${1:-}" = --build-only ]; then build_only=true; shift; fi
 seconds=${1:-10}
 shift || true
 
@@ -32,6 +35,7 @@ fi
 # reaching the decoders' branches, not speed) and without a sanitizer (the decoders are safe Rust: the
 # fuzzers look for panics and broken round trips).
 (cd fuzz && cargo +nightly fuzz build --dev --sanitizer none)
+if $build_only; then exit 0; fi
 
 conformance="${AGENTWIRE_CONFORMANCE_DIR:-}"
 if [ -z "$conformance" ] && [ -d "$root/../shared/conformance" ]; then

@@ -90,6 +90,16 @@ else
   echo "conformance data not found: fisk-ai v1 schemas NOT checked"
 fi
 
+# The fuzz targets build on the nightly toolchain in their own target dir: that build starts now, at the
+# lowest priority, beside the interop tests (which mostly wait on sockets), and is waited for at the end.
+fuzz_build_pid=""
+fuzz_build_log="$root/target/fuzz-build.log"
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  setsid nice -n 19 ./scripts/fuzz.sh --build-only >"$fuzz_build_log" 2>&1 &
+  fuzz_build_pid=$!
+  trap 'kill -- -"$readme_pid" -"$fuzz_build_pid" 2>/dev/null || true' EXIT
+fi
+
 # --- Interop with independent clients ---------------------------------------------------------------
 say "interop: nostr-tools (Node) against the real daemon"
 (cd interop/nostr-tools && npm ci --no-audit --no-fund --loglevel=error)
@@ -115,7 +125,12 @@ say "roost: the TypeScript agent client against the real daemon"
 AGENTWIRE_BIN="$root/target/debug/agentwire" node --test sdk/typescript/test/
 
 say "fuzzing: every decoder's fuzz target for a bounded time (docs/testing.md, Fuzzing)"
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+if [ -n "$fuzz_build_pid" ]; then
+  if ! wait "$fuzz_build_pid"; then
+    cat "$fuzz_build_log"
+    echo "the fuzz targets did not build"
+    exit 1
+  fi
   ./scripts/fuzz.sh "${AGENTWIRE_FUZZ_SECONDS:-10}"
 else
   echo "no nightly toolchain (rustup toolchain install nightly): the fuzz targets were NOT run"
