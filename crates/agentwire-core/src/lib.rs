@@ -16,6 +16,7 @@ mod outcome;
 pub mod peer_envelope;
 mod question;
 mod redact;
+mod token_bucket;
 mod tool_line;
 mod turnbook;
 
@@ -31,6 +32,7 @@ pub use question::{
     QuestionOption, Selection, APPROVE_OPTIONS, CONFIRM_OPTIONS,
 };
 pub use redact::{redact_secrets, redact_userinfo};
+pub use token_bucket::TokenBucket;
 pub use tool_line::{
     arguments_summary, one_line, output_summary, tool_line, tool_result_line, tool_start_line,
     MAX_ARGUMENTS_SUMMARY_CHARS,

@@ -72,7 +72,6 @@ pub mod kind;
 pub mod limits;
 pub mod notify;
 mod own_urls;
-mod rate;
 pub mod retention;
 pub mod rooms;
 mod server;

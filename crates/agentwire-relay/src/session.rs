@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
+use agentwire_core::TokenBucket;
 use nostr::event::{Event, EventId, Kind};
 use nostr::filter::{Filter, MatchEventOptions};
 use nostr::key::PublicKey;
@@ -34,7 +35,6 @@ use crate::limits::{
     MAX_AUTH_MESSAGES_PER_CONNECTION, MAX_FUTURE_SKEW_SECS,
 };
 use crate::own_urls::OwnUrls;
-use crate::rate::TokenBucket;
 use crate::rooms::Rooms;
 use crate::stats::{EventResult, RelayStats};
 use crate::store::{event_json, InsertOutcome, StoredEvent};
@@ -136,7 +136,10 @@ const SENT_STORED_KEPT: usize = 64;
 pub(crate) struct Session {
     limits: RelayLimits,
     unlimited_authors: Arc<HashSet<PublicKey>>,
-    bucket: TokenBucket,
+    /// The event rate ([`RelayLimits::max_events_per_second_per_connection`]; `None`: zero, unlimited), on
+    /// seconds since `began`.
+    bucket: Option<TokenBucket>,
+    began: Instant,
     /// Set once this connection has authenticated (NIP-42) as an unlimited author: from then on the
     /// connection is theirs and exempt from the event rate, also for events signed by other keys (the
     /// one-time keys of NIP-59 gift wraps an agent sends in the privacy-first profile). Never for carrying
@@ -196,7 +199,11 @@ impl Session {
             stats,
             authed: HashSet::new(),
             auth_messages: 0,
-            bucket: TokenBucket::new(limits.max_events_per_second_per_connection, now),
+            bucket: match limits.max_events_per_second_per_connection {
+                0 => None,
+                rate => Some(TokenBucket::new(f64::from(rate), f64::from(rate))),
+            },
+            began: now,
             limits,
             unlimited_authors,
             exempt: false,
@@ -594,7 +601,8 @@ impl Session {
         }
         // Checked before the signature, which costs far more than anything else here. Keyed off the
         // connection's proven identity, never the event's author: anyone can resend the agent's events.
-        if !self.exempt && !self.bucket.try_take(now) {
+        let since_began = now.saturating_duration_since(self.began).as_secs_f64();
+        if !self.exempt && !self.bucket.as_mut().is_none_or(|b| b.try_take(since_began)) {
             return refuse(&format!(
                 "rate-limited: at most {} events per second per connection",
                 self.limits.max_events_per_second_per_connection

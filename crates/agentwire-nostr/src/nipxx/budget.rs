@@ -4,6 +4,8 @@
 //! runtime's time from real prompts. Each relay connection and the runtime as a whole get a token bucket
 //! of unwraps; a wrap past either is dropped unopened (and stays on the relay). Pure: `now` comes in.
 
+use agentwire_core::TokenBucket;
+
 /// Unwraps a second from one relay connection: far above what people send, a small share of a core.
 pub const UNWRAPS_PER_SECOND_PER_RELAY: f64 = 50.0;
 /// Unwraps one relay connection may spend at once (a backlog of wrapped prompts after a restart).
@@ -13,37 +15,11 @@ pub const UNWRAPS_PER_SECOND: f64 = 100.0;
 /// Unwraps the runtime may spend at once over every relay.
 pub const UNWRAP_BURST: f64 = 200.0;
 
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: f64,
-    rate: f64,
-    burst: f64,
-}
-
-impl Bucket {
-    fn new(rate: f64, burst: f64) -> Bucket {
-        Bucket {
-            tokens: burst,
-            at: f64::NEG_INFINITY,
-            rate,
-            burst,
-        }
-    }
-
-    fn refill(&mut self, now: f64) {
-        if self.at.is_finite() {
-            self.tokens = (self.tokens + (now - self.at).max(0.0) * self.rate).min(self.burst);
-        }
-        self.at = now;
-    }
-}
-
 /// The unwrap budgets of one runtime.
 #[derive(Debug, Clone)]
 pub struct UnwrapBudget {
-    relays: Vec<Bucket>,
-    global: Bucket,
+    relays: Vec<TokenBucket>,
+    global: TokenBucket,
     dropped: u64,
 }
 
@@ -51,28 +27,26 @@ impl UnwrapBudget {
     /// Budgets for `relays` relay connections.
     pub fn new(relays: usize) -> UnwrapBudget {
         UnwrapBudget {
-            relays: vec![Bucket::new(UNWRAPS_PER_SECOND_PER_RELAY, UNWRAP_BURST_PER_RELAY); relays],
-            global: Bucket::new(UNWRAPS_PER_SECOND, UNWRAP_BURST),
+            relays: vec![
+                TokenBucket::new(UNWRAPS_PER_SECOND_PER_RELAY, UNWRAP_BURST_PER_RELAY);
+                relays
+            ],
+            global: TokenBucket::new(UNWRAPS_PER_SECOND, UNWRAP_BURST),
             dropped: 0,
         }
     }
 
     /// Whether a wrap from relay `relay` may be opened at `now` (seconds); takes one unwrap if so.
     pub fn take(&mut self, relay: usize, now: f64) -> bool {
-        let Some(r) = self.relays.get_mut(relay) else {
+        let global = &mut self.global;
+        let opened = self
+            .relays
+            .get_mut(relay)
+            .is_some_and(|r| r.take_where(now, |_| global.try_take(now)));
+        if !opened {
             self.dropped += 1;
-            return false;
-        };
-        r.refill(now);
-        self.global.refill(now);
-        if r.tokens >= 1.0 && self.global.tokens >= 1.0 {
-            r.tokens -= 1.0;
-            self.global.tokens -= 1.0;
-            true
-        } else {
-            self.dropped += 1;
-            false
         }
+        opened
     }
 
     /// How many wraps were dropped unopened so far.

@@ -4,6 +4,7 @@
 //! Pure: the caller passes `now` (seconds, as f64) in.
 
 use super::{ErrorCode, Violation};
+use agentwire_core::TokenBucket;
 use nostr::prelude::PublicKey;
 use std::collections::{HashMap, HashSet};
 
@@ -40,9 +41,9 @@ pub struct SenderPolicy {
     pub block: HashSet<PublicKey>,
     /// The per-sender rate.
     pub rate: RateLimit,
-    buckets: HashMap<PublicKey, (f64, f64)>,
-    /// The refusal budget's tokens and when they were counted (`None`: full).
-    refusals: Option<(f64, f64)>,
+    buckets: HashMap<PublicKey, TokenBucket>,
+    /// The refusal budget, across all senders.
+    refusals: TokenBucket,
 }
 
 impl SenderPolicy {
@@ -57,21 +58,14 @@ impl SenderPolicy {
             block,
             rate,
             buckets: HashMap::new(),
-            refusals: None,
+            refusals: TokenBucket::new(REFUSALS_PER_SECOND, REFUSAL_BURST),
         }
     }
 
     /// Whether a refusal may be answered (journaled and sent) at `now`: takes one from the budget shared
     /// by all senders ([`REFUSALS_PER_SECOND`], [`REFUSAL_BURST`]).
     pub fn answer_refusal(&mut self, now: f64) -> bool {
-        let (tokens, at) = self.refusals.unwrap_or((REFUSAL_BURST, now));
-        let tokens = (tokens + (now - at).max(0.0) * REFUSALS_PER_SECOND).min(REFUSAL_BURST);
-        let (left, answered) = match tokens >= 1.0 {
-            true => (tokens - 1.0, true),
-            false => (tokens, false),
-        };
-        self.refusals = Some((left, now));
-        answered
+        self.refusals.try_take(now)
     }
 
     /// Admits one prompt from `sender` at `now`, or says why not (with `retry_after` for RATE_LIMIT).
@@ -94,27 +88,18 @@ impl SenderPolicy {
             }
         }
         if self.buckets.len() >= MAX_TRACKED_SENDERS && !self.buckets.contains_key(sender) {
-            let (rate, burst) = (self.rate.per_second, self.rate.burst);
-            self.buckets
-                .retain(|_, (tokens, at)| *tokens + (now - *at) * rate < burst);
+            self.buckets.retain(|_, bucket| !bucket.is_full(now));
         }
-        let (tokens, at) = self
+        let rate = self.rate;
+        let bucket = self
             .buckets
             .entry(*sender)
-            .or_insert((self.rate.burst, now));
-        let refilled = (*tokens + (now - *at).max(0.0) * self.rate.per_second).min(self.rate.burst);
-        if refilled >= 1.0 {
-            *tokens = refilled - 1.0;
-            *at = now;
+            .or_insert_with(|| TokenBucket::new(rate.per_second, rate.burst));
+        if bucket.try_take(now) {
             Ok(())
         } else {
-            *tokens = refilled;
-            *at = now;
-            let wait = if self.rate.per_second > 0.0 {
-                ((1.0 - refilled) / self.rate.per_second).ceil()
-            } else {
-                60.0
-            };
+            // A sender whose rate is zero is told to come back in a minute.
+            let wait = bucket.wait_for_one(now).map_or(60.0, f64::ceil);
             Err((
                 Violation::new(
                     ErrorCode::RateLimit,
