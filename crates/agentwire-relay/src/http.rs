@@ -7,7 +7,7 @@
 use nostr::key::PublicKey;
 use serde_json::json;
 
-use crate::limits::RelayLimits;
+use crate::limits::{RelayLimits, MAX_HTTP_HEADERS};
 use crate::own_urls::OwnUrls;
 
 /// The media type a client asks for to get the NIP-11 document.
@@ -37,24 +37,22 @@ pub(crate) fn route(
     health: Option<&crate::HealthCheck>,
     names: &OwnUrls,
 ) -> Route {
-    let text = String::from_utf8_lossy(head);
-    let mut lines = text.split("\r\n");
-    let request_line = lines.next().unwrap_or_default();
-    let mut parts = request_line.split_ascii_whitespace();
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    // The request line and headers are read by httparse, the HTTP/1 parser under hyper (the HTTP stack
+    // of the daemon's other listeners). The connection itself stays with the relay: it peeks at the head
+    // and hands the same socket to the WebSocket handshake, which a server framework would own.
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HTTP_HEADERS];
+    let mut request = httparse::Request::new(&mut slots);
+    let (Ok(httparse::Status::Complete(_)), Some(method), Some(target)) =
+        (request.parse(head), request.method, request.path)
     else {
         return Route::Respond(bad_request());
     };
-    if !version.starts_with("HTTP/1.") {
-        return Route::Respond(bad_request());
-    }
+    let headers = &*request.headers;
     let header = |wanted: &str| -> Option<String> {
-        text.split("\r\n").skip(1).find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.trim()
-                .eq_ignore_ascii_case(wanted)
-                .then(|| value.trim().to_owned())
-        })
+        headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(wanted))
+            .map(|h| String::from_utf8_lossy(h.value).trim().to_owned())
     };
     let has_token = |value: Option<String>, token: &str| {
         value.is_some_and(|v| {
@@ -146,7 +144,7 @@ pub(crate) fn route(
     }
 }
 
-/// 400: the request head is not HTTP/1.x.
+/// 400: the request head is not HTTP/1.x (or carries more than [`MAX_HTTP_HEADERS`] headers).
 pub(crate) fn bad_request() -> Vec<u8> {
     response(
         "400 Bad Request",
@@ -354,6 +352,14 @@ mod tests {
             None,
             &names(),
         ));
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        let crowded = format!(
+            "GET / HTTP/1.1\r\n{}\r\n",
+            "X-A: b\r\n".repeat(MAX_HTTP_HEADERS + 1)
+        );
+        let text = body(&route(crowded.as_bytes(), "{}", "n", None, &names()));
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        let text = body(&route(b"GET / HTTP/2.0\r\n\r\n", "{}", "n", None, &names()));
         assert!(text.starts_with("HTTP/1.1 400"), "{text}");
         let text = body(&route(
             b"POST / HTTP/1.1\r\n\r\n",

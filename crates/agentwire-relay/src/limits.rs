@@ -172,6 +172,10 @@ pub const MAX_FILTER_VALUES: usize = 4096;
 /// upgrade: 8 KiB, the common limit of HTTP servers; browsers send well under 2 KiB.
 pub const MAX_HTTP_HEAD_BYTES: usize = 8 * 1024;
 
+/// The most header lines a request head may carry: 64. Browsers send about 15 and Nostr clients fewer;
+/// the parser keeps one slot a header on the stack, and a head with more is answered 400.
+pub const MAX_HTTP_HEADERS: usize = 64;
+
 /// How long a new connection may take to send its whole request head: 3 s. A browser or Nostr client
 /// sends it in one packet right after connecting (well under a second even on a slow mobile link); a
 /// head dripped in slowly only holds a slot (slowloris), and is closed once this has passed.
