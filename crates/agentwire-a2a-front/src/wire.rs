@@ -7,6 +7,7 @@
 //! part and count is bounded here ([`MAX_ID_CHARS`], [`MAX_PARTS`], [`MAX_PAGE_SIZE`]), and a message of
 //! anything but text is refused as a content type the agents do not take.
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -638,85 +639,26 @@ pub fn parse_list(params: &Value) -> Result<ListRequest, RequestError> {
     })
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The civil date of a day since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
-}
-
-/// Unix milliseconds as the spec's timestamp: `YYYY-MM-DDTHH:mm:ss.sssZ`.
+/// Unix milliseconds as the spec's timestamp: `YYYY-MM-DDTHH:mm:ss.sssZ` (an instant past chrono's last,
+/// years after 262,000, as that last one).
 pub fn timestamp(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        s / 3600,
-        s % 3600 / 60,
-        s % 60,
-        ms % 1000
-    )
+    let at = i64::try_from(ms)
+        .ok()
+        .and_then(DateTime::<Utc>::from_timestamp_millis)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// An ISO 8601 UTC time (`YYYY-MM-DDTHH:mm:ss[.fff]Z`) as Unix milliseconds; `None` when it is not one
-/// (another offset than `Z` included: the spec allows none).
+/// An ISO 8601 UTC time (`YYYY-MM-DDTHH:mm:ss[.fff]Z`, as RFC 3339 writes it) as Unix milliseconds; `None`
+/// when it is not one: another offset than `Z` (the spec allows none), a date that does not exist, or an
+/// instant before 1970.
 pub fn parse_timestamp(t: &str) -> Option<u64> {
-    let t = t.strip_suffix('Z').or_else(|| t.strip_suffix('z'))?;
-    let (date, time) = t.split_once(['T', 't'])?;
-    let mut date = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
-    let (y, mo, d) = (date.next()??, date.next()??, date.next()??);
-    let (hms, frac) = match time.split_once('.') {
-        Some((hms, f)) => (hms, f),
-        None => (time, ""),
-    };
-    let mut hms = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
-    let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
-    let fits = TIMESTAMP_YEARS.contains(&y)
-        && (1..=12).contains(&mo)
-        && (1..=31).contains(&d)
-        && (0..=23).contains(&h)
-        && (0..=59).contains(&mi)
-        && (0..=60).contains(&s);
-    if !fits {
+    if !t.ends_with(['Z', 'z']) {
         return None;
     }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
-        return None;
-    }
-    let ms = format!("{frac:0<3}")[..3].parse::<i64>().ok()?;
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(secs * 1000 + ms).ok()
+    let at = DateTime::parse_from_rfc3339(t).ok()?;
+    u64::try_from(at.timestamp_millis()).ok()
 }
-
-/// The years a timestamp may name: four digits, as ISO 8601 writes them without an expansion. Any year
-/// past them would overflow the arithmetic (a year of about 1e14 and more), and none is a task's time.
-pub const TIMESTAMP_YEARS: std::ops::RangeInclusive<i64> = 1..=9999;
 
 #[cfg(test)]
 mod tests {
@@ -734,6 +676,8 @@ mod tests {
             "2026-12-07T-5:00:00Z",
             "2026-12-07T01:-1:00Z",
             "2026-12-07T01:00:-1Z",
+            "2026-02-30T00:00:00Z",
+            "1969-12-31T23:59:59Z",
         ] {
             assert_eq!(parse_timestamp(bad), None, "{bad}");
         }

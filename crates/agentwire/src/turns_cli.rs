@@ -265,25 +265,15 @@ fn duration(ms: u64) -> String {
     }
 }
 
-/// Unix seconds as UTC `YYYY-MM-DD HH:MM:SS` (the civil calendar from days since the epoch, as in Howard
-/// Hinnant's `civil_from_days`).
+/// Unix seconds as UTC `YYYY-MM-DD HH:MM:SS` (the number itself past chrono's last instant).
 fn utc(unix: u64) -> String {
-    let (days, secs) = (unix / 86_400, unix % 86_400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    i64::try_from(unix)
+        .ok()
+        .and_then(|s| chrono::DateTime::<chrono::Utc>::from_timestamp(s, 0))
+        .map_or_else(
+            || unix.to_string(),
+            |at| at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
 }
 
 /// `agentwire watch [TURN]`: one turn as `ask` shows it (its text on stdout, tools on stderr, the outcome),

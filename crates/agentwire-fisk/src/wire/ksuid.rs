@@ -4,6 +4,12 @@
 //! big-endian `u32`, then a 16-byte random payload. Its text form is that 160-bit number in base62
 //! (`0-9A-Za-z`), zero-padded to 27 characters, so ids sort by time as strings. The time and the payload
 //! are the caller's: this module reads no clock and draws no randomness.
+//!
+//! Written here rather than taken from a crate, for a measured reason: the maintained Rust KSUID crate
+//! (`svix-ksuid` 0.8.0, checked 2026-12-07) parses leniently where a peer's id must be checked. Its
+//! `from_str` took `aWgEPTl1tmebfsQzFP4bxwgy80W` (one past the largest KSUID) as the zero KSUID, and took
+//! 26- and 28-character strings as KSUIDs; it also reads the clock and the random source itself. This module
+//! refuses all three (tests below) and is about 100 lines.
 
 use std::fmt;
 use std::str::FromStr;
@@ -154,6 +160,15 @@ mod tests {
             Err(NotAKsuid)
         );
         assert_eq!("short".parse::<Ksuid>(), Err(NotAKsuid));
+        // One character short of a KSUID and one over: both refused, not padded or cut.
+        assert_eq!(
+            "aWgEPTl1tmebfsQzFP4bxwgy80".parse::<Ksuid>(),
+            Err(NotAKsuid)
+        );
+        assert_eq!(
+            "10aWgEPTl1tmebfsQzFP4bxwgy80".parse::<Ksuid>(),
+            Err(NotAKsuid)
+        );
         assert_eq!(
             "0ujtsYcgvSTl8PAuAdqWYSMnLO-".parse::<Ksuid>(),
             Err(NotAKsuid)
