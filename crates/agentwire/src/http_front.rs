@@ -194,22 +194,8 @@ pub(crate) async fn start(
             m.set_relay(relay.connections(), &events);
         }
     });
-    let health: agentwire_http::HealthCheck = Arc::new(move || {
-        let Some(e) = first.as_ref().and_then(|e| e.upgrade()) else {
-            return (false, serde_json::json!({"ok": false, "stopping": true}));
-        };
-        let (writable, draining) = (e.journal_writable(), e.draining());
-        let ok = writable && !draining;
-        (
-            ok,
-            serde_json::json!({
-                "ok": ok,
-                "journal_writable": writable,
-                "draining": draining,
-                "live_turns": e.live_turns(),
-            }),
-        )
-    });
+    let health: agentwire_http::HealthCheck =
+        Arc::new(move || crate::serve::health(first.as_ref().and_then(|e| e.upgrade())));
     let callers = caller_tokens(choice, &token, data_dir)?;
     agentwire_http::start(
         HttpConfig {
