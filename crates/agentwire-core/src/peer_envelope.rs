@@ -1,7 +1,7 @@
 //! The envelope in which an agent receives an item from another session (a roost peer's message, a board
-//! notice), and how a person reads text that carries one. The envelope is written by the roost supervisor
-//! (`agentwire_roost::peer_item::envelope`); every view for people (the job table, the hub's runs, the turn
-//! API's prompt and answer as shown) reads it through [`for_people`] the same way.
+//! notice), and how a person reads text that carries one. The envelope is written by the roost
+//! supervisor (`agentwire_roost::proto::peer_item::envelope`); every view for people (the job table, the
+//! hub's runs, the turn API's prompt and answer as shown) reads it through [`for_people`] the same way.
 
 /// The tag the envelope is written in.
 pub const ENVELOPE_TAG: &str = "roost-item";

@@ -6,7 +6,7 @@
 //! the daemon's socket with the Rust agent client, like any agent: replies come one at a time and are
 //! acked once their turn is journaled; a reply while the turn asks a question is its answer; a later one
 //! waits behind the turn under way; an approval "for this session" or "always" stands for the rest of the
-//! job (kept in the conversation's meta). The row shows the turn ([`crate::turn_row`]), and each
+//! job (kept in the conversation's meta). The row shows the turn ([`crate::proto::turn_row`]), and each
 //! answer's whole text is appended to `output.log` in the job's dir (the row keeps 500 characters). A
 //! stopped job's turns are cancelled. After a restart the job is served again once the engine's recovery
 //! pass has ended what the crash cut off, and its row shows its newest turn's outcome.
@@ -15,9 +15,9 @@
 //! as the job on its connection (a model agent's roost tools: `handback` to the parent that spawned it,
 //! `spawn`, `watch`, `send`, the board).
 
-use crate::agent::{Delivery, Handler, JobEnv, RoostAgent};
+use crate::client::agent::{Delivery, Handler, JobEnv, RoostAgent};
 use crate::daemon::hosted::{Host, HostedJob};
-use crate::turn_row::{self, TurnRow};
+use crate::proto::turn_row::{self, TurnRow};
 use agentwire_core::{ConversationId, Outcome, Question, RequestId, TurnEvent};
 use agentwire_engine::StoredTurn;
 use agentwire_engine::{

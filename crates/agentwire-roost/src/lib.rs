@@ -1,14 +1,13 @@
 //! The roost agent protocol (spec: `shared/specs/roost-agent-protocol.md`): a supervisor runs agent jobs
 //! and talks to them over a unix socket, one JSON object per line.
 //!
-//! [`wire`] parses and builds the lines; [`report`] validates an agent's report against the spec's fields
-//! and bounds; [`supervisor`] holds jobs, replies, acks, the conversations jobs serve and the feed;
-//! [`escalation`] decides what becomes of a stop's SIGKILL across a restart; [`turn_row`] shows an engine
-//! turn on a hosted job's row; [`when`] reads a schedule's `when` (`every 30m`, `daily 18:00`, ...) and says
-//! when it is next due; [`concierge`] keeps the concierge's policy, orders and digests, and [`schedule`]
-//! the jobs started on a clock; [`spawn_rules`] bounds what a session may spawn. All nine are pure;
-//! [`store`] keeps them durable and [`daemon`] drives them.
-//!
+//! The crate is in three tiers, each importing only those below it:
+//! - [`proto`]: the protocol's lines and the supervisor's rules, pure (time passed in);
+//! - [`daemon`]: the supervisor daemon: its socket and connections, its store, the jobs' processes and
+//!   terminals, profiles and settings, and the ops applied to the rules;
+//! - [`client`] (a controller's connection and the Rust agent client) and [`front`] (an engine agent hosted
+//!   as a roost profile), which reach the daemon over its socket.
+
 //! # Trust model
 //!
 //! The socket is the daemon's user's alone (0600, in a directory made 0700): only that user (and root)
@@ -16,7 +15,7 @@
 //! turns) are trusted; jobs are not trusted to control one another. A job's processes may speak for their
 //! own job with its token (`report`, `ack`) but the controller's ops (`rows`, `dispatch`, `reply`, `stop`,
 //! ...) are refused `unauthorized` on any connection from them, found by their process group or ancestry
-//! ([`daemon::peer`]); the last [`wire::CONTROLLER_RESERVE`] connection places are kept for the owner's
+//! ([`daemon::peer`]); the last [`proto::wire::CONTROLLER_RESERVE`] connection places are kept for the owner's
 //! controllers, and a connection that does not identify itself within [`daemon::IDENTIFY_TIMEOUT`] is
 //! closed (beyond the [`daemon::SILENT_CONTROLLERS_KEPT`] silent ones of the owner's controllers). A
 //! job's environment holds none of the daemon's secrets: only an allowlist (`PATH`, `HOME`, locale, ...),
@@ -30,24 +29,7 @@
 //! daemon refuses the profile at start). Such a job cannot reach the owner-only socket, so the profile must
 //! be a terminal agent (`protocol = false`); it runs in that user's home directory (or `/`).
 
-pub mod agent;
-pub mod board;
 pub mod client;
-pub mod concierge;
 pub mod daemon;
-pub mod escalation;
-mod field;
 pub mod front;
-pub mod peer_item;
-pub mod profile;
-pub mod report;
-pub mod schedule;
-pub mod settings;
-pub mod spawn_rules;
-pub mod store;
-pub mod supervisor;
-pub mod terminal;
-pub mod turn_row;
-pub mod watch;
-pub mod when;
-pub mod wire;
+pub mod proto;

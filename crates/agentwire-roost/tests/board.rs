@@ -6,8 +6,8 @@
 
 mod common;
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
 use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;

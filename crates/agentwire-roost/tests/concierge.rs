@@ -7,9 +7,9 @@
 
 mod common;
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Calendar, ConciergeSetup, Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
-use agentwire_roost::when::Zone;
+use agentwire_roost::proto::when::Zone;
 use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -374,7 +374,7 @@ async fn digests_wake_the_concierge_one_at_a_time_under_a_burst_and_lose_nothing
             .is_none(),
         "spaced: the last went less than DIGEST_MIN_INTERVAL ago"
     );
-    tick(agentwire_roost::concierge::DIGEST_MIN_INTERVAL.as_secs());
+    tick(agentwire_roost::proto::concierge::DIGEST_MIN_INTERVAL.as_secs());
     let burst = digest_within(&mut cc, Duration::from_secs(5))
         .await
         .expect("one digest for the burst");

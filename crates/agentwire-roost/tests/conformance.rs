@@ -4,8 +4,8 @@
 //! its exit.
 
 use agentwire_roost::client::Controller;
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;

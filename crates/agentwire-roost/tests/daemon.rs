@@ -3,8 +3,8 @@
 
 mod common;
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
 use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -356,7 +356,7 @@ async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
     assert_eq!(c.code("reply", json!({"text": "x"})).await, "bad_request");
     // The connection still serves after every refusal.
     assert_eq!(c.ok("rows", json!({})).await["rows"], json!([]));
-    let big = vec![b'x'; agentwire_roost::wire::MAX_LINE_BYTES + 10];
+    let big = vec![b'x'; agentwire_roost::proto::wire::MAX_LINE_BYTES + 10];
     let _ = c.writer.write_all(&big).await;
     let _ = c.writer.write_all(b"\n").await;
     assert!(c.line().await.is_none(), "the connection was ended");
@@ -368,7 +368,7 @@ async fn bad_lines_get_bad_request_and_an_overlong_line_ends_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_sent_past_the_in_flight_bound_wait_and_are_all_answered_in_order() {
-    use agentwire_roost::wire::MAX_IN_FLIGHT;
+    use agentwire_roost::proto::wire::MAX_IN_FLIGHT;
     let (_dir, cfg, daemon, _) = started().await;
     let c = Client::connect(&cfg.socket).await;
     let (mut reader, mut writer) = (c.reader, c.writer);
@@ -424,7 +424,7 @@ async fn requests_sent_past_the_in_flight_bound_wait_and_are_all_answered_in_ord
 async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
     let (_dir, cfg, daemon, _) = started().await;
     let mut held = Vec::new();
-    for _ in 0..agentwire_roost::wire::MAX_CONNECTIONS {
+    for _ in 0..agentwire_roost::proto::wire::MAX_CONNECTIONS {
         let mut c = Client::connect(&cfg.socket).await;
         // Each answers, so each is counted before the next connects.
         c.ok("rows", json!({})).await;
@@ -480,7 +480,8 @@ async fn at_most_1024_connections_and_a_client_that_reads_nothing_is_dropped() {
     // Each stop pushes the job's row (about 400 bytes; counted as 600) to every subscriber.
     let mut pushed = 0usize;
     while pushed
-        < agentwire_roost::wire::MAX_UNREAD_BYTES + agentwire_roost::wire::MAX_UNREAD_BYTES / 2
+        < agentwire_roost::proto::wire::MAX_UNREAD_BYTES
+            + agentwire_roost::proto::wire::MAX_UNREAD_BYTES / 2
     {
         ctl.ok("stop", json!({"id": job})).await;
         pushed += 600;

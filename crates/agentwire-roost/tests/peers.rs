@@ -5,8 +5,8 @@
 
 mod common;
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
 use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -563,7 +563,7 @@ async fn a_foreground_peer_spawns_watches_and_takes_a_handback() {
 /// kind and are acked by themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rust_client_takes_peer_items_and_uses_the_board() {
-    use agentwire_roost::agent::{Delivery, JobEnv, RoostAgent};
+    use agentwire_roost::client::agent::{Delivery, JobEnv, RoostAgent};
     let (_dir, cfg, daemon, mut ctl) = start().await;
     let mut agents = Vec::new();
     let mut inboxes = Vec::new();
@@ -576,7 +576,7 @@ async fn the_rust_client_takes_peer_items_and_uses_the_board() {
             id,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Delivery>();
-        let handler: agentwire_roost::agent::Handler = std::sync::Arc::new(move |d| {
+        let handler: agentwire_roost::client::agent::Handler = std::sync::Arc::new(move |d| {
             let tx = tx.clone();
             Box::pin(async move {
                 let _ = tx.send(d);

@@ -3,11 +3,11 @@
 //! same process, dropped for a process that is gone or a pid that is another process's now).
 
 use agentwire_roost::client::{ClientError, Controller};
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
+use agentwire_roost::daemon::store::{Escalations, Store};
 use agentwire_roost::daemon::{process, Daemon, DaemonConfig, STOP_GRACE};
-use agentwire_roost::escalation::Escalation;
-use agentwire_roost::profile::{Profile, TaskMode};
-use agentwire_roost::store::{Escalations, Store};
-use agentwire_roost::wire::ErrorCode;
+use agentwire_roost::proto::escalation::Escalation;
+use agentwire_roost::proto::wire::ErrorCode;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;

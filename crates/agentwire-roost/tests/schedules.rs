@@ -5,9 +5,9 @@
 
 mod common;
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Calendar, Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
-use agentwire_roost::when::Zone;
+use agentwire_roost::proto::when::Zone;
 use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;

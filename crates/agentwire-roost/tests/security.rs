@@ -4,9 +4,9 @@
 //! a connection that does not identify itself is closed (the owner's controllers past the few kept); jobs filling the connection cap leave the owner's
 //! controllers room; and a profile's `user` runs its jobs as that user (or is refused when it cannot).
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Daemon, DaemonConfig, IDENTIFY_TIMEOUT, SILENT_CONTROLLERS_KEPT};
-use agentwire_roost::profile::{Profile, TaskMode};
-use agentwire_roost::wire::{CONTROLLER_RESERVE, MAX_CONNECTIONS};
+use agentwire_roost::proto::wire::{CONTROLLER_RESERVE, MAX_CONNECTIONS};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -6,10 +6,12 @@
 
 mod common;
 
+use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Calendar, Daemon, DaemonConfig};
-use agentwire_roost::profile::{Profile, TaskMode};
-use agentwire_roost::spawn_rules::{MAX_CHILDREN_AT_WORK, MAX_SPAWNED_RUNNING, SPAWNS_PER_MINUTE};
-use agentwire_roost::when::Zone;
+use agentwire_roost::proto::spawn_rules::{
+    MAX_CHILDREN_AT_WORK, MAX_SPAWNED_RUNNING, SPAWNS_PER_MINUTE,
+};
+use agentwire_roost::proto::when::Zone;
 use common::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! the last answer it gave in your place. Each is the hub's op on a controller's connection.
 
 use agentwire_roost::client::Controller;
-use agentwire_roost::when::Zone;
+use agentwire_roost::proto::when::Zone;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

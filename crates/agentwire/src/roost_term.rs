@@ -1,4 +1,4 @@
-//! `agentwire roost-term`: the holder of a terminal agent's terminal ([`agentwire_roost::terminal`]). Not a
+//! `agentwire roost-term`: the holder of a terminal agent's terminal ([`agentwire_roost::daemon::terminal`]). Not a
 //! command for people (it is in no help text): the roost daemon inside `agentwire serve` starts this same
 //! binary with it for each terminal agent's job, so the terminal outlives the daemon as the job does.
 
@@ -22,14 +22,14 @@ pub(crate) fn holder() -> Option<Vec<OsString>> {
 
 /// Runs the holder with the arguments after [`ARG`]; its exit code is the agent's.
 pub(crate) fn run(args: impl Iterator<Item = OsString>) -> ExitCode {
-    let args = match agentwire_roost::terminal::HoldArgs::parse(args) {
+    let args = match agentwire_roost::daemon::terminal::HoldArgs::parse(args) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("agentwire {ARG}: {e}");
             return ExitCode::from(2);
         }
     };
-    match agentwire_roost::terminal::hold(&args) {
+    match agentwire_roost::daemon::terminal::hold(&args) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
             eprintln!(

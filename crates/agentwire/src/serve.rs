@@ -446,7 +446,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
             });
             serde_json::json!({
                 "name": name, "kind": "process", "program": program,
-                "task": match p.task { agentwire_roost::profile::TaskMode::Type => "type", agentwire_roost::profile::TaskMode::Argv => "argv" },
+                "task": match p.task { agentwire_roost::daemon::profile::TaskMode::Type => "type", agentwire_roost::daemon::profile::TaskMode::Argv => "argv" },
                 "protocol": p.protocol,
             })
         })
@@ -690,28 +690,32 @@ impl Running {
     }
 }
 
-/// `GET /health` on the embedded relay's port: `200` while the engine takes turns, `503` while its journal
-/// cannot be written or it is draining for a shutdown, with the facts as JSON.
+/// What `GET /health` says, on the HTTP listener and on the embedded relay's port alike: healthy (`200`)
+/// while the engine takes turns, not (`503`) while its journal cannot be written, it is draining for a
+/// shutdown or it is gone, with the facts as JSON.
+pub(crate) fn health(engine: Option<Arc<Engine>>) -> (bool, serde_json::Value) {
+    let Some(e) = engine else {
+        return (false, serde_json::json!({"ok": false, "stopping": true}));
+    };
+    let (writable, draining) = (e.journal_writable(), e.draining());
+    let ok = writable && !draining;
+    let facts = serde_json::json!({
+        "ok": ok,
+        "journal_writable": writable,
+        "draining": draining,
+        "live_turns": e.live_turns(),
+    });
+    (ok, facts)
+}
+
+/// `GET /health` on the embedded relay's port ([`health`]).
 fn health_check(engine: &Arc<Engine>) -> agentwire_relay::HealthCheck {
     let engine = Arc::downgrade(engine);
     agentwire_relay::HealthCheck::new(move || {
-        let Some(e) = engine.upgrade() else {
-            return agentwire_relay::HealthReport {
-                ok: false,
-                body: r#"{"ok":false,"stopping":true}"#.into(),
-            };
-        };
-        let (writable, draining) = (e.journal_writable(), e.draining());
-        let ok = writable && !draining;
+        let (ok, facts) = health(engine.upgrade());
         agentwire_relay::HealthReport {
             ok,
-            body: serde_json::json!({
-                "ok": ok,
-                "journal_writable": writable,
-                "draining": draining,
-                "live_turns": e.live_turns(),
-            })
-            .to_string(),
+            body: facts.to_string(),
         }
     })
 }

@@ -292,7 +292,7 @@ async fn roost_phase(args: &Args) -> Result<Vec<Step>, String> {
                 fds_before: fds_jobs,
                 fds_after,
                 cap: Some((
-                    agentwire_roost::wire::MAX_CONNECTIONS,
+                    agentwire_roost::proto::wire::MAX_CONNECTIONS,
                     "roost's MAX_CONNECTIONS",
                 )),
                 refused: 0,
@@ -305,7 +305,7 @@ async fn roost_phase(args: &Args) -> Result<Vec<Step>, String> {
                 fds_before,
                 fds_after,
                 cap: Some((
-                    agentwire_roost::wire::MAX_CONNECTIONS,
+                    agentwire_roost::proto::wire::MAX_CONNECTIONS,
                     "roost's MAX_CONNECTIONS (jobs themselves have no cap)",
                 )),
                 refused: 0,

@@ -1,7 +1,7 @@
 //! A roost agent on the Rust client: it reports, answers each reply by reporting `got: <text>`, records
 //! what it handled in `received.txt` in its job dir, and on `bye` reports `done` and exits.
 
-use agentwire_roost::agent::{Delivery, JobEnv, RoostAgent};
+use agentwire_roost::client::agent::{Delivery, JobEnv, RoostAgent};
 use serde_json::json;
 use std::io::Write;
 use std::sync::Arc;

@@ -5,9 +5,9 @@
 //! task to a session as one.
 
 use super::state::{now, Shared, State};
-use crate::board::{self, Actor, Change};
-use crate::peer_item::{From, ItemKind, PeerItem, Relation};
-use crate::wire::{Args, ErrorCode, Refusal};
+use crate::proto::board::{self, Actor, Change};
+use crate::proto::peer_item::{From, ItemKind, PeerItem, Relation};
+use crate::proto::wire::{Args, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
 
 impl Shared {

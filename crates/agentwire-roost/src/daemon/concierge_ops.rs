@@ -3,16 +3,17 @@
 //! `-suggest`, `-reply`, `-policy`, `-act`, and the feed (`events`). `concierge-order` is both's: the
 //! hub's as the user, the concierge's as itself. A session's connection is refused `unsupported`.
 //!
-//! The concierge is woken with digests ([`crate::concierge::digest`]): at each tick the feed since the
+//! The concierge is woken with digests ([`crate::proto::concierge::digest`]): at each tick the feed since the
 //! last digest is read, and when something in it wakes the concierge (or an order is due), one digest is
 //! queued for its job, as a `digest` item, once the last has been acked and
-//! [`DIGEST_MIN_INTERVAL`](crate::concierge::DIGEST_MIN_INTERVAL) has passed.
+//! [`DIGEST_MIN_INTERVAL`](crate::proto::concierge::DIGEST_MIN_INTERVAL) has passed.
 
 use super::state::{deliver_line, now, Shared, State};
-use crate::concierge::{self, Answer, By, DigestWhy, FleetLine};
-use crate::peer_item::{From, ItemKind, PeerItem, Relation};
-use crate::supervisor::{Life, ReplyMode, CONCIERGE_NAME};
-use crate::wire::{event_line, Args, ErrorCode, Refusal};
+use crate::proto::concierge::{self, Answer, By, DigestWhy, FleetLine, CONCIERGE_NAME};
+use crate::proto::op::{ConciergeOwn, Lifecycle, Op};
+use crate::proto::peer_item::{From, ItemKind, PeerItem, Relation};
+use crate::proto::supervisor::{Life, ReplyMode};
+use crate::proto::wire::{event_line, Args, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
 
 /// The concierge's role, on its job's row.
@@ -165,7 +166,7 @@ impl Shared {
     /// Takes the concierge's digests that were not acked off job `id`'s queue (it is off, or another job
     /// is the concierge now): the next digest gives the picture afresh.
     fn drop_digests(st: &mut State, id: &str) {
-        let digest = |p: &crate::supervisor::Pending| {
+        let digest = |p: &crate::proto::supervisor::Pending| {
             p.item.as_ref().is_some_and(|i| i.kind == ItemKind::Digest)
         };
         if let Some(job) = st.sup.jobs.get_mut(id) {
@@ -204,7 +205,7 @@ impl Shared {
             if !(st.sup.concierge.on && st.sup.holds(id)) {
                 // Ended, stopped, or running on after reporting `failed`: started again.
                 if !st.sup.holds(id) {
-                    self.lifecycle_locked(st, "respawn", id)?;
+                    self.lifecycle_locked(st, Lifecycle::Respawn, id)?;
                 }
                 st.sup.concierge.on = true;
                 st.sup.concierge.woken = true;
@@ -354,16 +355,16 @@ impl Shared {
     pub(super) fn concierge_own(
         &self,
         conn: u64,
-        op: &str,
+        own: ConciergeOwn,
         args: &Map<String, Value>,
     ) -> Result<Value, Refusal> {
         let mut st = self.lock();
-        let me = Self::concierge_only(&st, conn, op)?;
+        let me = Self::concierge_only(&st, conn, Op::ConciergeOwn(own).as_str())?;
         let who = concierge_from(&me);
         let start = self.config.concierge.policy;
-        match op {
-            "concierge-policy" => Ok(json!({ "policy": st.sup.concierge.policy(start) })),
-            "concierge-say" => {
+        match own {
+            ConciergeOwn::Policy => Ok(json!({ "policy": st.sup.concierge.policy(start) })),
+            ConciergeOwn::Say => {
                 let kind = args.req_str("kind")?;
                 if !matches!(kind, "info" | "need" | "answer") {
                     return Err(Refusal::bad(format!(
@@ -388,7 +389,7 @@ impl Shared {
                 self.push_all(&st, event_line("concierge", f));
                 Ok(json!({ "seq": seq }))
             }
-            "concierge-suggest" => {
+            ConciergeOwn::Suggest => {
                 let text = args.req_str("text")?;
                 let why = args.opt_str("why")?;
                 concierge::check_said(text, why)?;
@@ -428,7 +429,7 @@ impl Shared {
                 self.push_row(&st, &id);
                 Ok(json!({ "id": id, "suggested": st.sup.concierge.suggestions.get(&id) }))
             }
-            "concierge-reply" => {
+            ConciergeOwn::Reply => {
                 let text = args.req_str("text")?;
                 let why = args.opt_str("why")?;
                 concierge::check_said(text, why)?;
@@ -471,7 +472,7 @@ impl Shared {
                 self.push_row(&st, &id);
                 Ok(answer)
             }
-            "concierge-act" => {
+            ConciergeOwn::Act => {
                 if !st.sup.concierge.policy(start).act {
                     return Err(Refusal::new(
                         ErrorCode::Policy,
@@ -487,6 +488,10 @@ impl Shared {
                                 "the concierge does not {what} itself"
                             )));
                         }
+                        let what = match what {
+                            "stop" => Lifecycle::Stop,
+                            _ => Lifecycle::Respawn,
+                        };
                         self.lifecycle_locked(&mut st, what, &id)?;
                         json!({ "id": id })
                     }
@@ -511,7 +516,6 @@ impl Shared {
                 }
                 Ok(answer)
             }
-            other => Err(Refusal::bad(format!("unknown op {other:?}"))),
         }
     }
 
@@ -554,7 +558,7 @@ impl Shared {
                 (Some(o), "order-kept", t)
             }
             "rm" => {
-                let id = crate::wire::numbered_id(
+                let id = crate::proto::wire::numbered_id(
                     args.get("id").unwrap_or(&Value::Null),
                     "an order id",
                 )?;
@@ -569,7 +573,7 @@ impl Shared {
                         "an order is marked applied by the concierge",
                     ));
                 }
-                let id = crate::wire::numbered_id(
+                let id = crate::proto::wire::numbered_id(
                     args.get("id").unwrap_or(&Value::Null),
                     "an order id",
                 )?;

@@ -9,8 +9,9 @@
 
 use super::peer::Peer;
 use super::state::{Outbox, Queued, Shared, Wire};
-use crate::report::Report;
-use crate::wire::{
+use crate::proto::op::Op;
+use crate::proto::report::Report;
+use crate::proto::wire::{
     self, err_line, ok_line, parse_request, Args, ErrorCode, Refusal, MAX_LINE_BYTES,
 };
 use serde_json::{json, Value};
@@ -33,9 +34,9 @@ pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// and sends its first request once the fleet is back (hosted jobs and the concierge come back seconds
 /// after a restart) keeps its connection, rather than finding it closed (a broken pipe on its first
 /// request). Past this many, silent ones are closed as any other's, so they never hold more than half of
-/// the controllers' [`CONTROLLER_RESERVE`](crate::wire::CONTROLLER_RESERVE) (a job's process that escaped
+/// the controllers' [`CONTROLLER_RESERVE`](crate::proto::wire::CONTROLLER_RESERVE) (a job's process that escaped
 /// its group passes for a controller).
-pub const SILENT_CONTROLLERS_KEPT: usize = crate::wire::CONTROLLER_RESERVE / 2;
+pub const SILENT_CONTROLLERS_KEPT: usize = crate::proto::wire::CONTROLLER_RESERVE / 2;
 /// The largest line buffer a connection keeps between requests: a longer line (up to the 4 MiB limit) has
 /// its buffer freed once answered, so 1,024 idle connections do not each hold megabytes.
 const KEPT_LINE_BUFFER_BYTES: usize = 64 * 1024;
@@ -52,30 +53,6 @@ const CAPABILITIES: [&str; 7] = [
     "handback",
     "tasks",
 ];
-/// The controller's ops: refused on a session's connection.
-const CONTROLLER_OPS: [&str; 20] = [
-    "about",
-    "dispatch",
-    "conversation",
-    "reply",
-    "stop",
-    "rm",
-    "respawn",
-    "rows",
-    "subscribe",
-    "events",
-    "pin",
-    "rename",
-    "reorder",
-    "shutdown",
-    "concierge",
-    "concierge-ask",
-    "schedules",
-    "schedule-add",
-    "schedule-rm",
-    "schedule-pause",
-];
-
 enum Read {
     /// A whole line is in the buffer (without its newline).
     Line,
@@ -381,9 +358,11 @@ fn handle(
     op: &str,
     args: &serde_json::Map<String, Value>,
 ) -> Result<Value, Refusal> {
+    let op = Op::parse(op)?;
     // The feed is the concierge's too: it carries every tree's messages.
-    let concierge_reads = op == "events" && *session && shared.is_concierge_conn(conn);
-    if CONTROLLER_OPS.contains(&op) && !concierge_reads {
+    let concierge_reads = op == Op::Events && *session && shared.is_concierge_conn(conn);
+    if op.is_controllers() && !concierge_reads {
+        let op = op.as_str();
         if *session {
             return Err(Refusal::new(
                 ErrorCode::Unsupported,
@@ -404,7 +383,7 @@ fn handle(
         }
     }
     match op {
-        "hello" => {
+        Op::Hello => {
             *session = true;
             if let Some(Value::Array(c)) = args.get("capabilities") {
                 *capabilities = c
@@ -420,14 +399,14 @@ fn handle(
                 "capabilities": CAPABILITIES,
             }))
         }
-        "report" => {
+        Op::Report => {
             *session = true;
             let id = args.req_str("id")?;
             let token = args.req_str("token")?;
             let parsed = Report::parse(args.get("report").unwrap_or(&Value::Null));
             report(shared, conn, session, capabilities, id, token, parsed)
         }
-        "ack" => {
+        Op::Ack => {
             let id = args.req_str("id")?;
             let token = args.req_str("token")?;
             let exact = match args.get("exact") {
@@ -437,37 +416,33 @@ fn handle(
             };
             shared.ack(id, token, args.req_u64("seq")?, exact)
         }
-        "dispatch" => shared.dispatch(args),
-        "conversation" => shared.conversation(args),
-        "reply" => shared.reply(args),
-        "stop" | "rm" | "respawn" => shared.lifecycle(op, args.req_str("id")?),
-        "rows" => Ok(shared.rows()),
-        "about" => Ok(shared.about()),
-        "subscribe" => Ok(shared.subscribe(conn)),
-        "events" => shared.events(args),
-        "pin" | "rename" | "reorder" => shared.arrange(op, args),
-        "peers" => shared.peers(conn),
-        "peer_register" => {
+        Op::Dispatch => shared.dispatch(args),
+        Op::Conversation => shared.conversation(args),
+        Op::Reply => shared.reply(args),
+        Op::Lifecycle(what) => shared.lifecycle(what, args.req_str("id")?),
+        Op::Rows => Ok(shared.rows()),
+        Op::About => Ok(shared.about()),
+        Op::Subscribe => Ok(shared.subscribe(conn)),
+        Op::Events => shared.events(args),
+        Op::Arrange(how) => shared.arrange(how, args),
+        Op::Peers => shared.peers(conn),
+        Op::PeerRegister => {
             let registered = shared.peer_register(conn, args)?;
             // A session from now on: the controller's ops are refused on it.
             *session = true;
             Ok(registered)
         }
-        "send" => shared.send(conn, args),
-        "spawn" => shared.spawn(conn, args),
-        "handback" => shared.handback(conn, args),
-        "watch" => shared.watch(conn, args),
-        "task" => shared.task(conn, *session, peer.may_control(), args),
-        "shutdown" => Ok(shared.ask_shutdown()),
-        "concierge" => shared.concierge(args),
-        "concierge-ask" => shared.concierge_ask(args),
-        "concierge-say" | "concierge-suggest" | "concierge-reply" | "concierge-policy"
-        | "concierge-act" => shared.concierge_own(conn, op, args),
-        "concierge-order" => shared.concierge_order(conn, !*session && peer.may_control(), args),
-        "schedules" | "schedule-add" | "schedule-rm" | "schedule-pause" => {
-            shared.schedule_op(op, args)
-        }
-        other => Err(Refusal::bad(format!("unknown op {other:?}"))),
+        Op::Send => shared.send(conn, args),
+        Op::Spawn => shared.spawn(conn, args),
+        Op::Handback => shared.handback(conn, args),
+        Op::Watch => shared.watch(conn, args),
+        Op::Task => shared.task(conn, *session, peer.may_control(), args),
+        Op::Shutdown => Ok(shared.ask_shutdown()),
+        Op::Concierge => shared.concierge(args),
+        Op::ConciergeAsk => shared.concierge_ask(args),
+        Op::ConciergeOwn(own) => shared.concierge_own(conn, own, args),
+        Op::ConciergeOrder => shared.concierge_order(conn, !*session && peer.may_control(), args),
+        Op::Schedule(what) => shared.schedule_op(what, args),
     }
 }
 

@@ -7,7 +7,7 @@
 //! process is re-adopted, served again by the next daemon. The host speaks for the job over the socket with
 //! the job's token like any agent (hello, report, deliver, ack), so every rule of the protocol holds for it.
 
-use crate::agent::JobEnv;
+use crate::proto::job_env::JobEnv;
 use std::collections::HashMap;
 use std::sync::Arc;
 

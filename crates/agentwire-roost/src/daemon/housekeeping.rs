@@ -6,8 +6,8 @@
 use super::process;
 use super::state::{now, now_ms, Shared};
 use super::stopping;
-use crate::escalation::Escalation;
-use crate::supervisor::Life;
+use crate::proto::escalation::Escalation;
+use crate::proto::supervisor::Life;
 
 impl Shared {
     /// At start: the stop escalations the daemon before journaled are re-armed (those still due a SIGKILL)

@@ -1,7 +1,7 @@
 //! The roost daemon: a unix stream socket (owner-only, in an owner-only directory), one JSON object per
 //! line, requests on one connection answered in order. Agents `hello`, `report` and `ack`; controllers
 //! `dispatch`, `reply`, `stop`, `rm`, `respawn`, `rows`, `subscribe` and `events`, and agentwire's own
-//! `conversation` (below). Jobs and their replies are kept in the [`Store`](crate::store::Store) and
+//! `conversation` (below). Jobs and their replies are kept in the [`Store`](crate::daemon::store::Store) and
 //! survive a restart (and `kill -9`); running jobs are re-adopted and reconnect, and a stop's pending
 //! SIGKILL is re-armed.
 //!
@@ -30,19 +30,23 @@ mod housekeeping;
 pub mod peer;
 mod peers;
 pub mod process;
+pub mod profile;
 pub mod retention;
 pub mod run_as;
 mod schedule_ops;
+pub mod settings;
 mod state;
 mod stopping;
+pub mod store;
+pub mod terminal;
 mod typist;
 
 pub use conn::{IDENTIFY_TIMEOUT, PROTOCOL_VERSION, SILENT_CONTROLLERS_KEPT};
 pub use state::row;
 
-use crate::profile::Profile;
-use crate::store::Store;
-use crate::wire::{CONTROLLER_RESERVE, MAX_CONNECTIONS};
+use crate::daemon::profile::Profile;
+use crate::daemon::store::Store;
+use crate::proto::wire::{CONTROLLER_RESERVE, MAX_CONNECTIONS};
 use state::Shared;
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -52,7 +56,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::UnixListener;
 
-pub use crate::escalation::STOP_GRACE;
+pub use crate::proto::escalation::STOP_GRACE;
 /// How often lazily written rows are flushed and running jobs are checked on.
 pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -69,7 +73,7 @@ pub struct DaemonConfig {
     pub hosted: hosted::Hosted,
     /// How long a job may stay idle before it is removed with its dir ([`retention`]); none keeps every job.
     pub retention: Option<Duration>,
-    /// The command that holds a terminal agent's terminal ([`crate::terminal`]; `agentwire roost-term`),
+    /// The command that holds a terminal agent's terminal ([`crate::daemon::terminal`]; `agentwire roost-term`),
     /// program first. None runs terminal agents on plain output, where nothing can be typed to them: their
     /// replies wait.
     pub terminal_holder: Option<Vec<std::ffi::OsString>>,
@@ -166,14 +170,14 @@ pub struct ConciergeSetup {
     /// none.
     pub launch: Option<String>,
     /// The policy until the person sets one (kept by the daemon from then on).
-    pub policy: crate::concierge::Policy,
+    pub policy: crate::proto::concierge::Policy,
 }
 
 /// The time schedules and standing orders are read in: the zone of their times of day, and the clock.
 #[derive(Clone)]
 pub struct Calendar {
     /// `[roost] timezone`, else the system's.
-    pub zone: crate::when::Zone,
+    pub zone: crate::proto::when::Zone,
     /// Unix seconds now: the system clock, or a test's own, which it moves on at will.
     pub clock: std::sync::Arc<dyn Fn() -> u64 + Send + Sync>,
 }
@@ -188,7 +192,7 @@ impl Calendar {
 impl Default for Calendar {
     fn default() -> Self {
         Calendar {
-            zone: crate::when::Zone::system(),
+            zone: crate::proto::when::Zone::system(),
             clock: std::sync::Arc::new(agentwire_core::now_secs),
         }
     }
@@ -216,10 +220,10 @@ pub enum DaemonError {
     },
     /// The store.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::daemon::store::StoreError),
     /// A profile the daemon cannot serve (an empty command, a bad `env`, a `user` it cannot run jobs as).
     #[error(transparent)]
-    Profile(#[from] crate::profile::ProfileError),
+    Profile(#[from] crate::daemon::profile::ProfileError),
     /// A setting in the environment that does not fit ([`Tuning`]).
     #[error("roost setting {0}")]
     Setting(#[from] SettingError),
@@ -246,7 +250,7 @@ impl Daemon {
             path: config.socket.display().to_string(),
             error: e.to_string(),
         };
-        crate::profile::check(&config.profiles)?;
+        crate::daemon::profile::check(&config.profiles)?;
         let run_as = run_as::resolve(&config.profiles)?;
         std::fs::create_dir_all(&config.data_dir).map_err(sock_err)?;
         // Jobs' dirs hold their transcripts (every reply typed to a terminal agent is echoed there) and

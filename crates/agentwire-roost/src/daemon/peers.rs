@@ -1,5 +1,5 @@
 //! The peer ops a session uses on its own connection after its report (M43): `peers` lists the sessions,
-//! `send` puts a message to one of them as a peer item ([`crate::peer_item`]): delivered at once when its
+//! `send` puts a message to one of them as a peer item ([`crate::proto::peer_item`]): delivered at once when its
 //! agent is connected, queued when not, its job started again when it had ended. A foreground process
 //! (not a job) becomes a peer with `peer_register {name}`: it lists, sends, is sent to while connected, and
 //! uses the task board; its claims are released a grace after it leaves ([`super::Tuning::fg_claim_grace`],
@@ -7,10 +7,10 @@
 //! same name.
 
 use super::state::{deliver_line, now, now_ms, row, Shared, State};
-use crate::peer_item::{From, Held, ItemKind, PeerItem, Relation};
-use crate::supervisor::Life;
-use crate::wire::event_line;
-use crate::wire::{Args, ErrorCode, Refusal};
+use crate::proto::peer_item::{From, Held, ItemKind, PeerItem, Relation};
+use crate::proto::supervisor::Life;
+use crate::proto::wire::event_line;
+use crate::proto::wire::{Args, ErrorCode, Refusal};
 use agentwire_core::now_secs;
 use serde_json::{json, Map, Value};
 
@@ -33,13 +33,16 @@ impl Shared {
     }
 
     /// The session a connection speaks for: a job after its report, or a registered foreground peer.
-    pub(super) fn session_of(st: &State, conn: u64) -> Result<crate::board::Session, Refusal> {
+    pub(super) fn session_of(
+        st: &State,
+        conn: u64,
+    ) -> Result<crate::proto::board::Session, Refusal> {
         if let Some(fg) = st.fg_peers.get(&conn) {
             return Ok(fg.clone());
         }
         let id = Self::session_job(st, conn)?;
         let name = st.sup.jobs[&id].name.clone();
-        Ok(crate::board::Session { id, name })
+        Ok(crate::proto::board::Session { id, name })
     }
 
     /// Whether session `id` (a job, or a foreground peer) holds anything: a job not failed, stopped,
@@ -65,14 +68,14 @@ impl Shared {
         conn: u64,
         args: &Map<String, Value>,
     ) -> Result<Value, Refusal> {
-        let name = crate::wire::fold_name(args.req_str("name")?);
-        if name.is_empty() || name.chars().count() > crate::report::MAX_NAME_CHARS {
+        let name = crate::proto::wire::fold_name(args.req_str("name")?);
+        if name.is_empty() || name.chars().count() > crate::proto::report::MAX_NAME_CHARS {
             return Err(Refusal::bad(format!(
                 "a name is 1-{} characters on one line",
-                crate::report::MAX_NAME_CHARS
+                crate::proto::report::MAX_NAME_CHARS
             )));
         }
-        if name == crate::supervisor::CONCIERGE_NAME {
+        if name == crate::proto::concierge::CONCIERGE_NAME {
             return Err(Refusal::bad("the name \"concierge\" is the concierge's"));
         }
         let id = format!("{FG_ID_PREFIX}{name}");
@@ -95,7 +98,7 @@ impl Shared {
         }
         // Back within the grace: its claims stand.
         st.fg_leaving.remove(&id);
-        let me = crate::board::Session { id, name };
+        let me = crate::proto::board::Session { id, name };
         st.fg_peers.insert(conn, me.clone());
         Ok(json!({ "id": me.id, "name": me.name }))
     }
@@ -115,7 +118,7 @@ impl Shared {
             st.message_rules.forget(&id);
             st.spawn_rules.forget(&id);
             let name = id.trim_start_matches(FG_ID_PREFIX).to_string();
-            let by = crate::board::By {
+            let by = crate::proto::board::By {
                 who: name.clone(),
                 who_id: Some(id.clone()),
             };
@@ -247,7 +250,7 @@ impl Shared {
                     ErrorCode::RateLimited,
                     format!(
                         "{} messages a minute per session; wait before sending more",
-                        crate::peer_item::MAX_MESSAGES_PER_MINUTE
+                        crate::proto::peer_item::MAX_MESSAGES_PER_MINUTE
                     ),
                 ))
             }
@@ -289,7 +292,7 @@ impl Shared {
         Ok("delivered")
     }
 
-    /// Hands the notices that watches of foreground peers queued ([`crate::supervisor::Supervisor::fg_notices`])
+    /// Hands the notices that watches of foreground peers queued ([`crate::proto::supervisor::Supervisor::fg_notices`])
     /// to those connected (a foreground peer keeps nothing for later: one not connected misses it), each
     /// with its feed event (written with the next write).
     pub(super) fn deliver_fg_notices(&self, st: &mut State) {
@@ -369,7 +372,7 @@ impl Shared {
     /// at once). Kept across a restart; dropped after 12 hours; at most 20 a session (`full`).
     pub(super) fn watch(&self, conn: u64, args: &Map<String, Value>) -> Result<Value, Refusal> {
         let when_arg = args.req_str("when")?;
-        let when = crate::watch::When::parse(when_arg)
+        let when = crate::proto::watch::When::parse(when_arg)
             .ok_or_else(|| Refusal::bad(format!("`when` is idle or ended, not {when_arg:?}")))?;
         let mut st = self.lock();
         let me = Self::sender(&st, conn)?.id;
@@ -401,14 +404,16 @@ impl Shared {
     }
 
     /// `spawn {profile, task, name?}` → `{id, name}`: a job whose parent is the caller, of a profile a
-    /// session may start ([`crate::spawn_rules::spawnable`]), within the bounds of
-    /// [`crate::spawn_rules`]: a rate per session, its children at work, and spawned jobs running in all.
+    /// session may start ([`crate::proto::spawn_rules::spawnable`]), within the bounds of
+    /// [`crate::proto::spawn_rules`]: a rate per session, its children at work, and spawned jobs running in all.
     pub(super) fn spawn(&self, conn: u64, args: &Map<String, Value>) -> Result<Value, Refusal> {
         let mut st = self.lock();
         let parent = Self::sender(&st, conn)?;
         let profile = args.req_str("profile")?;
         match self.config.profiles.get(profile) {
-            Some(p) => crate::spawn_rules::spawnable(profile, p.protocol, p.controller_only)?,
+            Some(p) => {
+                crate::proto::spawn_rules::spawnable(profile, p.protocol, p.controller_only)?
+            }
             // An engine agent (a hosted profile) speaks the protocol.
             None if self.config.hosted.get(profile).is_some() => {}
             None => {
@@ -490,7 +495,10 @@ fn fg_conn(st: &State, id: &str) -> Option<u64> {
 fn fg_deliver_line(target: &str, item: &PeerItem, text: &str) -> String {
     let mut f = Map::new();
     f.insert("id".into(), json!(target));
-    f.insert("text".into(), json!(crate::peer_item::envelope(item, text)));
+    f.insert(
+        "text".into(),
+        json!(crate::proto::peer_item::envelope(item, text)),
+    );
     f.insert("kind".into(), json!(item.kind));
     f.insert("from".into(), json!(item.from));
     f.insert("relation".into(), json!(item.relation));

@@ -2,10 +2,10 @@
 //! as a whole, and its processes are known on the socket), with its output in the job dir. Its environment
 //! is not the daemon's, which holds the daemon's secrets (a model API key, a NATS password): it is the
 //! allowlist of [`agentwire_core::child_env`], the profile's `env` and `pass_env`, and the job's identity.
-//! A terminal agent (`protocol = false`) runs in a pseudo-terminal, under its holder ([`crate::terminal`]).
+//! A terminal agent (`protocol = false`) runs in a pseudo-terminal, under its holder ([`crate::daemon::terminal`]).
 
 use super::run_as::RunAs;
-use crate::profile::{Profile, TaskMode};
+use crate::daemon::profile::{Profile, TaskMode};
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -78,7 +78,7 @@ pub fn spawn(
         });
     }
     if let Some(holder) = holder {
-        let args = crate::terminal::HoldArgs {
+        let args = crate::daemon::terminal::HoldArgs {
             dir: env.dir.to_path_buf(),
             cwd: cwd.map(Path::to_path_buf),
             user: run_as.map(|u| (u.uid, u.gid)),
@@ -168,7 +168,7 @@ pub fn kill(pid: u32) {
 /// How much of the end of a job's output is read for its row: a line longer than this shows its end.
 const OUTPUT_TAIL_BYTES: u64 = 4096;
 
-/// The last line of a job's output that shows something ([`crate::terminal::screen_line`]): a terminal
+/// The last line of a job's output that shows something ([`crate::daemon::terminal::screen_line`]): a terminal
 /// agent's row. Only the tail is read; a long-running agent's log can be large, and this runs every second.
 pub fn last_line(dir: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
@@ -178,8 +178,11 @@ pub fn last_line(dir: &Path) -> Option<String> {
         .ok()?;
     let mut tail = Vec::with_capacity(OUTPUT_TAIL_BYTES as usize);
     f.take(OUTPUT_TAIL_BYTES).read_to_end(&mut tail).ok()?;
-    crate::terminal::screen_line(&tail)
-        .map(|l| l.chars().take(crate::report::MAX_SUMMARY_CHARS).collect())
+    crate::daemon::terminal::screen_line(&tail).map(|l| {
+        l.chars()
+            .take(crate::proto::report::MAX_SUMMARY_CHARS)
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! time. A job of a person's profile whose process still runs is kept however long it idles.
 
 use super::state::{now, Shared};
-use crate::supervisor::{Job, Life};
+use crate::proto::supervisor::{Job, Life};
 use std::time::{Duration, Instant};
 
 /// How often idle jobs are looked for at most: retention is counted in days, so a minute late is nothing,

@@ -3,7 +3,7 @@
 //! at start with an error naming the profile, rather than failing each dispatch. Users only `/etc/passwd`
 //! knows of (not NSS sources such as LDAP) are found.
 
-use crate::profile::{Profile, ProfileError};
+use crate::daemon::profile::{Profile, ProfileError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 

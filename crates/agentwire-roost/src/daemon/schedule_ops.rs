@@ -1,27 +1,28 @@
 //! The hub's schedule ops: `schedules {}`, `schedule-add {profile, task, when, name?}`, `schedule-rm
-//! {id}`, `schedule-pause {id, paused}` ([`crate::schedule`]), and, at each tick, the runs that are due:
+//! {id}`, `schedule-pause {id, paused}` ([`crate::proto::schedule`]), and, at each tick, the runs that are due:
 //! a job of the schedule's profile dispatched with its task, a `schedule` feed event. Each change is
 //! durable before its answer.
 
 use super::state::{Shared, State};
-use crate::schedule::schedule_id;
-use crate::wire::{Args, ErrorCode, Refusal};
+use crate::proto::op::ScheduleOp;
+use crate::proto::schedule::schedule_id;
+use crate::proto::wire::{Args, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
 
 impl Shared {
     /// `schedules` and `schedule-*`: the hub's.
     pub(super) fn schedule_op(
         &self,
-        op: &str,
+        what: ScheduleOp,
         args: &Map<String, Value>,
     ) -> Result<Value, Refusal> {
         let mut st = self.lock();
         let at = self.config.calendar.now();
         let zone = &self.config.calendar.zone;
         let before = st.sup.schedules.clone();
-        let changed = match op {
-            "schedules" => return Ok(json!({ "schedules": st.sup.schedules.list })),
-            "schedule-add" => {
+        let changed = match what {
+            ScheduleOp::List => return Ok(json!({ "schedules": st.sup.schedules.list })),
+            ScheduleOp::Add => {
                 let profile = args.req_str("profile")?;
                 if !self.config.profiles.contains_key(profile)
                     && self.config.hosted.get(profile).is_none()
@@ -39,8 +40,8 @@ impl Shared {
                     .add(profile, task, when, name, at, zone)?
                     .clone()
             }
-            "schedule-rm" => st.sup.schedules.rm(Self::schedule_arg(args)?)?,
-            "schedule-pause" => {
+            ScheduleOp::Rm => st.sup.schedules.rm(Self::schedule_arg(args)?)?,
+            ScheduleOp::Pause => {
                 let paused = match args.get("paused") {
                     Some(Value::Bool(b)) => *b,
                     _ => return Err(Refusal::bad("`paused` is true or false")),
@@ -48,7 +49,6 @@ impl Shared {
                 let id = Self::schedule_arg(args)?;
                 st.sup.schedules.pause(id, paused, at, zone)?.clone()
             }
-            other => return Err(Refusal::bad(format!("unknown op {other:?}"))),
         };
         st.sup.schedules_changed = true;
         if let Err(e) = self.persist(&mut st, &[], &[], None) {

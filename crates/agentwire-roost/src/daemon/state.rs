@@ -7,11 +7,12 @@ use super::process::{self, JobEnv};
 use super::run_as::RunAs;
 use super::stopping::Stopping;
 use super::DaemonConfig;
-use crate::escalation::Escalation;
-use crate::report::Report;
-use crate::store::{Escalations, Store};
-use crate::supervisor::{Job, Life, Replied, ReplyMode, Supervisor};
-use crate::wire::{event_line, ErrorCode, Refusal};
+use crate::daemon::store::{Escalations, Store};
+use crate::proto::escalation::Escalation;
+use crate::proto::op::{Arrange, Lifecycle};
+use crate::proto::report::Report;
+use crate::proto::supervisor::{Job, Life, Replied, ReplyMode, Supervisor};
+use crate::proto::wire::{event_line, ErrorCode, Refusal};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -98,7 +99,7 @@ impl Outbox {
             return;
         }
         let n = line.len();
-        if self.queued.fetch_add(n, Ordering::SeqCst) + n > crate::wire::MAX_UNREAD_BYTES {
+        if self.queued.fetch_add(n, Ordering::SeqCst) + n > crate::proto::wire::MAX_UNREAD_BYTES {
             self.kill.notify_one();
             return;
         }
@@ -133,14 +134,14 @@ pub(super) struct State {
     pub(super) written_event: u64,
     /// When retention last looked for idle jobs ([`super::retention`]).
     pub(super) retention_checked: Option<std::time::Instant>,
-    /// The message rules of `send` ([`crate::peer_item::MessageRules`]).
-    pub(super) message_rules: crate::peer_item::MessageRules,
-    /// The bounds on `spawn` ([`crate::spawn_rules::SpawnRules`]).
-    pub(super) spawn_rules: crate::spawn_rules::SpawnRules,
+    /// The message rules of `send` ([`crate::proto::peer_item::MessageRules`]).
+    pub(super) message_rules: crate::proto::peer_item::MessageRules,
+    /// The bounds on `spawn` ([`crate::proto::spawn_rules::SpawnRules`]).
+    pub(super) spawn_rules: crate::proto::spawn_rules::SpawnRules,
     /// Jobs removed whose removal is not written yet (its write failed): written with the next write.
     pub(super) to_remove: Vec<String>,
     /// Foreground peers (`peer_register`), by connection.
-    pub(super) fg_peers: HashMap<u64, crate::board::Session>,
+    pub(super) fg_peers: HashMap<u64, crate::proto::board::Session>,
     /// Foreground peers that left, by id, and when their claims go unless they register again.
     pub(super) fg_leaving: HashMap<String, std::time::Instant>,
     /// The concierge's status as last pushed to the hubs (pushed again only when it changed).
@@ -176,14 +177,14 @@ fn random_hex(bytes: usize) -> String {
 
 /// A job's row, as `rows` and `subscribe` give it. Its summary is for people: an agent that echoes or
 /// quotes a peer item it was sent (an engine agent's answer to a message) shows its envelope as who sent
-/// what ([`crate::peer_item::for_people`]), not the envelope's words to the agent.
+/// what ([`crate::proto::peer_item::for_people`]), not the envelope's words to the agent.
 pub fn row(job: &Job, connected: bool) -> Value {
     let r = job.report.as_ref();
     let state = job.row_state();
     let summary = r
         .and_then(|r| r.summary.as_deref())
         .or(job.output.as_deref())
-        .map(crate::peer_item::for_people);
+        .map(crate::proto::peer_item::for_people);
     json!({
         "id": job.id,
         "name": job.name,
@@ -222,7 +223,7 @@ pub(super) fn row_in(st: &State, job: &Job) -> Value {
     r
 }
 
-pub(super) fn deliver_line(job_id: &str, p: &crate::supervisor::Pending) -> String {
+pub(super) fn deliver_line(job_id: &str, p: &crate::proto::supervisor::Pending) -> String {
     let mut f = Map::new();
     f.insert("id".into(), json!(job_id));
     f.insert("seq".into(), json!(p.seq));
@@ -312,7 +313,7 @@ impl Shared {
             }
         }
         let list: Vec<&Job> = ids.iter().filter_map(|id| st.sup.jobs.get(*id)).collect();
-        let records = crate::store::Records {
+        let records = crate::daemon::store::Records {
             watches: st.sup.watches_changed.then_some(&st.sup.watches[..]),
             board: st.sup.board_changed.then_some(&st.sup.board),
             concierge: st.sup.concierge_changed.then_some(&st.sup.concierge),
@@ -444,7 +445,7 @@ impl Shared {
         capabilities: &[String],
     ) -> Result<Value, Refusal> {
         let mut st = self.lock();
-        let blocked = report.state == crate::report::JobState::Blocked;
+        let blocked = report.state == crate::proto::report::JobState::Blocked;
         st.sup.report(id, token, report, now())?;
         if !blocked && st.sup.concierge.suggestions.remove(id).is_some() {
             // It waits no more: the suggestion was for a question that is gone.
@@ -512,7 +513,7 @@ impl Shared {
     pub(super) fn dispatch_with(
         &self,
         args: &Map<String, Value>,
-        parent: Option<crate::peer_item::From>,
+        parent: Option<crate::proto::peer_item::From>,
     ) -> Result<Value, Refusal> {
         let mut st = self.lock();
         self.dispatch_locked(&mut st, args, parent)
@@ -523,16 +524,16 @@ impl Shared {
         &self,
         st: &mut State,
         args: &Map<String, Value>,
-        parent: Option<crate::peer_item::From>,
+        parent: Option<crate::proto::peer_item::From>,
     ) -> Result<Value, Refusal> {
-        use crate::wire::Args;
+        use crate::proto::wire::Args;
         let profile_name = args.req_str("profile")?;
         let task = args.opt_str("task")?.map(String::from);
         let name = args.opt_str("name")?;
         let request_id = args.opt_str("requestId")?;
         let conversation = args.opt_str("conversation")?;
         if let Some(c) = conversation {
-            crate::wire::check_conversation(c)?;
+            crate::proto::wire::check_conversation(c)?;
         }
         if let Some(r) = request_id {
             if let Some(job) = st.sup.dispatched(r) {
@@ -570,7 +571,7 @@ impl Shared {
                 job.parent = Some(parent.id);
             }
         }
-        if let (crate::profile::TaskMode::Type, Some(t)) = (task_mode, &task) {
+        if let (crate::daemon::profile::TaskMode::Type, Some(t)) = (task_mode, &task) {
             // The first task is reply 1.
             if let Err(e) = st.sup.reply(&id, t, None, None, true, at) {
                 st.sup.restore(undo);
@@ -594,14 +595,14 @@ impl Shared {
 
     /// How profile `name` takes its first task, if there is such a profile (a hosted one takes it as
     /// reply 1).
-    fn task_mode(&self, name: &str) -> Option<crate::profile::TaskMode> {
+    fn task_mode(&self, name: &str) -> Option<crate::daemon::profile::TaskMode> {
         match self.config.profiles.get(name) {
             Some(p) => Some(p.task),
             None => self
                 .config
                 .hosted
                 .get(name)
-                .map(|_| crate::profile::TaskMode::Type),
+                .map(|_| crate::daemon::profile::TaskMode::Type),
         }
     }
 
@@ -681,7 +682,7 @@ impl Shared {
         let Some(job) = st.sup.jobs.get_mut(id) else {
             return;
         };
-        let env = crate::agent::JobEnv {
+        let env = crate::proto::job_env::JobEnv {
             id: id.to_string(),
             token: job.token.clone(),
             socket: self.config.socket.clone(),
@@ -703,10 +704,10 @@ impl Shared {
     /// `conversation {profile, conversation}`: the row of the job of `profile` dispatched last for the
     /// conversation, or null. From memory (the supervisor's index), so it costs a hash and no disk.
     pub(super) fn conversation(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
-        use crate::wire::Args;
+        use crate::proto::wire::Args;
         let profile = args.req_str("profile")?;
         let conversation = args.req_str("conversation")?;
-        crate::wire::check_conversation(conversation)?;
+        crate::proto::wire::check_conversation(conversation)?;
         let st = self.lock();
         let job = st
             .sup
@@ -717,7 +718,7 @@ impl Shared {
 
     /// `reply`.
     pub(super) fn reply(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
-        use crate::wire::Args;
+        use crate::proto::wire::Args;
         let id = args.req_str("id")?;
         let text = args.req_str("text")?;
         let mode = match args.opt_str("mode")? {
@@ -740,7 +741,7 @@ impl Shared {
         text: &str,
         mode: Option<ReplyMode>,
         request_id: Option<&str>,
-        who: Option<&crate::peer_item::From>,
+        who: Option<&crate::proto::peer_item::From>,
     ) -> Result<Value, Refusal> {
         let connected = st.job_conn.contains_key(id);
         let undo = st.sup.undo_point(id);
@@ -763,7 +764,7 @@ impl Shared {
         st: &mut State,
         id: &str,
         replied: Replied,
-        undo: crate::supervisor::Undo,
+        undo: crate::proto::supervisor::Undo,
     ) -> Result<Value, Refusal> {
         match replied {
             Replied::Duplicate => {
@@ -866,30 +867,30 @@ impl Shared {
     }
 
     /// `stop`, `rm`, `respawn`.
-    pub(super) fn lifecycle(&self, op: &str, id: &str) -> Result<Value, Refusal> {
+    pub(super) fn lifecycle(&self, what: Lifecycle, id: &str) -> Result<Value, Refusal> {
         let mut st = self.lock();
-        self.lifecycle_locked(&mut st, op, id)
+        self.lifecycle_locked(&mut st, what, id)
     }
 
     /// `stop`, `rm`, `respawn` under the lock.
     pub(super) fn lifecycle_locked(
         &self,
         st: &mut State,
-        op: &str,
+        what: Lifecycle,
         id: &str,
     ) -> Result<Value, Refusal> {
         st.sup.job(id)?;
         let at = now();
-        match op {
-            "stop" => {
+        match what {
+            Lifecycle::Stop => {
                 self.stop_job(st, id);
                 st.sup.event(at, id, "stop", "stopped");
                 self.persist(st, &[id], &[], None)?;
             }
-            "rm" => {
+            Lifecycle::Rm => {
                 self.remove_job(st, id, "removed")?;
             }
-            _ => {
+            Lifecycle::Respawn => {
                 self.stop_job(st, id);
                 // A new token: whatever is left of the old process cannot speak for the job any more.
                 if let Some(job) = st.sup.jobs.get_mut(id) {
@@ -940,12 +941,16 @@ impl Shared {
 
     /// `pin {id, pinned}`, `rename {id, name}` and `reorder {ids}`: how a person arranges the rows. Durable
     /// before the answer; undone when the write fails.
-    pub(super) fn arrange(&self, op: &str, args: &Map<String, Value>) -> Result<Value, Refusal> {
-        use crate::wire::Args;
+    pub(super) fn arrange(
+        &self,
+        how: Arrange,
+        args: &Map<String, Value>,
+    ) -> Result<Value, Refusal> {
+        use crate::proto::wire::Args;
         let mut st = self.lock();
         let before = st.sup.arrangement();
-        let changed: Vec<String> = match op {
-            "pin" => {
+        let changed: Vec<String> = match how {
+            Arrange::Pin => {
                 let id = args.req_str("id")?;
                 let pinned = match args.get("pinned") {
                     Some(Value::Bool(b)) => *b,
@@ -954,12 +959,12 @@ impl Shared {
                 st.sup.pin(id, pinned)?;
                 vec![id.to_string()]
             }
-            "rename" => {
+            Arrange::Rename => {
                 let id = args.req_str("id")?;
                 st.sup.rename(id, args.req_str("name")?, now())?;
                 vec![id.to_string()]
             }
-            _ => {
+            Arrange::Reorder => {
                 let ids: Vec<String> = match args.get("ids") {
                     Some(Value::Array(a)) if a.len() <= st.sup.jobs.len() => a
                         .iter()
@@ -1024,9 +1029,9 @@ impl Shared {
     /// program, task, protocol}` (its program by its file name only: the arguments may carry a secret) and
     /// an engine agent's `{kind: "agent"}`.
     pub(super) fn about(&self) -> Value {
-        let task = |t: crate::profile::TaskMode| match t {
-            crate::profile::TaskMode::Type => "type",
-            crate::profile::TaskMode::Argv => "argv",
+        let task = |t: crate::daemon::profile::TaskMode| match t {
+            crate::daemon::profile::TaskMode::Type => "type",
+            crate::daemon::profile::TaskMode::Argv => "argv",
         };
         let mut profiles: Vec<Value> = self
             .config
@@ -1069,11 +1074,11 @@ impl Shared {
 
     /// `events {after?, limit?, id?}`.
     pub(super) fn events(&self, args: &Map<String, Value>) -> Result<Value, Refusal> {
-        use crate::wire::Args;
+        use crate::proto::wire::Args;
         let after = args.opt_u64("after")?;
         let limit = args
             .opt_u64("limit")?
-            .unwrap_or(crate::supervisor::MAX_EVENTS as u64) as usize;
+            .unwrap_or(crate::proto::supervisor::MAX_EVENTS as u64) as usize;
         let job = args.opt_str("id")?;
         let st = self.lock();
         let matching = st

@@ -4,7 +4,7 @@
 //! ([`sweep`]). The decisions are [`Escalation`]'s; this looks at the processes and sends the signals.
 
 use super::process;
-use crate::escalation::{self, Escalation, Moot, Rearm};
+use crate::proto::escalation::{self, Escalation, Moot, Rearm};
 use std::process::Child;
 
 /// A stopped job's process, until it is gone.

@@ -1,4 +1,4 @@
-//! Replies to terminal agents, typed into their terminals ([`crate::terminal`]): a terminal agent never
+//! Replies to terminal agents, typed into their terminals ([`crate::daemon::terminal`]): a terminal agent never
 //! connects, so what waits for it (its task when its profile types it, replies, peers' messages as their
 //! envelopes) is typed by its holder, oldest first, and counts as delivered (acked, written) only once the
 //! holder says it was typed. A daemon that dies between the two types it again after its restart, as the
@@ -8,8 +8,8 @@
 
 use super::state::Shared;
 use super::HOUSEKEEPING_INTERVAL;
-use crate::supervisor::Life;
-use crate::terminal::Typing;
+use crate::daemon::terminal::Typing;
+use crate::proto::supervisor::Life;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -63,7 +63,7 @@ impl Shared {
         loop {
             let mut typed_any = false;
             for t in self.to_type() {
-                match crate::terminal::type_into(&t.dir, t.holder, t.seq, &t.text).await {
+                match crate::daemon::terminal::type_into(&t.dir, t.holder, t.seq, &t.text).await {
                     Typing::Typed => {
                         // Typed: acked as its agent would, and written before the next is typed.
                         if let Err(e) = self.ack(&t.job, &t.token, t.seq, true) {

@@ -96,7 +96,7 @@ pub(crate) async fn job_token(jobs: &Path, id: &str) -> String {
 /// A daemon under `dir` with one profile, `agent`: a protocol agent played by the test (its process records
 /// its environment in `env.txt` and waits).
 pub(crate) fn protocol_agent_config(dir: &Path) -> agentwire_roost::daemon::DaemonConfig {
-    use agentwire_roost::profile::{Profile, TaskMode};
+    use agentwire_roost::daemon::profile::{Profile, TaskMode};
     let profile = Profile {
         command: vec![
             "sh".into(),

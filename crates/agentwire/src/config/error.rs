@@ -177,8 +177,8 @@ pub(crate) enum ConfigError {
 }
 
 /// A roost profile the roost front's section refuses.
-impl From<agentwire_roost::profile::ProfileError> for ConfigError {
-    fn from(e: agentwire_roost::profile::ProfileError) -> Self {
+impl From<agentwire_roost::daemon::profile::ProfileError> for ConfigError {
+    fn from(e: agentwire_roost::daemon::profile::ProfileError) -> Self {
         ConfigError::Profile(e.to_string())
     }
 }

@@ -4,7 +4,7 @@
 
 use super::ConfigError;
 use agentwire_relay::RelayLimits;
-use agentwire_roost::profile::Profile;
+use agentwire_roost::daemon::profile::Profile;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -25,7 +25,7 @@ pub(crate) struct FileConfig {
     /// fisk-ai on NATS: the front's own section.
     pub(crate) nats: agentwire_fisk::settings::NatsSection,
     /// The roost supervisor.
-    pub(crate) roost: agentwire_roost::settings::RoostSection,
+    pub(crate) roost: agentwire_roost::daemon::settings::RoostSection,
     /// Named agents (`[agents.<name>]`), picked with `--agent <name>`.
     pub(crate) agents: HashMap<String, AgentFile>,
     /// `[[rooms]]`: the embedded relay's rooms (NIP-29 groups addressed by `h`).
@@ -278,9 +278,11 @@ pub(crate) fn load(path: &Path) -> Result<FileConfig, ConfigError> {
 
 /// The `agentProfiles` of a roost.json (`--roost-config`, `[roost] config`).
 pub(crate) fn read_roost_json(path: &Path) -> Result<HashMap<String, Profile>, ConfigError> {
-    agentwire_roost::profile::from_roost_json(&read(path)?).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
+    agentwire_roost::daemon::profile::from_roost_json(&read(path)?).map_err(|e| {
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
     })
 }
 

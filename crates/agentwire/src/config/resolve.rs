@@ -21,7 +21,7 @@ use agentwire_fisk::wire::Identity;
 use agentwire_fisk::worker::WorkerConfig;
 use agentwire_nostr::settings::NipxxFlags;
 use agentwire_relay::{RelayConfig, RelayError, RoomConfig};
-use agentwire_roost::profile::Profile;
+use agentwire_roost::daemon::profile::Profile;
 use nostr::prelude::PublicKey;
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -223,7 +223,7 @@ pub(crate) struct Roost {
     /// `[roost] concierge`, `concierge_answer`, `concierge_act`.
     pub(crate) concierge: agentwire_roost::daemon::ConciergeSetup,
     /// `[roost] timezone`, else the system's.
-    pub(crate) zone: agentwire_roost::when::Zone,
+    pub(crate) zone: agentwire_roost::proto::when::Zone,
 }
 
 /// The task-card adapter's settings (its section's own).
@@ -506,7 +506,7 @@ pub(crate) fn resolve(
         }
     }
     let roost = Roost {
-        socket: agentwire_roost::settings::socket(
+        socket: agentwire_roost::daemon::settings::socket(
             &file.roost,
             flags.roost_socket.as_deref(),
             env.default_roost_socket(&data_dir),
@@ -514,8 +514,8 @@ pub(crate) fn resolve(
         config,
         profiles,
         hosted,
-        concierge: agentwire_roost::settings::concierge(&file.roost),
-        zone: agentwire_roost::settings::zone(&file.roost)
+        concierge: agentwire_roost::daemon::settings::concierge(&file.roost),
+        zone: agentwire_roost::daemon::settings::zone(&file.roost)
             .map_err(|e| ConfigError::Roost(format!("timezone: {e}")))?,
     };
     if let Some(c) = &roost.concierge.launch {
@@ -809,7 +809,7 @@ fn roost_profiles(
     agent: &AgentChoice,
     read_roost_json: impl FnOnce(&Path) -> Result<HashMap<String, Profile>, ConfigError>,
 ) -> Result<(Option<PathBuf>, HashMap<String, Profile>), ConfigError> {
-    let (config, profiles) = agentwire_roost::settings::profiles(
+    let (config, profiles) = agentwire_roost::daemon::settings::profiles(
         &file.roost,
         flags.roost_config.as_deref(),
         read_roost_json,
@@ -1274,7 +1274,8 @@ fn openai_settings(
     // The roost tools speak as a foreground peer of the agent's name, and the daemon keeps one name for
     // its concierge. The concierge tools speak only as the agent's hosted job (the concierge's), never as
     // a foreground peer: the name does not matter to them.
-    if tools.iter().any(|t| t == roost) && name == agentwire_roost::supervisor::CONCIERGE_NAME {
+    if tools.iter().any(|t| t == roost) && name == agentwire_roost::proto::concierge::CONCIERGE_NAME
+    {
         return Err(bad(
             "tools",
             format!("{roost}: the roost tools speak as a peer named after the agent, and \"{name}\" is the roost concierge's name; rename the agent"),

@@ -5,7 +5,7 @@ use super::*;
 use crate::config::file;
 use agentwire_fisk::settings::SettingError;
 use agentwire_nostr::nipxx::policy::RateLimit;
-use agentwire_roost::profile::TaskMode;
+use agentwire_roost::daemon::profile::TaskMode;
 use clap::Parser;
 use nostr::prelude::{Keys, ToBech32};
 use std::path::Path;
@@ -124,7 +124,7 @@ fn without_flags_or_file_everything_is_the_default() {
             profiles: HashMap::new(),
             hosted: vec!["demo".to_string()],
             concierge: Default::default(),
-            zone: agentwire_roost::when::Zone::system(),
+            zone: agentwire_roost::proto::when::Zone::system(),
         }
     );
 }

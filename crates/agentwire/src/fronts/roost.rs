@@ -30,7 +30,7 @@ impl DaemonFront for Roost {
         let r = &config.roost;
         Some((
             "roost",
-            super::view_value(agentwire_roost::settings::view(
+            super::view_value(agentwire_roost::daemon::settings::view(
                 &r.socket,
                 r.config.as_deref(),
                 &r.profiles,

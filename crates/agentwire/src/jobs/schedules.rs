@@ -4,7 +4,7 @@
 use super::call;
 use crate::tabular::{cell, columns};
 use agentwire_roost::client::Controller;
-use agentwire_roost::when::Zone;
+use agentwire_roost::proto::when::Zone;
 use clap::Subcommand;
 use serde_json::{json, Value};
 

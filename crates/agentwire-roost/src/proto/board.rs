@@ -3,7 +3,7 @@
 //! and refusal code the spec states. Pure: the caller passes the actor, the time, and which sessions are
 //! live; it puts the changes on the wire (a `task` feed event each, a `board` push, a message to a holder).
 
-use crate::wire::{ErrorCode, Refusal};
+use crate::proto::wire::{ErrorCode, Refusal};
 use serde::{Deserialize, Serialize};
 
 /// Tasks kept on the board (the spec's 200).
@@ -169,7 +169,7 @@ fn refusal(code: ErrorCode, message: impl Into<String>) -> Refusal {
 /// `text` folded to one line and checked against `max` characters (`field` names it in the refusal).
 fn bounded(field: &str, text: &str, max: usize, one_line: bool) -> Result<String, Refusal> {
     let text = match one_line {
-        true => crate::wire::fold_name(text),
+        true => crate::proto::wire::fold_name(text),
         false => text.trim().to_string(),
     };
     if text.chars().count() > max {
@@ -180,7 +180,7 @@ fn bounded(field: &str, text: &str, max: usize, one_line: bool) -> Result<String
 
 /// A task id on the wire: a positive integer, or a string of digits.
 pub fn task_id(v: &serde_json::Value) -> Result<u64, Refusal> {
-    crate::wire::numbered_id(v, "a task id")
+    crate::proto::wire::numbered_id(v, "a task id")
 }
 
 impl Board {

@@ -1,11 +1,11 @@
 //! Schedules (the hub's `schedules` and `schedule-*` ops): jobs started on a clock, with no concierge. A
-//! schedule names a profile, a task and a `when` of the schedule vocabulary ([`crate::when`]); when it
+//! schedule names a profile, a task and a `when` of the schedule vocabulary ([`crate::proto::when`]); when it
 //! falls due the daemon dispatches a job of the profile with the task (a `schedule` feed event). A run
 //! missed while the daemon was down runs once at start, not once per missed time. Pure: the daemon passes
 //! the time in (seconds) and keeps the list durable.
 
-use crate::when::{When, Zone};
-use crate::wire::{ErrorCode, Refusal};
+use crate::proto::when::{When, Zone};
+use crate::proto::wire::{ErrorCode, Refusal};
 use serde::{Deserialize, Serialize};
 
 /// Schedules kept at once; one more is refused `full`. Each is a job started on a clock: more than this
@@ -55,7 +55,7 @@ pub struct Schedules {
 
 /// A schedule id: a positive integer, or a string of digits.
 pub fn schedule_id(v: &serde_json::Value) -> Result<u64, Refusal> {
-    crate::wire::numbered_id(v, "a schedule id")
+    crate::proto::wire::numbered_id(v, "a schedule id")
 }
 
 impl Schedules {
@@ -79,16 +79,16 @@ impl Schedules {
         }
         let when = When::parse(when).map_err(|e| Refusal::bad(e.to_string()))?;
         let name = name
-            .map(crate::wire::fold_name)
+            .map(crate::proto::wire::fold_name)
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| profile.to_string());
-        if name.chars().count() > crate::report::MAX_NAME_CHARS {
+        if name.chars().count() > crate::proto::report::MAX_NAME_CHARS {
             return Err(Refusal::bad(format!(
                 "`name` is at most {} characters",
-                crate::report::MAX_NAME_CHARS
+                crate::proto::report::MAX_NAME_CHARS
             )));
         }
-        if name == crate::supervisor::CONCIERGE_NAME {
+        if name == crate::proto::concierge::CONCIERGE_NAME {
             return Err(Refusal::bad("the name \"concierge\" is the concierge's"));
         }
         if self.list.len() >= MAX_SCHEDULES {
@@ -97,7 +97,7 @@ impl Schedules {
                 format!("{MAX_SCHEDULES} schedules are kept; remove one first"),
             ));
         }
-        let next_at = crate::concierge::next_at(&when, at, zone)
+        let next_at = crate::proto::concierge::next_at(&when, at, zone)
             .ok_or_else(|| Refusal::bad(format!("when {when}: it never falls due")))?;
         self.last_id += 1;
         self.list.push(Schedule {
@@ -133,7 +133,7 @@ impl Schedules {
         let i = self.index(id)?;
         let s = &mut self.list[i];
         if s.paused && !paused {
-            s.next_at = crate::concierge::next_at(&s.when, at, zone);
+            s.next_at = crate::proto::concierge::next_at(&s.when, at, zone);
         }
         s.paused = paused;
         Ok(s)
@@ -164,7 +164,7 @@ impl Schedules {
             if job.is_some() {
                 s.last_job = job;
             }
-            s.next_at = crate::concierge::next_at(&s.when, now, zone);
+            s.next_at = crate::proto::concierge::next_at(&s.when, now, zone);
         }
     }
 }

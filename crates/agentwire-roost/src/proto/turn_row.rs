@@ -321,7 +321,7 @@ mod tests {
             .unwrap()
             .contains("Red paint, Blue paint"));
         for r in [done, failed, first_prompt()] {
-            crate::report::Report::parse(&r).expect("a report the daemon takes");
+            crate::proto::report::Report::parse(&r).expect("a report the daemon takes");
         }
     }
 }

@@ -10,8 +10,9 @@
 //! A store written by an earlier version opens as it is: tables it lacks are created empty, and fields a
 //! job record lacks take their defaults.
 
-use crate::escalation::Escalation;
-use crate::supervisor::{FeedEvent, Job, Pending, Supervisor};
+use crate::proto::escalation::Escalation;
+use crate::proto::feed::FeedEvent;
+use crate::proto::supervisor::{Job, Pending, Supervisor};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
@@ -45,13 +46,13 @@ pub struct Escalations<'a> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Records<'a> {
     /// Every watch held now, in place of those stored.
-    pub watches: Option<&'a [crate::watch::Watch]>,
+    pub watches: Option<&'a [crate::proto::watch::Watch]>,
     /// The task board.
-    pub board: Option<&'a crate::board::Board>,
+    pub board: Option<&'a crate::proto::board::Board>,
     /// The concierge's record.
-    pub concierge: Option<&'a crate::concierge::Concierge>,
+    pub concierge: Option<&'a crate::proto::concierge::Concierge>,
     /// The schedules.
-    pub schedules: Option<&'a crate::schedule::Schedules>,
+    pub schedules: Option<&'a crate::proto::schedule::Schedules>,
 }
 
 /// The `kept` row of the concierge's record.
@@ -132,7 +133,7 @@ impl Store {
             .conn
             .prepare("SELECT event FROM events ORDER BY seq DESC LIMIT ?1")?;
         let mut events: Vec<FeedEvent> = Vec::new();
-        for row in stmt.query_map([crate::supervisor::MAX_EVENTS as i64], |r| {
+        for row in stmt.query_map([crate::proto::supervisor::MAX_EVENTS as i64], |r| {
             r.get::<_, String>(0)
         })? {
             events.push(serde_json::from_str(&row?)?);
@@ -293,7 +294,7 @@ impl Store {
             tx.prepare_cached(
                 "DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?1",
             )?
-            .execute([crate::supervisor::MAX_EVENTS as i64])?;
+            .execute([crate::proto::supervisor::MAX_EVENTS as i64])?;
         }
         if let Some(board) = board {
             tx.prepare_cached("INSERT OR REPLACE INTO board (n, board) VALUES (1, ?1)")?
@@ -322,7 +323,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::supervisor::Replied;
+    use crate::proto::supervisor::Replied;
 
     #[test]
     fn pending_replies_are_rows_written_once_and_deleted_by_acks() {

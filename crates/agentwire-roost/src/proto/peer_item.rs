@@ -107,12 +107,12 @@ pub struct PeerItem {
 /// `text` is written so that it cannot end the envelope early.
 pub fn envelope(item: &PeerItem, text: &str) -> String {
     if item.kind == ItemKind::Digest {
-        // The daemon's own account, already in its `<roost-digest>` ([`crate::concierge::digest`]).
+        // The daemon's own account, already in its `<roost-digest>` ([`crate::proto::concierge::digest`]).
         return text.to_string();
     }
     let close = format!("</{ENVELOPE_TAG}");
     let body = text.replace(&close, &format!("<\\/{ENVELOPE_TAG}"));
-    let name = crate::wire::fold_name(&item.from.name).replace('"', "'");
+    let name = crate::proto::wire::fold_name(&item.from.name).replace('"', "'");
     if item.from.id.is_empty() {
         // From the board, for a change the user made there: no session sent it.
         return format!(

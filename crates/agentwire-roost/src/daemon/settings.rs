@@ -4,7 +4,7 @@
 //! are hosted as profiles, and a `roost:<profile>` agent's profile, are decided with the agents, by the
 //! daemon.
 
-use crate::profile::{Profile, ProfileError, TaskMode};
+use crate::daemon::profile::{Profile, ProfileError, TaskMode};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ pub struct RoostSection {
     /// without naming one.
     pub concierge: Option<String>,
     /// The concierge's starting `answer` policy: `never` (the default), `routine` or `always`.
-    pub concierge_answer: Option<crate::concierge::Answer>,
+    pub concierge_answer: Option<crate::proto::concierge::Answer>,
     /// Whether the concierge may stop, respawn and dispatch at the start (default false).
     pub concierge_act: bool,
     /// The IANA time zone of schedules' and standing orders' times of day (default: the system's).
@@ -34,7 +34,7 @@ pub struct RoostSection {
 pub fn concierge(section: &RoostSection) -> crate::daemon::ConciergeSetup {
     crate::daemon::ConciergeSetup {
         launch: section.concierge.clone(),
-        policy: crate::concierge::Policy {
+        policy: crate::proto::concierge::Policy {
             answer: section.concierge_answer.unwrap_or_default(),
             act: section.concierge_act,
         },
@@ -43,10 +43,12 @@ pub fn concierge(section: &RoostSection) -> crate::daemon::ConciergeSetup {
 
 /// The zone schedules and orders are read in: `timezone`, else the system's; an unknown name is an
 /// error that names it.
-pub fn zone(section: &RoostSection) -> Result<crate::when::Zone, crate::when::WhenError> {
+pub fn zone(
+    section: &RoostSection,
+) -> Result<crate::proto::when::Zone, crate::proto::when::WhenError> {
     match &section.timezone {
-        Some(name) => crate::when::Zone::named(name),
-        None => Ok(crate::when::Zone::system()),
+        Some(name) => crate::proto::when::Zone::named(name),
+        None => Ok(crate::proto::when::Zone::system()),
     }
 }
 
@@ -64,7 +66,7 @@ pub fn profiles<E: From<ProfileError>>(
     if let Some(path) = &config {
         profiles.extend(read_json(path)?);
     }
-    crate::profile::check(&profiles)?;
+    crate::daemon::profile::check(&profiles)?;
     Ok((config, profiles))
 }
 

@@ -1,5 +1,5 @@
 //! Stop escalations: a stopped job's process group gets SIGTERM, then SIGKILL once [`STOP_GRACE`] has
-//! passed if it is still there. Each pending escalation is journaled (see [`crate::store`]) with the
+//! passed if it is still there. Each pending escalation is journaled (see [`crate::daemon::store`]) with the
 //! process's identity and its deadline, so that a daemon started inside the grace (after a crash or a
 //! shutdown) still kills what the one before it stopped. Pure: the daemon looks at the process and passes
 //! the time in; [`Escalation::rearm`] decides.

@@ -4,12 +4,15 @@
 //! and what the digests it is woken with have covered. Pure: the daemon passes the time in (seconds, as
 //! the feed's) and makes the record durable.
 
-use crate::supervisor::FeedEvent;
-use crate::when::{When, Zone};
-use crate::wire::{ErrorCode, Refusal};
+use crate::proto::feed::FeedEvent;
+use crate::proto::when::{When, Zone};
+use crate::proto::wire::{ErrorCode, Refusal};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The name only the concierge's job goes by: no session takes it (`dispatch`, `rename`, a reported name).
+pub const CONCIERGE_NAME: &str = "concierge";
 
 /// Standing orders kept at once; one more is refused `full` (the spec's 50).
 pub const MAX_ORDERS: usize = 50;
@@ -403,7 +406,7 @@ impl Concierge {
         serde_json::json!({
             "on": self.on,
             "id": self.job,
-            "name": crate::supervisor::CONCIERGE_NAME,
+            "name": CONCIERGE_NAME,
             "state": state,
             "policy": self.policy(start),
             "answered": self.answered,

@@ -52,9 +52,9 @@ pub const TERMINAL_SIZE: (u16, u16) = (40, 120);
 /// The pause between the text and its Enter: an agent with a full-screen interface reads a burst of input
 /// as a paste, where an Enter in the same burst is a line break inside it, not "send".
 pub const ENTER_DELAY: Duration = Duration::from_millis(60);
-/// The most text one request types: a reply's own bound ([`crate::supervisor::MAX_REPLY_BYTES`]) with room
+/// The most text one request types: a reply's own bound ([`crate::proto::supervisor::MAX_REPLY_BYTES`]) with room
 /// for the request's seq line.
-pub const MAX_TYPED_BYTES: usize = crate::supervisor::MAX_REPLY_BYTES + 64;
+pub const MAX_TYPED_BYTES: usize = crate::proto::supervisor::MAX_REPLY_BYTES + 64;
 /// The longest the first text waits for the agent to be ready (to have shown something and gone quiet for
 /// [`QUIET`]): an agent that shows nothing is typed to after this.
 pub const READY_WAIT: Duration = Duration::from_secs(2);

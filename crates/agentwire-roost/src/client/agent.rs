@@ -4,9 +4,10 @@
 //! a time, acking each after the handler returns. The last finished seq is kept in `agent.json` in the job
 //! dir before its ack, so an agent started again after a crash skips (and only acks) what it finished.
 
+pub use crate::proto::job_env::JobEnv;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -21,37 +22,6 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The file in the job dir with the last finished reply.
 pub const STATE_FILE: &str = "agent.json";
-
-/// The job this process speaks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobEnv {
-    /// `ROOST_JOB_ID` (or `PI_JOB_ID`).
-    pub id: String,
-    /// `ROOST_JOB_TOKEN` (or `PI_JOB_TOKEN`).
-    pub token: String,
-    /// `ROOST_SOCKET` (or `PI_DAEMON_SOCK`).
-    pub socket: PathBuf,
-    /// `ROOST_JOB_DIR` (or `PI_JOB_DIR`).
-    pub dir: PathBuf,
-}
-
-impl JobEnv {
-    /// The job from the environment, if roost started this process.
-    pub fn from_env() -> Option<JobEnv> {
-        let var = |new: &str, old: &str| {
-            std::env::var(new)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .or_else(|| std::env::var(old).ok().filter(|v| !v.is_empty()))
-        };
-        Some(JobEnv {
-            id: var("ROOST_JOB_ID", "PI_JOB_ID")?,
-            token: var("ROOST_JOB_TOKEN", "PI_JOB_TOKEN")?,
-            socket: var("ROOST_SOCKET", "PI_DAEMON_SOCK")?.into(),
-            dir: var("ROOST_JOB_DIR", "PI_JOB_DIR")?.into(),
-        })
-    }
-}
 
 /// A reply handed to the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +98,7 @@ impl RoostAgent {
             env,
             hello: json!({
                 "protocol": 1,
-                "agent": { "name": crate::wire::fold_name(name), "version": version },
+                "agent": { "name": crate::proto::wire::fold_name(name), "version": version },
                 "capabilities": capabilities,
             }),
             latest: Mutex::new(None),
@@ -203,7 +173,7 @@ impl RoostAgent {
             return Ok(v["result"].clone());
         }
         Err(ClientError::Refused {
-            code: crate::wire::ErrorCode::parse(v["code"].as_str().unwrap_or("")),
+            code: crate::proto::wire::ErrorCode::parse(v["code"].as_str().unwrap_or("")),
             message: v["error"].as_str().unwrap_or("").to_string(),
         })
     }
@@ -463,7 +433,7 @@ fn send_ack(shared: &Shared, seq: u64, exact: bool) {
 
 /// Cuts a report's text fields to the spec's bounds (as the Python and TypeScript clients do).
 fn clip_report(report: &mut Value) {
-    use crate::report::{
+    use crate::proto::report::{
         MAX_CHOICES, MAX_CHOICE_CHARS, MAX_ERROR_CHARS, MAX_MODEL_CHARS, MAX_NAME_CHARS,
         MAX_PR_LINKS, MAX_QUESTION_CHARS, MAX_REMOTE_AT_CHARS, MAX_SUMMARY_CHARS, MAX_TOOL_CHARS,
     };
@@ -508,7 +478,7 @@ fn clip_report(report: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Report;
+    use crate::proto::report::Report;
 
     #[test]
     fn an_over_long_report_is_cut_to_fit_and_then_accepted() {

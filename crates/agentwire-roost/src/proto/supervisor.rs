@@ -2,8 +2,10 @@
 //! they were taken under, the conversations they serve, and the event feed. Pure: the daemon drives it,
 //! persists what it says to, and puts its effects on the wire.
 
-use crate::report::{JobState, Report};
-use crate::wire::{check_request_id, fold_name, ErrorCode, Refusal};
+use crate::proto::concierge::CONCIERGE_NAME;
+use crate::proto::feed::FeedEvent;
+use crate::proto::report::{JobState, Report};
+use crate::proto::wire::{check_request_id, fold_name, ErrorCode, Refusal};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 
@@ -13,8 +15,6 @@ pub const MAX_PENDING_REPLIES: usize = 50;
 pub const MAX_REPLY_IDS: usize = 100;
 /// Events kept in the feed (the spec's last 1000).
 pub const MAX_EVENTS: usize = 1000;
-/// The name only the concierge's job goes by: no session takes it (`dispatch`, `rename`, a reported name).
-pub const CONCIERGE_NAME: &str = "concierge";
 
 /// Longest reply text: a reply is typed into an agent; a megabyte is more than any person types, and keeps
 /// a request line far under the 4 MiB line limit.
@@ -44,7 +44,7 @@ pub struct Pending {
     pub mode: Option<ReplyMode>,
     /// From another session (a peer item), not from the user: who sent it and what kind it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<crate::peer_item::PeerItem>,
+    pub item: Option<crate::proto::peer_item::PeerItem>,
     /// Delivered as a peer item (its agent said `agentItems: true`), acked by itself (`exact`); else an
     /// ordinary reply, which an ack up to its seq covers.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -82,7 +82,7 @@ pub struct Job {
     pub capabilities: Vec<String>,
     /// The next reply's number.
     pub next_seq: u64,
-    /// Replies not yet acked, in order. Stored in rows of their own (see [`crate::store`]), so that an ack or
+    /// Replies not yet acked, in order. Stored in rows of their own (see [`crate::daemon::store`]), so that an ack or
     /// a report does not write every waiting reply's text again; read from the job's record too, where a
     /// store written before that kept them.
     #[serde(default, skip_serializing)]
@@ -141,7 +141,7 @@ impl Job {
     }
 
     /// Whether it is at work: it runs and has not reported `done` or `failed` (starting, working, or
-    /// waiting for the person). What the bounds on spawning count ([`crate::spawn_rules`]).
+    /// waiting for the person). What the bounds on spawning count ([`crate::proto::spawn_rules`]).
     pub fn at_work(&self) -> bool {
         self.life == Life::Running
             && !matches!(
@@ -172,31 +172,6 @@ impl Job {
     }
 }
 
-/// One entry of the event feed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FeedEvent {
-    /// Its cursor.
-    pub seq: u64,
-    /// Unix seconds.
-    pub at: u64,
-    /// The job.
-    pub id: String,
-    /// What happened: `start`, `state`, `reply`, `stop`, `exit`, `rm`, `respawn`, `restart`, `rename`, and
-    /// the peer items: `message`, `report`, `notice`.
-    pub what: String,
-    /// Details.
-    pub text: String,
-    /// The name of the session that caused it (a message's sender), if a session did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub who: Option<String>,
-    /// That session's id: names can be shared.
-    #[serde(default, rename = "whoId", skip_serializing_if = "Option::is_none")]
-    pub who_id: Option<String>,
-    /// Why, for a `task` event: `add`, `claim`, `release`, `done`, `drop` or `assign`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<String>,
-}
-
 /// What a reply did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Replied {
@@ -225,9 +200,9 @@ pub struct Supervisor {
     /// only removed by hand, so they add up).
     #[serde(skip)]
     conversations: HashMap<String, Vec<String>>,
-    /// The watches sessions hold ([`crate::watch`]).
+    /// The watches sessions hold ([`crate::proto::watch`]).
     #[serde(skip)]
-    pub watches: Vec<crate::watch::Watch>,
+    pub watches: Vec<crate::proto::watch::Watch>,
     /// Set when [`watches`](Self::watches) changed since they were last written.
     #[serde(skip)]
     pub watches_changed: bool,
@@ -237,22 +212,22 @@ pub struct Supervisor {
     /// Notices for watchers that are not jobs (foreground peers, which keep nothing): (watcher, item,
     /// text), for the daemon to deliver on their connections.
     #[serde(skip)]
-    pub fg_notices: Vec<(String, crate::peer_item::PeerItem, String)>,
-    /// The task board ([`crate::board`]).
+    pub fg_notices: Vec<(String, crate::proto::peer_item::PeerItem, String)>,
+    /// The task board ([`crate::proto::board`]).
     #[serde(skip)]
-    pub board: crate::board::Board,
+    pub board: crate::proto::board::Board,
     /// Set when the board changed since it was last written (and pushed).
     #[serde(skip)]
     pub board_changed: bool,
-    /// The concierge's record ([`crate::concierge`]).
+    /// The concierge's record ([`crate::proto::concierge`]).
     #[serde(skip)]
-    pub concierge: crate::concierge::Concierge,
+    pub concierge: crate::proto::concierge::Concierge,
     /// Set when the concierge's record changed since it was last written.
     #[serde(skip)]
     pub concierge_changed: bool,
-    /// The schedules ([`crate::schedule`]).
+    /// The schedules ([`crate::proto::schedule`]).
     #[serde(skip)]
-    pub schedules: crate::schedule::Schedules,
+    pub schedules: crate::proto::schedule::Schedules,
     /// Set when the schedules changed since they were last written.
     #[serde(skip)]
     pub schedules_changed: bool,
@@ -347,7 +322,7 @@ impl Supervisor {
         id: &str,
         what: &str,
         text: impl Into<String>,
-        who: Option<&crate::peer_item::From>,
+        who: Option<&crate::proto::peer_item::From>,
     ) {
         if let Some(job) = self.jobs.get_mut(id) {
             job.touched = job.touched.max(at);
@@ -374,7 +349,7 @@ impl Supervisor {
 
     /// Says that session `who` caused the feed events after cursor `before` that name nobody yet (what
     /// the concierge did through the person's ops).
-    pub fn attribute_since(&mut self, before: u64, who: &crate::peer_item::From) {
+    pub fn attribute_since(&mut self, before: u64, who: &crate::proto::peer_item::From) {
         for e in self.events.iter_mut().rev().take_while(|e| e.seq > before) {
             if e.who.is_none() {
                 e.who = Some(who.name.clone());
@@ -385,7 +360,7 @@ impl Supervisor {
 
     /// A board change: the board is to be written, and the change is a `task` event (about the job that
     /// holds or held the task, else the actor's).
-    pub fn board_event(&mut self, change: &crate::board::Change, at: u64) {
+    pub fn board_event(&mut self, change: &crate::proto::board::Change, at: u64) {
         self.board_changed = true;
         let about = change
             .task
@@ -417,7 +392,7 @@ impl Supervisor {
     }
 
     /// The children of session `parent` at work ([`Job::at_work`]), and the spawned jobs whose process still
-    /// runs in all, whatever they reported (what the bounds of [`crate::spawn_rules`] count).
+    /// runs in all, whatever they reported (what the bounds of [`crate::proto::spawn_rules`] count).
     pub fn spawned_counts(&self, parent: &str) -> (usize, usize) {
         let spawned = self
             .jobs
@@ -446,7 +421,7 @@ impl Supervisor {
         }
         let state = self.jobs.get(id).map_or("removed", |j| j.row_state());
         let name = self.jobs.get(id).map(|j| j.name.clone());
-        let by = crate::board::By {
+        let by = crate::proto::board::By {
             who: name.clone().unwrap_or_else(|| id.to_string()),
             who_id: Some(id.to_string()),
         };
@@ -459,7 +434,7 @@ impl Supervisor {
     /// Fires the watches on job `id` that its row's state now meets (a job no longer here is `removed`):
     /// each a `notice` item to its watcher, once.
     pub fn fire_watches(&mut self, id: &str, at: u64) {
-        use crate::watch::notice_text;
+        use crate::proto::watch::notice_text;
         if !self.watches.iter().any(|w| w.target == id) {
             return;
         }
@@ -492,7 +467,7 @@ impl Supervisor {
         text: String,
         at: u64,
     ) -> Result<(), Refusal> {
-        use crate::peer_item::{ItemKind, PeerItem, Relation};
+        use crate::proto::peer_item::{ItemKind, PeerItem, Relation};
         let w = self.jobs.get(watcher);
         let relation = Relation::of(
             from,
@@ -502,7 +477,7 @@ impl Supervisor {
         );
         let item = PeerItem {
             kind: ItemKind::Notice,
-            from: crate::peer_item::From {
+            from: crate::proto::peer_item::From {
                 id: from.to_string(),
                 name: name.to_string(),
             },
@@ -521,16 +496,16 @@ impl Supervisor {
 
     /// `watch {id, when}` by session `watcher` on job `target`: `Ok(true)` when it is already so (the notice
     /// is queued now), `Ok(false)` when kept to fire later. At most
-    /// [`MAX_WATCHES_PER_SESSION`](crate::watch::MAX_WATCHES_PER_SESSION) a session (`full`); watching the
+    /// [`MAX_WATCHES_PER_SESSION`](crate::proto::watch::MAX_WATCHES_PER_SESSION) a session (`full`); watching the
     /// same again replaces it.
     pub fn watch(
         &mut self,
         watcher: &str,
         target: &str,
-        when: crate::watch::When,
+        when: crate::proto::watch::When,
         now_ms: u64,
     ) -> Result<bool, Refusal> {
-        use crate::watch::{notice_text, Watch, MAX_WATCHES_PER_SESSION, WATCH_TTL_MS};
+        use crate::proto::watch::{notice_text, Watch, MAX_WATCHES_PER_SESSION, WATCH_TTL_MS};
         let job = self.job(target)?;
         let (name, state) = (job.name.clone(), job.watch_state());
         if when.fired_by(state) {
@@ -614,7 +589,7 @@ impl Supervisor {
             .map(fold_name)
             .map(|n| {
                 n.chars()
-                    .take(crate::report::MAX_NAME_CHARS)
+                    .take(crate::proto::report::MAX_NAME_CHARS)
                     .collect::<String>()
             })
             .filter(|n| !n.is_empty())
@@ -660,7 +635,7 @@ impl Supervisor {
     }
 
     /// Marks job `id` as the one serving `conversation` (checked with
-    /// [`check_conversation`](crate::wire::check_conversation) by the caller): from now on it is what
+    /// [`check_conversation`](crate::proto::wire::check_conversation) by the caller): from now on it is what
     /// [`conversation_job`](Self::conversation_job) finds, until a newer job is dispatched for it.
     pub fn serve_conversation(&mut self, id: &str, conversation: &str) {
         if let Some(job) = self.jobs.get_mut(id) {
@@ -836,17 +811,17 @@ impl Supervisor {
 
     /// Queues peer item `item` carrying `text` for job `to` (its envelope as the text), as an item when
     /// `as_item` (the agent takes them), else as an ordinary reply. `full` when
-    /// [`MAX_WAITING_ITEMS`](crate::peer_item::MAX_WAITING_ITEMS) items, or
+    /// [`MAX_WAITING_ITEMS`](crate::proto::peer_item::MAX_WAITING_ITEMS) items, or
     /// [`MAX_PENDING_REPLIES`] of anything, wait. Its seq.
     pub fn queue_item(
         &mut self,
         to: &str,
-        item: crate::peer_item::PeerItem,
+        item: crate::proto::peer_item::PeerItem,
         text: &str,
         as_item: bool,
         at: u64,
     ) -> Result<u64, Refusal> {
-        use crate::peer_item::MAX_WAITING_ITEMS;
+        use crate::proto::peer_item::MAX_WAITING_ITEMS;
         if text.len() > MAX_REPLY_BYTES {
             return Err(Refusal::bad(format!(
                 "a message is at most {MAX_REPLY_BYTES} bytes"
@@ -862,7 +837,7 @@ impl Supervisor {
         }
         let seq = job.next_seq;
         job.next_seq += 1;
-        let envelope = crate::peer_item::envelope(&item, text);
+        let envelope = crate::proto::peer_item::envelope(&item, text);
         let (kind, from) = (item.kind, item.from.clone());
         job.pending.push_back(Pending {
             seq,
@@ -881,8 +856,8 @@ impl Supervisor {
         &mut self,
         at: u64,
         to: &str,
-        kind: crate::peer_item::ItemKind,
-        from: &crate::peer_item::From,
+        kind: crate::proto::peer_item::ItemKind,
+        from: &crate::proto::peer_item::From,
         seq: Option<u64>,
         text: &str,
     ) {
@@ -963,11 +938,11 @@ impl Supervisor {
         };
         let summary: String = text
             .chars()
-            .take(crate::report::MAX_SUMMARY_CHARS)
+            .take(crate::proto::report::MAX_SUMMARY_CHARS)
             .collect();
         let report = job
             .report
-            .get_or_insert_with(|| crate::report::Report::new(JobState::Done));
+            .get_or_insert_with(|| crate::proto::report::Report::new(JobState::Done));
         report.state = JobState::Done;
         report.status = Some("idle".into());
         report.summary = Some(summary);
@@ -987,10 +962,10 @@ impl Supervisor {
     /// 1-200 characters; not the concierge's).
     pub fn rename(&mut self, id: &str, name: &str, at: u64) -> Result<(), Refusal> {
         let name = fold_name(name);
-        if name.is_empty() || name.chars().count() > crate::report::MAX_NAME_CHARS {
+        if name.is_empty() || name.chars().count() > crate::proto::report::MAX_NAME_CHARS {
             return Err(Refusal::bad(format!(
                 "a name is 1-{} characters on one line",
-                crate::report::MAX_NAME_CHARS
+                crate::proto::report::MAX_NAME_CHARS
             )));
         }
         if name == CONCIERGE_NAME {
@@ -1050,7 +1025,7 @@ fn remember(job: &mut Job, request_id: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Report;
+    use crate::proto::report::Report;
     use serde_json::json;
 
     fn sup() -> Supervisor {
@@ -1173,7 +1148,7 @@ mod tests {
 
     #[test]
     fn a_watch_fires_once_on_its_state_and_is_dropped_after_twelve_hours() {
-        use crate::watch::{When, WATCH_TTL_MS};
+        use crate::proto::watch::{When, WATCH_TTL_MS};
         let mut s = sup();
         s.add("j2".into(), "t2".into(), "p", None, Some("two"), None, 1)
             .unwrap();

@@ -5,7 +5,7 @@
 //! profiles a session may start at all is [`spawnable`]. Pure: the daemon passes the time in (seconds)
 //! and the counts it has.
 
-use crate::wire::{ErrorCode, Refusal};
+use crate::proto::wire::{ErrorCode, Refusal};
 use std::collections::{HashMap, VecDeque};
 
 /// Children one session may spawn a minute; one more is refused `rate_limited`. A lead agent fanning a

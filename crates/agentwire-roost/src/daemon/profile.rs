@@ -42,7 +42,7 @@ pub struct Profile {
     #[serde(default)]
     pub user: Option<String>,
     /// Only a controller (a person: `agentwire jobs dispatch`, a schedule, the concierge they let act)
-    /// starts its jobs; a session's `spawn` of it is refused ([`crate::spawn_rules::spawnable`]).
+    /// starts its jobs; a session's `spawn` of it is refused ([`crate::proto::spawn_rules::spawnable`]).
     #[serde(default)]
     pub controller_only: bool,
 }

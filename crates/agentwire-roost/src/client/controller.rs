@@ -1,7 +1,7 @@
 //! A controller's connection to the roost daemon (what `agentwire jobs` uses): requests answered in order,
 //! events (`row` pushes after `subscribe`) kept aside.
 
-use crate::wire::ErrorCode;
+use crate::proto::wire::ErrorCode;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;

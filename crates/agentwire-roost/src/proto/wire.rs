@@ -2,8 +2,9 @@
 //! `{"id", "ok": true, "result"}` or `{"id", "ok": false, "error", "code"}`, and unasked events
 //! `{"event": ...}`. Unknown fields are ignored. Pure.
 
-use crate::field::{Field, ObjectOnly};
-use crate::report::{Report, ReportFields};
+use crate::proto::field::{Field, ObjectOnly};
+pub use crate::proto::refusal::{fold_name, ErrorCode, Refusal};
+use crate::proto::report::{Report, ReportFields};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -25,70 +26,6 @@ pub const MAX_IN_FLIGHT: usize = 256;
 /// Answers and events a client may leave unread before it is dropped (the spec's 16 MiB).
 pub const MAX_UNREAD_BYTES: usize = 16 * 1024 * 1024;
 
-/// The error codes of the protocol.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// Malformed.
-    BadRequest,
-    /// Wrong token: stop speaking for this job.
-    Unauthorized,
-    /// No such job.
-    NotFound,
-    /// Too many replies waiting.
-    Full,
-    /// Try again shortly.
-    Busy,
-    /// Not for this kind of job or connection.
-    Unsupported,
-    /// Too many messages from this sender lately (M43: 30 a minute).
-    RateLimited,
-    /// A task that comes after tasks not yet done (M47).
-    Blocked,
-    /// A task another live session holds (M47).
-    Conflict,
-    /// The concierge's policy does not allow it (M45).
-    Policy,
-    /// A code this version does not know (round-trips).
-    Unknown(String),
-}
-
-impl ErrorCode {
-    /// The code on the wire.
-    pub fn as_str(&self) -> &str {
-        match self {
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::Unauthorized => "unauthorized",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::Full => "full",
-            ErrorCode::Busy => "busy",
-            ErrorCode::Unsupported => "unsupported",
-            ErrorCode::RateLimited => "rate_limited",
-            ErrorCode::Blocked => "blocked",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::Policy => "policy",
-            ErrorCode::Unknown(s) => s,
-        }
-    }
-
-    /// The code of a wire string.
-    pub fn parse(s: &str) -> ErrorCode {
-        match s {
-            "bad_request" => ErrorCode::BadRequest,
-            "unauthorized" => ErrorCode::Unauthorized,
-            "not_found" => ErrorCode::NotFound,
-            "full" => ErrorCode::Full,
-            "busy" => ErrorCode::Busy,
-            "unsupported" => ErrorCode::Unsupported,
-            "rate_limited" => ErrorCode::RateLimited,
-            "blocked" => ErrorCode::Blocked,
-            "conflict" => ErrorCode::Conflict,
-            "policy" => ErrorCode::Policy,
-            other => ErrorCode::Unknown(other.to_string()),
-        }
-    }
-}
-
 /// A numbered thing's id (a task's, an order's, a schedule's): a positive integer, or a string of digits;
 /// `what` names it in the refusal.
 pub fn numbered_id(v: &serde_json::Value, what: &str) -> Result<u64, Refusal> {
@@ -104,31 +41,6 @@ pub fn numbered_id(v: &serde_json::Value, what: &str) -> Result<u64, Refusal> {
             "{what} is a positive integer, or a string of digits"
         ))
     })
-}
-
-/// A refusal: a code and a message for people.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {message}", code.as_str())]
-pub struct Refusal {
-    /// The code.
-    pub code: ErrorCode,
-    /// What was wrong.
-    pub message: String,
-}
-
-impl Refusal {
-    /// A refusal.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
-        Refusal {
-            code,
-            message: message.into(),
-        }
-    }
-
-    /// A `bad_request`.
-    pub fn bad(message: impl Into<String>) -> Refusal {
-        Refusal::new(ErrorCode::BadRequest, message)
-    }
 }
 
 /// A request line.
@@ -333,19 +245,6 @@ impl Args for Map<String, Value> {
                 .ok_or_else(|| Refusal::bad(format!("`{key}` is a non-negative integer"))),
         }
     }
-}
-
-/// A name folded to one line: line breaks, other control characters and bidi controls become spaces,
-/// runs of spaces one, trimmed.
-pub fn fold_name(name: &str) -> String {
-    let spaced: String = name
-        .chars()
-        .map(|c| match agentwire_core::display::is_unprintable(c) {
-            true => ' ',
-            false => c,
-        })
-        .collect();
-    spaced.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A `requestId`: 1-64 of `A-Z a-z 0-9 _ . : -`.

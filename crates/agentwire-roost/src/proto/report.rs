@@ -1,7 +1,7 @@
 //! An agent's `report`: a full snapshot of its row, validated against the spec's fields and bounds. Pure.
 
-use crate::field::Field;
-use crate::wire::{fold_name, Refusal};
+use crate::proto::field::Field;
+use crate::proto::refusal::{fold_name, Refusal};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
