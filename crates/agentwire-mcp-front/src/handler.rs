@@ -35,6 +35,14 @@ pub const MAX_CALLS_PER_SESSION: usize = 16;
 /// question is then closed unanswered.
 pub const MAX_ASKS: usize = 3;
 
+/// How long a call whose stream the client closed holds its (error) response back, its turn already
+/// cancelled and its place already free: rmcp closes a call's stream when the client's
+/// `notifications/cancelled` for it arrives, a moment before its serve loop reads that notification; a
+/// response that reaches the loop first is sent (on the session's other stream), where the specification
+/// says a cancelled request gets none. The loop reads the notification within milliseconds; once it has,
+/// it drops the response. A client that only went away gets the response after this, on no stream.
+const HANGUP_RESPONSE_HOLD: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Random bytes in a turn id (`mcp:` and their hex): 128 bits, never repeated in practice, so a fresh
 /// call never meets a journaled turn.
 const ID_BYTES: usize = 16;
@@ -171,7 +179,7 @@ impl ServerHandler for Session {
                 None,
             ));
         };
-        let Ok(_permit) = self.calls.clone().try_acquire_owned() else {
+        let Ok(place) = self.calls.clone().try_acquire_owned() else {
             return Ok(result(ToolReply::error(format!(
                 "this session already runs {MAX_CALLS_PER_SESSION} calls; wait for one to end"
             ))));
@@ -251,8 +259,18 @@ impl ServerHandler for Session {
             token,
             progress: Progress::default(),
         };
-        let outcome = call.follow(rx, &mut guard, ctx, hangup).await;
+        let cancelled = ctx.ct.clone();
+        let followed = call.follow(rx, &mut guard, ctx, hangup).await;
         guard.disarm();
+        let outcome = match followed {
+            Followed::Ended(o) => o,
+            Followed::Cancelled => None,
+            Followed::HungUp => {
+                drop(place);
+                let _ = tokio::time::timeout(HANGUP_RESPONSE_HOLD, cancelled.cancelled()).await;
+                None
+            }
+        };
         match outcome {
             Some(o) => Ok(result(ToolReply::of_outcome(&o, side.unanswerable()))),
             None => Err(ErrorData::internal_error(
@@ -287,18 +305,30 @@ enum Next {
     Update(Option<Update>),
     Replied(Result<ElicitResult, ServiceError>),
     Cancelled,
+    HungUp,
+}
+
+/// How following a call's turn ended.
+enum Followed {
+    /// The turn's outcome (`None`: its updates stopped, nobody reads a result).
+    Ended(Option<agentwire_core::Outcome>),
+    /// The client cancelled the call; the turn is cancelled.
+    Cancelled,
+    /// The client closed the call's stream (or rmcp did, for the client's cancellation); the turn is
+    /// cancelled.
+    HungUp,
 }
 
 impl Call {
-    /// Follows the turn until its outcome (`None` when the client cancelled the call or went away: the
-    /// turn is cancelled and nobody reads a result).
+    /// Follows the turn until its outcome, or until the client cancels the call or goes away (the turn is
+    /// then cancelled and nobody reads a result).
     async fn follow(
         mut self,
         mut rx: tokio::sync::mpsc::UnboundedReceiver<Update>,
         guard: &mut CancelOnDrop,
         ctx: RequestContext<RoleServer>,
         hangup: Option<Hangup>,
-    ) -> Option<agentwire_core::Outcome> {
+    ) -> Followed {
         let mut asking: Option<Asking> = None;
         let gone = async move {
             match hangup {
@@ -317,19 +347,23 @@ impl Call {
                     }
                 } => Next::Replied(r),
                 _ = ctx.ct.cancelled() => Next::Cancelled,
-                _ = &mut gone => Next::Cancelled,
+                _ = &mut gone => Next::HungUp,
             };
             match next {
                 Next::Cancelled => {
                     guard.cancel().await;
-                    return None;
+                    return Followed::Cancelled;
                 }
-                Next::Update(None) => return None,
+                Next::HungUp => {
+                    guard.cancel().await;
+                    return Followed::HungUp;
+                }
+                Next::Update(None) => return Followed::Ended(None),
                 Next::Update(Some(Update::Outcome(o))) => {
                     if let Some(a) = asking.take() {
                         self.withdraw(a, "the turn ended").await;
                     }
-                    return Some(o);
+                    return Followed::Ended(Some(o));
                 }
                 Next::Update(Some(Update::Event(ev))) => {
                     if let Some(step) = self.progress.step(&ev) {
