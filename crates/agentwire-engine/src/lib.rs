@@ -10,6 +10,7 @@
 mod agent;
 mod engine;
 pub mod engine_core;
+mod front;
 mod health;
 mod lifecycle;
 pub mod metrics;
@@ -27,12 +28,13 @@ pub use agentwire_core::{PastToolCall, PastTurn, Resume, TurnInput};
 /// the journal).
 pub use agentwire_store::{ConversationTurn, ConversationView, StoreError, StoredTurn};
 pub use engine::{
-    AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply, TurnFront,
-    AGENT_BUSY_RETRY_AFTER_SECS, INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
+    AnswerReply, CancelReply, Engine, Submission, SubmitReply, AGENT_BUSY_RETRY_AFTER_SECS,
+    INTERRUPTED_RETRY_AFTER_SECS, MAX_TRANSCRIPT_EVENTS,
 };
 pub use engine_core::{
     TurnPolicy, CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
 };
+pub use front::{FrontAsk, TurnFront};
 pub use lifecycle::{Front, Unreachable};
 pub use slots::{AdmitError, Admitted, Slot, SlotRefusal};
 pub use telemetry::{Telemetry, TurnTrace};

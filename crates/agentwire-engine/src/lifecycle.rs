@@ -2,7 +2,8 @@
 //! then drives them all the same way: one recovery pass over every protocol's interrupted turns, and on
 //! shutdown the engine's drain followed by each front's own drain and stop.
 
-use crate::engine::{Engine, TurnFront};
+use crate::engine::Engine;
+use crate::front::TurnFront;
 use agentwire_store::{StoreError, StoredTurn};
 use futures_util::future::BoxFuture;
 use std::sync::Arc;

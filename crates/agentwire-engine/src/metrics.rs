@@ -10,7 +10,7 @@
 //! [`Metrics::name_tools`], up to [`MAX_TOOL_LABELS`]; a name a model made up is `other`), a relay
 //! event's `result` one of the relay's own few. Never an id, a prompt or a user.
 
-use crate::watch::{TurnSummary, WatchKind};
+use crate::watch::turn::{TurnSummary, WatchKind};
 use agentwire_core::{FailureCode, Outcome, TurnEvent, Usage};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -637,7 +637,7 @@ mod tests {
             conversation: None,
             prompt: String::new(),
             requester: String::new(),
-            state: crate::watch::TurnState::Running,
+            state: crate::watch::turn::TurnState::Running,
             question: None,
             outcome: None,
             started_ms: 0,

@@ -10,13 +10,16 @@
 //!   [`WATCH_QUEUE_CAPACITY`] events behind is told how many it missed ([`Missed`]) and can read the turns
 //!   again (here while they are recent, then from the journal).
 
-use agentwire_core::{ConversationId, Outcome, Question, RequestId, TurnEvent};
+use agentwire_core::{Outcome, Question, RequestId, TurnEvent};
 use agentwire_store::StoredTurn;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
-use crate::engine::{FrontAsk, TurnFront};
+use crate::front::{FrontAsk, TurnFront};
+
+pub(crate) mod turn;
+pub use turn::{TurnEnd, TurnState, TurnSummary, WatchEvent, WatchKind, MAX_PROMPT_SHOWN};
 
 /// Events a watcher may fall behind by before it is told it missed some: a turn streams tens of events a
 /// second, so this is seconds of every running turn's output, and a watcher that is further behind is not
@@ -28,178 +31,6 @@ pub const MAX_WATCHED_EVENTS_PER_TURN: usize = 4096;
 /// Ended turns whose events stay in memory for late watchers and resumed streams; older ones are read from
 /// the journal.
 pub const RECENT_TURNS_KEPT: usize = 256;
-/// The most of a prompt a turn's acceptance carries: its first line, cut here.
-pub const MAX_PROMPT_SHOWN: usize = 200;
-
-/// What a turn did.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum WatchKind {
-    /// Journaled and running (or waiting behind its conversation).
-    Accepted {
-        /// Waiting behind another turn of its conversation.
-        queued: bool,
-        /// The front that took it (`nipxx`, `fisk`, ...).
-        protocol: String,
-        /// The agent that runs it.
-        agent: String,
-        /// Its conversation.
-        conversation: ConversationId,
-        /// The first line of its prompt, at most [`MAX_PROMPT_SHOWN`] bytes.
-        prompt: String,
-        /// Who asked ([`Submission::requester`](crate::Submission::requester)): a caller front shows a
-        /// caller only its own turns.
-        requester: String,
-    },
-    /// One event of the running turn.
-    Event(TurnEvent),
-    /// A question put to a person.
-    Question {
-        /// The question's id.
-        id: String,
-        /// The question.
-        question: Question,
-    },
-    /// The question was settled (answered, expired, cancelled).
-    QuestionClosed {
-        /// The question's id.
-        id: String,
-        /// The answer as a person would say it back ([`agentwire_core::Answer::describe`]), when it was
-        /// answered (from any front).
-        answer: Option<String>,
-    },
-    /// The turn's one outcome, durable.
-    Outcome(Outcome),
-}
-
-/// One thing a turn did, as watchers see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WatchEvent {
-    /// Increases across the hub: a stream resumes after it ([`WatchHub::watch_all_since`]).
-    pub id: u64,
-    /// The turn.
-    pub turn: RequestId,
-    /// Its place in the turn, from 0.
-    pub seq: u64,
-    /// When it was published, in Unix milliseconds.
-    pub at_ms: u64,
-    /// What happened.
-    pub kind: WatchKind,
-}
-
-/// Where a turn is, as watchers see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnState {
-    /// Waiting behind another turn of its conversation.
-    Queued,
-    /// Running.
-    Running,
-    /// Waiting for a person's answer.
-    Waiting,
-    /// Ended with its outcome.
-    Ended,
-}
-
-impl TurnState {
-    /// Its name in the turn API (`queued`, `running`, `waiting`, `ended`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnState::Queued => "queued",
-            TurnState::Running => "running",
-            TurnState::Waiting => "waiting",
-            TurnState::Ended => "ended",
-        }
-    }
-
-    /// The state a name in the turn API names.
-    pub fn parse(name: &str) -> Option<TurnState> {
-        [
-            TurnState::Queued,
-            TurnState::Running,
-            TurnState::Waiting,
-            TurnState::Ended,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == name)
-    }
-}
-
-/// How an ended turn ended, in the words every client shows (the turn API's `ended_as`, `turns`, the hub):
-/// `done` (a result), `cancelled` (its requester or an operator cancelled it), `failed` (any other failure).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnEnd {
-    /// It ended with a result.
-    Done,
-    /// It ended with a failure other than a cancellation.
-    Failed,
-    /// It was cancelled.
-    Cancelled,
-}
-
-impl TurnEnd {
-    /// How `outcome` ended its turn.
-    pub fn of(outcome: &Outcome) -> TurnEnd {
-        match outcome {
-            Outcome::Result(_) => TurnEnd::Done,
-            o if o.is_cancelled() => TurnEnd::Cancelled,
-            Outcome::Failure(_) => TurnEnd::Failed,
-        }
-    }
-
-    /// Its name (`done`, `failed`, `cancelled`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnEnd::Done => "done",
-            TurnEnd::Failed => "failed",
-            TurnEnd::Cancelled => "cancelled",
-        }
-    }
-
-    /// The end a name names.
-    pub fn parse(name: &str) -> Option<TurnEnd> {
-        [TurnEnd::Done, TurnEnd::Failed, TurnEnd::Cancelled]
-            .into_iter()
-            .find(|e| e.as_str() == name)
-    }
-}
-
-/// A turn the hub holds, in a line: what a list of turns shows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnSummary {
-    /// The turn.
-    pub id: RequestId,
-    /// The agent that runs it (empty: the hub saw only its end, as for a turn a crash cut off).
-    pub agent: String,
-    /// The front that took it.
-    pub protocol: String,
-    /// Its conversation, once known.
-    pub conversation: Option<ConversationId>,
-    /// The first line of its prompt.
-    pub prompt: String,
-    /// Who asked (empty when the hub saw only its end; for a turn of an earlier run, the `requester` its
-    /// front journaled in its route, if any).
-    pub requester: String,
-    /// Where it is.
-    pub state: TurnState,
-    /// Its question's id while it waits for an answer.
-    pub question: Option<String>,
-    /// Its outcome, once ended.
-    pub outcome: Option<Outcome>,
-    /// When the hub first saw it, in Unix milliseconds.
-    pub started_ms: u64,
-    /// When it ended.
-    pub ended_ms: Option<u64>,
-    /// The id of its first event: turns are listed newest first by it, and it is a page's cursor.
-    pub first_id: u64,
-}
-
-impl TurnSummary {
-    /// How it ended, once it has.
-    pub fn end(&self) -> Option<TurnEnd> {
-        self.outcome.as_ref().map(TurnEnd::of)
-    }
-}
-
 /// A watcher fell behind by this many events (they are in the hub while their turns are recent, and in the
 /// journal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -707,6 +538,7 @@ impl TurnFront for WatchedFront {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentwire_core::ConversationId;
 
     fn id(n: u32) -> RequestId {
         RequestId::new(format!("t:{n}")).unwrap()
