@@ -319,7 +319,7 @@ impl Daemon {
                         continue;
                     }
                 };
-                let peer = peer::of(&stream, &s);
+                let peer = peer::of(&stream, |pid| s.job_of_process(pid));
                 // The last CONTROLLER_RESERVE places are the owner's controllers': jobs' processes (and
                 // anyone else) filling the rest leave room to see and stop them.
                 let limit = if peer.may_control() {

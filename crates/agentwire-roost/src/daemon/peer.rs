@@ -10,7 +10,6 @@
 //! recognised, and any process of that user can read the daemon's store. Untrusted agents run under another
 //! user (`user` on the profile); see the crate's "Trust model".
 
-use super::state::Shared;
 use std::collections::HashMap;
 
 /// The most ancestors of a peer looked at for a job's leader: process trees are shallow, and a chain is
@@ -70,9 +69,13 @@ pub(super) fn job_of(ancestry: &[u32], groups: &HashMap<u32, String>) -> Option<
     ancestry.iter().find_map(|id| groups.get(id).cloned())
 }
 
-/// The peer of `stream`. One whose credentials cannot be read is neither the owner nor a job's (so it may
-/// not control), which only a platform without `SO_PEERCRED` gives.
-pub(super) fn of(stream: &tokio::net::UnixStream, shared: &Shared) -> Peer {
+/// The peer of `stream`, its process's job told by `job_of_process` (the daemon's job groups). One whose
+/// credentials cannot be read is neither the owner nor a job's (so it may not control), which only a
+/// platform without `SO_PEERCRED` gives.
+pub(super) fn of(
+    stream: &tokio::net::UnixStream,
+    job_of_process: impl FnOnce(u32) -> Option<String>,
+) -> Peer {
     let Ok(cred) = stream.peer_cred() else {
         return Peer {
             owner: false,
@@ -83,7 +86,7 @@ pub(super) fn of(stream: &tokio::net::UnixStream, shared: &Shared) -> Peer {
     let job = cred
         .pid()
         .and_then(|pid| u32::try_from(pid).ok())
-        .and_then(|pid| shared.job_of_process(pid));
+        .and_then(job_of_process);
     Peer { owner, job }
 }
 

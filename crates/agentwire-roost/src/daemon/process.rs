@@ -11,8 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// The file in a job's dir that holds its terminal output (a terminal agent's row is read from it).
-pub const OUTPUT_FILE: &str = "output.log";
+pub use super::terminal::OUTPUT_FILE;
 
 /// What a started job's environment carries.
 pub struct JobEnv<'a> {

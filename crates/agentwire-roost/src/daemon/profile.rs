@@ -138,7 +138,7 @@ pub fn from_roost_json(text: &str) -> Result<HashMap<String, Profile>, ProfileEr
 
 /// Checks every profile has a command, a fit `env` and `pass_env`, and that one with a `user` is a terminal
 /// agent: a job run as another user cannot reach the daemon's owner-only socket, so it could never report.
-/// (Whether the daemon may start jobs as that user is [`crate::daemon::run_as`]'s to say, at start.)
+/// (Whether the daemon may start jobs as that user is `run_as`'s to say, at start.)
 pub fn check(profiles: &HashMap<String, Profile>) -> Result<(), ProfileError> {
     for (name, p) in profiles {
         if p.command.is_empty() || p.command[0].is_empty() {

@@ -36,6 +36,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The file in a job's dir that holds its output: a terminal agent's screen (its row is read from it), a
+/// plain agent's stdout and stderr.
+pub const OUTPUT_FILE: &str = "output.log";
+
 /// The holder's answer once the text and its Enter are written to the terminal (or were, for a repeat).
 pub const TYPED: &str = "typed";
 /// The holder's answer while it is typing another request: try again later.
@@ -256,7 +260,7 @@ pub fn hold(args: &HoldArgs) -> Result<i32, std::io::Error> {
     let mut transcript = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(args.dir.join(crate::daemon::process::OUTPUT_FILE))?;
+        .open(args.dir.join(OUTPUT_FILE))?;
 
     // The socket first: a reply typed as soon as the job starts (its task) finds it.
     let socket = socket_path(&args.dir, std::process::id());
