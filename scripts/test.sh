@@ -50,6 +50,13 @@ fi
 export AGENTWIRE_CONFORMANCE_DIR="${AGENTWIRE_CONFORMANCE_DIR:-}"
 
 # --- Rust -------------------------------------------------------------------------------------------
+# A fresh clone's build (target/, with the fuzz targets' fuzz/target) takes about 8 GB; a full disk shows up
+# later as a compiler's "No space left on device", so say it plainly first.
+free_kb=$(df -Pk "$root" | awk 'NR == 2 { print $4 }')
+if [ -n "$free_kb" ] && [ "$free_kb" -lt $((10 * 1024 * 1024)) ]; then
+  echo "warning: $((free_kb / 1024 / 1024)) GB free where this checkout is; a fresh build and its tests need about 8 GB"
+fi
+
 say "building"
 cargo build --workspace --all-targets --locked
 
