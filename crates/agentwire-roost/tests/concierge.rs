@@ -7,7 +7,6 @@
 
 mod common;
 
-use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Calendar, ConciergeSetup, Daemon, DaemonConfig};
 use agentwire_roost::proto::when::Zone;
 use common::Client;
@@ -24,19 +23,7 @@ const FRIDAY_1759: u64 = 1_796_407_140;
 /// The daemon's config; its calendar's clock is `clock`'s when given, else the system's.
 fn config(dir: &Path, clock: Option<&Arc<AtomicU64>>) -> DaemonConfig {
     let mut profiles = HashMap::new();
-    profiles.insert(
-        "agent".to_string(),
-        Profile {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "env > env.txt; exec sleep 60".into(),
-            ],
-            task: TaskMode::Type,
-            protocol: true,
-            ..Default::default()
-        },
-    );
+    profiles.insert("agent".to_string(), common::protocol_agent_profile());
     let calendar = match clock.cloned() {
         Some(clock) => Calendar {
             zone: Zone::named("UTC").unwrap(),

@@ -16,19 +16,7 @@ use std::time::Duration;
 fn config(dir: &Path) -> DaemonConfig {
     let mut profiles = HashMap::new();
     // An agent the test plays: the process records its environment and waits.
-    profiles.insert(
-        "agent".to_string(),
-        Profile {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "env > env.txt; exec sleep 60".into(),
-            ],
-            task: TaskMode::Type,
-            protocol: true,
-            ..Default::default()
-        },
-    );
+    profiles.insert("agent".to_string(), common::protocol_agent_profile());
     // One that records its environment and exits at once.
     profiles.insert(
         "brief".to_string(),

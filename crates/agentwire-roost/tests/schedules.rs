@@ -5,7 +5,6 @@
 
 mod common;
 
-use agentwire_roost::daemon::profile::{Profile, TaskMode};
 use agentwire_roost::daemon::{Calendar, Daemon, DaemonConfig};
 use agentwire_roost::proto::when::Zone;
 use common::Client;
@@ -22,19 +21,7 @@ const T0: u64 = 1_796_407_140;
 fn config(dir: &Path, clock: &Arc<AtomicU64>) -> DaemonConfig {
     let mut profiles = HashMap::new();
     // An agent the test speaks for: it writes its environment (its token) and lives on.
-    profiles.insert(
-        "agent".to_string(),
-        Profile {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                "env > env.txt; exec sleep 60".into(),
-            ],
-            task: TaskMode::Type,
-            protocol: true,
-            ..Default::default()
-        },
-    );
+    profiles.insert("agent".to_string(), common::protocol_agent_profile());
     let clock = clock.clone();
     DaemonConfig {
         socket: dir.join("run").join("roost.sock"),

@@ -93,11 +93,11 @@ pub(crate) async fn job_token(jobs: &Path, id: &str) -> String {
     panic!("job {id} did not start");
 }
 
-/// A daemon under `dir` with one profile, `agent`: a protocol agent played by the test (its process records
-/// its environment in `env.txt` and waits).
-pub(crate) fn protocol_agent_config(dir: &Path) -> agentwire_roost::daemon::DaemonConfig {
+/// A protocol agent played by the test: its process records its environment in `env.txt` (its token
+/// among it) and waits.
+pub(crate) fn protocol_agent_profile() -> agentwire_roost::daemon::profile::Profile {
     use agentwire_roost::daemon::profile::{Profile, TaskMode};
-    let profile = Profile {
+    Profile {
         command: vec![
             "sh".into(),
             "-c".into(),
@@ -106,7 +106,12 @@ pub(crate) fn protocol_agent_config(dir: &Path) -> agentwire_roost::daemon::Daem
         task: TaskMode::Type,
         protocol: true,
         ..Default::default()
-    };
+    }
+}
+
+/// A daemon under `dir` with one profile, `agent`: [`protocol_agent_profile`].
+pub(crate) fn protocol_agent_config(dir: &Path) -> agentwire_roost::daemon::DaemonConfig {
+    let profile = protocol_agent_profile();
     agentwire_roost::daemon::DaemonConfig {
         socket: dir.join("run").join("roost.sock"),
         data_dir: dir.join("data"),
