@@ -29,11 +29,6 @@ impl TokenBucket {
         }
     }
 
-    /// Tokens added per second.
-    pub fn per_second(&self) -> f64 {
-        self.per_second
-    }
-
     /// The tokens there are at `now`, without taking any. A `now` before the last one counts as no time
     /// passed.
     pub fn available(&self, now: f64) -> f64 {
