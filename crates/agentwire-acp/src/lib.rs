@@ -34,6 +34,7 @@
 
 pub mod agent;
 pub mod kept;
+pub mod kind;
 pub mod mapping;
 pub mod process;
 

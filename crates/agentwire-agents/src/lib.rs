@@ -6,6 +6,8 @@
 mod calc;
 mod cmd;
 mod demo;
+pub mod kind;
+pub mod kinds;
 pub mod openai;
 mod roost;
 

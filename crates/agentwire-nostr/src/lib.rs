@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod crypto;
+pub mod key_file;
 pub mod nip59;
 pub mod nipxx;
 pub mod relay_conn;

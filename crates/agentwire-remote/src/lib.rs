@@ -33,6 +33,7 @@
 
 pub mod a2a;
 pub mod fisk;
+pub mod kinds;
 pub mod nipxx;
 
 pub use a2a::{A2aRemote, A2aRemoteSettings};

@@ -16,8 +16,9 @@
 //! the roost supervisor start with (the agents' keys, their hosted profiles); [`start`] starts every front
 //! for the agents exposed on it and runs each agent's recovery pass.
 
-use crate::config::{AgentKind, ExposedAgent};
+use crate::config::ExposedAgent;
 use crate::keys;
+use agentwire_agents::kind::{AgentPlan, BuildContext};
 use agentwire_engine::{Engine, Front, TurnFront, WatchHub};
 use agentwire_roost::front::RoostHost;
 use agentwire_store::Journal;
@@ -38,7 +39,8 @@ pub(crate) fn key_file(name: &str) -> String {
 /// An agent to serve and the fronts it is on, as the configuration says.
 pub(crate) struct AgentSpec {
     pub(crate) name: String,
-    pub(crate) kind: AgentKind,
+    /// What it runs on.
+    pub(crate) plan: Arc<dyn AgentPlan>,
     pub(crate) max_concurrent_turns: Option<usize>,
     /// The `--agent` agent: its turns' owner is the instance's bare name, its key the data dir's own.
     pub(crate) default: bool,
@@ -57,7 +59,7 @@ impl AgentSpec {
     pub(crate) fn further(m: &ExposedAgent) -> AgentSpec {
         AgentSpec {
             name: m.choice.name.clone(),
-            kind: m.choice.kind.clone(),
+            plan: m.choice.plan.clone(),
             max_concurrent_turns: m.choice.max_concurrent_turns,
             default: false,
             fronts: m.fronts.clone(),
@@ -153,17 +155,19 @@ pub(crate) async fn prepare(
     specs: Vec<AgentSpec>,
     s: &Shared<'_>,
 ) -> Result<Vec<Prepared>, String> {
+    let built = BuildContext {
+        data_dir: s.data_dir.to_path_buf(),
+        roost_socket: s.roost_socket.to_path_buf(),
+        hosted: s.hosted.clone(),
+        metrics: s.hub.metrics().clone(),
+    };
     let mut out = Vec::new();
     for spec in specs {
-        let agent = crate::serve::make_agent(
-            &spec.name,
-            &spec.kind,
-            s.roost_socket,
-            s.hosted,
-            s.data_dir,
-            s.hub.metrics(),
-        )
-        .await?;
+        let agent = spec
+            .plan
+            .build(&spec.name, &built)
+            .await
+            .map_err(|e| e.to_string())?;
         let engine = Engine::with_hub(
             s.journal.clone(),
             agent,
@@ -378,7 +382,7 @@ impl Serving {
     pub(crate) fn http_info(&self) -> agentwire_http::AgentInfo {
         agentwire_http::AgentInfo {
             name: self.spec.name.clone(),
-            kind: self.spec.kind.name().into(),
+            kind: self.spec.plan.kind().into(),
             fronts: self.spec.fronts.iter().map(|n| n.to_string()).collect(),
             card: self.engine.card(),
         }

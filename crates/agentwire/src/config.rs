@@ -18,7 +18,7 @@ pub(crate) use file::{load, FileConfig};
 pub(crate) use flags::ServeFlags;
 pub(crate) use instance::InstanceName;
 pub(crate) use resolve::{
-    AgentChoice, AgentKind, ExposedAgent, HttpChoice, JournalChoice, PlugInFront, Resolved,
+    AgentChoice, ExposedAgent, HttpChoice, JournalChoice, PlugInFront, Resolved,
     SharedJournal, Sources,
 };
 pub(crate) use telemetry::TelemetryChoice;

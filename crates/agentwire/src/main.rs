@@ -2,6 +2,7 @@
 //! `ask --nats` or `--nats-context`, `cancel --nats`, `read`, `discover`, `session` over fisk-ai; `jobs`
 //! for roost; `config` to see the configuration in force).
 
+mod agent_kinds;
 mod agents;
 mod ask;
 mod ask_deadline;

@@ -1,15 +1,9 @@
 //! `agentwire serve`: the embedded relay, the journal, the engine, the NIP-XX runtime, the task-card
 //! adapter, the fisk-ai worker and the roost supervisor, wired together from the one resolved configuration ([`crate::config::Resolved`]).
 
-use crate::config::{AgentKind, Resolved};
+use crate::config::Resolved;
 use crate::keys;
-use agentwire_agents::openai::concierge_tools::{ConciergeTools, CONCIERGE_TOOL};
-use agentwire_agents::openai::mcp::McpServers;
-use agentwire_agents::openai::roost_peer::RoostPeer;
-use agentwire_agents::openai::roost_tools::ROOST_TOOL;
-use agentwire_agents::openai::{http_client, ApiKey, OpenAiAgent, OpenAiConfig};
-use agentwire_agents::{CmdAgent, DemoAgent, RoostJobAgent};
-use agentwire_engine::{Agent, Engine};
+use agentwire_engine::Engine;
 use agentwire_store::SqliteJournal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,201 +14,6 @@ use std::time::Duration;
 pub(crate) const JOURNAL_FILE: &str = "journal.sqlite";
 /// The embedded relay's own key (it signs room metadata), in the data directory.
 const RELAY_KEY_FILE: &str = "relay.key";
-
-/// The agent that serves the turns: its kind was settled and its roost profile checked by resolution. A
-/// model agent's key is read here, from the variable its config names; it times its model calls into
-/// `metrics`.
-pub(crate) async fn make_agent(
-    name: &str,
-    kind: &AgentKind,
-    roost_socket: &Path,
-    hosted: &Arc<agentwire_roost::front::HostedSessions>,
-    data_dir: &Path,
-    metrics: &Arc<agentwire_engine::metrics::Metrics>,
-) -> Result<Arc<dyn Agent>, String> {
-    Ok(match kind {
-        AgentKind::OpenAi(s) => {
-            let api_key = match &s.api_key_env {
-                None => None,
-                Some(var) => match std::env::var(var) {
-                    Ok(key) if !key.is_empty() => Some(ApiKey(key)),
-                    _ => {
-                        return Err(format!(
-                            "[agents.{name}] api_key_env: the environment variable {var} is not set"
-                        ))
-                    }
-                },
-            };
-            let http = http_client(s.request_timeout)?;
-            let shell_dir = match &s.shell_dir {
-                Some(d) => d.clone(),
-                None => data_dir.join("work").join(name),
-            };
-            if s.tools
-                .iter()
-                .any(|t| t == agentwire_agents::openai::tools::SHELL_TOOL)
-            {
-                std::fs::create_dir_all(&shell_dir).map_err(|e| {
-                    format!("[agents.{name}] shell_dir {}: {e}", shell_dir.display())
-                })?;
-            }
-            let agent = OpenAiAgent::new(
-                OpenAiConfig {
-                    name: name.to_string(),
-                    base_url: s.base_url.clone(),
-                    models: s.models.clone(),
-                    api_key,
-                    system_prompt: s.system_prompt.clone(),
-                    tools: s.tools.clone(),
-                    request_timeout: s.request_timeout,
-                    max_context_tokens: s.max_context_tokens,
-                    shell_dir,
-                    env: s.env.clone(),
-                },
-                http,
-            )
-            .with_metrics(metrics.clone());
-            // The roost tools speak as a foreground peer of the agent's name, on the supervisor this
-            // daemon runs (always): the connection is made once the supervisor is up.
-            let agent = match s.tools.iter().any(|t| t == ROOST_TOOL) {
-                true => agent.with_roost(Arc::new(RoostPeer::start(
-                    roost_socket,
-                    name,
-                    hosted.clone(),
-                ))),
-                false => agent,
-            };
-            // The concierge tools speak only as the agent's hosted roost job (the concierge's, once the
-            // hub made it so), on that job's connection: no connection of their own.
-            let agent = match s.tools.iter().any(|t| t == CONCIERGE_TOOL) {
-                true => agent.with_concierge(Arc::new(ConciergeTools::new(hosted.clone()))),
-                false => agent,
-            };
-            // Its delegates: remote agents (no delegate delegates in turn), each reached as this
-            // daemon's client like any remote agent it serves.
-            let mut delegates = Vec::new();
-            for d in &s.delegates {
-                let remote = Box::pin(make_agent(
-                    &d.name,
-                    &d.kind,
-                    roost_socket,
-                    hosted,
-                    data_dir,
-                    metrics,
-                ))
-                .await?;
-                delegates.push(agentwire_agents::openai::delegate::Delegate {
-                    name: d.name.clone(),
-                    agent: remote,
-                });
-            }
-            let agent = agent.with_delegates(agentwire_agents::openai::delegate::Delegates::new(
-                delegates,
-            ));
-            let agent = match s.mcp.is_empty() {
-                true => Arc::new(agent),
-                false => Arc::new(agent.with_mcp(McpServers::start(s.mcp.clone()).await)),
-            };
-            // The model server is asked at start, beside it: a failure is a warning naming the server, so
-            // an operator learns of a wrong URL or key before a user's turn fails on it.
-            let probed = agent.clone();
-            let name = name.to_string();
-            tokio::spawn(async move {
-                if let Err(why) = probed.probe().await {
-                    tracing::warn!(
-                        agent = %name, server = %probed.server(),
-                        "the model server did not answer GET /models well: {why}; check base_url and the key"
-                    );
-                }
-            });
-            agent
-        }
-        AgentKind::Demo => Arc::new(DemoAgent),
-        AgentKind::Roost { profile } => {
-            Arc::new(RoostJobAgent::new(roost_socket.to_path_buf(), profile))
-        }
-        AgentKind::Cmd {
-            command,
-            timeout,
-            env,
-        } => Arc::new(CmdAgent::new(name, command.clone(), *timeout).with_env(env.clone())),
-        AgentKind::NipxxRemote {
-            agent,
-            relays,
-            timeout,
-        } => {
-            // This daemon's key as the remote agent's client: its own, kept, so the agent sees one sender.
-            let keys =
-                crate::keys::load_or_create(&data_dir.join("remote"), &format!("{name}.key"))?;
-            Arc::new(agentwire_remote::NipxxRemote::new(
-                name,
-                agentwire_remote::NipxxRemoteSettings {
-                    agent: *agent,
-                    relays: relays.clone(),
-                    keys,
-                    timeout: *timeout,
-                },
-            ))
-        }
-        AgentKind::FiskRemote {
-            connect,
-            identity,
-            timeout,
-        } => Arc::new(agentwire_remote::FiskRemote::new(
-            name,
-            agentwire_remote::FiskRemoteSettings {
-                connect: (**connect).clone(),
-                identity: identity.clone(),
-                timeout: *timeout,
-            },
-        )),
-        AgentKind::A2aRemote {
-            card_url,
-            token_env,
-            timeout,
-        } => {
-            let token = match token_env {
-                None => None,
-                Some(var) => match std::env::var(var) {
-                    Ok(t) if !t.is_empty() => Some(t),
-                    _ => {
-                        return Err(format!(
-                            "[agents.{name}] token_env: the environment variable {var} is not set"
-                        ))
-                    }
-                },
-            };
-            Arc::new(agentwire_remote::A2aRemote::new(
-                name,
-                agentwire_remote::A2aRemoteSettings {
-                    card_url: card_url.clone(),
-                    token,
-                    timeout: *timeout,
-                },
-            ))
-        }
-        AgentKind::Acp { command, env, cwd } => {
-            let cwd = match cwd {
-                Some(c) => c.clone(),
-                None => std::path::absolute(data_dir.join("work").join(name))
-                    .map_err(|e| format!("[agents.{name}] its directory: {e}"))?,
-            };
-            let launch = agentwire_acp::Launch {
-                name: name.to_string(),
-                command: command.clone(),
-                env: env.vars(std::env::vars_os()).into_iter().collect(),
-                cwd,
-            };
-            Arc::new(agentwire_acp::AcpAgent::new(
-                name,
-                agentwire_acp::AcpSettings {
-                    launch,
-                    sessions_file: Some(data_dir.join("acp").join(format!("{name}.sessions.json"))),
-                },
-            ))
-        }
-    })
-}
 
 /// How long a shutdown waits for running turns: long enough for a demo or a short model turn, short
 /// enough that a service manager's stop does not hang (systemd's default is 90 s).
@@ -344,7 +143,7 @@ async fn start(config: Resolved) -> Result<Running, String> {
     // Every agent on one path: the `--agent` one first, then every further one.
     let mut specs = vec![crate::agents::AgentSpec {
         name: agent.name.clone(),
-        kind: agent.kind.clone(),
+        plan: agent.plan.clone(),
         max_concurrent_turns: agent.max_concurrent_turns,
         default: true,
         fronts: crate::fronts::of_default(&config),
@@ -359,11 +158,9 @@ async fn start(config: Resolved) -> Result<Running, String> {
     hub.metrics().set_models(
         specs
             .iter()
-            .filter_map(|s| match &s.kind {
-                crate::config::AgentKind::OpenAi(o) => {
-                    o.models.first().map(|m| (s.name.clone(), m.clone()))
-                }
-                _ => None,
+            .filter_map(|s| {
+                let model = s.plan.default_model()?;
+                Some((s.name.clone(), model.to_string()))
             })
             .collect(),
     );

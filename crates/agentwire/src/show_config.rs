@@ -7,7 +7,7 @@
 //! (`nats://user:password@host`) and each value of an `env` setting (a child's token), is printed as
 //! [`REDACTED`].
 
-use crate::config::{AgentKind, Resolved, ServeFlags};
+use crate::config::{Resolved, ServeFlags};
 use agentwire_nostr::relay_conn::RelayTls;
 use agentwire_relay::RelayLimits;
 use clap::Args;
@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// What stands in the output for a value that is set but secret.
-pub(crate) const REDACTED: &str = "<set>";
+/// What stands in the output for a value that is set but secret (the agent kinds show theirs so too).
+pub(crate) use agentwire_agents::kind::REDACTED;
 
 /// `config` flags: the `serve` flags, whose effect it shows, and the output format.
 #[derive(Debug, Args)]
@@ -142,50 +142,13 @@ fn retention_days(retention: Option<std::time::Duration>) -> f64 {
     retention.map_or(0.0, |d| d.as_secs_f64() / 86_400.0)
 }
 
-/// An `env` setting as shown: each variable named, its value [`REDACTED`] (it may be a token).
-fn env_view(env: &BTreeMap<String, String>) -> BTreeMap<&str, &'static str> {
-    env.keys().map(|k| (k.as_str(), REDACTED)).collect()
-}
-
+/// An `[agents.<name>]` entry as resolved: its kind's own keys as the kind shows them, then the keys every
+/// entry has.
 #[derive(Serialize)]
 struct AgentView<'a> {
     kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    profile: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    command: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    request_timeout_secs: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base_url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    models: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    api_key_env: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_prompt: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_context_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shell_dir: Option<&'a std::path::Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cwd: Option<&'a std::path::Path>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pubkey: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    identity: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    token_env: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    delegates: Vec<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    relays: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    mcp: Vec<McpView<'a>>,
+    #[serde(flatten)]
+    own: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_concurrent_turns: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,149 +157,21 @@ struct AgentView<'a> {
     nats_identity: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     key_file: Option<&'a Path>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    pass_env: &'a [String],
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    env: BTreeMap<&'a str, &'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pricing_hints: Option<&'a agentwire_nostr::nipxx::payload::PricingHints>,
-}
-
-#[derive(Serialize)]
-struct McpView<'a> {
-    name: &'a str,
-    command: &'a [String],
-    start_timeout_secs: u64,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    pass_env: &'a [String],
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    env: BTreeMap<&'a str, &'static str>,
 }
 
 impl<'a> AgentView<'a> {
     /// An `[agents.<name>]` entry as resolved.
     fn of(agent: &'a crate::config::AgentChoice) -> Self {
-        let view = match &agent.kind {
-            AgentKind::Demo => AgentView::of_kind("demo"),
-            AgentKind::Roost { profile } => AgentView {
-                profile: Some(profile.as_str()),
-                ..AgentView::of_kind("roost")
-            },
-            AgentKind::Cmd {
-                command,
-                timeout,
-                env,
-            } => AgentView {
-                command: Some(command.as_slice()),
-                request_timeout_secs: Some(timeout.as_secs()),
-                pass_env: &env.pass,
-                env: env_view(&env.set),
-                ..AgentView::of_kind("cmd")
-            },
-            AgentKind::NipxxRemote {
-                agent,
-                relays,
-                timeout,
-            } => AgentView {
-                pubkey: Some(agent.to_hex()),
-                relays: relays.iter().map(|u| redact_url(u)).collect(),
-                request_timeout_secs: Some(timeout.as_secs()),
-                ..AgentView::of_kind("nipxx")
-            },
-            // The servers with any credentials in them redacted; the credentials by file or variable.
-            AgentKind::FiskRemote {
-                connect,
-                identity,
-                timeout,
-            } => AgentView {
-                url: Some(connect.shown()),
-                identity: Some(identity.as_str()),
-                request_timeout_secs: Some(timeout.as_secs()),
-                ..AgentView::of_kind("fisk")
-            },
-            AgentKind::A2aRemote {
-                card_url,
-                token_env,
-                timeout,
-            } => AgentView {
-                url: Some(redact_url(card_url)),
-                token_env: token_env.as_deref(),
-                request_timeout_secs: Some(timeout.as_secs()),
-                ..AgentView::of_kind("a2a")
-            },
-            AgentKind::Acp { command, env, cwd } => AgentView {
-                command: Some(command.as_slice()),
-                cwd: cwd.as_deref(),
-                pass_env: &env.pass,
-                env: env_view(&env.set),
-                ..AgentView::of_kind("acp")
-            },
-            // The key's variable is named; the key itself is never read here.
-            AgentKind::OpenAi(s) => AgentView {
-                // A key in the query (some cloud APIs take one) is not shown either.
-                base_url: Some(match redact_url(&s.base_url).split_once('?') {
-                    Some((base, _)) => format!("{base}?{REDACTED}"),
-                    None => redact_url(&s.base_url),
-                }),
-                models: Some(s.models.as_slice()),
-                api_key_env: s.api_key_env.as_deref(),
-                system_prompt: s.system_prompt.as_deref(),
-                tools: Some(s.tools.as_slice()),
-                request_timeout_secs: Some(s.request_timeout.as_secs()),
-                max_context_tokens: Some(s.max_context_tokens),
-                shell_dir: s.shell_dir.as_deref(),
-                mcp: s
-                    .mcp
-                    .iter()
-                    .map(|m| McpView {
-                        name: &m.name,
-                        command: &m.command,
-                        start_timeout_secs: m.start_timeout.as_secs(),
-                        pass_env: &m.env.pass,
-                        env: env_view(&m.env.set),
-                    })
-                    .collect(),
-                pass_env: &s.env.pass,
-                env: env_view(&s.env.set),
-                delegates: s.delegates.iter().map(|d| d.name.as_str()).collect(),
-                ..AgentView::of_kind("openai")
-            },
-        };
         AgentView {
+            kind: agent.plan.kind(),
+            own: agent.plan.view(),
             max_concurrent_turns: agent.max_concurrent_turns,
-            pricing_hints: agent.pricing.as_ref(),
-            ..view
-        }
-    }
-
-    fn of_kind(kind: &'static str) -> Self {
-        AgentView {
-            kind,
-            profile: None,
-            command: None,
-            request_timeout_secs: None,
-            base_url: None,
-            models: None,
-            api_key_env: None,
-            system_prompt: None,
-            tools: None,
-            max_context_tokens: None,
-            shell_dir: None,
-            cwd: None,
-            pubkey: None,
-            url: None,
-            identity: None,
-            token_env: None,
-            delegates: Vec::new(),
-            relays: Vec::new(),
-            mcp: Vec::new(),
-            max_concurrent_turns: None,
             expose: None,
             nats_identity: None,
             key_file: None,
-            pass_env: &[],
-            env: BTreeMap::new(),
-            pricing_hints: None,
+            pricing_hints: agent.pricing.as_ref(),
         }
     }
 }

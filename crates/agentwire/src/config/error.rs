@@ -76,28 +76,26 @@ pub(crate) enum ConfigError {
         name: String,
     },
     /// An `[agents.<name>]` entry of a kind that does not exist.
-    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: demo, roost, cmd, openai")]
+    #[error("[agents.{name}] kind: unknown kind {kind:?}; kinds: {kinds}")]
     UnknownAgentKind {
         /// The entry.
         name: String,
         /// Its kind.
         kind: String,
+        /// Every kind there is, and what it is.
+        kinds: String,
     },
-    /// An `[agents.<name>]` entry of kind `roost` without a profile.
-    #[error("[agents.{name}] of kind roost needs a profile")]
-    AgentProfile {
+    /// An `[agents.<name>]` key its kind does not read.
+    #[error("[agents.{name}] {key}: {reason}")]
+    AgentKey {
         /// The entry.
         name: String,
+        /// The key, as written.
+        key: String,
+        /// Which kinds read it, or what its kind reads.
+        reason: String,
     },
-    /// An `[agents.<name>]` entry of kind `cmd` or `acp` whose command is missing or empty.
-    #[error("[agents.{name}] of kind {kind} needs a command: a program and its arguments, e.g. [\"tr\", \"a-z\", \"A-Z\"]")]
-    AgentCommand {
-        /// The entry.
-        name: String,
-        /// Its kind.
-        kind: &'static str,
-    },
-    /// An `[agents.<name>]` of kind `openai` with a missing or bad setting.
+    /// An `[agents.<name>]` entry with a missing or bad setting.
     #[error("[agents.{name}] {key}: {reason}")]
     AgentSetting {
         /// The entry.
@@ -106,18 +104,6 @@ pub(crate) enum ConfigError {
         key: &'static str,
         /// What is wrong.
         reason: String,
-    },
-    /// An `[agents.<name>]` `request_timeout_secs` out of range.
-    #[error("[agents.{name}] request_timeout_secs: {value} is out of range ({min}-{max})")]
-    AgentTimeout {
-        /// The entry.
-        name: String,
-        /// The value given.
-        value: u64,
-        /// The least allowed.
-        min: u64,
-        /// The most allowed.
-        max: u64,
     },
     /// The agent runs a roost profile that neither `[roost.profiles]` nor the roost.json defines.
     #[error(

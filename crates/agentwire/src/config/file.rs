@@ -110,70 +110,26 @@ pub(crate) struct RoomFile {
     pub(crate) admins: Vec<String>,
 }
 
-/// `[agents.<name>]`.
+/// `[agents.<name>]`: the keys every entry has, whatever its kind; the rest of the entry is its kind's
+/// ([`crate::agent_kinds`]), which refuses a key it does not read.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
-    /// `demo`, `roost`, `cmd`, `openai`, `acp`, or a remote agent's `nipxx`, `fisk` or `a2a`.
+    /// The kind of agent: one of [`crate::agent_kinds::KINDS`].
     pub(crate) kind: String,
-    /// For `roost`: the profile whose jobs serve the turns.
-    pub(crate) profile: Option<String>,
-    /// For `cmd`: the program and its arguments, run once a turn; for `acp`: the agent's program and
-    /// arguments, run once and kept.
-    pub(crate) command: Option<Vec<String>>,
-    /// For `nipxx`: the remote agent's public key (hex or npub).
-    pub(crate) pubkey: Option<String>,
-    /// For `nipxx`: the relays the remote agent is on.
-    pub(crate) relays: Option<Vec<String>>,
-    /// For `fisk`: the NATS server(s) the worker is on (as `[nats] url`); for `a2a`: the agent card's URL.
-    pub(crate) url: Option<String>,
-    /// For `fisk`: the worker's fisk-ai identity.
-    pub(crate) identity: Option<String>,
-    /// For `fisk`: this daemon's credentials and TLS on that NATS account, as `[nats]` takes them
-    /// (`creds_file`, `user` with `password_env`, `token_env`, `nkey_seed_file`, `tls_*`, `inbox_prefix`).
-    pub(crate) nats: Option<agentwire_fisk::settings::NatsSection>,
-    /// For `a2a`: the environment variable holding the bearer token the agent's card asks for.
-    pub(crate) token_env: Option<String>,
-    /// For `openai`: remote agents (`[agents.<name>]` of kind nipxx, fisk or a2a) the model may call as
-    /// tools, each under its name.
-    pub(crate) delegates: Option<Vec<String>>,
-    /// For `acp`: the agent's working directory and its sessions' `cwd` (absolute; default
-    /// `<data dir>/work/<name>`).
-    pub(crate) cwd: Option<PathBuf>,
-    /// For `cmd`: how long a turn may run; for `openai`: one model call, in seconds.
-    pub(crate) request_timeout_secs: Option<u64>,
-    /// For `openai`: the API's base URL (up to `/v1`).
-    pub(crate) base_url: Option<String>,
-    /// For `openai`: the models offered, the first the default.
-    pub(crate) models: Option<Vec<String>>,
-    /// For `openai`: the environment variable holding the API key.
-    pub(crate) api_key_env: Option<String>,
-    /// For `openai`: the system prompt.
-    pub(crate) system_prompt: Option<String>,
-    /// For `openai`: the built-in tools the model may call.
-    pub(crate) tools: Option<Vec<String>>,
-    /// For `openai`: the context window on the agent's card, in tokens.
-    pub(crate) max_context_tokens: Option<u64>,
-    /// For `openai`: where the `shell` tool runs commands (default `<data dir>/work/<name>`).
-    pub(crate) shell_dir: Option<PathBuf>,
-    /// Any kind: how many turns the agent runs at once.
+    /// How many turns the agent runs at once.
     pub(crate) max_concurrent_turns: Option<usize>,
-    /// Any kind: the fronts a further agent (not the `--agent` one) is reachable on: `nipxx`, `fisk`.
+    /// The fronts a further agent (not the `--agent` one) is reachable on: `nipxx`, `fisk`, ...
     pub(crate) expose: Option<Vec<String>>,
-    /// Any kind: a further agent's fisk-ai identity (default: its name).
+    /// A further agent's fisk-ai identity (default: its name).
     pub(crate) nats_identity: Option<String>,
-    /// For `openai`: MCP servers whose tools the model may call (`[[agents.<name>.mcp]]`).
-    pub(crate) mcp: Option<Vec<McpFile>>,
-    /// Any kind exposed on `nipxx`: a further agent's secret key (hex or nsec), read from this file
-    /// instead of `agents/<name>.key` in the data dir: one key that several instances serve.
+    /// On `nipxx`: a further agent's secret key (hex or nsec), read from this file instead of
+    /// `agents/<name>.key` in the data dir: one key that several instances serve.
     pub(crate) key_file: Option<PathBuf>,
-    /// For `cmd` and `openai`: variables set in the command's (the `shell` tool's) environment, beside the
-    /// allowlist every child gets.
-    pub(crate) env: Option<BTreeMap<String, String>>,
-    /// For `cmd` and `openai`: the daemon's variables passed on to the command by name; no other is.
-    pub(crate) pass_env: Option<Vec<String>>,
-    /// Any kind on NIP-XX: what its tokens cost, published in its ai.info's `pricing_hints`.
+    /// On NIP-XX: what its tokens cost, published in its ai.info's `pricing_hints`.
     pub(crate) pricing_hints: Option<PricingFile>,
+    /// The kind's own keys, handed to it whole.
+    #[serde(flatten)]
+    pub(crate) own: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `[agents.<name>.pricing_hints]`: what the agent's tokens cost, as the NIP-XX ai.info says it.
@@ -186,22 +142,6 @@ pub(crate) struct PricingFile {
     pub(crate) per_1k_prompt_tokens: f64,
     /// Per 1,000 output tokens.
     pub(crate) per_1k_output_tokens: f64,
-}
-
-/// `[[agents.<name>.mcp]]`: an MCP server over stdio.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct McpFile {
-    /// Its name: its tools are `<name>__<tool>`.
-    pub(crate) name: String,
-    /// The program and its arguments.
-    pub(crate) command: Vec<String>,
-    /// How long it may take to answer the handshake, and then to list its tools (1-600; default 20).
-    pub(crate) start_timeout_secs: Option<u64>,
-    /// Variables set in its environment, beside the allowlist every child gets.
-    pub(crate) env: Option<BTreeMap<String, String>>,
-    /// The daemon's variables passed on to it by name (a token it needs); no other is.
-    pub(crate) pass_env: Option<Vec<String>>,
 }
 
 /// `[serve]`.

@@ -14,7 +14,7 @@ use super::error::{ConfigError, Setting};
 use super::file::FileConfig;
 use super::flags::ServeFlags;
 use super::Environment;
-use agentwire_core::child_env::ChildEnv;
+use agentwire_agents::kind::{AgentPlan, Delegation, EnvUse, KindEntry, KindError};
 use agentwire_fisk::connection::NatsConnect;
 use agentwire_fisk::settings::{self, FiskFlags};
 use agentwire_fisk::wire::Identity;
@@ -26,6 +26,7 @@ use nostr::prelude::PublicKey;
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The agent served when neither `--agent` nor `[serve] agent` names one: the offline demo agent, so that a
@@ -50,150 +51,13 @@ pub(crate) struct Sources<'a> {
     pub(crate) env: &'a Environment,
 }
 
-/// What an agent's turns run on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AgentKind {
-    /// The offline demo agent.
-    Demo,
-    /// Jobs of a roost profile.
-    Roost {
-        /// The profile.
-        profile: String,
-    },
-    /// A model behind an OpenAI-compatible API.
-    OpenAi(Box<OpenAiSettings>),
-    /// A command run once a turn.
-    Cmd {
-        /// The program and its arguments (not empty).
-        command: Vec<String>,
-        /// How long a turn may run.
-        timeout: Duration,
-        /// What its environment holds beyond the allowlist (`env`, `pass_env`).
-        env: ChildEnv,
-    },
-    /// A NIP-XX agent on some relay, reached as its client.
-    NipxxRemote {
-        /// The agent's key.
-        agent: PublicKey,
-        /// Its relays (not empty), tried in order.
-        relays: Vec<String>,
-        /// How long a turn may take there.
-        timeout: Duration,
-    },
-    /// A fisk-ai worker on some NATS account, reached as its caller.
-    FiskRemote {
-        /// The NATS servers and this daemon's credentials there.
-        connect: Box<agentwire_fisk::connection::NatsConnect>,
-        /// The worker's fisk-ai identity.
-        identity: String,
-        /// How long a turn may take there.
-        timeout: Duration,
-    },
-    /// An A2A agent behind a URL, reached as its client.
-    A2aRemote {
-        /// Its agent card's URL.
-        card_url: String,
-        /// The environment variable holding the bearer token its card asks for, when it asks for one.
-        token_env: Option<String>,
-        /// How long a turn may take there.
-        timeout: Duration,
-    },
-    /// An agent speaking ACP over its stdio, its process kept across turns.
-    Acp {
-        /// The program and its arguments (not empty).
-        command: Vec<String>,
-        /// What its environment holds beyond the allowlist (`env`, `pass_env`).
-        env: ChildEnv,
-        /// Its working directory and its sessions' `cwd` (absolute), when set (else
-        /// `<data dir>/work/<name>`).
-        cwd: Option<PathBuf>,
-    },
-}
-
-impl AgentKind {
-    /// Its kind's name, as `[agents.<name>] kind` takes it.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            AgentKind::Demo => "demo",
-            AgentKind::Roost { .. } => "roost",
-            AgentKind::OpenAi(_) => "openai",
-            AgentKind::Cmd { .. } => "cmd",
-            AgentKind::Acp { .. } => "acp",
-            AgentKind::NipxxRemote { .. } => "nipxx",
-            AgentKind::FiskRemote { .. } => "fisk",
-            AgentKind::A2aRemote { .. } => "a2a",
-        }
-    }
-}
-
-/// A `kind = "openai"` agent's settings, checked; its API key is read from `api_key_env` when it starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OpenAiSettings {
-    /// The API's base URL.
-    pub(crate) base_url: String,
-    /// The models offered (not empty), the first the default.
-    pub(crate) models: Vec<String>,
-    /// The environment variable holding the key, when the server needs one.
-    pub(crate) api_key_env: Option<String>,
-    /// The system prompt.
-    pub(crate) system_prompt: Option<String>,
-    /// Built-in tools the model may call.
-    pub(crate) tools: Vec<String>,
-    /// How long one model call may take.
-    pub(crate) request_timeout: Duration,
-    /// The context window on the card.
-    pub(crate) max_context_tokens: u64,
-    /// Where the `shell` tool runs commands, when set (else `<data dir>/work/<name>`).
-    pub(crate) shell_dir: Option<PathBuf>,
-    /// MCP servers whose tools join the agent's.
-    pub(crate) mcp: Vec<agentwire_agents::openai::mcp::McpServerConfig>,
-    /// What the `shell` tool's commands get beyond the allowlist (`env`, `pass_env`).
-    pub(crate) env: ChildEnv,
-    /// The remote agents the model may call as tools (`delegates`), in the order given.
-    pub(crate) delegates: Vec<Delegate>,
-}
-
-/// A remote agent a model agent may call as a tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Delegate {
-    /// Its `[agents.<name>]` name, the tool's name.
-    pub(crate) name: String,
-    /// What it is (a remote kind).
-    pub(crate) kind: AgentKind,
-}
-
-/// The kinds of agents served elsewhere, which a model agent may take as delegates (none of them delegates
-/// in turn, so no call goes round).
-const REMOTE_KINDS: [&str; 3] = ["nipxx", "fisk", "a2a"];
-
-/// The most delegates one model agent may have: each is a tool in every model call.
-pub(crate) const MAX_DELEGATES: usize = 16;
-
-/// The most relays a remote NIP-XX agent may list: a turn uses the first that connects.
-pub(crate) const MAX_REMOTE_RELAYS: usize = 8;
-
-/// The most MCP servers one agent may have: each is a process and a share of the model's tool list.
-pub(crate) const MAX_MCP_SERVERS: usize = 16;
-
-/// The context window a model agent's card announces when `max_context_tokens` is not set: 8,192 tokens,
-/// what the small local models most servers start with take.
-pub(crate) const DEFAULT_MAX_CONTEXT_TOKENS: u64 = 8192;
-/// The range of `max_context_tokens`: from a tiny model's 256 to 10 million, past the largest windows.
-pub(crate) const MAX_CONTEXT_TOKENS: std::ops::RangeInclusive<u64> = 256..=10_000_000;
-/// The most models one agent may list.
-pub(crate) const MAX_AGENT_MODELS: usize = 32;
-
-/// The range of an agent's `request_timeout_secs`: at least a second, at most a day (a turn that runs
-/// longer is a job for roost).
-pub(crate) const AGENT_TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=86_400;
-
 /// The agent served, under the name it was asked for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct AgentChoice {
     /// As given: `demo`, `roost:<profile>` or an `[agents.<name>]` entry.
     pub(crate) name: String,
-    /// What it runs on.
-    pub(crate) kind: AgentKind,
+    /// What it runs on: its kind's settings, resolved by the kind ([`crate::agent_kinds`]).
+    pub(crate) plan: Arc<dyn AgentPlan>,
     /// Whether the name is an `[agents.<name>]` entry.
     pub(crate) entry: bool,
     /// How many turns it runs at once (`max_concurrent_turns`), when limited.
@@ -426,7 +290,7 @@ pub(crate) const DEFAULT_JOURNAL_RETENTION_DAYS: f64 =
 const MAX_JOURNAL_REPLICAS: usize = 5;
 
 /// A further agent and the fronts it is reachable on.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct ExposedAgent {
     /// The agent.
     pub(crate) choice: AgentChoice,
@@ -444,10 +308,6 @@ impl ExposedAgent {
         self.fronts.contains(&name)
     }
 }
-
-/// The longest an MCP server may be given to start: ten minutes covers a first download, and a server that
-/// takes longer holds `serve`'s start up (it waits for the first tool lists) past any use.
-const MAX_MCP_START_TIMEOUT_SECS: u64 = 600;
 
 /// Resolves `sources`; `read_roost_json` gives the profiles of the roost.json the configuration names.
 pub(crate) fn resolve(
@@ -478,15 +338,15 @@ pub(crate) fn resolve(
     let nats = nats(flags, file, &agent.name)?;
     let more_agents = more_agents(file, &agent.name, nats.as_ref())?;
     let mut hosted = Vec::new();
-    if !matches!(agent.kind, AgentKind::Roost { .. }) && !profiles.contains_key(&agent.name) {
+    if agent.plan.roost_profile().is_none() && !profiles.contains_key(&agent.name) {
         hosted.push(agent.name.clone());
     }
     for more in &more_agents {
-        if let AgentKind::Roost { profile } = &more.choice.kind {
+        if let Some(profile) = more.choice.plan.roost_profile() {
             if !profiles.contains_key(profile) {
                 return Err(ConfigError::UnknownProfile {
                     agent: more.choice.name.clone(),
-                    profile: profile.clone(),
+                    profile: profile.to_string(),
                 });
             }
         }
@@ -496,7 +356,7 @@ pub(crate) fn resolve(
                 key: "expose",
                 reason: reason.into(),
             };
-            if matches!(more.choice.kind, AgentKind::Roost { .. }) {
+            if more.choice.plan.roost_profile().is_some() {
                 return Err(bad("a roost agent's jobs are roost jobs already"));
             }
             if profiles.contains_key(&more.choice.name) {
@@ -528,7 +388,7 @@ pub(crate) fn resolve(
     secrets_not_passed(file, &roost.profiles)?;
     let served = std::iter::once(&agent).chain(more_agents.iter().map(|m| &m.choice));
     for choice in served {
-        api_key_set(choice, env)?;
+        required_vars_set(choice, env)?;
     }
     let mut warnings = unused_agents(file, &agent.name)?;
     let telemetry = super::telemetry::resolve(&file.telemetry, env, &mut warnings)?;
@@ -563,19 +423,22 @@ pub(crate) fn resolve(
     })
 }
 
-/// A served model agent's `api_key_env` names a variable that is set: `serve` reads the key from it at
-/// start, and `config` refuses what `serve` would.
-fn api_key_set(choice: &AgentChoice, env: &super::Environment) -> Result<(), ConfigError> {
-    let AgentKind::OpenAi(s) = &choice.kind else {
-        return Ok(());
-    };
-    match &s.api_key_env {
-        Some(var) if !env.set_vars.contains(var) => Err(ConfigError::AgentSetting {
+/// The variables a served agent needs set at start (a model agent's `api_key_env`) are set: `serve` reads
+/// them at start, and `config` refuses what `serve` would.
+fn required_vars_set(choice: &AgentChoice, env: &super::Environment) -> Result<(), ConfigError> {
+    match choice
+        .plan
+        .env_use()
+        .required
+        .into_iter()
+        .find(|(_, var)| !env.set_vars.contains(*var))
+    {
+        Some((key, var)) => Err(ConfigError::AgentSetting {
             name: choice.name.clone(),
-            key: "api_key_env",
+            key,
             reason: format!("the environment variable {var} is not set (or is empty)"),
         }),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 
@@ -593,10 +456,11 @@ fn unused_agents(file: &FileConfig, default: &str) -> Result<Vec<String>, Config
         }
         entry_choice(name.clone(), entry, &file.agents)?;
         // A model agent's delegate is served through it.
-        let delegated = file
-            .agents
-            .values()
-            .any(|a| a.delegates.as_ref().is_some_and(|d| d.contains(name)));
+        let delegated = file.agents.iter().any(|(other, a)| {
+            other != name
+                && entry_choice(other.clone(), a, &file.agents)
+                    .is_ok_and(|c| c.plan.delegates().contains(&name.as_str()))
+        });
         if delegated {
             continue;
         }
@@ -814,11 +678,11 @@ fn roost_profiles(
         flags.roost_config.as_deref(),
         read_roost_json,
     )?;
-    if let AgentKind::Roost { profile } = &agent.kind {
+    if let Some(profile) = agent.plan.roost_profile() {
         if !profiles.contains_key(profile) {
             return Err(ConfigError::UnknownProfile {
                 agent: agent.name.clone(),
-                profile: profile.clone(),
+                profile: profile.to_string(),
             });
         }
     }
@@ -848,14 +712,11 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
         "[serve] agent",
         DEFAULT_AGENT.to_string(),
     );
-    let roost = |profile: &str| AgentKind::Roost {
-        profile: profile.to_string(),
-    };
     if let Some(profile) = name.strip_prefix("roost:") {
-        let kind = roost(profile);
+        let plan = agentwire_agents::kinds::roost::plan(profile);
         return Ok(AgentChoice {
             name,
-            kind,
+            plan,
             entry: false,
             max_concurrent_turns: None,
             pricing: None,
@@ -867,7 +728,7 @@ fn agent(flags: &ServeFlags, file: &FileConfig) -> Result<AgentChoice, ConfigErr
     if name == "demo" {
         return Ok(AgentChoice {
             name,
-            kind: AgentKind::Demo,
+            plan: agentwire_agents::kinds::demo::plan(),
             entry: false,
             max_concurrent_turns: None,
             pricing: None,
@@ -970,155 +831,7 @@ fn entry_choice(
                 reason: "1-64 of A-Z a-z 0-9 - _ . (not starting with .)".into(),
             });
         }
-        check_keys_of_kind(&name, entry)?;
-        let kind = match (entry.kind.as_str(), entry.profile.as_deref()) {
-            ("roost", Some(profile)) => AgentKind::Roost {
-                profile: profile.to_string(),
-            },
-            ("roost", None) => return Err(ConfigError::AgentProfile { name }),
-            ("demo", _) => AgentKind::Demo,
-            ("openai", _) => AgentKind::OpenAi(Box::new(openai_settings(&name, entry, agents)?)),
-            ("cmd", _) => {
-                let command = match &entry.command {
-                    Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
-                    _ => return Err(ConfigError::AgentCommand { name, kind: "cmd" }),
-                };
-                let timeout = turn_timeout(&name, entry)?;
-                AgentKind::Cmd {
-                    command,
-                    timeout,
-                    env: child_env(&name, entry)?,
-                }
-            }
-            ("nipxx", _) => {
-                let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
-                    name: name.clone(),
-                    key,
-                    reason,
-                };
-                let agent = match &entry.pubkey {
-                    Some(k) => PublicKey::parse(k).map_err(|_| {
-                        bad("pubkey", format!("{k:?} is not a public key (hex or npub)"))
-                    })?,
-                    None => {
-                        return Err(bad(
-                            "pubkey",
-                            "missing: the remote agent's key (hex or npub)".into(),
-                        ))
-                    }
-                };
-                let relays = entry.relays.clone().unwrap_or_default();
-                if relays.is_empty() || relays.len() > MAX_REMOTE_RELAYS {
-                    return Err(bad(
-                        "relays",
-                        format!("1 to {MAX_REMOTE_RELAYS} relay URLs the remote agent is on"),
-                    ));
-                }
-                for url in &relays {
-                    agentwire_nostr::relay_conn::check_relay_url(url)
-                        .map_err(|e| bad("relays", format!("{url}: {e}")))?;
-                }
-                let timeout = turn_timeout(&name, entry)?;
-                AgentKind::NipxxRemote {
-                    agent,
-                    relays,
-                    timeout,
-                }
-            }
-            ("fisk", _) => {
-                let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
-                    name: name.clone(),
-                    key,
-                    reason,
-                };
-                let Some(url) = &entry.url else {
-                    return Err(bad(
-                        "url",
-                        "missing: the NATS server(s) the worker is reached on".into(),
-                    ));
-                };
-                let Some(identity) = &entry.identity else {
-                    return Err(bad(
-                        "identity",
-                        "missing: the worker's fisk-ai identity".into(),
-                    ));
-                };
-                Identity::new(identity.clone()).map_err(|_| {
-                    bad(
-                        "identity",
-                        format!(
-                            "{identity:?} is not a fisk-ai identity (letters, digits, - and _)"
-                        ),
-                    )
-                })?;
-                let section = entry.nats.clone().unwrap_or_default();
-                let connect =
-                    agentwire_fisk::settings::connect(url, "[agents.<name>] url", &section)
-                        .map_err(|e| bad("nats", e.to_string()))?;
-                AgentKind::FiskRemote {
-                    connect: Box::new(connect),
-                    identity: identity.clone(),
-                    timeout: turn_timeout(&name, entry)?,
-                }
-            }
-            ("a2a", _) => {
-                let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
-                    name: name.clone(),
-                    key,
-                    reason,
-                };
-                let Some(url) = &entry.url else {
-                    return Err(bad("url", "missing: the agent card's URL".into()));
-                };
-                match url.parse::<reqwest::Url>() {
-                    Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-                    _ => return Err(bad("url", format!("{url:?} is not an http(s) URL"))),
-                }
-                if let Some(var) = &entry.token_env {
-                    if var.is_empty() || var.contains('=') {
-                        return Err(bad(
-                            "token_env",
-                            format!("{var:?} is not an environment variable's name"),
-                        ));
-                    }
-                }
-                AgentKind::A2aRemote {
-                    card_url: url.clone(),
-                    token_env: entry.token_env.clone(),
-                    timeout: turn_timeout(&name, entry)?,
-                }
-            }
-            ("acp", _) => {
-                let command = match &entry.command {
-                    Some(c) if c.first().is_some_and(|p| !p.is_empty()) => c.clone(),
-                    _ => return Err(ConfigError::AgentCommand { name, kind: "acp" }),
-                };
-                let cwd = match &entry.cwd {
-                    Some(p) if !p.is_absolute() => {
-                        return Err(ConfigError::AgentSetting {
-                            name,
-                            key: "cwd",
-                            reason: format!(
-                                "{} is not an absolute path (ACP sessions take an absolute one)",
-                                p.display()
-                            ),
-                        })
-                    }
-                    other => other.clone(),
-                };
-                AgentKind::Acp {
-                    command,
-                    env: child_env(&name, entry)?,
-                    cwd,
-                }
-            }
-            (other, _) => {
-                return Err(ConfigError::UnknownAgentKind {
-                    name,
-                    kind: other.to_string(),
-                })
-            }
-        };
+        let plan = entry_plan(&name, entry, agents)?;
         let max_concurrent_turns = match entry.max_concurrent_turns {
             None => None,
             Some(n) if MAX_CONCURRENT_TURNS.contains(&n) => Some(n),
@@ -1151,7 +864,7 @@ fn entry_choice(
         };
         Ok(AgentChoice {
             name,
-            kind,
+            plan,
             entry: true,
             max_concurrent_turns,
             pricing,
@@ -1159,280 +872,119 @@ fn entry_choice(
     }
 }
 
-/// An entry's `request_timeout_secs` (how long a turn may run; default
-/// [`agentwire_agents::DEFAULT_CMD_TIMEOUT`]), checked against [`AGENT_TIMEOUT_SECS`].
-fn turn_timeout(name: &str, entry: &super::file::AgentFile) -> Result<Duration, ConfigError> {
-    match entry.request_timeout_secs {
-        None => Ok(agentwire_agents::DEFAULT_CMD_TIMEOUT),
-        Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Ok(Duration::from_secs(v)),
-        Some(value) => Err(ConfigError::AgentTimeout {
-            name: name.to_string(),
-            value,
-            min: *AGENT_TIMEOUT_SECS.start(),
-            max: *AGENT_TIMEOUT_SECS.end(),
-        }),
-    }
-}
-
-/// Refuses an `[agents.<name>]` key that belongs to another kind than the entry's: a `base_url` on a
-/// `cmd` agent would otherwise be ignored without a word.
-fn check_keys_of_kind(name: &str, e: &super::file::AgentFile) -> Result<(), ConfigError> {
-    let set: [(&'static str, bool, &[&str]); 21] = [
-        ("profile", e.profile.is_some(), &["roost"]),
-        ("url", e.url.is_some(), &["fisk", "a2a"]),
-        ("identity", e.identity.is_some(), &["fisk"]),
-        ("nats", e.nats.is_some(), &["fisk"]),
-        ("token_env", e.token_env.is_some(), &["a2a"]),
-        ("delegates", e.delegates.is_some(), &["openai"]),
-        ("pubkey", e.pubkey.is_some(), &["nipxx"]),
-        ("relays", e.relays.is_some(), &["nipxx"]),
-        ("command", e.command.is_some(), &["cmd", "acp"]),
-        ("cwd", e.cwd.is_some(), &["acp"]),
-        (
-            "request_timeout_secs",
-            e.request_timeout_secs.is_some(),
-            &["cmd", "openai", "nipxx", "fisk", "a2a"],
-        ),
-        ("base_url", e.base_url.is_some(), &["openai"]),
-        ("models", e.models.is_some(), &["openai"]),
-        ("api_key_env", e.api_key_env.is_some(), &["openai"]),
-        ("system_prompt", e.system_prompt.is_some(), &["openai"]),
-        ("tools", e.tools.is_some(), &["openai"]),
-        (
-            "max_context_tokens",
-            e.max_context_tokens.is_some(),
-            &["openai"],
-        ),
-        ("shell_dir", e.shell_dir.is_some(), &["openai"]),
-        ("mcp", e.mcp.is_some(), &["openai"]),
-        ("env", e.env.is_some(), &["cmd", "openai", "acp"]),
-        ("pass_env", e.pass_env.is_some(), &["cmd", "openai", "acp"]),
-    ];
-    for (key, given, kinds) in set {
-        let known = [
-            "demo", "roost", "cmd", "openai", "acp", "nipxx", "fisk", "a2a",
-        ]
-        .contains(&e.kind.as_str());
-        if given && known && !kinds.contains(&e.kind.as_str()) {
-            return Err(ConfigError::AgentSetting {
-                name: name.to_string(),
-                key,
-                reason: format!(
-                    "not a setting of kind {:?} (only of {})",
-                    e.kind,
-                    kinds.join(", ")
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn openai_settings(
+/// Entry `[agents.<name>]`'s plan, read by its kind ([`crate::agent_kinds`]): a key of another kind is
+/// refused naming the kinds that read it, a key no kind reads as unknown.
+fn entry_plan(
     name: &str,
     entry: &super::file::AgentFile,
     agents: &HashMap<String, super::file::AgentFile>,
-) -> Result<OpenAiSettings, ConfigError> {
-    let bad = |key: &'static str, reason: String| ConfigError::AgentSetting {
-        name: name.to_string(),
-        key,
-        reason,
+) -> Result<Arc<dyn AgentPlan>, ConfigError> {
+    let Some(kind) = crate::agent_kinds::kind(&entry.kind) else {
+        return Err(ConfigError::UnknownAgentKind {
+            name: name.to_string(),
+            kind: entry.kind.clone(),
+            kinds: crate::agent_kinds::listed(),
+        });
     };
-    let base_url = entry.base_url.clone().ok_or_else(|| {
-        bad(
-            "base_url",
-            "missing: the API's URL up to /v1, e.g. http://127.0.0.1:11434/v1".into(),
-        )
-    })?;
-    agentwire_agents::openai::check_base_url(&base_url).map_err(|e| bad("base_url", e))?;
-    let models = entry.models.clone().unwrap_or_default();
-    if models.is_empty()
-        || models.len() > MAX_AGENT_MODELS
-        || models.iter().any(|m| m.trim().is_empty())
-    {
-        return Err(bad(
-            "models",
-            format!("1 to {MAX_AGENT_MODELS} model names, none empty"),
-        ));
+    for key in entry.own.keys() {
+        if kind.keys().contains(&key.as_str()) {
+            continue;
+        }
+        let others = crate::agent_kinds::KINDS.iter();
+        let of: Vec<&str> = others
+            .filter(|k| k.keys().contains(&key.as_str()))
+            .map(|k| k.name())
+            .collect();
+        return Err(ConfigError::AgentKey {
+            name: name.to_string(),
+            key: key.clone(),
+            reason: match of.is_empty() {
+                true => format!(
+                    "not a setting of any kind; kind {:?} takes {}",
+                    entry.kind,
+                    match kind.keys() {
+                        [] => "none of its own".to_string(),
+                        keys => keys.join(", "),
+                    }
+                ),
+                false => format!(
+                    "not a setting of kind {:?} (only of {})",
+                    entry.kind,
+                    of.join(", ")
+                ),
+            },
+        });
     }
-    let tools = entry.tools.clone().unwrap_or_default();
-    let roost = agentwire_agents::openai::roost_tools::ROOST_TOOL;
-    let concierge = agentwire_agents::openai::concierge_tools::CONCIERGE_TOOL;
-    if let Some(t) = tools.iter().find(|t| {
-        !agentwire_agents::openai::tools::BUILTIN_TOOLS.contains(&t.as_str())
-            && t.as_str() != roost
-            && t.as_str() != concierge
-    }) {
-        return Err(bad(
-            "tools",
-            format!(
-                "no built-in tool {t:?}; built-ins: {}, {roost} (the roost peer ops and task board) and {concierge} (the roost concierge's ops)",
-                agentwire_agents::openai::tools::BUILTIN_TOOLS.join(", ")
-            ),
-        ));
-    }
-    // The roost tools speak as a foreground peer of the agent's name, and the daemon keeps one name for
-    // its concierge. The concierge tools speak only as the agent's hosted job (the concierge's), never as
-    // a foreground peer: the name does not matter to them.
-    if tools.iter().any(|t| t == roost) && name == agentwire_roost::proto::concierge::CONCIERGE_NAME
-    {
-        return Err(bad(
-            "tools",
-            format!("{roost}: the roost tools speak as a peer named after the agent, and \"{name}\" is the roost concierge's name; rename the agent"),
-        ));
-    }
-    let request_timeout = match entry.request_timeout_secs {
-        None => agentwire_agents::DEFAULT_CMD_TIMEOUT,
-        Some(v) if AGENT_TIMEOUT_SECS.contains(&v) => Duration::from_secs(v),
-        Some(value) => {
-            return Err(ConfigError::AgentTimeout {
+    let delegate = |d: &str| -> Result<Arc<dyn AgentPlan>, Delegation> {
+        let Some(other) = agents.get(d) else {
+            return Err(Delegation::NotAnEntry);
+        };
+        // Checked before the entry is resolved: a model agent named back would resolve this one again.
+        if !crate::agent_kinds::kind(&other.kind).is_some_and(|k| k.served_elsewhere()) {
+            return Err(Delegation::ServedHere {
+                kind: other.kind.clone(),
+            });
+        }
+        entry_plan(d, other, agents).map_err(|e| Delegation::Refused(Box::new(e)))
+    };
+    let section = serde_json::Value::Object(entry.own.clone());
+    let read = KindEntry {
+        name,
+        section: &section,
+        delegate: &delegate,
+    };
+    kind.resolve(&read).map_err(|e| match e {
+        KindError::Setting { key, reason } => ConfigError::AgentSetting {
+            name: name.to_string(),
+            key,
+            reason,
+        },
+        KindError::Delegate(e) => match e.downcast::<ConfigError>() {
+            Ok(e) => *e,
+            Err(e) => ConfigError::AgentSetting {
                 name: name.to_string(),
-                value,
-                min: *AGENT_TIMEOUT_SECS.start(),
-                max: *AGENT_TIMEOUT_SECS.end(),
-            })
-        }
-    };
-    let max_context_tokens = entry
-        .max_context_tokens
-        .unwrap_or(DEFAULT_MAX_CONTEXT_TOKENS);
-    if !MAX_CONTEXT_TOKENS.contains(&max_context_tokens) {
-        return Err(bad(
-            "max_context_tokens",
-            format!(
-                "{max_context_tokens} is out of range ({}-{})",
-                MAX_CONTEXT_TOKENS.start(),
-                MAX_CONTEXT_TOKENS.end()
-            ),
-        ));
-    }
-    if let Some(var) = &entry.api_key_env {
-        if var.is_empty() || var.contains('=') || var.contains('\0') {
-            return Err(bad(
-                "api_key_env",
-                "the name of an environment variable".into(),
-            ));
-        }
-    }
-    Ok(OpenAiSettings {
-        base_url,
-        models,
-        api_key_env: entry.api_key_env.clone(),
-        system_prompt: entry.system_prompt.clone(),
-        tools,
-        request_timeout,
-        max_context_tokens,
-        shell_dir: entry.shell_dir.clone(),
-        mcp: mcp_servers(name, entry)?,
-        env: child_env(name, entry)?,
-        delegates: delegates(name, entry, agents)?,
+                key: "delegates",
+                reason: e.to_string(),
+            },
+        },
     })
 }
 
-/// A model agent's `delegates`: each the name of another `[agents.<name>]` entry that is a remote agent
-/// (`nipxx`, `fisk`, `a2a`: none of those delegates in turn, so no call goes round), at most
-/// [`MAX_DELEGATES`], none twice, and none a name a built-in tool has.
-fn delegates(
-    name: &str,
-    entry: &super::file::AgentFile,
-    agents: &HashMap<String, super::file::AgentFile>,
-) -> Result<Vec<Delegate>, ConfigError> {
-    let bad = |reason: String| ConfigError::AgentSetting {
-        name: name.to_string(),
-        key: "delegates",
-        reason,
-    };
-    let names = entry.delegates.clone().unwrap_or_default();
-    if names.len() > MAX_DELEGATES {
-        return Err(bad(format!("at most {MAX_DELEGATES} agents")));
-    }
-    let mut out: Vec<Delegate> = Vec::new();
-    for d in names {
-        if out.iter().any(|o| o.name == d) {
-            return Err(bad(format!("{d:?} is named twice")));
-        }
-        use agentwire_agents::openai::{concierge_tools, roost_tools, tools};
-        if tools::BUILTIN_TOOLS.contains(&d.as_str())
-            || roost_tools::is_roost_tool(&d)
-            || concierge_tools::is_concierge_tool(&d)
-        {
-            return Err(bad(format!("{d:?} is the name of a built-in tool")));
-        }
-        if d.contains('.') {
-            return Err(bad(format!("{d:?}: a tool's name has no '.'")));
-        }
-        let Some(other) = agents.get(&d).filter(|_| d != name) else {
-            return Err(bad(format!("{d:?} is not another [agents.<name>] entry")));
-        };
-        // Checked before the entry is resolved: a model agent named back would resolve this one again.
-        if !REMOTE_KINDS.contains(&other.kind.as_str()) {
-            return Err(bad(format!(
-                "{d:?} is of kind {:?}: a delegate is an agent served elsewhere (nipxx, fisk or a2a)",
-                other.kind
-            )));
-        }
-        let kind = entry_choice(d.clone(), other, agents)?.kind;
-        out.push(Delegate { name: d, kind });
-    }
-    Ok(out)
-}
-
-/// An `[agents.<name>]` entry's `env` and `pass_env`, checked.
-fn child_env(name: &str, entry: &super::file::AgentFile) -> Result<ChildEnv, ConfigError> {
-    let env = ChildEnv {
-        set: entry.env.clone().unwrap_or_default(),
-        pass: entry.pass_env.clone().unwrap_or_default(),
-    };
-    env.check().map_err(|e| ConfigError::AgentSetting {
-        name: name.to_string(),
-        key: "env",
-        reason: e.to_string(),
-    })?;
-    Ok(env)
-}
-
 /// Refuses a `pass_env` (of an agent, an MCP server or a roost profile) that names a variable the
-/// configuration holds a secret in (`api_key_env`, `[nats] password_env` or `token_env`, a remote agent's
-/// `token_env` and its `nats` credentials' variables): a child never gets
-/// the daemon's secrets.
+/// configuration holds a secret in (a model agent's `api_key_env`, `[nats] password_env` or `token_env`, a
+/// remote agent's `token_env` and its `nats` credentials' variables): a child never gets the daemon's
+/// secrets. Every entry's kind says which variables it reads secrets from and which it passes on.
 fn secrets_not_passed(
     file: &FileConfig,
     profiles: &HashMap<String, Profile>,
 ) -> Result<(), ConfigError> {
-    fn remote(a: &super::file::AgentFile) -> [Option<&str>; 3] {
-        let nats = a.nats.as_ref();
-        [
-            a.token_env.as_deref(),
-            nats.and_then(|n| n.password_env.as_deref()),
-            nats.and_then(|n| n.token_env.as_deref()),
-        ]
-    }
-    let secrets: BTreeSet<&str> = file
-        .agents
-        .values()
-        .filter_map(|a| a.api_key_env.as_deref())
-        .chain(file.agents.values().flat_map(remote).flatten())
+    let mut names: Vec<&String> = file.agents.keys().collect();
+    names.sort();
+    let plans = names
+        .into_iter()
+        .map(|n| Ok((n, entry_plan(n, &file.agents[n], &file.agents)?)))
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    let uses: Vec<(&String, EnvUse<'_>)> = plans.iter().map(|(n, p)| (*n, p.env_use())).collect();
+    let secrets: BTreeSet<&str> = uses
+        .iter()
+        .flat_map(|(_, u)| u.secrets.iter().copied())
         .chain(file.nats.password_env.as_deref())
         .chain(file.nats.token_env.as_deref())
         .collect();
-    let named = |pass: &[String]| pass.iter().find(|v| secrets.contains(v.as_str())).cloned();
-    let reason = |var: String| {
+    let reason = |var: &str| {
         format!("{var} holds a secret this configuration names (api_key_env, a password_env or token_env): it is never passed to a child")
     };
-    for (name, entry) in &file.agents {
-        let mcp = entry.mcp.iter().flatten();
-        let passed = std::iter::once(entry.pass_env.as_deref().unwrap_or_default())
-            .chain(mcp.map(|m| m.pass_env.as_deref().unwrap_or_default()));
-        if let Some(var) = passed.into_iter().find_map(named) {
+    for (name, used) in &uses {
+        if let Some(var) = used.passed.iter().find(|v| secrets.contains(*v)) {
             return Err(ConfigError::AgentSetting {
-                name: name.clone(),
+                name: name.to_string(),
                 key: "pass_env",
                 reason: reason(var),
             });
         }
     }
     for (name, p) in profiles {
-        if let Some(var) = named(&p.pass_env) {
+        if let Some(var) = p.pass_env.iter().find(|v| secrets.contains(v.as_str())) {
             return Err(ConfigError::Profile(format!(
                 "profile {name:?}: pass_env: {}",
                 reason(var)
@@ -1440,66 +992,6 @@ fn secrets_not_passed(
         }
     }
     Ok(())
-}
-
-fn mcp_servers(
-    name: &str,
-    entry: &super::file::AgentFile,
-) -> Result<Vec<agentwire_agents::openai::mcp::McpServerConfig>, ConfigError> {
-    let servers = entry.mcp.clone().unwrap_or_default();
-    let bad = |reason: String| ConfigError::AgentSetting {
-        name: name.to_string(),
-        key: "mcp",
-        reason,
-    };
-    if servers.len() > MAX_MCP_SERVERS {
-        return Err(bad(format!("at most {MAX_MCP_SERVERS} servers")));
-    }
-    let mut seen = BTreeSet::new();
-    servers
-        .into_iter()
-        .map(|s| {
-            let fit = !s.name.is_empty()
-                && s.name.len() <= 32
-                && s.name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !fit {
-                return Err(bad(format!(
-                    "server name {:?}: 1-32 of A-Z a-z 0-9 - _",
-                    s.name
-                )));
-            }
-            if !seen.insert(s.name.clone()) {
-                return Err(bad(format!("server name {:?} given twice", s.name)));
-            }
-            if s.command.first().is_none_or(|p| p.is_empty()) {
-                return Err(bad(format!("server {:?} needs a command", s.name)));
-            }
-            let start_timeout = match s.start_timeout_secs {
-                None => agentwire_agents::openai::mcp::MCP_START_TIMEOUT,
-                Some(n) if (1..=MAX_MCP_START_TIMEOUT_SECS).contains(&n) => Duration::from_secs(n),
-                Some(n) => {
-                    return Err(bad(format!(
-                        "server {:?}: start_timeout_secs {n} is not 1-{MAX_MCP_START_TIMEOUT_SECS}",
-                        s.name
-                    )))
-                }
-            };
-            let env = ChildEnv {
-                set: s.env.unwrap_or_default(),
-                pass: s.pass_env.unwrap_or_default(),
-            };
-            env.check()
-                .map_err(|e| bad(format!("server {:?}: env: {e}", s.name)))?;
-            Ok(agentwire_agents::openai::mcp::McpServerConfig {
-                name: s.name,
-                command: s.command,
-                env,
-                start_timeout,
-            })
-        })
-        .collect()
 }
 
 fn external_relays(flags: &ServeFlags, file: &FileConfig) -> Result<Vec<String>, ConfigError> {

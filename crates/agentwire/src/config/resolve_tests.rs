@@ -3,8 +3,14 @@
 
 use super::*;
 use crate::config::file;
+use agentwire_acp::kind::AcpPlan;
+use agentwire_agents::kinds::cmd::CmdPlan;
+use agentwire_agents::kinds::demo::DemoPlan;
+use agentwire_agents::kinds::openai::{OpenAiPlan, DEFAULT_MAX_CONTEXT_TOKENS};
+use agentwire_agents::kinds::roost::RoostPlan;
 use agentwire_fisk::settings::SettingError;
 use agentwire_nostr::nipxx::policy::RateLimit;
+use agentwire_remote::kinds::{a2a::A2aPlan, fisk::FiskPlan, nipxx::NipxxPlan};
 use agentwire_roost::daemon::profile::TaskMode;
 use clap::Parser;
 use nostr::prelude::{Keys, ToBech32};
@@ -21,6 +27,13 @@ fn flags(args: &[&str]) -> ServeFlags {
     Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
         .unwrap_or_else(|e| panic!("{args:?}: {e}"))
         .flags
+}
+
+/// The agent's plan as kind `T`'s, or a panic naming what it is.
+fn plan<T: AgentPlan>(c: &AgentChoice) -> &T {
+    c.plan
+        .downcast_ref::<T>()
+        .unwrap_or_else(|| panic!("{:?}", c.plan))
 }
 
 fn file(toml: &str) -> FileConfig {
@@ -82,16 +95,11 @@ fn profile(command: &str) -> Profile {
 fn without_flags_or_file_everything_is_the_default() {
     let r = resolved(&[], "");
     assert_eq!(r.data_dir, env().data_dir);
-    assert_eq!(
-        r.agent,
-        AgentChoice {
-            name: "demo".into(),
-            kind: AgentKind::Demo,
-            entry: false,
-            max_concurrent_turns: None,
-            pricing: None,
-        }
-    );
+    assert_eq!(r.agent.name, "demo");
+    assert_eq!(plan::<DemoPlan>(&r.agent), &DemoPlan);
+    assert!(!r.agent.entry);
+    assert_eq!(r.agent.max_concurrent_turns, None);
+    assert_eq!(r.agent.pricing, None);
     let relay = r.relay.expect("the embedded relay is on by default");
     assert_eq!(relay.listen, DEFAULT_RELAY_LISTEN);
     assert_eq!(relay.listen.to_string(), "127.0.0.1:7777");
@@ -211,12 +219,7 @@ max_connections = 9
 #[test]
 fn the_file_beats_the_defaults() {
     let r = resolved(&[], FILE);
-    assert_eq!(
-        r.agent.kind,
-        AgentKind::Roost {
-            profile: "mine".into()
-        }
-    );
+    assert_eq!(plan::<RoostPlan>(&r.agent).profile, "mine");
     let relay = r.relay.unwrap();
     assert_eq!(relay.listen.to_string(), "0.0.0.0:8000");
     assert_eq!(relay.name, "file relay");
@@ -273,12 +276,7 @@ fn a_flag_beats_the_file() {
         ],
         FILE,
     );
-    assert_eq!(
-        r.agent.kind,
-        AgentKind::Roost {
-            profile: "other".into()
-        }
-    );
+    assert_eq!(plan::<RoostPlan>(&r.agent).profile, "other");
     assert_eq!(r.relay.unwrap().listen.to_string(), "127.0.0.1:0");
     assert_eq!(r.relay_ca_file, Some(PathBuf::from("/flag/ca.pem")));
     assert_eq!(r.nipxx.rate.per_second, 0.5);
@@ -381,20 +379,13 @@ fn an_agents_entry_names_the_agent() {
                 [agents.plain]\nkind = \"demo\"\n\
                 [roost.profiles.mine]\ncommand = [\"a\"]";
     let r = resolved(&["--agent", "helper"], toml);
-    assert_eq!(
-        r.agent,
-        AgentChoice {
-            name: "helper".into(),
-            kind: AgentKind::Roost {
-                profile: "mine".into()
-            },
-            entry: true,
-            max_concurrent_turns: None,
-            pricing: None,
-        }
-    );
+    assert_eq!(r.agent.name, "helper");
+    assert_eq!(plan::<RoostPlan>(&r.agent).profile, "mine");
+    assert!(r.agent.entry);
+    assert_eq!(r.agent.max_concurrent_turns, None);
+    assert_eq!(r.agent.pricing, None);
     let r = resolved(&[], &format!("[serve]\nagent = \"plain\"\n{toml}"));
-    assert_eq!(r.agent.kind, AgentKind::Demo);
+    assert_eq!(plan::<DemoPlan>(&r.agent), &DemoPlan);
     assert!(r.agent.entry);
 }
 
@@ -700,7 +691,7 @@ fn bad_values_name_their_flag_or_key() {
         (
             vec!["--agent", "x"],
             "[agents.x]\nkind = \"roost\"".into(),
-            "[agents.x] of kind roost needs a profile",
+            "[agents.x] profile: missing: the roost profile whose jobs serve the turns",
         ),
         (
             vec!["--agent", "roost:none"],
@@ -1060,18 +1051,18 @@ fn a_cmd_agent_takes_its_command_and_timeout() {
     let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"tr\", \"a-z\", \"A-Z\"]\nrequest_timeout_secs = 30\n";
     let r = resolved(&["--agent", "shout"], toml);
     assert_eq!(
-        r.agent.kind,
-        AgentKind::Cmd {
+        plan::<CmdPlan>(&r.agent),
+        &CmdPlan {
             command: vec!["tr".into(), "a-z".into(), "A-Z".into()],
             timeout: Duration::from_secs(30),
             env: Default::default(),
         }
     );
     let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\n";
-    assert!(matches!(
-        resolved(&["--agent", "shout"], toml).agent.kind,
-        AgentKind::Cmd { timeout, .. } if timeout == agentwire_agents::DEFAULT_CMD_TIMEOUT
-    ));
+    assert_eq!(
+        plan::<CmdPlan>(&resolved(&["--agent", "shout"], toml).agent).timeout,
+        agentwire_agents::DEFAULT_CMD_TIMEOUT
+    );
 }
 
 #[test]
@@ -1079,9 +1070,7 @@ fn an_acp_agent_takes_its_command_an_absolute_cwd_and_its_env() {
     let toml = "[agents.coder]\nkind = \"acp\"\ncommand = [\"npx\", \"some-acp-adapter\"]\ncwd = \"/srv/code\"\n\
                 pass_env = [\"ANTHROPIC_API_KEY\"]\n";
     let r = resolved(&["--agent", "coder"], toml);
-    let AgentKind::Acp { command, env, cwd } = &r.agent.kind else {
-        panic!("{:?}", r.agent.kind)
-    };
+    let AcpPlan { command, env, cwd } = plan(&r.agent);
     assert_eq!(command, &["npx", "some-acp-adapter"]);
     assert_eq!(cwd.as_deref(), Some(Path::new("/srv/code")));
     assert_eq!(env.pass, ["ANTHROPIC_API_KEY"]);
@@ -1094,7 +1083,7 @@ fn an_acp_agent_takes_its_command_an_absolute_cwd_and_its_env() {
         "{e}"
     );
     let e = error(&["--agent", "coder"], "[agents.coder]\nkind = \"acp\"\n");
-    assert!(e.to_string().contains("needs a command"), "{e}");
+    assert!(e.to_string().contains("command: missing"), "{e}");
     let e = error(
         &["--agent", "s"],
         "[agents.s]\nkind = \"cmd\"\ncommand = [\"x\"]\ncwd = \"/a\"\n",
@@ -1110,9 +1099,7 @@ fn a_remote_nipxx_agent_takes_its_key_and_relays() {
         key.to_bech32().unwrap()
     );
     let r = resolved(&["--agent", "far"], &toml);
-    let AgentKind::NipxxRemote { agent, relays, .. } = &r.agent.kind else {
-        panic!("{:?}", r.agent.kind)
-    };
+    let NipxxPlan { agent, relays, .. } = plan(&r.agent);
     assert_eq!(
         (*agent, relays.as_slice()),
         (key, ["wss://relay.example.org".to_string()].as_slice())
@@ -1151,9 +1138,7 @@ fn env_and_pass_env_are_read_checked_and_never_name_a_secret() {
     let toml = "[agents.shout]\nkind = \"cmd\"\ncommand = [\"cat\"]\nenv = { MODE = \"loud\" }\npass_env = [\"GITHUB_TOKEN\"]\n\
                 [roost.profiles.p]\ncommand = [\"sh\"]\nenv = { A = \"1\" }\npass_env = [\"LANGUAGE\"]\nuser = \"nobody\"\n";
     let r = resolved(&["--agent", "shout"], toml);
-    let AgentKind::Cmd { env, .. } = &r.agent.kind else {
-        panic!("{:?}", r.agent.kind)
-    };
+    let CmdPlan { env, .. } = plan(&r.agent);
     assert_eq!(env.set["MODE"], "loud");
     assert_eq!(env.pass, ["GITHUB_TOKEN"]);
     let p = &r.roost.profiles["p"];
@@ -1168,9 +1153,7 @@ fn env_and_pass_env_are_read_checked_and_never_name_a_secret() {
         &["--agent", "m"],
         &format!("{model}pass_env = [\"HTTPS_PROXY\"]\n{mcp}"),
     );
-    let AgentKind::OpenAi(s) = &r.agent.kind else {
-        panic!()
-    };
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.env.pass, ["HTTPS_PROXY"]);
     assert_eq!(
         (s.mcp[0].env.set["T"].as_str(), s.mcp[0].env.pass.as_slice()),
@@ -1210,9 +1193,8 @@ fn env_and_pass_env_are_read_checked_and_never_name_a_secret() {
             "env",
         ),
     ] {
-        assert!(
-            matches!(error(&["--agent", "d"], toml), ConfigError::AgentSetting { key: k, .. } if k == key)
-        );
+        let e = error(&["--agent", "d"], toml).to_string();
+        assert!(e.starts_with(&format!("[agents.d] {key}: ")), "{e}");
     }
     let e = error(
         &[],
@@ -1230,12 +1212,12 @@ fn a_cmd_agent_without_a_command_or_with_a_bad_timeout_is_refused_by_name() {
     ] {
         let e = error(&["--agent", "shout"], toml);
         assert!(
-            matches!(&e, ConfigError::AgentCommand { name, .. } if name == "shout"),
+            matches!(&e, ConfigError::AgentSetting { name, key: "command", .. } if name == "shout"),
             "{e}"
         );
         assert!(e
             .to_string()
-            .contains("[agents.shout] of kind cmd needs a command"));
+            .starts_with("[agents.shout] command: missing: a program and its arguments"));
     }
     for bad in [0, 86_401] {
         let toml = format!(
@@ -1256,16 +1238,13 @@ const OPENAI: &str = "[agents.local]\nkind = \"openai\"\nbase_url = \"http://127
 #[test]
 fn an_openai_agent_takes_its_settings_and_defaults() {
     let r = resolved(&["--agent", "local"], OPENAI);
-    let AgentKind::OpenAi(s) = r.agent.kind else {
-        panic!("{:?}", r.agent.kind)
-    };
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.models, vec!["llama3.2", "qwen2.5"]);
     assert_eq!(s.max_context_tokens, DEFAULT_MAX_CONTEXT_TOKENS);
     assert!(s.tools.is_empty() && s.api_key_env.is_none());
     let toml = format!("{OPENAI}tools = [\"clock\"]\napi_key_env = \"OPENAI_API_KEY\"\nmax_context_tokens = 128000\nrequest_timeout_secs = 60\n");
-    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &toml).agent.kind else {
-        panic!()
-    };
+    let r = resolved(&["--agent", "local"], &toml);
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.tools, vec!["clock"]);
     assert_eq!(s.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
     assert_eq!(s.max_context_tokens, 128_000);
@@ -1314,9 +1293,8 @@ fn a_bad_openai_setting_is_refused_by_its_key() {
 #[test]
 fn roost_in_tools_gives_the_roost_tools_but_not_to_an_agent_named_concierge() {
     let toml = format!("{OPENAI}tools = [\"clock\", \"roost\"]\n");
-    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &toml).agent.kind else {
-        panic!()
-    };
+    let r = resolved(&["--agent", "local"], &toml);
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.tools, vec!["clock", "roost"]);
     let toml = toml.replace("[agents.local]", "[agents.concierge]");
     let e = error(&["--agent", "concierge"], &toml).to_string();
@@ -1329,16 +1307,14 @@ fn roost_in_tools_gives_the_roost_tools_but_not_to_an_agent_named_concierge() {
 #[test]
 fn concierge_in_tools_gives_the_concierge_tools_whatever_the_agents_name() {
     let toml = format!("{OPENAI}tools = [\"roost\", \"concierge\"]\n");
-    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &toml).agent.kind else {
-        panic!()
-    };
+    let r = resolved(&["--agent", "local"], &toml);
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.tools, vec!["roost", "concierge"]);
     // They open no foreground peer of the agent's name, so the concierge's own name is no bar.
     let toml = format!("{OPENAI}tools = [\"concierge\"]\n")
         .replace("[agents.local]", "[agents.concierge]");
-    let AgentKind::OpenAi(s) = resolved(&["--agent", "concierge"], &toml).agent.kind else {
-        panic!()
-    };
+    let r = resolved(&["--agent", "concierge"], &toml);
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.tools, vec!["concierge"]);
     let toml = format!("{OPENAI}tools = [\"concierges\"]\n");
     let e = error(&["--agent", "local"], &toml).to_string();
@@ -1353,9 +1329,8 @@ fn mcp_servers_are_checked_by_name_and_command() {
     let good = format!(
         "{OPENAI}[[agents.local.mcp]]\nname = \"files\"\ncommand = [\"python3\", \"s.py\"]\n"
     );
-    let AgentKind::OpenAi(s) = resolved(&["--agent", "local"], &good).agent.kind else {
-        panic!()
-    };
+    let r = resolved(&["--agent", "local"], &good);
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.mcp[0].name, "files");
     assert_eq!(s.mcp[0].command, vec!["python3", "s.py"]);
     for (extra, want) in [
@@ -1605,28 +1580,23 @@ fn remote_fisk_and_a2a_agents_take_their_settings_checked() {
     let toml = "[agents.worker]\nkind = \"fisk\"\nurl = \"nats://127.0.0.1:4222\"\nidentity = \"docs\"\n\
                 request_timeout_secs = 30\n[agents.worker.nats]\nuser = \"u\"\npassword_env = \"FAR_PW\"\n";
     let r = resolved(&["--agent", "worker"], toml);
-    let AgentKind::FiskRemote {
+    let FiskPlan {
         connect,
         identity,
         timeout,
-    } = &r.agent.kind
-    else {
-        panic!("{:?}", r.agent.kind)
-    };
+        ..
+    } = plan(&r.agent);
     assert_eq!(
         (identity.as_str(), timeout.as_secs(), connect.servers.len()),
         ("docs", 30, 1)
     );
     let toml = "[agents.far]\nkind = \"a2a\"\nurl = \"http://127.0.0.1:8080/a2a/demo/.well-known/agent-card.json\"\ntoken_env = \"FAR_TOKEN\"\n";
     let r = resolved(&["--agent", "far"], toml);
-    let AgentKind::A2aRemote {
+    let A2aPlan {
         card_url,
         token_env,
         ..
-    } = &r.agent.kind
-    else {
-        panic!("{:?}", r.agent.kind)
-    };
+    } = plan(&r.agent);
     assert!(card_url.ends_with("agent-card.json"));
     assert_eq!(token_env.as_deref(), Some("FAR_TOKEN"));
     for (toml, says) in [
@@ -1672,12 +1642,10 @@ fn a_model_agent_delegates_to_remote_agents_only() {
         &["--agent", "m"],
         &format!("{model}delegates = [\"far\"]\n{far}"),
     );
-    let AgentKind::OpenAi(s) = &r.agent.kind else {
-        panic!()
-    };
+    let s = plan::<OpenAiPlan>(&r.agent);
     assert_eq!(s.delegates.len(), 1);
     assert_eq!(
-        (s.delegates[0].name.as_str(), s.delegates[0].kind.name()),
+        (s.delegates[0].name.as_str(), s.delegates[0].plan.kind()),
         ("far", "a2a")
     );
     // Served through the model agent: no warning that it is served by nothing.
@@ -1718,4 +1686,56 @@ fn a_model_agent_delegates_to_remote_agents_only() {
         let e = error(&args, &toml).to_string();
         assert!(e.contains(says), "{toml}: {e}");
     }
+}
+
+#[test]
+fn each_kind_reads_its_own_keys_and_refuses_the_rest_by_name() {
+    // A key of another kind names the kinds that read it; one no kind reads names what this kind takes.
+    let e = error(
+        &["--agent", "x"],
+        "[agents.x]\nkind = \"cmd\"\ncommand = [\"cat\"]\nfrobnicate = 1\n",
+    );
+    assert_eq!(
+        e.to_string(),
+        "[agents.x] frobnicate: not a setting of any kind; kind \"cmd\" takes command, request_timeout_secs, env, pass_env"
+    );
+    let e = error(
+        &["--agent", "x"],
+        "[agents.x]\nkind = \"demo\"\nprofile = \"p\"\n",
+    );
+    assert_eq!(
+        e.to_string(),
+        "[agents.x] profile: not a setting of kind \"demo\" (only of roost)"
+    );
+    // A value of the wrong type names its key and its place in it.
+    let e = error(&["--agent", "local"], &OPENAI.replace("\"qwen2.5\"", "3"));
+    assert!(
+        e.to_string()
+            .starts_with("[agents.local] models: models[1]: invalid type: integer `3`"),
+        "{e}"
+    );
+    // An unknown kind is refused naming every kind there is.
+    let e = error(&["--agent", "x"], "[agents.x]\nkind = \"llm\"\n").to_string();
+    for kind in crate::agent_kinds::KINDS {
+        assert!(e.contains(&format!("{} (", kind.name())), "{e}");
+    }
+}
+
+#[test]
+fn a_delegates_own_error_is_reported_as_its_own() {
+    let toml =
+        format!("{OPENAI}delegates = [\"far\"]\n[agents.far]\nkind = \"a2a\"\nurl = \"ftp://x\"\n");
+    let e = error(&["--agent", "local"], &toml);
+    assert_eq!(
+        e.to_string(),
+        "[agents.far] url: \"ftp://x\" is not an http(s) URL"
+    );
+    let toml = format!(
+        "{OPENAI}delegates = [\"mine\"]\n[agents.mine]\nkind = \"cmd\"\ncommand = [\"x\"]\n"
+    );
+    let e = error(&["--agent", "local"], &toml).to_string();
+    assert!(
+        e.starts_with("[agents.local] delegates: \"mine\" is of kind \"cmd\""),
+        "{e}"
+    );
 }
