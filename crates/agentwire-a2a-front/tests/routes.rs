@@ -116,7 +116,7 @@ async fn setup() -> Setup {
         },
         HttpContext {
             hub: hub.clone(),
-            engines: vec![demo, recall],
+            engines: agentwire_engine::Engines::new(vec![demo, recall]),
             agents: vec![],
             health: Arc::new(|| (true, json!({"ok": true}))),
             scrape: Arc::new(|_| {}),

@@ -10,6 +10,7 @@
 mod agent;
 mod engine;
 pub mod engine_core;
+mod engines;
 mod front;
 mod health;
 mod lifecycle;
@@ -34,6 +35,7 @@ pub use engine::{
 pub use engine_core::{
     TurnPolicy, CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
 };
+pub use engines::{Engines, TurnIndex};
 pub use front::{FrontAsk, TurnFront};
 pub use lifecycle::{Front, Unreachable};
 pub use slots::{AdmitError, Admitted, Slot, SlotRefusal};

@@ -6,7 +6,7 @@ use agentwire_core::{
     QuestionOption, Refusal, RequestId, TurnEvent, TurnFailure, TurnResult, Usage,
 };
 use agentwire_engine::{
-    Agent, AgentCard, AnswerReply, CancelReply, Engine, FrontAsk, Submission, SubmitReply,
+    Agent, AgentCard, AnswerReply, CancelReply, Engine, Engines, FrontAsk, Submission, SubmitReply,
     TurnContext, TurnFront, TurnInput, TurnPolicy,
 };
 use agentwire_store::SqliteJournal;
@@ -826,4 +826,35 @@ async fn a_silent_turns_first_event_waits_for_its_acceptance_to_be_durable_and_i
         assert_eq!(front.outcome().await, done("quiet"));
     }
     assert_eq!(quiet_journal.syncs(), 0);
+}
+
+#[tokio::test]
+async fn a_live_turn_is_found_in_its_own_engine_with_its_open_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let (e, other) = (engine(&dir), engine(&other_dir));
+    let engines = Engines::new(vec![other.clone(), e.clone()]);
+    let id = RequestId::new("t:1").unwrap();
+    assert!(engines.of_turn(&id).is_none(), "nothing live yet");
+    let f = Front::asking();
+    e.submit(sub("t:1", "c", "ask", f.clone(), FISK_LIKE)).await;
+    f.wait_asked(1).await;
+    let found = engines.of_turn(&id).expect("the turn is indexed");
+    assert!(Arc::ptr_eq(&found, &e), "found in the engine it runs in");
+    assert_eq!(engines.index().len(), 1);
+    let (question_id, question) = found.open_question(&id).expect("its open question");
+    assert_eq!(question_id, "q1");
+    assert!(
+        matches!(&question.kind, QuestionKind::Select { question, .. } if question == "which?"),
+        "{question:?}"
+    );
+    assert!(other.open_question(&id).is_none());
+    assert_eq!(
+        found.answer(&id, &question_id, Answer::Select { value: "b".into() }),
+        AnswerReply::Taken
+    );
+    assert_eq!(f.outcome().await, done("b"));
+    assert!(found.open_question(&id).is_none(), "answered");
+    assert!(engines.of_turn(&id).is_none(), "it left with its end");
+    assert!(engines.index().is_empty());
 }

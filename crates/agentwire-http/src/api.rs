@@ -407,7 +407,7 @@ async fn cancel(Extract(s): Extract<State>, Path(id): Path<String>) -> Response 
         Ok(id) => id,
         Err(r) => return *r,
     };
-    let Some(engine) = s.ctx.engines.iter().find(|e| e.is_live(&id)) else {
+    let Some(engine) = s.ctx.engines.of_turn(&id) else {
         return refused(StatusCode::CONFLICT, "the turn is not running here");
     };
     match engine.cancel_by_operator(&id).await {
@@ -446,17 +446,16 @@ async fn answer(
         Ok(b) => b,
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("the answer: {e}")),
     };
-    let Some((summary, events)) = s.ctx.hub.turn(&id) else {
-        return refused(StatusCode::NOT_FOUND, "no such turn");
+    // The engine the turn is live in holds its open question: nothing is read from an observer's copy.
+    let Some(engine) = s.ctx.engines.of_turn(&id) else {
+        return match s.ctx.engines.first() {
+            Some(e) if e.lookup(&id).await.ok().flatten().is_some() => {
+                refused(StatusCode::CONFLICT, "the turn has no open question")
+            }
+            _ => refused(StatusCode::NOT_FOUND, "no such turn"),
+        };
     };
-    let Some(question_id) = summary.question else {
-        return refused(StatusCode::CONFLICT, "the turn has no open question");
-    };
-    let question = events.iter().rev().find_map(|e| match &e.kind {
-        WatchKind::Question { id, question } if *id == question_id => Some(question.clone()),
-        _ => None,
-    });
-    let Some(question) = question else {
+    let Some((question_id, question)) = engine.open_question(&id) else {
         return refused(StatusCode::CONFLICT, "the turn has no open question");
     };
     let answer =
@@ -464,9 +463,6 @@ async fn answer(
             Ok(a) => a,
             Err(e) => return refused(StatusCode::BAD_REQUEST, e),
         };
-    let Some(engine) = s.ctx.engines.iter().find(|e| e.is_live(&id)) else {
-        return refused(StatusCode::CONFLICT, "the turn is not running here");
-    };
     match engine.answer(&id, &question_id, answer) {
         AnswerReply::Taken => Json(json!({ "answered": question_id })).into_response(),
         AnswerReply::NotWaiting => refused(

@@ -43,7 +43,7 @@ pub mod settings;
 mod slots;
 mod stall;
 
-use agentwire_engine::{Engine, WatchHub};
+use agentwire_engine::WatchHub;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -96,8 +96,9 @@ pub type HealthCheck = Arc<dyn Fn() -> (bool, serde_json::Value) + Send + Sync>;
 pub struct HttpContext {
     /// Every turn's events.
     pub hub: Arc<WatchHub>,
-    /// The engines, one an agent: a turn is cancelled or answered in the one it is live in.
-    pub engines: Vec<Arc<Engine>>,
+    /// The engines, one an agent, and the index of their live turns: a turn is cancelled or answered in
+    /// the one it is live in.
+    pub engines: agentwire_engine::Engines,
     /// The agents.
     pub agents: Vec<AgentInfo>,
     /// The daemon's health.

@@ -81,7 +81,7 @@ async fn setup() -> Setup {
         },
         HttpContext {
             hub: hub.clone(),
-            engines: vec![demo],
+            engines: agentwire_engine::Engines::new(vec![demo]),
             agents: vec![],
             health: Arc::new(|| (true, json!({"ok": true}))),
             scrape: Arc::new(|_| {}),

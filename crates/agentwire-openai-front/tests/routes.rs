@@ -123,7 +123,7 @@ async fn setup() -> Setup {
         },
         HttpContext {
             hub,
-            engines: vec![demo.clone(), recall],
+            engines: agentwire_engine::Engines::new(vec![demo.clone(), recall]),
             agents: vec![],
             health: Arc::new(|| (true, json!({"ok": true}))),
             scrape: Arc::new(|_| {}),

@@ -1,7 +1,7 @@
 //! The daemon's HTTP server as `serve` starts it: its token (made once in the data dir, `http.token`, mode
 //! 0600), the agents it shows, and the health it reports (the engine's, as the relay's `/health`).
 
-use agentwire_engine::{Engine, WatchHub};
+use agentwire_engine::WatchHub;
 use agentwire_http::{AgentInfo, HttpConfig, HttpContext, HttpServer, Token};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -146,8 +146,8 @@ fn caller_tokens(
 pub(crate) struct Serves<'a> {
     /// Every turn's events.
     pub(crate) hub: Arc<WatchHub>,
-    /// The agents' engines, the `--agent` agent's first.
-    pub(crate) engines: Vec<Arc<Engine>>,
+    /// The agents' engines, the `--agent` agent's first, with the index of their live turns.
+    pub(crate) engines: agentwire_engine::Engines,
     /// The agents as the turn API lists them.
     pub(crate) agents: Vec<AgentInfo>,
     /// The HTTP fronts' routes.

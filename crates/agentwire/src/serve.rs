@@ -295,7 +295,8 @@ async fn start(config: Resolved) -> Result<Running, String> {
         Some(choice) => {
             let token = crate::http_front::load_or_create_token(data_dir)?;
             let agents = served.iter().map(|a| a.http_info()).collect();
-            let engines = served.iter().map(|a| a.engine().clone()).collect();
+            let engines =
+                agentwire_engine::Engines::new(served.iter().map(|a| a.engine().clone()).collect());
             let jobs = Arc::downgrade(&roost);
             let roost_jobs: crate::http_front::RoostJobs =
                 Arc::new(move || jobs.upgrade().map(|r| r.job_states()).unwrap_or_default());

@@ -160,6 +160,7 @@ impl Engine {
                     unsynced: false,
                 },
             );
+            self.indexed(&id);
         }
         let this = self.clone();
         Box::pin(async move { this.journal_and_start(sub, id).await })
@@ -171,6 +172,7 @@ impl Engine {
         let next = {
             let mut st = self.lock();
             st.live.remove(id);
+            self.unindexed(id);
             st.core.handle_turn_left(id);
             st.core.book.forget(id)
         };

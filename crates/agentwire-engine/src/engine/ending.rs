@@ -66,6 +66,31 @@ impl Engine {
         self.lock().live.contains_key(id)
     }
 
+    /// Enters its live turns into `index`, and every turn that becomes live from now on; an engine joins
+    /// one index only (a second is not told).
+    pub(crate) fn join_index(&self, index: &Arc<crate::TurnIndex>) {
+        let st = self.lock();
+        if self.index.set(index.clone()).is_ok() {
+            for id in st.live.keys() {
+                index.enter(id, self.me.clone());
+            }
+        }
+    }
+
+    /// Turn `id` became live: its index is told (under the engine's lock, so the index never lags).
+    pub(super) fn indexed(&self, id: &RequestId) {
+        if let Some(index) = self.index.get() {
+            index.enter(id, self.me.clone());
+        }
+    }
+
+    /// Turn `id` left the live table: its index is told (under the engine's lock).
+    pub(super) fn unindexed(&self, id: &RequestId) {
+        if let Some(index) = self.index.get() {
+            index.leave(id);
+        }
+    }
+
     pub(super) async fn cancel_as(
         self: &Arc<Self>,
         id: &RequestId,

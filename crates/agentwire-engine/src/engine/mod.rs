@@ -174,6 +174,8 @@ pub struct Engine {
     timers_changed: Arc<tokio::sync::Notify>,
     /// The timer task, started with the first timer.
     timer_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The index its live turns are entered in, once it joined a daemon's [`crate::Engines`].
+    index: std::sync::OnceLock<Arc<crate::TurnIndex>>,
 }
 
 impl Drop for Engine {
@@ -226,6 +228,7 @@ impl Engine {
             telemetry: std::sync::OnceLock::new(),
             timers_changed: Arc::new(tokio::sync::Notify::new()),
             timer_task: Mutex::new(None),
+            index: std::sync::OnceLock::new(),
         })
     }
 

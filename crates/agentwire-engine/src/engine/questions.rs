@@ -75,6 +75,14 @@ impl Engine {
             .map(|q| q.question.clone())
     }
 
+    /// The question turn `id` waits on, with its id: what a front shows and checks an answer against
+    /// (the engine's own, never an observer's copy).
+    pub fn open_question(&self, id: &RequestId) -> Option<(String, Question)> {
+        let st = self.lock();
+        let q = st.live.get(id)?.question.as_ref()?;
+        Some((q.id.clone(), q.question.clone()))
+    }
+
     /// Whether turn `id` waits on question `question_id`.
     pub fn is_waiting_on(&self, id: &RequestId, question_id: &str) -> bool {
         let st = self.lock();
@@ -84,7 +92,8 @@ impl Engine {
             .is_some_and(|q| q.id == question_id)
     }
 
-    pub(super) fn open_question(
+    /// Puts `question` to turn `id`'s requester through its front, one open at a time.
+    pub(super) fn put_question(
         self: &Arc<Self>,
         id: &RequestId,
         question: Question,
@@ -106,7 +115,7 @@ impl Engine {
             let (this, id) = (Arc::clone(self), id.clone());
             return Box::pin(async move {
                 this.acceptance_durable(&id).await;
-                this.open_question(&id, question).await
+                this.put_question(&id, question).await
             });
         }
         match t.front.ask(&question) {
@@ -142,7 +151,7 @@ pub(super) struct TurnAsker {
 impl AskQuestion for TurnAsker {
     fn ask(&self, question: Question) -> BoxFuture<'static, Asked> {
         match self.engine.upgrade() {
-            Some(engine) => engine.open_question(&self.id, question),
+            Some(engine) => engine.put_question(&self.id, question),
             None => Box::pin(async { Asked::Cancelled }),
         }
     }

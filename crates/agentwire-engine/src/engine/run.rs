@@ -290,6 +290,7 @@ impl Engine {
             self.delivering
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             st.live.remove(id);
+            self.unindexed(id);
             st.core.handle_turn_left(id);
             st.core.book.ended(id)
         };
