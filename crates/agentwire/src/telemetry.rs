@@ -69,7 +69,7 @@ pub(crate) fn start(choice: &TelemetryChoice) -> (Telemetry, Option<Exporter>) {
 }
 
 fn provider(endpoint: &str) -> Result<SdkTracerProvider, String> {
-    let http = agentwire_agents::openai::http_client(EXPORT_TIMEOUT)?;
+    let http = agentwire_agents::openai::http_client(EXPORT_TIMEOUT).map_err(|e| e.to_string())?;
     let client = CollectorClient {
         http,
         runtime: tokio::runtime::Handle::try_current()

@@ -105,7 +105,7 @@ pub(crate) fn find(target: &HttpTarget, data_dir: &Path) -> Result<Daemon, Strin
         .map_err(|e| format!("the token {}: {e}", token_file.display()))?
         .trim()
         .to_string();
-    let http = agentwire_agents::openai::http_client(REQUEST_TIMEOUT)?;
+    let http = agentwire_agents::openai::http_client(REQUEST_TIMEOUT).map_err(|e| e.to_string())?;
     Ok(Daemon {
         base,
         token,
@@ -281,7 +281,7 @@ fn utc(unix: u64) -> String {
 pub(crate) async fn watch(a: WatchArgs, data_dir: PathBuf) -> Result<ExitCode, String> {
     let mut d = find(&a.target, &data_dir)?;
     // A stream stays open as long as turns run.
-    d.http = agentwire_agents::openai::http_client(WATCH_MAX)?;
+    d.http = agentwire_agents::openai::http_client(WATCH_MAX).map_err(|e| e.to_string())?;
     let path = match &a.turn {
         Some(t) => format!("/api/v1/events?turn={t}"),
         None => "/api/v1/events".to_string(),

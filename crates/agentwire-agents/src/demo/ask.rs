@@ -33,9 +33,26 @@ fn call_id(input: &TurnInput) -> String {
     format!("call_{tail}")
 }
 
-fn question(word: &str, rest: &str) -> Result<(&'static str, QuestionKind), String> {
+/// Why a question word's text makes no question: the turn fails with this, as an invalid schema.
+#[derive(Debug, thiserror::Error)]
+enum QuestionError {
+    /// The word came alone.
+    #[error("{word} needs text after it")]
+    NoText {
+        /// The question word.
+        word: String,
+    },
+    /// `ask` or `choose` without a question and at least two options.
+    #[error("{word} takes a question and at least two options: {word} <q> | a | b")]
+    TooFewOptions {
+        /// The question word.
+        word: String,
+    },
+}
+
+fn question(word: &str, rest: &str) -> Result<(&'static str, QuestionKind), QuestionError> {
     if rest.is_empty() {
-        return Err(format!("{word} needs text after it"));
+        return Err(QuestionError::NoText { word: word.into() });
     }
     Ok(match word {
         "approve" => (
@@ -64,9 +81,7 @@ fn question(word: &str, rest: &str) -> Result<(&'static str, QuestionKind), Stri
             let q = parts.next().unwrap_or_default().to_string();
             let options: Vec<String> = parts.filter(|p| !p.is_empty()).map(String::from).collect();
             if q.is_empty() || options.len() < 2 {
-                return Err(format!(
-                    "{word} takes a question and at least two options: {word} <q> | a | b"
-                ));
+                return Err(QuestionError::TooFewOptions { word: word.into() });
             }
             (
                 "select",
@@ -85,7 +100,7 @@ fn question(word: &str, rest: &str) -> Result<(&'static str, QuestionKind), Stri
 pub(super) async fn run(word: &str, rest: &str, input: &TurnInput, ctx: &TurnContext) -> Outcome {
     let (tool, kind) = match question(word, rest) {
         Ok(q) => q,
-        Err(e) => return failure(input, Refusal::InvalidSchema, e),
+        Err(e) => return failure(input, Refusal::InvalidSchema, e.to_string()),
     };
     let call_id = call_id(input);
     let arguments = match &kind {

@@ -144,7 +144,8 @@ fn resolve(entry: &KindEntry<'_>) -> Result<OpenAiPlan, KindError> {
             "missing: the API's URL up to /v1, e.g. http://127.0.0.1:11434/v1",
         )
     })?;
-    crate::openai::check_base_url(&base_url).map_err(|e| KindError::setting("base_url", e))?;
+    crate::openai::check_base_url(&base_url)
+        .map_err(|e| KindError::setting("base_url", e.to_string()))?;
     let models = s.models.unwrap_or_default();
     if models.is_empty()
         || models.len() > MAX_AGENT_MODELS

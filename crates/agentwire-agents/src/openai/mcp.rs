@@ -276,14 +276,14 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
         // A server that does not come up (or list its tools) in time is stopped and started again.
         match tokio::time::timeout(config.start_timeout, connect(&config))
             .await
-            .unwrap_or_else(|_| Err("it did not answer the MCP handshake in time".into()))
+            .unwrap_or(Err(StartError::HandshakeTimedOut))
         {
             Ok(running) => {
                 let peer = running.peer().clone();
                 let listed = tokio::time::timeout(config.start_timeout, peer.list_all_tools())
                     .await
-                    .map_err(|_| "it did not list its tools in time".to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()));
+                    .map_err(|_| StartError::ListTimedOut)
+                    .and_then(|r| r.map_err(StartError::List));
                 match listed {
                     Ok(tools) => {
                         let Some(s) = server.upgrade() else { return };
@@ -336,20 +336,51 @@ async fn supervise(server: std::sync::Weak<Server>, ready: watch::Sender<bool>) 
     }
 }
 
+/// Why an MCP server did not come up: it did not start, answer the handshake or list its tools (in time).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Its `command` is empty.
+    #[error("the MCP server has no command")]
+    NoCommand,
+    /// Its program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The MCP handshake (`initialize`) failed (boxed: rmcp's error is large).
+    #[error("{0}")]
+    Handshake(#[source] Box<rmcp::service::ClientInitializeError>),
+    /// No handshake within its start timeout.
+    #[error("it did not answer the MCP handshake in time")]
+    HandshakeTimedOut,
+    /// `tools/list` failed.
+    #[error("{0}")]
+    List(#[source] rmcp::ServiceError),
+    /// No `tools/list` answer within its start timeout.
+    #[error("it did not list its tools in time")]
+    ListTimedOut,
+}
+
 async fn connect(
     config: &McpServerConfig,
-) -> Result<rmcp::service::RunningService<RoleClient, ()>, String> {
-    let (program, args) = config
-        .command
-        .split_first()
-        .ok_or("the MCP server has no command")?;
+) -> Result<rmcp::service::RunningService<RoleClient, ()>, StartError> {
+    let (program, args) = config.command.split_first().ok_or(StartError::NoCommand)?;
     let transport = TokioChildProcess::new(tokio::process::Command::new(program).configure(|c| {
         c.args(args)
             .env_clear()
             .envs(config.env.vars(std::env::vars_os()));
     }))
-    .map_err(|e| format!("cannot start {program}: {e}"))?;
-    ().serve(transport).await.map_err(|e| e.to_string())
+    .map_err(|source| StartError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    ().serve(transport)
+        .await
+        .map_err(|e| StartError::Handshake(Box::new(e)))
 }
 
 #[cfg(test)]

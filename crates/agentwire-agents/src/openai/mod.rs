@@ -157,7 +157,7 @@ impl OpenAiAgent {
 
     /// Asks the model server what models it has (`GET …/models`), as a check at start: `Err` says why it
     /// would fail a turn (unreachable, refused, not an API), with no secret in it.
-    pub async fn probe(&self) -> Result<(), String> {
+    pub async fn probe(&self) -> Result<(), ProbeError> {
         let url = format!("{}/models", self.config.base_url.trim_end_matches('/'));
         let mut request = self.http.get(&url).timeout(PROBE_TIMEOUT);
         if let Some(key) = &self.config.api_key {
@@ -165,17 +165,19 @@ impl OpenAiAgent {
         }
         match request.send().await {
             Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => Err(
-                "answered 404 Not Found: base_url may be wrong, or the server has no /models"
-                    .into(),
-            ),
-            Ok(r) => Err(format!("answered {}", r.status())),
-            Err(e) if e.is_timeout() => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
-            Err(e) if e.is_connect() => Err("cannot connect".into()),
+            Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => Err(ProbeError::NotFound),
+            Ok(r) => Err(ProbeError::Status(r.status())),
+            Err(e) if e.is_timeout() => Err(ProbeError::TimedOut {
+                after: PROBE_TIMEOUT,
+                source: e.without_url(),
+            }),
+            Err(e) if e.is_connect() => Err(ProbeError::CannotConnect(e.without_url())),
             Err(e) => {
                 let key = self.config.api_key.as_ref().map_or("", |k| k.0.as_str());
                 let words = e.without_url().to_string();
-                Err(agentwire_core::redact_secrets(&words, &[key], "[redacted]"))
+                Err(ProbeError::Failed {
+                    words: agentwire_core::redact_secrets(&words, &[key], "[redacted]"),
+                })
             }
         }
     }
@@ -227,20 +229,76 @@ const CHAT_COMPLETIONS: &str = "/chat/completions";
 
 /// Whether `url` can be a model server's base URL: `http://` or `https://` with a host, not already ending
 /// in [`CHAT_COMPLETIONS`] (a common paste, which would call `…/chat/completions/chat/completions`).
-pub fn check_base_url(url: &str) -> Result<(), String> {
+pub fn check_base_url(url: &str) -> Result<(), BaseUrlError> {
     match reqwest::Url::parse(url) {
-        Ok(u) if u.path().trim_end_matches('/').ends_with(CHAT_COMPLETIONS) => Err(format!(
-            "ends in {CHAT_COMPLETIONS}: give the API's base (such as http://127.0.0.1:8080/v1); the agent adds {CHAT_COMPLETIONS} itself"
-        )),
+        Ok(u) if u.path().trim_end_matches('/').ends_with(CHAT_COMPLETIONS) => {
+            Err(BaseUrlError::ChatCompletions)
+        }
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
         // Not the URL itself: its query may hold a key.
-        _ => Err("not an http:// or https:// URL with a host".into()),
+        _ => Err(BaseUrlError::NotHttp),
     }
+}
+
+/// Why a URL cannot be a model server's base URL ([`check_base_url`]). Neither says the URL: its
+/// user-info or query may hold a key.
+#[derive(Debug, thiserror::Error)]
+pub enum BaseUrlError {
+    /// It already ends in [`CHAT_COMPLETIONS`], which the agent adds itself.
+    #[error(
+        "ends in {CHAT_COMPLETIONS}: give the API's base (such as http://127.0.0.1:8080/v1); the agent adds {CHAT_COMPLETIONS} itself"
+    )]
+    ChatCompletions,
+    /// Not a URL, or not `http://` or `https://` with a host.
+    #[error("not an http:// or https:// URL with a host")]
+    NotHttp,
+}
+
+/// Why the check at start ([`OpenAiAgent::probe`]) says a turn would fail: in words with no secret in
+/// them (no URL, no key).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// `GET …/models` answered 404 Not Found.
+    #[error("answered 404 Not Found: base_url may be wrong, or the server has no /models")]
+    NotFound,
+    /// `GET …/models` answered another status that is not a success.
+    #[error("answered {0}")]
+    Status(reqwest::StatusCode),
+    /// No answer within the probe's timeout.
+    #[error("no answer within {after:?}")]
+    TimedOut {
+        /// How long it waited.
+        after: Duration,
+        /// The client's error (its URL left out).
+        #[source]
+        source: reqwest::Error,
+    },
+    /// No connection to the server.
+    #[error("cannot connect")]
+    CannotConnect(#[source] reqwest::Error),
+    /// The request failed otherwise: the client's words, without the URL and with the key redacted
+    /// (so not the client's error itself).
+    #[error("{words}")]
+    Failed {
+        /// The client's error, said safely.
+        words: String,
+    },
+}
+
+/// Why no HTTP client for model servers ([`http_client`]) could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpClientError {
+    /// rustls refused its safe default protocol versions with the ring provider.
+    #[error("{0}")]
+    Tls(#[source] rustls::Error),
+    /// reqwest could not build the client.
+    #[error("cannot build the HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
 }
 
 /// An HTTP client for model servers: rustls with the ring provider and the webpki roots (as everywhere in
 /// agentwire), [`CONNECT_TIMEOUT`] to connect and `timeout` for a whole call.
-pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
+pub fn http_client(timeout: Duration) -> Result<reqwest::Client, HttpClientError> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
@@ -248,7 +306,7 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
+    .map_err(HttpClientError::Tls)?
     .with_root_certificates(roots)
     .with_no_client_auth();
     reqwest::Client::builder()
@@ -256,7 +314,7 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
         .timeout(timeout)
         .tls_backend_preconfigured(tls)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        .map_err(HttpClientError::Build)
 }
 
 impl Agent for OpenAiAgent {
@@ -1061,6 +1119,22 @@ async fn read_capped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_urls_are_refused_in_words_without_the_url() {
+        assert!(check_base_url("http://127.0.0.1:8080/v1").is_ok());
+        assert_eq!(
+            check_base_url("https://api.example/v1/chat/completions/?key=sk-x")
+                .unwrap_err()
+                .to_string(),
+            "ends in /chat/completions: give the API's base (such as http://127.0.0.1:8080/v1); \
+             the agent adds /chat/completions itself"
+        );
+        assert_eq!(
+            check_base_url("ftp://h/?key=sk-x").unwrap_err().to_string(),
+            "not an http:// or https:// URL with a host"
+        );
+    }
 
     #[test]
     fn thinking_levels_become_reasoning_effort() {
