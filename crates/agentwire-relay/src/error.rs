@@ -55,10 +55,10 @@ pub enum RelayError {
     InvalidRooms(String),
     /// A configured public URL of the relay is not a `ws://` or `wss://` URL with a host.
     #[error("invalid relay public URL: {0}")]
-    InvalidPublicUrl(String),
+    InvalidPublicUrl(#[source] crate::own_urls::RelayUrlError),
     /// A configured allowed origin is not a web origin (`scheme://host[:port]`).
     #[error("invalid relay allowed origin: {0}")]
-    InvalidOrigin(String),
+    InvalidOrigin(#[source] crate::own_urls::OriginError),
     /// A background thread or task of the relay could not be started, or went away.
     #[error("relay internal error: {0}")]
     Internal(String),

@@ -87,7 +87,9 @@ mod wire;
 pub use error::RelayError;
 pub use health::{HealthCheck, HealthReport};
 pub use limits::RelayLimits;
-pub use own_urls::{check_allowed_origin, check_public_url, ANY_ORIGIN};
+pub use own_urls::{
+    check_allowed_origin, check_public_url, OriginError, RelayUrlError, ANY_ORIGIN,
+};
 pub use retention::RetentionPolicy;
 pub use rooms::RoomConfig;
 pub use server::{start, RelayConfig, RelayHandle};

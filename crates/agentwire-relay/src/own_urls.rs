@@ -21,7 +21,61 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
-use nostr::types::url::Url;
+use nostr::types::url::{ParseError, Url};
+
+/// Why a text is not a URL of a relay (a `[relay] public_urls` entry, an `AUTH` event's `relay` tag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelayUrlError {
+    /// The text does not parse as a URL.
+    #[error("{text:?} is not a URL: {source}")]
+    NotAUrl {
+        /// The text as given.
+        text: String,
+        /// What the URL parser said.
+        #[source]
+        source: ParseError,
+    },
+    /// The URL's scheme is not `ws` or `wss`.
+    #[error("{text:?} is not a ws:// or wss:// URL")]
+    NotWebSocket {
+        /// The text as given.
+        text: String,
+    },
+    /// The URL has no host.
+    #[error("{text:?} names no host")]
+    NoHost {
+        /// The text as given.
+        text: String,
+    },
+}
+
+/// Why a text is not a web origin (an `Origin` header, a `[relay] allowed_origins` entry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    /// The text does not parse as a URL.
+    #[error("{text:?} is not an origin: {source}")]
+    NotAUrl {
+        /// The text as given.
+        text: String,
+        /// What the URL parser said.
+        #[source]
+        source: ParseError,
+    },
+    /// The URL's scheme has no host (`file:`, `data:`), or it is `null`.
+    #[error("{text:?} is not an origin (an http:// or https:// scheme, a host, an optional port)")]
+    Opaque {
+        /// The text as given.
+        text: String,
+    },
+    /// The URL has a path, query or fragment after the host.
+    #[error(
+        "{text:?} is not an origin: it has a path, query or fragment (an origin is scheme://host[:port])"
+    )]
+    NotJustOrigin {
+        /// The text as given.
+        text: String,
+    },
+}
 
 /// A relay URL reduced to what names a relay: scheme and host (both lower case), port (the scheme's
 /// default when absent: ws 80, wss 443) and path (one trailing `/` dropped, so `/` is the empty path).
@@ -35,17 +89,26 @@ struct RelayUrlKey {
 }
 
 impl RelayUrlKey {
-    fn parse(text: &str) -> Result<Self, String> {
-        let url = Url::parse(text.trim()).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    fn parse(text: &str) -> Result<Self, RelayUrlError> {
+        let url = Url::parse(text.trim()).map_err(|source| RelayUrlError::NotAUrl {
+            text: text.to_owned(),
+            source,
+        })?;
         let scheme = match url.scheme().to_ascii_lowercase().as_str() {
             "ws" => "ws",
             "wss" => "wss",
-            _ => return Err(format!("{text:?} is not a ws:// or wss:// URL")),
+            _ => {
+                return Err(RelayUrlError::NotWebSocket {
+                    text: text.to_owned(),
+                })
+            }
         };
         let host = url
             .host_str()
             .filter(|h| !h.is_empty())
-            .ok_or_else(|| format!("{text:?} names no host"))?
+            .ok_or_else(|| RelayUrlError::NoHost {
+                text: text.to_owned(),
+            })?
             .to_ascii_lowercase();
         let port = url
             .port_or_known_default()
@@ -72,7 +135,7 @@ impl RelayUrlKey {
 
 /// Checks that `url` is a `ws://` or `wss://` URL with a host, as a public URL of the relay must be; the
 /// reason if not.
-pub fn check_public_url(url: &str) -> Result<(), String> {
+pub fn check_public_url(url: &str) -> Result<(), RelayUrlError> {
     RelayUrlKey::parse(url).map(|_| ())
 }
 
@@ -82,17 +145,20 @@ type OriginKey = (String, String, u16);
 /// Parses an `Origin` header or an `[relay] allowed_origins` entry: a URL with a scheme that has a host
 /// (`http`, `https`) and nothing after the host but a `/`. `null` (a sandboxed page, a `file://` one) is no
 /// origin this relay takes.
-fn parse_origin(text: &str) -> Result<OriginKey, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("{text:?} is not an origin: {e}"))?;
+fn parse_origin(text: &str) -> Result<OriginKey, OriginError> {
+    let url = Url::parse(text.trim()).map_err(|source| OriginError::NotAUrl {
+        text: text.to_owned(),
+        source,
+    })?;
     let nostr::types::url::Origin::Tuple(scheme, host, port) = url.origin() else {
-        return Err(format!(
-            "{text:?} is not an origin (an http:// or https:// scheme, a host, an optional port)"
-        ));
+        return Err(OriginError::Opaque {
+            text: text.to_owned(),
+        });
     };
     if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "{text:?} is not an origin: it has a path, query or fragment (an origin is scheme://host[:port])"
-        ));
+        return Err(OriginError::NotJustOrigin {
+            text: text.to_owned(),
+        });
     }
     Ok((scheme, host.to_string().to_ascii_lowercase(), port))
 }
@@ -103,7 +169,7 @@ pub const ANY_ORIGIN: &str = "*";
 
 /// Checks that `origin` is a web origin (`https://app.example.com`, `http://localhost:5173`) or
 /// [`ANY_ORIGIN`], as an entry of `[relay] allowed_origins` must be; the reason if not.
-pub fn check_allowed_origin(origin: &str) -> Result<(), String> {
+pub fn check_allowed_origin(origin: &str) -> Result<(), OriginError> {
     if origin.trim() == ANY_ORIGIN {
         return Ok(());
     }
@@ -159,7 +225,7 @@ impl OwnUrls {
     /// From the listen address: `ws://` with its IP and port; a loopback address also as `localhost`; a
     /// wildcard address (`0.0.0.0`, `::`) as the loopback addresses and `localhost` (its other addresses
     /// are the operator's to list in `public`).
-    pub(crate) fn new(listen: SocketAddr, public: &[String]) -> Result<Self, String> {
+    pub(crate) fn new(listen: SocketAddr, public: &[String]) -> Result<Self, RelayUrlError> {
         let port = listen.port();
         let mut urls = HashSet::new();
         let v4 = "127.0.0.1";
@@ -195,7 +261,7 @@ impl OwnUrls {
     }
 
     /// Adds `allowed` (`[relay] allowed_origins`) to the origins an upgrade may come from.
-    pub(crate) fn with_allowed_origins(mut self, allowed: &[String]) -> Result<Self, String> {
+    pub(crate) fn with_allowed_origins(mut self, allowed: &[String]) -> Result<Self, OriginError> {
         for origin in allowed {
             if origin.trim() == ANY_ORIGIN {
                 self.any_origin = true;
@@ -333,7 +399,7 @@ mod tests {
             assert!(check_public_url(bad).is_err(), "{bad}");
         }
         let e = OwnUrls::new("127.0.0.1:1".parse().unwrap(), &["http://x".into()]).unwrap_err();
-        assert!(e.contains("http://x"), "{e}");
+        assert!(e.to_string().contains("http://x"), "{e}");
     }
 
     #[test]
@@ -419,7 +485,7 @@ mod tests {
             "**",
             "file:///x",
         ] {
-            let e = check_allowed_origin(bad).unwrap_err();
+            let e = check_allowed_origin(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{bad}: {e}");
         }
         // "*": any page, for a relay that serves the web's Nostr clients; names are still checked.

@@ -91,18 +91,29 @@ pub fn days_to_secs(days: f64) -> Option<u64> {
     (days.is_finite() && days > 0.0).then(|| (days * DAY_SECS as f64).round().max(1.0) as u64)
 }
 
+/// Why a [`RetentionPolicy`] cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RetentionError {
+    /// A key holds a negative or non-finite number of days.
+    #[error("{key}: {days} is not a number of days (0 keeps for ever)")]
+    NotDays {
+        /// The key (`agent_days`, `rooms_days`, `other_days`).
+        key: &'static str,
+        /// Its value.
+        days: f64,
+    },
+}
+
 impl RetentionPolicy {
     /// Why this policy cannot be used (a negative or non-finite number of days), naming the key.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), RetentionError> {
         for (key, days) in [
             ("agent_days", self.agent_days),
             ("rooms_days", self.rooms_days),
             ("other_days", self.other_days),
         ] {
             if !days.is_finite() || days < 0.0 {
-                return Err(format!(
-                    "{key}: {days} is not a number of days (0 keeps for ever)"
-                ));
+                return Err(RetentionError::NotDays { key, days });
             }
         }
         Ok(())

@@ -80,6 +80,63 @@ impl fmt::Display for RoomError {
 
 impl std::error::Error for RoomError {}
 
+/// Why a room refuses an event or a read: the NIP-01 `OK` or `CLOSED` reason sent to the client, its
+/// machine-readable prefix (`invalid:`, `restricted:`, `auth-required:`) included.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoomRefusal {
+    /// A moderation event without an `h` tag naming a valid room id.
+    #[error("invalid: a moderation event needs an h tag naming a valid room id")]
+    ModerationNeedsRoom,
+    /// A `create-group` (9007) from someone who is not a relay admin.
+    #[error("restricted: only the relay's admins may create rooms")]
+    CreateByNonAdmin,
+    /// A `create-group` (9007) for a room that exists.
+    #[error("invalid: room {0:?} exists already")]
+    RoomExists(String),
+    /// A moderation event for a room that does not exist.
+    #[error("invalid: no room {0:?}")]
+    NoSuchRoom(String),
+    /// A moderation event from someone who is neither a relay admin nor an admin of the room.
+    #[error("restricted: only the relay's admins and room {0:?}'s admins may moderate it")]
+    NotAdmin(String),
+    /// A `p` tag of a moderation event that does not hold a hex public key.
+    #[error("invalid: a p tag must hold a hex public key")]
+    BadUser,
+    /// An `e` tag of a `delete-event` (9005) that does not hold an event id.
+    #[error("invalid: an e tag must hold an event id")]
+    BadEvent,
+    /// An `edit-metadata` (9002) that sets both tags of a pair (`private` and `public`, `closed` and
+    /// `open`).
+    #[error("invalid: a room is {yes} or {no}, not both")]
+    BothFlags {
+        /// The tag that sets the flag.
+        yes: &'static str,
+        /// The tag that clears it.
+        no: &'static str,
+    },
+    /// An `edit-metadata` (9002) whose room name holds a control or bidirectional formatting character.
+    #[error("invalid: {}", NAME_CHARACTERS)]
+    Name,
+    /// An event with more than one `h` tag.
+    #[error("invalid: an event belongs to one room: one h tag")]
+    OneRoom,
+    /// Room metadata (39000-39003) not signed by the relay.
+    #[error("restricted: room metadata is written by the relay")]
+    Metadata,
+    /// An event for a closed room from someone who is not its member.
+    #[error("restricted: room {0:?} is closed; only its members may write in it")]
+    Closed(String),
+    /// An event for a room that does not exist (yet).
+    #[error("invalid: there is no room {0:?} on this relay; a room takes events once it exists")]
+    NoRoom(String),
+    /// A read of a private room by a connection that has not authenticated.
+    #[error("auth-required: room {0:?} is private; authenticate (NIP-42) as a member")]
+    PrivateAuthRequired(String),
+    /// A read of a private room by a connection authenticated as no member.
+    #[error("restricted: room {0:?} is private and only its members may read it")]
+    Private(String),
+}
+
 #[derive(Debug, Clone)]
 struct Room {
     name: String,
@@ -286,36 +343,32 @@ impl Rooms {
 
     /// What a moderation event (9000, 9001, 9002, 9007) would change, or why it is refused (`restricted:`
     /// for an author who may not, `invalid:` for a malformed one). `Ok(None)` for any other kind.
-    pub fn moderate(&self, event: &Event) -> Result<Option<Moderation>, String> {
+    pub fn moderate(&self, event: &Event) -> Result<Option<Moderation>, RoomRefusal> {
         if !is_moderation(event.kind) {
             return Ok(None);
         }
         let id = room_of(event)
             .filter(|id| valid_id(id))
-            .ok_or_else(|| {
-                "invalid: a moderation event needs an h tag naming a valid room id".to_owned()
-            })?
+            .ok_or(RoomRefusal::ModerationNeedsRoom)?
             .to_owned();
         let by = event.pubkey;
         let kind = event.kind.as_u16();
         if kind == CREATE_GROUP {
             if !self.relay_admins.contains(&by) {
-                return Err("restricted: only the relay's admins may create rooms".into());
+                return Err(RoomRefusal::CreateByNonAdmin);
             }
             if self.rooms.contains_key(&id) {
-                return Err(format!("invalid: room {id:?} exists already"));
+                return Err(RoomRefusal::RoomExists(id));
             }
             return Ok(Some(Moderation::Create { room: id, by }));
         }
         let Some(room) = self.rooms.get(&id) else {
-            return Err(format!("invalid: no room {id:?}"));
+            return Err(RoomRefusal::NoSuchRoom(id));
         };
         if !self.relay_admins.contains(&by) && !room.admins.contains(&by) {
-            return Err(format!(
-                "restricted: only the relay's admins and room {id:?}'s admins may moderate it"
-            ));
+            return Err(RoomRefusal::NotAdmin(id));
         }
-        let users = || -> Result<Vec<(PublicKey, bool)>, String> {
+        let users = || -> Result<Vec<(PublicKey, bool)>, RoomRefusal> {
             event
                 .tags
                 .iter()
@@ -325,7 +378,7 @@ impl Rooms {
                     let key = t
                         .get(1)
                         .and_then(|v| PublicKey::from_hex(v).ok())
-                        .ok_or_else(|| "invalid: a p tag must hold a hex public key".to_owned())?;
+                        .ok_or(RoomRefusal::BadUser)?;
                     Ok((key, t.get(2).map(String::as_str) == Some("admin")))
                 })
                 .collect()
@@ -353,15 +406,15 @@ impl Rooms {
                     .map(|t| {
                         t.get(1)
                             .and_then(|v| nostr::event::EventId::from_hex(v).ok())
-                            .ok_or_else(|| "invalid: an e tag must hold an event id".to_owned())
+                            .ok_or(RoomRefusal::BadEvent)
                     })
                     .collect::<Result<_, _>>()?,
             },
             _ => {
                 let has = |name: &str| event.tags.iter().any(|t| t.kind() == name);
                 // A flag tag pair: `yes`, `no`, neither (unchanged), never both.
-                let flag = |yes: &str, no: &str| match (has(yes), has(no)) {
-                    (true, true) => Err(format!("invalid: a room is {yes} or {no}, not both")),
+                let flag = |yes: &'static str, no: &'static str| match (has(yes), has(no)) {
+                    (true, true) => Err(RoomRefusal::BothFlags { yes, no }),
                     (y, n) => Ok((y || n).then_some(y)),
                 };
                 let private = flag("private", "public")?;
@@ -373,7 +426,7 @@ impl Rooms {
                     .and_then(|t| t.content())
                     .map(str::to_owned);
                 if name.as_deref().is_some_and(|n| !valid_name(n)) {
-                    return Err(format!("invalid: {NAME_CHARACTERS}"));
+                    return Err(RoomRefusal::Name);
                 }
                 Moderation::Edit {
                     room: id,
@@ -455,16 +508,16 @@ impl Rooms {
     /// room that does not exist, and with the `restricted:` reason when it is room metadata not signed by the
     /// relay or is addressed to a closed room its author is not a member of.
     /// Moderation events are judged by [`moderate`](Self::moderate) otherwise.
-    pub fn check_write(&self, event: &Event) -> Result<(), String> {
+    pub fn check_write(&self, event: &Event) -> Result<(), RoomRefusal> {
         // Writes are judged by one room, while a `#h` query matches any of an event's `h` tags: a second `h`
         // would carry a stranger's event into a closed or private room judged by the first.
         if h_tags(event).nth(1).is_some() {
-            return Err("invalid: an event belongs to one room: one h tag".into());
+            return Err(RoomRefusal::OneRoom);
         }
         // Group clients believe 39000-39003 from the relay's key only, but they are addressable: a client's
         // own, dated ahead, would show as the room's name, admins and members to anyone who does not check.
         if is_room_metadata(event.kind) && self.relay_key != Some(event.pubkey) {
-            return Err("restricted: room metadata is written by the relay".into());
+            return Err(RoomRefusal::Metadata);
         }
         if is_moderation(event.kind) {
             return Ok(());
@@ -473,14 +526,12 @@ impl Rooms {
             return Ok(());
         };
         match self.rooms.get(id) {
-            Some(room) if room.closed && !room.members.contains(&event.pubkey) => Err(format!(
-                "restricted: room {id:?} is closed; only its members may write in it"
-            )),
+            Some(room) if room.closed && !room.members.contains(&event.pubkey) => {
+                Err(RoomRefusal::Closed(id.to_owned()))
+            }
             Some(_) => Ok(()),
             // Taken now, it would be the room's history once someone creates it, closed or private.
-            None => Err(format!(
-                "invalid: there is no room {id:?} on this relay; a room takes events once it exists"
-            )),
+            None => Err(RoomRefusal::NoRoom(id.to_owned())),
         }
     }
 
@@ -514,15 +565,13 @@ impl Rooms {
     }
 
     /// Whether `authed` may read room `id` (`Err` with the `auth-required:` or `restricted:` reason).
-    pub fn check_read(&self, id: &str, authed: &HashSet<PublicKey>) -> Result<(), String> {
+    pub fn check_read(&self, id: &str, authed: &HashSet<PublicKey>) -> Result<(), RoomRefusal> {
         match self.rooms.get(id) {
             Some(room) if room.private && !authed.iter().any(|k| room.members.contains(k)) => {
                 Err(if authed.is_empty() {
-                    format!(
-                        "auth-required: room {id:?} is private; authenticate (NIP-42) as a member"
-                    )
+                    RoomRefusal::PrivateAuthRequired(id.to_owned())
                 } else {
-                    format!("restricted: room {id:?} is private and only its members may read it")
+                    RoomRefusal::Private(id.to_owned())
                 })
             }
             _ => Ok(()),
@@ -631,7 +680,8 @@ mod tests {
         assert!(rooms.check_write(&message(&admin, Some("lab"))).is_ok());
         let refused = rooms
             .check_write(&message(&stranger, Some("lab")))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             refused.starts_with("restricted: ") && refused.contains("lab"),
             "{refused}"
@@ -646,7 +696,7 @@ mod tests {
             assert_eq!(
                 rooms
                     .check_write(&message(keys, Some("elsewhere")))
-                    .unwrap_err(),
+                    .unwrap_err().to_string(),
                 "invalid: there is no room \"elsewhere\" on this relay; a room takes events once it exists"
             );
         }
@@ -660,7 +710,7 @@ mod tests {
                 .finalize(keys)
                 .unwrap();
             assert_eq!(
-                rooms.check_write(&two).unwrap_err(),
+                rooms.check_write(&two).unwrap_err().to_string(),
                 "invalid: an event belongs to one room: one h tag"
             );
         }
@@ -674,7 +724,10 @@ mod tests {
         };
         for kind in [GROUP_METADATA, GROUP_ADMINS, GROUP_MEMBERS, GROUP_ROLES] {
             assert_eq!(
-                rooms.check_write(&fake(kind, &relay)).unwrap_err(),
+                rooms
+                    .check_write(&fake(kind, &relay))
+                    .unwrap_err()
+                    .to_string(),
                 "restricted: room metadata is written by the relay"
             );
         }
@@ -683,6 +736,7 @@ mod tests {
         assert!(rooms
             .check_write(&fake(GROUP_ADMINS, &member))
             .unwrap_err()
+            .to_string()
             .starts_with("restricted: "));
         assert!(rooms.check_write(&fake(39004, &member)).is_ok());
         let mut rooms = rooms;
@@ -758,6 +812,7 @@ mod tests {
         assert!(rooms
             .moderate(&create)
             .unwrap_err()
+            .to_string()
             .starts_with("restricted: "));
         let create = moderation(&boss, CREATE_GROUP, "ops", &[]);
         let change = rooms.moderate(&create).unwrap().unwrap();
@@ -765,6 +820,7 @@ mod tests {
         assert!(rooms
             .moderate(&create)
             .unwrap_err()
+            .to_string()
             .contains("exists already"));
         let (lead_hex, user_hex) = (lead.public_key().to_hex(), user.public_key().to_hex());
         for event in [
@@ -782,11 +838,15 @@ mod tests {
         }
         let says = |k: &Keys| rooms.check_write(&message(k, Some("ops")));
         assert!(says(&user).is_ok() && says(&lead).is_ok());
-        assert!(says(&stranger).unwrap_err().starts_with("restricted: "));
+        assert!(says(&stranger)
+            .unwrap_err()
+            .to_string()
+            .starts_with("restricted: "));
         // A plain member may not moderate; a removed user may no longer write.
         assert!(rooms
             .moderate(&moderation(&user, REMOVE_USER, "ops", &[&["p", &lead_hex]]))
             .unwrap_err()
+            .to_string()
             .starts_with("restricted: "));
         let remove = moderation(&lead, REMOVE_USER, "ops", &[&["p", &user_hex]]);
         rooms.apply(&rooms.moderate(&remove).unwrap().unwrap());
@@ -816,7 +876,7 @@ mod tests {
                 "valid room id",
             ),
         ] {
-            let e = rooms.moderate(&event).unwrap_err();
+            let e = rooms.moderate(&event).unwrap_err().to_string();
             assert!(e.starts_with("invalid: ") && e.contains(why), "{why}: {e}");
         }
     }
@@ -842,7 +902,7 @@ mod tests {
             assert!(e.to_string().contains("U+202A-U+202E"), "{e}");
             let rooms = Rooms::new(&[room("lab", false, &[], &[&admin])]).unwrap();
             let edit = moderation(&admin, EDIT_METADATA, "lab", &[&["name", bad]]);
-            let e = rooms.moderate(&edit).unwrap_err();
+            let e = rooms.moderate(&edit).unwrap_err().to_string();
             assert!(e.starts_with("invalid: a room name may not hold"), "{e}");
         }
         for fine in ["Lab", "Laboratoire d'été", "مختبر", "実験室 2"] {

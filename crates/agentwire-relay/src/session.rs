@@ -35,7 +35,7 @@ use crate::limits::{
     MAX_AUTH_MESSAGES_PER_CONNECTION, MAX_FUTURE_SKEW_SECS,
 };
 use crate::own_urls::OwnUrls;
-use crate::rooms::Rooms;
+use crate::rooms::{RoomRefusal, Rooms};
 use crate::stats::{EventResult, RelayStats};
 use crate::store::{event_json, InsertOutcome, StoredEvent};
 use crate::tinyagent;
@@ -654,7 +654,7 @@ impl Session {
                 .check_write(&event)
                 .and(rooms.moderate(&event).map(|_| ()))
             {
-                return refuse(&reason);
+                return refuse(&reason.to_string());
             }
         }
         if let Err(rule) = tinyagent::check_comment(&event) {
@@ -700,7 +700,7 @@ impl Session {
             }
         }
         if let Err(reason) = self.check_rooms_read(&filters) {
-            return refuse(&reason);
+            return refuse(&reason.to_string());
         }
         vec![Command::Count {
             subscription_id,
@@ -710,7 +710,7 @@ impl Session {
     }
 
     /// Whether this connection may read every room a filter names in `#h` (NIP-29 private rooms).
-    fn check_rooms_read(&self, filters: &[Cow<'_, Filter>]) -> Result<(), String> {
+    fn check_rooms_read(&self, filters: &[Cow<'_, Filter>]) -> Result<(), RoomRefusal> {
         let rooms = self.rooms.read().unwrap_or_else(PoisonError::into_inner);
         let h = nostr::filter::SingleLetterTag::LOWERCASE_H;
         for filter in filters {
@@ -766,7 +766,7 @@ impl Session {
             }
         }
         if let Err(reason) = self.check_rooms_read(&filters) {
-            return self.refuse(subscription_id, &reason);
+            return self.refuse(subscription_id, &reason.to_string());
         }
         if !self.subscriptions.contains_key(&subscription_id)
             && self.subscriptions.len() >= self.limits.max_subscriptions_per_connection

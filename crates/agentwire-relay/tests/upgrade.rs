@@ -134,7 +134,7 @@ async fn an_allowed_origin_that_is_no_origin_is_refused_at_start() {
         config.allowed_origins = vec![bad.into()];
         match agentwire_relay::start(config).await {
             Err(agentwire_relay::RelayError::InvalidOrigin(reason)) => {
-                assert!(reason.contains(bad), "{reason}")
+                assert!(reason.to_string().contains(bad), "{reason}")
             }
             other => panic!("{bad}: expected InvalidOrigin, got {other:?}"),
         }

@@ -1029,19 +1029,20 @@ fn embedded_relay(
     file.relay
         .retention
         .check()
-        .map_err(ConfigError::RelayRetention)?;
+        .map_err(|e| ConfigError::RelayRetention(e.to_string()))?;
     relay.retention = file.relay.retention;
     for url in &file.relay.public_urls {
         agentwire_relay::check_public_url(url).map_err(|reason| ConfigError::RelayUrl {
             setting: "[relay] public_urls",
             url: url.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
     }
     relay.public_urls = file.relay.public_urls.clone();
     for origin in &file.relay.allowed_origins {
-        agentwire_relay::check_allowed_origin(origin)
-            .map_err(|reason| ConfigError::RelayOrigin { reason })?;
+        agentwire_relay::check_allowed_origin(origin).map_err(|e| ConfigError::RelayOrigin {
+            reason: e.to_string(),
+        })?;
     }
     relay.allowed_origins = file.relay.allowed_origins.clone();
     relay.rooms = rooms(&file.rooms)?;
