@@ -12,7 +12,7 @@ use nostr::key::PublicKey;
 use nostr::types::Timestamp;
 
 mod reply;
-pub use reply::{answer_content, answer_tags};
+pub use reply::{answer_content, answer_tags, AnswerError};
 
 /// The spec's limit on options per question.
 pub const MAX_OPTIONS: usize = 12;
@@ -385,7 +385,7 @@ pub enum AnswerRefusal {
     /// A NIP-22 tag is missing or names something else: which one.
     Tag(&'static str),
     /// The content does not fit the question: why.
-    Content(String),
+    Content(ContentError),
     /// The question is settled already, by this answer.
     Settled(EventId),
     /// The question was deleted (NIP-09, or by a room's moderator).
@@ -422,6 +422,46 @@ impl fmt::Display for AnswerRefusal {
             Self::Deleted => write!(f, "the question was deleted"),
         }
     }
+}
+
+/// Why an answer's content does not fit its question card (sent inside [`AnswerRefusal::Content`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContentError {
+    /// The answer is longer than [`MAX_ANSWER_CHARS`].
+    #[error("the answer is {chars} characters; at most {max}", max = MAX_ANSWER_CHARS)]
+    TooLong {
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// A freeform answer in JSON that is not `{"text":...}` or `{"choices":[...],"text":...}`.
+    #[error(
+        "a freeform answer is {{\"text\":...}} or {{\"choices\":[...],\"text\":...}}, nothing else"
+    )]
+    Freeform,
+    /// A `selection=multiple` answer that is not a JSON array of option ids.
+    #[error("selection=multiple is answered with a JSON array of option ids")]
+    NotAnArray,
+    /// No option chosen.
+    #[error("choose at least one option")]
+    NoChoice,
+    /// More than one option chosen for a `selection=single` question.
+    #[error("selection=single takes exactly one option id")]
+    NotOneChoice,
+    /// An id that names no option of the question.
+    #[error("{0:?} is not an option of the question")]
+    NotAnOption(String),
+    /// An option chosen twice.
+    #[error("option {0:?} is chosen twice")]
+    ChosenTwice(String),
+    /// A text answer that is empty or only whitespace.
+    #[error("the text answer is empty")]
+    EmptyText,
+    /// A text answer longer than [`MAX_ANSWER_CHARS`].
+    #[error("the text answer is {chars} characters; at most {max}", max = MAX_ANSWER_CHARS)]
+    TextTooLong {
+        /// Its length in characters.
+        chars: usize,
+    },
 }
 
 fn has_tag(event: &Event, name: &str, value: &str) -> bool {
@@ -469,45 +509,41 @@ pub fn check_answer(
     content(card, &answer.content).map_err(AnswerRefusal::Content)
 }
 
-fn valid_choices(card: &QuestionCard, ids: &[String]) -> Result<Vec<String>, String> {
+fn valid_choices(card: &QuestionCard, ids: &[String]) -> Result<Vec<String>, ContentError> {
     if ids.is_empty() {
-        return Err("choose at least one option".into());
+        return Err(ContentError::NoChoice);
     }
     if card.selection == Selection::Single && ids.len() != 1 {
-        return Err("selection=single takes exactly one option id".into());
+        return Err(ContentError::NotOneChoice);
     }
     let mut seen = HashSet::new();
     for id in ids {
         if !card.options.iter().any(|(o, _)| o == id) {
-            return Err(format!("{id:?} is not an option of the question"));
+            return Err(ContentError::NotAnOption(id.clone()));
         }
         if !seen.insert(id.as_str()) {
-            return Err(format!("option {id:?} is chosen twice"));
+            return Err(ContentError::ChosenTwice(id.clone()));
         }
     }
     Ok(ids.to_vec())
 }
 
-fn valid_text(text: &str) -> Result<String, String> {
+fn valid_text(text: &str) -> Result<String, ContentError> {
     let n = text.chars().count();
     if text.trim().is_empty() {
-        return Err("the text answer is empty".into());
+        return Err(ContentError::EmptyText);
     }
     if n > MAX_ANSWER_CHARS {
-        return Err(format!(
-            "the text answer is {n} characters; at most {MAX_ANSWER_CHARS}"
-        ));
+        return Err(ContentError::TextTooLong { chars: n });
     }
     Ok(text.to_owned())
 }
 
 /// The content of an answer, read against the card.
-fn content(card: &QuestionCard, content: &str) -> Result<Settlement, String> {
+fn content(card: &QuestionCard, content: &str) -> Result<Settlement, ContentError> {
     let n = content.chars().count();
     if n > MAX_ANSWER_CHARS {
-        return Err(format!(
-            "the answer is {n} characters; at most {MAX_ANSWER_CHARS}"
-        ));
+        return Err(ContentError::TooLong { chars: n });
     }
     if card.selection == Selection::Text {
         return Ok(Settlement {
@@ -522,10 +558,7 @@ fn content(card: &QuestionCard, content: &str) -> Result<Settlement, String> {
             choices: Option<Vec<String>>,
             text: String,
         }
-        let form: Freeform = serde_json::from_str(content).map_err(|_| {
-            "a freeform answer is {\"text\":...} or {\"choices\":[...],\"text\":...}, nothing else"
-                .to_owned()
-        })?;
+        let form: Freeform = serde_json::from_str(content).map_err(|_| ContentError::Freeform)?;
         let choices = match form.choices {
             Some(ids) => valid_choices(card, &ids)?,
             None => vec![],
@@ -537,9 +570,7 @@ fn content(card: &QuestionCard, content: &str) -> Result<Settlement, String> {
     }
     let ids = match card.selection {
         Selection::Single => vec![content.to_owned()],
-        _ => serde_json::from_str::<Vec<String>>(content).map_err(|_| {
-            "selection=multiple is answered with a JSON array of option ids".to_owned()
-        })?,
+        _ => serde_json::from_str::<Vec<String>>(content).map_err(|_| ContentError::NotAnArray)?,
     };
     Ok(Settlement {
         choices: valid_choices(card, &ids)?,

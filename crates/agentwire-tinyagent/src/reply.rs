@@ -2,11 +2,37 @@
 //! they typed (an option's id, its label or its number; several with commas; text where the card takes
 //! it), and the NIP-22 tags that name the card. Pure: the inverse of [`crate::check_answer`].
 
-use crate::{content, QuestionCard, Selection};
+use crate::{content, ContentError, QuestionCard, Selection};
 use nostr::event::{Event, Tag};
 
+/// Why what a person typed is no answer to a question card.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// It names no option of the card, which takes no free text: the options it could name.
+    #[error("{typed:?} is not an option: {options}{}", several_with_commas(.several))]
+    NotAnOption {
+        /// What the person typed (trimmed).
+        typed: String,
+        /// The card's options as `number id (label)`, comma separated.
+        options: String,
+        /// The card takes several options.
+        several: bool,
+    },
+    /// Its content does not fit the card as the relay reads it.
+    #[error(transparent)]
+    Content(#[from] ContentError),
+}
+
+fn several_with_commas(several: &bool) -> &'static str {
+    if *several {
+        "; several with commas"
+    } else {
+        ""
+    }
+}
+
 /// The content of an answer to `card` from what a person typed, checked as the relay will check it.
-pub fn answer_content(card: &QuestionCard, typed: &str) -> Result<String, String> {
+pub fn answer_content(card: &QuestionCard, typed: &str) -> Result<String, AnswerError> {
     let typed = typed.trim();
     let answer = match card.selection {
         Selection::Text => typed.to_string(),
@@ -47,21 +73,18 @@ fn option_of(card: &QuestionCard, typed: &str) -> Option<String> {
         .map(|(id, _)| id.clone())
 }
 
-fn not_an_option(card: &QuestionCard, typed: &str) -> String {
+fn not_an_option(card: &QuestionCard, typed: &str) -> AnswerError {
     let options: Vec<String> = card
         .options
         .iter()
         .enumerate()
         .map(|(i, (id, label))| format!("{} {id} ({label})", i + 1))
         .collect();
-    let several = match card.selection {
-        Selection::Multiple => "; several with commas",
-        _ => "",
-    };
-    format!(
-        "{typed:?} is not an option: {}{several}",
-        options.join(", ")
-    )
+    AnswerError::NotAnOption {
+        typed: typed.to_owned(),
+        options: options.join(", "),
+        several: card.selection == Selection::Multiple,
+    }
 }
 
 /// The tags of an answer to the card `request` in `room`: its root and parent (`E`/`e`), their kind
@@ -115,7 +138,7 @@ mod tests {
     /// What the person typed, answered and checked by the relay's rules.
     fn settle(request: &Event, person: &Keys, typed: &str) -> Result<crate::Settlement, String> {
         let read = question(request).map_err(|e| e.to_string())?;
-        let content = answer_content(&read, typed)?;
+        let content = answer_content(&read, typed).map_err(|e| e.to_string())?;
         let answer = EventBuilder::new(Kind::Custom(1111), content)
             .tags(answer_tags(request, &read.room))
             .custom_created_at(request.created_at)

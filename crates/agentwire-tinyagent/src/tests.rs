@@ -394,7 +394,7 @@ fn content_of(p: &Parties, extra: &[&[&str]], content: &str) -> Result<Settlemen
 
 fn refused(r: Result<Settlement, AnswerRefusal>) -> String {
     match r {
-        Err(AnswerRefusal::Content(why)) => why,
+        Err(AnswerRefusal::Content(why)) => why.to_string(),
         other => panic!("expected a content refusal, got {other:?}"),
     }
 }

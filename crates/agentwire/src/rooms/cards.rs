@@ -303,7 +303,7 @@ pub(super) async fn send_answer(
 ) -> Result<Result<Event, String>, PublishError> {
     let content = match agentwire_tinyagent::answer_content(card, typed) {
         Ok(c) => c,
-        Err(why) => return Ok(Err(why)),
+        Err(why) => return Ok(Err(why.to_string())),
     };
     let answer = EventBuilder::new(COMMENT, content)
         .tags(agentwire_tinyagent::answer_tags(request, &card.room));
