@@ -20,6 +20,7 @@
 //! over HTTP. One file of both, as the crate keeps one file per remote kind.
 
 use agentwire_a2a_front::wire::{self, Message, Part, Role, TaskState};
+use agentwire_agents::openai::HttpClientError;
 use agentwire_core::{
     redact_secrets, redact_userinfo, Answer, ApproveChoice, Asked, ConversationId, Failure,
     FailureCode, Outcome, Question, QuestionKind, QuestionOption, Refusal, StatusState, TurnEvent,
@@ -113,13 +114,13 @@ type CachedCard = Arc<Mutex<Option<(Instant, RemoteCard)>>>;
 /// The HTTP client and the token: requests to one peer. No `Debug`: the token is in it.
 #[derive(Clone)]
 struct Rpc {
-    http: Result<reqwest::Client, String>,
+    http: Result<reqwest::Client, Arc<HttpClientError>>,
     token: Option<Arc<str>>,
 }
 
 /// The HTTP client: our own rustls (ring) config with the webpki roots, as everywhere in agentwire; no
 /// whole-request timeout (a stream lasts the turn), [`CONNECT_TIMEOUT`] to connect.
-fn http_client() -> Result<reqwest::Client, String> {
+fn http_client() -> Result<reqwest::Client, Arc<HttpClientError>> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
@@ -127,14 +128,14 @@ fn http_client() -> Result<reqwest::Client, String> {
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
+    .map_err(|e| Arc::new(HttpClientError::Tls(e)))?
     .with_root_certificates(roots)
     .with_no_client_auth();
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .tls_backend_preconfigured(tls)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        .map_err(|e| Arc::new(HttpClientError::Build(e)))
 }
 
 impl A2aRemote {
@@ -179,22 +180,38 @@ fn fail(code: impl Into<FailureCode>, message: impl Into<String>) -> Outcome {
     Outcome::Failure(Failure::new(code, message))
 }
 
+/// Why an agent card cannot be used by this client ([`parse_card`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CardError {
+    /// The card is not JSON.
+    #[error("the card is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// `capabilities.streaming` is not `true`.
+    #[error("its card does not offer streaming, which this client needs")]
+    NoStreaming,
+    /// No `supportedInterfaces` list (an A2A 0.x card).
+    #[error("the card lists no supportedInterfaces (an A2A 1.0 card does)")]
+    NoInterfaces,
+    /// No `JSONRPC` interface of A2A 1.x at an http(s) URL.
+    #[error("the card names no JSON-RPC interface of A2A 1.0 with an http(s) URL")]
+    NoJsonRpc,
+}
+
 /// Reads a card: its name, and the URL of its JSON-RPC interface of A2A 1.x. `Err` says what is wrong.
-pub fn parse_card(bytes: &[u8]) -> Result<RemoteCard, String> {
-    let card: Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("the card is not JSON: {e}"))?;
+pub fn parse_card(bytes: &[u8]) -> Result<RemoteCard, CardError> {
+    let card: Value = serde_json::from_slice(bytes).map_err(CardError::NotJson)?;
     let name = card
         .get("name")
         .and_then(Value::as_str)
         .map(quote)
         .unwrap_or_default();
     if card.pointer("/capabilities/streaming") != Some(&Value::Bool(true)) {
-        return Err("its card does not offer streaming, which this client needs".into());
+        return Err(CardError::NoStreaming);
     }
     let interfaces = card
         .get("supportedInterfaces")
         .and_then(Value::as_array)
-        .ok_or("the card lists no supportedInterfaces (an A2A 1.0 card does)")?;
+        .ok_or(CardError::NoInterfaces)?;
     let rpc_url = interfaces
         .iter()
         .take(MAX_OPTIONS)
@@ -212,15 +229,50 @@ pub fn parse_card(bytes: &[u8]) -> Result<RemoteCard, String> {
             u.parse::<reqwest::Url>()
                 .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
         })
-        .ok_or("the card names no JSON-RPC interface of A2A 1.0 with an http(s) URL")?;
+        .ok_or(CardError::NoJsonRpc)?;
     Ok(RemoteCard {
         name,
         rpc_url: rpc_url.to_string(),
     })
 }
 
+/// Why an event's data (or an answer) the peer sent is not A2A as this client reads it ([`decode`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// It is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A JSON-RPC response with neither `result` nor `error`.
+    #[error("neither a result nor an error")]
+    NoResult,
+    /// A task, status or message id that is not 1 to [`wire::MAX_ID_CHARS`] visible ASCII characters.
+    #[error("{field} is not 1 to {} visible ASCII characters", wire::MAX_ID_CHARS)]
+    BadId {
+        /// The id's field.
+        field: &'static str,
+    },
+    /// A task without its `id`.
+    #[error("task.id is missing")]
+    NoTaskId,
+    /// `parts` is not a list.
+    #[error("parts is not a list")]
+    PartsNotList,
+    /// More than [`wire::MAX_PARTS`] parts.
+    #[error("more than {} parts", wire::MAX_PARTS)]
+    TooManyParts,
+    /// A part's `text` that is not a string.
+    #[error("a part's text is not a string")]
+    TextNotString,
+    /// An `artifactUpdate` without its `artifact`.
+    #[error("artifactUpdate has no artifact")]
+    NoArtifact,
+    /// A `result` that is none of the `StreamResponse` kinds this client reads.
+    #[error("a result that is no task, status, artifact or message")]
+    UnknownResult,
+}
+
 /// A task, status or message id the peer sent: 1 to [`wire::MAX_ID_CHARS`] visible ASCII characters.
-fn id_of(v: Option<&Value>, field: &str) -> Result<Option<String>, String> {
+fn id_of(v: Option<&Value>, field: &'static str) -> Result<Option<String>, DecodeError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s))
@@ -230,10 +282,7 @@ fn id_of(v: Option<&Value>, field: &str) -> Result<Option<String>, String> {
         {
             Ok(Some(s.clone()))
         }
-        Some(_) => Err(format!(
-            "{field} is not 1 to {} visible ASCII characters",
-            wire::MAX_ID_CHARS
-        )),
+        Some(_) => Err(DecodeError::BadId { field }),
     }
 }
 
@@ -255,19 +304,19 @@ fn state_of(v: Option<&Value>) -> Option<TaskState> {
 }
 
 /// The text parts of `parts` (joined by `sep`) and its first data part. Other parts are passed over.
-fn parts_of(parts: Option<&Value>, sep: &str) -> Result<(String, Option<Value>), String> {
+fn parts_of(parts: Option<&Value>, sep: &str) -> Result<(String, Option<Value>), DecodeError> {
     let Some(parts) = parts else {
         return Ok((String::new(), None));
     };
-    let parts = parts.as_array().ok_or("parts is not a list")?;
+    let parts = parts.as_array().ok_or(DecodeError::PartsNotList)?;
     if parts.len() > wire::MAX_PARTS {
-        return Err(format!("more than {} parts", wire::MAX_PARTS));
+        return Err(DecodeError::TooManyParts);
     }
     let (mut texts, mut data) = (Vec::new(), None);
     for p in parts {
         match p.get("text") {
             Some(Value::String(t)) => texts.push(t.as_str()),
-            Some(_) => return Err("a part's text is not a string".into()),
+            Some(_) => return Err(DecodeError::TextNotString),
             None => {
                 if data.is_none() {
                     data = p.get("data").filter(|d| d.is_object()).cloned();
@@ -291,7 +340,7 @@ pub struct Said {
     pub code: Option<String>,
 }
 
-fn said_of(v: Option<&Value>) -> Result<Option<Said>, String> {
+fn said_of(v: Option<&Value>) -> Result<Option<Said>, DecodeError> {
     let Some(m) = v.filter(|m| !m.is_null()) else {
         return Ok(None);
     };
@@ -355,8 +404,8 @@ pub enum Incoming {
 
 /// Reads one event's data (a JSON-RPC response whose result is a `StreamResponse`, or a `SendMessage`
 /// answer). `Err` says why it is not one.
-pub fn decode(data: &str) -> Result<Incoming, String> {
-    let v: Value = serde_json::from_str(data).map_err(|e| format!("not JSON: {e}"))?;
+pub fn decode(data: &str) -> Result<Incoming, DecodeError> {
+    let v: Value = serde_json::from_str(data).map_err(DecodeError::NotJson)?;
     if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
         return Ok(Incoming::Error {
             code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
@@ -367,9 +416,9 @@ pub fn decode(data: &str) -> Result<Incoming, String> {
                 .unwrap_or_default(),
         });
     }
-    let r = v.get("result").ok_or("neither a result nor an error")?;
+    let r = v.get("result").ok_or(DecodeError::NoResult)?;
     if let Some(t) = r.get("task") {
-        let id = id_of(t.get("id"), "task.id")?.ok_or("task.id is missing")?;
+        let id = id_of(t.get("id"), "task.id")?.ok_or(DecodeError::NoTaskId)?;
         let status = t.get("status");
         let mut artifacts = Vec::new();
         if let Some(list) = t.get("artifacts").and_then(Value::as_array) {
@@ -394,7 +443,7 @@ pub fn decode(data: &str) -> Result<Incoming, String> {
         });
     }
     if let Some(a) = r.get("artifactUpdate") {
-        let art = a.get("artifact").ok_or("artifactUpdate has no artifact")?;
+        let art = a.get("artifact").ok_or(DecodeError::NoArtifact)?;
         return Ok(Incoming::Artifact {
             task: id_of(a.get("taskId"), "taskId")?,
             id: id_of(art.get("artifactId"), "artifactId")?.unwrap_or_default(),
@@ -405,7 +454,7 @@ pub fn decode(data: &str) -> Result<Incoming, String> {
     if let Some(m) = r.get("message") {
         return Ok(Incoming::Message(said_of(Some(m))?.unwrap_or_default()));
     }
-    Err("a result that is no task, status, artifact or message".into())
+    Err(DecodeError::UnknownResult)
 }
 
 /// This turn's failure for a task that ended `state` there, with the failure code its status message
@@ -524,9 +573,18 @@ pub fn question_of(agent: &str, task: &str, said: &Said) -> Question {
     Question::new(agent, call, kind)
 }
 
+/// Why an answer here is none to send there ([`answer_text`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// Nobody here can answer, and the question is neither an approval nor a confirmation (whose no
+    /// would be sent).
+    #[error("nobody here can answer the remote agent's question")]
+    NoOperator,
+}
+
 /// The text that answers a question of `kind` there: an option's id (ids joined by `, `), or the text.
 /// `Err`: the answer is none to send (nobody can answer but an approval or a confirmation, which is no).
-pub fn answer_text(kind: &QuestionKind, answer: &Answer) -> Result<String, String> {
+pub fn answer_text(kind: &QuestionKind, answer: &Answer) -> Result<String, AnswerError> {
     Ok(match answer {
         Answer::Approve { choice } => APPROVE_OPTIONS
             .iter()
@@ -547,7 +605,7 @@ pub fn answer_text(kind: &QuestionKind, answer: &Answer) -> Result<String, Strin
                 .map(|o| o.0.to_string())
                 .unwrap_or_else(|| "deny".into()),
             QuestionKind::Confirm { .. } => "no".into(),
-            _ => return Err("nobody here can answer the remote agent's question".into()),
+            _ => return Err(AnswerError::NoOperator),
         },
     })
 }
@@ -803,6 +861,14 @@ fn rpc_failure(code: i64, message: &str) -> Outcome {
     )
 }
 
+/// Why a stream of server-sent events cannot be read on ([`SseFramer::push`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SseError {
+    /// One event is over [`MAX_SSE_EVENT_BYTES`].
+    #[error("the remote agent sent an event of more than {MAX_SSE_EVENT_BYTES} bytes")]
+    TooLarge,
+}
+
 /// Splits a byte stream into its server-sent events' data (`data:` lines joined by newlines; comments
 /// and other fields skipped; lines end with `\n` or `\r\n`). Pure.
 #[derive(Debug, Default)]
@@ -815,7 +881,7 @@ pub struct SseFramer {
 impl SseFramer {
     /// Takes the next bytes; the data of every event they complete, in order. `Err` when one event is over
     /// [`MAX_SSE_EVENT_BYTES`].
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, String> {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, SseError> {
         let mut events = Vec::new();
         for part in bytes.split_inclusive(|b| *b == b'\n') {
             let (body, ends) = match part.strip_suffix(b"\n") {
@@ -824,9 +890,7 @@ impl SseFramer {
             };
             self.held += body.len();
             if self.held > MAX_SSE_EVENT_BYTES {
-                return Err(format!(
-                    "the remote agent sent an event of more than {MAX_SSE_EVENT_BYTES} bytes"
-                ));
+                return Err(SseError::TooLarge);
             }
             self.line.extend_from_slice(body);
             if !ends {
@@ -858,27 +922,21 @@ impl SseFramer {
     }
 }
 
-/// Why a request to the peer did not give a stream.
-#[derive(Debug)]
+/// Why a request to the peer did not give a stream. Its text is what went wrong, for a log line.
+#[derive(Debug, thiserror::Error)]
 enum Trouble {
     /// Nothing answered (connection refused, DNS, TLS, a timeout).
+    #[error("the remote agent cannot be reached: {0}")]
     Unreachable(String),
     /// The peer answered an HTTP status that is no answer.
+    #[error("the remote agent answered HTTP {0}")]
     Status(u16),
     /// What it sent is not A2A.
+    #[error("the remote agent sent what is not A2A: {0}")]
     Bad(String),
 }
 
 impl Trouble {
-    /// What went wrong, for a log line.
-    fn said(&self) -> String {
-        match self {
-            Trouble::Unreachable(e) => format!("the remote agent cannot be reached: {e}"),
-            Trouble::Status(s) => format!("the remote agent answered HTTP {s}"),
-            Trouble::Bad(e) => format!("the remote agent sent what is not A2A: {e}"),
-        }
-    }
-
     fn outcome(self) -> Outcome {
         match self {
             Trouble::Unreachable(e) => fail(
@@ -945,7 +1003,10 @@ impl Events {
             };
             match tokio::time::timeout(STREAM_IDLE, resp.chunk()).await {
                 Ok(Ok(Some(bytes))) => {
-                    let events = self.framer.push(&bytes).map_err(|e| (true, e))?;
+                    let events = self
+                        .framer
+                        .push(&bytes)
+                        .map_err(|e| (true, e.to_string()))?;
                     self.ready.extend(events);
                 }
                 Ok(Ok(None)) => {
@@ -976,7 +1037,7 @@ impl Rpc {
     fn http(&self) -> Result<&reqwest::Client, Trouble> {
         self.http
             .as_ref()
-            .map_err(|e| Trouble::Unreachable(e.clone()))
+            .map_err(|e| Trouble::Unreachable(e.to_string()))
     }
 
     /// Reads the card at `url` (no token: a card is public).
@@ -995,7 +1056,7 @@ impl Rpc {
         let body = tokio::time::timeout(REQUEST_TIMEOUT, body_of(&mut resp, MAX_CARD_BYTES))
             .await
             .map_err(|_| Trouble::Unreachable("the card did not arrive in time".into()))??;
-        parse_card(&body).map_err(Trouble::Bad)
+        parse_card(&body).map_err(|e| Trouble::Bad(e.to_string()))
     }
 
     /// Calls `method` with `params` at `url`: its events (a stream's, or the JSON answer as one).
@@ -1133,20 +1194,51 @@ fn origin_shown(url: &str) -> String {
         .unwrap_or_else(|_| "not a URL".into())
 }
 
+/// Why a `ListTasks` or `CancelTask` answer cannot be read ([`live_tasks_of`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TaskAnswerError {
+    /// It is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The peer answered a JSON-RPC error.
+    #[error("{method} failed ({code}): {message}")]
+    Failed {
+        /// The method called.
+        method: &'static str,
+        /// The error's code.
+        code: i64,
+        /// The error's message, quoted.
+        message: String,
+    },
+    /// A `ListTasks` result without its `tasks`.
+    #[error("a ListTasks answer without its tasks")]
+    NoTasks,
+    /// A `CancelTask` result that is no task.
+    #[error("a CancelTask answer that is no task")]
+    NotATask,
+    /// A task whose id is not one.
+    #[error("{0}")]
+    BadId(#[from] DecodeError),
+}
+
 /// The tasks a `ListTasks` answer (`data`) lists in `context` that have not ended: submitted, working, or
 /// waiting for an answer. A task of another context (a peer that does not filter) is passed over; `Err`
 /// says why the answer cannot be read.
-pub fn live_tasks_of(data: &str, context: &str) -> Result<Vec<String>, String> {
-    let v: Value = serde_json::from_str(data).map_err(|e| format!("not JSON: {e}"))?;
+pub fn live_tasks_of(data: &str, context: &str) -> Result<Vec<String>, TaskAnswerError> {
+    let v: Value = serde_json::from_str(data).map_err(TaskAnswerError::NotJson)?;
     if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
         let message = e.get("message").and_then(Value::as_str).unwrap_or("");
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
-        return Err(format!("ListTasks failed ({code}): {}", quote(message)));
+        return Err(TaskAnswerError::Failed {
+            method: "ListTasks",
+            code,
+            message: quote(message),
+        });
     }
     let tasks = v
         .pointer("/result/tasks")
         .and_then(Value::as_array)
-        .ok_or("a ListTasks answer without its tasks")?;
+        .ok_or(TaskAnswerError::NoTasks)?;
     let mut live = Vec::new();
     for t in tasks.iter().take(MAX_LISTED_TASKS) {
         if t.get("contextId").and_then(Value::as_str) != Some(context) {
@@ -1166,19 +1258,23 @@ pub fn live_tasks_of(data: &str, context: &str) -> Result<Vec<String>, String> {
 }
 
 /// What a `CancelTask` answer (`data`, a JSON-RPC response whose result is the task) says of the cancel.
-fn cancel_answer(data: &str) -> Result<Cancelled, String> {
-    let v: Value = serde_json::from_str(data).map_err(|e| format!("not JSON: {e}"))?;
+fn cancel_answer(data: &str) -> Result<Cancelled, TaskAnswerError> {
+    let v: Value = serde_json::from_str(data).map_err(TaskAnswerError::NotJson)?;
     if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(0);
         if code == TASK_NOT_CANCELABLE {
             return Ok(Cancelled::Ended);
         }
         let message = e.get("message").and_then(Value::as_str).unwrap_or("");
-        return Err(format!("CancelTask failed ({code}): {}", quote(message)));
+        return Err(TaskAnswerError::Failed {
+            method: "CancelTask",
+            code,
+            message: quote(message),
+        });
     }
     match v.get("result") {
         Some(t) if t.is_object() => Ok(Cancelled::Yes),
-        _ => Err("a CancelTask answer that is no task".into()),
+        _ => Err(TaskAnswerError::NotATask),
     }
 }
 
@@ -1191,44 +1287,72 @@ enum Cancelled {
     Ended,
 }
 
+/// Why a `ListTasks` or `CancelTask` call (for a turn a crash cut off) gave no answer to act on.
+#[derive(Debug, thiserror::Error)]
+enum TaskCallError {
+    /// The call gave no stream.
+    #[error("{0}")]
+    Call(#[source] Trouble),
+    /// The stream ended before its answer.
+    #[error("{method} was answered with nothing")]
+    Nothing {
+        /// The method called.
+        method: &'static str,
+    },
+    /// The stream dropped: why.
+    #[error("{0}")]
+    Dropped(String),
+    /// No answer within [`REQUEST_TIMEOUT`].
+    #[error("{method} was not answered in time")]
+    NotInTime {
+        /// The method called.
+        method: &'static str,
+    },
+    /// The answer cannot be read.
+    #[error("{0}")]
+    Answer(#[from] TaskAnswerError),
+}
+
 impl Rpc {
     /// The tasks of `context` at `url` that have not ended (the first page of `ListTasks`, newest first: a
     /// context runs one turn at a time, so there are a few at most).
-    async fn live_tasks(&self, url: &str, context: &str) -> Result<Vec<String>, String> {
+    async fn live_tasks(&self, url: &str, context: &str) -> Result<Vec<String>, TaskCallError> {
+        const METHOD: &str = "ListTasks";
         let params = json!({ "contextId": context, "pageSize": MAX_LISTED_TASKS });
         let listed = async {
             let mut ev = self
-                .call(url, "ListTasks", params)
+                .call(url, METHOD, params)
                 .await
-                .map_err(|t| t.said())?;
+                .map_err(TaskCallError::Call)?;
             match ev.next().await {
-                Ok(Some(data)) => live_tasks_of(&data, context),
-                Ok(None) => Err("ListTasks was answered with nothing".to_string()),
-                Err((_, e)) => Err(e),
+                Ok(Some(data)) => Ok(live_tasks_of(&data, context)?),
+                Ok(None) => Err(TaskCallError::Nothing { method: METHOD }),
+                Err((_, e)) => Err(TaskCallError::Dropped(e)),
             }
         };
         tokio::time::timeout(REQUEST_TIMEOUT, listed)
             .await
-            .unwrap_or_else(|_| Err("ListTasks was not answered in time".into()))
+            .unwrap_or(Err(TaskCallError::NotInTime { method: METHOD }))
     }
 
     /// `CancelTask` for `task`, its answer read (within [`REQUEST_TIMEOUT`]).
-    async fn cancel_checked(&self, url: &str, task: &str) -> Result<Cancelled, String> {
+    async fn cancel_checked(&self, url: &str, task: &str) -> Result<Cancelled, TaskCallError> {
+        const METHOD: &str = "CancelTask";
         let call = async {
             let mut ev = self
-                .call(url, "CancelTask", json!({ "id": task }))
+                .call(url, METHOD, json!({ "id": task }))
                 .await
-                .map_err(|t| t.said())?;
+                .map_err(TaskCallError::Call)?;
             let data = match ev.next().await {
                 Ok(Some(d)) => d,
-                Ok(None) => return Err("CancelTask was answered with nothing".to_string()),
-                Err((_, e)) => return Err(e),
+                Ok(None) => return Err(TaskCallError::Nothing { method: METHOD }),
+                Err((_, e)) => return Err(TaskCallError::Dropped(e)),
             };
-            cancel_answer(&data)
+            Ok(cancel_answer(&data)?)
         };
         tokio::time::timeout(REQUEST_TIMEOUT, call)
             .await
-            .unwrap_or_else(|_| Err("CancelTask was not answered in time".into()))
+            .unwrap_or(Err(TaskCallError::NotInTime { method: METHOD }))
     }
 }
 
@@ -1252,12 +1376,12 @@ impl Agent for A2aRemote {
                     .live_tasks(&card.rpc_url, &context)
                     .await
                     .map(|tasks| (card, tasks)),
-                Err(t) => Err(t.said()),
+                Err(t) => Err(TaskCallError::Call(t)),
             };
             let (card, tasks) = match tasks {
                 Ok(t) => t,
                 Err(why) => {
-                    let why = clean(why);
+                    let why = clean(why.to_string());
                     tracing::warn!(agent = %name, %request, %why, "could not cancel the remote A2A task of a turn a crash cut off");
                     return;
                 }
@@ -1274,7 +1398,7 @@ impl Agent for A2aRemote {
                         tracing::debug!(agent = %name, %request, %task, "the remote A2A task of a turn a crash cut off had ended")
                     }
                     Err(why) => {
-                        let why = clean(why);
+                        let why = clean(why.to_string());
                         tracing::warn!(agent = %name, %request, %task, %why, "could not cancel the remote A2A task of a turn a crash cut off")
                     }
                 }
@@ -1469,7 +1593,7 @@ async fn drive(
                     deadline += asked_at.elapsed();
                     let text = match asked {
                         Asked::Answered(a) => answer_text(&question.kind, &a)
-                            .map_err(|why| (TurnFailure::UnsupportedFeature, why)),
+                            .map_err(|why| (TurnFailure::UnsupportedFeature, why.to_string())),
                         Asked::Unanswered => Err((
                             TurnFailure::Deferred,
                             "nobody answered the remote agent's question in time".to_string(),
@@ -1563,19 +1687,35 @@ mod tests {
         assert_eq!(live_tasks_of(&listed.to_string(), c).unwrap(), ["t1", "t3"]);
         let refused =
             json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no"}});
-        assert!(live_tasks_of(&refused.to_string(), c).is_err());
+        assert_eq!(
+            live_tasks_of(&refused.to_string(), c)
+                .unwrap_err()
+                .to_string(),
+            "ListTasks failed (-32601): no"
+        );
         assert!(live_tasks_of("{\"result\": {}}", c).is_err());
         let bad_id = json!({"result": {"tasks": [task("a b", c, "TASK_STATE_WORKING")]}});
-        assert!(live_tasks_of(&bad_id.to_string(), c).is_err());
+        assert_eq!(
+            live_tasks_of(&bad_id.to_string(), c)
+                .unwrap_err()
+                .to_string(),
+            "task.id is not 1 to 128 visible ASCII characters"
+        );
 
         let cancelled =
             json!({"jsonrpc": "2.0", "id": 1, "result": task("t1", c, "TASK_STATE_CANCELED")});
-        assert_eq!(cancel_answer(&cancelled.to_string()), Ok(Cancelled::Yes));
+        assert_eq!(
+            cancel_answer(&cancelled.to_string()).unwrap(),
+            Cancelled::Yes
+        );
         let ended =
             json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "ended"}});
-        assert_eq!(cancel_answer(&ended.to_string()), Ok(Cancelled::Ended));
+        assert_eq!(cancel_answer(&ended.to_string()).unwrap(), Cancelled::Ended);
         let gone = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "gone"}});
-        assert!(cancel_answer(&gone.to_string()).is_err());
+        assert_eq!(
+            cancel_answer(&gone.to_string()).unwrap_err().to_string(),
+            "CancelTask failed (-32001): gone"
+        );
     }
 
     #[test]
@@ -1592,6 +1732,7 @@ mod tests {
             json!({"capabilities": {}, "supportedInterfaces": card["supportedInterfaces"]});
         assert!(parse_card(no_stream.to_string().as_bytes())
             .unwrap_err()
+            .to_string()
             .contains("streaming"));
         assert!(parse_card(b"\xff not json").is_err());
         let file = json!({"capabilities": {"streaming": true}, "supportedInterfaces": [

@@ -918,17 +918,28 @@ fn remote_request(conversation: &ConversationId, request: &RequestId, attempt: u
     }
 }
 
+/// Why the run of a turn a crash cut off could not be cancelled there ([`cancel_interrupted`]).
+#[derive(Debug, thiserror::Error)]
+enum CancelError {
+    /// No connection to NATS as the caller.
+    #[error("cannot connect: {0}")]
+    Connect(#[source] ClientError),
+    /// A cancel was not taken (other than no worker running it).
+    #[error("{0}")]
+    Cancel(#[source] ClientError),
+}
+
 /// Cancels the run a turn a crash cut off left there: its tag's, and a resend's. `Ok(false)` when no
 /// worker runs either any longer (the run ended meanwhile).
 async fn cancel_interrupted(
     settings: &FiskRemoteSettings,
     conversation: &ConversationId,
     request: &RequestId,
-) -> Result<bool, String> {
+) -> Result<bool, CancelError> {
     let identity = settings.identity.as_str();
     let caller = Caller::connect_with(&settings.connect, CALLER_NAME)
         .await
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(CancelError::Connect)?;
     let mut cancelled = false;
     for attempt in 0..=MAX_RESENDS {
         let tag = remote_request(conversation, request, attempt);
@@ -936,7 +947,7 @@ async fn cancel_interrupted(
             Ok(()) => cancelled = true,
             // Not running there (ended, or never sent).
             Err(ClientError::NoResponders(_)) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(CancelError::Cancel(e)),
         }
     }
     Ok(cancelled)

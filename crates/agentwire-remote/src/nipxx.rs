@@ -166,6 +166,17 @@ fn fail(code: TurnFailure, message: impl Into<String>) -> Outcome {
     Outcome::Failure(Failure::new(code, message))
 }
 
+/// Why none of a remote agent's relays could be connected to ([`connect_any`]).
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// It has no relays.
+    #[error("no relay is configured")]
+    NoRelay,
+    /// The last relay tried could not be reached.
+    #[error("{0}")]
+    Relay(#[source] ClientError),
+}
+
 /// Connects to the first of `relays` that answers.
 async fn connect_any(
     relays: &[String],
@@ -174,13 +185,13 @@ async fn connect_any(
         RelayConn,
         mpsc::Receiver<agentwire_nostr::relay_conn::Incoming>,
     ),
-    String,
+    ConnectError,
 > {
-    let mut last = String::from("no relay is configured");
+    let mut last = ConnectError::NoRelay;
     for url in relays {
         match client::connect(url).await {
             Ok(c) => return Ok(c),
-            Err(e) => last = e.to_string(),
+            Err(e) => last = ConnectError::Relay(e),
         }
     }
     Err(last)
@@ -419,6 +430,17 @@ impl Agent for NipxxRemote {
     }
 }
 
+/// Why the run of a turn a crash cut off could not be cancelled there ([`cancel_interrupted`]).
+#[derive(Debug, thiserror::Error)]
+enum CancelError {
+    /// None of the agent's relays could be reached.
+    #[error("{0}")]
+    Connect(#[from] ConnectError),
+    /// Listing the prompts sent, or sending the cancel, failed.
+    #[error("{0}")]
+    Client(#[from] ClientError),
+}
+
 /// Cancels the run a turn a crash cut off left there: the newest prompt this daemon's key sent in the
 /// conversation's session before this process started (a conversation runs one turn at a time, so it is
 /// that turn's). A run that ended
@@ -429,12 +451,10 @@ async fn cancel_interrupted(
     crypto: Arc<Crypto>,
     conversation: ConversationId,
     started: nostr::prelude::Timestamp,
-) -> Result<bool, String> {
-    let (conn, mut incoming) = connect_any(&relays).await.map_err(|e| e.to_string())?;
+) -> Result<bool, CancelError> {
+    let (conn, mut incoming) = connect_any(&relays).await?;
     let session = session_of(&conversation);
-    let sent = client::sent_prompts(&conn, &mut incoming, &crypto, agent, Some(&session))
-        .await
-        .map_err(|e| e.to_string())?;
+    let sent = client::sent_prompts(&conn, &mut incoming, &crypto, agent, Some(&session)).await?;
     // Sent before this process started (to the second: a client told `interrupted` asks again after its
     // retry_after, 5 s): a turn of this process's is not the one cut off.
     let Some(newest) = sent.iter().find(|p| p.at <= started) else {
@@ -447,10 +467,8 @@ async fn cancel_interrupted(
         wrap: false,
         reason: CancelReason::UserCancel,
     };
-    client::cancel(&conn, &crypto, &req)
-        .await
-        .map(|_| true)
-        .map_err(|e| e.to_string())
+    client::cancel(&conn, &crypto, &req).await?;
+    Ok(true)
 }
 
 #[cfg(test)]
