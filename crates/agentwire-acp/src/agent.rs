@@ -5,7 +5,7 @@
 
 use crate::kept::KeptSessions;
 use crate::mapping::{self, ToolCalls};
-use crate::process::{Incoming, Launch, Process};
+use crate::process::{Incoming, Launch, Process, StartError};
 use agent_client_protocol::v1::schema::{
     CancelNotification, LoadSessionRequest, NewSessionRequest, PromptRequest, PromptResponse,
     RequestPermissionOutcome, RequestPermissionResponse, SessionId,
@@ -102,12 +102,37 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Why a conversation has no session with the agent ([`session_for`]).
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    /// The agent's process did not start.
+    #[error("{0}")]
+    Start(#[from] StartError),
+    /// `session/new` was not answered within [`SESSION_TIMEOUT`].
+    #[error("it did not open a session within {} s", SESSION_TIMEOUT.as_secs())]
+    OpenNotInTime,
+    /// `session/new` was refused.
+    #[error("it did not open a session: {0}")]
+    Open(#[source] agent_client_protocol::Error),
+}
+
+/// Why an earlier session could not be loaded (`session/load`): the conversation opens a new one.
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    /// No answer within [`SESSION_TIMEOUT`].
+    #[error("no answer within {} s", SESSION_TIMEOUT.as_secs())]
+    NotInTime,
+    /// The agent refused it.
+    #[error("{0}")]
+    Refused(#[source] agent_client_protocol::Error),
+}
+
 /// The session of `conversation`, opened (and the process started) when it has none.
 async fn session_for(
     state: &tokio::sync::Mutex<State>,
     launch: &Launch,
     conversation: &ConversationId,
-) -> Result<Session, String> {
+) -> Result<Session, SessionError> {
     let mut st = state.lock().await;
     let process = match &st.process {
         Some(p) if p.alive() => p.clone(),
@@ -165,7 +190,7 @@ async fn session_for(
 }
 
 /// Asks the agent to load session `id` (`session/load`); the history it replays is not this turn's.
-async fn load(process: &Process, launch: &Launch, id: &SessionId) -> Result<(), String> {
+async fn load(process: &Process, launch: &Launch, id: &SessionId) -> Result<(), LoadError> {
     tokio::time::timeout(
         SESSION_TIMEOUT,
         process
@@ -174,13 +199,13 @@ async fn load(process: &Process, launch: &Launch, id: &SessionId) -> Result<(), 
             .block_task(),
     )
     .await
-    .map_err(|_| format!("no answer within {} s", SESSION_TIMEOUT.as_secs()))?
+    .map_err(|_| LoadError::NotInTime)?
     .map(|_| ())
-    .map_err(|e| e.to_string())
+    .map_err(LoadError::Refused)
 }
 
 /// Opens a new session (`session/new`).
-async fn open(process: &Process, launch: &Launch) -> Result<SessionId, String> {
+async fn open(process: &Process, launch: &Launch) -> Result<SessionId, SessionError> {
     let made = tokio::time::timeout(
         SESSION_TIMEOUT,
         process
@@ -189,13 +214,8 @@ async fn open(process: &Process, launch: &Launch) -> Result<SessionId, String> {
             .block_task(),
     )
     .await
-    .map_err(|_| {
-        format!(
-            "it did not open a session within {} s",
-            SESSION_TIMEOUT.as_secs()
-        )
-    })?
-    .map_err(|e| format!("it did not open a session: {e}"))?;
+    .map_err(|_| SessionError::OpenNotInTime)?
+    .map_err(SessionError::Open)?;
     Ok(made.session_id)
 }
 

@@ -143,14 +143,65 @@ pub(crate) struct Process {
     last_stderr: Arc<Mutex<Option<String>>>,
 }
 
+/// Why an ACP agent's process did not start and answer `initialize` ([`Process::start`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Its `command` is empty.
+    #[error("the agent has no command")]
+    NoCommand,
+    /// Its working directory could not be made.
+    #[error("cannot make its directory {}: {source}", dir.display())]
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its stdin, stdout or stderr was not piped.
+    #[error("its stdio could not be piped")]
+    NoStdio,
+    /// The process or its connection ended before `initialize` was answered.
+    #[error("it ended before it answered initialize{}", said(.last_words))]
+    Ended {
+        /// The last line it wrote on its stderr.
+        last_words: Option<String>,
+    },
+    /// `initialize` was not answered within [`START_TIMEOUT`].
+    #[error("it did not answer initialize within {} s{}", START_TIMEOUT.as_secs(), said(.last_words))]
+    NotInTime {
+        /// The last line it wrote on its stderr.
+        last_words: Option<String>,
+    },
+}
+
+/// An agent's last words as a failure says them after what went wrong: ` (its last words: …)`, or nothing.
+fn said(last_words: &Option<String>) -> String {
+    last_words
+        .as_ref()
+        .map(|l| format!(" (its last words: {l})"))
+        .unwrap_or_default()
+}
+
 impl Process {
     /// Starts the agent `launch` names and initializes its connection.
-    pub(crate) async fn start(launch: &Launch) -> Result<Arc<Process>, String> {
+    pub(crate) async fn start(launch: &Launch) -> Result<Arc<Process>, StartError> {
         let Some((program, args)) = launch.command.split_first() else {
-            return Err("the agent has no command".into());
+            return Err(StartError::NoCommand);
         };
-        std::fs::create_dir_all(&launch.cwd)
-            .map_err(|e| format!("cannot make its directory {}: {e}", launch.cwd.display()))?;
+        std::fs::create_dir_all(&launch.cwd).map_err(|source| StartError::Dir {
+            dir: launch.cwd.clone(),
+            source,
+        })?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .env_clear()
@@ -162,13 +213,16 @@ impl Process {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
+            .map_err(|source| StartError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
         let group = Arc::new(Group(Mutex::new(child.id())));
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             group.kill();
-            return Err("its stdio could not be piped".into());
+            return Err(StartError::NoStdio);
         };
         let last_stderr = Arc::new(Mutex::new(None));
         let stderr_read =
@@ -255,14 +309,11 @@ impl Process {
             let mut gone = ended.clone();
             let _ = tokio::time::timeout(STOP_GRACE, gone.wait_for(|e| *e)).await;
         }
-        let why = |what: &str| {
-            let said = last_stderr
+        let last_words = || {
+            last_stderr
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone()
-                .map(|l| format!(" (its last words: {l})"))
-                .unwrap_or_default();
-            format!("{what}{said}")
         };
         match started {
             Ok(Ok((cx, loads_sessions))) => Ok(Arc::new(Process {
@@ -274,11 +325,12 @@ impl Process {
                 close,
                 last_stderr,
             })),
-            Ok(Err(_)) => Err(why("it ended before it answered initialize")),
-            Err(_) => Err(why(&format!(
-                "it did not answer initialize within {} s",
-                START_TIMEOUT.as_secs()
-            ))),
+            Ok(Err(_)) => Err(StartError::Ended {
+                last_words: last_words(),
+            }),
+            Err(_) => Err(StartError::NotInTime {
+                last_words: last_words(),
+            }),
         }
     }
 
