@@ -278,6 +278,17 @@ impl RelayConn {
     }
 }
 
+/// Why a relay connection cannot be set up at all (no retry helps).
+#[derive(Debug, thiserror::Error)]
+enum ConnectorError {
+    /// The relay URL cannot be used.
+    #[error(transparent)]
+    Url(#[from] RelayUrlError),
+    /// The TLS configuration for a `wss://` relay could not be built.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
 struct Driver {
     url: String,
     tls: Option<RelayTls>,
@@ -295,13 +306,13 @@ struct Driver {
 
 impl Driver {
     /// The TLS connector for this relay's URL: none for `ws://`.
-    fn connector(&self) -> Result<Option<Connector>, String> {
-        match check_relay_url(&self.url).map_err(|e| e.to_string())? {
+    fn connector(&self) -> Result<Option<Connector>, ConnectorError> {
+        match check_relay_url(&self.url)? {
             RelayScheme::Ws => Ok(None),
             RelayScheme::Wss => {
                 let tls = match &self.tls {
                     Some(t) => t.clone(),
-                    None => RelayTls::process_default().map_err(|e| e.to_string())?,
+                    None => RelayTls::process_default()?,
                 };
                 Ok(Some(Connector::Rustls(tls.client_config())))
             }

@@ -27,6 +27,38 @@ pub struct Offer {
     pub max_prompt_bytes: Option<u64>,
 }
 
+/// Why an agent would refuse a prompt, by what its ai.info offers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptRefusal {
+    /// The agent does not take NIP-44, the only encryption this client sends.
+    #[error("the agent's ai.info does not list nip44 among its encryption, the only one this client sends")]
+    NoNip44,
+    /// The prompt is longer than the agent's `max_prompt_bytes`.
+    #[error(
+        "the prompt is {len} bytes; the agent takes at most {max} (its ai.info's max_prompt_bytes)"
+    )]
+    TooLarge {
+        /// The prompt message's length in bytes.
+        len: u64,
+        /// The most the agent takes.
+        max: u64,
+    },
+    /// The prompt asks for a model the agent does not list among its `supported_models`.
+    #[error("the agent does not offer model {model:?} (its ai.info lists {})", .supported.join(", "))]
+    Model {
+        /// The model asked for.
+        model: String,
+        /// The models the agent lists.
+        supported: Vec<String>,
+    },
+    /// A gift-wrapped prompt to an agent whose ai.info does not announce `supports_nip59`.
+    #[error("the agent's ai.info does not announce supports_nip59: ask without --nip59")]
+    Nip59NotAnnounced,
+    /// A gift-wrapped prompt to an agent that publishes no ai.info, so announces no `supports_nip59`.
+    #[error("the agent publishes no ai.info, so it does not announce supports_nip59: ask without --nip59")]
+    Nip59WithoutInfo,
+}
+
 impl Offer {
     /// The offer of an ai.info's content (checked by `InfoPayload::validate`), or the spec's defaults for
     /// an agent that publishes none: streaming, NIP-44, no tools.
@@ -75,19 +107,14 @@ impl Offer {
     }
 
     /// Why `prompt` (gift-wrapped when `wrap`) would be refused by this agent, before it is sent.
-    pub fn check(&self, prompt: &PromptPayload, wrap: bool) -> Result<(), String> {
+    pub fn check(&self, prompt: &PromptPayload, wrap: bool) -> Result<(), PromptRefusal> {
         if !self.nip44 {
-            return Err(
-                "the agent's ai.info does not list nip44 among its encryption, the only one this client sends"
-                    .into(),
-            );
+            return Err(PromptRefusal::NoNip44);
         }
         if let Some(max) = self.max_prompt_bytes {
             let len = prompt.message.len() as u64;
             if len > max {
-                return Err(format!(
-                    "the prompt is {len} bytes; the agent takes at most {max} (its ai.info's max_prompt_bytes)"
-                ));
+                return Err(PromptRefusal::TooLarge { len, max });
             }
         }
         if let Some(model) = &prompt.model {
@@ -95,16 +122,16 @@ impl Offer {
                 && !self.supported_models.is_empty()
                 && !self.supported_models.contains(model)
             {
-                return Err(format!(
-                    "the agent does not offer model {model:?} (its ai.info lists {})",
-                    self.supported_models.join(", ")
-                ));
+                return Err(PromptRefusal::Model {
+                    model: model.clone(),
+                    supported: self.supported_models.clone(),
+                });
             }
         }
         if wrap && !self.nip59 {
             return Err(match self.announced {
-                true => "the agent's ai.info does not announce supports_nip59: ask without --nip59".into(),
-                false => "the agent publishes no ai.info, so it does not announce supports_nip59: ask without --nip59".into(),
+                true => PromptRefusal::Nip59NotAnnounced,
+                false => PromptRefusal::Nip59WithoutInfo,
             });
         }
         Ok(())
@@ -127,7 +154,11 @@ mod tests {
         assert_eq!(o.check(&p, false), Ok(()));
         p.model = Some("any".into());
         assert_eq!(o.check(&p, false), Ok(()), "no list to check it against");
-        assert!(o.check(&p, true).unwrap_err().contains("no ai.info"));
+        assert!(o
+            .check(&p, true)
+            .unwrap_err()
+            .to_string()
+            .contains("no ai.info"));
     }
 
     #[test]
@@ -142,15 +173,27 @@ mod tests {
         let mut p = PromptPayload::new("0123456789");
         assert_eq!(o.check(&p, true), Ok(()), "exactly the most it takes");
         p.message.push('!');
-        assert!(o.check(&p, false).unwrap_err().contains("11 bytes"));
+        assert!(o
+            .check(&p, false)
+            .unwrap_err()
+            .to_string()
+            .contains("11 bytes"));
         let mut p = PromptPayload::new("hi");
         p.model = Some("gpt-9".into());
-        assert!(o.check(&p, false).unwrap_err().contains("demo-1"));
+        assert!(o
+            .check(&p, false)
+            .unwrap_err()
+            .to_string()
+            .contains("demo-1"));
         p.model = Some("demo-1".into());
         assert_eq!(o.check(&p, false), Ok(()));
         let other = Offer::of(Some(&info(
             serde_json::json!({"encryption": ["nip04"], "tool_names": []}),
         )));
-        assert!(other.check(&p, false).unwrap_err().contains("nip44"));
+        assert!(other
+            .check(&p, false)
+            .unwrap_err()
+            .to_string()
+            .contains("nip44"));
     }
 }

@@ -39,6 +39,23 @@ impl EnvelopeOf {
     }
 }
 
+/// Why a text is not the envelope of an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    /// Not `key=value` fields joined by `|` with an `event` among them.
+    #[error("not an envelope (`key=value` fields joined by `|`, one of them `event`)")]
+    NotAnEnvelope,
+    /// A key the spec requires is missing: the key, or the keys of which one is required.
+    #[error("the envelope has no `{}`", .0.join("` or `"))]
+    Missing(&'static [&'static str]),
+    /// The `event` is not the one expected: the expected one.
+    #[error("the envelope's event is not `{0}`")]
+    Event(&'static str),
+    /// A terminal's (ai.response, ai.error) envelope without `phase=end`.
+    #[error("a terminal's envelope has `phase=end`")]
+    NotEnd,
+}
+
 /// A checked envelope: its fields, aliases read as their canonical keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
@@ -48,11 +65,9 @@ pub struct Envelope {
 impl Envelope {
     /// Reads `text` as the envelope of an `of` event; why not, when it is not one or lacks a key the spec
     /// requires.
-    pub fn read(text: &str, of: EnvelopeOf) -> Result<Envelope, String> {
+    pub fn read(text: &str, of: EnvelopeOf) -> Result<Envelope, EnvelopeError> {
         if !is_envelope(text) {
-            return Err(
-                "not an envelope (`key=value` fields joined by `|`, one of them `event`)".into(),
-            );
+            return Err(EnvelopeError::NotAnEnvelope);
         }
         let mut fields = parse(text);
         for (alias, key) in ALIASES {
@@ -61,19 +76,19 @@ impl Envelope {
             }
         }
         let e = Envelope { fields };
-        for key in ["event", "phase", "ts"] {
+        for key in &["event", "phase", "ts"] {
             if e.get(key).is_none() {
-                return Err(format!("the envelope has no `{key}`"));
+                return Err(EnvelopeError::Missing(std::slice::from_ref(key)));
             }
         }
         if e.get("event") != Some(of.event()) {
-            return Err(format!("the envelope's event is not `{}`", of.event()));
+            return Err(EnvelopeError::Event(of.event()));
         }
         let ends = matches!(of, EnvelopeOf::Response | EnvelopeOf::Error);
         if ends && e.get("phase") != Some("end") {
-            return Err("a terminal's envelope has `phase=end`".into());
+            return Err(EnvelopeError::NotEnd);
         }
-        let needs: &[&[&str]] = match of {
+        let needs: &'static [&'static [&'static str]] = match of {
             EnvelopeOf::Response => &[&["text"]],
             EnvelopeOf::Delta => &[&["text", "block"]],
             EnvelopeOf::ToolCall => &[&["text", "name"]],
@@ -81,7 +96,7 @@ impl Envelope {
         };
         for any in needs {
             if !any.iter().any(|k| e.get(k).is_some()) {
-                return Err(format!("the envelope has no `{}`", any.join("` or `")));
+                return Err(EnvelopeError::Missing(any));
             }
         }
         Ok(e)
@@ -245,7 +260,7 @@ mod tests {
 
     #[test]
     fn each_event_needs_its_own_keys() {
-        let no = |text: &str, of| Envelope::read(text, of).unwrap_err();
+        let no = |text: &str, of| Envelope::read(text, of).unwrap_err().to_string();
         assert!(no("event=final|phase=end|text=x", EnvelopeOf::Response).contains("`ts`"));
         assert!(no("event=final|text=x|ts=1", EnvelopeOf::Response).contains("`phase`"));
         assert!(

@@ -498,22 +498,34 @@ pub struct PricingHints {
     pub per_1k_output_tokens: f64,
 }
 
+/// Why [`PricingHints`] cannot be published.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PricingError {
+    /// The currency is not three capital letters.
+    #[error("currency {0:?} is not an ISO 4217 code such as \"USD\"")]
+    Currency(String),
+    /// A price is negative, not finite, or above [`MAX_PRICE_PER_1K`].
+    #[error("{what} {price} is not a price from 0 to {max}", max = MAX_PRICE_PER_1K)]
+    Price {
+        /// Which price (`per_1k_prompt_tokens`, `per_1k_output_tokens`).
+        what: &'static str,
+        /// Its value.
+        price: f64,
+    },
+}
+
 impl PricingHints {
     /// Checked: three capital letters, and prices from 0 to [`MAX_PRICE_PER_1K`]; why not otherwise.
-    pub fn new(currency: &str, prompt: f64, output: f64) -> Result<PricingHints, String> {
+    pub fn new(currency: &str, prompt: f64, output: f64) -> Result<PricingHints, PricingError> {
         if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
-            return Err(format!(
-                "currency {currency:?} is not an ISO 4217 code such as \"USD\""
-            ));
+            return Err(PricingError::Currency(currency.to_owned()));
         }
         for (what, v) in [
             ("per_1k_prompt_tokens", prompt),
             ("per_1k_output_tokens", output),
         ] {
             if !(v.is_finite() && (0.0..=MAX_PRICE_PER_1K).contains(&v)) {
-                return Err(format!(
-                    "{what} {v} is not a price from 0 to {MAX_PRICE_PER_1K}"
-                ));
+                return Err(PricingError::Price { what, price: v });
             }
         }
         Ok(PricingHints {

@@ -13,6 +13,17 @@ use nostr::prelude::{Event, EventBuilder, EventId, Kind, PublicKey};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Why a run event could not be built.
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    /// The payload could not be encrypted to the client (NIP-44).
+    #[error("cannot encrypt: {0}")]
+    Encrypt(#[source] crate::crypto::Nip44Error),
+    /// The event could not be sealed and gift-wrapped (NIP-59).
+    #[error("cannot gift-wrap: {0}")]
+    GiftWrap(#[source] nip59::Nip59Error),
+}
+
 /// When a relay refuses a terminal event (or does not answer), it is sent again after these delays: the
 /// spec's "after 1 s and 3 s".
 pub const TERMINAL_RETRY_DELAYS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
@@ -159,7 +170,7 @@ impl NipxxFront {
     }
 
     /// The run event carrying `m`, signed (or sealed and gift-wrapped); why not when it does not fit.
-    fn try_build(&self, m: RunMessage) -> Result<Event, String> {
+    fn try_build(&self, m: RunMessage) -> Result<Event, BuildError> {
         let RunMessage {
             kind,
             payload,
@@ -168,7 +179,7 @@ impl NipxxFront {
         let content = self
             .crypto
             .encrypt(&self.client, &payload)
-            .map_err(|e| format!("cannot encrypt: {e}"))?;
+            .map_err(BuildError::Encrypt)?;
         let mut t = tags::run(&self.client, &self.prompt, &self.session);
         t.extend(extra);
         let builder = EventBuilder::new(Kind::Custom(kind), content).tags(t);
@@ -176,7 +187,7 @@ impl NipxxFront {
             return Ok(self.crypto.sign(builder));
         }
         let rumor = nip59::rumor(&self.crypto, builder);
-        nip59::wrap(&self.crypto, &self.client, rumor).map_err(|e| format!("cannot gift-wrap: {e}"))
+        nip59::wrap(&self.crypto, &self.client, rumor).map_err(BuildError::GiftWrap)
     }
 
     /// `m` in the compatibility envelope too, when the front sends it so and the envelope still fits one

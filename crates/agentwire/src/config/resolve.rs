@@ -858,7 +858,7 @@ fn entry_choice(
                 .map_err(|reason| ConfigError::AgentSetting {
                     name: name.clone(),
                     key: "pricing_hints",
-                    reason,
+                    reason: reason.to_string(),
                 })?,
             ),
         };
