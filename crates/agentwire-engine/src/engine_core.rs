@@ -1,5 +1,6 @@
 //! The engine's decisions, pure: which submitted turn is admitted (draining, the agent's capacity, its
-//! conversation), when an open question's window closes, how long a turn waits before it looks at its
+//! conversation), which question each turn waits on (one at a time) and whether an answer fits it, when an
+//! open question's window closes, how long a turn waits before it looks at its
 //! conversation's claim again, how long a failed journal write waits before the next try, and when a
 //! drain's grace is over. Grown from the [`TurnBook`], which it holds.
 //!
@@ -8,7 +9,7 @@
 //! acts on each [`EngineCore::poll_action`]. So its tests run on a virtual clock.
 
 pub use agentwire_core::Backoff;
-use agentwire_core::{ConversationId, RequestId, Submitted, TurnBook};
+use agentwire_core::{Answer, ConversationId, Question, RequestId, Submitted, TurnBook};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -98,11 +99,33 @@ pub fn journal_backoff() -> Backoff {
     Backoff::new(RETRY_FIRST, RETRY_MAX)
 }
 
-/// The engine's pure state: the turn book, draining, and every timer.
+/// How an answer meets the question it names ([`EngineCore::check_answer`]; `Engine::answer`'s reply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerReply {
+    /// The waiting turn took the answer.
+    Taken,
+    /// No question with that id is open on that turn (never asked, already answered, or its window closed).
+    NotWaiting,
+    /// The answer does not fit the question (a select option that was not offered, ...).
+    DoesNotFit,
+}
+
+/// A question a turn put to its requester and waits on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenQuestion {
+    /// Its id, as the front named it.
+    pub id: String,
+    /// What was asked.
+    pub question: Question,
+}
+
+/// The engine's pure state: the turn book, the open questions, draining, and every timer.
 #[derive(Default)]
 pub struct EngineCore {
     /// Which turn of a conversation runs, queues or ends.
     pub(crate) book: TurnBook,
+    /// The question each turn waits on: one at a time.
+    questions: HashMap<RequestId, OpenQuestion>,
     draining: bool,
     drain_deadline: Option<Instant>,
     running_limit: Option<usize>,
@@ -184,18 +207,59 @@ impl EngineCore {
         self.drain_deadline.is_some_and(|d| now >= d)
     }
 
-    /// Turn `turn` put question `question` to its requester, open for `window` from `now`.
+    /// Whether turn `turn` may put a question to its requester now: one open at a time.
+    pub fn may_ask(&self, turn: &RequestId) -> bool {
+        !self.questions.contains_key(turn)
+    }
+
+    /// The question turn `turn` waits on.
+    pub fn open_question(&self, turn: &RequestId) -> Option<&OpenQuestion> {
+        self.questions.get(turn)
+    }
+
+    /// Turn `turn` put `question` (named `id` by its front) to its requester, open for `window` from `now`
+    /// when it has one (else until answered or cancelled). Refused (`false`, nothing changes) while another
+    /// question of the turn is open.
     pub fn handle_question_asked(
         &mut self,
         turn: &RequestId,
-        question: &str,
-        window: Duration,
+        id: &str,
+        question: Question,
+        window: Option<Duration>,
         now: Instant,
-    ) {
-        self.set(close_question(turn, question), now + window);
+    ) -> bool {
+        if !self.may_ask(turn) {
+            return false;
+        }
+        let open = OpenQuestion {
+            id: id.to_string(),
+            question,
+        };
+        self.questions.insert(turn.clone(), open);
+        if let Some(window) = window {
+            self.set(close_question(turn, id), now + window);
+        }
+        true
     }
 
-    /// Restarts the window of an open question from `now`. Returns whether it had a window.
+    /// Whether `answer` is one turn `turn` takes for question `question_id`: the question must be the one
+    /// open, and the answer must fit it (an offered option, the kind's shape).
+    pub fn check_answer(
+        &self,
+        turn: &RequestId,
+        question_id: &str,
+        answer: &Answer,
+    ) -> AnswerReply {
+        match self.questions.get(turn) {
+            Some(q) if q.id == question_id => match answer.fits(&q.question.kind) {
+                true => AnswerReply::Taken,
+                false => AnswerReply::DoesNotFit,
+            },
+            _ => AnswerReply::NotWaiting,
+        }
+    }
+
+    /// Restarts the window of an open question from `now`. Returns whether it is open with a window.
     pub fn handle_question_extended(
         &mut self,
         turn: &RequestId,
@@ -211,13 +275,23 @@ impl EngineCore {
         true
     }
 
-    /// The question is settled (answered, cancelled, closed): its window is dropped.
-    pub fn handle_question_settled(&mut self, turn: &RequestId, question: &str) {
+    /// Question `question` of turn `turn` is settled (answered, cancelled, or closed unanswered): it is no
+    /// longer open, and its window is dropped. Returns it when it was the one open.
+    pub fn handle_question_settled(
+        &mut self,
+        turn: &RequestId,
+        question: &str,
+    ) -> Option<OpenQuestion> {
         self.unset(&close_question(turn, question));
+        match self.questions.get(turn) {
+            Some(q) if q.id == question => self.questions.remove(turn),
+            _ => None,
+        }
     }
 
-    /// Turn `turn` left the engine: any window of its question goes with it.
+    /// Turn `turn` left the engine: its question and any window of it go with it.
     pub fn handle_turn_left(&mut self, turn: &RequestId) {
+        self.questions.remove(turn);
         let windows: Vec<Action> = self
             .scheduled
             .keys()

@@ -1,11 +1,12 @@
 //! The engine's pure core on a virtual clock: question windows, claim waits, write backoff and the drain's
 //! grace fire exactly when they are due, once, under arbitrary interleavings (checked against a model);
-//! admission decides in the engine's order.
+//! a turn has one question open at a time, and an answer is taken only for that question and when it
+//! fits; admission decides in the engine's order.
 
-use agentwire_core::{ConversationId, RequestId};
+use agentwire_core::{Answer, ConversationId, Question, QuestionKind, QuestionOption, RequestId};
 use agentwire_engine::engine_core::{
-    journal_backoff, Action, Admission, EngineCore, TurnPolicy, WakeId, CONVERSATION_CLAIM_POLL,
-    MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
+    journal_backoff, Action, Admission, AnswerReply, EngineCore, TurnPolicy, WakeId,
+    CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -25,7 +26,12 @@ enum Op {
     Ask {
         turn: usize,
         question: usize,
-        window: u64,
+        window: Option<u64>,
+    },
+    Answer {
+        turn: usize,
+        question: usize,
+        fits: bool,
     },
     Extend {
         turn: usize,
@@ -54,8 +60,10 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u64..3_000).prop_map(Op::Advance),
-        3 => (0usize..3, 0usize..2, 0u64..2_000)
+        3 => (0usize..3, 0usize..2, proptest::option::weighted(0.8, 0u64..2_000))
             .prop_map(|(turn, question, window)| Op::Ask { turn, question, window }),
+        2 => (0usize..3, 0usize..2, any::<bool>())
+            .prop_map(|(turn, question, fits)| Op::Answer { turn, question, fits }),
         2 => (0usize..3, 0usize..2, 0u64..2_000)
             .prop_map(|(turn, question, window)| Op::Extend { turn, question, window }),
         2 => (0usize..3, 0usize..2).prop_map(|(turn, question)| Op::Settle { turn, question }),
@@ -65,6 +73,20 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|pick| Op::DropWake { pick }),
         1 => (0u64..5_000).prop_map(|grace| Op::Drain { grace }),
     ]
+}
+
+/// The question every turn asks: pick a or b.
+fn asked() -> Question {
+    Question::new(
+        "pick",
+        "call_1",
+        QuestionKind::Select {
+            question: "which?".into(),
+            options: QuestionOption::labelled(["a".into(), "b".into()]),
+            multiple: false,
+            freeform: false,
+        },
+    )
 }
 
 fn question(turn_n: usize, q: usize) -> Action {
@@ -80,7 +102,9 @@ proptest! {
     /// Whatever the order of events, each timer fires once, exactly at the first poll at or after its
     /// deadline as the model computes it (a window restarts when extended, a settled question or a dropped
     /// wake never fires), `poll_timeout` is always the earliest pending deadline, and backoff doubles up to
-    /// its cap.
+    /// its cap. Each turn has at most one question open (a second is refused until the first is settled,
+    /// which its window closing does too, as the driver settles it then), and an answer is taken only for
+    /// the open question and when it fits.
     #[test]
     fn timers_fire_when_due_and_once(ops in proptest::collection::vec(op(), 1..80)) {
         let start = Instant::now();
@@ -91,6 +115,8 @@ proptest! {
         let mut backoffs = [journal_backoff(), journal_backoff()];
         let mut expected_delay = [RETRY_FIRST, RETRY_FIRST];
         let mut drain_deadline: Option<Instant> = None;
+        // The question each turn waits on, as the model has it.
+        let mut open: HashMap<usize, usize> = HashMap::new();
         for op in ops {
             match op {
                 Op::Advance(ms) => {
@@ -117,11 +143,40 @@ proptest! {
                         if let Action::DrainGraceOver = a {
                             prop_assert!(core.drain_grace_over(now));
                         }
+                        // The driver closes an expired question unanswered.
+                        if let Action::CloseQuestion { turn: t, question: q } = a {
+                            prop_assert!(core.handle_question_settled(t, q).is_some(), "a window of an open question");
+                            let n: usize = t.as_str()["turn-".len()..].parse().unwrap();
+                            open.remove(&n);
+                        }
                     }
                 }
                 Op::Ask { turn: t, question: q, window } => {
-                    core.handle_question_asked(&turn(t), &format!("q{q}"), Duration::from_millis(window), now);
-                    model.insert(question(t, q), now + Duration::from_millis(window));
+                    prop_assert_eq!(core.may_ask(&turn(t)), !open.contains_key(&t));
+                    let window = window.map(Duration::from_millis);
+                    let took = core.handle_question_asked(&turn(t), &format!("q{q}"), asked(), window, now);
+                    prop_assert_eq!(took, !open.contains_key(&t), "one question open at a time");
+                    if took {
+                        open.insert(t, q);
+                        if let Some(w) = window {
+                            model.insert(question(t, q), now + w);
+                        }
+                    }
+                }
+                Op::Answer { turn: t, question: q, fits } => {
+                    let answer = Answer::Select { value: if fits { "b" } else { "z" }.into() };
+                    let expected = match (open.get(&t) == Some(&q), fits) {
+                        (false, _) => AnswerReply::NotWaiting,
+                        (true, false) => AnswerReply::DoesNotFit,
+                        (true, true) => AnswerReply::Taken,
+                    };
+                    prop_assert_eq!(core.check_answer(&turn(t), &format!("q{q}"), &answer), expected);
+                    if expected == AnswerReply::Taken {
+                        let settled = core.handle_question_settled(&turn(t), &format!("q{q}"));
+                        prop_assert_eq!(settled.map(|o| o.id), Some(format!("q{q}")));
+                        open.remove(&t);
+                        model.remove(&question(t, q));
+                    }
                 }
                 Op::Extend { turn: t, question: q, window } => {
                     let had = core.handle_question_extended(&turn(t), &format!("q{q}"), Duration::from_millis(window), now);
@@ -132,11 +187,17 @@ proptest! {
                     }
                 }
                 Op::Settle { turn: t, question: q } => {
-                    core.handle_question_settled(&turn(t), &format!("q{q}"));
+                    let was_open = open.get(&t) == Some(&q);
+                    let settled = core.handle_question_settled(&turn(t), &format!("q{q}"));
+                    prop_assert_eq!(settled.is_some(), was_open);
+                    if was_open {
+                        open.remove(&t);
+                    }
                     model.remove(&question(t, q));
                 }
                 Op::TurnLeft { turn: t } => {
                     core.handle_turn_left(&turn(t));
+                    open.remove(&t);
                     model.retain(|a, _| !matches!(a, Action::CloseQuestion { turn: x, .. } if *x == turn(t)));
                 }
                 Op::ClaimBusy => {
@@ -170,6 +231,10 @@ proptest! {
                 }
             }
             prop_assert_eq!(core.poll_timeout(), model.values().min().copied());
+            for t in 0..3 {
+                let held = core.open_question(&turn(t)).map(|o| o.id.clone());
+                prop_assert_eq!(held, open.get(&t).map(|q| format!("q{q}")));
+            }
         }
     }
 }
@@ -191,7 +256,7 @@ fn backoff_doubles_from_first_to_max() {
 fn a_question_window_moves_when_extended_and_closes_once() {
     let t0 = Instant::now();
     let mut core = EngineCore::default();
-    core.handle_question_asked(&turn(1), "q", Duration::from_secs(10), t0);
+    assert!(core.handle_question_asked(&turn(1), "q", asked(), Some(Duration::from_secs(10)), t0));
     core.handle_timeout(t0 + Duration::from_secs(9));
     assert_eq!(core.poll_action(), None);
     assert!(core.handle_question_extended(

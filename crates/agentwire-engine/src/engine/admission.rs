@@ -153,7 +153,7 @@ impl Engine {
                     cancel: cancel_tx,
                     delivering: false,
                     policy: sub.policy,
-                    question: None,
+                    asking: None,
                     _slot: sub.slot.take(),
                     protocol: sub.protocol.clone(),
                     taken: now(),

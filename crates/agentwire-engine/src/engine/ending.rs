@@ -110,12 +110,14 @@ impl Engine {
                     // starts); `send` would drop it and the cancel would be lost.
                     t.cancel.send_replace(true);
                     // A cancel closes the question the turn waits on rather than leaving it blocked.
-                    if let Some(q) = t.question.take() {
-                        let _ = q.reply.send(Asked::Cancelled);
-                        closed = Some((t.front.clone(), q.id));
+                    if let Some(reply) = t.asking.take() {
+                        let _ = reply.send(Asked::Cancelled);
                     }
-                    if let Some((_, qid)) = &closed {
-                        st.core.handle_question_settled(id, qid);
+                    let front = t.front.clone();
+                    let open = st.core.open_question(id).map(|q| q.id.clone());
+                    if let Some(qid) = open {
+                        st.core.handle_question_settled(id, &qid);
+                        closed = Some((front, qid));
                     }
                 }
             }

@@ -40,16 +40,8 @@ pub const MAX_TRANSCRIPT_EVENTS: usize = 4096;
 /// The `retry_after` of a turn refused because the agent is full: long enough for a model turn or two.
 pub const AGENT_BUSY_RETRY_AFTER_SECS: u64 = 5;
 
-/// The answer to [`Engine::answer`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnswerReply {
-    /// The waiting turn took the answer.
-    Taken,
-    /// No question with that id is open on that turn (never asked, already answered, or its window closed).
-    NotWaiting,
-    /// The answer does not fit the question (a select option that was not offered, ...).
-    DoesNotFit,
-}
+/// The answer to [`Engine::answer`]: the core decides it.
+pub use crate::engine_core::AnswerReply;
 
 /// The retry hint given with a turn a crash cut off: long enough for the daemon to be back, short enough
 /// that a client retrying soon gets an answer.
@@ -118,8 +110,9 @@ struct LiveTurn {
     /// Someone has taken the job of journaling and delivering the decided outcome.
     delivering: bool,
     policy: TurnPolicy,
-    /// The question the turn waits on, if any (one at a time); its window is the core's.
-    question: Option<OpenQuestion>,
+    /// Where the answer to the question it waits on goes (the question itself, and whether one is open,
+    /// are the core's).
+    asking: Option<oneshot::Sender<Asked>>,
     /// Its capacity slot, freed when the turn leaves the live table.
     _slot: Option<crate::Slot>,
     /// The front that took it (`nipxx`, ...), for the operator's log.
@@ -129,12 +122,6 @@ struct LiveTurn {
     /// Its acceptance was journaled with `accept_soon` and may not be durable yet: made so before the
     /// first thing about the turn goes out ([`Engine::acceptance_durable`]).
     unsynced: bool,
-}
-
-struct OpenQuestion {
-    id: String,
-    question: Question,
-    reply: oneshot::Sender<Asked>,
 }
 
 #[derive(Default)]

@@ -4,27 +4,26 @@
 use super::*;
 
 impl Engine {
-    /// An answer to the question turn `id` waits on.
+    /// An answer to the question turn `id` waits on: the core checks that it is the question open and
+    /// that the answer fits it.
     pub fn answer(&self, id: &RequestId, question_id: &str, answer: Answer) -> AnswerReply {
         let closed = {
             let mut st = self.lock();
+            let checked = st.core.check_answer(id, question_id, &answer);
+            if checked != AnswerReply::Taken {
+                return checked;
+            }
+            let Some(q) = st.core.handle_question_settled(id, question_id) else {
+                return AnswerReply::NotWaiting;
+            };
+            let said = answer.describe(&q.question.kind);
             let Some(t) = st.live.get_mut(id) else {
                 return AnswerReply::NotWaiting;
             };
-            match &t.question {
-                Some(q) if q.id == question_id => {
-                    if !answer.fits(&q.question.kind) {
-                        return AnswerReply::DoesNotFit;
-                    }
-                }
-                _ => return AnswerReply::NotWaiting,
+            if let Some(reply) = t.asking.take() {
+                let _ = reply.send(Asked::Answered(answer));
             }
-            let q = t.question.take().expect("checked above");
-            let said = answer.describe(&q.question.kind);
-            let _ = q.reply.send(Asked::Answered(answer));
-            let front = t.front.clone();
-            st.core.handle_question_settled(id, &q.id);
-            (front, q.id, said)
+            (t.front.clone(), q.id, said)
         };
         let (front, question_id, said) = closed;
         front.question_answered(&question_id, &said);
@@ -49,9 +48,8 @@ impl Engine {
     pub fn extend_question(&self, id: &RequestId, question_id: &str, window: Duration) -> bool {
         let mut st = self.lock();
         let open = st
-            .live
-            .get(id)
-            .and_then(|t| t.question.as_ref())
+            .core
+            .open_question(id)
             .is_some_and(|q| q.id == question_id);
         if open
             && st
@@ -68,9 +66,8 @@ impl Engine {
     /// so that it keeps no copy of the engine's open question.
     pub fn waiting_question(&self, id: &RequestId, question_id: &str) -> Option<Question> {
         let st = self.lock();
-        st.live
-            .get(id)
-            .and_then(|t| t.question.as_ref())
+        st.core
+            .open_question(id)
             .filter(|q| q.id == question_id)
             .map(|q| q.question.clone())
     }
@@ -79,16 +76,15 @@ impl Engine {
     /// (the engine's own, never an observer's copy).
     pub fn open_question(&self, id: &RequestId) -> Option<(String, Question)> {
         let st = self.lock();
-        let q = st.live.get(id)?.question.as_ref()?;
+        let q = st.core.open_question(id)?;
         Some((q.id.clone(), q.question.clone()))
     }
 
     /// Whether turn `id` waits on question `question_id`.
     pub fn is_waiting_on(&self, id: &RequestId, question_id: &str) -> bool {
         let st = self.lock();
-        st.live
-            .get(id)
-            .and_then(|t| t.question.as_ref())
+        st.core
+            .open_question(id)
             .is_some_and(|q| q.id == question_id)
     }
 
@@ -98,20 +94,21 @@ impl Engine {
         id: &RequestId,
         question: Question,
     ) -> BoxFuture<'static, Asked> {
-        let mut st = self.lock();
+        let mut guard = self.lock();
+        let st = &mut *guard;
         let Some(t) = st.live.get_mut(id) else {
             return Box::pin(async { Asked::Cancelled });
         };
         if *t.cancel.borrow() {
             return Box::pin(async { Asked::Cancelled });
         }
-        if t.question.is_some() {
+        if !st.core.may_ask(id) {
             // One question at a time: an agent that asks again before the first is settled gets no second.
             return Box::pin(async { Asked::Unavailable });
         }
         if t.unsynced {
             // The question is the first the peer hears of the turn: its acceptance is durable first.
-            drop(st);
+            drop(guard);
             let (this, id) = (Arc::clone(self), id.clone());
             return Box::pin(async move {
                 this.acceptance_durable(&id).await;
@@ -126,14 +123,11 @@ impl Engine {
                 window,
             } => {
                 let (tx, rx) = oneshot::channel();
-                t.question = Some(OpenQuestion {
-                    id: question_id.clone(),
-                    question,
-                    reply: tx,
-                });
-                if let Some(w) = window {
-                    st.core.handle_question_asked(id, &question_id, w, now());
-                    drop(st);
+                t.asking = Some(tx);
+                st.core
+                    .handle_question_asked(id, &question_id, question, window, now());
+                if window.is_some() {
+                    drop(guard);
                     self.timers_changed();
                 }
                 Box::pin(async move { rx.await.unwrap_or(Asked::Cancelled) })
@@ -164,13 +158,10 @@ pub(super) fn expire_question(
     id: &RequestId,
     question_id: &str,
 ) -> Option<(Arc<dyn TurnFront>, String)> {
+    let q = st.core.handle_question_settled(id, question_id)?;
     let t = st.live.get_mut(id)?;
-    if t.question.as_ref().map(|q| q.id.as_str()) != Some(question_id) {
-        return None;
+    if let Some(reply) = t.asking.take() {
+        let _ = reply.send(Asked::Unanswered);
     }
-    let q = t.question.take()?;
-    let _ = q.reply.send(Asked::Unanswered);
-    let front = t.front.clone();
-    st.core.handle_question_settled(id, &q.id);
-    Some((front, q.id))
+    Some((t.front.clone(), q.id))
 }
