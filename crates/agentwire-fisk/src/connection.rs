@@ -118,6 +118,9 @@ pub enum ConnectError {
     /// A secret the settings name is not there.
     #[error("NATS: {0}")]
     Secret(String),
+    /// The inbox prefix is not one (told as a servers' setting, as it always was).
+    #[error("NATS servers: {0}")]
+    InboxPrefix(#[from] InboxPrefixError),
     /// No server took the connection.
     #[error("NATS {servers}: {reason}")]
     Connect {
@@ -126,6 +129,18 @@ pub enum ConnectError {
         /// What failed.
         reason: String,
     },
+}
+
+/// Why a text is not an inbox prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InboxPrefixError {
+    /// Empty, longer than [`MAX_INBOX_PREFIX`] bytes, or not subject tokens of letters, digits, `-` and
+    /// `_` joined by `.` (a wildcard, an empty token).
+    #[error(
+        "{0:?}: subject tokens (letters, digits, - and _) joined by '.', at most {max} bytes",
+        max = MAX_INBOX_PREFIX
+    )]
+    NotSubjectTokens(String),
 }
 
 /// A URL (or a comma-separated list) with any password or token in it replaced, for logs and errors.
@@ -146,7 +161,7 @@ impl NatsConnect {
 
     /// Checks an inbox prefix: subject tokens of letters, digits, `-` and `_` joined by `.`, no wildcard,
     /// at most [`MAX_INBOX_PREFIX`] bytes.
-    pub fn check_inbox_prefix(prefix: &str) -> Result<(), String> {
+    pub fn check_inbox_prefix(prefix: &str) -> Result<(), InboxPrefixError> {
         let tokens_fit = prefix.split('.').all(|t| {
             !t.is_empty()
                 && t.chars()
@@ -154,9 +169,7 @@ impl NatsConnect {
         });
         match (1..=MAX_INBOX_PREFIX).contains(&prefix.len()) && tokens_fit {
             true => Ok(()),
-            false => Err(format!(
-                "{prefix:?}: subject tokens (letters, digits, - and _) joined by '.', at most {MAX_INBOX_PREFIX} bytes"
-            )),
+            false => Err(InboxPrefixError::NotSubjectTokens(prefix.to_owned())),
         }
     }
 
@@ -286,7 +299,7 @@ impl NatsConnect {
             }
         };
         if let Some(prefix) = &self.inbox_prefix {
-            Self::check_inbox_prefix(prefix).map_err(ConnectError::Servers)?;
+            Self::check_inbox_prefix(prefix)?;
             options = options.custom_inbox_prefix(prefix.clone());
         }
         if self.tls.any() {

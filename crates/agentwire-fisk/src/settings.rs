@@ -383,7 +383,7 @@ fn connect_in(
     if let Some(prefix) = &inbox_prefix {
         NatsConnect::check_inbox_prefix(prefix).map_err(|reason| SettingError::Nats {
             setting: "[nats] inbox_prefix",
-            reason,
+            reason: reason.to_string(),
         })?;
     }
     Ok(NatsConnect {

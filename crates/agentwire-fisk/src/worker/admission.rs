@@ -123,7 +123,7 @@ pub(crate) const UNKNOWN_CONVERSATION: &str = "the conversation_token names no c
 /// so a redelivery of the same job is known as such).
 pub(super) async fn plan(worker: &Worker, task: &TaskRequest, job: Option<&str>) -> Plan {
     if let Err(why) = worker.config.senders.admits(task.header().sender.name()) {
-        return refused(Refusal::Blocked, why);
+        return refused(Refusal::Blocked, why.to_string());
     }
     if let TaskRequest::Read(r) = task {
         if worker.engine.draining() {

@@ -70,16 +70,27 @@ pub struct SenderPolicy {
     pub blocked: Vec<String>,
 }
 
+/// Why a [`SenderPolicy`] does not serve a caller (the `error`'s message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SenderRefusal {
+    /// The caller is among the blocked ones.
+    #[error("the sender {0:?} is blocked on this worker")]
+    Blocked(String),
+    /// Only some callers are served, and this one is not among them.
+    #[error("the sender {0:?} is not among the senders this worker serves")]
+    NotAllowed(String),
+}
+
 impl SenderPolicy {
     /// Whether caller `name` is served; if not, why (for the `error`'s message).
-    pub fn admits(&self, name: &str) -> Result<(), String> {
+    pub fn admits(&self, name: &str) -> Result<(), SenderRefusal> {
         if self.blocked.iter().any(|b| b == name) {
-            return Err(format!("the sender {name:?} is blocked on this worker"));
+            return Err(SenderRefusal::Blocked(name.to_owned()));
         }
         match &self.allowed {
-            Some(allowed) if !allowed.iter().any(|a| a == name) => Err(format!(
-                "the sender {name:?} is not among the senders this worker serves"
-            )),
+            Some(allowed) if !allowed.iter().any(|a| a == name) => {
+                Err(SenderRefusal::NotAllowed(name.to_owned()))
+            }
             _ => Ok(()),
         }
     }
@@ -407,27 +418,38 @@ const SERVER_SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 /// Waits until the server has applied everything this connection sent so far. A message to ourselves comes
 /// back only after the server processed the subscriptions and unsubscriptions sent before it; a flush only
 /// writes them to the socket, and another connection's request may still reach the server first.
-async fn server_sync(client: &async_nats::Client) -> Result<(), String> {
+async fn server_sync(client: &async_nats::Client) -> Result<(), SyncError> {
     let echo = async {
         let inbox = client.new_inbox();
-        let mut sub = client
-            .subscribe(inbox.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        client
-            .publish(inbox, Vec::new().into())
-            .await
-            .map_err(|e| e.to_string())?;
-        client.flush().await.map_err(|e| e.to_string())?;
-        sub.next()
-            .await
-            .map(|_| ())
-            .ok_or_else(|| "the connection closed".to_string())
+        let mut sub = client.subscribe(inbox.clone()).await?;
+        client.publish(inbox, Vec::new().into()).await?;
+        client.flush().await?;
+        sub.next().await.map(|_| ()).ok_or(SyncError::Closed)
     };
     // Every step is bounded: while async-nats reconnects, even a flush waits.
     tokio::time::timeout(SERVER_SYNC_TIMEOUT, echo)
         .await
-        .map_err(|_| format!("no answer from the server in {SERVER_SYNC_TIMEOUT:?}"))?
+        .map_err(|_| SyncError::TimedOut)?
+}
+
+/// Why [`server_sync`] could not confirm that the server applied what this connection sent.
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    /// Subscribing to the echo inbox failed.
+    #[error(transparent)]
+    Subscribe(#[from] async_nats::SubscribeError),
+    /// Publishing the echo failed.
+    #[error(transparent)]
+    Publish(#[from] async_nats::PublishError),
+    /// Flushing the connection failed.
+    #[error(transparent)]
+    Flush(#[from] async_nats::client::FlushError),
+    /// The connection closed before the echo came back.
+    #[error("the connection closed")]
+    Closed,
+    /// No echo within [`SERVER_SYNC_TIMEOUT`].
+    #[error("no answer from the server in {:?}", SERVER_SYNC_TIMEOUT)]
+    TimedOut,
 }
 
 /// Refuses a request that failed validation, before any ack: a NATS service error with code 400 naming
