@@ -162,6 +162,29 @@ pub struct HoldArgs {
     pub command: Vec<OsString>,
 }
 
+/// Why the holder's arguments cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HoldArgsError {
+    /// No command after `--`, or no `--`.
+    #[error("no command: give it after --")]
+    NoCommand,
+    /// `--dir` or `--cwd` (which one) without its path.
+    #[error("{0} takes a path")]
+    NoPath(&'static str),
+    /// `--uid` or `--gid` (which one) without a number.
+    #[error("{0} takes a number")]
+    NotANumber(&'static str),
+    /// An argument the holder does not take.
+    #[error("unknown argument {0:?}")]
+    Unknown(OsString),
+    /// `--uid` without `--gid`, or the other way round.
+    #[error("--uid and --gid go together")]
+    UidWithoutGid,
+    /// No `--dir`.
+    #[error("--dir is required")]
+    NoDir,
+}
+
 impl HoldArgs {
     /// The arguments for a holder of `command` in `dir`.
     pub fn to_args(&self) -> Vec<OsString> {
@@ -183,41 +206,45 @@ impl HoldArgs {
     }
 
     /// Reads the holder's arguments back.
-    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HoldArgs, String> {
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HoldArgs, HoldArgsError> {
         let mut args = args.into_iter();
         let (mut dir, mut cwd, mut uid, mut gid) = (None, None, None, None);
-        let number = |v: Option<OsString>, name: &str| {
+        let number = |v: Option<OsString>, name: &'static str| {
             v.and_then(|v| v.to_str().and_then(|s| s.parse::<u32>().ok()))
-                .ok_or_else(|| format!("{name} takes a number"))
+                .ok_or(HoldArgsError::NotANumber(name))
         };
         loop {
             let Some(a) = args.next() else {
-                return Err("no command: give it after --".into());
+                return Err(HoldArgsError::NoCommand);
             };
             match a.to_str() {
                 Some("--dir") => {
-                    dir = Some(PathBuf::from(args.next().ok_or("--dir takes a path")?))
+                    dir = Some(PathBuf::from(
+                        args.next().ok_or(HoldArgsError::NoPath("--dir"))?,
+                    ))
                 }
                 Some("--cwd") => {
-                    cwd = Some(PathBuf::from(args.next().ok_or("--cwd takes a path")?))
+                    cwd = Some(PathBuf::from(
+                        args.next().ok_or(HoldArgsError::NoPath("--cwd"))?,
+                    ))
                 }
                 Some("--uid") => uid = Some(number(args.next(), "--uid")?),
                 Some("--gid") => gid = Some(number(args.next(), "--gid")?),
                 Some("--") => break,
-                _ => return Err(format!("unknown argument {a:?}")),
+                _ => return Err(HoldArgsError::Unknown(a)),
             }
         }
         let command: Vec<OsString> = args.collect();
         if command.is_empty() {
-            return Err("no command: give it after --".into());
+            return Err(HoldArgsError::NoCommand);
         }
         let user = match (uid, gid) {
             (Some(u), Some(g)) => Some((u, g)),
             (None, None) => None,
-            _ => return Err("--uid and --gid go together".into()),
+            _ => return Err(HoldArgsError::UidWithoutGid),
         };
         Ok(HoldArgs {
-            dir: dir.ok_or("--dir is required")?,
+            dir: dir.ok_or(HoldArgsError::NoDir)?,
             cwd,
             user,
             command,
