@@ -1,5 +1,5 @@
-//! The engine's decisions, pure: which submitted turn is admitted (draining, the agent's capacity, its
-//! conversation), which question each turn waits on (one at a time) and whether an answer fits it, when an
+//! The engine's decisions, pure: which turns are live and whose they are, which submitted turn is
+//! admitted (draining, the agent's capacity, its conversation), who may cancel a turn, which question each turn waits on (one at a time) and whether an answer fits it, when an
 //! open question's window closes, how long a turn waits before it looks at its
 //! conversation's claim again, how long a failed journal write waits before the next try, and when a
 //! drain's grace is over. Grown from the [`TurnBook`], which it holds.
@@ -9,7 +9,9 @@
 //! acts on each [`EngineCore::poll_action`]. So its tests run on a virtual clock.
 
 pub use agentwire_core::Backoff;
-use agentwire_core::{Answer, ConversationId, Question, RequestId, Submitted, TurnBook};
+use agentwire_core::{
+    Answer, CancelDecision, ConversationId, Question, RequestId, Submitted, TurnBook,
+};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -124,6 +126,8 @@ pub struct OpenQuestion {
 pub struct EngineCore {
     /// Which turn of a conversation runs, queues or ends.
     pub(crate) book: TurnBook,
+    /// The live turns (admitted, not yet left: waiting, running or ending), each with its requester.
+    live: HashMap<RequestId, String>,
     /// The question each turn waits on: one at a time.
     questions: HashMap<RequestId, OpenQuestion>,
     draining: bool,
@@ -153,17 +157,54 @@ impl EngineCore {
         self.draining
     }
 
-    /// Decides on a submitted turn `id` of `conversation`, with `live` turns live now and `already_live`
-    /// saying whether `id` is one of them: draining first, then the agent's capacity (a resend of a live
-    /// turn goes on to be answered as a duplicate), then the book.
+    /// How many turns are live.
+    pub fn live_turns(&self) -> usize {
+        self.live.len()
+    }
+
+    /// How many live turns `requester` asked for.
+    pub fn live_turns_of(&self, requester: &str) -> usize {
+        self.live.values().filter(|r| *r == requester).count()
+    }
+
+    /// Whether turn `id` is live.
+    pub fn is_live(&self, id: &RequestId) -> bool {
+        self.live.contains_key(id)
+    }
+
+    /// Decides on turn `id` of `conversation`, submitted by `requester`: draining first, then the agent's
+    /// capacity counted over the live turns (a resend of a live turn goes on to be answered as a
+    /// duplicate), then the book. A new turn is live from here until [`EngineCore::handle_turn_left`].
     pub fn admit(
         &mut self,
         id: &RequestId,
         conversation: &ConversationId,
         policy: TurnPolicy,
-        live: usize,
-        already_live: bool,
+        requester: &str,
     ) -> Admission {
+        let admitted = self.decide(id, conversation, policy);
+        if admitted == Admission::New {
+            self.live.insert(id.clone(), requester.to_string());
+        }
+        admitted
+    }
+
+    /// Cancels turn `id` for `requester` (`None`: the operator, who may cancel any turn). Only the turn's
+    /// own requester may; anyone else, or a turn that is not live, is [`CancelDecision::Ignored`].
+    pub fn handle_cancel(&mut self, id: &RequestId, requester: Option<&str>) -> CancelDecision {
+        match self.live.get(id) {
+            Some(theirs) if requester.is_none_or(|r| r == theirs) => self.book.cancel(id),
+            _ => CancelDecision::Ignored,
+        }
+    }
+
+    fn decide(
+        &mut self,
+        id: &RequestId,
+        conversation: &ConversationId,
+        policy: TurnPolicy,
+    ) -> Admission {
+        let (live, already_live) = (self.live.len(), self.live.contains_key(id));
         if self.draining {
             return Admission::Draining;
         }
@@ -289,8 +330,10 @@ impl EngineCore {
         }
     }
 
-    /// Turn `turn` left the engine: its question and any window of it go with it.
+    /// Turn `turn` left the engine (ended, or forgotten as a resend): it is no longer live, and its
+    /// question and any window of it go with it.
     pub fn handle_turn_left(&mut self, turn: &RequestId) {
+        self.live.remove(turn);
         self.questions.remove(turn);
         let windows: Vec<Action> = self
             .scheduled

@@ -3,7 +3,9 @@
 //! a turn has one question open at a time, and an answer is taken only for that question and when it
 //! fits; admission decides in the engine's order.
 
-use agentwire_core::{Answer, ConversationId, Question, QuestionKind, QuestionOption, RequestId};
+use agentwire_core::{
+    Answer, CancelDecision, ConversationId, Question, QuestionKind, QuestionOption, RequestId,
+};
 use agentwire_engine::engine_core::{
     journal_backoff, Action, Admission, AnswerReply, EngineCore, TurnPolicy, WakeId,
     CONVERSATION_CLAIM_POLL, MAX_TURNS_WAITING_FOR_AGENT, RETRY_FIRST, RETRY_MAX,
@@ -295,51 +297,111 @@ fn admission_in_the_engines_order() {
         refuse_when_full: true,
         ..Default::default()
     };
+    assert_eq!(core.admit(&turn(1), &conv(1), queue, "r"), Admission::New);
+    assert!(core.is_live(&turn(1)));
     assert_eq!(
-        core.admit(&turn(1), &conv(1), queue, 0, false),
-        Admission::New
-    );
-    assert_eq!(
-        core.admit(&turn(1), &conv(1), queue, 1, true),
+        core.admit(&turn(1), &conv(1), queue, "r"),
         Admission::Duplicate
     );
     assert_eq!(
-        core.admit(&turn(2), &conv(1), exclusive, 1, false),
+        core.admit(&turn(2), &conv(1), exclusive, "r"),
         Admission::ConversationBusy
     );
+    assert!(!core.is_live(&turn(2)), "a refused turn is not live");
     assert_eq!(
-        core.admit(&turn(3), &conv(1), queue, 1, false),
+        core.admit(&turn(3), &conv(1), queue, "s"),
         Admission::New,
         "queued behind turn 1"
     );
+    assert_eq!(core.live_turns(), 2);
+    assert_eq!(core.live_turns_of("s"), 1);
 
     core.limit_running(2);
     core.limit_running(9);
     assert_eq!(core.running_limit(), Some(2), "set once");
     assert_eq!(
-        core.admit(&turn(4), &conv(2), refuse_full, 2, false),
-        Admission::AgentFull { max: 2 }
+        core.admit(&turn(4), &conv(2), refuse_full, "r"),
+        Admission::AgentFull { max: 2 },
+        "two live: full for a front that refuses"
     );
     assert_eq!(
-        core.admit(&turn(4), &conv(2), queue, 2, false),
+        core.admit(&turn(4), &conv(2), queue, "r"),
         Admission::New,
         "waits for the agent"
     );
-    let full = 2 + MAX_TURNS_WAITING_FOR_AGENT;
+    // Fill the places waiting for the agent, each turn its own conversation.
+    for n in 0..MAX_TURNS_WAITING_FOR_AGENT - 1 {
+        assert_eq!(
+            core.admit(&turn(100 + n), &conv(100 + n), queue, "r"),
+            Admission::New
+        );
+    }
+    assert_eq!(core.live_turns(), 2 + MAX_TURNS_WAITING_FOR_AGENT);
     assert_eq!(
-        core.admit(&turn(5), &conv(3), queue, full, false),
+        core.admit(&turn(5), &conv(3), queue, "r"),
         Admission::AgentFull { max: 2 }
     );
     assert_eq!(
-        core.admit(&turn(1), &conv(1), queue, full, true),
+        core.admit(&turn(1), &conv(1), queue, "r"),
         Admission::Duplicate,
         "a resend of a live turn is a duplicate, not a refusal"
+    );
+    core.handle_turn_left(&turn(100));
+    assert_eq!(
+        core.admit(&turn(5), &conv(3), queue, "r"),
+        Admission::New,
+        "a place freed by a turn that left"
     );
 
     core.handle_drain(Duration::from_secs(5), Instant::now());
     assert_eq!(
-        core.admit(&turn(6), &conv(4), queue, 0, false),
+        core.admit(&turn(6), &conv(4), queue, "r"),
         Admission::Draining,
         "draining first"
+    );
+}
+
+#[test]
+fn only_its_requester_or_the_operator_cancels_a_live_turn() {
+    let mut core = EngineCore::default();
+    let queue = TurnPolicy::default();
+    assert_eq!(
+        core.admit(&turn(1), &conv(1), queue, "alice"),
+        Admission::New
+    );
+    assert_eq!(
+        core.admit(&turn(2), &conv(1), queue, "alice"),
+        Admission::New
+    );
+    assert_eq!(
+        core.handle_cancel(&turn(1), Some("mallory")),
+        CancelDecision::Ignored,
+        "not the requester's turn"
+    );
+    assert_eq!(
+        core.handle_cancel(&turn(9), None),
+        CancelDecision::Ignored,
+        "not live"
+    );
+    assert_ne!(
+        core.handle_cancel(&turn(1), Some("alice")),
+        CancelDecision::Ignored,
+        "its requester cancels it"
+    );
+    assert_eq!(
+        core.handle_cancel(&turn(1), Some("alice")),
+        CancelDecision::Ignored,
+        "once"
+    );
+    assert_ne!(
+        core.handle_cancel(&turn(2), None),
+        CancelDecision::Ignored,
+        "the operator cancels any turn"
+    );
+    core.handle_turn_left(&turn(2));
+    assert_eq!(
+        core.handle_cancel(&turn(2), None),
+        CancelDecision::Ignored,
+        "left"
     );
 }

@@ -22,7 +22,7 @@ impl Engine {
         if st.core.draining() {
             return Err(crate::SlotRefusal::Draining);
         }
-        let live = st.live.contains_key(request);
+        let live = st.core.is_live(request);
         let slot = crate::slots::take(&self.slots, protocol, slots, request, live)?;
         if exclusive.is_some_and(|c| st.core.book.is_busy(c)) {
             return Err(crate::SlotRefusal::ConversationBusy);
@@ -109,9 +109,7 @@ impl Engine {
         }
         {
             let mut st = self.lock();
-            let live = st.live.len();
-            let already_live = st.live.contains_key(&id);
-            match st.core.admit(&id, &conv, sub.policy, live, already_live) {
+            match st.core.admit(&id, &conv, sub.policy, &sub.requester) {
                 Admission::New => {}
                 Admission::Draining => return Box::pin(async { SubmitReply::Draining }),
                 Admission::Duplicate => return Box::pin(async { SubmitReply::DuplicateLive }),
@@ -147,7 +145,6 @@ impl Engine {
             st.live.insert(
                 id.clone(),
                 LiveTurn {
-                    requester: sub.requester.clone(),
                     input: sub.input.clone(),
                     front: sub.front.clone(),
                     cancel: cancel_tx,
@@ -319,7 +316,7 @@ impl Engine {
         stored: Box<StoredTurn>,
     ) -> SubmitReply {
         let id = stored.request_id.clone();
-        let live_here = self.lock().live.contains_key(&id);
+        let live_here = self.lock().core.is_live(&id);
         if stored.outcome.is_none() && stored.owner == self.owner && !live_here {
             // A turn of ours that a crash cut off, sent again before the recovery pass reached it (which
             // skips turns live here, as this one may have been for a moment): it ends here, once, when the

@@ -63,7 +63,7 @@ impl Engine {
 
     /// Whether turn `id` is live in this engine.
     pub fn is_live(&self, id: &RequestId) -> bool {
-        self.lock().live.contains_key(id)
+        self.lock().core.is_live(id)
     }
 
     /// Enters its live turns into `index`, and every turn that becomes live from now on; an engine joins
@@ -98,11 +98,8 @@ impl Engine {
     ) -> CancelReply {
         let decision = {
             let mut st = self.lock();
-            match st.live.get(id) {
-                Some(t) if requester.is_none_or(|r| t.requester == r) => {}
-                _ => return CancelReply::Ignored,
-            }
-            let d = st.core.book.cancel(id);
+            // Who may cancel is the core's rule: the turn's requester, or the operator.
+            let d = st.core.handle_cancel(id, requester);
             let mut closed = None;
             if d == CancelDecision::SignalAgent {
                 if let Some(t) = st.live.get_mut(id) {
@@ -152,7 +149,7 @@ impl Engine {
             let st = self.lock();
             turns
                 .into_iter()
-                .filter(|t| !st.live.contains_key(&t.request_id))
+                .filter(|t| !st.core.is_live(&t.request_id))
                 .collect()
         };
         Ok(self.end_interrupted(turns, make_front).await)
@@ -176,7 +173,7 @@ impl Engine {
             turns
                 .into_iter()
                 .filter(|t| t.owner != self.owner && same_agent(&t.owner))
-                .filter(|t| !st.live.contains_key(&t.request_id))
+                .filter(|t| !st.core.is_live(&t.request_id))
                 .collect()
         };
         for t in &turns {

@@ -102,8 +102,9 @@ pub enum CancelReply {
     Ignored,
 }
 
+/// What the driver holds of a live turn besides the core's record of it (its requester, its question):
+/// the handles to act on it.
 struct LiveTurn {
-    requester: String,
     input: TurnInput,
     front: Arc<dyn TurnFront>,
     cancel: watch::Sender<bool>,
@@ -277,11 +278,7 @@ impl Engine {
 
     /// Number of live turns `requester` asked for.
     pub fn live_turns_of(&self, requester: &str) -> usize {
-        self.lock()
-            .live
-            .values()
-            .filter(|t| t.requester == requester)
-            .count()
+        self.lock().core.live_turns_of(requester)
     }
 
     /// Whether a turn of `conversation` is live here.
