@@ -77,6 +77,12 @@ pub enum OriginError {
     },
 }
 
+/// `text` as an error shows it: any user-info (a password in a configured URL) replaced, so no error
+/// repeats a credential.
+fn shown(text: &str) -> String {
+    agentwire_core::redact_userinfo(text, "<set>")
+}
+
 /// A relay URL reduced to what names a relay: scheme and host (both lower case), port (the scheme's
 /// default when absent: ws 80, wss 443) and path (one trailing `/` dropped, so `/` is the empty path).
 /// Query, fragment and user info do not name another relay and are left out.
@@ -91,24 +97,18 @@ struct RelayUrlKey {
 impl RelayUrlKey {
     fn parse(text: &str) -> Result<Self, RelayUrlError> {
         let url = Url::parse(text.trim()).map_err(|source| RelayUrlError::NotAUrl {
-            text: text.to_owned(),
+            text: shown(text),
             source,
         })?;
         let scheme = match url.scheme().to_ascii_lowercase().as_str() {
             "ws" => "ws",
             "wss" => "wss",
-            _ => {
-                return Err(RelayUrlError::NotWebSocket {
-                    text: text.to_owned(),
-                })
-            }
+            _ => return Err(RelayUrlError::NotWebSocket { text: shown(text) }),
         };
         let host = url
             .host_str()
             .filter(|h| !h.is_empty())
-            .ok_or_else(|| RelayUrlError::NoHost {
-                text: text.to_owned(),
-            })?
+            .ok_or_else(|| RelayUrlError::NoHost { text: shown(text) })?
             .to_ascii_lowercase();
         let port = url
             .port_or_known_default()
@@ -147,18 +147,14 @@ type OriginKey = (String, String, u16);
 /// origin this relay takes.
 fn parse_origin(text: &str) -> Result<OriginKey, OriginError> {
     let url = Url::parse(text.trim()).map_err(|source| OriginError::NotAUrl {
-        text: text.to_owned(),
+        text: shown(text),
         source,
     })?;
     let nostr::types::url::Origin::Tuple(scheme, host, port) = url.origin() else {
-        return Err(OriginError::Opaque {
-            text: text.to_owned(),
-        });
+        return Err(OriginError::Opaque { text: shown(text) });
     };
     if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
-        return Err(OriginError::NotJustOrigin {
-            text: text.to_owned(),
-        });
+        return Err(OriginError::NotJustOrigin { text: shown(text) });
     }
     Ok((scheme, host.to_string().to_ascii_lowercase(), port))
 }
@@ -312,6 +308,19 @@ fn host_of(ip: IpAddr) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_refused_url_never_repeats_its_password() {
+        for bad in ["https://u:hunter22@h/", "wss://u:hunter22@"] {
+            let e = check_public_url(bad).unwrap_err().to_string();
+            assert!(!e.contains("hunter22") && e.contains("<set>"), "{e}");
+        }
+        let e = check_allowed_origin("https://u:hunter22@h/path")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter22"), "{e}");
+    }
+
     use super::*;
 
     fn own(listen: &str, public: &[&str]) -> OwnUrls {
