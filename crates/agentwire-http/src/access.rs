@@ -11,6 +11,17 @@ pub const TOKEN_COOKIE: &str = "agentwire_token";
 /// Random bytes in a token: 256 bits, far past guessing.
 const TOKEN_BYTES: usize = 32;
 
+/// Why a token cannot be made or read back. No part of a token is ever in one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The system's random source gave no bytes for a new token (ring says nothing more of why).
+    #[error("the system's random source failed")]
+    RandomSource,
+    /// The text read back is not hex of [`TOKEN_BYTES`] bytes.
+    #[error("not a token ({} hex digits)", TOKEN_BYTES * 2)]
+    NotAToken,
+}
+
 /// The API's token. Its `Debug` shows no part of it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Token(String);
@@ -23,19 +34,19 @@ impl std::fmt::Debug for Token {
 
 impl Token {
     /// A new random token (hex).
-    pub fn generate() -> Result<Token, String> {
+    pub fn generate() -> Result<Token, TokenError> {
         let mut bytes = [0u8; TOKEN_BYTES];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-            .map_err(|_| "the system's random source failed".to_string())?;
+            .map_err(|_| TokenError::RandomSource)?;
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
     /// A token read back (from the data dir's file): hex of `TOKEN_BYTES` (32) bytes.
-    pub fn parse(text: &str) -> Result<Token, String> {
+    pub fn parse(text: &str) -> Result<Token, TokenError> {
         let t = text.trim();
         match t.len() == TOKEN_BYTES * 2 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
             true => Ok(Token(t.to_ascii_lowercase())),
-            false => Err(format!("not a token ({} hex digits)", TOKEN_BYTES * 2)),
+            false => Err(TokenError::NotAToken),
         }
     }
 
@@ -176,7 +187,18 @@ mod tests {
         assert!(!t.matches(""));
         assert!(!format!("{t:?}").contains(t.reveal()));
         assert_eq!(Token::parse(&format!("{}\n", t.reveal())).unwrap(), t);
-        assert!(Token::parse("abc").is_err());
+        assert_eq!(
+            Token::parse("abc").unwrap_err().to_string(),
+            "not a token (64 hex digits)"
+        );
+        let not_hex = format!("{}zz", &t.reveal()[..62]);
+        let e = Token::parse(&not_hex).unwrap_err();
+        assert_eq!(e, TokenError::NotAToken);
+        assert!(!format!("{e} {e:?}").contains(&not_hex[..62]));
+        assert_eq!(
+            TokenError::RandomSource.to_string(),
+            "the system's random source failed"
+        );
     }
 
     #[test]

@@ -4,15 +4,43 @@
 
 use agentwire_core::{Answer, ApproveChoice, QuestionKind, APPROVE_OPTIONS};
 
+/// Why `choices` and `text` are not an answer to the open question (the 400 reason of
+/// `POST /api/v1/turns/{id}/answer`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerRefusal {
+    /// An approval or a confirmation takes one choice and no text.
+    #[error("give exactly one of choices")]
+    NotOneChoice,
+    /// The choice is none of an approval's options (nor `no`).
+    #[error("{picked:?}: an approval is once, session, always or deny")]
+    NotAnApproval {
+        /// The choice given.
+        picked: String,
+    },
+    /// The choice to a confirmation is neither `yes` nor `no`.
+    #[error("{given:?}: the answer is yes or no")]
+    NotYesOrNo {
+        /// The choice given.
+        given: String,
+    },
+    /// An input question was given choices, or no text.
+    #[error("an input question takes text only")]
+    InputTakesText,
+    /// The answer is of the question's kind but does not fit it (an option it does not offer, several
+    /// where one is taken, text where none is).
+    #[error("the answer does not fit the question (an option it does not offer?)")]
+    DoesNotFit,
+}
+
 /// `choices` and `text` as an answer to a question of `kind`, or why they are not one.
 pub fn answer_for(
     kind: &QuestionKind,
     choices: &[String],
     text: Option<&str>,
-) -> Result<Answer, String> {
+) -> Result<Answer, AnswerRefusal> {
     let one = || match choices {
         [c] if text.is_none() => Ok(c.as_str()),
-        _ => Err("give exactly one of choices".to_string()),
+        _ => Err(AnswerRefusal::NotOneChoice),
     };
     let answer = match kind {
         QuestionKind::Approve { .. } => {
@@ -23,9 +51,9 @@ pub fn answer_for(
                 _ => match APPROVE_OPTIONS.iter().find(|(id, ..)| *id == picked) {
                     Some((.., choice)) => *choice,
                     None => {
-                        return Err(format!(
-                            "{picked:?}: an approval is once, session, always or deny"
-                        ))
+                        return Err(AnswerRefusal::NotAnApproval {
+                            picked: picked.to_string(),
+                        })
                     }
                 },
             };
@@ -34,7 +62,11 @@ pub fn answer_for(
         QuestionKind::Confirm { .. } => match one()? {
             "yes" => Answer::Confirm { confirmed: true },
             "no" => Answer::Confirm { confirmed: false },
-            other => return Err(format!("{other:?}: the answer is yes or no")),
+            other => {
+                return Err(AnswerRefusal::NotYesOrNo {
+                    given: other.to_string(),
+                })
+            }
         },
         QuestionKind::Select {
             multiple: false, ..
@@ -49,12 +81,12 @@ pub fn answer_for(
             ([], Some(t)) => Answer::Input {
                 value: t.to_string(),
             },
-            _ => return Err("an input question takes text only".into()),
+            _ => return Err(AnswerRefusal::InputTakesText),
         },
     };
     match answer.fits(kind) {
         true => Ok(answer),
-        false => Err("the answer does not fit the question (an option it does not offer?)".into()),
+        false => Err(AnswerRefusal::DoesNotFit),
     }
 }
 
@@ -142,5 +174,56 @@ mod tests {
             })
         );
         assert!(answer_for(&input, &s(&["x"]), None).is_err());
+    }
+
+    #[test]
+    fn each_refusal_says_what_the_question_takes() {
+        let approve = QuestionKind::Approve {
+            command: "ls".into(),
+            display: "ls".into(),
+            tag: None,
+        };
+        let confirm = QuestionKind::Confirm {
+            question: "ok?".into(),
+        };
+        let input = QuestionKind::Input {
+            question: "name?".into(),
+            default: None,
+        };
+        let refused = |kind: &QuestionKind, choices: &[&str], text: Option<&str>| {
+            answer_for(kind, &s(choices), text).unwrap_err().to_string()
+        };
+        assert_eq!(
+            refused(&approve, &["once", "deny"], None),
+            "give exactly one of choices"
+        );
+        assert_eq!(
+            refused(&confirm, &["yes"], Some("sure")),
+            "give exactly one of choices"
+        );
+        assert_eq!(
+            refused(&approve, &["sure"], None),
+            "\"sure\": an approval is once, session, always or deny"
+        );
+        assert_eq!(
+            refused(&confirm, &["maybe"], None),
+            "\"maybe\": the answer is yes or no"
+        );
+        assert_eq!(
+            refused(&input, &["x"], None),
+            "an input question takes text only"
+        );
+        assert_eq!(
+            refused(&input, &[], None),
+            "an input question takes text only"
+        );
+        assert_eq!(
+            refused(&select(false, false), &["blue"], None),
+            "the answer does not fit the question (an option it does not offer?)"
+        );
+        assert_eq!(
+            answer_for(&select(false, false), &s(&["red", "green"]), None),
+            Err(AnswerRefusal::DoesNotFit)
+        );
     }
 }

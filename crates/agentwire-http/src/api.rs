@@ -461,7 +461,7 @@ async fn answer(
     let answer =
         match crate::answer::answer_for(&question.kind, &body.choices, body.text.as_deref()) {
             Ok(a) => a,
-            Err(e) => return refused(StatusCode::BAD_REQUEST, e),
+            Err(e) => return refused(StatusCode::BAD_REQUEST, e.to_string()),
         };
     match engine.answer(&id, &question_id, answer) {
         AnswerReply::Taken => Json(json!({ "answered": question_id })).into_response(),

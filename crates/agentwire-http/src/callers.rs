@@ -98,19 +98,31 @@ pub fn identify(presented: &str, operator: &Token, callers: &[CallerToken]) -> P
     found
 }
 
+/// Why a caller's token (read from its variable or file) is refused. It never holds the token, nor any
+/// part of it: only its length.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallerTokenError {
+    /// Too short to be beyond guessing, or too long.
+    #[error("a caller's token has {MIN_CALLER_TOKEN_CHARS} to {MAX_CALLER_TOKEN_CHARS} characters (this one has {chars}); make one with `openssl rand -hex 32`")]
+    Length {
+        /// The characters it has.
+        chars: usize,
+    },
+    /// It has a space, a control character or a character beyond ASCII.
+    #[error("a caller's token is visible ASCII characters, no spaces")]
+    NotVisible,
+}
+
 /// A caller's token read from its variable or file, checked: [`MIN_CALLER_TOKEN_CHARS`] to
 /// [`MAX_CALLER_TOKEN_CHARS`] visible ASCII characters (surrounding whitespace, such as a file's last
 /// newline, is not part of it).
-pub fn caller_token(text: &str) -> Result<Token, String> {
+pub fn caller_token(text: &str) -> Result<Token, CallerTokenError> {
     let t = text.trim();
     if !(MIN_CALLER_TOKEN_CHARS..=MAX_CALLER_TOKEN_CHARS).contains(&t.len()) {
-        return Err(format!(
-            "a caller's token has {MIN_CALLER_TOKEN_CHARS} to {MAX_CALLER_TOKEN_CHARS} characters (this one has {}); make one with `openssl rand -hex 32`",
-            t.len()
-        ));
+        return Err(CallerTokenError::Length { chars: t.len() });
     }
     if !t.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("a caller's token is visible ASCII characters, no spaces".into());
+        return Err(CallerTokenError::NotVisible);
     }
     Ok(Token::secret(t))
 }
@@ -165,11 +177,22 @@ mod tests {
 
     #[test]
     fn a_caller_token_is_long_enough_and_visible() {
-        assert!(caller_token(&"x".repeat(MIN_CALLER_TOKEN_CHARS - 1)).is_err());
+        let short = "x".repeat(MIN_CALLER_TOKEN_CHARS - 1);
+        let e = caller_token(&short).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a caller's token has 32 to 512 characters (this one has 31); make one with `openssl rand -hex 32`"
+        );
+        assert!(!format!("{e} {e:?}").contains(&short), "never shown");
         assert!(caller_token(&"x".repeat(MAX_CALLER_TOKEN_CHARS + 1)).is_err());
         assert!(caller_token(&format!("{}\n", "x".repeat(32))).is_ok());
-        let e = caller_token(&format!("{} {}", "x".repeat(20), "y".repeat(20))).unwrap_err();
-        assert!(e.contains("no spaces"), "{e}");
+        let spaced = format!("{} {}", "x".repeat(20), "y".repeat(20));
+        let e = caller_token(&spaced).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a caller's token is visible ASCII characters, no spaces"
+        );
+        assert!(!format!("{e} {e:?}").contains("xxxx"), "never shown");
         let t = caller_token(&"s".repeat(40)).unwrap();
         assert!(!format!("{t:?}").contains("ssss"), "never shown");
     }

@@ -39,7 +39,8 @@ pub trait FrontPlan: Send + Sync + std::fmt::Debug {
     /// Its section as `agentwire config` prints it (the file's own keys; nothing secret).
     fn view(&self) -> serde_json::Value;
     /// Starts it for `ctx`'s agents.
-    fn start(&self, ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>>;
+    fn start(&self, ctx: FrontContext)
+        -> BoxFuture<'static, Result<StartedFront, FrontStartError>>;
 }
 
 /// What a front is started with.
@@ -91,6 +92,29 @@ pub struct FrontSettingError {
     pub key: String,
     /// What is wrong.
     pub reason: String,
+}
+
+/// Why a front did not start: the front, and what failed.
+#[derive(Debug, thiserror::Error)]
+#[error("the {front} front: {source}")]
+pub struct FrontStartError {
+    /// The front (its name, as [`FrontKind::name`]).
+    pub front: &'static str,
+    /// What failed.
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl FrontStartError {
+    /// Front `front` did not start because of `source`.
+    pub fn new(
+        front: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        FrontStartError {
+            front,
+            source: source.into(),
+        }
+    }
 }
 
 /// The most turns one caller of `[[http.callers]]` has live on one agent at once: 8. A turn that waits for
@@ -146,7 +170,7 @@ pub struct OnOffSection {
 }
 
 /// How a front starts for its agents.
-pub type StartFront = fn(FrontContext) -> BoxFuture<'static, Result<StartedFront, String>>;
+pub type StartFront = fn(FrontContext) -> BoxFuture<'static, Result<StartedFront, FrontStartError>>;
 
 /// Reads section `value` of front `name`, whose one setting is whether it runs, into its plan; the front
 /// starts with `start`. An unknown key (a typo of `enabled`) is refused by name.
@@ -185,7 +209,10 @@ impl FrontPlan for OnOffPlan {
         serde_json::json!({ "enabled": self.enabled })
     }
 
-    fn start(&self, ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+    fn start(
+        &self,
+        ctx: FrontContext,
+    ) -> BoxFuture<'static, Result<StartedFront, FrontStartError>> {
         (self.start)(ctx)
     }
 }
@@ -243,8 +270,24 @@ impl Front for RequestFront {
 mod tests {
     use super::*;
 
-    fn never(_: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
-        Box::pin(async { Err("not started in this test".to_string()) })
+    fn never(_: FrontContext) -> BoxFuture<'static, Result<StartedFront, FrontStartError>> {
+        Box::pin(async { Err(FrontStartError::new("openai", "not started in this test")) })
+    }
+
+    #[test]
+    fn a_front_that_does_not_start_is_named_with_its_reason() {
+        let ctx = FrontContext {
+            agents: Vec::new(),
+            hub: WatchHub::new(),
+        };
+        let plan = on_off("openai", None, never).unwrap();
+        let Some(Err(e)) = futures_util::FutureExt::now_or_never(plan.start(ctx)) else {
+            panic!("the test front does not start")
+        };
+        assert_eq!(e.to_string(), "the openai front: not started in this test");
+        assert_eq!(e.front, "openai");
+        let source = std::error::Error::source(&e).expect("the reason is kept");
+        assert_eq!(source.to_string(), "not started in this test");
     }
 
     #[test]

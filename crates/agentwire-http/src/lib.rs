@@ -48,7 +48,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-pub use access::{Token, WRONG_TOKEN_LOG_INTERVAL};
+pub use access::{Token, TokenError, WRONG_TOKEN_LOG_INTERVAL};
 pub use api::MAX_FRONT_BODY_BYTES;
 pub use connections::{HEADER_READ_TIMEOUT, MAX_PENDING_REFUSALS, SHUTDOWN_GRACE};
 pub use roost::{RoostCall, RoostRefusal};

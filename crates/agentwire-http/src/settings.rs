@@ -68,14 +68,33 @@ pub enum HttpListen {
     Off,
 }
 
+/// Why a listen value (`--http-listen`'s, `[http] listen`'s) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenError {
+    /// It is neither `off` nor an IP address with a port (a host name, or an address without its port).
+    #[error("{value:?} is not an IP address and port (such as 127.0.0.1:{port}) or off")]
+    NotAnAddress {
+        /// The value given (trimmed).
+        value: String,
+        /// The port the example shows: the value's own, else the default's.
+        port: String,
+        /// Why it did not parse as an address.
+        source: std::net::AddrParseError,
+    },
+}
+
 /// Reads a listen value (`--http-listen`'s, `[http] listen`'s): an address, or `off`.
-pub fn http_listen(value: &str) -> Result<HttpListen, String> {
+pub fn http_listen(value: &str) -> Result<HttpListen, ListenError> {
     match value.trim() {
         "off" => Ok(HttpListen::Off),
-        v => v.parse().map(HttpListen::At).map_err(|_| {
-            let port = v.rsplit_once(':').map_or("7780", |(_, p)| p);
-            format!("{v:?} is not an IP address and port (such as 127.0.0.1:{port}) or off")
-        }),
+        v => v
+            .parse()
+            .map(HttpListen::At)
+            .map_err(|source| ListenError::NotAnAddress {
+                value: v.to_string(),
+                port: v.rsplit_once(':').map_or("7780", |(_, p)| p).to_string(),
+                source,
+            }),
     }
 }
 
@@ -165,9 +184,9 @@ pub fn resolve(
     let (listen, setting) = match (flag, &section.listen) {
         (Some(l), _) => (l, "--http-listen"),
         (None, Some(v)) => (
-            http_listen(v).map_err(|reason| SettingError {
+            http_listen(v).map_err(|e| SettingError {
                 setting: "[http] listen",
-                reason,
+                reason: e.to_string(),
             })?,
             "[http] listen",
         ),
@@ -339,6 +358,32 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(resolve(None, &bad).unwrap_err().setting, "[http] listen");
+    }
+
+    #[test]
+    fn a_listen_value_is_an_address_and_port_or_off() {
+        assert_eq!(http_listen(" off "), Ok(HttpListen::Off));
+        assert_eq!(
+            http_listen("here").unwrap_err().to_string(),
+            "\"here\" is not an IP address and port (such as 127.0.0.1:7780) or off"
+        );
+        let e = http_listen("localhost:9000").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "\"localhost:9000\" is not an IP address and port (such as 127.0.0.1:9000) or off"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the parse error is kept"
+        );
+        let bad = HttpSection {
+            listen: Some("127.0.0.1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(None, &bad).unwrap_err().to_string(),
+            "[http] listen: \"127.0.0.1\" is not an IP address and port (such as 127.0.0.1:7780) or off"
+        );
     }
 
     #[test]
