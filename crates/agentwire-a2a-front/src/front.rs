@@ -6,7 +6,8 @@
 use agentwire_core::{Outcome, Question, TurnEvent};
 use agentwire_engine::{FrontAsk, TurnFront};
 use agentwire_http::front::{
-    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, RequestFront, StartedFront,
+    FrontContext, FrontKind, FrontPlan, FrontSettingError, FrontStartError, HttpRoutes,
+    RequestFront, StartedFront,
 };
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
@@ -45,7 +46,7 @@ impl FrontKind for A2aFront {
 
 /// Starts the front. A task a crash cut off is ended in the journal by recovery (`TASK_STATE_FAILED`, the
 /// agent restarted) and read from there; there is no connection of its own to drain or close.
-fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, FrontStartError>> {
     Box::pin(async move {
         let served = crate::service::Served::new(ctx.agents, ctx.hub);
         Ok(StartedFront {

@@ -155,14 +155,32 @@ pub fn user_message(message_id: &str, task: &str, context: &str, text: &str) -> 
     }
 }
 
+/// Why a client's text is not an answer to the agent's question (the `InvalidParams` of a message that
+/// answers a task in `TASK_STATE_INPUT_REQUIRED`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerTextError {
+    /// The text names none of the question's options, and the question takes no free text.
+    #[error("the answer does not fit the question: {text:?} is not one of the question's options: answer with an option's id or label: {options}")]
+    NotAnOption {
+        /// The text (its first 80 characters).
+        text: String,
+        /// The options, `id (label)`, comma-separated.
+        options: String,
+    },
+    /// The options or the text it names are refused as the question's answer.
+    #[error("the answer does not fit the question: {0}")]
+    DoesNotFit(#[source] agentwire_http::answer::AnswerRefusal),
+}
+
 /// A client's text as the answer to a question of `kind`: text for an input question; otherwise an
 /// option named by its id or its label (any case; several separated by commas where several may be
 /// chosen), or, where the question takes free text beside its options, the text itself. `Err` says what
 /// the question takes.
-pub fn answer_from_text(kind: &QuestionKind, text: &str) -> Result<Answer, String> {
+pub fn answer_from_text(kind: &QuestionKind, text: &str) -> Result<Answer, AnswerTextError> {
     let text = text.trim();
     if let QuestionKind::Input { .. } = kind {
-        return agentwire_http::answer::answer_for(kind, &[], Some(text));
+        return agentwire_http::answer::answer_for(kind, &[], Some(text))
+            .map_err(AnswerTextError::DoesNotFit);
     }
     let options = kind.options();
     let pick = |piece: &str| {
@@ -189,13 +207,14 @@ pub fn answer_from_text(kind: &QuestionKind, text: &str) -> Result<Answer, Strin
         None if kind.freeform() && !text.is_empty() => {
             agentwire_http::answer::answer_for(kind, &[], Some(text))
         }
-        None => Err(format!(
-            "{:?} is not one of the question's options: answer with an option's id or label: {}",
-            text.chars().take(QUOTED_ANSWER_CHARS).collect::<String>(),
-            listed()
-        )),
+        None => {
+            return Err(AnswerTextError::NotAnOption {
+                text: text.chars().take(QUOTED_ANSWER_CHARS).collect(),
+                options: listed(),
+            })
+        }
     }
-    .map_err(|e| format!("the answer does not fit the question: {e}"))
+    .map_err(AnswerTextError::DoesNotFit)
 }
 
 /// What a turn's events make of its task, and what each of them streams.
@@ -716,8 +735,23 @@ mod tests {
             answer_from_text(&k, "R"),
             Ok(Answer::Select { value: "r".into() })
         );
-        let e = answer_from_text(&k, "blue").unwrap_err();
-        assert!(e.contains("r (Red), g (Green)"), "{e}");
+        let e = answer_from_text(&k, "blue").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the answer does not fit the question: \"blue\" is not one of the question's options: answer with an option's id or label: r (Red), g (Green)"
+        );
+        let long = answer_from_text(&k, &"b".repeat(200)).unwrap_err();
+        let AnswerTextError::NotAnOption { text, .. } = &long else {
+            panic!("{long:?}")
+        };
+        assert_eq!(text.chars().count(), QUOTED_ANSWER_CHARS);
+        let refusal =
+            AnswerTextError::DoesNotFit(agentwire_http::answer::AnswerRefusal::InputTakesText);
+        assert_eq!(
+            refusal.to_string(),
+            "the answer does not fit the question: an input question takes text only"
+        );
+        assert!(std::error::Error::source(&refusal).is_some());
         let confirm = QuestionKind::Confirm {
             question: "Sure?".into(),
         };

@@ -508,7 +508,7 @@ impl Served {
             )));
         }
         let answer = mapping::answer_from_text(&question.kind, &req.text)
-            .map_err(A2aError::InvalidParams)?;
+            .map_err(|e| A2aError::InvalidParams(e.to_string()))?;
         match agent.engine.answer(&found.id, &question_id, answer) {
             AnswerReply::Taken => Ok(self.follow(&found, true, None, false)),
             AnswerReply::NotWaiting => Err(waiting()),
