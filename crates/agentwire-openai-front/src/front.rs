@@ -5,7 +5,8 @@
 use agentwire_core::{Outcome, Question, TurnEvent};
 use agentwire_engine::{FrontAsk, TurnFront};
 use agentwire_http::front::{
-    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, RequestFront, StartedFront,
+    FrontContext, FrontKind, FrontPlan, FrontSettingError, FrontStartError, HttpRoutes,
+    RequestFront, StartedFront,
 };
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +40,7 @@ impl FrontKind for OpenAiFront {
 
 /// Starts the front: its turns live as long as their requests, so the running front has nothing of its
 /// own to drain or leave.
-fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, FrontStartError>> {
     Box::pin(async move {
         let served = crate::routes::Served::new(ctx.agents, agentwire_core::now_secs());
         Ok(StartedFront {

@@ -288,7 +288,7 @@ fn message(index: usize, m: RawMessage) -> Result<ChatMessage, RequestError> {
         None | Some(Value::Null) if role == Role::Assistant => String::new(),
         None | Some(Value::Null) => return Err(at("content", "missing".into())),
         Some(Value::String(s)) => s,
-        Some(Value::Array(parts)) => parts_text(parts).map_err(|r| at("content", r))?,
+        Some(Value::Array(parts)) => parts_text(parts).map_err(|r| at("content", r.to_string()))?,
         Some(_) => {
             return Err(at(
                 "content",
@@ -299,26 +299,53 @@ fn message(index: usize, m: RawMessage) -> Result<ChatMessage, RequestError> {
     Ok(ChatMessage { role, text })
 }
 
-fn parts_text(parts: Vec<Value>) -> Result<String, String> {
+/// Why a message's `content` array of parts is not text the agent takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PartsError {
+    /// More parts than [`MAX_CONTENT_PARTS`].
+    #[error("{parts} parts; a message has at most {MAX_CONTENT_PARTS}")]
+    TooMany {
+        /// The parts the message has.
+        parts: usize,
+    },
+    /// A part of type `text` without its `text` string.
+    #[error("part {index}: a text part has a \"text\" string")]
+    NoText {
+        /// The part's place in the array.
+        index: usize,
+    },
+    /// A part of another type than `text` (an image, audio, a file).
+    #[error("part {index} is {kind:?}: the agent takes text only (parts of type \"text\")")]
+    NotText {
+        /// The part's place in the array.
+        index: usize,
+        /// Its `type`.
+        kind: String,
+    },
+    /// A part without a `type`.
+    #[error("part {index}: a part has a \"type\"")]
+    NoType {
+        /// The part's place in the array.
+        index: usize,
+    },
+}
+
+fn parts_text(parts: Vec<Value>) -> Result<String, PartsError> {
     if parts.len() > MAX_CONTENT_PARTS {
-        return Err(format!(
-            "{} parts; a message has at most {MAX_CONTENT_PARTS}",
-            parts.len()
-        ));
+        return Err(PartsError::TooMany { parts: parts.len() });
     }
     let mut texts = Vec::with_capacity(parts.len());
-    for (i, p) in parts.iter().enumerate() {
+    for (index, p) in parts.iter().enumerate() {
         match (p["type"].as_str(), p["text"].as_str()) {
             (Some("text"), Some(t)) => texts.push(t),
-            (Some("text"), None) => {
-                return Err(format!("part {i}: a text part has a \"text\" string"))
-            }
+            (Some("text"), None) => return Err(PartsError::NoText { index }),
             (Some(other), _) => {
-                return Err(format!(
-                    "part {i} is {other:?}: the agent takes text only (parts of type \"text\")"
-                ))
+                return Err(PartsError::NotText {
+                    index,
+                    kind: other.to_string(),
+                })
             }
-            (None, _) => return Err(format!("part {i}: a part has a \"type\"")),
+            (None, _) => return Err(PartsError::NoType { index }),
         }
     }
     Ok(texts.join("\n"))
@@ -587,6 +614,50 @@ mod tests {
         );
         let silent = json!({"model": "demo", "messages": [user("a"), {"role": "assistant", "content": null}, user("b")]});
         assert_eq!(parse(silent).unwrap().messages[1].text, "");
+    }
+
+    #[test]
+    fn content_parts_are_text_parts_each_refusal_naming_the_part() {
+        let refused = |parts: Value| {
+            let Value::Array(parts) = parts else {
+                unreachable!()
+            };
+            parts_text(parts).unwrap_err().to_string()
+        };
+        assert_eq!(
+            parts_text(vec![
+                json!({"type": "text", "text": "a"}),
+                json!({"type": "text", "text": "b"})
+            ]),
+            Ok("a\nb".to_string())
+        );
+        let many: Vec<Value> = (0..=MAX_CONTENT_PARTS)
+            .map(|_| json!({"type": "text", "text": "x"}))
+            .collect();
+        assert_eq!(
+            refused(Value::Array(many)),
+            "101 parts; a message has at most 100"
+        );
+        assert_eq!(
+            refused(json!([{"type": "text", "text": "a"}, {"type": "text"}])),
+            "part 1: a text part has a \"text\" string"
+        );
+        assert_eq!(
+            refused(json!([{"type": "image_url"}])),
+            "part 0 is \"image_url\": the agent takes text only (parts of type \"text\")"
+        );
+        assert_eq!(
+            refused(json!([{"text": "a"}])),
+            "part 0: a part has a \"type\""
+        );
+        let e = parse(
+            json!({"model": "demo", "messages": [{"role": "user", "content": [{"text": "a"}]}]}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "messages[0].content: part 0: a part has a \"type\""
+        );
     }
 
     #[test]
