@@ -5,7 +5,8 @@
 use agentwire_core::{Outcome, Question, TurnEvent};
 use agentwire_engine::{FrontAsk, TurnFront};
 use agentwire_http::front::{
-    FrontContext, FrontKind, FrontPlan, FrontSettingError, HttpRoutes, RequestFront, StartedFront,
+    FrontContext, FrontKind, FrontPlan, FrontSettingError, FrontStartError, HttpRoutes,
+    RequestFront, StartedFront,
 };
 use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,7 +47,7 @@ impl FrontKind for McpFront {
 /// Starts the front. Its turns live as long as their calls: after a crash the client's session is gone,
 /// so recovery ends them in the journal alone. Stopping ends every session (their calls' turns are
 /// cancelled as their handlers end).
-fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, String>> {
+fn start(ctx: FrontContext) -> BoxFuture<'static, Result<StartedFront, FrontStartError>> {
     Box::pin(async move {
         let (callers, stop) = crate::routes::router(ctx.agents);
         Ok(StartedFront {
