@@ -31,7 +31,7 @@ pub(crate) fn load_or_create_token(data_dir: &Path) -> Result<Token, String> {
                 .map_err(|e| format!("{}: {e}; remove it to make a new one", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let token = Token::generate()?;
+            let token = Token::generate().map_err(|e| e.to_string())?;
             std::fs::create_dir_all(data_dir)
                 .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
             let part = data_dir.join(format!("{TOKEN_FILE}.part"));
@@ -122,7 +122,8 @@ fn caller_tokens(
                     .map_err(|e| named(format!("{}: {e}", path.display())))?
             }
         };
-        let token = agentwire_http::callers::caller_token(&text).map_err(named)?;
+        let token =
+            agentwire_http::callers::caller_token(&text).map_err(|e| named(e.to_string()))?;
         let taken =
             operator.matches(token.reveal()) || out.iter().any(|o| o.token.matches(token.reveal()));
         if taken {

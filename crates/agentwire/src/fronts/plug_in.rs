@@ -65,7 +65,7 @@ impl DaemonFront for PlugIn {
                     hub: ctx.hub.clone(),
                 })
                 .await
-                .map_err(|e| format!("the {name} front: {e}"))?;
+                .map_err(|e| e.to_string())?;
             Ok(Started {
                 shared: Some(s.front),
                 routes: s.routes,
