@@ -19,6 +19,7 @@ mod redact;
 mod token_bucket;
 mod tool_line;
 mod turnbook;
+pub mod watch;
 
 pub use backoff::Backoff;
 pub use event::{StatusState, TurnEvent, WarningAbout};

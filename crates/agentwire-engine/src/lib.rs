@@ -14,7 +14,8 @@ mod engines;
 mod front;
 mod health;
 mod lifecycle;
-pub mod metrics;
+/// The daemon's Prometheus metrics, a crate of their own that the hub feeds as it publishes.
+pub use agentwire_metrics as metrics;
 mod slots;
 pub mod telemetry;
 pub mod watch;

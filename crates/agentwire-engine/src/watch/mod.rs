@@ -18,7 +18,8 @@ use tokio::sync::broadcast;
 
 use crate::front::{FrontAsk, TurnFront};
 
-pub(crate) mod turn;
+/// What the hub publishes, plain data in the core (which the metrics read too).
+pub(crate) use agentwire_core::watch as turn;
 pub use turn::{TurnEnd, TurnState, TurnSummary, WatchEvent, WatchKind, MAX_PROMPT_SHOWN};
 
 /// Events a watcher may fall behind by before it is told it missed some: a turn streams tens of events a
@@ -72,46 +73,7 @@ impl TurnLog {
 
     /// The summary after `kind`.
     fn note(&mut self, kind: &WatchKind, at_ms: u64) {
-        let s = &mut self.summary;
-        match kind {
-            WatchKind::Accepted {
-                queued,
-                protocol,
-                agent,
-                conversation,
-                prompt,
-                requester,
-            } => {
-                s.requester = requester.clone();
-                s.agent = agent.clone();
-                s.protocol = protocol.clone();
-                s.conversation = Some(conversation.clone());
-                s.prompt = prompt.clone();
-                s.state = match queued {
-                    true => TurnState::Queued,
-                    false => TurnState::Running,
-                };
-            }
-            WatchKind::Event(_) => {
-                if s.state == TurnState::Queued {
-                    s.state = TurnState::Running;
-                }
-            }
-            WatchKind::Question { id, .. } => {
-                s.state = TurnState::Waiting;
-                s.question = Some(id.clone());
-            }
-            WatchKind::QuestionClosed { .. } => {
-                s.state = TurnState::Running;
-                s.question = None;
-            }
-            WatchKind::Outcome(o) => {
-                s.state = TurnState::Ended;
-                s.question = None;
-                s.outcome = Some(o.clone());
-                s.ended_ms = Some(at_ms);
-            }
-        }
+        self.summary.note(kind, at_ms);
     }
 }
 

@@ -1,8 +1,8 @@
-//! What the hub publishes of a turn: what it did ([`WatchKind`], [`WatchEvent`]), where it is
-//! ([`TurnState`], [`TurnEnd`]) and its line in a list ([`TurnSummary`]). Plain data, below the hub and
-//! its readers (the metrics among them).
+//! What the engine's watch hub publishes of a turn: what it did ([`WatchKind`], [`WatchEvent`]), where it
+//! is ([`TurnState`], [`TurnEnd`]) and its line in a list ([`TurnSummary`]). Plain data, below the hub and
+//! its readers (the metrics among them), so that each of them depends on it and not on the other.
 
-use agentwire_core::{ConversationId, Outcome, Question, RequestId, TurnEvent};
+use crate::{ConversationId, Outcome, Question, RequestId, TurnEvent};
 
 /// The most of a prompt a turn's acceptance carries: its first line, cut here.
 pub const MAX_PROMPT_SHOWN: usize = 200;
@@ -23,7 +23,7 @@ pub enum WatchKind {
         conversation: ConversationId,
         /// The first line of its prompt, at most [`MAX_PROMPT_SHOWN`] bytes.
         prompt: String,
-        /// Who asked ([`Submission::requester`](crate::Submission::requester)): a caller front shows a
+        /// Who asked (the submission's `requester`): a caller front shows a
         /// caller only its own turns.
         requester: String,
     },
@@ -173,5 +173,51 @@ impl TurnSummary {
     /// How it ended, once it has.
     pub fn end(&self) -> Option<TurnEnd> {
         self.outcome.as_ref().map(TurnEnd::of)
+    }
+}
+
+impl TurnSummary {
+    /// The summary after `kind` happened at `at_ms`.
+    pub fn note(&mut self, kind: &WatchKind, at_ms: u64) {
+        let s = self;
+        match kind {
+            WatchKind::Accepted {
+                queued,
+                protocol,
+                agent,
+                conversation,
+                prompt,
+                requester,
+            } => {
+                s.requester = requester.clone();
+                s.agent = agent.clone();
+                s.protocol = protocol.clone();
+                s.conversation = Some(conversation.clone());
+                s.prompt = prompt.clone();
+                s.state = match queued {
+                    true => TurnState::Queued,
+                    false => TurnState::Running,
+                };
+            }
+            WatchKind::Event(_) => {
+                if s.state == TurnState::Queued {
+                    s.state = TurnState::Running;
+                }
+            }
+            WatchKind::Question { id, .. } => {
+                s.state = TurnState::Waiting;
+                s.question = Some(id.clone());
+            }
+            WatchKind::QuestionClosed { .. } => {
+                s.state = TurnState::Running;
+                s.question = None;
+            }
+            WatchKind::Outcome(o) => {
+                s.state = TurnState::Ended;
+                s.question = None;
+                s.outcome = Some(o.clone());
+                s.ended_ms = Some(at_ms);
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The daemon's Prometheus metrics (`GET /metrics`): one registry, its families named `agentwire_*`, the
-//! turns' own fed by the [`WatchHub`](crate::WatchHub) as it publishes (so they count every turn of every
+//! turns' own fed by the engine's watch hub as it publishes (so they count every turn of every
 //! front, exactly, without a watcher that could fall behind), and the rest set by their owners: the model
 //! agents' calls as they end, the engine's journal writes as they commit, the HTTP server's requests, and
 //! the journal's health, the embedded relay's counters and the roost jobs when scraped.
@@ -10,7 +10,7 @@
 //! [`Metrics::name_tools`], up to [`MAX_TOOL_LABELS`]; a name a model made up is `other`), a relay
 //! event's `result` one of the relay's own few. Never an id, a prompt or a user.
 
-use crate::watch::turn::{TurnSummary, WatchKind};
+use agentwire_core::watch::{TurnSummary, WatchKind};
 use agentwire_core::{FailureCode, Outcome, TurnEvent, Usage};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -178,15 +178,16 @@ impl Bounded {
 
 /// How a turn's summary stood before an event (what the metrics compare with, without a copy of it).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Before {
+pub struct Before {
     /// A question was open.
-    pub(crate) question: bool,
+    pub question: bool,
     /// It had been accepted.
-    pub(crate) accepted: bool,
+    pub accepted: bool,
 }
 
 impl Before {
-    pub(crate) fn of(s: &TurnSummary) -> Before {
+    /// How `s` stands now, to compare with once the next event is noted.
+    pub fn of(s: &TurnSummary) -> Before {
         Before {
             question: s.question.is_some(),
             accepted: !s.protocol.is_empty(),
@@ -388,15 +389,10 @@ impl Metrics {
         }
     }
 
-    /// What a turn did, as the hub publishes it: `before` is how its summary stood before, `after` its
-    /// summary after; `first_end` says this is its outcome, published for the first time.
-    pub(crate) fn observe(
-        &self,
-        before: Before,
-        after: &TurnSummary,
-        kind: &WatchKind,
-        first_end: bool,
-    ) {
+    /// What a turn did, as the hub publishes it (the hub calls it for every event, under its lock, so the
+    /// turns' counts are exact): `before` is how its summary stood before, `after` its summary after;
+    /// `first_end` says this is its outcome, published for the first time.
+    pub fn observe(&self, before: Before, after: &TurnSummary, kind: &WatchKind, first_end: bool) {
         let opened = after.question.is_some() as i64 - before.question as i64;
         if opened != 0 {
             self.questions_open.inc_by(opened);
@@ -637,7 +633,7 @@ mod tests {
             conversation: None,
             prompt: String::new(),
             requester: String::new(),
-            state: crate::watch::turn::TurnState::Running,
+            state: agentwire_core::watch::TurnState::Running,
             question: None,
             outcome: None,
             started_ms: 0,
