@@ -112,6 +112,45 @@ pub enum AnswerReply {
     DoesNotFit,
 }
 
+/// How a journal call failed, as the engine tells failures apart: the storage cannot write now (worth
+/// waiting for), or a record itself is wrong (corrupt: no retry, on any instance, mends it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalFault {
+    /// The storage could not write or answer (a full disk, an unreachable cluster, a closed writer).
+    Unwritable,
+    /// A record is not what the journal should hold.
+    Corrupt,
+}
+
+/// What an exclusive turn's claim on its conversation decides ([`claim_verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimVerdict {
+    /// Claimed, or the journal has the turn (a resend, answered from it): the turn goes on.
+    Go,
+    /// Another turn of the conversation holds it and the journal does not know this one.
+    ConversationBusy,
+    /// A record is corrupt: the turn is refused for good (journaled and delivered), not left to retry.
+    Corrupt,
+    /// The journal cannot answer now: nothing is taken, and the front decides what its peer hears.
+    Unavailable,
+}
+
+/// The verdict of a claim that was `claimed` (`Ok(true)`: taken; `Ok(false)`: another turn holds it) and,
+/// when another holds it, of the journal's answer to whether it `known`s this turn (`Ok(true)` else).
+pub fn claim_verdict(
+    claimed: Result<bool, JournalFault>,
+    known: Result<bool, JournalFault>,
+) -> ClaimVerdict {
+    match (claimed, known) {
+        (Err(JournalFault::Corrupt), _) | (_, Err(JournalFault::Corrupt)) => ClaimVerdict::Corrupt,
+        (Err(JournalFault::Unwritable), _) | (_, Err(JournalFault::Unwritable)) => {
+            ClaimVerdict::Unavailable
+        }
+        (Ok(true), Ok(_)) | (Ok(false), Ok(true)) => ClaimVerdict::Go,
+        (Ok(false), Ok(false)) => ClaimVerdict::ConversationBusy,
+    }
+}
+
 /// A question a turn put to its requester and waits on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenQuestion {

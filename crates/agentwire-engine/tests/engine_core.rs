@@ -405,3 +405,37 @@ fn only_its_requester_or_the_operator_cancels_a_live_turn() {
         "left"
     );
 }
+
+#[test]
+fn a_claim_goes_on_is_busy_or_is_refused_by_what_failed() {
+    use agentwire_engine::engine_core::{claim_verdict, ClaimVerdict, JournalFault};
+    let (unwritable, corrupt) = (JournalFault::Unwritable, JournalFault::Corrupt);
+    assert_eq!(claim_verdict(Ok(true), Ok(true)), ClaimVerdict::Go);
+    assert_eq!(
+        claim_verdict(Ok(false), Ok(true)),
+        ClaimVerdict::Go,
+        "held by another, but the journal has the turn: a resend answered from it"
+    );
+    assert_eq!(
+        claim_verdict(Ok(false), Ok(false)),
+        ClaimVerdict::ConversationBusy
+    );
+    assert_eq!(
+        claim_verdict(Err(unwritable), Ok(true)),
+        ClaimVerdict::Unavailable,
+        "the journal may take it soon"
+    );
+    assert_eq!(
+        claim_verdict(Ok(false), Err(unwritable)),
+        ClaimVerdict::Unavailable
+    );
+    assert_eq!(
+        claim_verdict(Err(corrupt), Ok(true)),
+        ClaimVerdict::Corrupt,
+        "no retry mends a corrupt record"
+    );
+    assert_eq!(
+        claim_verdict(Ok(false), Err(corrupt)),
+        ClaimVerdict::Corrupt
+    );
+}

@@ -208,17 +208,30 @@ impl Engine {
                 Ok(Claim::Busy(_)) => self.journal.lookup(id.clone()).await.map(|t| t.is_some()),
                 _ => Ok(true),
             };
-            match (claim, known) {
-                (Ok(_), Ok(true)) => {}
-                (Ok(_), Ok(false)) => {
+            let fault = |e: &StoreError| match e.is_unwritable() {
+                true => JournalFault::Unwritable,
+                false => JournalFault::Corrupt,
+            };
+            let verdict = claim_verdict(
+                claim
+                    .as_ref()
+                    .map(|c| matches!(c, Claim::Taken))
+                    .map_err(fault),
+                known.as_ref().copied().map_err(fault),
+            );
+            let error = claim.err().or(known.err());
+            let said = || error.as_ref().map(|e| e.to_string()).unwrap_or_default();
+            match verdict {
+                ClaimVerdict::Go => {}
+                ClaimVerdict::ConversationBusy => {
                     self.forget(&id);
                     return SubmitReply::ConversationBusy;
                 }
                 // A corrupt record stays corrupt however often it is asked, on any instance: the turn is not
                 // taken (a refusal journaled and delivered), rather than refused as if the journal might take
                 // it soon.
-                (Err(e), _) | (_, Err(e)) if !e.is_unwritable() => {
-                    tracing::error!(request = %id, conversation = %sub.input.conversation_id, error = %e, "the journal holds a corrupt record for this turn or its conversation");
+                ClaimVerdict::Corrupt => {
+                    tracing::error!(request = %id, conversation = %sub.input.conversation_id, error = %said(), "the journal holds a corrupt record for this turn or its conversation");
                     self.forget(&id);
                     let failure = Failure::new(
                         Refusal::TurnNotTaken,
@@ -226,10 +239,10 @@ impl Engine {
                     );
                     return self.refuse_watched(sub, failure).await;
                 }
-                (Err(e), _) | (_, Err(e)) => {
-                    tracing::error!(request = %id, error = %e, "journal could not claim a conversation");
+                ClaimVerdict::Unavailable => {
+                    tracing::error!(request = %id, error = %said(), "journal could not claim a conversation");
                     self.forget(&id);
-                    return SubmitReply::JournalUnavailable(e.to_string());
+                    return SubmitReply::JournalUnavailable(said());
                 }
             }
         }

@@ -2,7 +2,10 @@
 //! running turn, and one timer task that sleeps until the core's next deadline and acts on what falls due.
 
 use crate::agent::{Agent, AskQuestion, Asker, TurnContext, EVENT_QUEUE_DEPTH};
-use crate::engine_core::{journal_backoff, Action, Admission, EngineCore, TurnPolicy, WakeId};
+use crate::engine_core::{
+    claim_verdict, journal_backoff, Action, Admission, ClaimVerdict, EngineCore, JournalFault,
+    TurnPolicy, WakeId,
+};
 use crate::front::{FrontAsk, TurnFront};
 use crate::health::Health;
 use agentwire_core::TurnInput;
