@@ -9,7 +9,7 @@ mod common;
 
 use agentwire_fisk::wire::nats;
 use agentwire_testkit::NatsServer;
-use caller::{check_set, code, header, tag, token, with, Caller, Msg};
+use caller::{check_set, code, header, tag, token, with, Caller, Msg, SET_TIMEOUT};
 use common::Daemon;
 use serde_json::json;
 use std::collections::HashSet;
@@ -306,13 +306,25 @@ async fn after_kill_9_of_the_runner_the_conversation_waits_out_its_lease_then_go
 
     // Until the survivor ends the dead instance's turn (a lease after the kill, then its sweep), the
     // conversation is busy; then the next turn runs there, after the first two.
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
-    let mut refused = 0;
+    let mut deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+    let (mut refused, mut lost) = (0, 0);
     let served = loop {
         let r = tag("after");
         let set = c
             .prompt(&r, "and after", json!({ "conversation_token": t }))
             .await;
+        // The first request after the kill may reach the dead instance's subscription before the NATS
+        // server has seen its connection close (more likely on a loaded machine): it is lost with it, and
+        // the caller asks again after its timeout, as a fisk-ai caller does. Only that one may be lost.
+        if set.is_empty() {
+            assert!(
+                refused == 0 && lost == 0,
+                "a request after the first went unanswered"
+            );
+            lost += 1;
+            deadline += SET_TIMEOUT;
+            continue;
+        }
         if set.last().unwrap().protocol() == "io.choria.fisk-ai.v1.error" {
             assert_eq!(code(&set), "conversation_busy", "{set:#?}");
             refused += 1;
