@@ -18,8 +18,8 @@ pub(crate) use file::{load, FileConfig};
 pub(crate) use flags::ServeFlags;
 pub(crate) use instance::InstanceName;
 pub(crate) use resolve::{
-    AgentChoice, ExposedAgent, HttpChoice, JournalChoice, PlugInFront, Resolved,
-    SharedJournal, Sources,
+    AgentChoice, ExposedAgent, HttpChoice, JournalChoice, PlugInFront, Resolved, SharedJournal,
+    Sources,
 };
 pub(crate) use telemetry::TelemetryChoice;
 
