@@ -385,12 +385,14 @@ pub(crate) fn resolve(
             )));
         }
     }
-    secrets_not_passed(file, &roost.profiles)?;
+    // Every entry's plan, read once: for the secrets check and for which entries a model agent serves.
+    let plans = entry_plans(file)?;
+    secrets_not_passed(&plans, file, &roost.profiles)?;
     let served = std::iter::once(&agent).chain(more_agents.iter().map(|m| &m.choice));
     for choice in served {
         required_vars_set(choice, env)?;
     }
-    let mut warnings = unused_agents(file, &agent.name)?;
+    let mut warnings = unused_agents(file, &agent.name, &plans)?;
     let telemetry = super::telemetry::resolve(&file.telemetry, env, &mut warnings)?;
     let nipxx = nipxx(flags, file)?;
     let journal = journal(flags, file, env)?;
@@ -445,9 +447,15 @@ fn required_vars_set(choice: &AgentChoice, env: &super::Environment) -> Result<(
 /// Every `[agents.<name>]` entry is checked, served or not (a wrong kind or a missing key is an error now,
 /// not when it is first served); one that nothing serves (not the `--agent` one, no `expose`) is a warning
 /// naming it.
-fn unused_agents(file: &FileConfig, default: &str) -> Result<Vec<String>, ConfigError> {
+fn unused_agents(
+    file: &FileConfig,
+    default: &str,
+    plans: &EntryPlans<'_>,
+) -> Result<Vec<String>, ConfigError> {
     let mut names: Vec<&String> = file.agents.keys().collect();
     names.sort();
+    // A model agent's delegate is served through it.
+    let delegated: BTreeSet<&str> = plans.iter().flat_map(|(_, p)| p.delegates()).collect();
     let mut warnings = Vec::new();
     for name in names {
         let entry = &file.agents[name];
@@ -455,13 +463,7 @@ fn unused_agents(file: &FileConfig, default: &str) -> Result<Vec<String>, Config
             continue;
         }
         entry_choice(name.clone(), entry, &file.agents)?;
-        // A model agent's delegate is served through it.
-        let delegated = file.agents.iter().any(|(other, a)| {
-            other != name
-                && entry_choice(other.clone(), a, &file.agents)
-                    .is_ok_and(|c| c.plan.delegates().contains(&name.as_str()))
-        });
-        if delegated {
+        if delegated.contains(name.as_str()) {
             continue;
         }
         warnings.push(format!(
@@ -950,20 +952,28 @@ fn entry_plan(
     })
 }
 
+/// Every `[agents.<name>]` entry's plan, by name, in name order.
+type EntryPlans<'a> = Vec<(&'a String, Arc<dyn AgentPlan>)>;
+
+/// Every `[agents.<name>]` entry's plan, read once.
+fn entry_plans(file: &FileConfig) -> Result<EntryPlans<'_>, ConfigError> {
+    let mut names: Vec<&String> = file.agents.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| Ok((n, entry_plan(n, &file.agents[n], &file.agents)?)))
+        .collect()
+}
+
 /// Refuses a `pass_env` (of an agent, an MCP server or a roost profile) that names a variable the
 /// configuration holds a secret in (a model agent's `api_key_env`, `[nats] password_env` or `token_env`, a
 /// remote agent's `token_env` and its `nats` credentials' variables): a child never gets the daemon's
 /// secrets. Every entry's kind says which variables it reads secrets from and which it passes on.
 fn secrets_not_passed(
+    plans: &EntryPlans<'_>,
     file: &FileConfig,
     profiles: &HashMap<String, Profile>,
 ) -> Result<(), ConfigError> {
-    let mut names: Vec<&String> = file.agents.keys().collect();
-    names.sort();
-    let plans = names
-        .into_iter()
-        .map(|n| Ok((n, entry_plan(n, &file.agents[n], &file.agents)?)))
-        .collect::<Result<Vec<_>, ConfigError>>()?;
     let uses: Vec<(&String, EnvUse<'_>)> = plans.iter().map(|(n, p)| (*n, p.env_use())).collect();
     let secrets: BTreeSet<&str> = uses
         .iter()
